@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { sql } from 'kysely'
+import type { Logger } from 'pino'
+import { Type } from 'typebox'
+import type { Config } from './config.ts'
+import type { DB } from './db/database.ts'
+import { registerAuth } from './http/auth.ts'
+import { registerErrorHandler } from './http/errors.ts'
+import { registerOpenApi } from './http/openapi.ts'
+import { registerValidation } from './http/validation.ts'
+import { createLogger } from './logger.ts'
+import { accountRoutes } from './modules/account/routes.ts'
+
+export interface Deps {
+  db: DB
+  logger?: Logger
+}
+
+const HEALTH_QUERY_TIMEOUT_MS = 2000
+
+/** Builds the HTTP application; it never listens (main.ts does). */
+export async function buildApp (config: Config, deps: Deps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: (deps.logger ?? createLogger(config)) as FastifyBaseLogger,
+    genReqId: () => randomUUID(),
+    requestIdHeader: 'x-request-id',
+    // Keeps "/v1/voice/list/" and "/v1/voice/list" the same route.
+    routerOptions: { ignoreTrailingSlash: true },
+    bodyLimit: 1024 * 1024
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  registerValidation(app)
+  registerErrorHandler(app)
+  await registerOpenApi(app)
+  app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
+
+  app.get('/health', {
+    schema: {
+      tags: ['health'],
+      summary: 'Readiness: the process and its database',
+      security: [],
+      response: {
+        200: Type.Object({ status: Type.Literal('ok'), database: Type.Literal('up') }),
+        503: Type.Object({ status: Type.Literal('degraded'), database: Type.Literal('down') })
+      }
+    }
+  }, async (_request, reply) => {
+    const up = await Promise.race([
+      sql`select 1`.execute(deps.db).then(() => true, () => false),
+      new Promise<boolean>((resolve) => setTimeout(resolve, HEALTH_QUERY_TIMEOUT_MS, false).unref())
+    ])
+    return up ? { status: 'ok' as const, database: 'up' as const } : reply.code(503).send({ status: 'degraded', database: 'down' })
+  })
+
+  // Liveness for container health checks: a short database outage must not get the container killed.
+  app.get('/health/live', {
+    schema: { tags: ['health'], summary: 'Liveness: the process answers', security: [], response: { 200: Type.Object({ status: Type.Literal('ok') }) } }
+  }, async () => ({ status: 'ok' as const }))
+
+  if (config.role !== 'worker') {
+    await app.register(async (v1) => {
+      registerAuth(v1, deps.db)
+      await v1.register(accountRoutes, { db: deps.db })
+    }, { prefix: '/v1' })
+  }
+
+  return app
+}

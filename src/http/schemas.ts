@@ -1,0 +1,41 @@
+import { Type, type TSchema } from 'typebox'
+import { ID_PATTERN } from '../db/ids.ts'
+import { ErrorResponse } from './errors.ts'
+
+export const ObjectId = Type.String({ pattern: ID_PATTERN, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
+
+export const IdParams = Type.Object({ id: ObjectId })
+
+/** Listing window. A limit over 1000 is refused rather than silently cut. */
+export const Paging = {
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+  skip: Type.Optional(Type.Integer({ minimum: 0, default: 0 }))
+}
+
+/** A filter that takes several values: `?k=a&k=b` or `?k=a,b` (see validation.ts). */
+export function ListOf<T extends TSchema> (item: T, description?: string) {
+  return Type.Array(item, { description: `${description ?? 'values'}; repeat the key or separate values with commas` })
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Malformed id or invalid input',
+  401: 'API key missing',
+  403: 'API key unknown or revoked',
+  404: 'Not found or not owned by the caller',
+  409: 'Conflict with the current state',
+  413: 'Payload too large',
+  415: 'Unsupported media type',
+  422: 'Request does not match an earlier one'
+}
+
+/** Response schemas for the error statuses a route answers, so OpenAPI lists them and `reply.code` type-checks. */
+export function errors<const S extends number> (...statuses: S[]): Record<S, typeof ErrorResponse> {
+  const out = {} as Record<S, typeof ErrorResponse>
+  for (const status of statuses) {
+    out[status] = { ...ErrorResponse, description: STATUS_TEXT[status] ?? 'Error' } as typeof ErrorResponse
+  }
+  return out
+}
+
+/** The statuses every authenticated route can answer. */
+export const AUTH_ERRORS = [400, 401, 403] as const

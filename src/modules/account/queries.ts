@@ -1,0 +1,15 @@
+import { sql } from 'kysely'
+import type { DB } from '../../db/database.ts'
+
+export interface VoiceFilter { provider?: string[], gender?: string[], language?: string }
+
+export async function listVoices (db: DB, filter: VoiceFilter) {
+  const language = filter.language?.toLowerCase()
+  return await db.selectFrom('voices').selectAll()
+    .$if(filter.provider !== undefined, (q) => q.where('provider', 'in', filter.provider!))
+    .$if(filter.gender !== undefined, (q) => q.where('gender', 'in', filter.gender! as Array<'female' | 'male' | 'neutral'>))
+    // `de` matches every German voice (de-DE, de-AT, de-CH); `de-AT` only the Austrian ones.
+    .$if(language !== undefined, (q) => q.where(sql<boolean>`exists (select 1 from unnest(languages) l where lower(l) = ${language} or lower(l) like ${language + '-%'})`))
+    .orderBy('provider').orderBy('name')
+    .execute()
+}
