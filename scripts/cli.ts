@@ -92,7 +92,8 @@ async function main (): Promise<number> {
     process.stderr.write(err.message + '\n')
     return err instanceof UsageError ? 2 : 1
   } finally {
-    await db.destroy()
+    // pool.end(), not db.destroy(): Kysely ends the pool only if it ran a query itself.
+    await pool.end()
     await embedded?.stop()
   }
 }

@@ -12,6 +12,7 @@ import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
 import { accountRoutes } from './modules/account/routes.ts'
+import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
   db: DB
@@ -62,6 +63,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   if (config.role !== 'worker') {
     await app.register(async (v1) => {
       registerAuth(v1, deps.db)
+      await v1.register(apiKeyRoutes, { db: deps.db })
       await v1.register(accountRoutes, { db: deps.db })
     }, { prefix: '/v1' })
   }

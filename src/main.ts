@@ -56,7 +56,7 @@ async function main (): Promise<void> {
     }, config.shutdownTimeoutMs + 5000).unref()
     await app.close()
     await boss.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
-    await db.destroy()
+    await pool.end()
     await embedded?.stop()
     log.info('stopped')
     process.exit(0)

@@ -218,3 +218,11 @@ export async function openEmbedded (dataDir: string, options: EmbeddedOptions): 
     }
   }
 }
+
+/** Stops the cluster in `dataDir` whoever started it (test runs, and tools that clean up after them). */
+export async function stopEmbedded (dataDir: string): Promise<void> {
+  const paths = layout(dataDir)
+  if (await running(paths.cluster) === undefined) return
+  await stopCluster(paths, await binaries(), await runAs())
+  await rm(paths.owner, { force: true })
+}

@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { DB } from '../../db/database.ts'
 
-export interface VoiceFilter { provider?: string[], gender?: string[], language?: string }
+export interface VoiceFilter { provider?: string[], gender?: string[], language?: string, limit?: number, skip?: number }
 
 export async function listVoices (db: DB, filter: VoiceFilter) {
   const language = filter.language?.toLowerCase()
@@ -10,6 +10,7 @@ export async function listVoices (db: DB, filter: VoiceFilter) {
     .$if(filter.gender !== undefined, (q) => q.where('gender', 'in', filter.gender! as Array<'female' | 'male' | 'neutral'>))
     // `de` matches every German voice (de-DE, de-AT, de-CH); `de-AT` only the Austrian ones.
     .$if(language !== undefined, (q) => q.where(sql<boolean>`exists (select 1 from unnest(languages) l where lower(l) = ${language} or lower(l) like ${language + '-%'})`))
-    .orderBy('provider').orderBy('name')
+    .orderBy('provider').orderBy('name').orderBy('id')
+    .limit(filter.limit ?? 100).offset(filter.skip ?? 0)
     .execute()
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { AUTH_ERRORS, errors, ListOf, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, errors, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
 import { listVoices } from './queries.ts'
 
 const Gender = Type.Enum(['female', 'male', 'neutral'])
@@ -20,7 +20,8 @@ const Voice = Type.Object({
 const VoiceQuery = Type.Object({
   provider: Type.Optional(ListOf(Type.String(), 'providers')),
   gender: Type.Optional(ListOf(Gender, 'genders')),
-  language: Type.Optional(Type.String({ minLength: 2, maxLength: 35, description: 'language tag; `de` matches de-DE, de-AT and de-CH' }))
+  language: Type.Optional(Type.String({ minLength: 2, maxLength: 35, description: 'language tag; `de` matches de-DE, de-AT and de-CH' })),
+  ...Paging
 })
 
 export const accountRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {

@@ -95,3 +95,11 @@ export async function findActiveKey (db: DB, key: string): Promise<KeyOwner | un
 export async function touchApiKey (db: DB, keyId: string): Promise<void> {
   await db.updateTable('api_keys').set({ last_used_at: new Date() }).where('id', '=', keyId).execute()
 }
+
+/** Revokes one of the user's active keys; false when there is none with that id. */
+export async function revokeKeyOfUser (db: DB, userId: string, keyId: string): Promise<boolean> {
+  const result = await db.updateTable('api_keys').set({ revoked_at: new Date() })
+    .where('id', '=', keyId).where('user_id', '=', userId).where('revoked_at', 'is', null)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
+}
