@@ -42,7 +42,8 @@ async function main (): Promise<void> {
 
   const app = await buildApp(config, { db, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })
-  log.info(`Switchboard (${config.role}) listening on ${address}`)
+  const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
+  log.info(`Switchboard (${config.role}) listening on ${address}${everywhere}`)
 
   let stopping = false
   const shutdown = async (signal: string) => {
