@@ -12,6 +12,10 @@ import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
 import { accountRoutes } from './modules/account/routes.ts'
+import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
+import { llmRoutes } from './modules/agents/llm-routes.ts'
+import { agentRoutes } from './modules/agents/routes.ts'
+import { integrationRoutes } from './modules/integrations/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
@@ -65,6 +69,11 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       registerAuth(v1, deps.db)
       await v1.register(apiKeyRoutes, { db: deps.db })
       await v1.register(accountRoutes, { db: deps.db })
+      await v1.register(llmRoutes, { db: deps.db })
+      await v1.register(agentRoutes, { db: deps.db })
+      await v1.register(capabilityRoutes(ACTIONS), { db: deps.db })
+      await v1.register(capabilityRoutes(TOOLS), { db: deps.db })
+      await v1.register(integrationRoutes, { db: deps.db })
     }, { prefix: '/v1' })
   }
 

@@ -3,6 +3,12 @@ import type { ColumnType, Generated } from 'kysely'
 /** A timestamptz the database fills in on insert. */
 type CreatedAt = ColumnType<Date, Date | undefined, never>
 
+/** A timestamptz filled in on insert and set by updates. */
+type UpdatedAt = ColumnType<Date, Date | undefined, Date>
+
+/** A jsonb column: read as parsed JSON, written as JSON text (pg would turn a JS array into a PostgreSQL array). */
+type Json<T> = ColumnType<T, string, string>
+
 export interface UsersTable {
   id: string
   email: string
@@ -33,9 +39,98 @@ export interface VoicesTable {
   preview_url: string | null
 }
 
+export interface LlmConfigsTable {
+  id: string
+  user_id: string
+  model: string
+  begin_message: string | null
+  general_prompt: string
+  temperature: number
+  max_tokens: number | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface AgentsTable {
+  id: string
+  user_id: string
+  customer_id: string | null
+  workspace_id: string | null
+  agent_name: string
+  llm_id: string
+  voice_id: string
+  interruption_sensitivity: number
+  call_settings: Json<Record<string, unknown>>
+  data_retrieval: Json<Array<Record<string, unknown>>>
+  webhook_url: string | null
+  is_data_collection_active: boolean
+  status: 'active' | 'inactive'
+  folder: string | null
+  is_customer_memory_active: boolean
+  widget_settings: Json<Record<string, unknown>>
+  callback_settings: Json<Record<string, unknown>>
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+/** Shape shared by agent_actions and agent_tools: a typed settings object hanging off an agent. */
+export interface AgentCapabilityTable {
+  id: string
+  user_id: string
+  agent_id: string
+  settings: Json<Record<string, unknown>>
+  is_active: boolean
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface AgentActionsTable extends AgentCapabilityTable { action_type: string }
+export interface AgentToolsTable extends AgentCapabilityTable { tool_type: string }
+
+export interface IntegrationsTable {
+  user_id: string
+  provider: string
+  account_label: string
+  credentials: Json<Record<string, string>>
+  connected_at: UpdatedAt
+}
+
+export interface AgentTemplatesTable {
+  id: string
+  position: number
+  icon_url: string
+  description: string
+  agent: Json<Record<string, unknown>>
+  llm: Json<Record<string, unknown>>
+}
+
+export interface CallsTable {
+  id: string
+  user_id: string
+  agent_id: string
+  agent_name: string
+  customer_id: string | null
+  workspace_id: string | null
+  call_type: 'phone' | 'web'
+  direction: 'inbound' | 'outbound'
+  call_status: 'started' | 'pending' | 'success' | 'failed'
+  call_from: string | null
+  call_to: string | null
+  start_timestamp: Date
+  end_timestamp: Date | null
+  created_at: CreatedAt
+}
+
 /** Every table the application queries. The migrations are the truth; this mirrors them. */
 export interface Database {
   users: UsersTable
   api_keys: ApiKeysTable
   voices: VoicesTable
+  llm_configs: LlmConfigsTable
+  agents: AgentsTable
+  agent_actions: AgentActionsTable
+  agent_tools: AgentToolsTable
+  integrations: IntegrationsTable
+  agent_templates: AgentTemplatesTable
+  calls: CallsTable
 }

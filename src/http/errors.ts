@@ -57,7 +57,15 @@ const DEFAULT_CODES: Record<number, string> = {
   429: 'too_many_requests'
 }
 
-interface AjvIssue { instancePath: string, keyword: string, message?: string, params: Record<string, unknown> }
+export interface AjvIssue { instancePath: string, keyword: string, message?: string, params: Record<string, unknown> }
+
+const FORMAT_TEXT: Record<string, string> = {
+  email: 'an e-mail address',
+  'http-url': 'an absolute http:// or https:// URL',
+  'http-url-template': 'an absolute http:// or https:// URL ({{variables}} allowed)',
+  'language-tag': 'a BCP-47 language tag such as en-US',
+  'time-zone': 'an IANA time zone such as Europe/Berlin'
+}
 
 const ID_KEYWORD_PATTERN = /\{24\}\$$/
 
@@ -73,8 +81,17 @@ function validationMessage (context: string | undefined, issue: AjvIssue): { mes
   if (issue.keyword === 'additionalProperties') {
     return { message: `${field} has an unknown property "${String(issue.params.additionalProperty)}"`, code: 'validation_error' }
   }
+  if (issue.keyword === 'format' && FORMAT_TEXT[String(issue.params.format)] !== undefined) {
+    return { message: `${field} must be ${FORMAT_TEXT[String(issue.params.format)]}`, code: 'validation_error' }
+  }
   const detail = issue.keyword === 'enum' ? ` (${(issue.params.allowedValues as unknown[]).join(', ')})` : ''
   return { message: `${field} ${issue.message ?? 'is invalid'}${detail}`, code: 'validation_error' }
+}
+
+/** A 400 for an Ajv issue found outside route validation; `context` is where the value sat (`body.settings`). */
+export function invalidInput (context: string, issue: AjvIssue): HttpError {
+  const { message, code } = validationMessage(context, issue)
+  return new HttpError(400, code, message)
 }
 
 export function errorBody (statusCode: number, code: string, message: string) {

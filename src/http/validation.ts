@@ -1,11 +1,56 @@
-import { Ajv, type Options } from 'ajv'
+import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifyInstance, RouteOptions } from 'fastify'
+import type { TSchema } from 'typebox'
+
+/** Formats the route schemas name beyond ajv-formats'. */
+const FORMATS: Record<string, (value: string) => boolean> = {
+  /** An absolute http(s) URL with a host. */
+  'http-url': (value) => isHttpUrl(value),
+  /** The same, where `{{variable}}` placeholders may stand anywhere (filled in before sending). */
+  'http-url-template': (value) => isHttpUrl(value.replace(/\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}/g, 'x')),
+  /** A BCP-47 language tag such as en, en-US or zh-Hant-TW. */
+  'language-tag': (value) => /^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$/.test(value) && canonicalLocale(value),
+  /** An IANA time zone such as Europe/Berlin. */
+  'time-zone': (value) => TIME_ZONES.has(value) || value === 'UTC'
+}
+
+const TIME_ZONES = new Set(Intl.supportedValuesOf('timeZone'))
+
+function isHttpUrl (value: string): boolean {
+  if (!/^https?:\/\//i.test(value)) return false
+  try {
+    return new URL(value).hostname !== ''
+  } catch {
+    return false
+  }
+}
+
+function canonicalLocale (value: string): boolean {
+  try {
+    return Intl.getCanonicalLocales(value).length === 1
+  } catch {
+    return false
+  }
+}
 
 function ajv (options: Options): Ajv {
   const instance = new Ajv({ allErrors: false, useDefaults: true, discriminator: true, strict: false, ...options })
   addFormats.default(instance)
+  for (const [name, validate] of Object.entries(FORMATS)) instance.addFormat(name, { type: 'string', validate })
   return instance
+}
+
+const BODY_OPTIONS: Options = { removeAdditional: 'all', coerceTypes: false }
+let handlerBodies: Ajv | undefined
+
+/**
+ * A validator for part of a body that a route can only check once it knows more (a PATCH of settings
+ * whose shape depends on the stored type). Same rules as route bodies: unknown properties are dropped.
+ */
+export function compileBodySchema (schema: TSchema): ValidateFunction {
+  handlerBodies ??= ajv(BODY_OPTIONS)
+  return handlerBodies.compile(schema)
 }
 
 /**
@@ -14,7 +59,7 @@ function ajv (options: Options): Ajv {
  * nor coerced, so a header schema never deletes the headers it does not name (x-api-key among them).
  */
 export function registerValidation (app: FastifyInstance): void {
-  const body = ajv({ removeAdditional: 'all', coerceTypes: false })
+  const body = ajv(BODY_OPTIONS)
   const query = ajv({ removeAdditional: 'all', coerceTypes: 'array' })
   const headers = ajv({ removeAdditional: false, coerceTypes: false })
   app.setValidatorCompiler(({ schema, httpPart }) => {

@@ -14,3 +14,7 @@ export async function listVoices (db: DB, filter: VoiceFilter) {
     .limit(filter.limit ?? 100).offset(filter.skip ?? 0)
     .execute()
 }
+
+export async function voiceExists (db: DB, id: string): Promise<boolean> {
+  return await db.selectFrom('voices').select('id').where('id', '=', id.toLowerCase()).executeTakeFirst() !== undefined
+}

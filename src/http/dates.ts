@@ -1,0 +1,43 @@
+import { Type } from 'typebox'
+import { badRequest } from './errors.ts'
+
+const Day = (description: string) => Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: `${description}, YYYY-MM-DD (UTC day)` })
+
+/** `date_from` and `date_to`, both required; `date_to` includes its whole day. */
+export const DateRangeQuery = {
+  date_from: Day('first day'),
+  date_to: Day('last day, included')
+}
+
+/** The longest range a daily series answers, so that one request cannot ask for millions of rows. */
+export const MAX_RANGE_DAYS = 3660
+
+export interface DateRange {
+  /** Midnight UTC of date_from. */
+  from: Date
+  /** Midnight UTC of the day after date_to. */
+  until: Date
+  dateFrom: string
+  dateTo: string
+}
+
+const DAY_MS = 86_400_000
+
+function day (value: string, name: string): Date {
+  const date = new Date(`${value}T00:00:00Z`)
+  if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== value) {
+    throw badRequest(`query.${name} ${value} is not a calendar date`)
+  }
+  return date
+}
+
+/** Checks a validated date range query: real calendar days, in order, not longer than MAX_RANGE_DAYS. */
+export function dateRange (query: { date_from: string, date_to: string }): DateRange {
+  const from = day(query.date_from, 'date_from')
+  const to = day(query.date_to, 'date_to')
+  if (to < from) throw badRequest('query.date_to must not be before query.date_from')
+  if ((to.getTime() - from.getTime()) / DAY_MS + 1 > MAX_RANGE_DAYS) {
+    throw badRequest(`the range from date_from to date_to must not exceed ${MAX_RANGE_DAYS} days`)
+  }
+  return { from, until: new Date(to.getTime() + DAY_MS), dateFrom: query.date_from, dateTo: query.date_to }
+}

@@ -1,0 +1,69 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
+import { deleteLlm, findLlm, insertLlm, listLlms, updateLlm, type LlmRow } from './queries.ts'
+import { LLM_DEFAULTS, LlmConfig, LlmWrite } from './schemas.ts'
+
+const TAGS = ['llm configurations']
+
+const toLlm = (row: LlmRow) => ({
+  _id: row.id,
+  model: row.model,
+  begin_message: row.begin_message,
+  general_prompt: row.general_prompt,
+  temperature: row.temperature,
+  max_tokens: row.max_tokens,
+  created_at: row.created_at.getTime(),
+  updated_at: row.updated_at.getTime()
+})
+
+/** The language-model configurations that agents name by `llm_id`. */
+export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+  app.get('/llm/list', {
+    schema: { tags: TAGS, summary: "List the account's LLM configurations", querystring: Type.Object(Paging), response: { 200: Type.Array(LlmConfig), ...errors(...AUTH_ERRORS) } }
+  }, async (request) => (await listLlms(db, request.userId, request.query)).map(toLlm))
+
+  app.get('/llm/:id', {
+    schema: { tags: TAGS, summary: 'Get an LLM configuration', params: IdParams, response: { 200: LlmConfig, ...errors(...AUTH_ERRORS, 404) } }
+  }, async (request) => {
+    const row = await findLlm(db, request.userId, request.params.id)
+    if (row === undefined) throw notFound(`LLM configuration ${request.params.id}`)
+    return toLlm(row)
+  })
+
+  app.post('/llm', {
+    schema: {
+      tags: TAGS,
+      summary: 'Create an LLM configuration',
+      description: 'Every field is optional; the defaults are in the field descriptions.',
+      body: LlmWrite,
+      response: { 201: LlmConfig, ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request, reply) => {
+    const row = await insertLlm(db, request.userId, { ...LLM_DEFAULTS, ...request.body })
+    return reply.code(201).send(toLlm(row))
+  })
+
+  app.patch('/llm/:id', {
+    schema: { tags: TAGS, summary: 'Update an LLM configuration', params: IdParams, body: LlmWrite, response: { 200: LlmConfig, ...errors(...AUTH_ERRORS, 404) } }
+  }, async (request) => {
+    const row = await updateLlm(db, request.userId, request.params.id, request.body)
+    if (row === undefined) throw notFound(`LLM configuration ${request.params.id}`)
+    return toLlm(row)
+  })
+
+  app.delete('/llm/:id', {
+    schema: {
+      tags: TAGS,
+      summary: 'Delete an LLM configuration',
+      description: 'A configuration still used by an agent is refused with 409 `llm_in_use`.',
+      params: IdParams,
+      response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404, 409) }
+    }
+  }, async (request, reply) => {
+    if (!await deleteLlm(db, request.userId, request.params.id)) throw notFound(`LLM configuration ${request.params.id}`)
+    return reply.code(204).send(null)
+  })
+}

@@ -1,0 +1,197 @@
+import type { ExpressionBuilder, Selectable, Transaction } from 'kysely'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import type { AgentsTable, AgentToolsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
+import { conflict, PG } from '../../http/errors.ts'
+
+export type AgentRow = Selectable<AgentsTable>
+export type LlmRow = Selectable<LlmConfigsTable>
+type Trx = Transaction<Database>
+type Executor = DB | Trx
+
+export interface Paging { limit?: number, skip?: number }
+
+// Language-model configurations
+
+export async function listLlms (db: DB, userId: string, paging: Paging): Promise<LlmRow[]> {
+  return await db.selectFrom('llm_configs').selectAll().where('user_id', '=', userId)
+    .orderBy('id').limit(paging.limit ?? 100).offset(paging.skip ?? 0).execute()
+}
+
+export async function findLlm (db: Executor, userId: string, id: string): Promise<LlmRow | undefined> {
+  return await db.selectFrom('llm_configs').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+}
+
+export type LlmValues = Pick<LlmRow, 'model' | 'begin_message' | 'general_prompt' | 'temperature' | 'max_tokens'>
+
+export async function insertLlm (db: Executor, userId: string, values: LlmValues): Promise<LlmRow> {
+  return await db.insertInto('llm_configs').values({ id: newId(), user_id: userId, ...values }).returningAll().executeTakeFirstOrThrow()
+}
+
+export async function updateLlm (db: DB, userId: string, id: string, changes: Partial<LlmValues>): Promise<LlmRow | undefined> {
+  return await db.updateTable('llm_configs').set({ ...changes, updated_at: new Date() })
+    .where('user_id', '=', userId).where('id', '=', id.toLowerCase()).returningAll().executeTakeFirst()
+}
+
+/** Deletes a configuration no agent uses; one still behind an agent is a 409 naming how many. */
+export async function deleteLlm (db: DB, userId: string, id: string): Promise<boolean> {
+  const llmId = id.toLowerCase()
+  const { n } = await db.selectFrom('agents').select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('user_id', '=', userId).where('llm_id', '=', llmId).executeTakeFirstOrThrow()
+  if (n > 0) throw conflict(`LLM configuration ${llmId} is used by ${n} agent${n === 1 ? '' : 's'}; point them at another one first`, 'llm_in_use')
+  try {
+    const result = await db.deleteFrom('llm_configs').where('user_id', '=', userId).where('id', '=', llmId).executeTakeFirst()
+    return result.numDeletedRows > 0n
+  } catch (err) {
+    // An agent created between the count and the delete.
+    if ((err as { code?: string }).code === PG.FOREIGN_KEY_VIOLATION) throw conflict(`LLM configuration ${llmId} is used by an agent`, 'llm_in_use')
+    throw err
+  }
+}
+
+// Agents
+
+export interface AgentFilter extends Paging { customer_id?: string, workspace_id?: string }
+
+export async function listAgents (db: DB, userId: string, filter: AgentFilter): Promise<AgentRow[]> {
+  return await db.selectFrom('agents').selectAll().where('user_id', '=', userId)
+    .$if(filter.customer_id !== undefined, (q) => q.where('customer_id', '=', filter.customer_id!.toLowerCase()))
+    .$if(filter.workspace_id !== undefined, (q) => q.where('workspace_id', '=', filter.workspace_id!.toLowerCase()))
+    .orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()
+}
+
+export async function findAgent (db: Executor, userId: string, id: string): Promise<AgentRow | undefined> {
+  return await db.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+}
+
+/** Columns of an agent as the routes compute them; jsonb members are passed as objects. */
+export interface AgentValues {
+  customer_id: string | null
+  workspace_id: string | null
+  agent_name: string
+  llm_id: string
+  voice_id: string
+  interruption_sensitivity: number
+  call_settings: Record<string, unknown>
+  data_retrieval: Array<Record<string, unknown>>
+  webhook_url: string | null
+  is_data_collection_active: boolean
+  widget_settings: Record<string, unknown>
+  callback_settings: Record<string, unknown>
+}
+
+const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings'] as const
+
+function jsonColumns<T extends Record<string, unknown>> (values: T): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values }
+  for (const column of JSON_COLUMNS) {
+    if (out[column] !== undefined) out[column] = JSON.stringify(out[column])
+  }
+  return out
+}
+
+export async function insertAgent (db: Executor, userId: string, values: AgentValues): Promise<AgentRow> {
+  return await db.insertInto('agents')
+    .values({ id: newId(), user_id: userId, ...jsonColumns({ ...values }) } as never)
+    .returningAll().executeTakeFirstOrThrow()
+}
+
+export type AgentChanges = Partial<Omit<AgentValues, 'customer_id' | 'workspace_id'> & Pick<AgentRow, 'folder' | 'status' | 'is_customer_memory_active'>>
+
+/** Writes the changes of a PATCH; the caller has merged the nested settings already, under the row lock. */
+export async function updateAgent (trx: Trx, userId: string, id: string, changes: AgentChanges): Promise<AgentRow> {
+  return await trx.updateTable('agents').set({ ...jsonColumns(changes), updated_at: new Date() } as never)
+    .where('user_id', '=', userId).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
+}
+
+export async function lockAgent (trx: Trx, userId: string, id: string): Promise<AgentRow | undefined> {
+  return await trx.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).forUpdate().executeTakeFirst()
+}
+
+/**
+ * Deletes the agent with its actions and tools (foreign keys cascade); its calls stay. Transfer tools of
+ * other agents that pointed at it are switched off rather than deleted, so their settings are not lost.
+ */
+export async function deleteAgent (db: DB, userId: string, id: string): Promise<boolean> {
+  const agentId = id.toLowerCase()
+  return await db.transaction().execute(async (trx) => {
+    const result = await trx.deleteFrom('agents').where('user_id', '=', userId).where('id', '=', agentId).executeTakeFirst()
+    if (result.numDeletedRows === 0n) return false
+    await trx.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
+      .where('user_id', '=', userId).where('tool_type', '=', 'agent_transfer')
+      .where((eb) => eb(eb.ref('settings', '->>').key('agent_id' as never), '=', agentId))
+      .execute()
+    return true
+  })
+}
+
+// Actions and tools: the same shape in two tables, told apart by the name of their type column.
+
+export interface CapabilityTable { table: 'agent_actions' | 'agent_tools', typeColumn: 'action_type' | 'tool_type' }
+
+export interface CapabilityRow {
+  id: string
+  agent_id: string
+  type: string
+  settings: Record<string, unknown>
+  is_active: boolean
+  created_at: Date
+  updated_at: Date
+}
+
+// Kysely cannot type a table chosen at run time; both tables are queried as if they were agent_tools.
+const tableOf = (kind: CapabilityTable) => kind.table as 'agent_tools'
+const typeOf = (kind: CapabilityTable) => kind.typeColumn as 'tool_type'
+
+function capabilityColumns (kind: CapabilityTable) {
+  return (eb: ExpressionBuilder<Database, 'agent_tools'>) =>
+    ['id', 'agent_id', eb.ref(typeOf(kind)).as('type'), 'settings', 'is_active', 'created_at', 'updated_at'] as const
+}
+
+export async function listCapabilities (db: DB, userId: string, kind: CapabilityTable, agentId: string): Promise<CapabilityRow[]> {
+  return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).orderBy('id').execute()
+}
+
+export async function findCapability (db: Executor, userId: string, kind: CapabilityTable, agentId: string, id: string, lock = false): Promise<CapabilityRow | undefined> {
+  return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).where('id', '=', id.toLowerCase())
+    .$if(lock, (q) => q.forUpdate())
+    .executeTakeFirst()
+}
+
+export async function insertCapability (db: DB, userId: string, kind: CapabilityTable, values: { agent_id: string, type: string, settings: Record<string, unknown>, is_active: boolean }): Promise<CapabilityRow> {
+  const row: Partial<Record<keyof AgentToolsTable, unknown>> = {
+    id: newId(), user_id: userId, agent_id: values.agent_id, [typeOf(kind)]: values.type, settings: JSON.stringify(values.settings), is_active: values.is_active
+  }
+  return await db.insertInto(tableOf(kind)).values(row as never).returning(capabilityColumns(kind)).executeTakeFirstOrThrow()
+}
+
+export async function updateCapability (db: Executor, userId: string, kind: CapabilityTable, id: string, changes: { settings?: Record<string, unknown>, is_active?: boolean }): Promise<CapabilityRow> {
+  const set = { updated_at: new Date(), is_active: changes.is_active, settings: changes.settings === undefined ? undefined : JSON.stringify(changes.settings) }
+  return await db.updateTable(tableOf(kind)).set(set).where('user_id', '=', userId).where('id', '=', id)
+    .returning(capabilityColumns(kind)).executeTakeFirstOrThrow()
+}
+
+export async function deleteCapability (db: DB, userId: string, kind: CapabilityTable, agentId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom(tableOf(kind)).where('user_id', '=', userId)
+    .where('agent_id', '=', agentId.toLowerCase()).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  return result.numDeletedRows > 0n
+}
+
+/** Switches off the account's tools of one type (their integration was disconnected). */
+export async function deactivateTools (db: Executor, userId: string, toolType: string): Promise<number> {
+  const result = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
+    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).executeTakeFirst()
+  return Number(result.numUpdatedRows)
+}
+
+// Templates
+
+export async function listTemplates (db: DB) {
+  return await db.selectFrom('agent_templates').selectAll().orderBy('position').execute()
+}
+
+export async function findTemplate (db: DB, id: string) {
+  return await db.selectFrom('agent_templates').selectAll().where('id', '=', id.toLowerCase()).executeTakeFirst()
+}

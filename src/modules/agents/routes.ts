@@ -1,0 +1,245 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { DateRangeQuery, dateRange } from '../../http/dates.ts'
+import { badRequest, notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
+import { voiceExists } from '../account/queries.ts'
+import { dailyCallCounts } from '../calls/queries.ts'
+import {
+  deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
+  updateAgent, type AgentChanges, type AgentRow
+} from './queries.ts'
+import {
+  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS,
+  OwnerQuery, WIDGET_SETTINGS_DEFAULTS, type AgentBody, type AgentUpdateBody
+} from './schemas.ts'
+
+const TAGS = ['agents']
+
+/** Variables every action can use already; a retrieval field of the same name would shadow them. */
+const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_phone', 'customer_email', 'call_direction',
+  'call_type', 'call_start', 'call_end', 'call_duration', 'call_summary', 'call_transcription', 'call_sentiment',
+  'call_task_achieved', 'call_recording_url', 'agent_id'])
+
+type DataRetrievalInput = NonNullable<AgentUpdateBody['data_retrieval']>
+
+/** Checks what the schema cannot (unique names, enum_values with enum only) and fills in the defaults. */
+function dataRetrieval (items: DataRetrievalInput): Array<Record<string, unknown>> {
+  const names = new Set<string>()
+  return items.map((item, i) => {
+    const field = `body.data_retrieval.${i}`
+    if (names.has(item.name)) throw badRequest(`${field}.name "${item.name}" is used twice; names must be unique`)
+    if (CALL_VARIABLES.has(item.name)) throw badRequest(`${field}.name "${item.name}" is a built-in call variable; choose another name`)
+    names.add(item.name)
+    if (item.type === 'enum' && item.enum_values === undefined) throw badRequest(`${field}.enum_values is required for type enum`)
+    if (item.type !== 'enum' && item.enum_values !== undefined) throw badRequest(`${field}.enum_values is allowed only for type enum`)
+    return {
+      name: item.name,
+      type: item.type,
+      description: item.description ?? '',
+      required: item.required ?? false,
+      ...(item.enum_values === undefined ? {} : { enum_values: item.enum_values })
+    }
+  })
+}
+
+/** The ids a body names must be the account's (LLM configuration: 404) or the catalogue's (voice: 400). */
+async function checkReferences (db: DB, userId: string, body: { llm_id?: string, voice?: { voice_id: string } }): Promise<void> {
+  if (body.llm_id !== undefined && await findLlm(db, userId, body.llm_id) === undefined) {
+    throw notFound(`LLM configuration ${body.llm_id}`)
+  }
+  if (body.voice !== undefined && !await voiceExists(db, body.voice.voice_id)) {
+    throw badRequest(`body.voice.voice_id ${body.voice.voice_id} is not a voice of GET /v1/voice/list`)
+  }
+}
+
+export function toAgent (row: AgentRow): AgentBody {
+  return {
+    _id: row.id,
+    agent_name: row.agent_name,
+    llm_id: row.llm_id,
+    voice: { voice_id: row.voice_id },
+    interruption_sensitivity: row.interruption_sensitivity,
+    call_settings: { ...CALL_SETTINGS_DEFAULTS, ...row.call_settings },
+    data_retrieval: row.data_retrieval as AgentBody['data_retrieval'],
+    webhook_url: row.webhook_url,
+    is_data_collection_active: row.is_data_collection_active,
+    status: row.status,
+    workspace_id: row.workspace_id,
+    customer_id: row.customer_id,
+    // Filled from the knowledge bases' assignments once they exist (PUT /v1/knowledge-base/:id/agents).
+    knowledge_base: [],
+    folder: row.folder,
+    is_customer_memory_active: row.is_customer_memory_active,
+    widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
+    callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...row.callback_settings },
+    created_at: row.created_at.getTime(),
+    updated_at: row.updated_at.getTime()
+  }
+}
+
+const lower = (id: string | undefined) => id?.toLowerCase() ?? null
+
+export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+  app.get('/agent/list', {
+    schema: {
+      tags: TAGS,
+      summary: "List the account's agents",
+      querystring: Type.Object({ ...OwnerQuery.properties, ...Paging }),
+      response: { 200: Type.Array(Agent), ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request) => (await listAgents(db, request.userId, request.query)).map(toAgent))
+
+  app.get('/agent/agent_template/list', {
+    schema: {
+      tags: TAGS,
+      summary: 'List the agent templates',
+      description: 'A read-only catalogue; POST /v1/agent/agent_template/:id/clone makes an agent of one.',
+      response: { 200: Type.Array(AgentTemplate), ...errors(...AUTH_ERRORS) }
+    }
+  }, async () => (await listTemplates(db)).map((t) => ({ _id: t.id, icon_url: t.icon_url, description: t.description, agent: t.agent, llm: t.llm }) as never))
+
+  app.post('/agent/agent_template/:id/clone', {
+    schema: {
+      tags: TAGS,
+      summary: 'Create an agent from a template',
+      description: 'Creates an LLM configuration from the template\'s `llm` and an agent from its `agent`, with the defaults for everything else.',
+      params: IdParams,
+      querystring: OwnerQuery,
+      body: Type.Optional(Type.Object({ agent_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'default: the template\'s name' })) })),
+      response: { 201: Agent, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request, reply) => {
+    const template = await findTemplate(db, request.params.id)
+    if (template === undefined) throw notFound(`agent template ${request.params.id}`)
+    const agent = template.agent as { agent_name: string, call_settings: Record<string, unknown>, data_retrieval: DataRetrievalInput }
+    const llm = template.llm as { model: string, begin_message: string, general_prompt: string, temperature: number }
+    const row = await db.transaction().execute(async (trx) => {
+      const config = await insertLlm(trx, request.userId, { ...llm, max_tokens: null })
+      return await insertAgent(trx, request.userId, {
+        ...newAgentDefaults(),
+        customer_id: lower(request.query.customer_id),
+        workspace_id: lower(request.query.workspace_id),
+        agent_name: request.body?.agent_name ?? agent.agent_name,
+        llm_id: config.id,
+        call_settings: { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings },
+        data_retrieval: dataRetrieval(agent.data_retrieval)
+      })
+    })
+    return reply.code(201).send(toAgent(row))
+  })
+
+  app.get('/agent/:id', {
+    schema: { tags: TAGS, summary: 'Get an agent', params: IdParams, response: { 200: Agent, ...errors(...AUTH_ERRORS, 404) } }
+  }, async (request) => {
+    const row = await findAgent(db, request.userId, request.params.id)
+    if (row === undefined) throw notFound(`agent ${request.params.id}`)
+    return toAgent(row)
+  })
+
+  app.post('/agent', {
+    schema: {
+      tags: TAGS,
+      summary: 'Create an agent',
+      description: 'Omitted fields take the defaults shown in the schema descriptions; `llm_id` must be one of GET /v1/llm/list.',
+      querystring: OwnerQuery,
+      body: AgentCreate,
+      response: { 201: Agent, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request, reply) => {
+    const { body } = request
+    await checkReferences(db, request.userId, body)
+    const row = await insertAgent(db, request.userId, {
+      ...newAgentDefaults(),
+      customer_id: lower(request.query.customer_id),
+      workspace_id: lower(request.query.workspace_id),
+      agent_name: body.agent_name,
+      llm_id: body.llm_id.toLowerCase(),
+      voice_id: (body.voice?.voice_id ?? AGENT_DEFAULTS.voice_id).toLowerCase(),
+      interruption_sensitivity: body.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
+      call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
+      data_retrieval: dataRetrieval(body.data_retrieval ?? []),
+      webhook_url: body.webhook_url ?? null,
+      is_data_collection_active: body.is_data_collection_active ?? false
+    })
+    return reply.code(201).send(toAgent(row))
+  })
+
+  app.patch('/agent/:id', {
+    schema: {
+      tags: TAGS,
+      summary: 'Update an agent',
+      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` is replaced as a whole.',
+      params: IdParams,
+      body: AgentUpdate,
+      response: { 200: Agent, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const { body } = request
+    await checkReferences(db, request.userId, body)
+    const changes: AgentChanges = {
+      agent_name: body.agent_name,
+      llm_id: body.llm_id?.toLowerCase(),
+      voice_id: body.voice?.voice_id.toLowerCase(),
+      interruption_sensitivity: body.interruption_sensitivity,
+      data_retrieval: body.data_retrieval === undefined ? undefined : dataRetrieval(body.data_retrieval),
+      webhook_url: body.webhook_url,
+      is_data_collection_active: body.is_data_collection_active,
+      folder: body.folder,
+      status: body.status,
+      is_customer_memory_active: body.is_customer_memory_active
+    }
+    const row = await db.transaction().execute(async (trx) => {
+      // Locked so that two PATCHes of different members of one settings object both survive.
+      const current = await lockAgent(trx, request.userId, request.params.id)
+      if (current === undefined) throw notFound(`agent ${request.params.id}`)
+      if (body.call_settings !== undefined) changes.call_settings = { ...current.call_settings, ...body.call_settings }
+      if (body.widget_settings !== undefined) changes.widget_settings = { ...current.widget_settings, ...body.widget_settings }
+      if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
+      return await updateAgent(trx, request.userId, current.id, changes)
+    })
+    return toAgent(row)
+  })
+
+  app.delete('/agent/:id', {
+    schema: {
+      tags: TAGS,
+      summary: 'Delete an agent',
+      description: 'Deletes its actions and tools; its calls stay. Transfer tools of other agents that pointed at it are switched off.',
+      params: IdParams,
+      response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request, reply) => {
+    if (!await deleteAgent(db, request.userId, request.params.id)) throw notFound(`agent ${request.params.id}`)
+    return reply.code(204).send(null)
+  })
+
+  app.get('/agent/:id/call-stats', {
+    schema: {
+      tags: TAGS,
+      summary: "An agent's calls per day",
+      description: 'One entry per UTC day of the range, days without calls included with 0.',
+      params: IdParams,
+      querystring: Type.Object(DateRangeQuery),
+      response: { 200: Type.Array(Type.Object({ date: Type.String({ description: 'YYYY-MM-DD' }), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const agent = await findAgent(db, request.userId, request.params.id)
+    if (agent === undefined) throw notFound(`agent ${request.params.id}`)
+    return await dailyCallCounts(db, request.userId, agent.id, range)
+  })
+}
+
+/** The columns a new agent takes when nothing else is said. */
+function newAgentDefaults () {
+  return {
+    voice_id: AGENT_DEFAULTS.voice_id,
+    interruption_sensitivity: AGENT_DEFAULTS.interruption_sensitivity,
+    webhook_url: null,
+    is_data_collection_active: false,
+    widget_settings: WIDGET_SETTINGS_DEFAULTS,
+    callback_settings: CALLBACK_SETTINGS_DEFAULTS
+  }
+}

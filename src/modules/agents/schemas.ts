@@ -1,0 +1,224 @@
+import { Type, type Static } from 'typebox'
+import { ObjectId } from '../../http/schemas.ts'
+
+// Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
+// which would turn every PATCH into a reset of the members it does not name.
+
+const Epoch = Type.Integer({ description: 'epoch ms' })
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description: string) =>
+  Type.Union([schema, Type.Null()], { description })
+
+const LanguageTag = Type.String({ format: 'language-tag', maxLength: 35 })
+
+/** `call_settings` members accepted on create. */
+const createCallSettings = {
+  language: Type.Optional({ ...LanguageTag, description: 'language the agent speaks, a BCP-47 tag (default en-US)' }),
+  sentiment_analysis: Type.Optional(Type.Boolean({ description: 'analyse the caller\'s sentiment after the call (default true)' })),
+  call_summary: Type.Optional(Type.Boolean({ description: 'write a summary after the call (default true)' })),
+  max_call_duration_minutes: Type.Optional(Type.Number({ minimum: 1, maximum: 15, description: 'the call is ended after this long (default 10)' })),
+  reminder_after_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, description: 'silence of the caller before the agent checks in (default 10)' })),
+  reminder_max_count: Type.Optional(Type.Integer({ minimum: 0, maximum: 5, description: 'check-ins before the silence time-out applies; 0 disables reminders (default 1)' })),
+  silence_timeout_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 600, description: 'silence after the last reminder that ends the call (default 30)' }))
+}
+
+/** The specification allows these members only on update; on create they are dropped like unknown ones. */
+const updateOnlyCallSettings = {
+  recording_enabled: Type.Optional(Type.Boolean({ description: 'record the call (default true)' })),
+  stt_languages: Type.Optional(Type.Array(LanguageTag, { maxItems: 4, uniqueItems: true, description: 'languages the speech recogniser listens for, at most 4; [] : the agent\'s language (default [])' }))
+}
+
+export const CALL_SETTINGS_DEFAULTS = {
+  language: 'en-US',
+  sentiment_analysis: true,
+  call_summary: true,
+  max_call_duration_minutes: 10,
+  reminder_after_seconds: 10,
+  reminder_max_count: 1,
+  silence_timeout_seconds: 30,
+  recording_enabled: true,
+  stt_languages: [] as string[]
+}
+
+export const WIDGET_SETTINGS_DEFAULTS = {
+  enabled: false,
+  theme: 'light',
+  primary_color: '#2563eb',
+  position: 'bottom-right',
+  greeting: '',
+  allowed_origins: [] as string[]
+}
+
+export const CALLBACK_SETTINGS_DEFAULTS = {
+  enabled: false,
+  max_attempts: 2,
+  retry_delay_minutes: 30,
+  on_outcomes: ['no_answer', 'busy'] as string[]
+}
+
+export const AGENT_DEFAULTS = {
+  /** Alloy (OpenAI), the first voice of the catalogue. */
+  voice_id: '65a0f0000000000000000001',
+  interruption_sensitivity: 0.5
+}
+
+const WidgetSettings = Type.Object({
+  enabled: Type.Optional(Type.Boolean({ description: 'offer the web-call widget (default false)' })),
+  theme: Type.Optional(Type.Union([Type.Literal('light'), Type.Literal('dark')])),
+  primary_color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'hex colour such as #2563eb' })),
+  position: Type.Optional(Type.Union([Type.Literal('bottom-right'), Type.Literal('bottom-left')])),
+  greeting: Type.Optional(Type.String({ maxLength: 500 })),
+  allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites that may embed the widget; [] : any' }))
+}, { description: 'the embeddable web-call widget; members merge on update' })
+
+const CallbackSettings = Type.Object({
+  enabled: Type.Optional(Type.Boolean({ description: 'call back automatically when an outbound call does not connect (default false)' })),
+  max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 5 })),
+  retry_delay_minutes: Type.Optional(Type.Integer({ minimum: 5, maximum: 1440 })),
+  on_outcomes: Type.Optional(Type.Array(Type.Union([Type.Literal('no_answer'), Type.Literal('busy'), Type.Literal('voicemail'), Type.Literal('failed')]), { uniqueItems: true }))
+}, { description: 'automatic call-backs; members merge on update' })
+
+export const DataRetrievalItem = Type.Object({
+  name: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$', description: 'variable name; becomes {{name}} in actions and a key of custom_analysis_data' }),
+  type: Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')]),
+  description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
+  enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
+  required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
+})
+
+const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
+
+const Voice = Type.Object({ voice_id: ObjectId }, { description: 'one of GET /v1/voice/list' })
+
+const createFields = {
+  agent_name: Type.String({ minLength: 1, maxLength: 200 }),
+  llm_id: ObjectId,
+  voice: Type.Optional(Voice),
+  interruption_sensitivity: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0: never yields to the caller; 1: yields at the first sound (default 0.5)' })),
+  data_retrieval: Type.Optional(DataRetrieval),
+  webhook_url: Type.Optional(Nullable(Type.String({ format: 'http-url', maxLength: 2000 }), 'receives the post-call delivery (kind agent_webhook)')),
+  is_data_collection_active: Type.Optional(Type.Boolean({ description: 'default false' }))
+}
+
+export const AgentCreate = Type.Object({
+  ...createFields,
+  call_settings: Type.Optional(Type.Object(createCallSettings))
+})
+
+export const AgentUpdate = Type.Object({
+  agent_name: Type.Optional(createFields.agent_name),
+  llm_id: Type.Optional(createFields.llm_id),
+  voice: createFields.voice,
+  interruption_sensitivity: createFields.interruption_sensitivity,
+  data_retrieval: createFields.data_retrieval,
+  webhook_url: createFields.webhook_url,
+  is_data_collection_active: createFields.is_data_collection_active,
+  call_settings: Type.Optional(Type.Object({ ...createCallSettings, ...updateOnlyCallSettings }, { description: 'members merge: the ones not sent keep their values' })),
+  folder: Type.Optional(Nullable(Type.String({ maxLength: 100 }), 'groups agents in the app; null removes it')),
+  status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')], { description: 'an inactive agent takes no calls' })),
+  is_customer_memory_active: Type.Optional(Type.Boolean({ description: 'remember earlier calls with the same customer' })),
+  widget_settings: Type.Optional(WidgetSettings),
+  callback_settings: Type.Optional(CallbackSettings)
+})
+
+export type AgentCreateBody = Static<typeof AgentCreate>
+export type AgentUpdateBody = Static<typeof AgentUpdate>
+
+export const Agent = Type.Object({
+  _id: ObjectId,
+  agent_name: Type.String(),
+  llm_id: ObjectId,
+  voice: Voice,
+  interruption_sensitivity: Type.Number(),
+  call_settings: Type.Object({
+    language: Type.String(),
+    sentiment_analysis: Type.Boolean(),
+    call_summary: Type.Boolean(),
+    max_call_duration_minutes: Type.Number(),
+    reminder_after_seconds: Type.Integer(),
+    reminder_max_count: Type.Integer(),
+    silence_timeout_seconds: Type.Integer(),
+    recording_enabled: Type.Boolean(),
+    stt_languages: Type.Array(Type.String())
+  }),
+  data_retrieval: Type.Array(DataRetrievalItem),
+  webhook_url: Nullable(Type.String(), 'receives the post-call delivery'),
+  is_data_collection_active: Type.Boolean(),
+  status: Type.String({ description: 'active or inactive' }),
+  workspace_id: Nullable(ObjectId, 'workspace the agent belongs to'),
+  customer_id: Nullable(ObjectId, 'customer (agency sub-account) the agent belongs to'),
+  knowledge_base: Type.Array(ObjectId, { description: 'ids of the knowledge bases the agent searches' }),
+  folder: Nullable(Type.String(), 'folder in the app'),
+  is_customer_memory_active: Type.Boolean(),
+  widget_settings: Type.Object({
+    enabled: Type.Boolean(),
+    theme: Type.String(),
+    primary_color: Type.String(),
+    position: Type.String(),
+    greeting: Type.String(),
+    allowed_origins: Type.Array(Type.String())
+  }),
+  callback_settings: Type.Object({
+    enabled: Type.Boolean(),
+    max_attempts: Type.Integer(),
+    retry_delay_minutes: Type.Integer(),
+    on_outcomes: Type.Array(Type.String())
+  }),
+  created_at: Epoch,
+  updated_at: Epoch
+})
+
+export type AgentBody = Static<typeof Agent>
+
+export const LlmConfig = Type.Object({
+  _id: ObjectId,
+  model: Type.String(),
+  begin_message: Nullable(Type.String(), 'what the agent says first; null: it waits for the other party'),
+  general_prompt: Type.String(),
+  temperature: Type.Number(),
+  max_tokens: Nullable(Type.Integer(), 'cap on each reply; null: the model\'s own'),
+  created_at: Epoch,
+  updated_at: Epoch
+})
+
+const llmFields = {
+  model: Type.String({ minLength: 1, maxLength: 100, description: 'model name the runtime asks for, e.g. gpt-4o-mini (default)' }),
+  begin_message: Nullable(Type.String({ maxLength: 2000 }), 'what the agent says first; null (default): it waits for the other party. {{variables}} from dynamic_context are filled in'),
+  general_prompt: Type.String({ maxLength: 50_000, description: 'the system prompt (default empty)' }),
+  temperature: Type.Number({ minimum: 0, maximum: 2, description: 'default 0.7' }),
+  max_tokens: Nullable(Type.Integer({ minimum: 1, maximum: 32_000 }), 'cap on each reply; null (default): the model\'s own')
+}
+
+export const LLM_DEFAULTS = { model: 'gpt-4o-mini', begin_message: null, general_prompt: '', temperature: 0.7, max_tokens: null }
+
+export const LlmWrite = Type.Object({
+  model: Type.Optional(llmFields.model),
+  begin_message: Type.Optional(llmFields.begin_message),
+  general_prompt: Type.Optional(llmFields.general_prompt),
+  temperature: Type.Optional(llmFields.temperature),
+  max_tokens: Type.Optional(llmFields.max_tokens)
+})
+
+export type LlmWriteBody = Static<typeof LlmWrite>
+
+export const AgentTemplate = Type.Object({
+  _id: ObjectId,
+  icon_url: Type.String(),
+  description: Type.String(),
+  agent: Type.Object({
+    agent_name: Type.String(),
+    call_settings: Type.Record(Type.String(), Type.Unknown()),
+    data_retrieval: Type.Array(DataRetrievalItem)
+  }),
+  llm: Type.Object({
+    model: Type.String(),
+    begin_message: Type.String(),
+    general_prompt: Type.String(),
+    temperature: Type.Number()
+  })
+})
+
+/** Association of a new agent (query of POST /v1/agent and of template clones). */
+export const OwnerQuery = Type.Object({
+  customer_id: Type.Optional(ObjectId),
+  workspace_id: Type.Optional(ObjectId)
+})
