@@ -15,7 +15,7 @@ export interface Paging { limit?: number, skip?: number }
 
 export async function listLlms (db: DB, userId: string, paging: Paging): Promise<LlmRow[]> {
   return await db.selectFrom('llm_configs').selectAll().where('user_id', '=', userId)
-    .orderBy('id').limit(paging.limit ?? 100).offset(paging.skip ?? 0).execute()
+    .orderBy('created_at').orderBy('id').limit(paging.limit ?? 100).offset(paging.skip ?? 0).execute()
 }
 
 export async function findLlm (db: Executor, userId: string, id: string): Promise<LlmRow | undefined> {
@@ -57,7 +57,7 @@ export async function listAgents (db: DB, userId: string, filter: AgentFilter): 
   return await db.selectFrom('agents').selectAll().where('user_id', '=', userId)
     .$if(filter.customer_id !== undefined, (q) => q.where('customer_id', '=', filter.customer_id!.toLowerCase()))
     .$if(filter.workspace_id !== undefined, (q) => q.where('workspace_id', '=', filter.workspace_id!.toLowerCase()))
-    .orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()
+    .orderBy('created_at').orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()
 }
 
 export async function findAgent (db: Executor, userId: string, id: string): Promise<AgentRow | undefined> {
@@ -150,7 +150,7 @@ function capabilityColumns (kind: CapabilityTable) {
 
 export async function listCapabilities (db: DB, userId: string, kind: CapabilityTable, agentId: string): Promise<CapabilityRow[]> {
   return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
-    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).orderBy('id').execute()
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).orderBy('created_at').orderBy('id').execute()
 }
 
 export async function findCapability (db: Executor, userId: string, kind: CapabilityTable, agentId: string, id: string, lock = false): Promise<CapabilityRow | undefined> {

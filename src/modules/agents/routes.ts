@@ -107,9 +107,11 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       description: 'Creates an LLM configuration from the template\'s `llm` and an agent from its `agent`, with the defaults for everything else.',
       params: IdParams,
       querystring: OwnerQuery,
-      body: Type.Optional(Type.Object({ agent_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'default: the template\'s name' })) })),
+      body: Type.Object({ agent_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'default: the template\'s name' })) }, { description: 'optional' }),
       response: { 201: Agent, ...errors(...AUTH_ERRORS, 404) }
-    }
+    },
+    // The body is optional: a bare POST clones with the template's name.
+    preValidation: async (request) => { request.body ??= {} }
   }, async (request, reply) => {
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw notFound(`agent template ${request.params.id}`)
@@ -121,7 +123,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
         ...newAgentDefaults(),
         customer_id: lower(request.query.customer_id),
         workspace_id: lower(request.query.workspace_id),
-        agent_name: request.body?.agent_name ?? agent.agent_name,
+        agent_name: request.body.agent_name ?? agent.agent_name,
         llm_id: config.id,
         call_settings: { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings },
         data_retrieval: dataRetrieval(agent.data_retrieval)
