@@ -1,4 +1,5 @@
 import pg from 'pg'
+import Cursor from 'pg-cursor'
 import { Kysely, PostgresDialect } from 'kysely'
 import type { Database } from './schema.ts'
 
@@ -22,5 +23,6 @@ export function createPool (connectionString: string, max: number): pg.Pool {
 }
 
 export function createDb (pool: pg.Pool): DB {
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  // The cursor lets `.stream()` read large results (CSV exports) in chunks instead of all at once.
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool, cursor: Cursor }) })
 }

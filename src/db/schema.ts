@@ -8,6 +8,8 @@ type UpdatedAt = ColumnType<Date, Date | undefined, Date>
 
 /** A jsonb column: read as parsed JSON, written as JSON text (pg would turn a JS array into a PostgreSQL array). */
 type Json<T> = ColumnType<T, string, string>
+/** The same, for a column with a default or NULL. */
+type JsonOptional<T> = ColumnType<T, string | undefined, string>
 
 export interface UsersTable {
   id: string
@@ -104,6 +106,8 @@ export interface AgentTemplatesTable {
   llm: Json<Record<string, unknown>>
 }
 
+export interface TranscriptItem { speaker: 'agent' | 'user', content: string, timestamp: number }
+
 export interface CallsTable {
   id: string
   user_id: string
@@ -118,6 +122,62 @@ export interface CallsTable {
   call_to: string | null
   start_timestamp: Date
   end_timestamp: Date | null
+  duration_ms: number | null
+  recording_url: string | null
+  disconnection_reason: string | null
+  sentiment: 'positive' | 'negative' | 'neutral' | null
+  sentiment_explanation: string | null
+  call_summary: string | null
+  task_achieved: boolean | null
+  transcription: JsonOptional<TranscriptItem[]>
+  phone_call_credits: Generated<number>
+  web_call_credits: Generated<number>
+  text_message_credits: Generated<number>
+  call_forwarding_credits: Generated<number>
+  token_usage: JsonOptional<Record<string, { input: number, output: number }>>
+  input_tokens: Generated<number>
+  output_tokens: Generated<number>
+  sms_count: Generated<number>
+  forwarding_seconds: Generated<number>
+  custom_data: JsonOptional<Record<string, unknown>>
+  dynamic_context: JsonOptional<Record<string, unknown>>
+  custom_analysis_data: JsonOptional<Record<string, unknown> | null>
+  collected_data: JsonOptional<Record<string, unknown> | null>
+  transfer_history: JsonOptional<unknown[] | null>
+  runtime: Generated<'simulator' | 'external'>
+  access_token_hash: string | null
+  access_token_expires_at: Date | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface CallDailyStatsTable {
+  user_id: string
+  day: Date
+  agent_id: string
+  customer_id: string
+  workspace_id: string
+  direction: string
+  call_type: string
+  call_status: string
+  sentiment: string
+  calls: number
+  ended_calls: number
+  duration_ms: number
+  phone_call_credits: number
+  web_call_credits: number
+  text_message_credits: number
+  call_forwarding_credits: number
+  input_tokens: number
+  output_tokens: number
+}
+
+export interface IdempotencyKeysTable {
+  user_id: string
+  key: string
+  request_hash: string
+  call_id: string
+  response: Json<Record<string, unknown>>
   created_at: CreatedAt
 }
 
@@ -133,4 +193,6 @@ export interface Database {
   integrations: IntegrationsTable
   agent_templates: AgentTemplatesTable
   calls: CallsTable
+  call_daily_stats: CallDailyStatsTable
+  idempotency_keys: IdempotencyKeysTable
 }

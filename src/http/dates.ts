@@ -31,6 +31,20 @@ function day (value: string, name: string): Date {
   return date
 }
 
+/** `date_from` and `date_to` where both are optional (listings). */
+export const OptionalDateRangeQuery = {
+  date_from: Type.Optional(DateRangeQuery.date_from),
+  date_to: Type.Optional(DateRangeQuery.date_to)
+}
+
+/** An open-ended range: either end may be missing. */
+export function optionalDateRange (query: { date_from?: string, date_to?: string }): { from?: Date, until?: Date } {
+  const from = query.date_from === undefined ? undefined : day(query.date_from, 'date_from')
+  const to = query.date_to === undefined ? undefined : day(query.date_to, 'date_to')
+  if (from !== undefined && to !== undefined && to < from) throw badRequest('query.date_to must not be before query.date_from')
+  return { from, until: to === undefined ? undefined : new Date(to.getTime() + DAY_MS) }
+}
+
 /** Checks a validated date range query: real calendar days, in order, not longer than MAX_RANGE_DAYS. */
 export function dateRange (query: { date_from: string, date_to: string }): DateRange {
   const from = day(query.date_from, 'date_from')

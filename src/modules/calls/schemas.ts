@@ -1,0 +1,134 @@
+import { Type, type Static } from 'typebox'
+import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
+import { ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
+const Epoch = Type.Integer({ description: 'epoch ms' })
+
+export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')])
+export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')])
+export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')])
+export const E164 = Type.String({ pattern: '^\\+[1-9]\\d{6,14}$', description: 'E.164 phone number such as +4930123456' })
+
+/** The filters of GET /v1/call/list, which the metrics and the export take too. */
+export const callFilters = {
+  agent_ids: Type.Optional(ListOf(ObjectId, 'agent ids')),
+  agent_id: Type.Optional({ ...ObjectId, description: 'one agent (legacy; prefer agent_ids)' }),
+  direction: Type.Optional(ListOf(Direction, 'directions')),
+  call_status: Type.Optional(ListOf(CallStatus, 'statuses')),
+  call_type: Type.Optional(ListOf(CallType, 'call types')),
+  customer_id: Type.Optional(ObjectId),
+  workspace_id: Type.Optional(ObjectId)
+}
+
+export const ListQuery = Type.Object({
+  ...callFilters,
+  ...OptionalDateRangeQuery,
+  sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { description: 'by start time; default desc (newest first)' })),
+  ...Paging
+})
+
+export const MetricsQuery = Type.Object({ ...callFilters, ...DateRangeQuery })
+
+export type CallFilterQuery = Static<typeof MetricsQuery> | Static<typeof ListQuery>
+
+const Sentiment = Type.Object({
+  sentiment: Type.String({ description: 'positive, negative or neutral' }),
+  explanation: Type.String()
+})
+
+const listFields = {
+  _id: ObjectId,
+  call_type: CallType,
+  agent_id: ObjectId,
+  agent_name: Type.String(),
+  call_status: CallStatus,
+  call_from: Nullable(Type.String(), 'null for web calls'),
+  call_to: Nullable(Type.String(), 'null for web calls'),
+  direction: Direction,
+  start_timestamp: Epoch,
+  end_timestamp: Nullable(Epoch, 'null while the call runs'),
+  recording_url: Nullable(Type.String()),
+  disconnection_reason: Nullable(Type.String()),
+  sentiment: Nullable(Sentiment, 'null until analysed, or when sentiment analysis is off'),
+  call_summary: Nullable(Type.String()),
+  task_achieved: Nullable(Type.Boolean())
+}
+
+export const CallListItem = Type.Object(listFields)
+
+export const CallDetail = Type.Object({
+  ...listFields,
+  customer_id: Nullable(ObjectId),
+  workspace_id: Nullable(ObjectId),
+  duration_ms: Nullable(Type.Integer(), 'from answer to hang-up; null while the call runs'),
+  transcription: Type.Array(Type.Object({
+    speaker: Type.String({ description: 'agent or user' }),
+    content: Type.String(),
+    timestamp: Epoch
+  })),
+  call_credits_details: Type.Object({
+    phone_call_credits: Type.Number(),
+    web_call_credits: Type.Number(),
+    text_message_credits: Type.Number(),
+    call_forwarding_credits: Type.Number()
+  }, { description: 'credits charged for the call (1 credit = 1 US cent)' }),
+  tokens: Type.Object({
+    input: Type.Integer(),
+    output: Type.Integer(),
+    total: Type.Integer(),
+    by_model: Type.Record(Type.String(), Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() }))
+  }, { description: 'language-model tokens used by the call, also per model' }),
+  custom_data: Type.Record(Type.String(), Type.Unknown()),
+  dynamic_context: Type.Record(Type.String(), Type.Unknown()),
+  custom_analysis_data: Nullable(Type.Record(Type.String(), Type.Unknown()), 'the agent\'s data_retrieval fields found in the call'),
+  collected_data: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  transfer_history: Nullable(Type.Array(Type.Unknown())),
+  simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
+})
+
+export type CallDetailBody = Static<typeof CallDetail>
+
+const callInput = {
+  agent_id: ObjectId,
+  custom_data: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'arbitrary data kept with the call' })),
+  dynamic_context: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'values for {{variables}} in the agent\'s prompt and begin message, e.g. the customer\'s name' }))
+}
+
+export const PhoneCallBody = Type.Object({
+  ...callInput,
+  from_number: { ...E164, description: 'caller id: one of the account\'s numbers (GET /v1/phone-number/list)' },
+  to_number: { ...E164, description: 'number to call' }
+})
+
+export const WebCallBody = Type.Object(callInput)
+
+export const PhoneCallCreated = Type.Object({
+  _id: ObjectId,
+  call_type: Type.Literal('phone'),
+  agent_id: ObjectId,
+  call_status: Type.Literal('started'),
+  call_from: Type.String(),
+  call_to: Type.String(),
+  direction: Type.Literal('outbound'),
+  start_timestamp: Epoch
+})
+
+export const WebCallCreated = Type.Object({
+  _id: ObjectId,
+  call_type: Type.Literal('web'),
+  agent_id: ObjectId,
+  call_status: Type.Literal('started'),
+  start_timestamp: Epoch,
+  access_token: Type.String({ description: 'lets a browser join this call (POST /web-call/join); give it to the browser instead of the API key' }),
+  access_token_expires_at: Type.Integer({ description: 'epoch ms; the token must be used before then' })
+})
+
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 255,
+    description: 'a retried request with the same key and body answers the first call instead of placing another; kept 24 hours'
+  }))
+})
