@@ -11,13 +11,25 @@ import { registerErrorHandler } from './http/errors.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
+import { createMailer, type Mailer } from './mail/mailer.ts'
 import { accountRoutes } from './modules/account/routes.ts'
+import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
+import { type AgentExists, phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
   db: DB
   logger?: Logger
+  /** Default: SMTP per config, recording every message in `emails`. */
+  mailer?: Mailer
+  /** Default: the sandbox, and Twilio per config. */
+  carriers?: Carriers
+  /** Checks the agent ids given to phone numbers. */
+  agentExists?: AgentExists
 }
+
+// Agents are a module of their own; until one is registered no agent id names an agent.
+const noAgents: AgentExists = async () => false
 
 const HEALTH_QUERY_TIMEOUT_MS = 2000
 
@@ -31,6 +43,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     routerOptions: { ignoreTrailingSlash: true },
     bodyLimit: 1024 * 1024
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
+  app.addHook('onClose', async () => mailer.close())
+  const carriers = deps.carriers ?? createCarriers(deps.db, config)
 
   registerValidation(app)
   registerErrorHandler(app)
@@ -64,7 +80,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(async (v1) => {
       registerAuth(v1, deps.db)
       await v1.register(apiKeyRoutes, { db: deps.db })
-      await v1.register(accountRoutes, { db: deps.db })
+      await v1.register(accountRoutes, { db: deps.db, mailer })
+      await v1.register(phoneNumberRoutes, { db: deps.db, carriers, agentExists: deps.agentExists ?? noAgents })
     }, { prefix: '/v1' })
   }
 
