@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
@@ -6,7 +6,7 @@ import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 const INSTALLATION_SID = sid('AC')
 const INSTALLATION_TOKEN = 'installation-token'
 
-async function twilioSetup (t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+async function twilioSetup (t: Test) {
   const twilio = await startTwilioStandIn(t)
   twilio.addAccount(INSTALLATION_SID, INSTALLATION_TOKEN)
   twilio.offer('US', [
@@ -167,4 +167,17 @@ t.test('twilio: releasing gives bought numbers back and keeps them when the carr
   t.equal((await app.inject({ method: 'DELETE', url: `/v1/phone-number/${imported._id}`, headers })).statusCode, 204)
   t.equal(twilio.requests.filter((r) => r.method === 'DELETE').length, deletes, 'an imported number stays with its carrier account')
   t.equal(twilio.incoming(customerSid).length, 1)
+})
+
+t.test('twilio: a sandbox installation imports from a Twilio account named by its credentials', async (t) => {
+  const twilio = await startTwilioStandIn(t)
+  const { app, db } = await setup(t, { TWILIO_API_URL: twilio.url })
+  const { headers } = await createAccount(db)
+  const customerSid = sid('AC')
+  twilio.addAccount(customerSid, 'tok')
+  twilio.hold(customerSid, '+13125550188')
+  const res = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550188', account_sid: customerSid, auth_token: 'tok' } })
+  t.equal(res.statusCode, 201)
+  t.match(res.json(), { carrier: 'twilio', source: 'imported' })
+  t.equal((await app.inject({ method: 'GET', url: '/v1/phone-number/available?limit=1', headers })).json()[0].carrier, 'sandbox', 'numbers are still bought from the sandbox')
 })

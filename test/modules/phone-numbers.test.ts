@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { AgentExists } from '../../src/modules/phone-numbers/routes.ts'
 import { findPhoneNumberByE164 } from '../../src/modules/phone-numbers/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
@@ -9,7 +9,7 @@ const AGENT_B = '65a0f000000000000000a002'
 const agentsOf = new Map<string, Set<string>>()
 const agentExists: AgentExists = async (_db, userId, agentId) => agentsOf.get(userId)?.has(agentId) ?? false
 
-async function sandboxSetup (t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+async function sandboxSetup (t: Test) {
   const ctx = await setup(t, {}, { agentExists })
   const account = await createAccount(ctx.db)
   agentsOf.set(account.user.id, new Set([AGENT_A, AGENT_B]))
@@ -190,6 +190,8 @@ t.test('import from the sandbox carrier', async (t) => {
   t.same(real.json(), { statusCode: 404, error: 'Not Found', code: 'not_found', message: '+4930123456 in the sandbox account not found' })
   const noTwilio = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+4930123456', carrier: 'twilio' } })
   t.match(noTwilio.json(), { statusCode: 400, code: 'carrier_credentials_required' })
+  const sandboxWithCredentials = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+12065550143', carrier: 'sandbox', account_sid: 'AC' + '0'.repeat(32), auth_token: 't' } })
+  t.match(sandboxWithCredentials.json(), { statusCode: 400, message: /are for carrier twilio/ })
 })
 
 t.test('connect-to-sip: connects a number or brings a new one; the password stays hidden', async (t) => {

@@ -83,7 +83,9 @@ export async function deleteWorkspace (db: DB, userId: string, id: string): Prom
  */
 export async function inviteMember (db: DB, userId: string, workspaceId: string, email: string, role: Exclude<WorkspaceRole, 'owner'>): Promise<{ invited: boolean }> {
   return await db.transaction().execute(async (trx) => {
-    await requireWorkspace(trx, userId, workspaceId)
+    // The key-share lock holds off a concurrent delete of the workspace until the member is stored.
+    const workspace = await trx.selectFrom('workspaces').select('id').where('user_id', '=', userId).where('id', '=', workspaceId).forKeyShare().executeTakeFirst()
+    if (workspace === undefined) throw notFound('workspace')
     const inserted = await trx.insertInto('workspace_members')
       .values({ workspace_id: workspaceId, email, role, status: 'invited' })
       .onConflict((oc) => oc.columns(['workspace_id', 'email']).doNothing())

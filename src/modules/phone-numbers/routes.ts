@@ -232,7 +232,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       description: 'Adds a number you already hold at a carrier. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account. The credentials are kept for later carrier requests and never returned.',
       body: Type.Object({
         phone_number: E164,
-        carrier: Type.Optional(CarrierName),
+        carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
         account_sid: Type.Optional(Type.String({ pattern: '^AC[0-9a-fA-F]{32}$', description: 'Twilio account SID' })),
         auth_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Twilio auth token' })),
         ...Assignment
@@ -240,9 +240,12 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
-    const { phone_number: phoneNumber, carrier: name = carriers.purchasing, account_sid: accountSid, auth_token: authToken, ...assignment } = request.body
+    const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = request.body
     if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
-    const credentials = accountSid !== undefined && authToken !== undefined && name === 'twilio' ? { accountSid, authToken } : undefined
+    const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
+    // Credentials are Twilio's: given without a carrier, they name it.
+    const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
+    if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
     await checkAssignment(request.userId, assignment)
     await ensureFree(request.userId, phoneNumber)
     const carrier = carriers.get(name, credentials)
