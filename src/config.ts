@@ -46,7 +46,7 @@ type Env = Record<string, string | undefined>
 const API_KEY = /^sk_[0-9A-Za-z]{40}$/
 const EMAIL = /^[^\s@]+@[^\s@]+$/
 const MAIL_FROM = /^([^<>]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/
-export const TWILIO_ACCOUNT_SID = /^AC[0-9a-fA-F]{32}$/
+const TWILIO_ACCOUNT_SID = /^AC[0-9a-fA-F]{32}$/
 
 function str (env: Env, name: string, fallback: string): string {
   const value = env[name]
