@@ -18,8 +18,8 @@ CREATE INDEX llm_configs_user_id_idx ON llm_configs (user_id, id);
 CREATE TABLE agents (
   id text PRIMARY KEY CHECK (id ~ '^[0-9a-f]{24}$'),
   user_id text NOT NULL REFERENCES users (id) ON DELETE CASCADE,
-  customer_id text CHECK (customer_id ~ '^[0-9a-f]{24}$'),
-  workspace_id text CHECK (workspace_id ~ '^[0-9a-f]{24}$'),
+  customer_id text REFERENCES customers (id),
+  workspace_id text REFERENCES workspaces (id),
   agent_name text NOT NULL,
   -- RESTRICT: a configuration still behind an agent cannot go (the API answers 409 first).
   llm_id text NOT NULL REFERENCES llm_configs (id) ON DELETE RESTRICT,

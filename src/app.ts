@@ -11,16 +11,23 @@ import { registerErrorHandler } from './http/errors.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
+import { createMailer, type Mailer } from './mail/mailer.ts'
 import { accountRoutes } from './modules/account/routes.ts'
 import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
+import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
+import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
   db: DB
   logger?: Logger
+  /** Default: SMTP per config, recording every message in `emails`. */
+  mailer?: Mailer
+  /** Default: the sandbox, and Twilio per config. */
+  carriers?: Carriers
 }
 
 const HEALTH_QUERY_TIMEOUT_MS = 2000
@@ -35,6 +42,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     routerOptions: { ignoreTrailingSlash: true },
     bodyLimit: 1024 * 1024
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
+  app.addHook('onClose', async () => mailer.close())
+  const carriers = deps.carriers ?? createCarriers(deps.db, config)
 
   registerValidation(app)
   registerErrorHandler(app)
@@ -68,12 +79,13 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(async (v1) => {
       registerAuth(v1, deps.db)
       await v1.register(apiKeyRoutes, { db: deps.db })
-      await v1.register(accountRoutes, { db: deps.db })
       await v1.register(llmRoutes, { db: deps.db })
       await v1.register(agentRoutes, { db: deps.db })
       await v1.register(capabilityRoutes(ACTIONS), { db: deps.db })
       await v1.register(capabilityRoutes(TOOLS), { db: deps.db })
       await v1.register(integrationRoutes, { db: deps.db })
+      await v1.register(accountRoutes, { db: deps.db, mailer })
+      await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
     }, { prefix: '/v1' })
   }
 

@@ -21,6 +21,22 @@ export interface Config {
   bootstrapEmail: string
   /** How long a SIGTERM waits for in-flight requests and jobs before giving up. */
   shutdownTimeoutMs: number
+  /** `smtp://user:pass@host:587` or `smtps://…:465`. Unset: e-mails are recorded in the database and logged, not sent. */
+  smtpUrl: string | undefined
+  /** Sender of every e-mail: `name@example.com` or `Name <name@example.com>`. */
+  mailFrom: string
+  /** Where numbers are searched and bought: `sandbox` (a built-in fictional inventory) or `twilio`. */
+  phoneCarrier: 'sandbox' | 'twilio'
+  /** Twilio's REST API: the installation's account (needed for PHONE_CARRIER=twilio) and its base URL. */
+  twilio: TwilioConfig
+}
+
+export interface TwilioConfig {
+  /** `https://api.twilio.com`; tests point it at a local stand-in. */
+  apiUrl: string
+  /** `AC` + 32 hex characters; with the auth token, the account numbers are bought on. */
+  accountSid: string | undefined
+  authToken: string | undefined
 }
 
 export class ConfigError extends Error {}
@@ -29,6 +45,8 @@ type Env = Record<string, string | undefined>
 
 const API_KEY = /^sk_[0-9A-Za-z]{40}$/
 const EMAIL = /^[^\s@]+@[^\s@]+$/
+const MAIL_FROM = /^([^<>]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/
+const TWILIO_ACCOUNT_SID = /^AC[0-9a-fA-F]{32}$/
 
 function str (env: Env, name: string, fallback: string): string {
   const value = env[name]
@@ -81,7 +99,35 @@ function databaseUrl (env: Env): string | undefined {
   return value
 }
 
+function endpoint (env: Env, name: string, protocols: string[], example: string): string | undefined {
+  const value = optional(env, name)
+  if (value === undefined) return undefined
+  let parsed: URL
+  try {
+    parsed = new URL(value)
+  } catch {
+    throw new ConfigError(`${name} must be a URL such as ${example}`)
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must start with ${protocols.map((p) => p + '//').join(' or ')}`)
+  }
+  return value
+}
+
+function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
+  const config = {
+    apiUrl: (endpoint(env, 'TWILIO_API_URL', ['https:', 'http:'], 'https://api.twilio.com') ?? 'https://api.twilio.com').replace(/\/+$/, ''),
+    accountSid: matching(env, 'TWILIO_ACCOUNT_SID', TWILIO_ACCOUNT_SID, '"AC" followed by 32 hexadecimal characters'),
+    authToken: optional(env, 'TWILIO_AUTH_TOKEN')
+  }
+  if (carrier === 'twilio' && (config.accountSid === undefined || config.authToken === undefined)) {
+    throw new ConfigError('PHONE_CARRIER=twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN')
+  }
+  return Object.freeze(config)
+}
+
 export function loadConfig (env: Env = process.env): Config {
+  const phoneCarrier = oneOf(env, 'PHONE_CARRIER', 'sandbox', ['sandbox', 'twilio'] as const)
   return Object.freeze({
     port: int(env, 'PORT', 3000, 0, 65535),
     host: str(env, 'HOST', '127.0.0.1'),
@@ -92,6 +138,10 @@ export function loadConfig (env: Env = process.env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     bootstrapApiKey: matching(env, 'BOOTSTRAP_API_KEY', API_KEY, '"sk_" followed by 40 letters or digits'),
     bootstrapEmail: matching(env, 'BOOTSTRAP_EMAIL', EMAIL, 'an e-mail address') ?? 'owner@localhost',
-    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    smtpUrl: endpoint(env, 'SMTP_URL', ['smtp:', 'smtps:'], 'smtp://user:password@mail.example.com:587'),
+    mailFrom: matching(env, 'MAIL_FROM', MAIL_FROM, 'an address such as "Switchboard <noreply@example.com>"') ?? 'Switchboard <noreply@localhost>',
+    phoneCarrier,
+    twilio: twilio(env, phoneCarrier)
   })
 }

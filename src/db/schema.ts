@@ -6,6 +6,9 @@ type CreatedAt = ColumnType<Date, Date | undefined, never>
 /** A timestamptz filled in on insert and set by updates. */
 type UpdatedAt = ColumnType<Date, Date | undefined, Date>
 
+/** bigint columns come back as numbers (see database.ts); inserts and updates pass numbers too. */
+type Int8 = ColumnType<number, number | undefined, number>
+
 /** A jsonb column: read as parsed JSON, written as JSON text (pg would turn a JS array into a PostgreSQL array). */
 type Json<T> = ColumnType<T, string, string>
 /** The same, for a column with a default or NULL. */
@@ -39,6 +42,98 @@ export interface VoicesTable {
   accent: string
   languages: string[]
   preview_url: string | null
+}
+
+export interface CustomersTable {
+  id: string
+  user_id: string
+  name: string
+  email: string | null
+  phone_number: string | null
+  metadata: ColumnType<Record<string, unknown>, string | undefined, string>
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface WorkspacesTable {
+  id: string
+  user_id: string
+  name: string
+  description: Generated<string>
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export type WorkspaceRole = 'owner' | 'admin' | 'member'
+
+export interface WorkspaceMembersTable {
+  workspace_id: string
+  email: string
+  role: WorkspaceRole
+  status: 'invited' | 'active'
+  member_user_id: string | null
+  invited_at: CreatedAt
+  joined_at: Date | null
+}
+
+export interface SubscriptionsTable {
+  user_id: string
+  plan: Generated<'free' | 'pro' | 'enterprise'>
+  status: Generated<'active' | 'past_due' | 'canceled'>
+  auto_top_up_enabled: Generated<boolean>
+  auto_top_up_threshold: Int8
+  top_up_amount: Int8
+  period_anchor: CreatedAt
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export type CreditKind = 'grant' | 'call_charge' | 'top_up' | 'adjustment'
+
+export interface CreditLedgerTable {
+  id: string
+  user_id: string
+  kind: CreditKind
+  amount: number
+  call_id: string | null
+  description: Generated<string>
+  created_at: CreatedAt
+}
+
+export type CarrierName = 'sandbox' | 'twilio'
+
+export interface PhoneNumbersTable {
+  id: string
+  user_id: string
+  phone_number: string
+  source: 'purchased' | 'imported' | 'sip'
+  carrier: CarrierName | 'sip'
+  carrier_number_id: string | null
+  carrier_account_id: string | null
+  carrier_auth_token: string | null
+  nickname: Generated<string>
+  inbound_agent_id: string | null
+  outbound_agent_id: string | null
+  customer_id: string | null
+  workspace_id: string | null
+  sip_termination_uri: string | null
+  sip_username: string | null
+  sip_password: string | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface EmailsTable {
+  id: string
+  user_id: string
+  kind: string
+  to_address: string
+  subject: string
+  body_text: string
+  status: 'sent' | 'recorded' | 'failed'
+  error: string | null
+  message_id: string | null
+  created_at: CreatedAt
 }
 
 export interface LlmConfigsTable {
@@ -186,6 +281,13 @@ export interface Database {
   users: UsersTable
   api_keys: ApiKeysTable
   voices: VoicesTable
+  customers: CustomersTable
+  workspaces: WorkspacesTable
+  workspace_members: WorkspaceMembersTable
+  subscriptions: SubscriptionsTable
+  credit_ledger: CreditLedgerTable
+  phone_numbers: PhoneNumbersTable
+  emails: EmailsTable
   llm_configs: LlmConfigsTable
   agents: AgentsTable
   agent_actions: AgentActionsTable

@@ -44,6 +44,7 @@ const REASONS: Record<number, string> = {
   422: 'Unprocessable Entity',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
+  502: 'Bad Gateway',
   503: 'Service Unavailable'
 }
 
@@ -67,16 +68,19 @@ const FORMAT_TEXT: Record<string, string> = {
   'time-zone': 'an IANA time zone such as Europe/Berlin'
 }
 
-const ID_KEYWORD_PATTERN = /\{24\}\$$/
+// Patterns whose Ajv message ("must match pattern …") would leave a person guessing.
+const PATTERN_MEANINGS: Array<{ matches: (pattern: string) => boolean, meaning: string, code: string }> = [
+  { matches: (pattern) => pattern.endsWith('{24}$'), meaning: 'a 24-character hexadecimal id', code: 'invalid_id' },
+  { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' }
+]
 
 /** Names the offending field: `body.call_settings.language must be string`. */
 function validationMessage (context: string | undefined, issue: AjvIssue): { message: string, code: string } {
   const where = [context === 'querystring' ? 'query' : context, ...issue.instancePath.split('/').filter(Boolean)]
   if (issue.keyword === 'required') where.push(String(issue.params.missingProperty))
   const field = where.filter(Boolean).join('.')
-  if (issue.keyword === 'pattern' && ID_KEYWORD_PATTERN.test(String(issue.params.pattern))) {
-    return { message: `${field} must be a 24-character hexadecimal id`, code: 'invalid_id' }
-  }
+  const known = issue.keyword === 'pattern' ? PATTERN_MEANINGS.find((p) => p.matches(String(issue.params.pattern))) : undefined
+  if (known !== undefined) return { message: `${field} must be ${known.meaning}`, code: known.code }
   if (issue.keyword === 'required') return { message: `${field} is required`, code: 'validation_error' }
   if (issue.keyword === 'additionalProperties') {
     return { message: `${field} has an unknown property "${String(issue.params.additionalProperty)}"`, code: 'validation_error' }

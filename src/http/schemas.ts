@@ -6,6 +6,15 @@ export const ObjectId = Type.String({ pattern: ID_PATTERN, description: '24-char
 
 export const IdParams = Type.Object({ id: ObjectId })
 
+export const E164_PATTERN = '^\\+[1-9][0-9]{1,14}$'
+
+export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
+
+export const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
+
+/** Epoch milliseconds, as every time in the API is given. */
+export const EpochMs = Type.Integer({ description: 'epoch ms' })
+
 /** Listing window. A limit over 1000 is refused rather than silently cut. */
 export const Paging = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
@@ -23,6 +32,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: 'API key unknown or revoked',
   404: 'Not found or not owned by the caller',
   409: 'Conflict with the current state',
+  502: 'The carrier failed or refused the request',
   413: 'Payload too large',
   415: 'Unsupported media type',
   422: 'Request does not match an earlier one'

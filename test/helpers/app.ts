@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
-import { buildApp } from '../../src/app.ts'
+import { buildApp, type Deps } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
@@ -14,12 +14,12 @@ export interface TestContext {
 }
 
 /** The app on a database of the test's own, configured as a server started with `env` would be. */
-export async function setup (t: Test, env: Record<string, string> = {}): Promise<TestContext> {
+export async function setup (t: Test, env: Record<string, string> = {}, deps: Omit<Deps, 'db'> = {}): Promise<TestContext> {
   const url = await createTestDatabase(t)
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', ...env })
   const pool = createPool(url, 5)
   const db = createDb(pool)
-  const app = await buildApp(config, { db })
+  const app = await buildApp(config, { ...deps, db })
   t.teardown(async () => {
     await app.close()
     await pool.end()

@@ -2,7 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { AUTH_ERRORS, errors, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+import type { Mailer } from '../../mail/mailer.ts'
+import { customerRoutes } from './customers.ts'
 import { listVoices } from './queries.ts'
+import { subscriptionRoutes } from './subscription.ts'
+import { workspaceRoutes } from './workspaces.ts'
 
 const Gender = Type.Enum(['female', 'male', 'neutral'])
 
@@ -24,7 +28,12 @@ const VoiceQuery = Type.Object({
   ...Paging
 })
 
-export const accountRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+/** Voices here; customers, workspaces and the subscription in their own files. */
+export const accountRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer }> = async (app, { db, mailer }) => {
+  await app.register(customerRoutes, { db })
+  await app.register(workspaceRoutes, { db, mailer })
+  await app.register(subscriptionRoutes, { db })
+
   app.get('/voice/list', {
     schema: {
       tags: ['voices'],

@@ -60,6 +60,10 @@ export async function listAgents (db: DB, userId: string, filter: AgentFilter): 
     .orderBy('created_at').orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()
 }
 
+export async function agentExists (db: Executor, userId: string, id: string): Promise<boolean> {
+  return await findAgent(db, userId, id) !== undefined
+}
+
 export async function findAgent (db: Executor, userId: string, id: string): Promise<AgentRow | undefined> {
   return await db.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
 }

@@ -1,14 +1,12 @@
 import { Type, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../../db/ids.ts'
-import { ObjectId } from '../../http/schemas.ts'
+import { E164, Email, ObjectId } from '../../http/schemas.ts'
 
 // The `settings` object of each action and tool type. The specification names a few members; the rest
 // are ours and documented in docs/agents.md. Write-only secrets (header values) are masked in answers.
 
 const Name = Type.String({ minLength: 1, maxLength: 100, description: 'shown in the app and in failure e-mails' })
 const Description = Type.Optional(Type.String({ maxLength: 1000, description: 'tells the language model when to use the tool' }))
-const E164 = Type.String({ pattern: '^\\+[1-9]\\d{6,14}$', description: 'E.164 phone number such as +4930123456' })
-const Email = Type.String({ format: 'email', maxLength: 254 })
 const TimeZone = Type.String({ format: 'time-zone', description: 'IANA time zone such as Europe/Berlin' })
 const Minutes = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description })
 const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4000 }), {

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
-import { ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+import { E164, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
@@ -9,7 +9,6 @@ const Epoch = Type.Integer({ description: 'epoch ms' })
 export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')])
 export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')])
 export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')])
-export const E164 = Type.String({ pattern: '^\\+[1-9]\\d{6,14}$', description: 'E.164 phone number such as +4930123456' })
 
 /** The filters of GET /v1/call/list, which the metrics and the export take too. */
 export const callFilters = {

@@ -48,7 +48,7 @@ t.test('tool settings are validated per tool_type', async (t) => {
   const url = `/v1/agent/${agentId}/tools`
   const cases: Array<[object, number, RegExp]> = [
     [{ tool_type: 'teleport', settings: { name: 'x' } }, 400, /^body\.tool_type must be one of api_rag, appointment_booking, call_forwarding, end_call, calendar_one, calendar_two, booking_one, booking_two, crm, agent_transfer, mcp/],
-    [{ tool_type: 'call_forwarding', settings: { name: 'x', phone_number: '030 123456' } }, 400, /^body\.settings\.phone_number must match pattern/],
+    [{ tool_type: 'call_forwarding', settings: { name: 'x', phone_number: '030 123456' } }, 400, /^body\.settings\.phone_number must be an E\.164 phone number/],
     [{ tool_type: 'call_forwarding', settings: { name: 'x' } }, 400, /^body\.settings\.phone_number is required/],
     [{ tool_type: 'api_rag', settings: { name: 'x', knowledge_base_ids: [] } }, 400, /^body\.settings\.knowledge_base_ids must NOT have fewer than 1 items/],
     [{ tool_type: 'api_rag', settings: { name: 'x', knowledge_base_ids: ['kb'] } }, 400, /^body\.settings\.knowledge_base_ids\.0 must be a 24-character hexadecimal id/],
@@ -72,7 +72,7 @@ t.test('tool settings are validated per tool_type', async (t) => {
   const tool = (await app.inject({ method: 'POST', url, headers: account.headers, payload: { tool_type: 'call_forwarding', settings: { name: 'x', phone_number: '+4930123456' } } })).json()
   const bad = await app.inject({ method: 'PATCH', url: `${url}/${tool._id}`, headers: account.headers, payload: { settings: { phone_number: '12' } } })
   t.equal(bad.statusCode, 400)
-  t.match(bad.json().message, /^body\.settings\.phone_number must match pattern/)
+  t.match(bad.json().message, /^body\.settings\.phone_number must be an E\.164 phone number/)
   const good = await app.inject({ method: 'PATCH', url: `${url}/${tool._id}`, headers: account.headers, payload: { settings: { phone_number: '+14155550100', transfer_message: 'One moment' } } })
   t.same(good.json().settings, { name: 'x', phone_number: '+14155550100', transfer_message: 'One moment' })
 })

@@ -115,7 +115,7 @@ t.test('action settings are validated per action_type', async (t) => {
     [{ action_type: 'send_email', settings: { ...email, direct_recipients: ['not-an-address'] } }, /^body\.settings\.direct_recipients\.0 must be an e-mail address/],
     [{ action_type: 'send_email', settings: { ...email, direct_recipients: [] } }, /^body\.settings\.direct_recipients must NOT have fewer than 1 items/],
     [{ action_type: 'send_email', settings: { ...email, subject: undefined } }, /^body\.settings\.subject is required/],
-    [{ action_type: 'send_sms', settings: { name: 'x', message: 'hi', direct_recipients: ['0301234'] } }, /^body\.settings\.direct_recipients\.0 must match pattern/],
+    [{ action_type: 'send_sms', settings: { name: 'x', message: 'hi', direct_recipients: ['0301234'] } }, /^body\.settings\.direct_recipients\.0 must be an E\.164 phone number/],
     [{ action_type: 'send_sms', settings: { name: 'x', message: 'hi', send_to_customer: false } }, /^body\.settings needs a recipient/],
     [{ action_type: 'send_chat', settings: { name: 'x', message: '' } }, /^body\.settings\.message must NOT have fewer than 1 characters/],
     [{ action_type: 'api_call', settings: { ...api, url: 'not a url' } }, /^body\.settings\.url must be an absolute http/],

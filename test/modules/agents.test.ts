@@ -54,8 +54,8 @@ t.test('every create field round-trips; update-only fields and unknown fields ar
   const { app, db } = await setup(t)
   const account = await createAccount(db)
   const llmId = await llmOf(app, account)
-  const customerId = newId()
-  const workspaceId = newId()
+  const customerId = (await app.inject({ method: 'POST', url: '/v1/customer', headers: account.headers, payload: { customer_name: 'Acme' } })).json()._id
+  const workspaceId = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Sales' } })).json()._id
   const payload = {
     agent_name: 'Sales',
     llm_id: llmId,
@@ -117,8 +117,24 @@ t.test('every create field round-trips; update-only fields and unknown fields ar
 
   const byCustomer = await app.inject({ method: 'GET', url: `/v1/agent/list?customer_id=${customerId}`, headers: account.headers })
   t.same(byCustomer.json().map((a: { _id: string }) => a._id), [agent._id])
-  const byWorkspace = await app.inject({ method: 'GET', url: `/v1/agent/list?workspace_id=${newId()}`, headers: account.headers })
-  t.same(byWorkspace.json(), [])
+  const byWorkspace = await app.inject({ method: 'GET', url: `/v1/agent/list?workspace_id=${workspaceId}`, headers: account.headers })
+  t.same(byWorkspace.json().map((a: { _id: string }) => a._id), [agent._id])
+  const otherWorkspace = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Empty' } })).json()._id
+  t.same((await app.inject({ method: 'GET', url: `/v1/agent/list?workspace_id=${otherWorkspace}`, headers: account.headers })).json(), [])
+
+  // Customers and workspaces must be the account's own; one that still owns an agent cannot be deleted.
+  const stranger = await createAccount(db)
+  const foreign = (await app.inject({ method: 'POST', url: '/v1/customer', headers: stranger.headers, payload: { customer_name: 'Theirs' } })).json()._id
+  for (const url of [`/v1/agent?customer_id=${foreign}`, `/v1/agent?workspace_id=${newId()}`]) {
+    const res = await app.inject({ method: 'POST', url, headers: account.headers, payload: { agent_name: 'X', llm_id: llmId } })
+    t.equal(res.statusCode, 404, url)
+  }
+  t.equal((await app.inject({ method: 'GET', url: `/v1/agent/list?customer_id=${foreign}`, headers: account.headers })).statusCode, 404)
+  const inUse = await app.inject({ method: 'DELETE', url: `/v1/customer/${customerId}`, headers: account.headers })
+  t.equal(inUse.statusCode, 409)
+  t.match(inUse.json().message, /1 agent/)
+  const workspaceInUse = await app.inject({ method: 'DELETE', url: `/v1/workspaces/${workspaceId}`, headers: account.headers })
+  t.equal(workspaceInUse.statusCode, 409)
 })
 
 t.test('PATCH changes only what it names and merges nested settings member by member', async (t) => {
@@ -325,7 +341,7 @@ t.test('templates: a catalogue of six, cloned into an agent with its own LLM con
   }
 
   const survey = templates[4]
-  const workspaceId = newId()
+  const workspaceId = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Research' } })).json()._id
   const res = await app.inject({ method: 'POST', url: `/v1/agent/agent_template/${survey._id}/clone?workspace_id=${workspaceId}`, headers: account.headers })
   t.equal(res.statusCode, 201)
   const agent = res.json()

@@ -1,0 +1,342 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Selectable } from 'kysely'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import type { PhoneNumbersTable } from '../../db/schema.ts'
+import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { requireCustomer } from '../account/customer-queries.ts'
+import { agentExists } from '../agents/queries.ts'
+import { requireWorkspace } from '../account/workspace-queries.ts'
+import { CarrierError } from './carriers/carrier.ts'
+import type { Carriers } from './carriers/index.ts'
+import {
+  deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, insertPhoneNumber, listPhoneNumbers, numberHolder, numberTaken,
+  updatePhoneNumber
+} from './queries.ts'
+
+export interface PhoneNumberOptions {
+  db: DB
+  carriers: Carriers
+}
+
+const Nickname = Type.String({ maxLength: 100, description: 'a label for people' })
+const CarrierName = Type.Enum(['sandbox', 'twilio'])
+const NullableId = (description: string) => Type.Optional(Type.Union([ObjectId, Type.Null()], { description }))
+
+/** What a number is used for and whom it belongs to; settable on every route that makes or changes one. */
+const Assignment = {
+  nickname: Type.Optional(Nickname),
+  inbound_agent_id: NullableId('the agent that answers calls to this number; null for none'),
+  outbound_agent_id: NullableId('the agent that places calls from this number; null for none'),
+  customer_id: NullableId('one of your customers; null for none'),
+  workspace_id: NullableId('one of your workspaces; null for none')
+}
+
+const PhoneNumber = Type.Object({
+  _id: ObjectId,
+  phone_number: E164,
+  nickname: Nickname,
+  source: Type.Enum(['purchased', 'imported', 'sip'], { description: 'bought here, imported from a carrier account, or brought over a SIP trunk' }),
+  carrier: Type.Enum(['sandbox', 'twilio', 'sip']),
+  carrier_number_id: Type.Union([Type.String(), Type.Null()], { description: "the carrier's id for the number, such as a Twilio PN… sid" }),
+  inbound_agent_id: Type.Union([ObjectId, Type.Null()]),
+  outbound_agent_id: Type.Union([ObjectId, Type.Null()]),
+  customer_id: Type.Union([ObjectId, Type.Null()]),
+  workspace_id: Type.Union([ObjectId, Type.Null()]),
+  user_id: ObjectId,
+  sip_trunk: Type.Union([Type.Object({
+    termination_uri: Type.String(),
+    auth_username: Type.Union([Type.String(), Type.Null()]),
+    auth_password_set: Type.Boolean({ description: 'the password itself is never returned' })
+  }), Type.Null()]),
+  created_at: EpochMs,
+  updated_at: EpochMs
+}, { description: 'Carrier credentials and SIP passwords are stored but never returned.' })
+
+const AvailableNumber = Type.Object({
+  phone_number: E164,
+  friendly_name: Type.String(),
+  country: Type.String(),
+  locality: Type.Union([Type.String(), Type.Null()]),
+  region: Type.Union([Type.String(), Type.Null()]),
+  carrier: CarrierName
+})
+
+const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code', examples: ['US'] })
+const AreaCode = Type.String({ pattern: '^[0-9]{2,4}$', description: 'area code (NPA in the US and Canada)', examples: ['415'] })
+
+// A SIP URI's host part with an optional port and transport: sip:trunk.example.com:5060;transport=tcp
+const SIP_URI = /^(sips?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(;transport=(udp|tcp|tls))?$/i
+
+function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
+  return {
+    _id: row.id,
+    phone_number: row.phone_number,
+    nickname: row.nickname,
+    source: row.source,
+    carrier: row.carrier,
+    carrier_number_id: row.carrier_number_id,
+    inbound_agent_id: row.inbound_agent_id,
+    outbound_agent_id: row.outbound_agent_id,
+    customer_id: row.customer_id,
+    workspace_id: row.workspace_id,
+    user_id: row.user_id,
+    sip_trunk: row.sip_termination_uri === null
+      ? null
+      : { termination_uri: row.sip_termination_uri, auth_username: row.sip_username, auth_password_set: row.sip_password !== null },
+    created_at: row.created_at.getTime(),
+    updated_at: row.updated_at.getTime()
+  }
+}
+
+/** Carrier outcomes as client errors. Rejected credentials are the caller's when they gave them, else the installation's. */
+async function atCarrier<T> (work: () => Promise<T>, callerCredentials = false): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    if (!(err instanceof CarrierError)) throw err
+    if (err.kind === 'unavailable') throw conflict(err.message, 'number_unavailable')
+    if (err.kind === 'rejected') throw badRequest(err.message, 'carrier_rejected')
+    if (err.kind === 'credentials' && callerCredentials) throw badRequest(err.message, 'carrier_credentials_rejected')
+    throw new HttpError(502, 'carrier_error', err.message)
+  }
+}
+
+type AssignmentInput = { [K in keyof typeof Assignment]?: K extends 'nickname' ? string : string | null }
+
+export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = async (app, { db, carriers }) => {
+  /** 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored. */
+  async function checkAssignment (userId: string, a: AssignmentInput): Promise<void> {
+    for (const [field, label] of [['inbound_agent_id', 'inbound agent'], ['outbound_agent_id', 'outbound agent']] as const) {
+      const agentId = a[field]
+      if (agentId != null && !await agentExists(db, userId, agentId)) throw notFound(label)
+    }
+    if (a.customer_id != null) await requireCustomer(db, userId, a.customer_id)
+    if (a.workspace_id != null) await requireWorkspace(db, userId, a.workspace_id)
+  }
+
+  function assignmentColumns (a: AssignmentInput) {
+    return {
+      ...(a.nickname !== undefined && { nickname: a.nickname }),
+      ...(a.inbound_agent_id !== undefined && { inbound_agent_id: a.inbound_agent_id }),
+      ...(a.outbound_agent_id !== undefined && { outbound_agent_id: a.outbound_agent_id }),
+      ...(a.customer_id !== undefined && { customer_id: a.customer_id }),
+      ...(a.workspace_id !== undefined && { workspace_id: a.workspace_id })
+    }
+  }
+
+  async function ensureFree (userId: string, phoneNumber: string): Promise<void> {
+    const holder = await numberHolder(db, phoneNumber)
+    if (holder === userId) throw conflict(`${phoneNumber} is already in your account`, 'number_taken')
+    if (holder !== undefined) throw numberTaken(phoneNumber)
+  }
+
+  app.get('/phone-number/list', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'List phone numbers',
+      description: 'Oldest first. `customer_id` and `workspace_id` must name your own (else 404). `user_id` can only be your own: any other gives an empty list.',
+      querystring: Type.Object({
+        inbound_agent_id: Type.Optional(ObjectId),
+        outbound_agent_id: Type.Optional(ObjectId),
+        customer_id: Type.Optional(ObjectId),
+        workspace_id: Type.Optional(ObjectId),
+        user_id: Type.Optional(ObjectId),
+        ...Paging
+      }),
+      response: { 200: Type.Array(PhoneNumber), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const { user_id: userId, ...filter } = request.query
+    if (userId !== undefined && userId !== request.userId) return []
+    if (filter.customer_id !== undefined) await requireCustomer(db, request.userId, filter.customer_id)
+    if (filter.workspace_id !== undefined) await requireWorkspace(db, request.userId, filter.workspace_id)
+    return (await listPhoneNumbers(db, request.userId, filter)).map(phoneNumberView)
+  })
+
+  app.get('/phone-number/available', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Search numbers to buy',
+      description: "Local numbers offered by this installation's carrier (PHONE_CARRIER). The sandbox offers fictional numbers in US, CA and GB.",
+      querystring: Type.Object({
+        country: Type.Optional({ ...Country, default: 'US' }),
+        area_code: Type.Optional(AreaCode),
+        contains: Type.Optional(Type.String({ pattern: '^[0-9]{1,10}$', description: 'digits the number must contain' })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 50, default: 20 }))
+      }),
+      response: { 200: Type.Array(AvailableNumber), ...errors(...AUTH_ERRORS, 502) }
+    }
+  }, async (request) => {
+    const carrier = carriers.get(carriers.purchasing)
+    const { country = 'US', area_code: areaCode, contains, limit = 20 } = request.query
+    const found = await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, contains, limit }))
+    return found.map((n) => ({ phone_number: n.phoneNumber, friendly_name: n.friendlyName, country: n.country, locality: n.locality, region: n.region, carrier: carrier.name }))
+  })
+
+  app.post('/phone-number/buy', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Buy a number',
+      description: "Buys `phone_number`, or the first number available in `area_code`, from this installation's carrier. A purchase that cannot be stored is given back to the carrier: a failed buy leaves nothing behind.",
+      body: Type.Object({
+        phone_number: Type.Optional(E164),
+        area_code: Type.Optional(AreaCode),
+        country: Type.Optional({ ...Country, description: 'with `area_code`; default US' }),
+        ...Assignment
+      }),
+      response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
+    }
+  }, async (request, reply) => {
+    const { phone_number: wanted, area_code: areaCode, country = 'US', ...assignment } = request.body
+    if (wanted === undefined && areaCode === undefined) throw badRequest('body.phone_number or body.area_code is required')
+    await checkAssignment(request.userId, assignment)
+    const carrier = carriers.get(carriers.purchasing)
+    let phoneNumber = wanted
+    if (phoneNumber === undefined) {
+      const [first] = await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, limit: 1 }))
+      if (first === undefined) throw conflict(`no number is available in area code ${areaCode} (${country.toUpperCase()})`, 'number_unavailable')
+      phoneNumber = first.phoneNumber
+    }
+    await ensureFree(request.userId, phoneNumber)
+    const bought = await atCarrier(() => carrier.buy(phoneNumber))
+    try {
+      const row = await insertPhoneNumber(db, {
+        id: newId(),
+        user_id: request.userId,
+        phone_number: bought.phoneNumber,
+        source: 'purchased',
+        carrier: carrier.name,
+        carrier_number_id: bought.carrierNumberId,
+        carrier_account_id: carrier.accountId,
+        ...assignmentColumns(assignment)
+      })
+      return reply.code(201).send(phoneNumberView(row))
+    } catch (err) {
+      await carrier.release(bought).catch((releaseErr: unknown) => {
+        request.log.error({ err: releaseErr, phoneNumber: bought.phoneNumber, carrierNumberId: bought.carrierNumberId }, 'a bought number could not be stored nor given back: release it at the carrier by hand')
+      })
+      throw err
+    }
+  })
+
+  app.post('/phone-number/import-carrier', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Import a number from a carrier account',
+      description: 'Adds a number you already hold at a carrier. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account. The credentials are kept for later carrier requests and never returned.',
+      body: Type.Object({
+        phone_number: E164,
+        carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
+        account_sid: Type.Optional(Type.String({ pattern: '^AC[0-9a-fA-F]{32}$', description: 'Twilio account SID' })),
+        auth_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Twilio auth token' })),
+        ...Assignment
+      }),
+      response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
+    }
+  }, async (request, reply) => {
+    const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = request.body
+    if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
+    const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
+    // Credentials are Twilio's: given without a carrier, they name it.
+    const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
+    if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
+    await checkAssignment(request.userId, assignment)
+    await ensureFree(request.userId, phoneNumber)
+    const carrier = carriers.get(name, credentials)
+    const held = await atCarrier(() => carrier.findOwned(phoneNumber), credentials !== undefined)
+    if (held === undefined) throw notFound(`${phoneNumber} in the ${name} account`)
+    const row = await insertPhoneNumber(db, {
+      id: newId(),
+      user_id: request.userId,
+      phone_number: phoneNumber,
+      source: 'imported',
+      carrier: name,
+      carrier_number_id: held.carrierNumberId,
+      carrier_account_id: carrier.accountId,
+      carrier_auth_token: credentials?.authToken ?? null,
+      ...assignmentColumns(assignment)
+    })
+    return reply.code(201).send(phoneNumberView(row))
+  })
+
+  app.patch('/phone-number/connect-to-sip', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Connect a number to a SIP trunk',
+      description: 'Calls to and from the number go through your SIP trunk. A number of your account is connected (200); a number not yet on the installation is added as a SIP number (201). The trunk settings are replaced whole; the password is never returned.',
+      body: Type.Object({
+        phone_number: E164,
+        termination_uri: Type.String({ minLength: 1, maxLength: 255, description: 'where outbound calls go: sip:trunk.example.com:5060', examples: ['sip:trunk.example.com:5060;transport=tcp'] }),
+        sip_trunk_auth_username: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+        sip_trunk_auth_password: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+        ...Assignment
+      }),
+      response: { 200: PhoneNumber, 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409) }
+    }
+  }, async (request, reply) => {
+    const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = request.body
+    if (!SIP_URI.test(terminationUri)) throw badRequest('body.termination_uri must be a SIP URI such as sip:trunk.example.com:5060')
+    if (password !== undefined && username === undefined) throw badRequest('body.sip_trunk_auth_password needs body.sip_trunk_auth_username')
+    await checkAssignment(request.userId, assignment)
+    const trunk = { sip_termination_uri: terminationUri, sip_username: username ?? null, sip_password: password ?? null }
+    const existing = await findPhoneNumberByE164(db, request.userId, phoneNumber)
+    if (existing !== undefined) {
+      return reply.code(200).send(phoneNumberView(await updatePhoneNumber(db, request.userId, existing.id, { ...trunk, ...assignmentColumns(assignment) })))
+    }
+    if (await numberHolder(db, phoneNumber) !== undefined) throw numberTaken(phoneNumber)
+    const row = await insertPhoneNumber(db, {
+      id: newId(), user_id: request.userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...trunk, ...assignmentColumns(assignment)
+    })
+    return reply.code(201).send(phoneNumberView(row))
+  })
+
+  app.get('/phone-number/:id', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Get a phone number',
+      params: IdParams,
+      response: { 200: PhoneNumber, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const row = await findPhoneNumber(db, request.userId, request.params.id)
+    if (row === undefined) throw notFound('phone number')
+    return phoneNumberView(row)
+  })
+
+  app.patch('/phone-number/:id', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Assign agents, customer, workspace or nickname',
+      description: 'Only the fields given change; null removes an assignment.',
+      params: IdParams,
+      body: Type.Object(Assignment),
+      response: { 200: PhoneNumber, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    await checkAssignment(request.userId, request.body)
+    return phoneNumberView(await updatePhoneNumber(db, request.userId, request.params.id, assignmentColumns(request.body)))
+  })
+
+  app.delete('/phone-number/:id', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Release a phone number',
+      description: 'A number bought here is given back to the carrier first; if the carrier fails, the number stays (502). Imported and SIP numbers are only removed from Switchboard.',
+      params: IdParams,
+      response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404, 502) }
+    }
+  }, async (request, reply) => {
+    const row = await findPhoneNumber(db, request.userId, request.params.id)
+    if (row === undefined) throw notFound('phone number')
+    if (row.source === 'purchased' && row.carrier !== 'sip' && row.carrier_number_id !== null) {
+      const carrier = carriers.get(row.carrier)
+      const held = { carrierNumberId: row.carrier_number_id, phoneNumber: row.phone_number }
+      await atCarrier(() => carrier.release(held))
+    }
+    await deletePhoneNumber(db, request.userId, row.id)
+    return reply.code(204).send(null)
+  })
+}

@@ -1,0 +1,27 @@
+import t from 'tap'
+import { ConfigError, loadConfig } from '../src/config.ts'
+
+t.test('mail settings', async (t) => {
+  const defaults = loadConfig({})
+  t.equal(defaults.smtpUrl, undefined, 'without SMTP e-mails are recorded, not sent')
+  t.equal(defaults.mailFrom, 'Switchboard <noreply@localhost>')
+  const set = loadConfig({ SMTP_URL: 'smtps://user:pw@mail.example.com:465', MAIL_FROM: 'ops@example.com' })
+  t.equal(set.smtpUrl, 'smtps://user:pw@mail.example.com:465')
+  t.equal(set.mailFrom, 'ops@example.com')
+  t.throws(() => loadConfig({ SMTP_URL: 'mail.example.com' }), new ConfigError('SMTP_URL must be a URL such as smtp://user:password@mail.example.com:587'))
+  t.throws(() => loadConfig({ SMTP_URL: 'http://mail.example.com' }), new ConfigError('SMTP_URL must start with smtp:// or smtps://'))
+  t.throws(() => loadConfig({ MAIL_FROM: 'Switchboard' }), { message: /^MAIL_FROM must be an address/ })
+})
+
+t.test('phone carrier settings', async (t) => {
+  const defaults = loadConfig({})
+  t.equal(defaults.phoneCarrier, 'sandbox')
+  t.same(defaults.twilio, { apiUrl: 'https://api.twilio.com', accountSid: undefined, authToken: undefined })
+  const sid = 'AC' + 'a'.repeat(32)
+  const twilio = loadConfig({ PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: sid, TWILIO_AUTH_TOKEN: 'tok', TWILIO_API_URL: 'http://127.0.0.1:9999/' })
+  t.same(twilio.twilio, { apiUrl: 'http://127.0.0.1:9999', accountSid: sid, authToken: 'tok' })
+  t.throws(() => loadConfig({ PHONE_CARRIER: 'twilio' }), new ConfigError('PHONE_CARRIER=twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN'))
+  t.throws(() => loadConfig({ PHONE_CARRIER: 'telnyx' }), new ConfigError('PHONE_CARRIER must be one of sandbox, twilio, got "telnyx"'))
+  t.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC123' }), new ConfigError('TWILIO_ACCOUNT_SID must be "AC" followed by 32 hexadecimal characters'))
+  t.throws(() => loadConfig({ TWILIO_API_URL: 'ftp://x' }), { message: 'TWILIO_API_URL must start with https:// or http://' })
+})

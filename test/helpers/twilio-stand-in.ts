@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Test } from 'tap'
+
+interface IncomingNumber { sid: string, account_sid: string, phone_number: string, friendly_name: string }
+interface Offer { phone_number: string, friendly_name: string, locality: string, region: string, iso_country: string, area_code: string }
+
+export interface StandInRequest { method: string, path: string, query: URLSearchParams, form: URLSearchParams, accountSid: string | undefined }
+
+export interface TwilioStandIn {
+  /** For TWILIO_API_URL. */
+  url: string
+  /** Every request, in order. */
+  requests: StandInRequest[]
+  /** Adds an account with its auth token. */
+  addAccount: (sid: string, token: string) => void
+  /** Numbers offered for sale, by country. */
+  offer: (country: string, numbers: Array<{ phone_number: string, area_code: string, locality: string, region: string }>) => void
+  /** Numbers an account holds already (to import). */
+  hold: (accountSid: string, phoneNumber: string) => IncomingNumber
+  incoming: (accountSid: string) => IncomingNumber[]
+  /** The next request is answered with this status and Twilio's error body. */
+  failNext: (status: number, code: number, message: string) => void
+  /** Runs while a purchase is answered, before the answer is sent. */
+  onPurchase: ((phoneNumber: string) => Promise<void>) | undefined
+}
+
+export const sid = (prefix: string) => prefix + randomBytes(16).toString('hex')
+
+/**
+ * A local HTTP server that answers like Twilio's REST API (2010-04-01) for what the adapter uses:
+ * AvailablePhoneNumbers/{Country}/Local.json, IncomingPhoneNumbers.json (list, purchase) and
+ * IncomingPhoneNumbers/{Sid}.json (release), with basic auth and Twilio's error body.
+ */
+export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
+  const tokens = new Map<string, string>()
+  const offers = new Map<string, Offer[]>()
+  const owned = new Map<string, IncomingNumber[]>()
+  const requests: StandInRequest[] = []
+  let failure: { status: number, code: number, message: string } | undefined
+
+  const error = (res: http.ServerResponse, status: number, code: number, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({ code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status }))
+  }
+  const json = (res: http.ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json' })
+    res.end(JSON.stringify(body))
+  }
+  const page = (uri: string, key: string, items: unknown[], pageSize: number) => ({
+    [key]: items, end: Math.max(items.length - 1, 0), first_page_uri: uri, next_page_uri: null, page: 0, page_size: pageSize, previous_page_uri: null, start: 0, uri
+  })
+
+  const standIn: TwilioStandIn = {
+    url: '',
+    requests,
+    addAccount: (accountSid, token) => { tokens.set(accountSid, token); owned.set(accountSid, []) },
+    offer: (country, numbers) => { offers.set(country, numbers.map((n) => ({ ...n, iso_country: country, friendly_name: n.phone_number }))) },
+    hold: (accountSid, phoneNumber) => {
+      const number = { sid: sid('PN'), account_sid: accountSid, phone_number: phoneNumber, friendly_name: phoneNumber }
+      owned.get(accountSid)!.push(number)
+      return number
+    },
+    incoming: (accountSid) => owned.get(accountSid) ?? [],
+    failNext: (status, code, message) => { failure = { status, code, message } },
+    onPurchase: undefined
+  }
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      void (async () => {
+        const url = new URL(req.url ?? '/', 'http://stand-in')
+        const match = /^\/2010-04-01\/Accounts\/([^/]+)(\/.*)$/.exec(url.pathname)
+        const accountSid = match?.[1]
+        const rest = match?.[2] ?? url.pathname
+        const form = new URLSearchParams(Buffer.concat(chunks).toString('utf8'))
+        requests.push({ method: req.method ?? '', path: rest, query: url.searchParams, form, accountSid })
+
+        const [user, pass] = Buffer.from((req.headers.authorization ?? '').replace(/^Basic /, ''), 'base64').toString().split(':')
+        if (accountSid === undefined || user !== accountSid || tokens.get(user) !== pass) {
+          return error(res, 401, 20003, 'Authenticate')
+        }
+        if (failure !== undefined) {
+          const f = failure
+          failure = undefined
+          return error(res, f.status, f.code, f.message)
+        }
+        const search = /^\/AvailablePhoneNumbers\/([A-Z]{2})\/Local\.json$/.exec(rest)
+        if (req.method === 'GET' && search !== null) {
+          const available = offers.get(search[1])
+          if (available === undefined) return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
+          const areaCode = url.searchParams.get('AreaCode')
+          const contains = url.searchParams.get('Contains')
+          const size = Number(url.searchParams.get('PageSize') ?? 50)
+          const found = available
+            .filter((n) => areaCode === null || n.area_code === areaCode)
+            .filter((n) => contains === null || n.phone_number.includes(contains))
+            .slice(0, size)
+            .map(({ area_code: _areaCode, ...n }) => ({ ...n, lata: '722', rate_center: 'SNFC', latitude: '37.77', longitude: '-122.41', postal_code: '94105', address_requirements: 'none', beta: false, capabilities: { voice: true, SMS: true, MMS: true } }))
+          return json(res, 200, page(url.pathname + url.search, 'available_phone_numbers', found, size))
+        }
+        if (rest === '/IncomingPhoneNumbers.json' && req.method === 'POST') {
+          const phoneNumber = form.get('PhoneNumber')
+          const list = offers.get('US') ?? []
+          const offered = list.findIndex((n) => n.phone_number === phoneNumber)
+          if (phoneNumber === null || offered === -1) return error(res, 400, 21422, 'PhoneNumber requested is not available')
+          list.splice(offered, 1)
+          await standIn.onPurchase?.(phoneNumber)
+          const number = standIn.hold(accountSid, phoneNumber)
+          return json(res, 201, { ...number, api_version: '2010-04-01', capabilities: { voice: true, sms: true, mms: true, fax: false }, status: 'in-use', date_created: new Date().toUTCString(), uri: `/2010-04-01/Accounts/${accountSid}/IncomingPhoneNumbers/${number.sid}.json` })
+        }
+        if (rest === '/IncomingPhoneNumbers.json' && req.method === 'GET') {
+          const wanted = url.searchParams.get('PhoneNumber')
+          const found = (owned.get(accountSid) ?? []).filter((n) => wanted === null || n.phone_number === wanted)
+          return json(res, 200, page(url.pathname + url.search, 'incoming_phone_numbers', found, 50))
+        }
+        const one = /^\/IncomingPhoneNumbers\/(PN[0-9a-f]{32})\.json$/.exec(rest)
+        if (one !== null && req.method === 'DELETE') {
+          const list = owned.get(accountSid) ?? []
+          const at = list.findIndex((n) => n.sid === one[1])
+          if (at === -1) return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
+          list.splice(at, 1)
+          res.writeHead(204).end()
+          return
+        }
+        return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
+      })().catch((err: unknown) => { res.writeHead(500).end(String(err)) })
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  standIn.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return standIn
+}
