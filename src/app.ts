@@ -16,6 +16,7 @@ import { accountRoutes } from './modules/account/routes.ts'
 import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
+import { callRoutes } from './modules/calls/routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
@@ -86,6 +87,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(integrationRoutes, { db: deps.db })
       await v1.register(accountRoutes, { db: deps.db, mailer })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
+      await v1.register(callRoutes, { db: deps.db })
     }, { prefix: '/v1' })
   }
 

@@ -1,0 +1,94 @@
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { format } from 'fast-csv'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { dateRange, type DateRange } from '../../http/dates.ts'
+import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
+import { streamCallDetails } from './queries.ts'
+import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
+import { MetricsQuery } from './schemas.ts'
+
+const TAGS = ['calls']
+
+/** A text cell a spreadsheet would run as a formula gets a leading quote (OWASP "CSV injection"). */
+export function safeCell (value: string | null | undefined): string {
+  if (value === null || value === undefined) return ''
+  return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value
+}
+
+const iso = (date: Date | null) => date?.toISOString() ?? ''
+const num = (value: number | string | null | undefined) => (value === null || value === undefined ? '' : String(value))
+
+const CALL_HEADERS = ['call_id', 'agent_id', 'agent_name', 'call_type', 'direction', 'call_status', 'call_from', 'call_to',
+  'start_time', 'end_time', 'duration_seconds', 'disconnection_reason', 'sentiment', 'task_achieved',
+  'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits',
+  'model', 'input_tokens', 'output_tokens', 'total_tokens']
+
+const CsvFile = Type.String({ description: 'CSV, UTF-8, with a header row' })
+
+function attachment (reply: { header: (name: string, value: string) => unknown }, name: string, range: DateRange): void {
+  reply.header('content-type', 'text/csv; charset=utf-8')
+  reply.header('content-disposition', `attachment; filename="${name}_${range.dateFrom}_${range.dateTo}.csv"`)
+}
+
+export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+  app.get('/call/list/export', {
+    schema: {
+      tags: TAGS,
+      summary: 'Export calls as CSV',
+      description: 'One row per call and language model with its tokens (a call without usage: one row with an empty model). The list filters apply. Streams from a cursor: any number of rows in flat memory.',
+      querystring: MetricsQuery,
+      produces: ['text/csv'],
+      response: { 200: CsvFile, ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request, reply) => {
+    const range = dateRange(request.query)
+    const rows = streamCallDetails(db, request.userId, callFilter(request.query), range)
+    const csv = format({ headers: CALL_HEADERS })
+    // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
+    pipeline(Readable.from((async function * () {
+      for await (const r of rows) {
+        const input = r.input === null ? null : Number(r.input)
+        const output = r.output === null ? null : Number(r.output)
+        yield [r.id, r.agent_id, safeCell(r.agent_name), r.call_type, r.direction, r.call_status, safeCell(r.call_from), safeCell(r.call_to),
+          iso(r.start_timestamp), iso(r.end_timestamp), r.duration_ms === null ? '' : String(Number(r.duration_ms) / 1000),
+          safeCell(r.disconnection_reason), r.sentiment ?? '', r.task_achieved === null ? '' : String(r.task_achieved),
+          num(r.phone_call_credits), num(r.web_call_credits), num(r.text_message_credits), num(r.call_forwarding_credits),
+          safeCell(r.model), num(input), num(output), input === null || output === null ? '' : String(input + output)]
+      }
+    })()), csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early'))
+    attachment(reply, 'call-details', range)
+    return reply.send(csv as never)
+  })
+
+  app.get('/call/costs-breakdown/export', {
+    schema: {
+      tags: TAGS,
+      summary: 'Export the costs breakdown as CSV',
+      description: 'The rows of GET /v1/call/costs-breakdown, one per group, then a `total` row.',
+      querystring: CostsQuery,
+      produces: ['text/csv'],
+      response: { 200: CsvFile, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request, reply) => {
+    const range = dateRange(request.query)
+    const groupBy = request.query.group_by ?? 'user'
+    const { breakdown, totals } = await costsBreakdown(db, request.userId, groupBy, callFilter(request.query), range)
+    const keys = groupBy === 'agent' ? ['agent_id', 'agent_name'] : groupBy === 'workspace' ? ['workspace_id', 'workspace_name'] : ['user_id']
+    const csv = format({
+      headers: [...keys, 'total_calls', 'total_duration_minutes', 'phone_call_credits', 'web_call_credits', 'text_message_credits',
+        'call_forwarding_credits', 'total_credits', 'input_tokens', 'output_tokens', 'total_tokens']
+    })
+    for (const row of breakdown) {
+      const identity = keys.map((key) => safeCell((row as Record<string, unknown>)[key] as string | null))
+      csv.write([...identity, row.total_calls, row.total_duration_minutes, row.credits.phone_call, row.credits.web_call,
+        row.credits.text_message, row.credits.call_forwarding, row.credits.total, row.tokens.input, row.tokens.output, row.tokens.total])
+    }
+    csv.write(['total', ...keys.slice(1).map(() => ''), totals.total_calls, totals.total_duration_minutes, '', '', '', '', totals.total_credits, '', '', totals.total_tokens])
+    csv.end()
+    attachment(reply, 'costs-breakdown', range)
+    return reply.send(csv as never)
+  })
+}

@@ -1,0 +1,301 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import { dateRange, optionalDateRange } from '../../http/dates.ts'
+import { HttpError, notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { requireCustomer } from '../account/customer-queries.ts'
+import { requireWorkspace } from '../account/workspace-queries.ts'
+import { findAgent } from '../agents/queries.ts'
+import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
+import { generateToken, hashToken } from '../users/keys.ts'
+import { idempotent } from './idempotency.ts'
+import {
+  dailyMetrics, findCall, generalMetrics, insertCall, listCalls, sentimentCounts, type CallFilter, type CallListRow, type CallRow
+} from './queries.ts'
+import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
+import {
+  CallDetail, CallListItem, type CallDetailBody, IdempotencyHeaders, ListQuery, MetricsQuery, PhoneCallBody, PhoneCallCreated,
+  WebCallBody, WebCallCreated
+} from './schemas.ts'
+import { callExportRoutes } from './export.ts'
+
+const TAGS = ['calls']
+
+/** How long a web call's access token may be used to join it. */
+export const WEB_CALL_TOKEN_TTL_MS = 5 * 60_000
+
+const sentimentOf = (row: Pick<CallRow, 'sentiment' | 'sentiment_explanation'>) =>
+  row.sentiment === null ? null : { sentiment: row.sentiment, explanation: row.sentiment_explanation ?? '' }
+
+export function toListItem (row: CallListRow) {
+  return {
+    _id: row.id,
+    call_type: row.call_type,
+    agent_id: row.agent_id,
+    agent_name: row.agent_name,
+    call_status: row.call_status,
+    call_from: row.call_from,
+    call_to: row.call_to,
+    direction: row.direction,
+    start_timestamp: row.start_timestamp.getTime(),
+    end_timestamp: row.end_timestamp?.getTime() ?? null,
+    recording_url: row.recording_url,
+    disconnection_reason: row.disconnection_reason,
+    sentiment: sentimentOf(row),
+    call_summary: row.call_summary,
+    task_achieved: row.task_achieved
+  }
+}
+
+export function toDetail (row: CallRow): CallDetailBody {
+  const byModel = Object.fromEntries(Object.entries(row.token_usage).map(([model, t]) => [model, { input: t.input, output: t.output, total: t.input + t.output }]))
+  return {
+    ...toListItem(row),
+    customer_id: row.customer_id,
+    workspace_id: row.workspace_id,
+    duration_ms: row.duration_ms,
+    transcription: row.transcription,
+    call_credits_details: {
+      phone_call_credits: row.phone_call_credits,
+      web_call_credits: row.web_call_credits,
+      text_message_credits: row.text_message_credits,
+      call_forwarding_credits: row.call_forwarding_credits
+    },
+    tokens: { input: row.input_tokens, output: row.output_tokens, total: row.input_tokens + row.output_tokens, by_model: byModel },
+    custom_data: row.custom_data,
+    dynamic_context: row.dynamic_context,
+    custom_analysis_data: row.custom_analysis_data,
+    collected_data: row.collected_data,
+    transfer_history: row.transfer_history,
+    simulated: row.runtime === 'simulator'
+  }
+}
+
+/** Seconds with millisecond precision. */
+const seconds = (ms: number) => Math.round(ms) / 1000
+
+/** A customer or workspace named in a query must be the account's (404 otherwise). */
+async function checkOwners (db: DB, userId: string, filter: CallFilter): Promise<void> {
+  if (filter.customerId !== undefined) await requireCustomer(db, userId, filter.customerId)
+  if (filter.workspaceId !== undefined) await requireWorkspace(db, userId, filter.workspaceId)
+}
+
+/** The agent that places a call: the account's, and active. */
+async function callingAgent (db: DB, userId: string, agentId: string) {
+  const agent = await findAgent(db, userId, agentId)
+  if (agent === undefined) throw notFound(`agent ${agentId}`)
+  if (agent.status !== 'active') throw new HttpError(409, 'agent_inactive', `agent ${agent.id} is inactive; set its status to active to place calls`)
+  return agent
+}
+
+const Credits = Type.Object({ phone_call: Type.Integer(), web_call: Type.Integer(), text_message: Type.Integer(), call_forwarding: Type.Integer(), total: Type.Integer() })
+const Tokens = Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() })
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
+
+const CostsBreakdown = Type.Object({
+  breakdown: Type.Array(Type.Object({
+    user_id: Type.Optional(Type.String({ description: 'group_by=user' })),
+    agent_id: Type.Optional(Type.String({ description: 'group_by=agent' })),
+    agent_name: Type.Optional(Type.String({ description: 'group_by=agent' })),
+    workspace_id: Type.Optional(Nullable(Type.String({ description: 'group_by=workspace; null: calls of agents in no workspace' }))),
+    workspace_name: Type.Optional(Nullable(Type.String())),
+    total_calls: Type.Integer(),
+    total_duration_minutes: Type.Number(),
+    credits: Credits,
+    tokens: Tokens
+  })),
+  totals: Type.Object({ total_calls: Type.Integer(), total_duration_minutes: Type.Number(), total_credits: Type.Integer(), total_tokens: Type.Integer() }),
+  period: Type.Object({ from: Type.Integer({ description: 'epoch ms, start of date_from (UTC)' }), to: Type.Integer({ description: 'epoch ms, last millisecond of date_to (UTC)' }) })
+})
+
+export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+  app.get('/call/list', {
+    schema: {
+      tags: TAGS,
+      summary: "List the account's calls",
+      description: 'Newest first unless `sort_order=asc`. Days are UTC; `date_to` includes its whole day.',
+      querystring: ListQuery,
+      response: { 200: Type.Array(CallListItem), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const { query } = request
+    const filter = callFilter(query)
+    const range = optionalDateRange(query)
+    await checkOwners(db, request.userId, filter)
+    const rows = await listCalls(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
+    return rows.map(toListItem)
+  })
+
+  app.get('/call/general-metrics', {
+    schema: {
+      tags: TAGS,
+      summary: 'Call count and durations over a range',
+      description: 'Durations are in seconds (millisecond precision). `average_duration` averages the calls that have ended.',
+      querystring: MetricsQuery,
+      response: { 200: Type.Object({ total_calls: Type.Integer(), total_duration: Type.Number(), average_duration: Type.Number() }), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const filter = callFilter(request.query)
+    await checkOwners(db, request.userId, filter)
+    const sums = await generalMetrics(db, request.userId, filter, range)
+    return {
+      total_calls: sums.calls,
+      total_duration: seconds(sums.duration_ms),
+      average_duration: sums.ended_calls === 0 ? 0 : seconds(sums.duration_ms / sums.ended_calls)
+    }
+  })
+
+  app.get('/call/daily-metrics', {
+    schema: {
+      tags: TAGS,
+      summary: 'Call duration per day',
+      description: 'One entry per UTC day of the range, days without calls included with 0. `total_duration` is in seconds.',
+      querystring: MetricsQuery,
+      response: { 200: Type.Array(Type.Object({ date: Type.String(), total_duration: Type.Number(), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const filter = callFilter(request.query)
+    await checkOwners(db, request.userId, filter)
+    const rows = await dailyMetrics(db, request.userId, filter, range)
+    return rows.map((row) => ({ date: row.date, total_duration: seconds(row.duration_ms), total_calls: row.calls }))
+  })
+
+  app.get('/call/sentiment-stats', {
+    schema: {
+      tags: TAGS,
+      summary: "Calls per sentiment for one agent",
+      description: 'Counts the analysed calls of the agent (also after it was deleted) over the range.',
+      querystring: Type.Object({ agent_id: ObjectId, date_from: MetricsQuery.properties.date_from, date_to: MetricsQuery.properties.date_to }),
+      response: { 200: Type.Object({ positive: Type.Integer(), negative: Type.Integer(), neutral: Type.Integer() }), ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const counts = await sentimentCounts(db, request.userId, { agentIds: [request.query.agent_id.toLowerCase()] }, range)
+    return { positive: counts.positive ?? 0, negative: counts.negative ?? 0, neutral: counts.neutral ?? 0 }
+  })
+
+  app.get('/call/costs-breakdown', {
+    schema: {
+      tags: TAGS,
+      summary: 'Credits and tokens per user, agent or workspace',
+      description: 'Credits are whole units (1 credit = 1 US cent). Groups are ordered by credits, highest first.',
+      querystring: CostsQuery,
+      response: { 200: CostsBreakdown, ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const filter = callFilter(request.query)
+    await checkOwners(db, request.userId, filter)
+    return await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range) as never
+  })
+
+  app.get('/call/:id', {
+    schema: { tags: TAGS, summary: 'Get a call with its transcript and credits', params: IdParams, response: { 200: CallDetail, ...errors(...AUTH_ERRORS, 404) } }
+  }, async (request) => {
+    const row = await findCall(db, request.userId, request.params.id)
+    if (row === undefined) throw notFound(`call ${request.params.id}`)
+    return toDetail(row)
+  })
+
+  app.post('/call/make-phone-call', {
+    schema: {
+      tags: TAGS,
+      summary: 'Place an outbound phone call',
+      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers.',
+      headers: IdempotencyHeaders,
+      body: PhoneCallBody,
+      response: { 201: PhoneCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
+    }
+  }, async (request, reply) => {
+    const { body, userId } = request
+    const agent = await callingAgent(db, userId, body.agent_id)
+    if (await findPhoneNumberByE164(db, userId, body.from_number) === undefined) {
+      throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
+    }
+    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
+      const call = await insertCall(trx, {
+        id: newId(),
+        user_id: userId,
+        agent_id: agent.id,
+        agent_name: agent.agent_name,
+        customer_id: agent.customer_id,
+        workspace_id: agent.workspace_id,
+        call_type: 'phone',
+        direction: 'outbound',
+        call_status: 'started',
+        call_from: body.from_number,
+        call_to: body.to_number,
+        start_timestamp: new Date(),
+        custom_data: JSON.stringify(body.custom_data ?? {}),
+        dynamic_context: JSON.stringify(body.dynamic_context ?? {})
+      })
+      return {
+        callId: call.id,
+        response: {
+          _id: call.id,
+          call_type: 'phone' as const,
+          agent_id: call.agent_id,
+          call_status: 'started' as const,
+          call_from: body.from_number,
+          call_to: body.to_number,
+          direction: 'outbound' as const,
+          start_timestamp: call.start_timestamp.getTime()
+        }
+      }
+    })
+    return reply.code(201).send(response)
+  })
+
+  app.post('/call/make-web-call', {
+    schema: {
+      tags: TAGS,
+      summary: 'Start a web call',
+      description: `Answers an \`access_token\` that a browser uses to join the call (POST /web-call/join) within ${WEB_CALL_TOKEN_TTL_MS / 60_000} minutes, so the API key never reaches the browser.`,
+      headers: IdempotencyHeaders,
+      body: WebCallBody,
+      response: { 201: WebCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
+    }
+  }, async (request, reply) => {
+    const { body, userId } = request
+    const agent = await callingAgent(db, userId, body.agent_id)
+    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-web-call', body, async (trx) => {
+      const token = generateToken('wct_')
+      const expires = new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS)
+      const call = await insertCall(trx, {
+        id: newId(),
+        user_id: userId,
+        agent_id: agent.id,
+        agent_name: agent.agent_name,
+        customer_id: agent.customer_id,
+        workspace_id: agent.workspace_id,
+        call_type: 'web',
+        direction: 'outbound',
+        call_status: 'started',
+        start_timestamp: new Date(),
+        custom_data: JSON.stringify(body.custom_data ?? {}),
+        dynamic_context: JSON.stringify(body.dynamic_context ?? {}),
+        access_token_hash: hashToken(token),
+        access_token_expires_at: expires
+      })
+      return {
+        callId: call.id,
+        response: {
+          _id: call.id,
+          call_type: 'web' as const,
+          agent_id: call.agent_id,
+          call_status: 'started' as const,
+          start_timestamp: call.start_timestamp.getTime(),
+          access_token: token,
+          access_token_expires_at: expires.getTime()
+        }
+      }
+    })
+    return reply.code(201).send(response)
+  })
+
+  await app.register(callExportRoutes, { db })
+}
