@@ -55,9 +55,28 @@ CREATE INDEX calls_user_workspace_start_idx ON calls (user_id, workspace_id, sta
 -- Calls that are not finished are few but looked for (lists by status, the duration limit).
 CREATE INDEX calls_unfinished_idx ON calls (user_id, call_status, start_timestamp, id) WHERE call_status IN ('started', 'pending');
 
--- Calls per UTC day and per value of every filter the metrics take, kept exact by a trigger in the same
--- transaction as each change of a call, so that metrics over months read thousands of rows, not millions.
--- Absent customer, workspace and sentiment are '' so that the key has no NULLs.
+-- Daily rollups, kept exact by a trigger in the same transaction as each change of a call, so that metrics
+-- over months read hundreds of rows, not millions. Absent customer, workspace and sentiment are '' so that
+-- keys hold no NULLs. Two grains: per agent (with credits and tokens: costs, and every metric filtered at
+-- most by agent, customer or workspace), and per every filter value (direction, type, status, sentiment).
+CREATE TABLE call_daily_agent_stats (
+  user_id text NOT NULL,
+  day date NOT NULL,
+  agent_id text NOT NULL,
+  customer_id text NOT NULL,
+  workspace_id text NOT NULL,
+  calls bigint NOT NULL,
+  ended_calls bigint NOT NULL,
+  duration_ms bigint NOT NULL,
+  phone_call_credits bigint NOT NULL,
+  web_call_credits bigint NOT NULL,
+  text_message_credits bigint NOT NULL,
+  call_forwarding_credits bigint NOT NULL,
+  input_tokens bigint NOT NULL,
+  output_tokens bigint NOT NULL,
+  PRIMARY KEY (user_id, day, agent_id, customer_id, workspace_id)
+);
+
 CREATE TABLE call_daily_stats (
   user_id text NOT NULL,
   day date NOT NULL,
@@ -71,23 +90,16 @@ CREATE TABLE call_daily_stats (
   calls bigint NOT NULL,
   ended_calls bigint NOT NULL,
   duration_ms bigint NOT NULL,
-  phone_call_credits bigint NOT NULL,
-  web_call_credits bigint NOT NULL,
-  text_message_credits bigint NOT NULL,
-  call_forwarding_credits bigint NOT NULL,
-  input_tokens bigint NOT NULL,
-  output_tokens bigint NOT NULL,
   PRIMARY KEY (user_id, day, agent_id, customer_id, workspace_id, direction, call_type, call_status, sentiment)
 );
 
 CREATE FUNCTION call_daily_stats_add(r calls, sign integer) RETURNS void LANGUAGE sql AS $$
-  INSERT INTO call_daily_stats AS s VALUES (
-    r.user_id, (r.start_timestamp AT TIME ZONE 'UTC')::date, r.agent_id, coalesce(r.customer_id, ''),
-    coalesce(r.workspace_id, ''), r.direction, r.call_type, r.call_status, coalesce(r.sentiment, ''),
+  INSERT INTO call_daily_agent_stats AS s VALUES (
+    r.user_id, (r.start_timestamp AT TIME ZONE 'UTC')::date, r.agent_id, coalesce(r.customer_id, ''), coalesce(r.workspace_id, ''),
     sign, CASE WHEN r.duration_ms IS NULL THEN 0 ELSE sign END, sign * coalesce(r.duration_ms, 0),
     sign * r.phone_call_credits, sign * r.web_call_credits, sign * r.text_message_credits,
     sign * r.call_forwarding_credits, sign * r.input_tokens, sign * r.output_tokens)
-  ON CONFLICT (user_id, day, agent_id, customer_id, workspace_id, direction, call_type, call_status, sentiment) DO UPDATE SET
+  ON CONFLICT (user_id, day, agent_id, customer_id, workspace_id) DO UPDATE SET
     calls = s.calls + excluded.calls,
     ended_calls = s.ended_calls + excluded.ended_calls,
     duration_ms = s.duration_ms + excluded.duration_ms,
@@ -96,7 +108,15 @@ CREATE FUNCTION call_daily_stats_add(r calls, sign integer) RETURNS void LANGUAG
     text_message_credits = s.text_message_credits + excluded.text_message_credits,
     call_forwarding_credits = s.call_forwarding_credits + excluded.call_forwarding_credits,
     input_tokens = s.input_tokens + excluded.input_tokens,
-    output_tokens = s.output_tokens + excluded.output_tokens
+    output_tokens = s.output_tokens + excluded.output_tokens;
+  INSERT INTO call_daily_stats AS s VALUES (
+    r.user_id, (r.start_timestamp AT TIME ZONE 'UTC')::date, r.agent_id, coalesce(r.customer_id, ''),
+    coalesce(r.workspace_id, ''), r.direction, r.call_type, r.call_status, coalesce(r.sentiment, ''),
+    sign, CASE WHEN r.duration_ms IS NULL THEN 0 ELSE sign END, sign * coalesce(r.duration_ms, 0))
+  ON CONFLICT (user_id, day, agent_id, customer_id, workspace_id, direction, call_type, call_status, sentiment) DO UPDATE SET
+    calls = s.calls + excluded.calls,
+    ended_calls = s.ended_calls + excluded.ended_calls,
+    duration_ms = s.duration_ms + excluded.duration_ms
 $$;
 
 CREATE FUNCTION call_daily_stats_trigger() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -259,6 +259,17 @@ export interface CallDailyStatsTable {
   calls: number
   ended_calls: number
   duration_ms: number
+}
+
+export interface CallDailyAgentStatsTable {
+  user_id: string
+  day: Date
+  agent_id: string
+  customer_id: string
+  workspace_id: string
+  calls: number
+  ended_calls: number
+  duration_ms: number
   phone_call_credits: number
   web_call_credits: number
   text_message_credits: number
@@ -296,5 +307,6 @@ export interface Database {
   agent_templates: AgentTemplatesTable
   calls: CallsTable
   call_daily_stats: CallDailyStatsTable
+  call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable
 }

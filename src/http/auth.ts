@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { DB } from '../db/database.ts'
-import { API_KEY_PATTERN } from '../modules/users/keys.ts'
-import { findActiveKey, touchApiKey } from '../modules/users/queries.ts'
+import { API_KEY_PATTERN, hashApiKey } from '../modules/users/keys.ts'
+import { findActiveKeyByHash, touchApiKey, type KeyOwner } from '../modules/users/queries.ts'
 import { HttpError } from './errors.ts'
 
 declare module 'fastify' {
@@ -14,6 +14,30 @@ declare module 'fastify' {
 // last_used_at is for people deciding which key to revoke: minute precision spares a write per request.
 const TOUCH_INTERVAL_MS = 60_000
 
+/**
+ * Keys seen in the last moments, so that a busy client costs one lookup per interval rather than one per
+ * request. A key revoked through this process is forgotten at once (forgetApiKeys); one revoked elsewhere
+ * (another replica, the CLI) stops working within KEY_CACHE_MS.
+ */
+export const KEY_CACHE_MS = 2000
+const KEY_CACHE_MAX = 10_000
+const cache = new Map<string, { owner: KeyOwner | undefined, until: number }>()
+
+export function forgetApiKeys (): void {
+  cache.clear()
+}
+
+async function ownerOf (db: DB, key: string): Promise<KeyOwner | undefined> {
+  const hash = hashApiKey(key)
+  const now = Date.now()
+  const hit = cache.get(hash)
+  if (hit !== undefined && hit.until > now) return hit.owner
+  const owner = await findActiveKeyByHash(db, hash)
+  if (cache.size >= KEY_CACHE_MAX) cache.clear()
+  cache.set(hash, { owner, until: now + KEY_CACHE_MS })
+  return owner
+}
+
 /** `x-api-key` on every route of the scope: missing 401, unknown or revoked 403. */
 export function registerAuth (app: FastifyInstance, db: DB): void {
   app.decorateRequest('userId', '')
@@ -23,10 +47,11 @@ export function registerAuth (app: FastifyInstance, db: DB): void {
     if (key === undefined || key === '') {
       throw new HttpError(401, 'missing_api_key', 'the x-api-key header is required')
     }
-    const owner = API_KEY_PATTERN.test(key) ? await findActiveKey(db, key) : undefined
+    const owner = API_KEY_PATTERN.test(key) ? await ownerOf(db, key) : undefined
     if (owner === undefined) throw new HttpError(403, 'invalid_api_key', 'the API key is unknown or revoked')
     request.userId = owner.userId
     if (owner.lastUsedAt === null || Date.now() - owner.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {
+      owner.lastUsedAt = new Date()
       touchApiKey(db, owner.keyId).catch((err: unknown) => request.log.warn({ err }, 'could not record API key use'))
     }
   })

@@ -18,8 +18,6 @@ export function safeCell (value: string | null | undefined): string {
   return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value
 }
 
-const iso = (date: Date | null) => date?.toISOString() ?? ''
-const num = (value: number | string | null | undefined) => (value === null || value === undefined ? '' : String(value))
 
 const CALL_HEADERS = ['call_id', 'agent_id', 'agent_name', 'call_type', 'direction', 'call_status', 'call_from', 'call_to',
   'start_time', 'end_time', 'duration_seconds', 'disconnection_reason', 'sentiment', 'task_achieved',
@@ -50,13 +48,10 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (ap
     // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
     pipeline(Readable.from((async function * () {
       for await (const r of rows) {
-        const input = r.input === null ? null : Number(r.input)
-        const output = r.output === null ? null : Number(r.output)
         yield [r.id, r.agent_id, safeCell(r.agent_name), r.call_type, r.direction, r.call_status, safeCell(r.call_from), safeCell(r.call_to),
-          iso(r.start_timestamp), iso(r.end_timestamp), r.duration_ms === null ? '' : String(Number(r.duration_ms) / 1000),
-          safeCell(r.disconnection_reason), r.sentiment ?? '', r.task_achieved === null ? '' : String(r.task_achieved),
-          num(r.phone_call_credits), num(r.web_call_credits), num(r.text_message_credits), num(r.call_forwarding_credits),
-          safeCell(r.model), num(input), num(output), input === null || output === null ? '' : String(input + output)]
+          r.start_time, r.end_time ?? '', r.duration_seconds ?? '', safeCell(r.disconnection_reason), r.sentiment ?? '', r.task_achieved ?? '',
+          r.phone_call_credits, r.web_call_credits, r.text_message_credits, r.call_forwarding_credits,
+          safeCell(r.model), r.input ?? '', r.output ?? '', r.total ?? '']
       }
     })()), csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early'))
     attachment(reply, 'call-details', range)

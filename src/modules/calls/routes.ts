@@ -12,11 +12,11 @@ import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  dailyMetrics, findCall, generalMetrics, insertCall, listCalls, sentimentCounts, type CallFilter, type CallListRow, type CallRow
+  dailyMetrics, findCallJson, generalMetrics, insertCall, listCallsJson, sentimentCounts, type CallFilter
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
-  CallDetail, CallListItem, type CallDetailBody, IdempotencyHeaders, ListQuery, MetricsQuery, PhoneCallBody, PhoneCallCreated,
+  CallDetail, CallListItem, IdempotencyHeaders, ListQuery, MetricsQuery, PhoneCallBody, PhoneCallCreated,
   WebCallBody, WebCallCreated
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
@@ -25,53 +25,6 @@ const TAGS = ['calls']
 
 /** How long a web call's access token may be used to join it. */
 export const WEB_CALL_TOKEN_TTL_MS = 5 * 60_000
-
-const sentimentOf = (row: Pick<CallRow, 'sentiment' | 'sentiment_explanation'>) =>
-  row.sentiment === null ? null : { sentiment: row.sentiment, explanation: row.sentiment_explanation ?? '' }
-
-export function toListItem (row: CallListRow) {
-  return {
-    _id: row.id,
-    call_type: row.call_type,
-    agent_id: row.agent_id,
-    agent_name: row.agent_name,
-    call_status: row.call_status,
-    call_from: row.call_from,
-    call_to: row.call_to,
-    direction: row.direction,
-    start_timestamp: row.start_timestamp.getTime(),
-    end_timestamp: row.end_timestamp?.getTime() ?? null,
-    recording_url: row.recording_url,
-    disconnection_reason: row.disconnection_reason,
-    sentiment: sentimentOf(row),
-    call_summary: row.call_summary,
-    task_achieved: row.task_achieved
-  }
-}
-
-export function toDetail (row: CallRow): CallDetailBody {
-  const byModel = Object.fromEntries(Object.entries(row.token_usage).map(([model, t]) => [model, { input: t.input, output: t.output, total: t.input + t.output }]))
-  return {
-    ...toListItem(row),
-    customer_id: row.customer_id,
-    workspace_id: row.workspace_id,
-    duration_ms: row.duration_ms,
-    transcription: row.transcription,
-    call_credits_details: {
-      phone_call_credits: row.phone_call_credits,
-      web_call_credits: row.web_call_credits,
-      text_message_credits: row.text_message_credits,
-      call_forwarding_credits: row.call_forwarding_credits
-    },
-    tokens: { input: row.input_tokens, output: row.output_tokens, total: row.input_tokens + row.output_tokens, by_model: byModel },
-    custom_data: row.custom_data,
-    dynamic_context: row.dynamic_context,
-    custom_analysis_data: row.custom_analysis_data,
-    collected_data: row.collected_data,
-    transfer_history: row.transfer_history,
-    simulated: row.runtime === 'simulator'
-  }
-}
 
 /** Seconds with millisecond precision. */
 const seconds = (ms: number) => Math.round(ms) / 1000
@@ -119,13 +72,13 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { d
       querystring: ListQuery,
       response: { 200: Type.Array(CallListItem), ...errors(...AUTH_ERRORS, 404) }
     }
-  }, async (request) => {
+  }, async (request, reply) => {
     const { query } = request
     const filter = callFilter(query)
     const range = optionalDateRange(query)
     await checkOwners(db, request.userId, filter)
-    const rows = await listCalls(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
-    return rows.map(toListItem)
+    const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
+    return reply.type('application/json; charset=utf-8').send(body as never)
   })
 
   app.get('/call/general-metrics', {
@@ -195,10 +148,10 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { d
 
   app.get('/call/:id', {
     schema: { tags: TAGS, summary: 'Get a call with its transcript and credits', params: IdParams, response: { 200: CallDetail, ...errors(...AUTH_ERRORS, 404) } }
-  }, async (request) => {
-    const row = await findCall(db, request.userId, request.params.id)
-    if (row === undefined) throw notFound(`call ${request.params.id}`)
-    return toDetail(row)
+  }, async (request, reply) => {
+    const body = await findCallJson(db, request.userId, request.params.id)
+    if (body === undefined) throw notFound(`call ${request.params.id}`)
+    return reply.type('application/json; charset=utf-8').send(body as never)
   })
 
   app.post('/call/make-phone-call', {

@@ -87,8 +87,6 @@ export const CallDetail = Type.Object({
   simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
 })
 
-export type CallDetailBody = Static<typeof CallDetail>
-
 const callInput = {
   agent_id: ObjectId,
   custom_data: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'arbitrary data kept with the call' })),

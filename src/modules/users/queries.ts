@@ -85,9 +85,9 @@ export async function revokeApiKey (db: DB, prefixOrKey: string): Promise<{ id: 
 
 export interface KeyOwner { keyId: string, userId: string, lastUsedAt: Date | null }
 
-export async function findActiveKey (db: DB, key: string): Promise<KeyOwner | undefined> {
+export async function findActiveKeyByHash (db: DB, hash: string): Promise<KeyOwner | undefined> {
   const row = await db.selectFrom('api_keys').select(['id', 'user_id', 'last_used_at'])
-    .where('key_hash', '=', hashApiKey(key)).where('revoked_at', 'is', null)
+    .where('key_hash', '=', hash).where('revoked_at', 'is', null)
     .executeTakeFirst()
   return row === undefined ? undefined : { keyId: row.id, userId: row.user_id, lastUsedAt: row.last_used_at }
 }

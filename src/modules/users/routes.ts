@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
+import { forgetApiKeys } from '../../http/auth.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from './queries.ts'
@@ -56,6 +57,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, {
     }
   }, async (request, reply) => {
     if (!await revokeKeyOfUser(db, request.userId, request.params.id)) throw notFound('API key')
+    forgetApiKeys()
     return reply.code(204).send(null)
   })
 }

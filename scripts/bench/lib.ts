@@ -1,0 +1,94 @@
+// What the benchmark scripts share: their own database, server processes, load runs and memory readings.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
+import autocannon from 'autocannon'
+import { loadConfig } from '../../src/config.ts'
+import { createPool } from '../../src/db/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { openDatabase } from '../../src/db/open.ts'
+import { createLogger } from '../../src/logger.ts'
+
+const ROOT = path.resolve(import.meta.dirname, '../..')
+
+/** The benchmark's database: BENCH_DATABASE_URL, or an embedded one in BENCH_DATA_DIR (default ./data/bench), kept between runs. */
+export async function benchDatabase () {
+  const config = loadConfig({ DATABASE_URL: process.env.BENCH_DATABASE_URL, DATA_DIR: process.env.BENCH_DATA_DIR ?? path.join(ROOT, 'data/bench') })
+  const { url, embedded } = await openDatabase(config, createLogger({ logLevel: 'warn' }, 2), 'shared')
+  const pool = createPool(url, 4)
+  await migrate(pool)
+  return { url, pool, stop: async () => { await pool.end(); await embedded?.stop() } }
+}
+
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    }).on('error', reject)
+  })
+}
+
+export interface Server { url: string, child: ChildProcess, stop: () => Promise<void> }
+
+/** Starts a script (the real server or the baseline) as its own process and waits until it answers. */
+export async function startServer (script: string, env: Record<string, string>, readyPath: string): Promise<Server> {
+  const port = await freePort()
+  const child = spawn(process.execPath, [path.join(ROOT, script)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit']
+  })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}`)
+    const ok = await fetch(url + readyPath).then((r) => r.status < 500, () => false)
+    if (ok) break
+    if (i > 300) throw new Error(`${script} did not start`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  return {
+    url,
+    child,
+    stop: async () => {
+      child.kill('SIGTERM')
+      await new Promise((resolve) => child.once('exit', resolve))
+    }
+  }
+}
+
+export interface LoadResult { rps: number, p50: number, p99: number, errors: number, non2xx: number }
+
+/** `connections` clients for `seconds`, each request's path from `paths` in turn. */
+export async function load (url: string, paths: string[], headers: Record<string, string>, seconds: number, connections = 50): Promise<LoadResult> {
+  let next = 0
+  const result = await autocannon({
+    url,
+    connections,
+    duration: seconds,
+    headers,
+    requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length] }) }]
+  })
+  return { rps: Math.round(result.requests.average), p50: result.latency.p50, p99: result.latency.p99, errors: result.errors, non2xx: result.non2xx }
+}
+
+/** Samples a process's resident memory every 50 ms; `stop` answers the peak in MB. */
+export function sampleRss (pid: number): { stop: () => Promise<number> } {
+  let peak = 0
+  const read = async () => {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '')
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
+    peak = Math.max(peak, kb)
+  }
+  const timer = setInterval(() => { void read() }, 50)
+  return { stop: async () => { clearInterval(timer); await read(); return Math.round(peak / 1024) } }
+}
+
+/** Prints rows as an aligned table. */
+export function table (rows: Array<Record<string, string | number>>): string {
+  const columns = Object.keys(rows[0])
+  const width = columns.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c]).length)))
+  const line = (values: string[]) => values.map((v, i) => (i === 0 ? v.padEnd(width[i]) : v.padStart(width[i]))).join('  ')
+  return [line(columns), line(width.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => String(r[c]))))].join('\n')
+}

@@ -1,0 +1,32 @@
+// Fills an account with demo data, on the server's database (embedded or DATABASE_URL):
+//   npm run seed -- --calls 100000 [--email owner@localhost]
+import { parseArgs } from 'node:util'
+import { loadConfig } from '../src/config.ts'
+import { createDb, createPool } from '../src/db/database.ts'
+import { migrate } from '../src/db/migrate.ts'
+import { openDatabase } from '../src/db/open.ts'
+import { createLogger } from '../src/logger.ts'
+import { seedAccount, seedCalls } from './seed-data.ts'
+
+const { values } = parseArgs({ options: { calls: { type: 'string', default: '10000' }, email: { type: 'string' } } })
+const count = Number(values.calls)
+if (!Number.isInteger(count) || count < 1 || count > 100_000_000) {
+  process.stderr.write('usage: seed --calls <1..100000000> [--email <address>]\n')
+  process.exit(2)
+}
+
+const config = loadConfig()
+const { url, embedded } = await openDatabase(config, createLogger({ logLevel: 'warn' }, 2), 'shared')
+const pool = createPool(url, 2)
+try {
+  await migrate(pool)
+  const email = values.email ?? config.bootstrapEmail
+  const account = await seedAccount(createDb(pool), email)
+  await seedCalls(pool, account, count, (done, rate) => {
+    process.stdout.write(`\r${done.toLocaleString('en')} / ${count.toLocaleString('en')} calls (${rate.toLocaleString('en')} calls/s)`)
+  })
+  process.stdout.write(`\nseeded ${count} calls for ${email} across ${account.agents.length} agents\n`)
+} finally {
+  await pool.end()
+  await embedded?.stop()
+}
