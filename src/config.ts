@@ -29,6 +29,35 @@ export interface Config {
   phoneCarrier: 'sandbox' | 'twilio'
   /** Twilio's REST API: the installation's account (needed for PHONE_CARRIER=twilio) and its base URL. */
   twilio: TwilioConfig
+  /**
+   * Who answers outbound and web calls: `simulator` (built in: a short scripted conversation, no telephony)
+   * or `external` (a voice runtime reporting through /v1/runtime). Default: simulator with the embedded
+   * database, external with DATABASE_URL.
+   */
+  callRuntime: 'simulator' | 'external'
+  /** Seconds a simulated call lasts before the simulator ends it. */
+  simulatorCallSeconds: number
+  /** Multiplies the simulator's pause and the agents' maximum call durations; tests set it small. */
+  callTimeScale: number
+  analyser: AnalyserConfig
+  /** Credits (1 credit = 1 US cent) charged per started minute and per message. */
+  prices: Prices
+}
+
+export interface AnalyserConfig {
+  /** `builtin` (offline, deterministic) or `openai` (any OpenAI-compatible chat-completions API). */
+  kind: 'builtin' | 'openai'
+  baseUrl: string
+  apiKey: string | undefined
+  model: string
+  timeoutMs: number
+}
+
+export interface Prices {
+  phoneMinute: number
+  webMinute: number
+  sms: number
+  forwardingMinute: number
 }
 
 export interface TwilioConfig {
@@ -126,6 +155,27 @@ function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
   return Object.freeze(config)
 }
 
+function positive (env: Env, name: string, fallback: number, max: number): number {
+  const raw = optional(env, name)
+  if (raw === undefined) return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value <= 0 || value > max) throw new ConfigError(`${name} must be a number above 0 and at most ${max}, got "${raw}"`)
+  return value
+}
+
+function analyser (env: Env): AnalyserConfig {
+  const kind = oneOf(env, 'ANALYSER', 'builtin', ['builtin', 'openai'] as const)
+  const config = {
+    kind,
+    baseUrl: (endpoint(env, 'ANALYSER_BASE_URL', ['https:', 'http:'], 'https://api.openai.com/v1') ?? 'https://api.openai.com/v1').replace(/\/+$/, ''),
+    apiKey: optional(env, 'ANALYSER_API_KEY'),
+    model: str(env, 'ANALYSER_MODEL', 'gpt-4o-mini'),
+    timeoutMs: int(env, 'ANALYSER_TIMEOUT_MS', 30_000, 1000, 600_000)
+  }
+  if (kind === 'openai' && config.apiKey === undefined) throw new ConfigError('ANALYSER=openai needs ANALYSER_API_KEY')
+  return Object.freeze(config)
+}
+
 export function loadConfig (env: Env = process.env): Config {
   const phoneCarrier = oneOf(env, 'PHONE_CARRIER', 'sandbox', ['sandbox', 'twilio'] as const)
   return Object.freeze({
@@ -142,6 +192,16 @@ export function loadConfig (env: Env = process.env): Config {
     smtpUrl: endpoint(env, 'SMTP_URL', ['smtp:', 'smtps:'], 'smtp://user:password@mail.example.com:587'),
     mailFrom: matching(env, 'MAIL_FROM', MAIL_FROM, 'an address such as "Switchboard <noreply@example.com>"') ?? 'Switchboard <noreply@localhost>',
     phoneCarrier,
-    twilio: twilio(env, phoneCarrier)
+    twilio: twilio(env, phoneCarrier),
+    callRuntime: oneOf(env, 'CALL_RUNTIME', databaseUrl(env) === undefined ? 'simulator' : 'external', ['simulator', 'external'] as const),
+    simulatorCallSeconds: int(env, 'SIMULATOR_CALL_SECONDS', 5, 0, 3600),
+    callTimeScale: positive(env, 'CALL_TIME_SCALE', 1, 1),
+    analyser: analyser(env),
+    prices: Object.freeze({
+      phoneMinute: int(env, 'CREDITS_PHONE_MINUTE', 10, 0, 100_000),
+      webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),
+      sms: int(env, 'CREDITS_SMS', 2, 0, 100_000),
+      forwardingMinute: int(env, 'CREDITS_FORWARDING_MINUTE', 8, 0, 100_000)
+    })
   })
 }

@@ -13,6 +13,8 @@ type Int8 = ColumnType<number, number | undefined, number>
 type Json<T> = ColumnType<T, string, string>
 /** The same, for a column with a default or NULL. */
 type JsonOptional<T> = ColumnType<T, string | undefined, string>
+/** The same, for a nullable column. */
+type JsonNullable<T> = ColumnType<T | null, string | null | undefined, string | null>
 
 export interface UsersTable {
   id: string
@@ -236,12 +238,15 @@ export interface CallsTable {
   forwarding_seconds: Generated<number>
   custom_data: JsonOptional<Record<string, unknown>>
   dynamic_context: JsonOptional<Record<string, unknown>>
-  custom_analysis_data: JsonOptional<Record<string, unknown> | null>
-  collected_data: JsonOptional<Record<string, unknown> | null>
-  transfer_history: JsonOptional<unknown[] | null>
+  custom_analysis_data: JsonNullable<Record<string, unknown>>
+  collected_data: JsonNullable<Record<string, unknown>>
+  transfer_history: JsonNullable<unknown[]>
   runtime: Generated<'simulator' | 'external'>
   access_token_hash: string | null
   access_token_expires_at: Date | null
+  outcome: 'completed' | 'failed' | null
+  analysis_status: 'pending' | 'completed' | 'failed' | null
+  analysis_error: string | null
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

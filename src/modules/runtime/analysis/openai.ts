@@ -1,0 +1,83 @@
+import type { AnalyserConfig } from '../../../config.ts'
+import { typedValues, type Analyser, type AnalysisInput, type RetrievalField } from './analyser.ts'
+
+// Any OpenAI-compatible chat-completions API (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM …), asked for
+// structured JSON output so that the answer parses into typed fields.
+
+const FIELD_TYPES: Record<RetrievalField['type'], object> = {
+  string: { type: ['string', 'null'] },
+  number: { type: ['number', 'null'] },
+  boolean: { type: ['boolean', 'null'] },
+  date: { type: ['string', 'null'], description: 'YYYY-MM-DD' },
+  enum: { type: ['string', 'null'] }
+}
+
+function responseSchema (fields: RetrievalField[]) {
+  const data = Object.fromEntries(fields.map((f) => [f.name, {
+    ...FIELD_TYPES[f.type],
+    ...(f.type === 'enum' ? { enum: [...(f.enum_values ?? []), null] } : {}),
+    description: f.description || f.name
+  }]))
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: ['summary', 'sentiment', 'explanation', 'data'],
+    properties: {
+      summary: { type: 'string', description: 'two or three sentences on what the call was about and how it ended' },
+      sentiment: { type: 'string', enum: ['positive', 'negative', 'neutral'], description: "the caller's sentiment" },
+      explanation: { type: 'string', description: 'one sentence explaining the sentiment' },
+      data: { type: 'object', additionalProperties: false, required: fields.map((f) => f.name), properties: data }
+    }
+  }
+}
+
+export class AnalyserError extends Error {}
+
+export function openaiAnalyser (config: AnalyserConfig): Analyser {
+  return {
+    name: `openai:${config.model}`,
+    analyse: async (input: AnalysisInput) => {
+      const transcript = input.transcript.map((t) => `${t.speaker === 'user' ? 'Caller' : 'Agent'}: ${t.content}`).join('\n')
+      const response = await fetch(`${config.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${config.apiKey}` },
+        signal: AbortSignal.timeout(config.timeoutMs),
+        body: JSON.stringify({
+          model: config.model,
+          temperature: 0,
+          messages: [
+            {
+              role: 'system',
+              content: `You analyse phone calls between an AI agent and a caller. Write the summary in the call's language (${input.language}). ` +
+                `The call started on ${input.callStart.toISOString()}; resolve relative dates from it. ` +
+                'Fill a data field only with what the caller actually said or confirmed; otherwise null.'
+            },
+            { role: 'user', content: transcript }
+          ],
+          response_format: { type: 'json_schema', json_schema: { name: 'call_analysis', strict: true, schema: responseSchema(input.fields) } }
+        })
+      })
+      if (!response.ok) throw new AnalyserError(`the analyser answered ${response.status}: ${(await response.text()).slice(0, 200)}`)
+      const body = await response.json() as {
+        model?: string
+        choices?: Array<{ message?: { content?: string | null, refusal?: string | null } }>
+        usage?: { prompt_tokens?: number, completion_tokens?: number }
+      }
+      const message = body.choices?.[0]?.message
+      if (message?.refusal != null) throw new AnalyserError(`the analyser refused: ${message.refusal}`)
+      let parsed: { summary?: unknown, sentiment?: unknown, explanation?: unknown, data?: Record<string, unknown> }
+      try {
+        parsed = JSON.parse(message?.content ?? '')
+      } catch {
+        throw new AnalyserError('the analyser did not answer JSON')
+      }
+      const sentiment = ['positive', 'negative', 'neutral'].includes(parsed.sentiment as string) ? parsed.sentiment as 'positive' | 'negative' | 'neutral' : 'neutral'
+      return {
+        summary: input.summary && typeof parsed.summary === 'string' ? parsed.summary : null,
+        sentiment: input.sentiment ? { sentiment, explanation: typeof parsed.explanation === 'string' ? parsed.explanation : '' } : null,
+        data: typedValues(input.fields, parsed.data ?? {}),
+        usage: { [body.model ?? config.model]: { input: body.usage?.prompt_tokens ?? 0, output: body.usage?.completion_tokens ?? 0 } }
+      }
+    }
+  }
+}

@@ -1,0 +1,88 @@
+import { fromKysely, type PgBoss } from 'pg-boss'
+import type { Selectable, Transaction } from 'kysely'
+import type { Config, Prices } from '../../config.ts'
+import type { DB } from '../../db/database.ts'
+import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
+import { badRequest, HttpError, notFound } from '../../http/errors.ts'
+import { QUEUES } from '../../jobs/queues.ts'
+import type { CallRow } from '../calls/queries.ts'
+
+// The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
+// Every runtime (the runtime API, the simulator, the deadline job) ends calls through endCall.
+
+type Trx = Transaction<Database>
+
+export interface JobSender { boss: PgBoss, config: Config }
+
+/**
+ * Schedules what follows a new call, in the transaction that stores it: the deadline after the agent's
+ * maximum duration, and for simulated calls the simulator's answer.
+ */
+export async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime'>, maxMinutes: number): Promise<void> {
+  const db = fromKysely(trx)
+  const scale = jobs.config.callTimeScale
+  await jobs.boss.send(QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { db, startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale)) })
+  if (call.runtime === 'simulator') {
+    await jobs.boss.send(QUEUES.simulateCall, { callId: call.id }, { db, startAfter: Math.round(jobs.config.simulatorCallSeconds * scale) })
+  }
+}
+
+export interface CallEnd {
+  outcome: 'completed' | 'failed'
+  disconnection_reason: string
+  end_timestamp?: number
+  transcription?: TranscriptItem[]
+  recording_url?: string
+  usage?: { tokens?: Record<string, { input: number, output: number }>, sms_sent?: number, forwarding_seconds?: number }
+  collected_data?: Record<string, unknown>
+  transfer_history?: unknown[]
+}
+
+/**
+ * Ends a started call and commits its analysis job with it. Only a `started` call ends: a second end,
+ * concurrent or later, finds no started row and answers 409 without changing anything.
+ */
+export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<Selectable<CallsTable>> {
+  return await db.transaction().execute(async (trx) => {
+    const current = await trx.selectFrom('calls').select(['id', 'call_status', 'start_timestamp'])
+      .where('user_id', '=', userId).where('id', '=', callId.toLowerCase()).forUpdate().executeTakeFirst()
+    if (current === undefined) throw notFound(`call ${callId}`)
+    if (current.call_status !== 'started') throw new HttpError(409, 'call_not_started', `call ${current.id} is ${current.call_status}, not started; it ended already`)
+    const endedAt = end.end_timestamp === undefined ? new Date() : new Date(end.end_timestamp)
+    if (endedAt < current.start_timestamp) throw badRequest('body.end_timestamp must not be before the call\'s start_timestamp')
+    const tokens = end.usage?.tokens ?? {}
+    const row = await trx.updateTable('calls').set({
+      call_status: 'pending',
+      analysis_status: 'pending',
+      outcome: end.outcome,
+      end_timestamp: endedAt,
+      // A call that never connected held no conversation.
+      duration_ms: end.outcome === 'completed' ? endedAt.getTime() - current.start_timestamp.getTime() : 0,
+      disconnection_reason: end.disconnection_reason,
+      transcription: JSON.stringify(end.transcription ?? []),
+      recording_url: end.recording_url ?? null,
+      token_usage: JSON.stringify(tokens),
+      input_tokens: Object.values(tokens).reduce((n, t) => n + t.input, 0),
+      output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0),
+      sms_count: end.usage?.sms_sent ?? 0,
+      forwarding_seconds: end.usage?.forwarding_seconds ?? 0,
+      collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
+      transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
+      access_token_hash: null,
+      updated_at: new Date()
+    }).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow()
+    await jobs.boss.send(QUEUES.analyseCall, { callId: row.id }, { db: fromKysely(trx) })
+    return row
+  })
+}
+
+/** Credits of a call from the price table: per started minute by call type, per SMS, per forwarding minute. */
+export function creditsOf (call: Pick<CallRow, 'call_type' | 'outcome' | 'duration_ms' | 'sms_count' | 'forwarding_seconds'>, prices: Prices) {
+  const minutes = call.outcome === 'completed' ? Math.ceil((call.duration_ms ?? 0) / 60_000) : 0
+  return {
+    phone_call_credits: call.call_type === 'phone' ? minutes * prices.phoneMinute : 0,
+    web_call_credits: call.call_type === 'web' ? minutes * prices.webMinute : 0,
+    text_message_credits: call.sms_count * prices.sms,
+    call_forwarding_credits: Math.ceil(call.forwarding_seconds / 60) * prices.forwardingMinute
+  }
+}
