@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { sql } from 'kysely'
+import type { PgBoss } from 'pg-boss'
 import type { Logger } from 'pino'
 import { Type } from 'typebox'
 import type { Config } from './config.ts'
@@ -20,10 +21,13 @@ import { callRoutes } from './modules/calls/routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
+import { runtimeRoutes, webCallRoutes } from './modules/runtime/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
   db: DB
+  /** Started, with its queues created: routes commit jobs in their transactions. */
+  boss: PgBoss
   logger?: Logger
   /** Default: SMTP per config, recording every message in `emails`. */
   mailer?: Mailer
@@ -47,6 +51,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
   app.addHook('onClose', async () => mailer.close())
   const carriers = deps.carriers ?? createCarriers(deps.db, config)
+  const jobs = { boss: deps.boss, config }
 
   registerValidation(app)
   registerErrorHandler(app)
@@ -87,8 +92,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(integrationRoutes, { db: deps.db })
       await v1.register(accountRoutes, { db: deps.db, mailer })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
-      await v1.register(callRoutes, { db: deps.db })
+      await v1.register(callRoutes, { db: deps.db, jobs })
+      await v1.register(runtimeRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
+    await app.register(webCallRoutes, { db: deps.db })
   }
 
   return app

@@ -5,7 +5,10 @@ import type { EmbeddedPostgres } from './db/embedded.ts'
 import { migrate } from './db/migrate.ts'
 import { openDatabase } from './db/open.ts'
 import { createBoss } from './jobs/boss.ts'
+import { createQueues } from './jobs/queues.ts'
 import { createLogger } from './logger.ts'
+import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
+import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
 
 function readConfig (): Config {
@@ -39,8 +42,12 @@ async function main (): Promise<void> {
   const boss = createBoss(database.url, config)
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
+  await createQueues(boss)
+  if (config.role !== 'api') {
+    await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
+  }
 
-  const app = await buildApp(config, { db, logger: log })
+  const app = await buildApp(config, { db, boss, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })
   const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
   log.info(`Switchboard (${config.role}) listening on ${address}${everywhere}`)

@@ -1,30 +1,50 @@
 import type { FastifyInstance } from 'fastify'
+import { PgBoss } from 'pg-boss'
 import type { Test } from 'tap'
 import { buildApp, type Deps } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
+import { createQueues } from '../../src/jobs/queues.ts'
+import { createLogger } from '../../src/logger.ts'
+import { createAnalyser, type Analyser } from '../../src/modules/runtime/analysis/analyser.ts'
+import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
 import { createTestDatabase } from './database.ts'
 
 export interface TestContext {
   app: FastifyInstance
   db: DB
+  boss: PgBoss
   config: Config
   url: string
 }
 
+export interface SetupOptions extends Partial<Omit<Deps, 'db' | 'boss'>> {
+  /** The analyser the workers use; default: the one the configuration names. */
+  analyser?: Analyser
+  /** Run the background workers in this process too, as ROLE=all does. */
+  workers?: boolean
+}
+
 /** The app on a database of the test's own, configured as a server started with `env` would be. */
-export async function setup (t: Test, env: Record<string, string> = {}, deps: Omit<Deps, 'db'> = {}): Promise<TestContext> {
+export async function setup (t: Test, env: Record<string, string> = {}, options: SetupOptions = {}): Promise<TestContext> {
+  const { workers = false, ...deps } = options
   const url = await createTestDatabase(t)
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', ...env })
   const pool = createPool(url, 5)
   const db = createDb(pool)
-  const app = await buildApp(config, { ...deps, db })
+  const boss = new PgBoss({ connectionString: url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
+  await boss.start()
+  await createQueues(boss)
+  const log = createLogger(config)
+  if (workers) await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
+  const app = await buildApp(config, { ...deps, db, boss, logger: log })
   t.teardown(async () => {
     await app.close()
+    await boss.stop({ graceful: false })
     await pool.end()
   })
-  return { app, db, config, url }
+  return { app, db, boss, config, url }
 }
 
 export interface Account { user: User, key: string, headers: { 'x-api-key': string } }

@@ -1,3 +1,4 @@
+import { PgBoss } from 'pg-boss'
 import t from 'tap'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
@@ -20,7 +21,9 @@ t.test('health answers 503 while the database is unreachable, liveness stays 200
   const url = 'postgres://nobody:nothing@127.0.0.1:1/none'
   const pool = createPool(url, 1)
   const db = createDb(pool)
-  const app = await buildApp(loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }), { db })
+  // Never started: nothing in this test sends a job.
+  const boss = new PgBoss({ connectionString: url })
+  const app = await buildApp(loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }), { db, boss })
   t.teardown(async () => { await app.close(); await pool.end() })
 
   const res = await app.inject({ method: 'GET', url: '/health' })

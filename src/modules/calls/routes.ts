@@ -7,9 +7,11 @@ import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
-import { findAgent } from '../agents/queries.ts'
+import { findAgent, type AgentRow } from '../agents/queries.ts'
+import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
+import { scheduleCall, type JobSender } from '../runtime/lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
   dailyMetrics, findCallJson, generalMetrics, insertCall, listCallsJson, sentimentCounts, type CallFilter
@@ -34,6 +36,8 @@ async function checkOwners (db: DB, userId: string, filter: CallFilter): Promise
   if (filter.customerId !== undefined) await requireCustomer(db, userId, filter.customerId)
   if (filter.workspaceId !== undefined) await requireWorkspace(db, userId, filter.workspaceId)
 }
+
+const maxMinutes = (agent: AgentRow) => Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes)
 
 /** The agent that places a call: the account's, and active. */
 async function callingAgent (db: DB, userId: string, agentId: string) {
@@ -63,7 +67,7 @@ const CostsBreakdown = Type.Object({
   period: Type.Object({ from: Type.Integer({ description: 'epoch ms, start of date_from (UTC)' }), to: Type.Integer({ description: 'epoch ms, last millisecond of date_to (UTC)' }) })
 })
 
-export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> = async (app, { db, jobs }) => {
   app.get('/call/list', {
     schema: {
       tags: TAGS,
@@ -184,8 +188,10 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { d
         call_to: body.to_number,
         start_timestamp: new Date(),
         custom_data: JSON.stringify(body.custom_data ?? {}),
-        dynamic_context: JSON.stringify(body.dynamic_context ?? {})
+        dynamic_context: JSON.stringify(body.dynamic_context ?? {}),
+        runtime: jobs.config.callRuntime
       })
+      await scheduleCall(trx, jobs, call, maxMinutes(agent))
       return {
         callId: call.id,
         response: {
@@ -232,8 +238,10 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { d
         custom_data: JSON.stringify(body.custom_data ?? {}),
         dynamic_context: JSON.stringify(body.dynamic_context ?? {}),
         access_token_hash: hashToken(token),
-        access_token_expires_at: expires
+        access_token_expires_at: expires,
+        runtime: jobs.config.callRuntime
       })
+      await scheduleCall(trx, jobs, call, maxMinutes(agent))
       return {
         callId: call.id,
         response: {

@@ -1,0 +1,186 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import { HttpError, notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, E164, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { findAgent, findLlm } from '../agents/queries.ts'
+import { toAgent } from '../agents/routes.ts'
+import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
+import { insertCall } from '../calls/queries.ts'
+import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
+import { hashToken } from '../users/keys.ts'
+import { endCall, scheduleCall, type JobSender } from './lifecycle.ts'
+import { fillVariables } from './simulator.ts'
+
+const TAGS = ['runtime']
+
+const Transcript = Type.Array(Type.Object({
+  speaker: Type.Union([Type.Literal('agent'), Type.Literal('user')]),
+  content: Type.String({ maxLength: 20_000 }),
+  timestamp: Type.Integer({ description: 'epoch ms' })
+}), { maxItems: 5000 })
+
+const Tokens = Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Object({
+  input: Type.Integer({ minimum: 0 }),
+  output: Type.Integer({ minimum: 0 })
+}), { description: 'language-model tokens by model name', maxProperties: 20 })
+
+const EndBody = Type.Object({
+  outcome: Type.Union([Type.Literal('completed'), Type.Literal('failed')], { description: 'completed: a conversation took place; failed: the call never connected' }),
+  disconnection_reason: Type.String({ minLength: 1, maxLength: 100, description: 'e.g. user_hangup, agent_hangup, no_answer, busy, invalid_number, runtime_error' }),
+  end_timestamp: Type.Optional(Type.Integer({ description: 'epoch ms; default: now' })),
+  transcription: Type.Optional(Transcript),
+  recording_url: Type.Optional(Type.String({ format: 'http-url', maxLength: 2000 })),
+  usage: Type.Optional(Type.Object({
+    tokens: Type.Optional(Tokens),
+    sms_sent: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    forwarding_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 }))
+  })),
+  collected_data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  transfer_history: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 100 }))
+})
+
+const StartedCall = Type.Object({
+  _id: ObjectId,
+  call_type: Type.Literal('phone'),
+  agent_id: ObjectId,
+  call_status: Type.Literal('started'),
+  call_from: Type.String(),
+  call_to: Type.String(),
+  direction: Type.Literal('inbound'),
+  start_timestamp: Type.Integer(),
+  agent: Agent,
+  llm: LlmConfig
+}, { description: 'the new call, with the agent and LLM configuration the runtime runs it with' })
+
+const llmBody = (row: NonNullable<Awaited<ReturnType<typeof findLlm>>>) => ({
+  _id: row.id,
+  model: row.model,
+  begin_message: row.begin_message,
+  general_prompt: row.general_prompt,
+  temperature: row.temperature,
+  max_tokens: row.max_tokens,
+  created_at: row.created_at.getTime(),
+  updated_at: row.updated_at.getTime()
+})
+
+/**
+ * The API a voice runtime (telephony, speech, language model) reports calls through, with the account's
+ * API key (DESIGN.md, "Call lifecycle").
+ */
+export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> = async (app, { db, jobs }) => {
+  app.post('/runtime/calls/inbound', {
+    schema: {
+      tags: TAGS,
+      summary: 'An inbound call reached one of the account\'s numbers',
+      description: 'Creates the `started` inbound call with the number\'s inbound agent and answers what the runtime needs to hold it. 404: not a number of this account; 409: the number has no (active) inbound agent.',
+      body: Type.Object({
+        to_number: { ...E164, description: 'the number called: one of the account\'s' },
+        from_number: { ...E164, description: 'the caller' },
+        custom_data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+        dynamic_context: Type.Optional(Type.Record(Type.String(), Type.Unknown()))
+      }),
+      response: { 201: StartedCall, ...errors(...AUTH_ERRORS, 404, 409) }
+    }
+  }, async (request, reply) => {
+    const { body, userId } = request
+    const number = await findPhoneNumberByE164(db, userId, body.to_number)
+    if (number === undefined) throw notFound(`phone number ${body.to_number} of this account`)
+    const agent = number.inbound_agent_id === null ? undefined : await findAgent(db, userId, number.inbound_agent_id)
+    if (agent === undefined) throw new HttpError(409, 'no_inbound_agent', `phone number ${body.to_number} has no inbound agent; set one with PATCH /v1/phone-number/${number.id}`)
+    if (agent.status !== 'active') throw new HttpError(409, 'agent_inactive', `the inbound agent ${agent.id} of ${body.to_number} is inactive`)
+    const llm = await findLlm(db, userId, agent.llm_id)
+    const call = await db.transaction().execute(async (trx) => {
+      const row = await insertCall(trx, {
+        id: newId(),
+        user_id: userId,
+        agent_id: agent.id,
+        agent_name: agent.agent_name,
+        customer_id: agent.customer_id,
+        workspace_id: agent.workspace_id,
+        call_type: 'phone',
+        direction: 'inbound',
+        call_status: 'started',
+        call_from: body.from_number,
+        call_to: body.to_number,
+        start_timestamp: new Date(),
+        custom_data: JSON.stringify(body.custom_data ?? {}),
+        dynamic_context: JSON.stringify(body.dynamic_context ?? {})
+      })
+      await scheduleCall(trx, jobs, row, Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes))
+      return row
+    })
+    return reply.code(201).send({
+      _id: call.id,
+      call_type: 'phone' as const,
+      agent_id: call.agent_id,
+      call_status: 'started' as const,
+      call_from: body.from_number,
+      call_to: body.to_number,
+      direction: 'inbound' as const,
+      start_timestamp: call.start_timestamp.getTime(),
+      agent: toAgent(agent),
+      llm: llmBody(llm!)
+    })
+  })
+
+  app.post('/runtime/calls/:id/end', {
+    schema: {
+      tags: TAGS,
+      summary: 'The call ended',
+      description: 'The call becomes `pending` and its analysis is queued in the same transaction; the analysis then makes it `success` or `failed`, charges its credits and starts its deliveries. 409 when the call is not `started` (it ended already).',
+      params: IdParams,
+      body: EndBody,
+      response: { 202: Type.Object({ _id: ObjectId, call_status: Type.Literal('pending') }), ...errors(...AUTH_ERRORS, 404, 409) }
+    }
+  }, async (request, reply) => {
+    const row = await endCall(db, jobs, request.userId, request.params.id, request.body)
+    return reply.code(202).send({ _id: row.id, call_status: 'pending' as const })
+  })
+}
+
+/**
+ * What a browser needs to join a web call, given the short-lived token that make-web-call answered
+ * (no API key: the token is the credential, and it only opens that one call).
+ */
+export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+  app.post('/web-call/join', {
+    schema: {
+      tags: TAGS,
+      summary: 'Join a web call with its access token',
+      security: [],
+      body: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }),
+      response: {
+        200: Type.Object({
+          call_id: ObjectId,
+          agent_id: ObjectId,
+          agent_name: Type.String(),
+          language: Type.String(),
+          voice_id: ObjectId,
+          begin_message: Type.Union([Type.String(), Type.Null()]),
+          expires_at: Type.Integer({ description: 'epoch ms: the token works until then, while the call runs' })
+        }),
+        ...errors(400, 403)
+      }
+    }
+  }, async (request) => {
+    const call = await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context'])
+      .where('access_token_hash', '=', hashToken(request.body.access_token)).executeTakeFirst()
+    if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
+      throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired, or its call has ended')
+    }
+    const agent = await findAgent(db, call.user_id, call.agent_id)
+    const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
+    if (agent === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')
+    return {
+      call_id: call.id,
+      agent_id: call.agent_id,
+      agent_name: call.agent_name,
+      language: String(agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language),
+      voice_id: agent.voice_id,
+      begin_message: llm?.begin_message == null ? null : fillVariables(llm.begin_message, call.dynamic_context),
+      expires_at: call.access_token_expires_at.getTime()
+    }
+  })
+}
