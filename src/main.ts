@@ -42,7 +42,7 @@ async function main (): Promise<void> {
   const boss = createBoss(database.url, config)
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
-  await createQueues(boss)
+  await createQueues(boss, config)
   if (config.role !== 'api') {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
   }

@@ -1,4 +1,5 @@
 import type { PgBoss, Queue } from 'pg-boss'
+import type { Config } from '../config.ts'
 
 /** Every queue of the server, with how its jobs are retried. */
 export const QUEUES = {
@@ -10,16 +11,24 @@ export const QUEUES = {
   analyseCall: 'call-analyse'
 } as const
 
-const OPTIONS: Record<string, Omit<Queue, 'name'>> = {
-  [QUEUES.simulateCall]: { retryLimit: 3, retryDelay: 2, retryBackoff: true },
-  [QUEUES.callDeadline]: { retryLimit: 5, retryDelay: 5, retryBackoff: true },
+/** Retries: a limit and a first pause in seconds, doubling after each failure. */
+const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDelayMax?: number }> = {
+  [QUEUES.simulateCall]: { retryLimit: 3, retryDelay: 2 },
+  [QUEUES.callDeadline]: { retryLimit: 5, retryDelay: 5 },
   // An analyser outage (model API down) is waited out for about half an hour before the call is finalised without it.
-  [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryBackoff: true, retryDelayMax: 600 }
+  [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryDelayMax: 600 }
 }
 
-/** Creates the queues (pg-boss needs them before the first send); repeated calls are no-ops. */
-export async function createQueues (boss: PgBoss): Promise<void> {
+/**
+ * Creates the queues (pg-boss needs them before the first send); existing queues are left as they are.
+ * CALL_TIME_SCALE shortens the pauses between retries like every other pause of the call lifecycle.
+ */
+export async function createQueues (boss: PgBoss, config: Pick<Config, 'callTimeScale'>): Promise<void> {
   for (const name of Object.values(QUEUES)) {
-    await boss.createQueue(name, { notify: true, ...OPTIONS[name] })
+    const { retryLimit, retryDelay, retryDelayMax } = RETRIES[name]
+    const delay = Math.round(retryDelay * config.callTimeScale)
+    const options: Omit<Queue, 'name'> = { notify: true, retryLimit, retryDelay: delay, retryBackoff: delay > 0 }
+    if (retryDelayMax !== undefined && delay > 0) options.retryDelayMax = Math.max(delay, Math.round(retryDelayMax * config.callTimeScale))
+    await boss.createQueue(name, options)
   }
 }

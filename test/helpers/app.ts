@@ -35,7 +35,7 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   const db = createDb(pool)
   const boss = new PgBoss({ connectionString: url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
   await boss.start()
-  await createQueues(boss)
+  await createQueues(boss, config)
   const log = createLogger(config)
   if (workers) await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
   const app = await buildApp(config, { ...deps, db, boss, logger: log })

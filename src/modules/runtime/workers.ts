@@ -129,7 +129,7 @@ export async function registerRuntimeWorkers (boss: PgBoss, deps: WorkerDeps): P
   // Delayed jobs (the simulator, deadlines) become ready without a NOTIFY: poll for them every second.
   await boss.work<CallJob>(QUEUES.simulateCall, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, each(simulateCall))
   await boss.work<CallJob & { maxMs: number }>(QUEUES.callDeadline, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, each(endAtDeadline))
-  await boss.work(QUEUES.analyseCall, { includeMetadata: true, localConcurrency: 2 }, async (jobs: Array<JobWithMetadata<CallJob>>) => {
+  await boss.work(QUEUES.analyseCall, { includeMetadata: true, localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs: Array<JobWithMetadata<CallJob>>) => {
     for (const job of jobs) await analyseCall(deps, job)
   })
 }
