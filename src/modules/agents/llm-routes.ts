@@ -8,7 +8,7 @@ import { LLM_DEFAULTS, LlmConfig, LlmWrite } from './schemas.ts'
 
 const TAGS = ['llm configurations']
 
-const toLlm = (row: LlmRow) => ({
+export const toLlm = (row: LlmRow) => ({
   _id: row.id,
   model: row.model,
   begin_message: row.begin_message,

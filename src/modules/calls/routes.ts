@@ -1,20 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
 import { dateRange, optionalDateRange } from '../../http/dates.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
-import { findAgent, type AgentRow } from '../agents/queries.ts'
-import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
-import { scheduleCall, type JobSender } from '../runtime/lifecycle.ts'
+import { startCall, type JobSender } from '../runtime/lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  dailyMetrics, findCallJson, generalMetrics, insertCall, listCallsJson, sentimentCounts, type CallFilter
+  dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts, type CallFilter
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -36,8 +34,6 @@ async function checkOwners (db: DB, userId: string, filter: CallFilter): Promise
   if (filter.customerId !== undefined) await requireCustomer(db, userId, filter.customerId)
   if (filter.workspaceId !== undefined) await requireWorkspace(db, userId, filter.workspaceId)
 }
-
-const maxMinutes = (agent: AgentRow) => Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes)
 
 /** The agent that places a call: the account's, and active. */
 async function callingAgent (db: DB, userId: string, agentId: string) {
@@ -174,24 +170,15 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
       throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
     }
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
-      const call = await insertCall(trx, {
-        id: newId(),
-        user_id: userId,
-        agent_id: agent.id,
-        agent_name: agent.agent_name,
-        customer_id: agent.customer_id,
-        workspace_id: agent.workspace_id,
+      const call = await startCall(trx, jobs, agent, {
         call_type: 'phone',
         direction: 'outbound',
-        call_status: 'started',
         call_from: body.from_number,
         call_to: body.to_number,
-        start_timestamp: new Date(),
-        custom_data: JSON.stringify(body.custom_data ?? {}),
-        dynamic_context: JSON.stringify(body.dynamic_context ?? {}),
+        custom_data: body.custom_data,
+        dynamic_context: body.dynamic_context,
         runtime: jobs.config.callRuntime
       })
-      await scheduleCall(trx, jobs, call, maxMinutes(agent))
       return {
         callId: call.id,
         response: {
@@ -224,24 +211,15 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-web-call', body, async (trx) => {
       const token = generateToken('wct_')
       const expires = new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS)
-      const call = await insertCall(trx, {
-        id: newId(),
-        user_id: userId,
-        agent_id: agent.id,
-        agent_name: agent.agent_name,
-        customer_id: agent.customer_id,
-        workspace_id: agent.workspace_id,
+      const call = await startCall(trx, jobs, agent, {
         call_type: 'web',
         direction: 'outbound',
-        call_status: 'started',
-        start_timestamp: new Date(),
-        custom_data: JSON.stringify(body.custom_data ?? {}),
-        dynamic_context: JSON.stringify(body.dynamic_context ?? {}),
+        custom_data: body.custom_data,
+        dynamic_context: body.dynamic_context,
+        runtime: jobs.config.callRuntime,
         access_token_hash: hashToken(token),
-        access_token_expires_at: expires,
-        runtime: jobs.config.callRuntime
+        access_token_expires_at: expires
       })
-      await scheduleCall(trx, jobs, call, maxMinutes(agent))
       return {
         callId: call.id,
         response: {

@@ -5,7 +5,10 @@ import type { DB } from '../../db/database.ts'
 import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES } from '../../jobs/queues.ts'
-import type { CallRow } from '../calls/queries.ts'
+import { newId } from '../../db/ids.ts'
+import type { AgentRow } from '../agents/queries.ts'
+import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { insertCall, type CallRow } from '../calls/queries.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
 // Every runtime (the runtime API, the simulator, the deadline job) ends calls through endCall.
@@ -14,11 +17,42 @@ type Trx = Transaction<Database>
 
 export interface JobSender { boss: PgBoss, config: Config }
 
+export interface NewCall {
+  call_type: 'phone' | 'web'
+  direction: 'inbound' | 'outbound'
+  call_from?: string
+  call_to?: string
+  custom_data?: Record<string, unknown>
+  dynamic_context?: Record<string, unknown>
+  runtime: 'simulator' | 'external'
+  access_token_hash?: string
+  access_token_expires_at?: Date
+}
+
+/** Stores a new `started` call of the agent and schedules what follows it, in one transaction. */
+export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, call: NewCall): Promise<CallRow> {
+  const row = await insertCall(trx, {
+    ...call,
+    id: newId(),
+    user_id: agent.user_id,
+    agent_id: agent.id,
+    agent_name: agent.agent_name,
+    customer_id: agent.customer_id,
+    workspace_id: agent.workspace_id,
+    call_status: 'started',
+    start_timestamp: new Date(),
+    custom_data: JSON.stringify(call.custom_data ?? {}),
+    dynamic_context: JSON.stringify(call.dynamic_context ?? {})
+  })
+  await scheduleCall(trx, jobs, row, Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes))
+  return row
+}
+
 /**
  * Schedules what follows a new call, in the transaction that stores it: the deadline after the agent's
  * maximum duration, and for simulated calls the simulator's answer.
  */
-export async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime'>, maxMinutes: number): Promise<void> {
+async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime'>, maxMinutes: number): Promise<void> {
   const db = fromKysely(trx)
   const scale = jobs.config.callTimeScale
   await jobs.boss.send(QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { db, startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale)) })

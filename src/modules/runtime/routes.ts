@@ -1,16 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, E164, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
+import { toLlm } from '../agents/llm-routes.ts'
 import { toAgent } from '../agents/routes.ts'
 import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
-import { insertCall } from '../calls/queries.ts'
+import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { hashToken } from '../users/keys.ts'
-import { endCall, scheduleCall, type JobSender } from './lifecycle.ts'
+import { endCall, startCall, type JobSender } from './lifecycle.ts'
 import { fillVariables } from './simulator.ts'
 
 const TAGS = ['runtime']
@@ -42,28 +42,11 @@ const EndBody = Type.Object({
 })
 
 const StartedCall = Type.Object({
-  _id: ObjectId,
-  call_type: Type.Literal('phone'),
-  agent_id: ObjectId,
-  call_status: Type.Literal('started'),
-  call_from: Type.String(),
-  call_to: Type.String(),
+  ...PhoneCallCreated.properties,
   direction: Type.Literal('inbound'),
-  start_timestamp: Type.Integer(),
   agent: Agent,
   llm: LlmConfig
 }, { description: 'the new call, with the agent and LLM configuration the runtime runs it with' })
-
-const llmBody = (row: NonNullable<Awaited<ReturnType<typeof findLlm>>>) => ({
-  _id: row.id,
-  model: row.model,
-  begin_message: row.begin_message,
-  general_prompt: row.general_prompt,
-  temperature: row.temperature,
-  max_tokens: row.max_tokens,
-  created_at: row.created_at.getTime(),
-  updated_at: row.updated_at.getTime()
-})
 
 /**
  * The API a voice runtime (telephony, speech, language model) reports calls through, with the account's
@@ -91,26 +74,15 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
     if (agent === undefined) throw new HttpError(409, 'no_inbound_agent', `phone number ${body.to_number} has no inbound agent; set one with PATCH /v1/phone-number/${number.id}`)
     if (agent.status !== 'active') throw new HttpError(409, 'agent_inactive', `the inbound agent ${agent.id} of ${body.to_number} is inactive`)
     const llm = await findLlm(db, userId, agent.llm_id)
-    const call = await db.transaction().execute(async (trx) => {
-      const row = await insertCall(trx, {
-        id: newId(),
-        user_id: userId,
-        agent_id: agent.id,
-        agent_name: agent.agent_name,
-        customer_id: agent.customer_id,
-        workspace_id: agent.workspace_id,
-        call_type: 'phone',
-        direction: 'inbound',
-        call_status: 'started',
-        call_from: body.from_number,
-        call_to: body.to_number,
-        start_timestamp: new Date(),
-        custom_data: JSON.stringify(body.custom_data ?? {}),
-        dynamic_context: JSON.stringify(body.dynamic_context ?? {})
-      })
-      await scheduleCall(trx, jobs, row, Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes))
-      return row
-    })
+    const call = await db.transaction().execute(async (trx) => await startCall(trx, jobs, agent, {
+      call_type: 'phone',
+      direction: 'inbound',
+      call_from: body.from_number,
+      call_to: body.to_number,
+      custom_data: body.custom_data,
+      dynamic_context: body.dynamic_context,
+      runtime: 'external'
+    }))
     return reply.code(201).send({
       _id: call.id,
       call_type: 'phone' as const,
@@ -121,7 +93,7 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
       direction: 'inbound' as const,
       start_timestamp: call.start_timestamp.getTime(),
       agent: toAgent(agent),
-      llm: llmBody(llm!)
+      llm: toLlm(llm!)
     })
   })
 
