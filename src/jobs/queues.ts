@@ -8,7 +8,9 @@ export const QUEUES = {
   /** Ends a call still running after its agent's maximum duration. */
   callDeadline: 'call-deadline',
   /** Post-call analysis: summary, sentiment, extraction, credits, then the deliveries. */
-  analyseCall: 'call-analyse'
+  analyseCall: 'call-analyse',
+  /** Hourly housekeeping: forgets what is kept only for a while (idempotency keys). */
+  housekeeping: 'housekeeping'
 } as const
 
 /** Retries: a limit and a first pause in seconds, doubling after each failure. */
@@ -16,7 +18,8 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   [QUEUES.simulateCall]: { retryLimit: 3, retryDelay: 2 },
   [QUEUES.callDeadline]: { retryLimit: 5, retryDelay: 5 },
   // An analyser outage (model API down) is waited out for about half an hour before the call is finalised without it.
-  [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryDelayMax: 600 }
+  [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryDelayMax: 600 },
+  [QUEUES.housekeeping]: { retryLimit: 2, retryDelay: 60 }
 }
 
 /**

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { expireIdempotencyKeys } from '../../src/modules/calls/idempotency.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
 
@@ -332,4 +333,9 @@ t.test('Idempotency-Key: a retry answers the first call; another body with the k
   t.not(later.json()._id, results[0].json()._id)
   const calls = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', account.user.id).executeTakeFirstOrThrow()
   t.equal(calls.n, 2)
+
+  // Housekeeping forgets keys past their 24 hours.
+  await db.updateTable('idempotency_keys').set({ created_at: new Date(Date.now() - 25 * 3_600_000) } as never).where('user_id', '=', other.user.id).execute()
+  t.equal(await expireIdempotencyKeys(db), 1)
+  t.same((await db.selectFrom('idempotency_keys').select('user_id').execute()).map((r) => r.user_id), [account.user.id])
 })
