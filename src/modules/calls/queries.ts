@@ -54,22 +54,24 @@ const LIST_COLUMNS = ['id', 'call_type', 'agent_id', 'agent_name', 'call_status'
   'start_timestamp', 'end_timestamp', 'recording_url', 'disconnection_reason', 'sentiment', 'sentiment_explanation',
   'call_summary', 'task_achieved']
 const ms = (column: string) => sql`(extract(epoch FROM ${sql.ref(column)}) * 1000)::bigint`
-const LIST_JSON = sql`json_build_object(
+const LIST_PAIRS = sql`
   '_id', id, 'call_type', call_type, 'agent_id', agent_id, 'agent_name', agent_name, 'call_status', call_status,
   'call_from', call_from, 'call_to', call_to, 'direction', direction, 'start_timestamp', ${ms('start_timestamp')},
   'end_timestamp', ${ms('end_timestamp')}, 'recording_url', recording_url, 'disconnection_reason', disconnection_reason,
   'sentiment', CASE WHEN sentiment IS NULL THEN NULL ELSE json_build_object('sentiment', sentiment, 'explanation', coalesce(sentiment_explanation, '')) END,
-  'call_summary', call_summary, 'task_achieved', task_achieved)`
-const DETAIL_JSON = sql`(${LIST_JSON}::jsonb || jsonb_build_object(
+  'call_summary', call_summary, 'task_achieved', task_achieved`
+const LIST_JSON = sql`json_build_object(${LIST_PAIRS})`
+// One json_build_object (not jsonb, which reorders keys) keeps the fields in the documented order.
+const DETAIL_JSON = sql`json_build_object(${LIST_PAIRS},
   'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
-  'call_credits_details', jsonb_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
+  'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
     'text_message_credits', text_message_credits, 'call_forwarding_credits', call_forwarding_credits),
-  'tokens', jsonb_build_object('input', input_tokens, 'output', output_tokens, 'total', input_tokens + output_tokens,
+  'tokens', json_build_object('input', input_tokens, 'output', output_tokens, 'total', input_tokens + output_tokens,
     'by_model', (SELECT coalesce(jsonb_object_agg(key, jsonb_build_object('input', (value ->> 'input')::bigint,
       'output', (value ->> 'output')::bigint, 'total', (value ->> 'input')::bigint + (value ->> 'output')::bigint)), '{}')
       FROM jsonb_each(token_usage))),
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
-  'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator'))`
+  'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator')`
 
 /** The page of calls as a JSON array text, ready to send. */
 export async function listCallsJson (db: DB, userId: string, filter: CallFilter, options: ListOptions): Promise<string> {
