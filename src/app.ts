@@ -21,6 +21,8 @@ import { callRoutes } from './modules/calls/routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
+import { deliveryAgent } from './modules/deliveries/network.ts'
+import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes, webCallRoutes } from './modules/runtime/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
@@ -52,6 +54,9 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   app.addHook('onClose', async () => mailer.close())
   const carriers = deps.carriers ?? createCarriers(deps.db, config)
   const jobs = { boss: deps.boss, config }
+  // Resends and action tests send from the API process, through the same guarded agent as the workers.
+  const agent = deliveryAgent(config.delivery)
+  app.addHook('onClose', async () => agent.close())
 
   registerValidation(app)
   registerErrorHandler(app)
@@ -94,6 +99,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
+      await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent })
     }, { prefix: '/v1' })
     await app.register(webCallRoutes, { db: deps.db })
   }

@@ -42,6 +42,22 @@ export interface Config {
   analyser: AnalyserConfig
   /** Credits (1 credit = 1 US cent) charged per started minute and per message. */
   prices: Prices
+  delivery: DeliveryConfig
+}
+
+export interface DeliveryConfig {
+  /** One attempt, redirects and answer included, must end within this. */
+  timeoutMs: number
+  /** Multiplies every pause of every retry schedule; tests and benchmarks set it small. */
+  timeScale: number
+  /** Lets deliveries reach private, loopback and link-local addresses (development, tests). */
+  allowPrivateNetworks: boolean
+  /** Days a failed or delivered request is kept before the retention job purges it. */
+  retentionDays: number
+  /** PEM file of further certificate authorities to trust (a private PKI), beside the system ones. */
+  caFile: string | undefined
+  /** Attempts one process sends at once. */
+  concurrency: number
 }
 
 export interface AnalyserConfig {
@@ -197,6 +213,14 @@ export function loadConfig (env: Env = process.env): Config {
     simulatorCallSeconds: int(env, 'SIMULATOR_CALL_SECONDS', 5, 0, 3600),
     callTimeScale: positive(env, 'CALL_TIME_SCALE', 1, 1),
     analyser: analyser(env),
+    delivery: Object.freeze({
+      timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
+      timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),
+      allowPrivateNetworks: oneOf(env, 'DELIVERY_ALLOW_PRIVATE_NETWORKS', 'false', ['true', 'false'] as const) === 'true',
+      retentionDays: int(env, 'DELIVERY_RETENTION_DAYS', 30, 1, 3650),
+      caFile: optional(env, 'DELIVERY_CA_FILE'),
+      concurrency: int(env, 'DELIVERY_CONCURRENCY', 20, 1, 500)
+    }),
     prices: Object.freeze({
       phoneMinute: int(env, 'CREDITS_PHONE_MINUTE', 10, 0, 100_000),
       webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),

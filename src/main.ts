@@ -5,8 +5,11 @@ import type { EmbeddedPostgres } from './db/embedded.ts'
 import { migrate } from './db/migrate.ts'
 import { openDatabase } from './db/open.ts'
 import { createBoss } from './jobs/boss.ts'
+import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
 import { createLogger } from './logger.ts'
+import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
+import { deliveryAgent } from './modules/deliveries/network.ts'
 import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
@@ -43,8 +46,11 @@ async function main (): Promise<void> {
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
   await createQueues(boss, config)
+  const agent = deliveryAgent(config.delivery)
   if (config.role !== 'api') {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
+    await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
+    await registerHousekeeping(boss, { db, config, log })
   }
 
   const app = await buildApp(config, { db, boss, logger: log })
@@ -64,6 +70,7 @@ async function main (): Promise<void> {
     }, config.shutdownTimeoutMs + 5000).unref()
     await app.close()
     await boss.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
+    await agent.close()
     await pool.end()
     await embedded?.stop()
     log.info('stopped')

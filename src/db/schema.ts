@@ -283,6 +283,44 @@ export interface CallDailyAgentStatsTable {
   output_tokens: number
 }
 
+export interface DeliveryAttempt {
+  n: number
+  at: string
+  duration_ms: number
+  status_code?: number
+  error?: string
+  response_preview?: string
+  /** A resend through the API, outside the schedule. */
+  manual?: boolean
+}
+
+export interface WebhookDeliveriesTable {
+  id: string
+  user_id: string
+  delivery_id: string
+  correlation_id: string
+  call_id: string
+  agent_id: string
+  action_id: string | null
+  kind: 'agent_webhook' | 'api_call'
+  name: string
+  status: 'pending' | 'delivered' | 'failed'
+  method: string
+  url: string | null
+  body: JsonNullable<unknown>
+  variables: JsonNullable<Record<string, unknown>>
+  schedule: number[]
+  attempts_max: number
+  scheduled_made: Generated<number>
+  attempts_made: Generated<number>
+  attempts: JsonOptional<DeliveryAttempt[]>
+  next_attempt_at: Date | null
+  delivered_at: Date | null
+  purged_at: Date | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
 export interface IdempotencyKeysTable {
   user_id: string
   key: string
@@ -314,4 +352,5 @@ export interface Database {
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable
+  webhook_deliveries: WebhookDeliveriesTable
 }

@@ -8,6 +8,8 @@ import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createAnalyser, type Analyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
+import { registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
+import { deliveryAgent } from '../../src/modules/deliveries/network.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
 import { createTestDatabase } from './database.ts'
 
@@ -37,11 +39,16 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   await boss.start()
   await createQueues(boss, config)
   const log = createLogger(config)
-  if (workers) await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
+  const agent = deliveryAgent(config.delivery)
+  if (workers) {
+    await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
+    await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
+  }
   const app = await buildApp(config, { ...deps, db, boss, logger: log })
   t.teardown(async () => {
     await app.close()
     await boss.stop({ graceful: false })
+    await agent.close()
     await pool.end()
   })
   return { app, db, boss, config, url }

@@ -6,8 +6,7 @@ import { QUEUES } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { expireIdempotencyKeys } from '../calls/idempotency.ts'
-import { enqueuePostCall } from '../deliveries/enqueue.ts'
+import { enqueuePostCall } from '../deliveries/engine.ts'
 import type { Analyser, AnalysisResult, RetrievalField } from './analysis/analyser.ts'
 import { creditsOf, endCall, type JobSender } from './lifecycle.ts'
 import { simulate } from './simulator.ts'
@@ -130,12 +129,6 @@ export async function registerRuntimeWorkers (boss: PgBoss, deps: WorkerDeps): P
   // Delayed jobs (the simulator, deadlines) become ready without a NOTIFY: poll for them every second.
   await boss.work<CallJob>(QUEUES.simulateCall, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, each(simulateCall))
   await boss.work<CallJob & { maxMs: number }>(QUEUES.callDeadline, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, each(endAtDeadline))
-  await boss.work(QUEUES.housekeeping, async () => {
-    const forgotten = await expireIdempotencyKeys(deps.db)
-    if (forgotten > 0) deps.log.info({ forgotten }, 'expired idempotency keys')
-  })
-  // Runs where schedules run (ROLE=all or worker); pg-boss keeps one schedule however many processes ask.
-  await boss.schedule(QUEUES.housekeeping, '17 * * * *')
   await boss.work(QUEUES.analyseCall, { includeMetadata: true, localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs: Array<JobWithMetadata<CallJob>>) => {
     for (const job of jobs) await analyseCall(deps, job)
   })

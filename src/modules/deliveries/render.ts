@@ -1,0 +1,122 @@
+import type { CallRow } from '../calls/queries.ts'
+
+// What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
+// api_call action's URL, query, body and headers with {{variables}}.
+
+/** The full call payload (the specification's body table, plus call_id and agent_id). */
+export function callPayload (call: CallRow): Record<string, unknown> {
+  return {
+    call_id: call.id,
+    agent_id: call.agent_id,
+    call_from: call.call_from,
+    call_to: call.call_to,
+    direction: call.direction,
+    call_type: call.call_type,
+    call_status: call.call_status,
+    start_timestamp: call.start_timestamp.getTime(),
+    end_timestamp: call.end_timestamp?.getTime() ?? null,
+    duration: call.duration_ms ?? 0,
+    call_summary: call.call_summary,
+    transcription: call.transcription,
+    task_achieved: call.task_achieved,
+    sentiment: call.sentiment === null ? null : { sentiment: call.sentiment, explanation: call.sentiment_explanation ?? '' },
+    custom_analysis_data: call.custom_analysis_data ?? {},
+    collected_data: call.collected_data ?? {},
+    transfer_history: call.transfer_history ?? [],
+    ...(call.recording_url === null ? {} : { recording_url: call.recording_url }),
+    disconnection_reason: call.disconnection_reason
+  }
+}
+
+const firstString = (...values: unknown[]) => values.find((v) => typeof v === 'string' && v !== '') as string | undefined
+
+/** The values of every {{variable}}: the built-in call variables, then retrieval and collected fields. */
+export function callVariables (call: CallRow): Record<string, unknown> {
+  const analysis = call.custom_analysis_data ?? {}
+  const collected = call.collected_data ?? {}
+  return {
+    ...collected,
+    ...analysis,
+    call_id: call.id,
+    call_from: call.call_from,
+    call_to: call.call_to,
+    customer_phone: call.direction === 'inbound' ? call.call_from : call.call_to,
+    customer_email: firstString(call.dynamic_context.customer_email, call.custom_data.customer_email, analysis.email, analysis.customer_email, collected.email) ?? null,
+    call_direction: call.direction,
+    call_type: call.call_type,
+    call_start: call.start_timestamp.toISOString(),
+    call_end: call.end_timestamp?.toISOString() ?? null,
+    call_duration: Math.round((call.duration_ms ?? 0) / 1000),
+    call_summary: call.call_summary,
+    call_transcription: call.transcription.map((t) => `${t.speaker === 'agent' ? 'Agent' : 'User'}: ${t.content}`).join('\n'),
+    call_sentiment: call.sentiment,
+    call_task_achieved: call.task_achieved,
+    call_recording_url: call.recording_url,
+    agent_id: call.agent_id
+  }
+}
+
+const ONE_VARIABLE = /^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$/
+const VARIABLE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g
+
+const text = (value: unknown) => (value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value))
+
+/** Variables replaced in text; a variable without a value becomes empty, never the placeholder. */
+export function renderText (template: string, variables: Record<string, unknown>, encode = false): string {
+  return template.replace(VARIABLE, (_, name: string) => (encode ? encodeURIComponent(text(variables[name])) : text(variables[name])))
+}
+
+/** A JSON value with variables filled in; a string that is exactly one variable takes the variable's type. */
+export function renderValue (value: unknown, variables: Record<string, unknown>): unknown {
+  if (typeof value === 'string') {
+    const single = ONE_VARIABLE.exec(value)
+    if (single !== null) return variables[single[1]] ?? ''
+    return renderText(value, variables)
+  }
+  if (Array.isArray(value)) return value.map((item) => renderValue(item, variables))
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, renderValue(item, variables)]))
+  }
+  return value
+}
+
+export interface ApiCallSettings {
+  url: string
+  method?: string
+  headers?: Record<string, string>
+  query?: Record<string, string>
+  body?: Record<string, unknown>
+  send_only_custom_fields?: boolean
+}
+
+export interface ShapedRequest { method: string, url: string, body: unknown }
+
+const isScalar = (value: unknown) => value === null || ['string', 'number', 'boolean'].includes(typeof value)
+
+/** The agent webhook's request: the whole payload, POSTed. */
+export function webhookRequest (url: string, call: CallRow): ShapedRequest {
+  return { method: 'POST', url, body: callPayload(call) }
+}
+
+/**
+ * An api_call action's request. The URL's variables are percent-encoded; the query and body are the
+ * action's own, alone (send_only_custom_fields) or beside the full payload. GET and DELETE carry the
+ * fields in the query string, nested values left out.
+ */
+export function actionRequest (settings: ApiCallSettings, call: CallRow, variables = callVariables(call)): ShapedRequest {
+  const method = (settings.method ?? 'POST').toUpperCase()
+  const url = new URL(renderText(settings.url, variables, true))
+  const custom = renderValue(settings.body ?? {}, variables) as Record<string, unknown>
+  const query = renderValue(settings.query ?? {}, variables) as Record<string, unknown>
+  const fields = settings.send_only_custom_fields === true ? custom : { ...callPayload(call), ...custom }
+  const inQuery = method === 'GET' || method === 'DELETE' ? { ...fields, ...query } : query
+  for (const [key, value] of Object.entries(inQuery)) {
+    if (isScalar(value)) url.searchParams.append(key, text(value))
+  }
+  return { method, url: url.toString(), body: method === 'GET' || method === 'DELETE' ? null : fields }
+}
+
+/** The action's headers with variables, as read at the time of the attempt. */
+export function renderHeaders (headers: Record<string, string> | undefined, variables: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers ?? {}).map(([name, value]) => [name, renderText(value, variables)]))
+}

@@ -1,0 +1,226 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { badRequest, notFound } from '../../http/errors.ts'
+import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { findAgent, findCapability } from '../agents/queries.ts'
+import { ACTIONS } from '../agents/capabilities.ts'
+import type { CallRow } from '../calls/queries.ts'
+import { resend, USER_AGENT, type DeliveryDeps, type DeliveryRow } from './engine.ts'
+import { actionRequest, callVariables, renderHeaders, type ApiCallSettings } from './render.ts'
+import { send } from './send.ts'
+
+const TAGS = ['webhook deliveries']
+
+const Attempt = Type.Object({
+  n: Type.Integer({ description: 'from 1' }),
+  at: Type.String({ description: 'ISO 8601' }),
+  duration_ms: Type.Integer(),
+  status_code: Type.Optional(Type.Integer()),
+  error: Type.Optional(Type.String()),
+  response_preview: Type.Optional(Type.String({ description: 'the start (1 KiB) of the receiver\'s answer' })),
+  manual: Type.Optional(Type.Boolean({ description: 'a resend through the API, outside the schedule' }))
+})
+
+const deliveryFields = {
+  id: ObjectId,
+  delivery_id: Type.String({ format: 'uuid', description: 'identical on every attempt; also the X-Service-Delivery-Id header' }),
+  kind: Type.String({ description: 'agent_webhook or api_call' }),
+  name: Type.String({ description: 'the action\'s name; "Agent webhook" for the agent\'s webhook_url' }),
+  call_id: ObjectId,
+  agent_id: ObjectId,
+  status: Type.String({ description: 'pending, delivered or failed' }),
+  attempts_made: Type.Integer(),
+  attempts_max: Type.Integer({ description: 'scheduled attempts: 8 with the default schedule' }),
+  next_attempt_at: Type.Optional(Type.String({ description: 'ISO 8601; present while pending' })),
+  attempts: Type.Array(Attempt),
+  created_at: Type.String({ description: 'ISO 8601' }),
+  delivered_at: Type.Optional(Type.String({ description: 'ISO 8601' }))
+}
+
+const Delivery = Type.Object(deliveryFields)
+const DeliveryDetail = Type.Object({
+  ...deliveryFields,
+  request: Type.Union([Type.Object({
+    method: Type.String(),
+    url: Type.String(),
+    header_names: Type.Array(Type.String(), { description: 'the action\'s headers, by name only: values are never returned' }),
+    body: Type.Unknown({ description: 'the JSON body; null for GET and DELETE' })
+  }), Type.Null()], { description: `null once the request was deleted (kept ${30} days by default)` })
+})
+
+const OutcomeSchema = Type.Object({
+  ok: Type.Boolean({ description: 'a 2xx within the time limit' }),
+  status_code: Type.Optional(Type.Integer()),
+  error: Type.Optional(Type.String()),
+  duration_ms: Type.Integer(),
+  response_preview: Type.Optional(Type.String())
+})
+
+const iso = (date: Date | null) => date?.toISOString()
+
+function toDelivery (row: DeliveryRow) {
+  return {
+    id: row.id,
+    delivery_id: row.delivery_id,
+    kind: row.kind,
+    name: row.name,
+    call_id: row.call_id,
+    agent_id: row.agent_id,
+    status: row.status,
+    attempts_made: row.attempts_made,
+    attempts_max: row.attempts_max,
+    ...(row.status === 'pending' && row.next_attempt_at !== null ? { next_attempt_at: iso(row.next_attempt_at) } : {}),
+    attempts: row.attempts,
+    created_at: row.created_at.toISOString(),
+    ...(row.delivered_at === null ? {} : { delivered_at: iso(row.delivered_at) })
+  }
+}
+
+async function toDetail (deps: DeliveryDeps, row: DeliveryRow) {
+  let headerNames: string[] = []
+  if (row.action_id !== null) {
+    const action = await deps.db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
+    headerNames = Object.keys((action?.settings as { headers?: Record<string, string> } | undefined)?.headers ?? {})
+  }
+  return {
+    ...toDelivery(row),
+    request: row.url === null ? null : { method: row.method, url: row.url, header_names: headerNames, body: row.body }
+  }
+}
+
+/** A call as the test button sends it: every field filled with a sample value, data_retrieval fields too. */
+function sampleCall (userId: string, agentId: string, fields: Array<{ name: string, type: string, enum_values?: string[] }>): CallRow {
+  const now = Date.now()
+  const samples: Record<string, unknown> = { string: 'sample', number: 42, boolean: true, date: new Date(now).toISOString().slice(0, 10) }
+  const start = new Date(now - 95_000)
+  return {
+    id: '000000000000000000000000',
+    user_id: userId,
+    agent_id: agentId,
+    agent_name: 'Sample',
+    customer_id: null,
+    workspace_id: null,
+    call_type: 'phone',
+    direction: 'inbound',
+    call_status: 'success',
+    call_from: '+14155550100',
+    call_to: '+14155550199',
+    start_timestamp: start,
+    end_timestamp: new Date(now),
+    duration_ms: 95_000,
+    recording_url: 'https://example.com/sample-recording.mp3',
+    disconnection_reason: 'user_hangup',
+    sentiment: 'positive',
+    sentiment_explanation: 'This is a sample call sent by the test button.',
+    call_summary: 'A sample call: the caller booked an appointment.',
+    task_achieved: true,
+    transcription: [
+      { speaker: 'agent', content: 'Hello, how can I help?', timestamp: start.getTime() + 1000 },
+      { speaker: 'user', content: 'I would like to book an appointment.', timestamp: start.getTime() + 4000 }
+    ],
+    phone_call_credits: 20,
+    web_call_credits: 0,
+    text_message_credits: 0,
+    call_forwarding_credits: 0,
+    token_usage: {},
+    input_tokens: 0,
+    output_tokens: 0,
+    sms_count: 0,
+    forwarding_seconds: 0,
+    custom_data: {},
+    dynamic_context: { customer_email: 'customer@example.com' },
+    custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
+    collected_data: {},
+    transfer_history: [],
+    runtime: 'external',
+    access_token_hash: null,
+    access_token_expires_at: null,
+    outcome: 'completed',
+    analysis_status: 'completed',
+    analysis_error: null,
+    created_at: new Date(now),
+    updated_at: new Date(now)
+  }
+}
+
+export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (app, deps) => {
+  const { db } = deps
+
+  app.get('/webhook-deliveries', {
+    schema: {
+      tags: TAGS,
+      summary: "The account's post-call deliveries, newest first",
+      querystring: Type.Object({
+        status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')])),
+        agent_id: Type.Optional(ObjectId),
+        call_id: Type.Optional(ObjectId),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+        offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 }))
+      }),
+      response: { 200: Type.Object({ data: Type.Array(Delivery), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }), ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request) => {
+    const { status, agent_id: agentId, call_id: callId, limit = 100, offset = 0 } = request.query
+    const filtered = db.selectFrom('webhook_deliveries').where('user_id', '=', request.userId)
+      .$if(status !== undefined, (q) => q.where('status', '=', status!))
+      .$if(agentId !== undefined, (q) => q.where('agent_id', '=', agentId!.toLowerCase()))
+      .$if(callId !== undefined, (q) => q.where('call_id', '=', callId!.toLowerCase()))
+    const [rows, count] = await Promise.all([
+      filtered.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+      filtered.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    ])
+    return { data: rows.map(toDelivery), total: count.n, limit, offset }
+  })
+
+  app.get('/webhook-deliveries/:id', {
+    schema: { tags: TAGS, summary: 'One delivery with every attempt and its request', params: IdParams, response: { 200: DeliveryDetail, ...errors(...AUTH_ERRORS, 404) } }
+  }, async (request) => {
+    const row = await db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', request.userId).where('id', '=', request.params.id.toLowerCase()).executeTakeFirst()
+    if (row === undefined) throw notFound(`webhook delivery ${request.params.id}`)
+    return await toDetail(deps, row)
+  })
+
+  app.post('/webhook-deliveries/:id/resend', {
+    schema: {
+      tags: TAGS,
+      summary: 'Send a delivery again now',
+      description: 'The same request with the same delivery id. Success makes it `delivered` (also after an earlier success); a failure leaves its status as it was. No failure e-mail is sent. 409 once the request was deleted by the retention.',
+      params: IdParams,
+      response: { 200: Type.Object({ outcome: OutcomeSchema, delivery: DeliveryDetail }), ...errors(...AUTH_ERRORS, 404, 409) }
+    }
+  }, async (request) => {
+    const { outcome, row } = await resend(deps, request.userId, request.params.id)
+    return { outcome, delivery: await toDetail(deps, row) }
+  })
+
+  app.post('/agent/:id/actions/:agentActionId/test', {
+    schema: {
+      tags: ['agent actions'],
+      summary: 'Send a sample request of an api_call action',
+      description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried.',
+      params: Type.Object({ id: ObjectId, agentActionId: ObjectId }),
+      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String() }) }), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const agent = await findAgent(db, request.userId, request.params.id)
+    if (agent === undefined) throw notFound(`agent ${request.params.id}`)
+    const action = await findCapability(db, request.userId, ACTIONS, agent.id, request.params.agentActionId)
+    if (action === undefined) throw notFound(`action ${request.params.agentActionId}`)
+    if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
+    const call = sampleCall(request.userId, agent.id, agent.data_retrieval as Array<{ name: string, type: string, enum_values?: string[] }>)
+    const settings = action.settings as unknown as ApiCallSettings
+    const variables = callVariables(call)
+    const shaped = actionRequest(settings, call, variables)
+    const headers: Record<string, string> = {
+      ...renderHeaders(settings.headers, variables),
+      'user-agent': USER_AGENT,
+      'x-service-delivery-id': randomUUID(),
+      'x-service-attempt': '1',
+      'x-correlation-id': randomUUID()
+    }
+    if (shaped.body !== null) headers['content-type'] = 'application/json; charset=utf-8'
+    const outcome = await send(deps.agent, { method: shaped.method, url: shaped.url, headers, body: shaped.body === null ? undefined : JSON.stringify(shaped.body) }, deps.config.delivery.timeoutMs)
+    return { outcome, request: { method: shaped.method, url: shaped.url } }
+  })
+}
