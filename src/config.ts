@@ -219,7 +219,7 @@ export function loadConfig (env: Env = process.env): Config {
       allowPrivateNetworks: oneOf(env, 'DELIVERY_ALLOW_PRIVATE_NETWORKS', 'false', ['true', 'false'] as const) === 'true',
       retentionDays: int(env, 'DELIVERY_RETENTION_DAYS', 30, 1, 3650),
       caFile: optional(env, 'DELIVERY_CA_FILE'),
-      concurrency: int(env, 'DELIVERY_CONCURRENCY', 20, 1, 500)
+      concurrency: int(env, 'DELIVERY_CONCURRENCY', 50, 1, 500)
     }),
     prices: Object.freeze({
       phoneMinute: int(env, 'CREDITS_PHONE_MINUTE', 10, 0, 100_000),

@@ -9,6 +9,9 @@ export function createBoss (connectionString: string, config: Config): PgBoss {
     // Wakes a worker ~5 ms after a job commits instead of at its next poll (>= 0.5 s).
     useListenNotify: true,
     supervise: config.role !== 'api',
+    // Active jobs of a worker that died are found and retried within this many seconds after they expire.
+    superviseIntervalSeconds: 15,
+    monitorIntervalSeconds: 15,
     schedule: config.role !== 'api',
     max: 4
   })

@@ -79,14 +79,18 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
   }
 }
 
-/** The request of an attempt, headers read now: an action's renewed receiver key applies to pending deliveries. */
-async function outgoing (db: DB, row: DeliveryRow, attempt: number) {
-  let custom: Record<string, string> = {}
-  if (row.action_id !== null) {
-    const action = await db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
-    custom = renderHeaders((action?.settings as { headers?: Record<string, string> } | undefined)?.headers, row.variables ?? {})
-  }
-  const headers: Record<string, string> = {
+/** The current headers of the actions behind these deliveries: a renewed receiver key applies to pending deliveries. */
+async function actionHeaders (db: DB, rows: DeliveryRow[]): Promise<Map<string, Record<string, string>>> {
+  const ids = [...new Set(rows.map((r) => r.action_id).filter((id) => id !== null))]
+  if (ids.length === 0) return new Map()
+  const actions = await db.selectFrom('agent_actions').select(['id', 'settings']).where('id', 'in', ids).execute()
+  return new Map(actions.map((a) => [a.id, (a.settings as { headers?: Record<string, string> }).headers ?? {}]))
+}
+
+/** The request of an attempt: the frozen method, URL and body, the action's headers as they are now. */
+function outgoing (row: DeliveryRow, headers: Map<string, Record<string, string>>, attempt: number) {
+  const custom = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
+  const all: Record<string, string> = {
     ...custom,
     'user-agent': USER_AGENT,
     'x-service-delivery-id': row.delivery_id,
@@ -94,13 +98,12 @@ async function outgoing (db: DB, row: DeliveryRow, attempt: number) {
     'x-correlation-id': row.correlation_id
   }
   const hasBody = row.body !== null && !['GET', 'DELETE'].includes(row.method)
-  if (hasBody) headers['content-type'] = 'application/json; charset=utf-8'
-  return { method: row.method, url: row.url!, headers, body: hasBody ? JSON.stringify(row.body) : undefined }
+  if (hasBody) all['content-type'] = 'application/json; charset=utf-8'
+  return { method: row.method, url: row.url!, headers: all, body: hasBody ? JSON.stringify(row.body) : undefined }
 }
 
-function logEntry (n: number, outcome: Outcome, manual: boolean): DeliveryAttempt {
+function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'> {
   return {
-    n,
     at: new Date().toISOString(),
     duration_ms: outcome.duration_ms,
     ...(outcome.status_code === undefined ? {} : { status_code: outcome.status_code }),
@@ -110,32 +113,68 @@ function logEntry (n: number, outcome: Outcome, manual: boolean): DeliveryAttemp
   }
 }
 
-const appendAttempt = (entry: DeliveryAttempt) => sql<string>`attempts || ${JSON.stringify([entry])}::jsonb`
+/** The attempts log with one more entry, numbered after the attempts already made (read under the row's update lock). */
+const appendAttempt = (entry: Omit<DeliveryAttempt, 'n'>) =>
+  sql<string>`attempts || jsonb_build_array(jsonb_build_object('n', attempts_made + 1) || ${JSON.stringify(entry)}::jsonb)`
+
+interface AttemptJob { id: string, n: number }
 
 /**
- * Scheduled attempt `n` of a delivery. A job that is stale (the delivery moved on meanwhile) does nothing;
- * a job run twice (a worker died after sending) sends again, which at-least-once allows, but logs once.
+ * Scheduled attempts of a batch of deliveries, sent at once. A job that is stale (the delivery moved on
+ * meanwhile) does nothing; a job run twice (a worker died after sending) sends again, which at-least-once
+ * allows, but is logged once: every update is guarded by the attempt number it expects.
  */
-export async function attempt (deps: DeliveryDeps, job: { id: string, n: number }): Promise<void> {
-  const row = await deps.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', job.id).executeTakeFirst()
-  if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
-  const outcome = await send(deps.agent, await outgoing(deps.db, row, row.attempts_made + 1), deps.config.delivery.timeoutMs)
+export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Promise<Map<AttemptJob, Error | undefined>> {
+  const rows = jobs.length === 0 ? [] : await deps.db.selectFrom('webhook_deliveries').selectAll().where('id', 'in', jobs.map((j) => j.id)).execute()
+  const byId = new Map(rows.map((r) => [r.id, r]))
+  const headers = await actionHeaders(deps.db, rows)
+  const results = new Map<AttemptJob, Error | undefined>()
+  const finished: Array<{ job: AttemptJob, status: 'delivered' | 'failed', entry: Omit<DeliveryAttempt, 'n'> }> = []
+  await Promise.all(jobs.map(async (job) => {
+    try {
+      const row = byId.get(job.id)
+      results.set(job, undefined)
+      if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
+      const outcome = await send(deps.agent, outgoing(row, headers, row.attempts_made + 1), deps.config.delivery.timeoutMs)
+      if (outcome.ok || job.n >= row.attempts_max) {
+        finished.push({ job, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
+      } else {
+        await scheduleRetry(deps, job, row, outcome)
+      }
+    } catch (err) {
+      results.set(job, err as Error)
+    }
+  }))
+  if (finished.length > 0) {
+    // Deliveries that are done are logged in one statement for the whole batch.
+    try {
+      await sql`
+        UPDATE webhook_deliveries d SET
+          status = v.status, scheduled_made = v.n, attempts_made = d.attempts_made + 1,
+          attempts = d.attempts || jsonb_build_array(jsonb_build_object('n', d.attempts_made + 1) || v.entry),
+          next_attempt_at = NULL, delivered_at = CASE WHEN v.status = 'delivered' THEN now() END, updated_at = now()
+        FROM unnest(${finished.map((f) => f.job.id)}::text[], ${finished.map((f) => f.job.n)}::int[],
+          ${finished.map((f) => f.status)}::text[], ${finished.map((f) => JSON.stringify(f.entry))}::jsonb[]) AS v (id, n, status, entry)
+        WHERE d.id = v.id AND d.status = 'pending' AND d.scheduled_made = v.n - 1`.execute(deps.db)
+    } catch (err) {
+      for (const f of finished) results.set(f.job, err as Error)
+    }
+  }
+  return results
+}
+
+/** Logs a failed attempt and sends the job of the next one, at its time, in one transaction. */
+async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: DeliveryRow, outcome: Outcome): Promise<void> {
+  const next = new Date(Date.now() + row.schedule[job.n - 1] * 1000 * deps.config.delivery.timeScale)
   await deps.db.transaction().execute(async (trx) => {
-    const current = await trx.selectFrom('webhook_deliveries').select(['status', 'scheduled_made', 'attempts_made', 'attempts_max', 'schedule'])
-      .where('id', '=', row.id).forUpdate().executeTakeFirstOrThrow()
-    if (current.status !== 'pending' || current.scheduled_made !== job.n - 1) return
-    const last = job.n >= current.attempts_max
-    const next = outcome.ok || last ? null : new Date(Date.now() + current.schedule[job.n - 1] * 1000 * deps.config.delivery.timeScale)
-    await trx.updateTable('webhook_deliveries').set({
-      status: outcome.ok ? 'delivered' : last ? 'failed' : 'pending',
+    const logged = await trx.updateTable('webhook_deliveries').set({
       scheduled_made: job.n,
-      attempts_made: current.attempts_made + 1,
-      attempts: appendAttempt(logEntry(current.attempts_made + 1, outcome, false)),
+      attempts_made: sql<number>`attempts_made + 1`,
+      attempts: appendAttempt(logEntry(outcome, false)),
       next_attempt_at: next,
-      delivered_at: outcome.ok ? new Date() : null,
       updated_at: new Date()
-    }).where('id', '=', row.id).execute()
-    if (next !== null) await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { db: fromKysely(trx), startAfter: next })
+    }).where('id', '=', row.id).where('status', '=', 'pending').where('scheduled_made', '=', job.n - 1).returning('id').executeTakeFirst()
+    if (logged !== undefined) await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { db: fromKysely(trx), startAfter: next })
   })
 }
 
@@ -147,16 +186,13 @@ export async function resend (deps: DeliveryDeps, userId: string, id: string): P
   const row = await deps.db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
-  const outcome = await send(deps.agent, await outgoing(deps.db, row, row.attempts_made + 1), deps.config.delivery.timeoutMs)
-  const updated = await deps.db.transaction().execute(async (trx) => {
-    const current = await trx.selectFrom('webhook_deliveries').select(['attempts_made']).where('id', '=', row.id).forUpdate().executeTakeFirstOrThrow()
-    return await trx.updateTable('webhook_deliveries').set({
-      attempts_made: current.attempts_made + 1,
-      attempts: appendAttempt(logEntry(current.attempts_made + 1, outcome, true)),
-      ...(outcome.ok ? { status: 'delivered' as const, delivered_at: new Date(), next_attempt_at: null } : {}),
-      updated_at: new Date()
-    }).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow()
-  })
+  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), row.attempts_made + 1), deps.config.delivery.timeoutMs)
+  const updated = await deps.db.updateTable('webhook_deliveries').set({
+    attempts_made: sql<number>`attempts_made + 1`,
+    attempts: appendAttempt(logEntry(outcome, true)),
+    ...(outcome.ok ? { status: 'delivered' as const, delivered_at: new Date(), next_attempt_at: null } : {}),
+    updated_at: new Date()
+  }).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow()
   return { outcome, row: updated }
 }
 
@@ -171,20 +207,22 @@ export async function purgeExpired (db: DB, retentionDays: number): Promise<numb
 }
 
 export async function registerDeliveryWorkers (boss: PgBoss, deps: DeliveryDeps): Promise<void> {
+  // Several fetch loops, so that a slow receiver in one batch does not hold up the next batch's fetch.
+  const loops = Math.min(4, deps.config.delivery.concurrency)
   await boss.work(QUEUES.deliveryAttempt, {
-    batchSize: deps.config.delivery.concurrency,
+    batchSize: Math.ceil(deps.config.delivery.concurrency / loops),
+    localConcurrency: loops,
     burstWhenBatchFull: true,
     perJobResults: true,
     // Retries become ready at their time without a NOTIFY; look for them every second.
     pollingIntervalSeconds: 1,
     notifyPollingIntervalSeconds: 1
-  }, async (jobs: Array<Job<{ id: string, n: number }>>): Promise<JobResult[]> => await Promise.all(jobs.map(async (job) => {
-    try {
-      await attempt(deps, job.data)
-      return { id: job.id, status: 'completed' as const }
-    } catch (err) {
-      deps.log.error({ err, deliveryRowId: job.data.id }, 'delivery attempt failed inside the server; it will be retried')
-      return { id: job.id, status: 'failed' as const }
-    }
-  })))
+  }, async (jobs: Array<Job<AttemptJob>>): Promise<JobResult[]> => {
+    const results = await attemptBatch(deps, jobs.map((job) => job.data))
+    return jobs.map((job) => {
+      const err = results.get(job.data)
+      if (err !== undefined) deps.log.error({ err, deliveryRowId: job.data.id }, 'delivery attempt failed inside the server; it will be retried')
+      return { id: job.id, status: err === undefined ? 'completed' as const : 'failed' as const }
+    })
+  })
 }
