@@ -80,15 +80,26 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
 }
 
 /** The current headers of the actions behind these deliveries: a renewed receiver key applies to pending deliveries. */
-async function actionHeaders (db: DB, rows: DeliveryRow[]): Promise<Map<string, Record<string, string>>> {
+async function actionHeaders (db: DB, rows: Array<Pick<DeliveryRow, 'action_id'>>): Promise<Map<string, Record<string, string>>> {
   const ids = [...new Set(rows.map((r) => r.action_id).filter((id) => id !== null))]
   if (ids.length === 0) return new Map()
   const actions = await db.selectFrom('agent_actions').select(['id', 'settings']).where('id', 'in', ids).execute()
   return new Map(actions.map((a) => [a.id, (a.settings as { headers?: Record<string, string> }).headers ?? {}]))
 }
 
+/** A delivery as an attempt reads it: the body stays JSON text, sent as stored without a parse and re-serialisation. */
+type SendableRow = Omit<DeliveryRow, 'body'> & { body_text: string | null }
+
+const SENDABLE = ['id', 'user_id', 'delivery_id', 'correlation_id', 'call_id', 'agent_id', 'action_id', 'kind', 'name', 'status', 'method',
+  'url', 'variables', 'schedule', 'attempts_max', 'scheduled_made', 'attempts_made', 'attempts', 'next_attempt_at', 'delivered_at',
+  'purged_at', 'created_at', 'updated_at'] as const
+
+function sendable (db: DB) {
+  return db.selectFrom('webhook_deliveries').select(SENDABLE).select(sql<string | null>`body::text`.as('body_text'))
+}
+
 /** The request of an attempt: the frozen method, URL and body, the action's headers as they are now. */
-function outgoing (row: DeliveryRow, headers: Map<string, Record<string, string>>, attempt: number) {
+function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, attempt: number) {
   const custom = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
   const all: Record<string, string> = {
     ...custom,
@@ -97,9 +108,9 @@ function outgoing (row: DeliveryRow, headers: Map<string, Record<string, string>
     'x-service-attempt': String(attempt),
     'x-correlation-id': row.correlation_id
   }
-  const hasBody = row.body !== null && !['GET', 'DELETE'].includes(row.method)
+  const hasBody = row.body_text !== null && !['GET', 'DELETE'].includes(row.method)
   if (hasBody) all['content-type'] = 'application/json; charset=utf-8'
-  return { method: row.method, url: row.url!, headers: all, body: hasBody ? JSON.stringify(row.body) : undefined }
+  return { method: row.method, url: row.url!, headers: all, body: hasBody ? row.body_text! : undefined }
 }
 
 function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'> {
@@ -125,7 +136,7 @@ interface AttemptJob { id: string, n: number }
  * allows, but is logged once: every update is guarded by the attempt number it expects.
  */
 export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Promise<Map<AttemptJob, Error | undefined>> {
-  const rows = jobs.length === 0 ? [] : await deps.db.selectFrom('webhook_deliveries').selectAll().where('id', 'in', jobs.map((j) => j.id)).execute()
+  const rows = jobs.length === 0 ? [] : await sendable(deps.db).where('id', 'in', jobs.map((j) => j.id)).execute()
   const byId = new Map(rows.map((r) => [r.id, r]))
   const headers = await actionHeaders(deps.db, rows)
   const results = new Map<AttemptJob, Error | undefined>()
@@ -164,7 +175,7 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
 }
 
 /** Logs a failed attempt and sends the job of the next one, at its time, in one transaction. */
-async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: DeliveryRow, outcome: Outcome): Promise<void> {
+async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: SendableRow, outcome: Outcome): Promise<void> {
   const next = new Date(Date.now() + row.schedule[job.n - 1] * 1000 * deps.config.delivery.timeScale)
   await deps.db.transaction().execute(async (trx) => {
     const logged = await trx.updateTable('webhook_deliveries').set({
@@ -183,7 +194,7 @@ async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: Delivery
  * success), a failure leaves its status as it was. Sends no notification.
  */
 export async function resend (deps: DeliveryDeps, userId: string, id: string): Promise<{ outcome: Outcome, row: DeliveryRow }> {
-  const row = await deps.db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  const row = await sendable(deps.db).where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
   const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), row.attempts_made + 1), deps.config.delivery.timeoutMs)
