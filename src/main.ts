@@ -7,6 +7,7 @@ import { openDatabase } from './db/open.ts'
 import { createBoss } from './jobs/boss.ts'
 import { createQueues } from './jobs/queues.ts'
 import { createLogger } from './logger.ts'
+import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
 import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
@@ -45,6 +46,7 @@ async function main (): Promise<void> {
   await createQueues(boss, config)
   if (config.role !== 'api') {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
+    await registerKnowledgeWorkers(boss, { db, log })
   }
 
   const app = await buildApp(config, { db, boss, logger: log })

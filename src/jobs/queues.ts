@@ -10,7 +10,9 @@ export const QUEUES = {
   /** Post-call analysis: summary, sentiment, extraction, credits, then the deliveries. */
   analyseCall: 'call-analyse',
   /** Hourly housekeeping: forgets what is kept only for a while (idempotency keys). */
-  housekeeping: 'housekeeping'
+  housekeeping: 'housekeeping',
+  /** Reads an uploaded knowledge-base file into searchable passages. */
+  extractKnowledgeFile: 'knowledge-extract'
 } as const
 
 /** Retries: a limit and a first pause in seconds, doubling after each failure. */
@@ -19,7 +21,9 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   [QUEUES.callDeadline]: { retryLimit: 5, retryDelay: 5 },
   // An analyser outage (model API down) is waited out for about half an hour before the call is finalised without it.
   [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryDelayMax: 600 },
-  [QUEUES.housekeeping]: { retryLimit: 2, retryDelay: 60 }
+  [QUEUES.housekeeping]: { retryLimit: 2, retryDelay: 60 },
+  // A document that cannot be read fails without a retry (the file says why); retries cover the database.
+  [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 }
 }
 
 /**
