@@ -123,8 +123,9 @@ function spansBetween (text: string, span: Span, separator: RegExp): Span[] {
   return out
 }
 
-// A long paragraph is cut at lines first, then sentences, then words.
-const FINER = [/\n/g, /(?<=[.!?;:])\s+/g, /\s+/g]
+// A long paragraph is cut at sentence ends first (a PDF page is one paragraph of visual lines that
+// break mid-sentence), then at line breaks (CSV rows), then between words.
+const FINER = [/(?<=[.!?])\s+/g, /\n/g, /\s+/g]
 
 /** Units no longer than MAX_PASSAGE (a single word longer than that is cut). */
 function units (text: string, span: Span, level = 0): Span[] {
