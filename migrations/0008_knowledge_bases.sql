@@ -29,7 +29,8 @@ CREATE TABLE knowledge_base_files (
   status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'processing', 'ready', 'failed')),
   error text,
   passage_count integer NOT NULL DEFAULT 0,
-  uploaded_at timestamptz NOT NULL DEFAULT now(),
+  -- clock_timestamp(), not now(): the files of one upload (one transaction) keep their order.
+  uploaded_at timestamptz NOT NULL DEFAULT clock_timestamp(),
   processed_at timestamptz
 );
 CREATE INDEX knowledge_base_files_kb_idx ON knowledge_base_files (knowledge_base_id, uploaded_at, id);

@@ -114,3 +114,181 @@ t.test('a knowledge base is created with a PDF, read in the background and searc
   const page2 = (await ctx.db.selectFrom('knowledge_base_passages').select('page').where('file_id', '=', file._id).orderBy('position', 'desc').executeTakeFirstOrThrow()).page
   t.equal(page2, 2, 'passages know their PDF page')
 })
+
+t.test('DOCX, HTML, text, Markdown and CSV files are added, read and found', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const kb = await createOk(t, ctx, account, { name: 'aesop.docx', content: docx() })
+  const res = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, [
+    { field: 'files', name: 'declaration.html', content: fixture('declaration.html'), type: 'text/html' },
+    { field: 'files', name: 'opening-hours.txt', content: 'The office opens at eight in the morning.\r\n\r\nOn Sundays the office stays closed.' },
+    { field: 'files', name: 'parking.md', content: '# Parking\n\nVisitors park in the **blue garage** on Elm Street.\n' },
+    { field: 'files', name: 'prices', content: 'treatment,price\nwhitening,120 EUR\ncleaning,80 EUR\n', type: 'text/csv' },
+    { field: 'files', name: 'legacy.txt', content: Buffer.from('Caf\xe9 cr\xe8me is served in the lobby.', 'latin1') }
+  ])
+  t.equal(res.statusCode, 200, res.body)
+  t.same(res.json().files.map((f: { file_name: string, file_type: string }) => [f.file_name, f.file_type]), [
+    ['aesop.docx', 'docx'], ['declaration.html', 'html'], ['opening-hours.txt', 'txt'], ['parking.md', 'markdown'], ['prices', 'csv'], ['legacy.txt', 'txt']
+  ], 'types come from the content, then the name or media type')
+
+  const read = await whenRead(t, ctx, account, kb._id)
+  t.same(read.files.map((f) => f.status), ['ready', 'ready', 'ready', 'ready', 'ready', 'ready'], JSON.stringify(read.files))
+
+  const top = async (q: string) => (await search(ctx, account, kb._id, q))[0]
+  t.match(await top('grapes sour fox'), { file_name: 'aesop.docx', content: /The Grapes are sour/ })
+  const html = await top('unalienable rights')
+  t.match(html, { file_name: 'declaration.html', content: /Life, Liberty and the pursuit of Happiness/ })
+  t.notMatch(html.content, /<p>|&#39;|console\.log/, 'markup, entities and scripts are gone')
+  t.match(await top('when does the office open'), { file_name: 'opening-hours.txt' })
+  t.match(await top('where can visitors park'), { file_name: 'parking.md', snippet: /<b>garage<\/b>|<b>park<\/b>/ })
+  t.match(await top('how much is whitening'), { file_name: 'prices', content: 'treatment: whitening; price: 120 EUR treatment: cleaning; price: 80 EUR' })
+  t.match(await top('café crème'), { file_name: 'legacy.txt', content: 'Café crème is served in the lobby.' })
+})
+
+t.test('form fields are validated with clear 400s and nothing is stored', async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const file = { name: 'notes.txt', content: 'Some notes.' }
+  const cases: Array<[string, Record<string, string>, FormFile[], RegExp]> = [
+    ['name missing', { description: 'd' }, [file], /^body\.name is required$/],
+    ['name empty', { name: '', description: 'd' }, [file], /^body\.name must NOT have fewer than 1 characters/],
+    ['name too long', { name: 'n'.repeat(101), description: 'd' }, [file], /^body\.name must NOT have more than 100 characters/],
+    ['description missing', { name: 'n' }, [file], /^body\.description is required$/],
+    ['description too long', { name: 'n', description: 'd'.repeat(301) }, [file], /^body\.description must NOT have more than 300 characters/],
+    ['folder too long', { ...FORM, folder: 'f'.repeat(51) }, [file], /^body\.folder must NOT have more than 50 characters/],
+    ['field over the parser limit', { ...FORM, description: 'd'.repeat(5000) }, [file], /^body\.description is too long$/],
+    ['language not a tag', { ...FORM, language: 'english!' }, [file], /^body\.language must be a BCP-47 language tag/],
+    ['file missing', FORM, [], /^body\.file is required$/],
+    ['empty file', FORM, [{ name: 'empty.txt', content: '' }], /^empty\.txt is empty$/],
+    ['file in another field', FORM, [{ field: 'document', name: 'a.txt', content: 'x' }], /^unexpected file field "document"/],
+    ['file without a name', FORM, [{ name: '', content: 'x' }], /file name/],
+    ['file name too long', FORM, [{ name: 'n'.repeat(300) + '.txt', content: 'x' }], /longer than 255 characters/]
+  ]
+  for (const [what, fields, files, message] of cases) {
+    const res = await create(ctx, account, files, fields)
+    t.equal(res.statusCode, 400, `${what}: ${res.body}`)
+    t.match(res.json(), { statusCode: 400, error: 'Bad Request', code: String, message }, what)
+  }
+
+  const asText = await ctx.app.inject({
+    method: 'POST', url: '/v1/knowledge-base', headers: { ...account.headers, 'content-type': 'multipart/form-data; boundary=X' },
+    payload: '--X\r\nContent-Disposition: form-data; name="name"\r\n\r\nn\r\n--X\r\nContent-Disposition: form-data; name="file"\r\n\r\nnot a file\r\n--X--\r\n'
+  })
+  t.match(asText.json(), { statusCode: 400, message: 'body.file must be a file, not a text value' })
+
+  const malformed = [
+    { 'content-type': 'multipart/form-data' },
+    { 'content-type': 'multipart/form-data; boundary=X', payload: '--X\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\ncut off here' },
+    { 'content-type': 'multipart/form-data; boundary=X', payload: 'no boundary in here at all' }
+  ]
+  for (const { payload, ...headers } of malformed) {
+    const res = await ctx.app.inject({ method: 'POST', url: '/v1/knowledge-base', headers: { ...account.headers, ...headers }, payload: payload ?? 'x' })
+    t.ok(res.statusCode === 400, `malformed multipart (${headers['content-type']}): ${res.body}`)
+    t.match(res.json(), { statusCode: 400, code: /malformed_multipart|validation_error/ })
+  }
+
+  const json = await ctx.app.inject({ method: 'POST', url: '/v1/knowledge-base', headers: account.headers, payload: { name: 'n', description: 'd' } })
+  t.equal(json.statusCode, 415, 'a body-only create does not exist')
+  t.match(json.json(), { code: 'multipart_required' })
+
+  t.same(await storedCounts(ctx), { knowledge_bases: 0, files: 0, parts: 0, passages: 0 })
+})
+
+t.test('limits: size 413, count 413, types by content 415; nothing of the request is stored', async (t) => {
+  const ctx = await setup(t, { KB_MAX_FILE_MB: '1', KB_MAX_FILES: '3', KB_MAX_FILES_PER_UPLOAD: '2' })
+  const account = await createAccount(ctx.db)
+  const big = Buffer.alloc(1024 * 1024 + 1, 'a')
+  const tooBig = await create(ctx, account, [{ name: 'big.txt', content: big }])
+  t.equal(tooBig.statusCode, 413)
+  t.match(tooBig.json(), { code: 'file_too_large', message: 'big.txt is larger than 1 MB, the most a file may have' })
+  t.equal(tooBig.headers.connection, 'close', 'the unread rest of the body ends the connection')
+  const justRight = await create(ctx, account, [{ name: 'fits.txt', content: Buffer.alloc(1024 * 1024, 'a') }])
+  t.equal(justRight.statusCode, 200, 'exactly the limit is accepted')
+  await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${justRight.json()._id}`, headers: account.headers })
+
+  const two = await create(ctx, account, [{ name: 'a.txt', content: 'a' }, { name: 'b.txt', content: 'b' }])
+  t.equal(two.statusCode, 413)
+  t.match(two.json(), { code: 'too_many_files', message: /created with one file/ })
+
+  const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4a80000000049454e44ae426082', 'hex')
+  const unsupported: Array<[FormFile, RegExp]> = [
+    [{ name: 'logo.png', content: png }, /^logo\.png is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files$/],
+    [{ name: 'logo.txt', content: png }, /is image\/png/],
+    [{ name: 'fake.pdf', content: 'just text pretending' }, /^fake\.pdf is not a PDF document by its content/],
+    [{ name: 'data.json', content: '{"a":1}' }, /^\.json files are not supported/],
+    [{ name: 'binary.txt', content: Buffer.from([0x68, 0x69, 0x00, 0x01, 0x02]) }, /^binary\.txt holds binary data of an unknown type/],
+    [{ name: 'archive.docx', content: Buffer.from('504b0506' + '00'.repeat(18), 'hex') }, /is application\/zip/]
+  ]
+  for (const [file, message] of unsupported) {
+    const res = await create(ctx, account, [file])
+    t.equal(res.statusCode, 415, `${file.name}: ${res.body}`)
+    t.match(res.json(), { code: 'unsupported_file_type', message }, file.name)
+  }
+  t.same(await storedCounts(ctx), { knowledge_bases: 0, files: 0, parts: 0, passages: 0 }, 'refused creates store nothing')
+
+  const kb = await createOk(t, ctx, account, { name: 'first.txt', content: 'first' })
+  const files = (names: string[]) => names.map((name) => ({ field: 'files', name, content: `text of ${name}` }))
+  const threeInOne = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, files(['a.txt', 'b.txt', 'c.txt']))
+  t.equal(threeInOne.statusCode, 413)
+  t.match(threeInOne.json(), { code: 'too_many_files', message: 'one upload carries at most 2 files' })
+  const secondRefused = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, [
+    { field: 'files', name: 'fine.txt', content: 'fine' }, { field: 'files', name: 'image.png', content: png }
+  ])
+  t.equal(secondRefused.statusCode, 415)
+  t.equal((await get(ctx, account, kb._id)).json().files.length, 1, 'the accepted first file of a refused request is not stored')
+  t.equal((await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, files(['a.txt']))).statusCode, 200)
+  const overRoom = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, files(['b.txt', 'c.txt']))
+  t.equal(overRoom.statusCode, 413)
+  t.match(overRoom.json(), { code: 'too_many_files', message: 'a knowledge base holds at most 3 files; this one has room for 1 more' })
+  t.equal((await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, files(['b.txt']))).statusCode, 200)
+  const full = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/file`, account.headers, {}, [{ name: 'd.txt', content: 'd' }])
+  t.equal(full.statusCode, 413)
+  t.match(full.json(), { message: /room for 0 more/ })
+  const twoOnFile = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, [{ name: 'x.txt', content: 'x' }])
+  t.equal(twoOnFile.statusCode, 400, '/files wants its files in `files`')
+  t.same((await storedCounts(ctx)).files, 3)
+})
+
+t.test('files are deleted with their passages; unknown ids delete nothing', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const kb = await createOk(t, ctx, account, { name: 'aesop.docx', content: docx() })
+  const added = await upload(ctx.app, `/v1/knowledge-base/${kb._id}/file`, account.headers, {}, [{ name: 'declaration.html', content: fixture('declaration.html') }])
+  t.equal(added.statusCode, 200)
+  const read = await whenRead(t, ctx, account, kb._id)
+  const [fables, declaration] = read.files
+  t.ok((await search(ctx, account, kb._id, 'tortoise hare race')).some((h) => h.file_id === fables._id))
+
+  const del = (fileIds: unknown) => ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${kb._id}/file`, headers: account.headers, payload: { file_ids: fileIds } })
+  t.equal((await del([])).statusCode, 400, 'file_ids must not be empty')
+  t.equal((await del(['nope'])).statusCode, 400, 'malformed file ids are 400')
+  const unknown = await del([fables._id, '65a0f0000000000000000001'])
+  t.equal(unknown.statusCode, 404)
+  t.match(unknown.json(), { message: 'file 65a0f0000000000000000001 of knowledge base ' + kb._id + ' not found' })
+  t.equal((await get(ctx, account, kb._id)).json().files.length, 2, 'nothing was deleted')
+
+  const res = await del([fables._id, fables._id])
+  t.equal(res.statusCode, 200)
+  t.same(res.json().files.map((f: { _id: string }) => f._id), [declaration._id], 'answers the updated knowledge base')
+  t.same(await search(ctx, account, kb._id, 'tortoise hare race'), [], "a deleted file's passages are gone from search")
+  t.ok((await search(ctx, account, kb._id, 'unalienable rights')).length > 0)
+  t.same(await ctx.db.selectFrom('knowledge_base_file_parts').select('file_id').where('file_id', '=', fables._id).execute(), [], 'and so are its bytes')
+})
+
+t.test('files that cannot be read fail with the reason', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const kb = await createOk(t, ctx, account, { name: 'broken.pdf', content: Buffer.from('%PDF-1.4\nthis is no PDF at all\n%%EOF\n') })
+  await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, account.headers, {}, [
+    { field: 'files', name: 'blank.pdf', content: makePdf(['']) },
+    { field: 'files', name: 'broken.docx', content: docx().subarray(0, -60) },
+    { field: 'files', name: 'spaces.txt', content: '   \n\n   ' }
+  ])
+  const read = await whenRead(t, ctx, account, kb._id)
+  t.match(read.files, [
+    { file_name: 'broken.pdf', status: 'failed', error: /^the PDF cannot be read/, passage_count: 0 },
+    { file_name: 'blank.pdf', status: 'failed', error: /^no text found; a scanned PDF holds only images/ },
+    { file_name: 'broken.docx', status: 'failed', error: /^the DOCX cannot be read/ },
+    { file_name: 'spaces.txt', status: 'failed', error: 'no text found' }
+  ])
+})

@@ -34,7 +34,8 @@ export function decodeText (content: Buffer): string {
 async function readPdf (content: Buffer): Promise<Section[]> {
   let pdf: Awaited<ReturnType<typeof getDocumentProxy>>
   try {
-    pdf = await getDocumentProxy(new Uint8Array(content))
+    // Errors only: pdf.js warns on stdout about every repair it makes to a damaged file.
+    pdf = await getDocumentProxy(new Uint8Array(content), { verbosity: 0 })
   } catch (err) {
     throw new UnreadableDocument(`the PDF cannot be read: ${(err as Error).message}`)
   }

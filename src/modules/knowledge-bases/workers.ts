@@ -45,8 +45,11 @@ async function extractJob (deps: KnowledgeWorkerDeps, job: JobWithMetadata<FileJ
 }
 
 export async function registerKnowledgeWorkers (boss: PgBoss, deps: KnowledgeWorkerDeps): Promise<void> {
-  // One file at a time per process: extraction holds a whole file (up to KB_MAX_FILE_MB) in memory.
-  await boss.work(QUEUES.extractKnowledgeFile, { includeMetadata: true, pollingIntervalSeconds: 1 }, async (jobs: Array<JobWithMetadata<FileJob>>) => {
+  // One file at a time per process: extraction holds a whole file (up to KB_MAX_FILE_MB) in memory. A NOTIFY
+  // wakes the worker for one fetch however many files an upload brought: full batches fetch on at once
+  // and the backstop poll is short, so the rest do not wait for the next upload.
+  const options = { includeMetadata: true as const, batchSize: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }
+  await boss.work(QUEUES.extractKnowledgeFile, options, async (jobs: Array<JobWithMetadata<FileJob>>) => {
     for (const job of jobs) await extractJob(deps, job)
   })
 }
