@@ -27,7 +27,7 @@ async function create (ctx: TestContext, account: Account, files: FormFile[], fi
 
 async function createOk (t: Test, ctx: TestContext, account: Account, file: FormFile, fields: Record<string, string> = FORM): Promise<KnowledgeBase> {
   const res = await create(ctx, account, [file], fields)
-  t.equal(res.statusCode, 200, res.body)
+  t.equal(res.statusCode, 200, res.statusCode === 200 ? `created with ${file.name}` : res.body)
   return res.json()
 }
 
@@ -291,4 +291,207 @@ t.test('files that cannot be read fail with the reason', async (t) => {
     { file_name: 'broken.docx', status: 'failed', error: /^the DOCX cannot be read/ },
     { file_name: 'spaces.txt', status: 'failed', error: 'no text found' }
   ])
+})
+
+t.test("another account's knowledge bases, files and agents are 404; malformed ids 400", async (t) => {
+  const ctx = await setup(t)
+  const owner = await createAccount(ctx.db)
+  const other = await createAccount(ctx.db)
+  const kb = await createOk(t, ctx, owner, { name: 'a.txt', content: 'private text' })
+  const fileId = kb.files[0]._id
+  const otherKb = await createOk(t, ctx, other, { name: 'b.txt', content: 'their text' })
+  const otherAgent = await createAgent(ctx.app, other)
+
+  const asOther = [
+    await get(ctx, other, kb._id),
+    await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${kb._id}`, headers: other.headers }),
+    await upload(ctx.app, `/v1/knowledge-base/${kb._id}/file`, other.headers, {}, [{ name: 'x.txt', content: 'x' }]),
+    await upload(ctx.app, `/v1/knowledge-base/${kb._id}/files`, other.headers, {}, [{ field: 'files', name: 'x.txt', content: 'x' }]),
+    await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${kb._id}/file`, headers: other.headers, payload: { file_ids: [fileId] } }),
+    await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kb._id}/agents`, headers: other.headers, payload: { agent_ids: [] } }),
+    await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${kb._id}/search?q=private`, headers: other.headers })
+  ]
+  for (const res of asOther) {
+    t.equal(res.statusCode, 404, res.body)
+    t.match(res.json(), { code: 'not_found', message: `knowledge base ${kb._id} not found` })
+  }
+  const otherFile = await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${kb._id}/file`, headers: owner.headers, payload: { file_ids: [otherKb.files[0]._id] } })
+  t.equal(otherFile.statusCode, 404, "another knowledge base's file is not one of this one's")
+  const foreignAgent = await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kb._id}/agents`, headers: owner.headers, payload: { agent_ids: [otherAgent._id] } })
+  t.equal(foreignAgent.statusCode, 404)
+  t.match(foreignAgent.json(), { message: `agent ${otherAgent._id} not found` })
+  const foreignSearch = await ctx.app.inject({ method: 'POST', url: `/v1/runtime/agents/${otherAgent._id}/knowledge-search`, headers: owner.headers, payload: { query: 'text' } })
+  t.equal(foreignSearch.statusCode, 404)
+  t.same((await ctx.app.inject({ method: 'GET', url: '/v1/knowledge-base/list', headers: other.headers })).json().map((k: KnowledgeBase) => k._id), [otherKb._id])
+
+  const stillThere = (await get(ctx, owner, kb._id)).json() as KnowledgeBase
+  t.equal(stillThere.files.length, 1, 'nothing changed')
+
+  for (const url of ['/v1/knowledge-base/nope', '/v1/knowledge-base/nope/search?q=x']) {
+    const res = await ctx.app.inject({ method: 'GET', url, headers: owner.headers })
+    t.equal(res.statusCode, 400, url)
+    t.match(res.json(), { code: 'invalid_id', message: 'params.id must be a 24-character hexadecimal id' })
+  }
+  const malformedUpload = await upload(ctx.app, '/v1/knowledge-base/123/file', owner.headers, {}, [{ name: 'x.txt', content: 'x' }])
+  t.equal(malformedUpload.statusCode, 400)
+  const malformedAgent = await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kb._id}/agents`, headers: owner.headers, payload: { agent_ids: ['x'] } })
+  t.match(malformedAgent.json(), { statusCode: 400, message: 'body.agent_ids.0 must be a 24-character hexadecimal id' })
+  const noKey = await ctx.app.inject({ method: 'GET', url: '/v1/knowledge-base/list' })
+  t.equal(noKey.statusCode, 401)
+})
+
+t.test('customers and workspaces: create, filter, scope, and they cannot be deleted while they own one', async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const other = await createAccount(ctx.db)
+  const customer = (await ctx.app.inject({ method: 'POST', url: '/v1/customer', headers: account.headers, payload: { customer_name: 'Dental Co' } })).json()
+  const workspace = (await ctx.app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Clinics' } })).json()
+  const theirs = (await ctx.app.inject({ method: 'POST', url: '/v1/customer', headers: other.headers, payload: { customer_name: 'Theirs' } })).json()
+
+  const owned = await create(ctx, account, [{ name: 'a.txt', content: 'a' }], FORM, `?customer_id=${customer._id}&workspace_id=${workspace._id}`)
+  t.equal(owned.statusCode, 200, owned.body)
+  t.match(owned.json(), { customer_id: customer._id, workspace_id: workspace._id })
+  const plain = await createOk(t, ctx, account, { name: 'b.txt', content: 'b' })
+  const foreign = await create(ctx, account, [{ name: 'c.txt', content: 'c' }], FORM, `?customer_id=${theirs._id}`)
+  t.equal(foreign.statusCode, 404)
+  t.match(foreign.json(), { message: 'customer not found' })
+
+  const list = async (query: string) => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/list${query}`, headers: account.headers })).json()
+  t.same((await list('')).map((k: KnowledgeBase) => k._id), [owned.json()._id, plain._id])
+  t.same((await list(`?customer_id=${customer._id}`)).map((k: KnowledgeBase) => k._id), [owned.json()._id])
+  t.same((await list(`?workspace_id=${workspace._id}`)).map((k: KnowledgeBase) => k._id), [owned.json()._id])
+  t.same((await list('?limit=1&skip=1')).map((k: KnowledgeBase) => k._id), [plain._id])
+  t.equal((await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/list?workspace_id=${theirs._id}`, headers: account.headers })).statusCode, 404)
+
+  const scoped = await upload(ctx.app, `/v1/knowledge-base/${plain._id}/files?customer_id=${customer._id}`, account.headers, {}, [{ field: 'files', name: 'd.txt', content: 'd' }])
+  t.equal(scoped.statusCode, 404, 'with customer_id the knowledge base must be that customer\'s')
+  const inScope = await upload(ctx.app, `/v1/knowledge-base/${owned.json()._id}/files?customer_id=${customer._id}`, account.headers, {}, [{ field: 'files', name: 'd.txt', content: 'd' }])
+  t.equal(inScope.statusCode, 200)
+
+  const deleteCustomer = await ctx.app.inject({ method: 'DELETE', url: `/v1/customer/${customer._id}`, headers: account.headers })
+  t.equal(deleteCustomer.statusCode, 409)
+  t.match(deleteCustomer.json(), { message: /1 knowledge base/ })
+  const deleteWorkspace = await ctx.app.inject({ method: 'DELETE', url: `/v1/workspaces/${workspace._id}`, headers: account.headers })
+  t.equal(deleteWorkspace.statusCode, 409)
+  t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${owned.json()._id}`, headers: account.headers })).statusCode, 200)
+  t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/customer/${customer._id}`, headers: account.headers })).statusCode, 204)
+})
+
+t.test("agents' knowledge_base and knowledge bases' agent_names agree both ways", async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const ada = await createAgent(ctx.app, account, { agent_name: 'Ada' })
+  const bob = await createAgent(ctx.app, account, { agent_name: 'Bob' })
+  const first = await createOk(t, ctx, account, { name: 'a.txt', content: 'a' })
+  const second = await createOk(t, ctx, account, { name: 'b.txt', content: 'b' })
+  const agentKbs = async (id: string) => (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${id}`, headers: account.headers })).json().knowledge_base
+  const assign = async (kbId: string, agentIds: string[]) => {
+    const res = await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kbId}/agents`, headers: account.headers, payload: { agent_ids: agentIds } })
+    t.equal(res.statusCode, 200, res.body)
+    return res.json() as KnowledgeBase
+  }
+
+  t.same(await agentKbs(ada._id), [])
+  t.match(await assign(first._id, [bob._id, ada._id, ada._id.toUpperCase()]), { agent_names: ['Ada', 'Bob'], agent_ids: [ada._id, bob._id] })
+  await assign(second._id, [ada._id])
+  t.same(await agentKbs(ada._id), [first._id, second._id])
+  t.same(await agentKbs(bob._id), [first._id])
+  const listed = (await ctx.app.inject({ method: 'GET', url: '/v1/agent/list', headers: account.headers })).json()
+  t.same(listed.map((a: { knowledge_base: string[] }) => a.knowledge_base), [[first._id, second._id], [first._id]], 'the agent list agrees')
+  const patched = await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${bob._id}`, headers: account.headers, payload: { agent_name: 'Bobby' } })
+  t.same(patched.json().knowledge_base, [first._id])
+  t.same((await get(ctx, account, first._id)).json().agent_names, ['Ada', 'Bobby'], 'agent_names follow a rename')
+
+  t.match(await assign(first._id, [bob._id]), { agent_names: ['Bobby'] }, 'the list is replaced')
+  t.same(await agentKbs(ada._id), [second._id])
+  const unknown = await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${first._id}/agents`, headers: account.headers, payload: { agent_ids: [ada._id, '65a0f0000000000000000001'] } })
+  t.equal(unknown.statusCode, 404)
+  t.same((await get(ctx, account, first._id)).json().agent_names, ['Bobby'], 'a refused replacement changes nothing')
+  t.equal((await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${first._id}/agents`, headers: account.headers, payload: {} })).statusCode, 400, 'agent_ids is required')
+
+  t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/agent/${bob._id}`, headers: account.headers })).statusCode, 204)
+  t.match((await get(ctx, account, first._id)).json(), { agent_names: [], agent_ids: [] }, 'a deleted agent leaves agent_names')
+  const deleted = await ctx.app.inject({ method: 'DELETE', url: `/v1/knowledge-base/${second._id}`, headers: account.headers })
+  t.match(deleted.json(), { _id: second._id, agent_names: ['Ada'] }, 'a delete answers the knowledge base as it was')
+  t.same(await agentKbs(ada._id), [], "a deleted knowledge base leaves the agents' lists")
+  t.equal((await get(ctx, account, second._id)).statusCode, 404)
+  t.match(await assign(first._id, []), { agent_names: [] })
+})
+
+t.test('the runtime searches across an agent\'s knowledge bases: recall@5 on the question set', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account, { agent_name: 'Historian' })
+  const loner = await createAgent(ctx.app, account, { agent_name: 'Loner' })
+  const documents: FormFile[] = [
+    { name: 'constitution.pdf', content: pdf() },
+    { name: 'aesop.docx', content: docx() },
+    { name: 'declaration.html', content: fixture('declaration.html') }
+  ]
+  const kbIds: string[] = []
+  for (const document of documents) {
+    const kb = await createOk(t, ctx, account, document, { name: document.name, description: 'one public-domain document' })
+    const read = await whenRead(t, ctx, account, kb._id)
+    t.equal(read.files[0].status, 'ready', document.name)
+    kbIds.push(kb._id)
+    await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kb._id}/agents`, headers: account.headers, payload: { agent_ids: [agent._id] } })
+  }
+  const runtimeSearch = async (agentId: string, query: string, limit?: number) => {
+    const res = await ctx.app.inject({ method: 'POST', url: `/v1/runtime/agents/${agentId}/knowledge-search`, headers: account.headers, payload: { query, limit } })
+    if (res.statusCode !== 200) t.fail(res.body)
+    return res.json().results as Hit[]
+  }
+
+  const questions = JSON.parse(fixture('questions.json')) as Array<{ q: string, file: string, answer: string }>
+  const misses: string[] = []
+  let first = 0
+  for (const { q, file, answer } of questions) {
+    const hits = await runtimeSearch(agent._id, q)
+    t.ok(hits.length <= 5)
+    const rank = hits.findIndex((h) => h.file_name === file && h.content.includes(answer))
+    if (rank === 0) first++
+    if (rank === -1) misses.push(`${q} -> ${hits.map((h) => `${h.file_name}#${h.position}`).join(', ')}`)
+  }
+  const recall = (questions.length - misses.length) / questions.length
+  const passages = (await ctx.db.selectFrom('knowledge_base_passages').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n
+  t.comment(`recall@5 over ${questions.length} questions on 3 documents (${passages} passages): ${recall.toFixed(3)}; recall@1 ${(first / questions.length).toFixed(3)}` +
+    (misses.length > 0 ? '; missed: ' + misses.join(' | ') : ''))
+  t.ok(recall >= 0.9, `recall@5 ${recall.toFixed(3)}`)
+
+  const across = await runtimeSearch(agent._id, 'consent', 10)
+  t.ok(new Set(across.map((h) => h.knowledge_base_id)).size >= 2, 'results come from several knowledge bases')
+  t.same(await runtimeSearch(loner._id, 'senator'), [], 'an agent without knowledge bases finds nothing')
+  t.equal((await ctx.app.inject({ method: 'POST', url: `/v1/runtime/agents/${agent._id}/knowledge-search`, headers: account.headers, payload: { query: '' } })).statusCode, 400)
+  t.equal((await ctx.app.inject({ method: 'POST', url: `/v1/runtime/agents/${agent._id}/knowledge-search`, headers: account.headers, payload: { query: 'x', limit: 51 } })).statusCode, 400)
+
+  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${kbIds[0]}/agents`, headers: account.headers, payload: { agent_ids: [] } })
+  t.ok((await runtimeSearch(agent._id, 'senator thirty years')).every((h) => h.file_name !== 'constitution.pdf'), 'an unassigned knowledge base is no longer searched')
+})
+
+t.test('each knowledge base is searched in its language', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const german = await createOk(t, ctx, account, { name: 'praxis.txt', content: 'Die Praxis ist montags geschlossen. Termine vereinbaren Sie telefonisch.' }, { ...FORM, language: 'de-DE' })
+  t.equal(german.language, 'de-DE')
+  const other = await createOk(t, ctx, account, { name: 'x.txt', content: 'Kimi no na wa. The running dogs ran.' }, { ...FORM, language: 'tlh' })
+  await whenRead(t, ctx, account, german._id)
+  await whenRead(t, ctx, account, other._id)
+  t.equal((await search(ctx, account, german._id, 'Wann ist die Praxis geschlossen?'))[0]?.file_name, 'praxis.txt')
+  t.ok((await search(ctx, account, german._id, 'Termin')).length === 1, 'German stemming: Termin finds Termine')
+  t.ok((await search(ctx, account, other._id, 'dogs')).length === 1)
+  t.same(await search(ctx, account, other._id, 'dog'), [], 'without a dictionary (simple) words are not stemmed')
+  const stored = await ctx.db.selectFrom('knowledge_bases').select(['id', 'search_config']).orderBy('created_at').execute()
+  t.same(stored.map((s) => s.search_config), ['german', 'simple'])
+})
+
+t.test('the OpenAPI document describes the upload forms', async (t) => {
+  const ctx = await setup(t)
+  const doc = (await ctx.app.inject({ method: 'GET', url: '/openapi.json' })).json()
+  const create = doc.paths['/v1/knowledge-base'].post
+  const schema = create.requestBody.content['multipart/form-data'].schema
+  t.match(schema.properties, { file: { type: 'string', format: 'binary' }, name: { maxLength: 100 }, description: { maxLength: 300 }, folder: { maxLength: 50 } })
+  t.same(schema.required.sort(), ['description', 'file', 'name'])
+  t.ok(create.responses['413'] && create.responses['415'])
+  t.match(doc.paths['/v1/knowledge-base/{id}/files'].post.requestBody.content['multipart/form-data'].schema.properties.files, { type: 'array' })
+  t.ok(doc.paths['/v1/runtime/agents/{id}/knowledge-search'].post)
 })
