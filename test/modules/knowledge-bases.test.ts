@@ -145,6 +145,18 @@ t.test('DOCX, HTML, text, Markdown and CSV files are added, read and found', asy
   t.match(await top('café crème'), { file_name: 'legacy.txt', content: 'Café crème is served in the lobby.' })
 })
 
+t.test('a file is streamed into parts of 1 MB and stored whole', async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const content = Buffer.from('All work and no play makes a dull voice agent.\n'.repeat(55_000))
+  const kb = await createOk(t, ctx, account, { name: 'Öffnungszeiten & Preise.txt', content })
+  t.match(kb.files[0], { file_name: 'Öffnungszeiten & Preise.txt', file_size: content.length })
+  const parts = await ctx.db.selectFrom('knowledge_base_file_parts').select(['n', 'data']).where('file_id', '=', kb.files[0]._id).orderBy('n').execute()
+  t.same(parts.map((p) => p.n), [0, 1, 2], `${content.length} bytes in three parts`)
+  t.ok(parts.every((p) => p.data.length <= 1024 * 1024))
+  t.ok(Buffer.concat(parts.map((p) => p.data)).equals(content))
+})
+
 t.test('form fields are validated with clear 400s and nothing is stored', async (t) => {
   const ctx = await setup(t)
   const account = await createAccount(ctx.db)

@@ -111,10 +111,12 @@ async function storeFile (trx: Transaction<Database>, part: MultipartFile, optio
   let n = 0
   let pending: Buffer[] = []
   let pendingBytes = 0
+  /** Writes the next part: PART_BYTES of what is pending, or all of it at the end of the file. */
   const flush = async () => {
-    const data = Buffer.concat(pending)
-    pending = []
-    pendingBytes = 0
+    const all = Buffer.concat(pending)
+    const data = all.subarray(0, PART_BYTES)
+    pending = data.length < all.length ? [all.subarray(PART_BYTES)] : []
+    pendingBytes = all.length - data.length
     if (type === undefined) {
       // The first part decides the type, before anything of the file is stored.
       type = await detectType(data, name, part.mimetype)
@@ -127,7 +129,7 @@ async function storeFile (trx: Transaction<Database>, part: MultipartFile, optio
     text.push(chunk)
     pending.push(chunk)
     pendingBytes += chunk.length
-    if (pendingBytes >= PART_BYTES) await flush()
+    while (pendingBytes >= PART_BYTES) await flush()
   }
   // Over the limit the parser cuts the file short without an error: this is where that is noticed.
   if (part.file.truncated) {
