@@ -132,7 +132,7 @@ export function makeDocx (texts: string[]): Buffer {
 export interface FormFile { field?: string, name: string, content: Buffer | string, type?: string }
 
 /** A multipart/form-data body as a browser or curl sends it: fields first unless `filesFirst`. */
-export async function multipartBody (fields: Record<string, string>, files: FormFile[], filesFirst = false): Promise<{ payload: Buffer, headers: Record<string, string> }> {
+async function multipartBody (fields: Record<string, string>, files: FormFile[], filesFirst = false): Promise<{ payload: Buffer, headers: Record<string, string> }> {
   const form = new FormData()
   const addFields = () => { for (const [k, v] of Object.entries(fields)) form.append(k, v) }
   const addFiles = () => {

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
-import { fixture, makeDocx, makePdf, multipartBody, paragraphs, upload, type FormFile } from '../helpers/documents.ts'
+import { fixture, makeDocx, makePdf, paragraphs, upload, type FormFile } from '../helpers/documents.ts'
 
 type KnowledgeBase = {
   _id: string

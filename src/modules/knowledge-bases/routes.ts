@@ -13,6 +13,7 @@ import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES } from '../../jobs/queues.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
+import { OwnerQuery } from '../agents/schemas.ts'
 import type { JobSender } from '../runtime/lifecycle.ts'
 import { findUser } from '../users/queries.ts'
 import {
@@ -66,11 +67,6 @@ const SearchResults = Type.Object({
     snippet: Type.String({ description: 'the best fragments of the passage, matched words between <b> and </b>' }),
     content: Type.String({ description: 'the whole passage' })
   }), { description: 'best first' })
-})
-
-const OwnerQuery = Type.Object({
-  customer_id: Type.Optional(ObjectId),
-  workspace_id: Type.Optional(ObjectId)
 })
 
 /** The form fields besides the file; checked by the handler once the streamed form has been read. */
