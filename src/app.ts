@@ -19,6 +19,7 @@ import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
+import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
@@ -100,6 +101,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
       await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent })
+      await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     await app.register(webCallRoutes, { db: deps.db })
   }

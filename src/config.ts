@@ -43,6 +43,7 @@ export interface Config {
   /** Credits (1 credit = 1 US cent) charged per started minute and per message. */
   prices: Prices
   delivery: DeliveryConfig
+  knowledgeBases: KnowledgeBaseLimits
 }
 
 export interface DeliveryConfig {
@@ -58,6 +59,15 @@ export interface DeliveryConfig {
   caFile: string | undefined
   /** Attempts one process sends at once. */
   concurrency: number
+}
+
+export interface KnowledgeBaseLimits {
+  /** Largest file accepted, in bytes (KB_MAX_FILE_MB, default 20 MB); a larger one answers 413. */
+  maxFileBytes: number
+  /** Most files one knowledge base holds (KB_MAX_FILES). */
+  maxFiles: number
+  /** Most files one upload request carries (KB_MAX_FILES_PER_UPLOAD); bounds how long its transaction runs. */
+  maxFilesPerUpload: number
 }
 
 export interface AnalyserConfig {
@@ -226,6 +236,11 @@ export function loadConfig (env: Env = process.env): Config {
       webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),
       sms: int(env, 'CREDITS_SMS', 2, 0, 100_000),
       forwardingMinute: int(env, 'CREDITS_FORWARDING_MINUTE', 8, 0, 100_000)
+    }),
+    knowledgeBases: Object.freeze({
+      maxFileBytes: int(env, 'KB_MAX_FILE_MB', 20, 1, 1024) * 1024 * 1024,
+      maxFiles: int(env, 'KB_MAX_FILES', 100, 1, 10_000),
+      maxFilesPerUpload: int(env, 'KB_MAX_FILES_PER_UPLOAD', 20, 1, 1000)
     })
   })
 }

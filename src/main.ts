@@ -10,6 +10,7 @@ import { createQueues } from './jobs/queues.ts'
 import { createLogger } from './logger.ts'
 import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
+import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
 import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
@@ -51,6 +52,7 @@ async function main (): Promise<void> {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
     await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
     await registerHousekeeping(boss, { db, config, log })
+    await registerKnowledgeWorkers(boss, { db, log })
   }
 
   const app = await buildApp(config, { db, boss, logger: log })

@@ -25,3 +25,10 @@ t.test('phone carrier settings', async (t) => {
   t.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC123' }), new ConfigError('TWILIO_ACCOUNT_SID must be "AC" followed by 32 hexadecimal characters'))
   t.throws(() => loadConfig({ TWILIO_API_URL: 'ftp://x' }), { message: 'TWILIO_API_URL must start with https:// or http://' })
 })
+
+t.test('knowledge-base limits', async (t) => {
+  t.same(loadConfig({}).knowledgeBases, { maxFileBytes: 20 * 1024 * 1024, maxFiles: 100, maxFilesPerUpload: 20 })
+  t.same(loadConfig({ KB_MAX_FILE_MB: '5', KB_MAX_FILES: '10', KB_MAX_FILES_PER_UPLOAD: '3' }).knowledgeBases, { maxFileBytes: 5 * 1024 * 1024, maxFiles: 10, maxFilesPerUpload: 3 })
+  t.throws(() => loadConfig({ KB_MAX_FILE_MB: '0' }), new ConfigError('KB_MAX_FILE_MB must be a whole number from 1 to 1024, got "0"'))
+  t.throws(() => loadConfig({ KB_MAX_FILES: 'many' }), { message: /^KB_MAX_FILES must be a whole number/ })
+})

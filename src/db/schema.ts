@@ -331,6 +331,63 @@ export interface IdempotencyKeysTable {
 }
 
 /** Every table the application queries. The migrations are the truth; this mirrors them. */
+export type KnowledgeFileType = 'pdf' | 'docx' | 'txt' | 'markdown' | 'csv' | 'html'
+export type KnowledgeFileStatus = 'pending' | 'processing' | 'ready' | 'failed'
+
+export interface KnowledgeBasesTable {
+  id: string
+  user_id: string
+  customer_id: string | null
+  workspace_id: string | null
+  name: string
+  description: string
+  folder: Generated<string>
+  language: string
+  search_config: string
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface KnowledgeBaseFilesTable {
+  id: string
+  user_id: string
+  knowledge_base_id: string
+  file_name: string
+  file_type: KnowledgeFileType
+  file_size: Int8
+  status: ColumnType<KnowledgeFileStatus, KnowledgeFileStatus | undefined, KnowledgeFileStatus>
+  error: string | null
+  passage_count: Generated<number>
+  uploaded_at: CreatedAt
+  processed_at: Date | null
+}
+
+export interface KnowledgeBaseFilePartsTable {
+  file_id: string
+  user_id: string
+  n: number
+  data: Buffer
+}
+
+export interface KnowledgeBasePassagesTable {
+  file_id: string
+  user_id: string
+  knowledge_base_id: string
+  position: number
+  page: number | null
+  char_start: number
+  char_end: number
+  content: string
+  tsv: string
+}
+
+export interface KnowledgeBaseAgentsTable {
+  knowledge_base_id: string
+  agent_id: string
+  user_id: string
+  assigned_at: CreatedAt
+}
+
 export interface Database {
   users: UsersTable
   api_keys: ApiKeysTable
@@ -353,4 +410,9 @@ export interface Database {
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable
   webhook_deliveries: WebhookDeliveriesTable
+  knowledge_bases: KnowledgeBasesTable
+  knowledge_base_files: KnowledgeBaseFilesTable
+  knowledge_base_file_parts: KnowledgeBaseFilePartsTable
+  knowledge_base_passages: KnowledgeBasePassagesTable
+  knowledge_base_agents: KnowledgeBaseAgentsTable
 }

@@ -12,7 +12,9 @@ export const QUEUES = {
   /** Hourly housekeeping: forgets what is kept only for a while (idempotency keys, delivered requests). */
   housekeeping: 'housekeeping',
   /** One attempt of a post-call delivery; the next attempt is a new job, sent when this one is logged. */
-  deliveryAttempt: 'delivery-attempt'
+  deliveryAttempt: 'delivery-attempt',
+  /** Reads an uploaded knowledge-base file into searchable passages. */
+  extractKnowledgeFile: 'knowledge-extract'
 } as const
 
 /** Retries: a limit and a first pause in seconds, doubling after each failure. */
@@ -23,7 +25,9 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   [QUEUES.analyseCall]: { retryLimit: 6, retryDelay: 15, retryDelayMax: 600 },
   [QUEUES.housekeeping]: { retryLimit: 2, retryDelay: 60 },
   // Retries here are for the server's own failures (database); the receiver's failures follow the delivery's schedule.
-  [QUEUES.deliveryAttempt]: { retryLimit: 10, retryDelay: 5, retryDelayMax: 300 }
+  [QUEUES.deliveryAttempt]: { retryLimit: 10, retryDelay: 5, retryDelayMax: 300 },
+  // A document that cannot be read fails without a retry (the file says why); retries cover the database.
+  [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 }
 }
 
 /**

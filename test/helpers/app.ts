@@ -6,6 +6,7 @@ import { loadConfig, type Config } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
+import { registerKnowledgeWorkers } from '../../src/modules/knowledge-bases/workers.ts'
 import { createAnalyser, type Analyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
@@ -43,6 +44,7 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   if (workers) {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
     await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
+    await registerKnowledgeWorkers(boss, { db, log })
   }
   const app = await buildApp(config, { ...deps, db, boss, logger: log })
   t.teardown(async () => {

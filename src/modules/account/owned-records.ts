@@ -16,7 +16,8 @@ type OwningTable = {
 export const RECORDS_WITH_OWNERS: ReadonlyArray<{ table: OwningTable, one: string, many: string }> = [
   { table: 'phone_numbers', one: 'phone number', many: 'phone numbers' },
   { table: 'agents', one: 'agent', many: 'agents' },
-  { table: 'calls', one: 'call', many: 'calls' }
+  { table: 'calls', one: 'call', many: 'calls' },
+  { table: 'knowledge_bases', one: 'knowledge base', many: 'knowledge bases' }
 ]
 
 /** What still names the customer or workspace, for the 409 message: ["2 phone numbers"]. */

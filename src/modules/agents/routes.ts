@@ -8,6 +8,7 @@ import { requireCustomer } from '../account/customer-queries.ts'
 import { voiceExists } from '../account/queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
 import { dailyCallCounts } from '../calls/queries.ts'
+import { knowledgeBasesOfAgents } from '../knowledge-bases/queries.ts'
 import {
   deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
   updateAgent, type AgentChanges, type AgentRow
@@ -56,7 +57,8 @@ async function checkReferences (db: DB, userId: string, body: { llm_id?: string,
   }
 }
 
-export function toAgent (row: AgentRow): AgentBody {
+/** `knowledgeBases`: ids of the knowledge bases the agent uses (PUT /v1/knowledge-base/:id/agents assigns them). */
+export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
   return {
     _id: row.id,
     agent_name: row.agent_name,
@@ -70,8 +72,7 @@ export function toAgent (row: AgentRow): AgentBody {
     status: row.status,
     workspace_id: row.workspace_id,
     customer_id: row.customer_id,
-    // Filled from the knowledge bases' assignments once they exist (PUT /v1/knowledge-base/:id/agents).
-    knowledge_base: [],
+    knowledge_base: knowledgeBases,
     folder: row.folder,
     is_customer_memory_active: row.is_customer_memory_active,
     widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
@@ -79,6 +80,12 @@ export function toAgent (row: AgentRow): AgentBody {
     created_at: row.created_at.getTime(),
     updated_at: row.updated_at.getTime()
   }
+}
+
+/** Agents as the API shows them, with the knowledge bases each uses. */
+export async function agentBodies (db: DB, userId: string, rows: AgentRow[]): Promise<AgentBody[]> {
+  const knowledgeBases = await knowledgeBasesOfAgents(db, userId, rows.map((row) => row.id))
+  return rows.map((row) => toAgent(row, knowledgeBases.get(row.id) ?? []))
 }
 
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
@@ -99,7 +106,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     }
   }, async (request) => {
     await checkOwners(db, request.userId, request.query)
-    return (await listAgents(db, request.userId, request.query)).map(toAgent)
+    return await agentBodies(db, request.userId, await listAgents(db, request.userId, request.query))
   })
 
   app.get('/agent/agent_template/list', {
@@ -141,7 +148,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
         data_retrieval: dataRetrieval(agent.data_retrieval)
       })
     })
-    return reply.code(201).send(toAgent(row))
+    return reply.code(201).send(toAgent(row, []))
   })
 
   app.get('/agent/:id', {
@@ -149,7 +156,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
   }, async (request) => {
     const row = await findAgent(db, request.userId, request.params.id)
     if (row === undefined) throw notFound(`agent ${request.params.id}`)
-    return toAgent(row)
+    return (await agentBodies(db, request.userId, [row]))[0]
   })
 
   app.post('/agent', {
@@ -178,7 +185,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       webhook_url: body.webhook_url ?? null,
       is_data_collection_active: body.is_data_collection_active ?? false
     })
-    return reply.code(201).send(toAgent(row))
+    return reply.code(201).send(toAgent(row, []))
   })
 
   app.patch('/agent/:id', {
@@ -214,7 +221,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
       return await updateAgent(trx, request.userId, current.id, changes)
     })
-    return toAgent(row)
+    return (await agentBodies(db, request.userId, [row]))[0]
   })
 
   app.delete('/agent/:id', {

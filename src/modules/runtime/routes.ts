@@ -5,7 +5,7 @@ import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, E164, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { toLlm } from '../agents/llm-routes.ts'
-import { toAgent } from '../agents/routes.ts'
+import { agentBodies } from '../agents/routes.ts'
 import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
 import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
@@ -92,7 +92,7 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
       call_to: body.to_number,
       direction: 'inbound' as const,
       start_timestamp: call.start_timestamp.getTime(),
-      agent: toAgent(agent),
+      agent: (await agentBodies(db, userId, [agent]))[0],
       llm: toLlm(llm!)
     })
   })

@@ -1,0 +1,185 @@
+import type { MultipartFile } from '@fastify/multipart'
+import type { FastifyRequest } from 'fastify'
+import { fileTypeFromBuffer } from 'file-type'
+import type { Transaction } from 'kysely'
+import { newId } from '../../db/ids.ts'
+import type { Database, KnowledgeFileType } from '../../db/schema.ts'
+import { badRequest, HttpError } from '../../http/errors.ts'
+import { insertFile, insertFilePart, setFileSize } from './queries.ts'
+
+export const ACCEPTED_TYPES = 'PDF, DOCX, TXT, Markdown, CSV or HTML'
+
+/** A file is written in rows of this size, so an upload holds at most about this much of it in memory. */
+const PART_BYTES = 1024 * 1024
+/** Form fields are short (the longest, `description`, is 300 characters); 4 KB leaves room for UTF-8. */
+const MAX_FIELD_BYTES = 4096
+const MAX_FIELDS = 20
+const MAX_FILE_NAME = 255
+
+export interface UploadOptions {
+  userId: string
+  knowledgeBaseId: string
+  /** The form field that carries the files: `file` or `files`. */
+  fileField: string
+  /** Form fields read besides the files; others are ignored, as unknown body properties are. */
+  fieldNames: readonly string[]
+  /** Most files this request may carry, and what a client that sends more is told (413). */
+  maxFiles: number
+  tooManyFiles: string
+  maxFileBytes: number
+}
+
+export interface ReceivedFile { id: string, file_name: string, file_type: KnowledgeFileType, file_size: number }
+
+const unsupported = (message: string) => new HttpError(415, 'unsupported_file_type', `${message}; accepted are ${ACCEPTED_TYPES} files`)
+
+/**
+ * Streams a multipart upload into the transaction, one file at a time, checking every limit and type on
+ * the way. Any error leaves the caller's transaction to roll back, so a refused request stores nothing.
+ */
+export async function receiveUpload (trx: Transaction<Database>, request: FastifyRequest, options: UploadOptions): Promise<{ fields: Record<string, string>, files: ReceivedFile[] }> {
+  if (!request.isMultipart()) {
+    throw new HttpError(415, 'multipart_required', `send the form as multipart/form-data with the file in the \`${options.fileField}\` field`)
+  }
+  const parts = request.parts({
+    limits: {
+      fileSize: options.maxFileBytes,
+      // One more than allowed reaches the loop below, which answers with a message that names the limit.
+      files: options.maxFiles + 1,
+      fields: MAX_FIELDS,
+      fieldSize: MAX_FIELD_BYTES,
+      parts: options.maxFiles + MAX_FIELDS + 1
+    }
+  })[Symbol.asyncIterator]()
+  const fields: Record<string, string> = {}
+  const files: ReceivedFile[] = []
+  for (let next = await clientInput(parts.next()); next.done !== true; next = await clientInput(parts.next())) {
+    const part = next.value
+    if (part.type === 'field') {
+      if (part.fieldname === options.fileField) throw badRequest(`body.${options.fileField} must be a file, not a text value`, 'validation_error')
+      if (!options.fieldNames.includes(part.fieldname)) continue
+      if (part.valueTruncated) throw badRequest(`body.${part.fieldname} is too long`, 'validation_error')
+      fields[part.fieldname] = String(part.value)
+      continue
+    }
+    if (part.fieldname !== options.fileField) {
+      throw badRequest(`unexpected file field "${part.fieldname}"; send files in \`${options.fileField}\``, 'unexpected_file_field')
+    }
+    if (files.length === options.maxFiles) throw new HttpError(413, 'too_many_files', options.tooManyFiles)
+    files.push(await storeFile(trx, part, options))
+  }
+  return { fields, files }
+}
+
+/** Errors of the multipart parser are the client's: a limit is 413, anything else malformed input. */
+async function clientInput<T> (promise: Promise<T>): Promise<T> {
+  try {
+    return await promise
+  } catch (err) {
+    throw clientError(err)
+  }
+}
+
+function clientError (err: unknown): HttpError {
+  if (err instanceof HttpError) return err
+  const { code, message } = err as { code?: string, message?: string }
+  if (code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') return new HttpError(413, 'too_many_fields', `the form has more than ${MAX_FIELDS} fields`)
+  return badRequest(`malformed multipart body: ${message ?? 'unreadable'}`, 'malformed_multipart')
+}
+
+async function * clientStream (stream: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  try {
+    for await (const chunk of stream) yield chunk
+  } catch (err) {
+    throw clientError(err)
+  }
+}
+
+function fileName (raw: string): string {
+  const name = raw.replace(/[\u0000-\u001f\u007f]/g, '').trim()
+  if (name === '') throw badRequest('every file needs a file name (the filename of its form part)', 'invalid_file_name')
+  if (name.length > MAX_FILE_NAME) throw badRequest(`file name "${name.slice(0, 40)}…" is longer than ${MAX_FILE_NAME} characters`, 'invalid_file_name')
+  return name
+}
+
+async function storeFile (trx: Transaction<Database>, part: MultipartFile, options: UploadOptions): Promise<ReceivedFile> {
+  const name = fileName(part.filename ?? '')
+  const id = newId()
+  const text = new TextCheck()
+  let type: KnowledgeFileType | undefined
+  let size = 0
+  let n = 0
+  let pending: Buffer[] = []
+  let pendingBytes = 0
+  /** Writes the next part: PART_BYTES of what is pending, or all of it at the end of the file. */
+  const flush = async () => {
+    const all = Buffer.concat(pending)
+    const data = all.subarray(0, PART_BYTES)
+    pending = data.length < all.length ? [all.subarray(PART_BYTES)] : []
+    pendingBytes = all.length - data.length
+    if (type === undefined) {
+      // The first part decides the type, before anything of the file is stored.
+      type = await detectType(data, name, part.mimetype)
+      await insertFile(trx, options.userId, { id, knowledge_base_id: options.knowledgeBaseId, file_name: name, file_type: type, file_size: data.length })
+    }
+    await insertFilePart(trx, options.userId, id, n++, data)
+  }
+  for await (const chunk of clientStream(part.file)) {
+    size += chunk.length
+    text.push(chunk)
+    pending.push(chunk)
+    pendingBytes += chunk.length
+    while (pendingBytes >= PART_BYTES) await flush()
+  }
+  // Over the limit the parser cuts the file short without an error: this is where that is noticed.
+  if (part.file.truncated) {
+    throw new HttpError(413, 'file_too_large', `${name} is larger than ${options.maxFileBytes / 1024 / 1024} MB, the most a file may have`)
+  }
+  if (size === 0) throw badRequest(`${name} is empty`, 'empty_file')
+  if (pendingBytes > 0) await flush()
+  if (type !== 'pdf' && type !== 'docx' && !text.isText) throw unsupported(`${name} holds binary data of an unknown type`)
+  await setFileSize(trx, id, size)
+  return { id, file_name: name, file_type: type!, file_size: size }
+}
+
+/** Watches a stream for the control bytes that text never contains (tab, line breaks and form feed aside). */
+class TextCheck {
+  isText = true
+
+  push (chunk: Buffer): void {
+    if (!this.isText) return
+    for (const byte of chunk) {
+      if (byte < 0x09 || (byte > 0x0d && byte < 0x20) || byte === 0x7f) {
+        this.isText = false
+        return
+      }
+    }
+  }
+}
+
+const TEXT_EXTENSIONS: Record<string, KnowledgeFileType> = {
+  txt: 'txt', text: 'txt', md: 'markdown', markdown: 'markdown', csv: 'csv', html: 'html', htm: 'html', xhtml: 'html'
+}
+const TEXT_MEDIA_TYPES: Record<string, KnowledgeFileType> = {
+  'text/plain': 'txt', 'text/markdown': 'markdown', 'text/x-markdown': 'markdown', 'text/csv': 'csv', 'text/html': 'html', 'application/xhtml+xml': 'html'
+}
+
+/**
+ * The type by content: PDF and DOCX by their signature, anything else with a signature is refused,
+ * and content without one is text (checked to the end as it streams) whose name or media type says
+ * which kind. A name that claims PDF or DOCX for content that is not one is refused.
+ */
+export async function detectType (head: Buffer, name: string, mediaType: string): Promise<KnowledgeFileType> {
+  const detected = await fileTypeFromBuffer(head)
+  const extension = /\.([^.]+)$/.exec(name)?.[1].toLowerCase() ?? ''
+  if (detected?.ext === 'pdf') return 'pdf'
+  if (detected?.ext === 'docx') return 'docx'
+  // XHTML starts with an XML declaration; it is text like any other HTML.
+  if (detected !== undefined && detected.ext !== 'xml') throw unsupported(`${name} is ${detected.mime}`)
+  if (extension === 'pdf' || extension === 'docx') throw unsupported(`${name} is not a ${extension.toUpperCase()} document by its content`)
+  if (TEXT_EXTENSIONS[extension] !== undefined) return TEXT_EXTENSIONS[extension]
+  if (extension !== '') throw unsupported(`.${extension} files are not supported`)
+  const byMediaType = TEXT_MEDIA_TYPES[mediaType.split(';')[0].trim().toLowerCase()]
+  if (byMediaType !== undefined) return byMediaType
+  return /^\s*(<!doctype html|<html)/i.test(head.subarray(0, 1024).toString('latin1')) ? 'html' : 'txt'
+}
