@@ -100,7 +100,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
-      await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent })
+      await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer })
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     await app.register(webCallRoutes, { db: deps.db })

@@ -44,6 +44,8 @@ export interface Config {
   prices: Prices
   delivery: DeliveryConfig
   knowledgeBases: KnowledgeBaseLimits
+  /** Where people reach this server: links in e-mails (the delivery log) start with it. */
+  publicBaseUrl: string
 }
 
 export interface DeliveryConfig {
@@ -223,6 +225,8 @@ export function loadConfig (env: Env = process.env): Config {
     simulatorCallSeconds: int(env, 'SIMULATOR_CALL_SECONDS', 5, 0, 3600),
     callTimeScale: positive(env, 'CALL_TIME_SCALE', 1, 1),
     analyser: analyser(env),
+    publicBaseUrl: (endpoint(env, 'PUBLIC_BASE_URL', ['https:', 'http:'], 'https://switchboard.example.com') ??
+      `http://${['0.0.0.0', '::', '127.0.0.1'].includes(str(env, 'HOST', '127.0.0.1')) ? 'localhost' : str(env, 'HOST', '127.0.0.1')}:${int(env, 'PORT', 3000, 0, 65535)}`).replace(/\/+$/, ''),
     delivery: Object.freeze({
       timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
       timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),

@@ -8,6 +8,7 @@ import { createBoss } from './jobs/boss.ts'
 import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
 import { createLogger } from './logger.ts'
+import { createMailer } from './mail/mailer.ts'
 import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
 import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
@@ -48,9 +49,11 @@ async function main (): Promise<void> {
   await boss.start()
   await createQueues(boss, config)
   const agent = deliveryAgent(config.delivery)
+  // The workers' own mailer (failure e-mails); the API's is made with the app.
+  const mailer = createMailer(db, config, log)
   if (config.role !== 'api') {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
-    await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
+    await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer })
     await registerHousekeeping(boss, { db, config, log })
     await registerKnowledgeWorkers(boss, { db, log })
   }
@@ -73,6 +76,7 @@ async function main (): Promise<void> {
     await app.close()
     await boss.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
     await agent.close()
+    mailer.close()
     await pool.end()
     await embedded?.stop()
     log.info('stopped')

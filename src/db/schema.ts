@@ -321,6 +321,24 @@ export interface WebhookDeliveriesTable {
   updated_at: UpdatedAt
 }
 
+export interface WebhookSecretsTable {
+  id: string
+  user_id: string
+  secret: string
+  created_at: CreatedAt
+  expires_at: Date | null
+}
+
+export interface DeliveryNotificationsTable {
+  id: string
+  user_id: string
+  source_key: string
+  delivery_row_id: string
+  final: boolean
+  email_id: string
+  sent_at: CreatedAt
+}
+
 export interface IdempotencyKeysTable {
   user_id: string
   key: string
@@ -410,6 +428,8 @@ export interface Database {
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable
   webhook_deliveries: WebhookDeliveriesTable
+  webhook_secrets: WebhookSecretsTable
+  delivery_notifications: DeliveryNotificationsTable
   knowledge_bases: KnowledgeBasesTable
   knowledge_base_files: KnowledgeBaseFilesTable
   knowledge_base_file_parts: KnowledgeBaseFilePartsTable

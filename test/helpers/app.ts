@@ -6,6 +6,7 @@ import { loadConfig, type Config } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
+import { createMailer } from '../../src/mail/mailer.ts'
 import { registerKnowledgeWorkers } from '../../src/modules/knowledge-bases/workers.ts'
 import { createAnalyser, type Analyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
@@ -41,9 +42,10 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   await createQueues(boss, config)
   const log = createLogger(config)
   const agent = deliveryAgent(config.delivery)
+  const workerMailer = deps.mailer ?? createMailer(db, config, log)
   if (workers) {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
-    await registerDeliveryWorkers(boss, { db, boss, config, log, agent })
+    await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer: workerMailer })
     await registerKnowledgeWorkers(boss, { db, log })
   }
   const app = await buildApp(config, { ...deps, db, boss, logger: log })
@@ -51,6 +53,7 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
     await app.close()
     await boss.stop({ graceful: false })
     await agent.close()
+    workerMailer.close()
     await pool.end()
   })
   return { app, db, boss, config, url }

@@ -2,6 +2,7 @@ import { PgBoss } from 'pg-boss'
 import t, { type Test } from 'tap'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
+import { createMailer } from '../../src/mail/mailer.ts'
 import { enqueuePostCall, purgeExpired, registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
 import { deliveryAgent, isPrivateAddress } from '../../src/modules/deliveries/network.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
@@ -319,7 +320,7 @@ t.test('two workers on one database make each attempt once and share the load; d
     const worker = { boss, connections: 0 }
     agentPool.on('connect', () => { worker.connections++ })
     const log = createLogger(ctx.config)
-    await registerDeliveryWorkers(boss, { db: ctx.db, boss, config: { ...ctx.config, delivery: { ...ctx.config.delivery, concurrency: 4 } }, log, agent: agentPool })
+    await registerDeliveryWorkers(boss, { db: ctx.db, boss, config: { ...ctx.config, delivery: { ...ctx.config.delivery, concurrency: 4 } }, log, agent: agentPool, mailer: createMailer(ctx.db, ctx.config, log) })
     boss.on('error', () => {})
     workers.push(worker)
     t.teardown(async () => { await boss.stop({ graceful: false }); await agentPool.close() })

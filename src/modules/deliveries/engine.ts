@@ -4,6 +4,7 @@ import { sql, type Selectable, type Transaction } from 'kysely'
 import type { Logger } from 'pino'
 import type { Agent } from 'undici'
 import type { Config } from '../../config.ts'
+import type { Mailer } from '../../mail/mailer.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
@@ -11,7 +12,9 @@ import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES } from '../../jobs/queues.ts'
 import type { CallRow } from '../calls/queries.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
+import { notifyFailure } from './notify.ts'
 import { send, type Outcome } from './send.ts'
+import { signatureHeaders, signingSecrets } from './signing.ts'
 
 // The delivery engine (DESIGN.md "Post-call delivery", the specification's Events section): one row per
 // source and call, one pg-boss job per scheduled attempt. Each attempt is logged, and the next one sent, in
@@ -25,7 +28,7 @@ export const DEFAULT_SCHEDULE = [60, 300, 1800, 7200, 21_600, 86_400, 172_800]
 
 export const USER_AGENT = 'SERVICE-Webhooks/1.0'
 
-export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logger, agent: Agent }
+export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logger, agent: Agent, mailer: Mailer }
 
 interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
 
@@ -98,17 +101,21 @@ function sendable (db: DB) {
   return db.selectFrom('webhook_deliveries').select(SENDABLE).select(sql<string | null>`body::text`.as('body_text'))
 }
 
-/** The request of an attempt: the frozen method, URL and body, the action's headers as they are now. */
-function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, attempt: number) {
+/**
+ * The request of an attempt: the frozen method, URL and body, the action's headers as they are now, and the
+ * Standard Webhooks signature with the account's secrets.
+ */
+function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, secrets: string[], attempt: number) {
   const custom = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
+  const hasBody = row.body_text !== null && !['GET', 'DELETE'].includes(row.method)
   const all: Record<string, string> = {
     ...custom,
+    ...signatureHeaders(secrets, row.delivery_id, hasBody ? row.body_text! : ''),
     'user-agent': USER_AGENT,
     'x-service-delivery-id': row.delivery_id,
     'x-service-attempt': String(attempt),
     'x-correlation-id': row.correlation_id
   }
-  const hasBody = row.body_text !== null && !['GET', 'DELETE'].includes(row.method)
   if (hasBody) all['content-type'] = 'application/json; charset=utf-8'
   return { method: row.method, url: row.url!, headers: all, body: hasBody ? row.body_text! : undefined }
 }
@@ -139,16 +146,17 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
   const rows = jobs.length === 0 ? [] : await sendable(deps.db).where('id', 'in', jobs.map((j) => j.id)).execute()
   const byId = new Map(rows.map((r) => [r.id, r]))
   const headers = await actionHeaders(deps.db, rows)
+  const secrets = await signingSecrets(deps.db, rows.map((r) => r.user_id))
   const results = new Map<AttemptJob, Error | undefined>()
-  const finished: Array<{ job: AttemptJob, status: 'delivered' | 'failed', entry: Omit<DeliveryAttempt, 'n'> }> = []
+  const finished: Array<{ job: AttemptJob, row: SendableRow, outcome: Outcome, status: 'delivered' | 'failed', entry: Omit<DeliveryAttempt, 'n'> }> = []
   await Promise.all(jobs.map(async (job) => {
     try {
       const row = byId.get(job.id)
       results.set(job, undefined)
       if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
-      const outcome = await send(deps.agent, outgoing(row, headers, row.attempts_made + 1), deps.config.delivery.timeoutMs)
+      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs)
       if (outcome.ok || job.n >= row.attempts_max) {
-        finished.push({ job, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
+        finished.push({ job, row, outcome, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
       } else {
         await scheduleRetry(deps, job, row, outcome)
       }
@@ -159,14 +167,19 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
   if (finished.length > 0) {
     // Deliveries that are done are logged in one statement for the whole batch.
     try {
-      await sql`
+      const { rows: logged } = await sql<{ id: string }>`
         UPDATE webhook_deliveries d SET
           status = v.status, scheduled_made = v.n, attempts_made = d.attempts_made + 1,
           attempts = d.attempts || jsonb_build_array(jsonb_build_object('n', d.attempts_made + 1) || v.entry),
           next_attempt_at = NULL, delivered_at = CASE WHEN v.status = 'delivered' THEN now() END, updated_at = now()
         FROM unnest(${finished.map((f) => f.job.id)}::text[], ${finished.map((f) => f.job.n)}::int[],
           ${finished.map((f) => f.status)}::text[], ${finished.map((f) => JSON.stringify(f.entry))}::jsonb[]) AS v (id, n, status, entry)
-        WHERE d.id = v.id AND d.status = 'pending' AND d.scheduled_made = v.n - 1`.execute(deps.db)
+        WHERE d.id = v.id AND d.status = 'pending' AND d.scheduled_made = v.n - 1
+        RETURNING d.id`.execute(deps.db)
+      const applied = new Set(logged.map((r) => r.id))
+      for (const f of finished) {
+        if (f.status === 'failed' && applied.has(f.row.id)) await notifyFailure(deps, { row: f.row, n: f.job.n, outcome: f.outcome, next: null })
+      }
     } catch (err) {
       for (const f of finished) results.set(f.job, err as Error)
     }
@@ -177,16 +190,18 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
 /** Logs a failed attempt and sends the job of the next one, at its time, in one transaction. */
 async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: SendableRow, outcome: Outcome): Promise<void> {
   const next = new Date(Date.now() + row.schedule[job.n - 1] * 1000 * deps.config.delivery.timeScale)
-  await deps.db.transaction().execute(async (trx) => {
-    const logged = await trx.updateTable('webhook_deliveries').set({
+  const logged = await deps.db.transaction().execute(async (trx) => {
+    const updated = await trx.updateTable('webhook_deliveries').set({
       scheduled_made: job.n,
       attempts_made: sql<number>`attempts_made + 1`,
       attempts: appendAttempt(logEntry(outcome, false)),
       next_attempt_at: next,
       updated_at: new Date()
     }).where('id', '=', row.id).where('status', '=', 'pending').where('scheduled_made', '=', job.n - 1).returning('id').executeTakeFirst()
-    if (logged !== undefined) await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { db: fromKysely(trx), startAfter: next })
+    if (updated !== undefined) await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { db: fromKysely(trx), startAfter: next })
+    return updated !== undefined
   })
+  if (logged) await notifyFailure(deps, { row, n: job.n, outcome, next })
 }
 
 /**
@@ -197,7 +212,8 @@ export async function resend (deps: DeliveryDeps, userId: string, id: string): P
   const row = await sendable(deps.db).where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
-  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), row.attempts_made + 1), deps.config.delivery.timeoutMs)
+  const secrets = await signingSecrets(deps.db, [row.user_id])
+  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs)
   const updated = await deps.db.updateTable('webhook_deliveries').set({
     attempts_made: sql<number>`attempts_made + 1`,
     attempts: appendAttempt(logEntry(outcome, true)),

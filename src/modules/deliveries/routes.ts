@@ -9,6 +9,7 @@ import type { CallRow } from '../calls/queries.ts'
 import { resend, USER_AGENT, type DeliveryDeps, type DeliveryRow } from './engine.ts'
 import { actionRequest, callVariables, renderHeaders, type ApiCallSettings } from './render.ts'
 import { send } from './send.ts'
+import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signatureHeaders, signingSecrets } from './signing.ts'
 
 const TAGS = ['webhook deliveries']
 
@@ -194,6 +195,38 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     return { outcome, delivery: await toDetail(deps, row) }
   })
 
+  const Secret = Type.Object({
+    secret: Type.String({ description: 'whsec_ and the base64 key: give it to your receiver to verify webhook-signature' }),
+    created_at: Type.Integer({ description: 'epoch ms' }),
+    previous_expires_at: Type.Optional(Type.Integer({ description: 'epoch ms: the previous secret signs too until then' }))
+  })
+
+  app.get('/webhook-secret', {
+    schema: {
+      tags: TAGS,
+      summary: 'The secret that signs the account\'s deliveries',
+      description: 'Every delivery carries Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) signed with it.',
+      response: { 200: Secret, ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request) => {
+    const current = await currentSecret(db, request.userId)
+    const previous = await db.selectFrom('webhook_secrets').select('expires_at').where('user_id', '=', request.userId)
+      .where('expires_at', '>', new Date()).orderBy('expires_at', 'desc').executeTakeFirst()
+    return { secret: current.secret, created_at: current.created_at.getTime(), ...(previous?.expires_at == null ? {} : { previous_expires_at: previous.expires_at.getTime() }) }
+  })
+
+  app.post('/webhook-secret/rotate', {
+    schema: {
+      tags: TAGS,
+      summary: 'Replace the signing secret',
+      description: `Answers the new secret. For ${ROTATION_OVERLAP_HOURS} hours requests carry a signature with the new and one with the previous secret, so receivers can switch without losing a request.`,
+      response: { 200: Secret, ...errors(...AUTH_ERRORS) }
+    }
+  }, async (request) => {
+    const rotated = await rotateSecret(db, request.userId)
+    return { secret: rotated.secret, created_at: rotated.created_at.getTime(), previous_expires_at: rotated.previous_expires_at.getTime() }
+  })
+
   app.post('/agent/:id/actions/:agentActionId/test', {
     schema: {
       tags: ['agent actions'],
@@ -212,15 +245,19 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     const settings = action.settings as unknown as ApiCallSettings
     const variables = callVariables(call)
     const shaped = actionRequest(settings, call, variables)
+    const deliveryId = randomUUID()
+    const body = shaped.body === null ? undefined : JSON.stringify(shaped.body)
+    const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
     const headers: Record<string, string> = {
       ...renderHeaders(settings.headers, variables),
+      ...signatureHeaders(secrets, deliveryId, body ?? ''),
       'user-agent': USER_AGENT,
-      'x-service-delivery-id': randomUUID(),
+      'x-service-delivery-id': deliveryId,
       'x-service-attempt': '1',
       'x-correlation-id': randomUUID()
     }
     if (shaped.body !== null) headers['content-type'] = 'application/json; charset=utf-8'
-    const outcome = await send(deps.agent, { method: shaped.method, url: shaped.url, headers, body: shaped.body === null ? undefined : JSON.stringify(shaped.body) }, deps.config.delivery.timeoutMs)
+    const outcome = await send(deps.agent, { method: shaped.method, url: shaped.url, headers, body }, deps.config.delivery.timeoutMs)
     return { outcome, request: { method: shaped.method, url: shaped.url } }
   })
 }

@@ -1,0 +1,146 @@
+import { sql } from 'kysely'
+import type { Logger } from 'pino'
+import type { Config } from '../../config.ts'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import type { Mailer } from '../../mail/mailer.ts'
+import type { Outcome } from './send.ts'
+
+// Failure e-mails of the specification's Events section: per the action's `notify` setting (an agent
+// webhook: after the last attempt), to its `notify_email` or the account owner, in the owner's language,
+// at most 10 an hour and 30 a day per source. The last one before a pause says until when it lasts.
+
+export const LIMITS = [{ max: 10, windowMs: 3_600_000 }, { max: 30, windowMs: 86_400_000 }]
+
+export interface FailedAttempt {
+  row: { id: string, user_id: string, agent_id: string, action_id: string | null, name: string, url: string | null, attempts_max: number }
+  /** The scheduled attempt that failed, from 1. */
+  n: number
+  outcome: Outcome
+  /** When the next attempt is due; null after the last one. */
+  next: Date | null
+}
+
+export interface NotifyDeps { db: DB, mailer: Mailer, config: Pick<Config, 'publicBaseUrl' | 'delivery'>, log: Logger }
+
+interface Texts {
+  subject: (f: Facts) => string
+  body: (f: Facts) => string[]
+  timeout: (seconds: number) => string
+  pause: (name: string, until: string) => string
+}
+
+interface Facts { name: string, agent: string, host: string, answer: string, n: number, max: number, next: string | null, keptUntil: string, log: string, resend: string }
+
+const day = (date: Date) => date.toISOString().slice(0, 10)
+const time = (date: Date) => `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`
+
+const TEXTS: Record<'en' | 'de', Texts> = {
+  en: {
+    subject: (f) => f.next === null ? `Not delivered: "${f.name}" to ${f.host}` : `Delivery failed, retrying: "${f.name}" to ${f.host} (attempt ${f.n} of ${f.max})`,
+    body: (f) => [
+      `The post-call delivery "${f.name}" of the agent "${f.agent}" to ${f.host} failed.`,
+      '',
+      `The receiver's answer: ${f.answer}`,
+      `Attempt ${f.n} of ${f.max}.${f.next === null ? ' This was the last attempt.' : ` The next attempt is due at ${f.next}.`}`,
+      ...(f.next === null ? ['', `The request is kept until ${f.keptUntil} and can be sent again until then:`, `  POST ${f.resend}`] : []),
+      '',
+      `Delivery log: ${f.log}`
+    ],
+    timeout: (seconds) => `no answer within ${seconds} s (time-out)`,
+    pause: (name, until) => `This is the last failure e-mail for "${name}" until ${until}; failures are still logged meanwhile.`
+  },
+  de: {
+    subject: (f) => f.next === null ? `Nicht zugestellt: „${f.name}“ an ${f.host}` : `Zustellung fehlgeschlagen, neuer Versuch folgt: „${f.name}“ an ${f.host} (Versuch ${f.n} von ${f.max})`,
+    body: (f) => [
+      `Die Zustellung „${f.name}“ nach dem Anruf des Agenten „${f.agent}“ an ${f.host} ist fehlgeschlagen.`,
+      '',
+      `Antwort des Empfängers: ${f.answer}`,
+      `Versuch ${f.n} von ${f.max}.${f.next === null ? ' Das war der letzte Versuch.' : ` Der nächste Versuch folgt um ${f.next}.`}`,
+      ...(f.next === null ? ['', `Die Anfrage wird bis ${f.keptUntil} aufbewahrt und kann bis dahin erneut gesendet werden:`, `  POST ${f.resend}`] : []),
+      '',
+      `Zustellprotokoll: ${f.log}`
+    ],
+    timeout: (seconds) => `keine Antwort innerhalb von ${seconds} s (Zeitüberschreitung)`,
+    pause: (name, until) => `Dies ist die letzte Fehler-E-Mail für „${name}“ bis ${until}; Fehler werden weiterhin protokolliert.`
+  }
+}
+
+function answerOf (outcome: Outcome, texts: Texts, timeoutMs: number): string {
+  if (outcome.status_code !== undefined) return `HTTP ${outcome.status_code}${outcome.error === undefined ? '' : ` (${outcome.error})`}`
+  if (outcome.error?.startsWith('timed out') === true) return texts.timeout(timeoutMs / 1000)
+  return outcome.error ?? 'unknown error'
+}
+
+/**
+ * Sends the failure e-mail a failed scheduled attempt calls for, if any. Never throws: a notice that cannot
+ * be sent is logged, and the delivery goes on.
+ */
+export async function notifyFailure (deps: NotifyDeps, failed: FailedAttempt): Promise<void> {
+  try {
+    await notify(deps, failed)
+  } catch (err) {
+    deps.log.error({ err, deliveryRowId: failed.row.id }, 'failure e-mail could not be prepared')
+  }
+}
+
+async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttempt): Promise<void> {
+  const { db } = deps
+  const action = row.action_id === null ? undefined : await db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
+  const settings = (action?.settings ?? {}) as { notify?: string, notify_email?: string | null }
+  const setting = settings.notify ?? 'last_attempt'
+  if (setting === 'never' || (setting === 'last_attempt' && next !== null)) return
+
+  const owner = await db.selectFrom('users').select(['email', 'language']).where('id', '=', row.user_id).executeTakeFirstOrThrow()
+  const agent = await db.selectFrom('agents').select('agent_name').where('id', '=', row.agent_id).executeTakeFirst()
+  const sourceKey = row.action_id ?? `agent:${row.agent_id}`
+
+  // Counting and recording under a lock per source, so that concurrent failures cannot exceed the limits.
+  const claim = await db.transaction().execute(async (trx) => {
+    await sql`SELECT pg_advisory_xact_lock(hashtext(${sourceKey}))`.execute(trx)
+    let pauseUntil: Date | undefined
+    for (const limit of LIMITS) {
+      const since = new Date(Date.now() - limit.windowMs)
+      const sent = await trx.selectFrom('delivery_notifications').select(['sent_at']).where('source_key', '=', sourceKey)
+        .where('sent_at', '>', since).orderBy('sent_at').execute()
+      if (sent.length >= limit.max) return undefined
+      // This one fills the window: no more until its oldest notice leaves it.
+      if (sent.length === limit.max - 1) {
+        const until = new Date((sent[0]?.sent_at.getTime() ?? Date.now()) + limit.windowMs)
+        if (pauseUntil === undefined || until > pauseUntil) pauseUntil = until
+      }
+    }
+    const id = newId()
+    await trx.insertInto('delivery_notifications').values({ id, user_id: row.user_id, source_key: sourceKey, delivery_row_id: row.id, final: next === null, email_id: '' }).execute()
+    return { id, pauseUntil }
+  })
+  if (claim === undefined) {
+    deps.log.info({ deliveryRowId: row.id, sourceKey }, 'failure e-mail held back: the source reached its notification limit')
+    return
+  }
+
+  const texts = owner.language.toLowerCase().startsWith('de') ? TEXTS.de : TEXTS.en
+  const log = `${deps.config.publicBaseUrl}/v1/webhook-deliveries/${row.id}`
+  const facts: Facts = {
+    name: row.name,
+    agent: agent?.agent_name ?? row.agent_id,
+    host: row.url === null ? 'the receiver' : new URL(row.url).host,
+    answer: answerOf(outcome, texts, deps.config.delivery.timeoutMs),
+    n,
+    max: row.attempts_max,
+    next: next === null ? null : time(next),
+    keptUntil: day(new Date(Date.now() + deps.config.delivery.retentionDays * 86_400_000)),
+    log,
+    resend: `${log}/resend`
+  }
+  const lines = texts.body(facts)
+  if (claim.pauseUntil !== undefined) lines.push('', texts.pause(row.name, time(claim.pauseUntil)))
+  const mail = await deps.mailer.sendMail({
+    userId: row.user_id,
+    kind: 'delivery_failure',
+    to: settings.notify_email ?? owner.email,
+    subject: texts.subject(facts),
+    text: lines.join('\n')
+  })
+  await db.updateTable('delivery_notifications').set({ email_id: mail.id }).where('id', '=', claim.id).execute()
+}

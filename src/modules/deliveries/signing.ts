@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto'
+import { sql } from 'kysely'
+import { Webhook } from 'standardwebhooks'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+
+// Every delivery is signed the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature:
+// HMAC-SHA256 over "id.timestamp.body") with a per-account secret. After a rotation the previous secret
+// keeps working for ROTATION_OVERLAP_HOURS: requests carry a signature with each, so a receiver can move
+// to the new secret at its own pace.
+
+export const ROTATION_OVERLAP_HOURS = 24
+
+const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`
+
+/** The account's current secret, made on first use (two first uses at once make one). */
+export async function currentSecret (db: DB, userId: string): Promise<{ secret: string, created_at: Date }> {
+  await db.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
+    .onConflict((oc) => oc.column('user_id').where('expires_at', 'is', null).doNothing()).execute()
+  return await db.selectFrom('webhook_secrets').select(['secret', 'created_at'])
+    .where('user_id', '=', userId).where('expires_at', 'is', null).executeTakeFirstOrThrow()
+}
+
+/** Replaces the current secret; the previous one signs too until the overlap ends. */
+export async function rotateSecret (db: DB, userId: string): Promise<{ secret: string, created_at: Date, previous_expires_at: Date }> {
+  await currentSecret(db, userId)
+  return await db.transaction().execute(async (trx) => {
+    const expires = new Date(Date.now() + ROTATION_OVERLAP_HOURS * 3_600_000)
+    await trx.updateTable('webhook_secrets').set({ expires_at: expires }).where('user_id', '=', userId).where('expires_at', 'is', null).execute()
+    const row = await trx.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
+      .returning(['secret', 'created_at']).executeTakeFirstOrThrow()
+    return { ...row, previous_expires_at: expires }
+  })
+}
+
+/** The secrets that sign an account's requests now, newest first, for several accounts at once. */
+export async function signingSecrets (db: DB, userIds: string[]): Promise<Map<string, string[]>> {
+  const ids = [...new Set(userIds)]
+  if (ids.length === 0) return new Map()
+  const rows = await active(db, ids)
+  const missing = ids.filter((id) => !rows.some((row) => row.user_id === id))
+  if (missing.length > 0) {
+    for (const id of missing) await currentSecret(db, id)
+    rows.push(...await active(db, missing))
+  }
+  const out = new Map<string, string[]>()
+  for (const row of rows) out.set(row.user_id, [...(out.get(row.user_id) ?? []), row.secret])
+  return out
+}
+
+async function active (db: DB, ids: string[]) {
+  return await db.selectFrom('webhook_secrets').select(['user_id', 'secret'])
+    .where('user_id', 'in', ids).where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
+    .orderBy('created_at', 'desc').execute()
+}
+
+/** The three Standard Webhooks headers; the signature header lists one signature per secret. */
+export function signatureHeaders (secrets: string[], id: string, body: string): Record<string, string> {
+  const now = new Date()
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+    'webhook-signature': secrets.map((secret) => new Webhook(secret).sign(id, now, body)).join(' ')
+  }
+}
