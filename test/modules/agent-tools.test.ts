@@ -16,6 +16,7 @@ t.test('every tool type is accepted with valid settings and answered with its de
   await app.inject({ method: 'PUT', url: '/v1/integrations/booking_one', headers: account.headers, payload: { api_key: 'k1' } })
   await app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: 'k2' } })
   const kb = newId()
+  await db.insertInto('knowledge_bases').values({ id: kb, user_id: account.user.id, name: 'Docs', description: 'Product docs', language: 'en', search_config: 'english' }).execute()
   const cases: Record<string, [object, object]> = {
     api_rag: [{ name: 'Search docs', knowledge_base_ids: [kb] }, { name: 'Search docs', knowledge_base_ids: [kb], top_k: 3 }],
     appointment_booking: [{ name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30 }, { name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: null }],
@@ -52,6 +53,7 @@ t.test('tool settings are validated per tool_type', async (t) => {
     [{ tool_type: 'call_forwarding', settings: { name: 'x' } }, 400, /^body\.settings\.phone_number is required/],
     [{ tool_type: 'api_rag', settings: { name: 'x', knowledge_base_ids: [] } }, 400, /^body\.settings\.knowledge_base_ids must NOT have fewer than 1 items/],
     [{ tool_type: 'api_rag', settings: { name: 'x', knowledge_base_ids: ['kb'] } }, 400, /^body\.settings\.knowledge_base_ids\.0 must be a 24-character hexadecimal id/],
+    [{ tool_type: 'api_rag', settings: { name: 'x', knowledge_base_ids: ['65a0f000000000000000bbbb'] } }, 404, /^knowledge base 65a0f000000000000000bbbb \(body\.settings\.knowledge_base_ids\) not found/],
     [{ tool_type: 'appointment_booking', settings: { name: 'x', time_zone: 'Mars/Olympus', duration_minutes: 30 } }, 400, /^body\.settings\.time_zone must be an IANA time zone/],
     [{ tool_type: 'appointment_booking', settings: { name: 'x', time_zone: 'UTC', duration_minutes: 1 } }, 400, /^body\.settings\.duration_minutes must be >= 5/],
     [{ tool_type: 'crm', settings: { name: 'x', operations: ['delete_everything'] } }, 400, /^body\.settings\.operations\.0 /],

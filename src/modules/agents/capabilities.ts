@@ -6,6 +6,7 @@ import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '..
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { isConnected } from '../integrations/queries.ts'
+import { findKnowledgeBase } from '../knowledge-bases/queries.ts'
 import {
   deleteCapability, findAgent, findCapability, insertCapability, listCapabilities, updateCapability,
   type AgentRow, type CapabilityRow, type CapabilityTable
@@ -44,6 +45,13 @@ async function checkToolSettings (db: DB, agent: AgentRow, type: string, setting
   if (type === 'mcp') {
     const problem = headerProblem(settings.headers as Record<string, string>)
     if (problem !== undefined) throw badRequest(problem)
+  }
+  if (type === 'api_rag') {
+    const ids = (settings.knowledge_base_ids as string[]).map((id) => id.toLowerCase())
+    settings.knowledge_base_ids = ids
+    for (const id of ids) {
+      if (await findKnowledgeBase(db, agent.user_id, id) === undefined) throw notFound(`knowledge base ${id} (body.settings.knowledge_base_ids)`)
+    }
   }
   if (type === 'agent_transfer') {
     const target = String(settings.agent_id).toLowerCase()
