@@ -87,7 +87,7 @@ const env = {
   DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
   DELIVERY_TIME_SCALE: '0.001',
   DELIVERY_TIMEOUT_MS: '5000',
-  DELIVERY_CONCURRENCY: process.env.BENCH_CONCURRENCY ?? '100',
+  DELIVERY_CONCURRENCY: process.env.BENCH_CONCURRENCY ?? '400',
   NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? ''
 }
 await createQueues(boss, loadConfig(env))

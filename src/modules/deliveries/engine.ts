@@ -234,7 +234,9 @@ export async function purgeExpired (db: DB, retentionDays: number): Promise<numb
 }
 
 export async function registerDeliveryWorkers (boss: PgBoss, deps: DeliveryDeps): Promise<void> {
-  // Several fetch loops, so that a slow receiver in one batch does not hold up the next batch's fetch.
+  // Four fetch loops, each sending a batch at once. A batch is done when its slowest receiver answers (or
+  // times out), so a larger DELIVERY_CONCURRENCY buys throughput at the price of longer waits behind slow
+  // receivers; measured here: 4 loops beat 8 and 40 (bench:deliveries).
   const loops = Math.min(4, deps.config.delivery.concurrency)
   await boss.work(QUEUES.deliveryAttempt, {
     batchSize: Math.ceil(deps.config.delivery.concurrency / loops),
