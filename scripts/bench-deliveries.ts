@@ -174,7 +174,8 @@ process.stdout.write(table([
   { measure: 'baseline: pg-boss drain jobs/s', value: drainRate }
 ]) + '\n\n')
 const checks = [
-  ['delivery rate ≥ 25% of the pg-boss drain', rate / drainRate >= 0.25],
+  // Under --chaos the rate mostly measures how long killed attempts take to expire: it is not judged.
+  ...(values.chaos ? [] : [['delivery rate ≥ 25% of the pg-boss drain', rate / drainRate >= 0.25] as const]),
   ['first attempt p50 < 20 ms after commit', p50 < 20],
   ['first attempt p99 < 100 ms after commit', p99 < 100],
   ['every delivery reached the receiver, none pending', succeeded.size === COUNT && pending === 0]

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import nodemailer from 'nodemailer'
+import type { Transporter } from 'nodemailer'
 import type { Config } from '../config.ts'
 import type { DB } from '../db/database.ts'
 import { newId } from '../db/ids.ts'
@@ -31,17 +31,21 @@ const SOCKET_TIMEOUT_MS = 30_000
  * self-hoster without SMTP (or with a broken one) can still see what would have gone out.
  */
 export function createMailer (db: DB, config: Pick<Config, 'smtpUrl' | 'mailFrom'>, log: FastifyBaseLogger): Mailer {
-  const transport = config.smtpUrl === undefined
-    ? undefined
-    : nodemailer.createTransport({ url: config.smtpUrl, connectionTimeout: CONNECTION_TIMEOUT_MS, greetingTimeout: CONNECTION_TIMEOUT_MS, socketTimeout: SOCKET_TIMEOUT_MS })
+  // nodemailer is loaded with the first message, so that installations without SMTP never carry it.
+  let transport: Transporter | undefined
+  async function smtp (url: string): Promise<Transporter> {
+    const { default: nodemailer } = await import('nodemailer')
+    transport ??= nodemailer.createTransport({ url, connectionTimeout: CONNECTION_TIMEOUT_MS, greetingTimeout: CONNECTION_TIMEOUT_MS, socketTimeout: SOCKET_TIMEOUT_MS })
+    return transport
+  }
 
   async function sendMail (message: MailMessage) {
     let status: MailStatus = 'recorded'
     let error: string | null = null
     let messageId: string | null = null
-    if (transport !== undefined) {
+    if (config.smtpUrl !== undefined) {
       try {
-        const info = await transport.sendMail({ from: config.mailFrom, to: message.to, subject: message.subject, text: message.text })
+        const info = await (await smtp(config.smtpUrl)).sendMail({ from: config.mailFrom, to: message.to, subject: message.subject, text: message.text })
         status = 'sent'
         messageId = info.messageId
       } catch (err) {

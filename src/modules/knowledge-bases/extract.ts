@@ -1,7 +1,4 @@
 import { parseString } from 'fast-csv'
-import { Parser } from 'htmlparser2'
-import mammoth from 'mammoth'
-import { extractText, getDocumentProxy } from 'unpdf'
 import type { KnowledgeFileType } from '../../db/schema.ts'
 import type { NewPassage } from './queries.ts'
 
@@ -15,7 +12,7 @@ export async function readDocument (type: KnowledgeFileType, content: Buffer): P
   switch (type) {
     case 'pdf': return await readPdf(content)
     case 'docx': return [{ text: await readDocx(content), page: null }]
-    case 'html': return [{ text: readHtml(decodeText(content)), page: null }]
+    case 'html': return [{ text: await readHtml(decodeText(content)), page: null }]
     case 'csv': return [{ text: await readCsv(decodeText(content)), page: null }]
     case 'txt':
     case 'markdown': return [{ text: decodeText(content), page: null }]
@@ -31,7 +28,10 @@ export function decodeText (content: Buffer): string {
   }
 }
 
+// pdf.js, mammoth and htmlparser2 are large: loaded when the first such document is read, so that API processes,
+// which never read one, do not carry them.
 async function readPdf (content: Buffer): Promise<Section[]> {
+  const { extractText, getDocumentProxy } = await import('unpdf')
   let pdf: Awaited<ReturnType<typeof getDocumentProxy>>
   try {
     // Errors only: pdf.js warns on stdout about every repair it makes to a damaged file.
@@ -50,6 +50,7 @@ async function readPdf (content: Buffer): Promise<Section[]> {
 }
 
 async function readDocx (content: Buffer): Promise<string> {
+  const { default: mammoth } = await import('mammoth')
   try {
     return (await mammoth.extractRawText({ buffer: content })).value
   } catch (err) {
@@ -64,7 +65,8 @@ const BLOCKS = new Set(['address', 'article', 'aside', 'blockquote', 'dd', 'div'
   'table', 'tr', 'td', 'th', 'ul', 'title'])
 
 /** The visible text of an HTML page, a blank line between blocks, entities decoded. */
-export function readHtml (html: string): string {
+export async function readHtml (html: string): Promise<string> {
+  const { Parser } = await import('htmlparser2')
   const out: string[] = []
   let skipping = 0
   let inTitle = false
