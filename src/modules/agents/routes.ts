@@ -4,9 +4,8 @@ import type { DB } from '../../db/database.ts'
 import { DateRangeQuery, dateRange } from '../../http/dates.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
-import { requireCustomer } from '../account/customer-queries.ts'
+import { requireOwners } from '../account/owned-records.ts'
 import { voiceExists } from '../account/queries.ts'
-import { requireWorkspace } from '../account/workspace-queries.ts'
 import { dailyCallCounts } from '../calls/queries.ts'
 import { knowledgeBasesOfAgents } from '../knowledge-bases/queries.ts'
 import {
@@ -90,12 +89,6 @@ export async function agentBodies (db: DB, userId: string, rows: AgentRow[]): Pr
 
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
 
-/** A customer or workspace named in the query must be the account's own (404 otherwise). */
-async function checkOwners (db: DB, userId: string, query: { customer_id?: string, workspace_id?: string }): Promise<void> {
-  if (query.customer_id !== undefined) await requireCustomer(db, userId, query.customer_id.toLowerCase())
-  if (query.workspace_id !== undefined) await requireWorkspace(db, userId, query.workspace_id.toLowerCase())
-}
-
 export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
   app.get('/agent/list', {
     schema: {
@@ -105,7 +98,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       response: { 200: Type.Array(Agent), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    await checkOwners(db, request.userId, request.query)
+    await requireOwners(db, request.userId, request.query)
     return await agentBodies(db, request.userId, await listAgents(db, request.userId, request.query))
   })
 
@@ -133,7 +126,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
   }, async (request, reply) => {
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw notFound(`agent template ${request.params.id}`)
-    await checkOwners(db, request.userId, request.query)
+    await requireOwners(db, request.userId, request.query)
     const agent = template.agent as { agent_name: string, call_settings: Record<string, unknown>, data_retrieval: DataRetrievalInput }
     const llm = template.llm as { model: string, begin_message: string, general_prompt: string, temperature: number }
     const row = await db.transaction().execute(async (trx) => {
@@ -170,7 +163,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     }
   }, async (request, reply) => {
     const { body } = request
-    await checkOwners(db, request.userId, request.query)
+    await requireOwners(db, request.userId, request.query)
     await checkReferences(db, request.userId, body)
     const row = await insertAgent(db, request.userId, {
       ...newAgentDefaults(),

@@ -4,15 +4,14 @@ import type { DB } from '../../db/database.ts'
 import { dateRange, optionalDateRange } from '../../http/dates.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
-import { requireCustomer } from '../account/customer-queries.ts'
-import { requireWorkspace } from '../account/workspace-queries.ts'
+import { requireOwners } from '../account/owned-records.ts'
 import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import { startCall, type JobSender } from '../runtime/lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts, type CallFilter
+  dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -28,12 +27,6 @@ export const WEB_CALL_TOKEN_TTL_MS = 5 * 60_000
 
 /** Seconds with millisecond precision. */
 const seconds = (ms: number) => Math.round(ms) / 1000
-
-/** A customer or workspace named in a query must be the account's (404 otherwise). */
-async function checkOwners (db: DB, userId: string, filter: CallFilter): Promise<void> {
-  if (filter.customerId !== undefined) await requireCustomer(db, userId, filter.customerId)
-  if (filter.workspaceId !== undefined) await requireWorkspace(db, userId, filter.workspaceId)
-}
 
 /** The agent that places a call: the account's, and active. */
 async function callingAgent (db: DB, userId: string, agentId: string) {
@@ -76,7 +69,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const { query } = request
     const filter = callFilter(query)
     const range = optionalDateRange(query)
-    await checkOwners(db, request.userId, filter)
+    await requireOwners(db, request.userId, request.query)
     const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
     return reply.type('application/json; charset=utf-8').send(body as never)
   })
@@ -92,7 +85,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await checkOwners(db, request.userId, filter)
+    await requireOwners(db, request.userId, request.query)
     const sums = await generalMetrics(db, request.userId, filter, range)
     return {
       total_calls: sums.calls,
@@ -112,7 +105,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await checkOwners(db, request.userId, filter)
+    await requireOwners(db, request.userId, request.query)
     const rows = await dailyMetrics(db, request.userId, filter, range)
     return rows.map((row) => ({ date: row.date, total_duration: seconds(row.duration_ms), total_calls: row.calls }))
   })
@@ -142,7 +135,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await checkOwners(db, request.userId, filter)
+    await requireOwners(db, request.userId, request.query)
     return await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range) as never
   })
 

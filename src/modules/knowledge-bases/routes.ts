@@ -11,8 +11,7 @@ import { badRequest, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { AUTH_ERRORS, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES } from '../../jobs/queues.ts'
-import { requireCustomer } from '../account/customer-queries.ts'
-import { requireWorkspace } from '../account/workspace-queries.ts'
+import { requireOwners } from '../account/owned-records.ts'
 import { OwnerQuery } from '../agents/schemas.ts'
 import type { JobSender } from '../runtime/lifecycle.ts'
 import { findUser } from '../users/queries.ts'
@@ -113,12 +112,6 @@ export function toKnowledgeBase ({ row, files, agents }: KnowledgeBaseView): Sta
   }
 }
 
-/** A customer or workspace named in the query must be the account's own (404 otherwise). */
-async function checkOwners (db: DB, userId: string, query: OwnerFilter): Promise<void> {
-  if (query.customer_id !== undefined) await requireCustomer(db, userId, query.customer_id.toLowerCase())
-  if (query.workspace_id !== undefined) await requireWorkspace(db, userId, query.workspace_id.toLowerCase())
-}
-
 async function enqueueExtraction (trx: Transaction<Database>, jobs: JobSender, files: ReceivedFile[]): Promise<void> {
   for (const file of files) await jobs.boss.send(QUEUES.extractKnowledgeFile, { fileId: file.id }, { db: fromKysely(trx) })
 }
@@ -136,7 +129,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
   /** Adds the files of the request to a knowledge base, within the per-request and per-knowledge-base limits. */
   async function addFiles (request: FastifyRequest, id: string, fileField: 'file' | 'files', owners: OwnerFilter): Promise<KnowledgeBaseView> {
     const { userId } = request
-    await checkOwners(db, userId, owners)
+    await requireOwners(db, userId, owners)
     const perRequest = fileField === 'file' ? 1 : limits.maxFilesPerUpload
     await db.transaction().execute(async (trx) => {
       const kb = await lockKnowledgeBase(trx, userId, id, owners)
@@ -164,7 +157,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: Type.Array(KnowledgeBase), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    await checkOwners(db, request.userId, request.query)
+    await requireOwners(db, request.userId, request.query)
     const rows = await listKnowledgeBaseRows(db, request.userId, request.query)
     return (await viewKnowledgeBases(db, request.userId, rows)).map(toKnowledgeBase)
   })
@@ -182,7 +175,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
     onError: closeConnection
   }, async (request) => {
     const { userId, query } = request
-    await checkOwners(db, userId, query)
+    await requireOwners(db, userId, query)
     const id = newId()
     await db.transaction().execute(async (trx) => {
       const { fields, files } = await receiveUpload(trx, request, {
