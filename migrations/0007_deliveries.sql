@@ -16,7 +16,8 @@ CREATE TABLE webhook_deliveries (
   status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
   method text NOT NULL,
   url text,
-  body jsonb,
+  -- json, not jsonb: the text is kept as it was made, so every attempt sends (and signs) the same bytes.
+  body json,
   -- Values of the {{variables}}, kept to render the action's headers at each attempt.
   variables jsonb,
   -- Pauses in seconds before each scheduled attempt after the first; attempts_max is its length + 1.
