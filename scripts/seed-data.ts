@@ -54,7 +54,8 @@ export async function seedAccount (db: DB, email: string): Promise<SeedAccount> 
 
 const BATCH = 50_000
 
-// One statement per batch. random() is seeded per batch so that a seed of the same size looks the same.
+// One statement per batch, calls in start order over the last 100 days. random() is seeded per batch so
+// that a seed of the same size looks the same.
 const INSERT_BATCH = `
 WITH agents AS (
   SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS a (id, name, customer_id, workspace_id, n)
@@ -64,7 +65,8 @@ WITH agents AS (
   FROM generate_series($6::int, $7::int) AS i
 ), shaped AS (
   SELECT r.*, a.id AS agent_id, a.name AS agent_name, a.customer_id, a.workspace_id,
-    date_trunc('milliseconds', now() - r.r_time * interval '100 days') AS started,
+    -- Calls arrive over time, so their rows lie in start order as in a real account (a few seconds of jitter).
+    date_trunc('milliseconds', now() - interval '100 days' * (1 - (r.i + r.r_time) / $10::float8)) AS started,
     CASE WHEN r.r_status < 0.80 THEN 'success' WHEN r.r_status < 0.95 THEN 'failed' WHEN r.r_status < 0.99 THEN 'pending' ELSE 'started' END AS status,
     CASE WHEN r.r_type < 0.75 THEN 'phone' ELSE 'web' END AS call_type,
     CASE WHEN r.r_dir < 0.55 THEN 'inbound' ELSE 'outbound' END AS direction,
@@ -115,7 +117,8 @@ SELECT
   CASE WHEN duration IS NULL THEN 0 WHEN r_model < 0.2 THEN 120 + (r_len * 700)::int + (r_len * 200)::int ELSE 80 + (r_len * 700)::int END,
   CASE WHEN status = 'success' AND r_sms < 0.1 THEN 1 ELSE 0 END,
   jsonb_build_object('crm_id', 'C-' || i)
-FROM calls_out`
+FROM calls_out
+ORDER BY i`
 
 /**
  * Adds `count` calls to the account. When the connection may, the rollup trigger is switched off for the
@@ -133,7 +136,7 @@ export async function seedCalls (pool: pg.Pool, account: SeedAccount, count: num
       await client.query('BEGIN')
       await client.query('SELECT setseed($1)', [(from / count) * 0.999])
       await client.query(INSERT_BATCH, [account.userId, agents.map((a) => a.id), agents.map((a) => a.name),
-        agents.map((a) => a.customerId), agents.map((a) => a.workspaceId), from, to, agents.length, salt])
+        agents.map((a) => a.customerId), agents.map((a) => a.workspaceId), from, to, agents.length, salt, count])
       await client.query('COMMIT')
       progress(to + 1, Math.round((to + 1) / ((performance.now() - started) / 1000)))
     }
