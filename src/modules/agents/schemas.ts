@@ -120,7 +120,6 @@ export const AgentUpdate = Type.Object({
   callback_settings: Type.Optional(CallbackSettings)
 })
 
-export type AgentCreateBody = Static<typeof AgentCreate>
 export type AgentUpdateBody = Static<typeof AgentUpdate>
 
 export const Agent = Type.Object({
@@ -197,8 +196,6 @@ export const LlmWrite = Type.Object({
   temperature: Type.Optional(llmFields.temperature),
   max_tokens: Type.Optional(llmFields.max_tokens)
 })
-
-export type LlmWriteBody = Static<typeof LlmWrite>
 
 export const AgentTemplate = Type.Object({
   _id: ObjectId,

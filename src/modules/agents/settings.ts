@@ -1,4 +1,4 @@
-import { Type, type TSchema } from 'typebox'
+import { Type } from 'typebox'
 import { ID_PATTERN } from '../../db/ids.ts'
 import { E164, Email, ObjectId } from '../../http/schemas.ts'
 
@@ -158,5 +158,3 @@ export function unmaskSettings (settings: Settings, stored: Settings | undefined
   }
   return undefined
 }
-
-export type SettingsSchemas = Record<string, TSchema>

@@ -96,10 +96,6 @@ export async function findCallJson (db: DB, userId: string, id: string): Promise
 
 export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
 
-export async function findCall (db: DB, userId: string, id: string): Promise<CallRow | undefined> {
-  return await db.selectFrom('calls').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
-}
-
 export async function insertCall (trx: Transaction<Database>, values: Insertable<CallsTable>): Promise<CallRow> {
   return await trx.insertInto('calls').values(values).returningAll().executeTakeFirstOrThrow()
 }

@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
 import { E164, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
 
@@ -29,8 +29,6 @@ export const ListQuery = Type.Object({
 })
 
 export const MetricsQuery = Type.Object({ ...callFilters, ...DateRangeQuery })
-
-export type CallFilterQuery = Static<typeof MetricsQuery> | Static<typeof ListQuery>
 
 const Sentiment = Type.Object({
   sentiment: Type.String({ description: 'positive, negative or neutral' }),
