@@ -247,6 +247,8 @@ export interface CallsTable {
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null
+  /** The list view as JSON text, set by a trigger (migrations/0010_call_list_json.sql). */
+  list_json: Generated<string>
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

@@ -1,4 +1,6 @@
 import t from 'tap'
+import { sql } from 'kysely'
+import { poolOf } from '../../src/db/database.ts'
 import { newId } from '../../src/db/ids.ts'
 import { expireIdempotencyKeys } from '../../src/modules/calls/idempotency.ts'
 import { createAccount, setup } from '../helpers/app.ts'
@@ -54,6 +56,29 @@ t.test('GET /v1/call/list: every filter alone and combined, day bounds, order, p
   t.same(Object.keys(first).sort(), ['_id', 'agent_id', 'agent_name', 'call_from', 'call_status', 'call_summary', 'call_to', 'call_type',
     'direction', 'disconnection_reason', 'end_timestamp', 'recording_url', 'sentiment', 'start_timestamp', 'task_achieved'])
   t.match(first, { _id: c4, agent_name: 'Two', start_timestamp: Date.parse('2026-04-30T23:59:59.999Z') })
+
+  // The stored list view follows every change of the call (the runtime's and the analysis' updates).
+  await db.updateTable('calls').set({ call_status: 'success', sentiment: 'negative', sentiment_explanation: null, call_summary: 'Called back "later"', end_timestamp: new Date('2026-05-02T00:01:00Z') })
+    .where('id', '=', c3).execute()
+  const [updated] = (await app.inject({ method: 'GET', url: '/v1/call/list?limit=1', headers: account.headers })).json()
+  t.same(updated, {
+    _id: c3,
+    call_type: 'phone',
+    agent_id: a2._id,
+    agent_name: 'Two',
+    call_status: 'success',
+    call_from: '+14155550100',
+    call_to: '+14155550199',
+    direction: 'outbound',
+    start_timestamp: Date.parse('2026-05-02T00:00:00Z'),
+    end_timestamp: Date.parse('2026-05-02T00:01:00Z'),
+    recording_url: null,
+    disconnection_reason: null,
+    sentiment: { sentiment: 'negative', explanation: '' },
+    call_summary: 'Called back "later"',
+    task_achieved: null
+  })
+  t.same(await list('?call_status=started'), [], 'and so does the filter')
 
   for (const [query, message] of [
     ['?direction=sideways', /^query\.direction\.0 /],
@@ -252,6 +277,32 @@ t.test('GET /v1/call/list/export streams one row per call and model, escaped, wi
   t.equal(filtered.body.split('\n').length, 2)
   const empty = await app.inject({ method: 'GET', url: '/v1/call/list/export?date_from=2020-01-01&date_to=2020-01-01', headers: account.headers })
   t.equal(empty.body.split('\n').length, 1, 'only the header row')
+})
+
+t.test('an export the client leaves mid-download gives its database connection back', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const agent = await createAgent(app, account)
+  // Enough bytes (~12 MB) that the server is still reading rows when the client goes; an hour apart, since
+  // one statement adding thousands of calls to one day's rollup row is slow.
+  await sql`INSERT INTO calls (id, user_id, agent_id, agent_name, call_type, direction, call_status, start_timestamp, disconnection_reason)
+    SELECT lpad(to_hex(i), 24, '0'), ${account.user.id}, ${agent._id}, 'Agent', 'phone', 'inbound', 'success',
+      timestamptz '2026-01-01' + i * interval '1 hour', repeat('x', 2000)
+    FROM generate_series(1, 6000) i`.execute(db)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const exportUrl = `${url}/v1/call/list/export?date_from=2026-01-01&date_to=2026-12-31`
+  for (let i = 0; i < 8; i++) { // more than the pool's 5 connections
+    const aborter = new AbortController()
+    const res = await fetch(exportUrl, { headers: account.headers, signal: aborter.signal })
+    t.equal(res.status, 200)
+    await res.body!.getReader().read()
+    aborter.abort()
+  }
+  const pool = poolOf(db)
+  for (let i = 0; pool.totalCount > pool.idleCount && i < 100; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(pool.totalCount - pool.idleCount, 0, 'no connection left checked out')
+  const whole = await (await fetch(exportUrl, { headers: account.headers })).text()
+  t.equal(whole.split('\n').length, 1 + 6000, 'a whole export still works')
 })
 
 t.test('POST /v1/call/make-phone-call and make-web-call', async (t) => {

@@ -1,12 +1,11 @@
-import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { format } from 'fast-csv'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { DB } from '../../db/database.ts'
+import { cursorStream, type DB } from '../../db/database.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
-import { streamCallDetails } from './queries.ts'
+import { callDetailsQuery } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import { MetricsQuery } from './schemas.ts'
 
@@ -18,11 +17,13 @@ export function safeCell (value: string | null | undefined): string {
   return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value
 }
 
-
 const CALL_HEADERS = ['call_id', 'agent_id', 'agent_name', 'call_type', 'direction', 'call_status', 'call_from', 'call_to',
   'start_time', 'end_time', 'duration_seconds', 'disconnection_reason', 'sentiment', 'task_achieved',
   'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits',
   'model', 'input_tokens', 'output_tokens', 'total_tokens']
+
+// Cells holding free text, which safeCell escapes; the others are ids, enums, numbers and times.
+const TEXT_CELLS = ['agent_name', 'call_from', 'call_to', 'disconnection_reason', 'model'].map((name) => CALL_HEADERS.indexOf(name))
 
 const CsvFile = Type.String({ description: 'CSV, UTF-8, with a header row' })
 
@@ -43,17 +44,14 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (ap
     }
   }, async (request, reply) => {
     const range = dateRange(request.query)
-    const rows = streamCallDetails(db, request.userId, callFilter(request.query), range)
+    const query = callDetailsQuery(db, request.userId, callFilter(request.query), range)
+    const rows = cursorStream(db, query, 1000, (row) => {
+      for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
+      return row
+    })
     const csv = format({ headers: CALL_HEADERS })
     // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
-    pipeline(Readable.from((async function * () {
-      for await (const r of rows) {
-        yield [r.id, r.agent_id, safeCell(r.agent_name), r.call_type, r.direction, r.call_status, safeCell(r.call_from), safeCell(r.call_to),
-          r.start_time, r.end_time ?? '', r.duration_seconds ?? '', safeCell(r.disconnection_reason), r.sentiment ?? '', r.task_achieved ?? '',
-          r.phone_call_credits, r.web_call_credits, r.text_message_credits, r.call_forwarding_credits,
-          safeCell(r.model), r.input ?? '', r.output ?? '', r.total ?? '']
-      }
-    })()), csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early'))
+    pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early'))
     attachment(reply, 'call-details', range)
     return reply.send(csv as never)
   })

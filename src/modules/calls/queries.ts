@@ -1,5 +1,5 @@
 import { sql, type Expression, type Insertable, type RawBuilder, type Selectable, type SqlBool, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { queryPrepared, type DB } from '../../db/database.ts'
 import type { CallsTable, Database } from '../../db/schema.ts'
 import type { DateRange } from '../../http/dates.ts'
 
@@ -20,13 +20,22 @@ function oneOf (column: string, values: string[]): RawBuilder<unknown> {
   return values.length === 1 ? sql`${sql.ref(column)} = ${values[0]}` : sql`${sql.ref(column)} = ANY(${values}::text[])`
 }
 
+/**
+ * The same for the enum columns (values checked by the schemas), written as literals: a prepared statement
+ * is then planned for its values, so that `call_status = 'started'` keeps using the partial index.
+ */
+function oneOfEnum (column: string, values: string[]): RawBuilder<unknown> {
+  const literals = [...new Set(values)].sort().map((value) => sql.lit(value))
+  return literals.length === 1 ? sql`${sql.ref(column)} = ${literals[0]}` : sql`${sql.ref(column)} IN (${sql.join(literals)})`
+}
+
 /** Conditions on the filter columns, which `calls` and `call_daily_stats` share. */
 function filterConditions (userId: string, filter: CallFilter): Array<RawBuilder<unknown>> {
   const conditions: Array<RawBuilder<unknown>> = [sql`user_id = ${userId}`]
   if (filter.agentIds !== undefined) conditions.push(oneOf('agent_id', filter.agentIds))
-  if (filter.direction !== undefined) conditions.push(oneOf('direction', filter.direction))
-  if (filter.callStatus !== undefined) conditions.push(oneOf('call_status', filter.callStatus))
-  if (filter.callType !== undefined) conditions.push(oneOf('call_type', filter.callType))
+  if (filter.direction !== undefined) conditions.push(oneOfEnum('direction', filter.direction))
+  if (filter.callStatus !== undefined) conditions.push(oneOfEnum('call_status', filter.callStatus))
+  if (filter.callType !== undefined) conditions.push(oneOfEnum('call_type', filter.callType))
   if (filter.customerId !== undefined) conditions.push(sql`customer_id = ${filter.customerId}`)
   if (filter.workspaceId !== undefined) conditions.push(sql`workspace_id = ${filter.workspaceId}`)
   return conditions
@@ -47,22 +56,11 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
   return and([...filterConditions(userId, filter), sql`day >= ${range.dateFrom}::date`, sql`day <= ${range.dateTo}::date`])
 }
 
-// List and detail answers are built as JSON by PostgreSQL: rows never become JavaScript objects, which
-// more than halves the server's work per listing (see npm run bench:calls). Keys and types match
-// CallListItem and CallDetail in schemas.ts; the tests hold them to it.
-const LIST_COLUMNS = ['id', 'call_type', 'agent_id', 'agent_name', 'call_status', 'call_from', 'call_to', 'direction',
-  'start_timestamp', 'end_timestamp', 'recording_url', 'disconnection_reason', 'sentiment', 'sentiment_explanation',
-  'call_summary', 'task_achieved']
-const ms = (column: string) => sql`(extract(epoch FROM ${sql.ref(column)}) * 1000)::bigint`
-const LIST_PAIRS = sql`
-  '_id', id, 'call_type', call_type, 'agent_id', agent_id, 'agent_name', agent_name, 'call_status', call_status,
-  'call_from', call_from, 'call_to', call_to, 'direction', direction, 'start_timestamp', ${ms('start_timestamp')},
-  'end_timestamp', ${ms('end_timestamp')}, 'recording_url', recording_url, 'disconnection_reason', disconnection_reason,
-  'sentiment', CASE WHEN sentiment IS NULL THEN NULL ELSE json_build_object('sentiment', sentiment, 'explanation', coalesce(sentiment_explanation, '')) END,
-  'call_summary', call_summary, 'task_achieved', task_achieved`
-const LIST_JSON = sql`json_build_object(${LIST_PAIRS})`
-// One json_build_object (not jsonb, which reorders keys) keeps the fields in the documented order.
-const DETAIL_JSON = sql`json_build_object(${LIST_PAIRS},
+// List and detail answers leave PostgreSQL as JSON text and are sent as they are: rows never become
+// JavaScript objects. Each call's list view is stored with it (migrations/0010_call_list_json.sql); the
+// detail view appends its further fields to it. Keys and types match CallListItem and CallDetail in
+// schemas.ts; the tests hold them to it.
+const DETAIL_JSON = sql`left(list_json, -1) || ', ' || substr(json_build_object(
   'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
   'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
     'text_message_credits', text_message_credits, 'call_forwarding_credits', call_forwarding_credits),
@@ -71,27 +69,25 @@ const DETAIL_JSON = sql`json_build_object(${LIST_PAIRS},
       'output', (value ->> 'output')::bigint, 'total', (value ->> 'input')::bigint + (value ->> 'output')::bigint)), '{}')
       FROM jsonb_each(token_usage))),
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
-  'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator')`
+  'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator')::text, 2)`
 
 /** The page of calls as a JSON array text, ready to send. */
 export async function listCallsJson (db: DB, userId: string, filter: CallFilter, options: ListOptions): Promise<string> {
   const order = options.order === 'asc' ? sql`ASC` : sql`DESC`
-  // The page is chosen first and only its rows are turned into JSON.
-  const { rows } = await sql<{ body: string }>`
-    SELECT coalesce(json_agg(${LIST_JSON} ORDER BY start_timestamp ${order}, id ${order}), '[]')::text AS body FROM (
-      SELECT ${sql.join(LIST_COLUMNS.map((c) => sql.ref(c)))} FROM calls
-      WHERE ${callConditions(userId, filter, options)}
-      ORDER BY start_timestamp ${order}, id ${order}
-      LIMIT ${options.limit} OFFSET ${options.skip}
-    ) page`.execute(db)
-  return rows[0].body
+  // LIMIT and OFFSET are literals for the reason enums are (oneOfEnum): a generic plan guesses 10% of the rows.
+  const rows = await queryPrepared<[string]>(db, sql`
+    SELECT list_json FROM calls
+    WHERE ${callConditions(userId, filter, options)}
+    ORDER BY start_timestamp ${order}, id ${order}
+    LIMIT ${sql.lit(options.limit)}${options.skip > 0 ? sql` OFFSET ${sql.lit(options.skip)}` : sql``}`.compile(db))
+  return `[${rows.map((row) => row[0]).join(',')}]`
 }
 
 /** One call's detail view as JSON text, or undefined when the account has no such call. */
 export async function findCallJson (db: DB, userId: string, id: string): Promise<string | undefined> {
-  const { rows } = await sql<{ body: string }>`
-    SELECT ${DETAIL_JSON}::text AS body FROM calls WHERE user_id = ${userId} AND id = ${id.toLowerCase()}`.execute(db)
-  return rows[0]?.body
+  const rows = await queryPrepared<[string]>(db, sql`
+    SELECT ${DETAIL_JSON} FROM calls WHERE user_id = ${userId} AND id = ${id.toLowerCase()}`.compile(db))
+  return rows[0]?.[0]
 }
 
 export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
@@ -193,8 +189,8 @@ export async function agentNames (db: DB, userId: string, agentIds: string[]): P
 
 const ISO = 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'
 
-/** One row per call and model, in start order, read through a cursor so memory stays flat. */
-export function streamCallDetails (db: DB, userId: string, filter: CallFilter, range: DateRange) {
+/** One row per call and model, in start order, every cell as text (the export's columns in order). */
+export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, range: DateRange) {
   return db.selectFrom('calls as c')
     .leftJoinLateral(
       (eb) => eb.selectFrom(sql<{ key: string, value: { input: number, output: number } }>`jsonb_each(c.token_usage)`.as('u'))
@@ -213,5 +209,5 @@ export function streamCallDetails (db: DB, userId: string, filter: CallFilter, r
       sql<string | null>`(t.input + t.output)::text`.as('total')])
     .where(callConditions(userId, filter, range))
     .orderBy('c.start_timestamp').orderBy('c.id').orderBy('t.model')
-    .stream(500)
+    .compile()
 }

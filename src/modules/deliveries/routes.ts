@@ -140,6 +140,7 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     outcome: 'completed',
     analysis_status: 'completed',
     analysis_error: null,
+    list_json: '', // no delivery sends it
     created_at: new Date(now),
     updated_at: new Date(now)
   }
