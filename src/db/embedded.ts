@@ -138,7 +138,8 @@ async function initialise (paths: Layout, bin: Binaries, user: { uid: number, gi
   } finally {
     await rm(pwfile, { force: true })
   }
-  // Loopback TCP only and no Unix socket, so it never meets another PostgreSQL on this machine.
+  // Loopback TCP, and a Unix socket only inside the cluster directory (startCluster): it never meets
+  // another PostgreSQL on this machine.
   const conf = "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\nmax_connections = 200\n"
   await writeFile(path.join(paths.cluster, 'postgresql.conf'), conf, { flag: 'a' })
 }
@@ -146,7 +147,8 @@ async function initialise (paths: Layout, bin: Binaries, user: { uid: number, gi
 async function startCluster (paths: Layout, bin: Binaries, user: { uid: number, gid: number } | undefined): Promise<number> {
   const port = await freePort()
   try {
-    await run(bin.pg_ctl, ['start', '-w', '-t', '60', '-D', paths.cluster, '-l', paths.log, '-o', `-p ${port}`], { ...user })
+    // `-k .`: the socket goes in the server's working directory, the cluster directory.
+    await run(bin.pg_ctl, ['start', '-w', '-t', '60', '-D', paths.cluster, '-l', paths.log, '-o', `-p ${port} -k .`], { ...user })
   } catch (err) {
     throw new Error(`embedded PostgreSQL did not start (${(err as Error).message.split('\n')[0]}); its log says:\n${await tail(paths.log)}`)
   }
@@ -166,6 +168,20 @@ async function ensureDatabase (base: string, database: string): Promise<void> {
   } finally {
     await client.end()
   }
+}
+
+// Longest socket path Linux and macOS take (sockaddr_un.sun_path less its final NUL).
+const SOCKET_PATH_MAX = 103
+
+/**
+ * The Unix socket's directory where there is one, else loopback TCP. The socket spares every query the TCP
+ * stack: +30% list requests/s (docs/calls.md). A cluster started by an older version, or a directory whose
+ * path is too long for a socket, has none.
+ */
+async function host (cluster: string, port: number): Promise<string> {
+  const dir = path.resolve(cluster)
+  const socket = path.join(dir, `.s.PGSQL.${port}`)
+  return Buffer.byteLength(socket) <= SOCKET_PATH_MAX && await exists(socket) ? encodeURIComponent(dir) : '127.0.0.1'
 }
 
 /** Opens (initialising and starting if needed) the PostgreSQL cluster kept in `dataDir/postgres`. */
@@ -204,7 +220,7 @@ export async function openEmbedded (dataDir: string, options: EmbeddedOptions): 
   } else {
     port = current.port
   }
-  const base = `postgres://postgres:${password}@127.0.0.1:${port}`
+  const base = `postgres://postgres:${password}@${await host(paths.cluster, port)}:${port}`
   await ensureDatabase(base, database)
 
   return {
