@@ -12,6 +12,10 @@ import { createLogger } from '../../src/logger.ts'
 
 const ROOT = path.resolve(import.meta.dirname, '../..')
 
+// The V8 flags `npm start` gives the server, so that the benchmarks measure what runs.
+const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
+const START_FLAGS = pkg.scripts.start.split(' ').filter((word) => word.startsWith('--'))
+
 /** The benchmark's database: BENCH_DATABASE_URL, or an embedded one in BENCH_DATA_DIR (default ./data/bench), kept between runs. */
 export async function benchDatabase () {
   const config = loadConfig({ DATABASE_URL: process.env.BENCH_DATABASE_URL, DATA_DIR: process.env.BENCH_DATA_DIR ?? path.join(ROOT, 'data/bench') })
@@ -32,10 +36,11 @@ export async function freePort (): Promise<number> {
 
 export interface Server { url: string, child: ChildProcess, stop: () => Promise<void> }
 
-/** Starts a script (the real server or the baseline) as its own process and waits until it answers. */
+/** Starts a script (the real server, as `npm start` does, or the baseline) as its own process and waits until it answers. */
 export async function startServer (script: string, env: Record<string, string>, readyPath: string): Promise<Server> {
   const port = await freePort()
-  const child = spawn(process.execPath, [path.join(ROOT, script)], {
+  const flags = script === 'src/main.ts' ? START_FLAGS : []
+  const child = spawn(process.execPath, [...flags, path.join(ROOT, script)], {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit']
