@@ -52,10 +52,10 @@ function statementName (text: string): string | undefined {
  * Runs a hot read as a named prepared statement, which PostgreSQL parses and plans once per connection
  * rather than per request (+40% list requests/s, see docs/calls.md). Only for statements that name their
  * columns (a prepared `SELECT *` fails once a migration adds one) and that inline values whose best plan
- * differs (enums, LIMIT), so that a generic plan fits every parameter. Rows come as arrays.
+ * differs (enums, LIMIT), so that a generic plan fits every parameter.
  */
-export async function queryPrepared<R extends unknown[]> (db: DB, query: CompiledQuery): Promise<R[]> {
-  const { rows } = await poolOf(db).query<R>({ name: statementName(query.sql), text: query.sql, values: query.parameters as unknown[], rowMode: 'array' })
+export async function queryPrepared<R extends object> (db: DB, query: CompiledQuery): Promise<R[]> {
+  const { rows } = await poolOf(db).query<R>({ name: statementName(query.sql), text: query.sql, values: query.parameters as unknown[] })
   return rows
 }
 

@@ -197,6 +197,20 @@ t.test('metrics: general, daily, sentiment; kept exact through updates and delet
   }
   const noAgent = await app.inject({ method: 'GET', url: `/v1/call/sentiment-stats?${range}`, headers: account.headers })
   t.match(noAgent.json(), { statusCode: 400, message: /query\.agent_id is required/ })
+
+  // A workspace or customer filter: the account's own without calls answers empty; another's or none is 404.
+  const empty = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Empty' } })).json()._id
+  const theirs = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: other.headers, payload: { workspace_name: 'Theirs' } })).json()._id
+  t.same(await get(`general-metrics?${range}&workspace_id=${empty}`), { total_calls: 0, total_duration: 0, average_duration: 0 })
+  t.same((await get(`daily-metrics?${range}&workspace_id=${empty}`)).map((d: { total_calls: number }) => d.total_calls), [0, 0, 0])
+  t.same((await get(`costs-breakdown?${range}&workspace_id=${empty}`)).breakdown, [])
+  t.same(await get(`list?workspace_id=${empty}`), [])
+  for (const path of ['general-metrics', 'daily-metrics', 'costs-breakdown', 'list']) {
+    for (const owner of [`workspace_id=${theirs}`, `customer_id=${newId()}`]) {
+      const res = await app.inject({ method: 'GET', url: `/v1/call/${path}?${range}&${owner}`, headers: account.headers })
+      t.equal(res.statusCode, 404, `${path}?${owner}`)
+    }
+  }
 })
 
 t.test('costs breakdown by user, agent and workspace, with its CSV export', async (t) => {

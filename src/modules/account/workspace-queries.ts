@@ -129,10 +129,3 @@ export async function acceptInvitation (db: DB, userId: string, workspaceId: str
   if (member === undefined) throw notFound('invitation')
   return member
 }
-
-/** Names of the account's workspaces by id, for reports. */
-export async function workspaceNames (db: DB, userId: string, ids: string[]): Promise<Map<string, string>> {
-  if (ids.length === 0) return new Map()
-  const rows = await db.selectFrom('workspaces').select(['id', 'name']).where('user_id', '=', userId).where('id', 'in', ids).execute()
-  return new Map(rows.map((row) => [row.id, row.name]))
-}

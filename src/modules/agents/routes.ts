@@ -241,9 +241,9 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     }
   }, async (request) => {
     const range = dateRange(request.query)
-    const agent = await findAgent(db, request.userId, request.params.id)
-    if (agent === undefined) throw notFound(`agent ${request.params.id}`)
-    return await dailyCallCounts(db, request.userId, agent.id, range)
+    const counts = await dailyCallCounts(db, request.userId, request.params.id.toLowerCase(), range)
+    if (counts === undefined) throw notFound(`agent ${request.params.id}`)
+    return counts
   })
 }
 

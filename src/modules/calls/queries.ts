@@ -75,19 +75,19 @@ const DETAIL_JSON = sql`left(list_json, -1) || ', ' || substr(json_build_object(
 export async function listCallsJson (db: DB, userId: string, filter: CallFilter, options: ListOptions): Promise<string> {
   const order = options.order === 'asc' ? sql`ASC` : sql`DESC`
   // LIMIT and OFFSET are literals for the reason enums are (oneOfEnum): a generic plan guesses 10% of the rows.
-  const rows = await queryPrepared<[string]>(db, sql`
+  const rows = await queryPrepared<{ list_json: string }>(db, sql`
     SELECT list_json FROM calls
     WHERE ${callConditions(userId, filter, options)}
     ORDER BY start_timestamp ${order}, id ${order}
     LIMIT ${sql.lit(options.limit)}${options.skip > 0 ? sql` OFFSET ${sql.lit(options.skip)}` : sql``}`.compile(db))
-  return `[${rows.map((row) => row[0]).join(',')}]`
+  return `[${rows.map((row) => row.list_json).join(',')}]`
 }
 
 /** One call's detail view as JSON text, or undefined when the account has no such call. */
 export async function findCallJson (db: DB, userId: string, id: string): Promise<string | undefined> {
-  const rows = await queryPrepared<[string]>(db, sql`
-    SELECT ${DETAIL_JSON} FROM calls WHERE user_id = ${userId} AND id = ${id.toLowerCase()}`.compile(db))
-  return rows[0]?.[0]
+  const rows = await queryPrepared<{ detail: string }>(db, sql`
+    SELECT ${DETAIL_JSON} AS detail FROM calls WHERE user_id = ${userId} AND id = ${id.toLowerCase()}`.compile(db))
+  return rows[0]?.detail
 }
 
 export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
@@ -105,15 +105,16 @@ function rollupFor (filter: CallFilter) {
 }
 
 export async function generalMetrics (db: DB, userId: string, filter: CallFilter, range: DateRange) {
-  const { rows } = await sql<{ calls: number, ended_calls: number, duration_ms: number }>`
+  const rows = await queryPrepared<{ calls: number, ended_calls: number, duration_ms: number }>(db, sql`
     SELECT coalesce(sum(calls), 0)::bigint AS calls, coalesce(sum(ended_calls), 0)::bigint AS ended_calls,
       coalesce(sum(duration_ms), 0)::bigint AS duration_ms
-    FROM ${rollupFor(filter)} WHERE ${statsConditions(userId, filter, range)}`.execute(db)
+    FROM ${rollupFor(filter)} WHERE ${statsConditions(userId, filter, range)}`.compile(db))
   return rows[0]
 }
 
-export async function dailyMetrics (db: DB, userId: string, filter: CallFilter, range: DateRange) {
-  const { rows } = await sql<{ date: string, calls: number, duration_ms: number }>`
+/** Sums per UTC day of the range, days without calls included as 0; no days at all if `agentId` is not the account's. */
+export async function dailyMetrics (db: DB, userId: string, filter: CallFilter, range: DateRange, agentId?: string) {
+  return await queryPrepared<{ date: string, calls: number, duration_ms: number }>(db, sql`
     WITH days AS (
       SELECT generate_series(${range.dateFrom}::date, ${range.dateTo}::date, interval '1 day')::date AS day
     ), sums AS (
@@ -123,28 +124,30 @@ export async function dailyMetrics (db: DB, userId: string, filter: CallFilter, 
     )
     SELECT to_char(days.day, 'YYYY-MM-DD') AS date, coalesce(sums.calls, 0)::bigint AS calls, coalesce(sums.duration_ms, 0)::bigint AS duration_ms
     FROM days LEFT JOIN sums USING (day)
-    ORDER BY days.day`.execute(db)
-  return rows
+    ${agentId === undefined ? sql`` : sql`WHERE EXISTS (SELECT 1 FROM agents WHERE user_id = ${userId} AND id = ${agentId})`}
+    ORDER BY days.day`.compile(db))
 }
 
 export async function sentimentCounts (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<Record<string, number>> {
-  const rows = await db.selectFrom('call_daily_stats')
+  const rows = await queryPrepared<{ sentiment: string, calls: number }>(db, db.selectFrom('call_daily_stats')
     .select('sentiment').select(sql<number>`sum(calls)::bigint`.as('calls'))
     .where(statsConditions(userId, filter, range)).where('sentiment', '<>', '')
-    .groupBy('sentiment').execute()
+    .groupBy('sentiment').compile())
   return Object.fromEntries(rows.map((row) => [row.sentiment, row.calls]))
 }
 
-/** Calls per UTC day of the range for one agent, days without calls included as 0. */
-export async function dailyCallCounts (db: DB, userId: string, agentId: string, range: DateRange): Promise<Array<{ date: string, total_calls: number }>> {
-  const rows = await dailyMetrics(db, userId, { agentIds: [agentId] }, range)
-  return rows.map((row) => ({ date: row.date, total_calls: row.calls }))
+/** Calls per UTC day of the range for one of the account's agents (undefined if it is not), days without calls included as 0. */
+export async function dailyCallCounts (db: DB, userId: string, agentId: string, range: DateRange): Promise<Array<{ date: string, total_calls: number }> | undefined> {
+  const rows = await dailyMetrics(db, userId, { agentIds: [agentId] }, range, agentId)
+  return rows.length === 0 ? undefined : rows.map((row) => ({ date: row.date, total_calls: row.calls }))
 }
 
 export type GroupBy = 'user' | 'agent' | 'workspace'
 
 export interface CostRow {
   key: string
+  /** The agent's or workspace's name (the agent's latest call's once it is deleted); null by user. */
+  name: string | null
   calls: number
   duration_ms: number
   phone_call: number
@@ -161,30 +164,28 @@ const GROUP_KEYS: Record<GroupBy, RawBuilder<string>> = {
   workspace: sql<string>`workspace_id`
 }
 
-/** Sums per group key; the most expensive groups first. Workspace key '' means calls of no workspace. */
-export async function costsByGroup (db: DB, userId: string, groupBy: GroupBy, filter: CallFilter, range: DateRange): Promise<CostRow[]> {
-  const { rows } = await sql<CostRow>`
-    SELECT ${GROUP_KEYS[groupBy]} AS key, sum(calls)::bigint AS calls, sum(duration_ms)::bigint AS duration_ms,
-      sum(phone_call_credits)::bigint AS phone_call, sum(web_call_credits)::bigint AS web_call,
-      sum(text_message_credits)::bigint AS text_message, sum(call_forwarding_credits)::bigint AS call_forwarding,
-      sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens
-    FROM call_daily_agent_stats WHERE ${statsConditions(userId, filter, range)}
-    GROUP BY 1
-    HAVING sum(calls) > 0
-    ORDER BY sum(phone_call_credits + web_call_credits + text_message_credits + call_forwarding_credits) DESC, 1`.execute(db)
-  return rows
+function groupName (groupBy: GroupBy, userId: string): RawBuilder<string | null> {
+  if (groupBy === 'agent') {
+    return sql`coalesce((SELECT a.agent_name FROM agents a WHERE a.user_id = ${userId} AND a.id = g.key), (
+      SELECT c.agent_name FROM calls c WHERE c.user_id = ${userId} AND c.agent_id = g.key ORDER BY c.start_timestamp DESC LIMIT 1), '')`
+  }
+  if (groupBy === 'workspace') return sql`(SELECT w.name FROM workspaces w WHERE w.user_id = ${userId} AND w.id = g.key)`
+  return sql`NULL`
 }
 
-/** Current names of agents, or the name their latest call recorded for agents since deleted. */
-export async function agentNames (db: DB, userId: string, agentIds: string[]): Promise<Map<string, string>> {
-  if (agentIds.length === 0) return new Map()
-  const { rows } = await sql<{ id: string, name: string }>`
-    SELECT ids.id, coalesce(a.agent_name, (
-      SELECT c.agent_name FROM calls c WHERE c.user_id = ${userId} AND c.agent_id = ids.id ORDER BY c.start_timestamp DESC LIMIT 1
-    ), '') AS name
-    FROM unnest(${agentIds}::text[]) AS ids (id)
-    LEFT JOIN agents a ON a.id = ids.id AND a.user_id = ${userId}`.execute(db)
-  return new Map(rows.map((row) => [row.id, row.name]))
+/** Sums per group key with its name, in one statement; the most expensive groups first. Workspace key '' means calls of no workspace. */
+export async function costsByGroup (db: DB, userId: string, groupBy: GroupBy, filter: CallFilter, range: DateRange): Promise<CostRow[]> {
+  return await queryPrepared<CostRow>(db, sql`
+    SELECT g.*, ${groupName(groupBy, userId)} AS name FROM (
+      SELECT ${GROUP_KEYS[groupBy]} AS key, sum(calls)::bigint AS calls, sum(duration_ms)::bigint AS duration_ms,
+        sum(phone_call_credits)::bigint AS phone_call, sum(web_call_credits)::bigint AS web_call,
+        sum(text_message_credits)::bigint AS text_message, sum(call_forwarding_credits)::bigint AS call_forwarding,
+        sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens
+      FROM call_daily_agent_stats WHERE ${statsConditions(userId, filter, range)}
+      GROUP BY 1
+      HAVING sum(calls) > 0
+    ) g
+    ORDER BY g.phone_call + g.web_call + g.text_message + g.call_forwarding DESC, g.key`.compile(db))
 }
 
 const ISO = 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'

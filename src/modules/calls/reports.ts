@@ -2,8 +2,7 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { DateRange } from '../../http/dates.ts'
 import { ObjectId } from '../../http/schemas.ts'
-import { workspaceNames } from '../account/workspace-queries.ts'
-import { agentNames, costsByGroup, type CallFilter, type CostRow, type GroupBy } from './queries.ts'
+import { costsByGroup, type CallFilter, type CostRow, type GroupBy } from './queries.ts'
 import { MetricsQuery } from './schemas.ts'
 
 // What the JSON reports and their CSV exports share.
@@ -36,12 +35,9 @@ export const CostsQuery = Type.Object({
 /** Everything the costs breakdown and its export answer, computed once. */
 export async function costsBreakdown (db: DB, userId: string, groupBy: GroupBy, filter: CallFilter, range: DateRange) {
   const rows = await costsByGroup(db, userId, groupBy, filter, range)
-  const names = groupBy === 'agent'
-    ? await agentNames(db, userId, rows.map((r) => r.key))
-    : groupBy === 'workspace' ? await workspaceNames(db, userId, rows.map((r) => r.key).filter((k) => k !== '')) : new Map<string, string>()
   const identity = (row: CostRow) => {
-    if (groupBy === 'agent') return { agent_id: row.key, agent_name: names.get(row.key) ?? '' }
-    if (groupBy === 'workspace') return row.key === '' ? { workspace_id: null, workspace_name: null } : { workspace_id: row.key, workspace_name: names.get(row.key) ?? '' }
+    if (groupBy === 'agent') return { agent_id: row.key, agent_name: row.name ?? '' }
+    if (groupBy === 'workspace') return row.key === '' ? { workspace_id: null, workspace_name: null } : { workspace_id: row.key, workspace_name: row.name ?? '' }
     return { user_id: row.key }
   }
   const breakdown = rows.map((row) => {

@@ -56,6 +56,9 @@ const CostsBreakdown = Type.Object({
   period: Type.Object({ from: Type.Integer({ description: 'epoch ms, start of date_from (UTC)' }), to: Type.Integer({ description: 'epoch ms, last millisecond of date_to (UTC)' }) })
 })
 
+// A customer or workspace filter must name one of the account's (404 otherwise). One that calls name exists
+// (deleting it is refused while they do), so only an empty answer is checked: a query less per request.
+
 export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> = async (app, { db, jobs }) => {
   app.get('/call/list', {
     schema: {
@@ -69,8 +72,8 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const { query } = request
     const filter = callFilter(query)
     const range = optionalDateRange(query)
-    await requireOwners(db, request.userId, request.query)
     const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
+    if (body === '[]') await requireOwners(db, request.userId, query)
     return reply.type('application/json; charset=utf-8').send(body as never)
   })
 
@@ -85,8 +88,8 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await requireOwners(db, request.userId, request.query)
     const sums = await generalMetrics(db, request.userId, filter, range)
+    if (sums.calls === 0) await requireOwners(db, request.userId, request.query)
     return {
       total_calls: sums.calls,
       total_duration: seconds(sums.duration_ms),
@@ -105,8 +108,8 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await requireOwners(db, request.userId, request.query)
     const rows = await dailyMetrics(db, request.userId, filter, range)
+    if (rows.every((row) => row.calls === 0)) await requireOwners(db, request.userId, request.query)
     return rows.map((row) => ({ date: row.date, total_duration: seconds(row.duration_ms), total_calls: row.calls }))
   })
 
@@ -135,8 +138,9 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    await requireOwners(db, request.userId, request.query)
-    return await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range) as never
+    const report = await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range)
+    if (report.breakdown.length === 0) await requireOwners(db, request.userId, request.query)
+    return report as never
   })
 
   app.get('/call/:id', {
