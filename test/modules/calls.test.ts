@@ -96,6 +96,47 @@ t.test('GET /v1/call/list: every filter alone and combined, day bounds, order, p
   t.equal((await app.inject({ method: 'GET', url: `/v1/call/list?customer_id=${newId()}`, headers: account.headers })).statusCode, 404, "a customer not the account's")
 })
 
+t.test('GET /v1/call/list: narrow enum filters (merged index ranges) page exactly like wide ones (one scan)', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const agents = [await createAgent(app, account, { agent_name: 'A' }), await createAgent(app, account, { agent_name: 'B' }), await createAgent(app, account, { agent_name: 'C' })]
+  const directions = ['inbound', 'outbound'] as const
+  const types = ['phone', 'web'] as const
+  const statuses = ['started', 'pending', 'success', 'failed'] as const
+  const calls: Array<{ id: string, agent: string, direction: string, type: string, status: string, start: number }> = []
+  for (let i = 0; i < 120; i++) {
+    // Every kind for every agent, and starts that tie (seconds repeat), where the order falls back to the id.
+    const seed = { direction: directions[i % 2], call_type: types[(i >> 1) % 2], call_status: statuses[(i >> 2) % 4], start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, 0, i % 50)) }
+    const agent = agents[i % 3]
+    const [id] = await insertCalls(db, account.user.id, agent, [seed])
+    calls.push({ id, agent: agent._id, direction: seed.direction, type: seed.call_type, status: seed.call_status, start: seed.start_timestamp.getTime() })
+  }
+  const byStart = (a: typeof calls[0], b: typeof calls[0]) => a.start - b.start || (a.id < b.id ? -1 : 1)
+  const cases: Array<{ agents?: string[], direction?: string[], type?: string[], status?: string[], order?: 'asc', limit: number, skip?: number }> = [
+    { direction: ['inbound'], limit: 100 },
+    { status: ['success', 'failed'], type: ['web'], limit: 7, skip: 3 },
+    { agents: [agents[0]._id, agents[1]._id], direction: ['outbound'], type: ['phone'], limit: 5, order: 'asc' },
+    { agents: [agents[2]._id, agents[2]._id], status: ['pending'], limit: 100 },
+    { agents: agents.map((a) => a._id), direction: ['inbound', 'outbound'], type: ['phone', 'web'], limit: 10, skip: 20 }, // 48 ranges: one scan
+    { agents: [agents[1]._id], direction: ['inbound'], status: ['started', 'pending', 'success', 'failed'], limit: 4, skip: 2, order: 'asc' },
+    { type: ['web'], status: ['failed'], limit: 3, skip: 4 },
+    { agents: [agents[0]._id, agents[2]._id], direction: ['inbound'], status: ['started', 'pending'], limit: 6, skip: 1, order: 'asc' }
+  ]
+  for (const c of cases) {
+    const query = new URLSearchParams({ limit: String(c.limit), skip: String(c.skip ?? 0), sort_order: c.order ?? 'desc' })
+    if (c.agents !== undefined) query.set('agent_ids', c.agents.join(','))
+    if (c.direction !== undefined) query.set('direction', c.direction.join(','))
+    if (c.type !== undefined) query.set('call_type', c.type.join(','))
+    if (c.status !== undefined) query.set('call_status', c.status.join(','))
+    const expected = calls.filter((call) => (c.agents === undefined || c.agents.includes(call.agent)) &&
+      (c.direction === undefined || c.direction.includes(call.direction)) && (c.type === undefined || c.type.includes(call.type)) &&
+      (c.status === undefined || c.status.includes(call.status))).sort(byStart)
+    if (c.order === undefined) expected.reverse()
+    const res = await app.inject({ method: 'GET', url: `/v1/call/list?${query}`, headers: account.headers })
+    t.same(ids(res.json()), expected.slice(c.skip ?? 0, (c.skip ?? 0) + c.limit).map((call) => call.id), query.toString())
+  }
+})
+
 t.test('GET /v1/call/:id answers the detail view; another account\'s call is 404', async (t) => {
   const { app, db } = await setup(t)
   const account = await createAccount(db)
