@@ -1,21 +1,9 @@
-import { execFile } from 'node:child_process'
-import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import { KEY_CACHE_MS } from '../../src/http/auth.ts'
 import { createAccount, setup } from '../helpers/app.ts'
+import { runScript } from '../helpers/scripts.ts'
 
-const CLI = path.resolve(import.meta.dirname, '../../scripts/cli.ts')
-
-async function cli (url: string, ...args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], { env: { ...process.env, DATABASE_URL: url } })
-    return { code: 0, stdout, stderr }
-  } catch (err) {
-    const e = err as { code: number, stdout: string, stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
+const cli = async (url: string, ...args: string[]) => await runScript('cli.ts', url, ...args)
 
 t.test('users and keys are managed from the command line', async (t) => {
   const { app, db, url } = await setup(t)

@@ -1,21 +1,9 @@
-import { execFile } from 'node:child_process'
-import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
+import { runScript } from '../helpers/scripts.ts'
 
-const SEED = path.resolve(import.meta.dirname, '../../scripts/seed.ts')
-
-async function seed (url: string, ...args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [SEED, ...args], { env: { ...process.env, DATABASE_URL: url } })
-    return { code: 0, stdout, stderr }
-  } catch (err) {
-    const e = err as { code: number, stdout: string, stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
+const seed = async (url: string, ...args: string[]) => await runScript('seed.ts', url, ...args)
 
 const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
 
