@@ -246,7 +246,11 @@ t.test('metrics: general, daily, sentiment; kept exact through updates and delet
   t.same((await get(`daily-metrics?${range}&workspace_id=${empty}`)).map((d: { total_calls: number }) => d.total_calls), [0, 0, 0])
   t.same((await get(`costs-breakdown?${range}&workspace_id=${empty}`)).breakdown, [])
   t.same(await get(`list?workspace_id=${empty}`), [])
-  for (const path of ['general-metrics', 'daily-metrics', 'costs-breakdown', 'list']) {
+  for (const path of ['list/export', 'costs-breakdown/export']) {
+    const res = await app.inject({ method: 'GET', url: `/v1/call/${path}?${range}&workspace_id=${empty}`, headers: account.headers })
+    t.equal(res.statusCode, 200, path)
+  }
+  for (const path of ['general-metrics', 'daily-metrics', 'costs-breakdown', 'list', 'list/export', 'costs-breakdown/export']) {
     for (const owner of [`workspace_id=${theirs}`, `customer_id=${newId()}`]) {
       const res = await app.inject({ method: 'GET', url: `/v1/call/${path}?${range}&${owner}`, headers: account.headers })
       t.equal(res.statusCode, 404, `${path}?${owner}`)

@@ -5,6 +5,7 @@ import { Type } from 'typebox'
 import { cursorStream, type DB } from '../../db/database.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
+import { requireOwners } from '../account/owned-records.ts'
 import { callDetailsQuery } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import { MetricsQuery } from './schemas.ts'
@@ -40,10 +41,12 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (ap
       description: 'One row per call and language model with its tokens (a call without usage: one row with an empty model). The list filters apply. Streams from a cursor: any number of rows in flat memory.',
       querystring: MetricsQuery,
       produces: ['text/csv'],
-      response: { 200: CsvFile, ...errors(...AUTH_ERRORS) }
+      response: { 200: CsvFile, ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request, reply) => {
     const range = dateRange(request.query)
+    // Before the first byte: a 404 cannot follow a 200 whose rows are streaming.
+    await requireOwners(db, request.userId, request.query)
     const query = callDetailsQuery(db, request.userId, callFilter(request.query), range)
     const rows = cursorStream(db, query, 1000, (row) => {
       for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
@@ -69,6 +72,7 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (ap
     const range = dateRange(request.query)
     const groupBy = request.query.group_by ?? 'user'
     const { breakdown, totals } = await costsBreakdown(db, request.userId, groupBy, callFilter(request.query), range)
+    if (breakdown.length === 0) await requireOwners(db, request.userId, request.query)
     const keys = groupBy === 'agent' ? ['agent_id', 'agent_name'] : groupBy === 'workspace' ? ['workspace_id', 'workspace_name'] : ['user_id']
     const csv = format({
       headers: [...keys, 'total_calls', 'total_duration_minutes', 'phone_call_credits', 'web_call_credits', 'text_message_credits',
