@@ -15,10 +15,13 @@ export const Email = Type.String({ format: 'email', maxLength: 254, examples: ['
 /** Epoch milliseconds, as every time in the API is given. */
 export const EpochMs = Type.Integer({ description: 'epoch ms' })
 
-/** Listing window. A limit over 1000 is refused rather than silently cut. */
+/**
+ * Listing window. A limit over 1000 is refused rather than silently cut; a skip must stay an exact integer
+ * (`1e21` would reach PostgreSQL as text it cannot read).
+ */
 export const Paging = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
-  skip: Type.Optional(Type.Integer({ minimum: 0, default: 0 }))
+  skip: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 }))
 }
 
 /** A filter that takes several values: `?k=a&k=b` or `?k=a,b` (see validation.ts). */

@@ -41,6 +41,10 @@ t.test('validation errors name the field; bodies are not coerced', async (t) => 
 
   const badLimit = await app.inject({ method: 'GET', url: '/v1/voice/list?limit=1001', headers })
   t.match(badLimit.json(), { statusCode: 400, message: /^query\.limit must be <= 1000/ })
+  for (const url of ['/v1/voice/list?skip=1e21', '/v1/call/list?skip=1e21', '/v1/agent/list?skip=-1']) {
+    t.equal((await app.inject({ method: 'GET', url, headers })).statusCode, 400, url)
+  }
+  t.same((await app.inject({ method: 'GET', url: `/v1/call/list?skip=${Number.MAX_SAFE_INTEGER}`, headers })).json(), [])
 })
 
 t.test('client mistakes are 4xx with the error shape, never 500', async (t) => {
