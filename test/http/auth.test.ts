@@ -1,4 +1,6 @@
 import t from 'tap'
+import type pg from 'pg'
+import { poolOf } from '../../src/db/database.ts'
 import { generateApiKey } from '../../src/modules/users/keys.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
@@ -29,6 +31,36 @@ t.test('x-api-key: missing 401, unknown or malformed 403, revoked 403', async (t
   t.ok(stored.revoked_at instanceof Date, 'revocation time stored')
   t.match(stored.key_hash, /^[0-9a-f]{64}$/, 'only a hash is stored')
   t.notOk(JSON.stringify(stored).includes(headers['x-api-key']), 'the key itself is not stored')
+})
+
+t.test('concurrent requests with a key not seen lately share one lookup', async (t) => {
+  const { app, db } = await setup(t)
+  const { headers } = await createAccount(db)
+  // Counts the key lookups every connection of the pool runs.
+  const pool = poolOf(db)
+  const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>
+  const counted = new WeakSet<pg.PoolClient>()
+  let lookups = 0
+  pool.connect = (async () => {
+    const client = await connect()
+    if (!counted.has(client)) {
+      counted.add(client)
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown
+      client.query = ((...args: unknown[]) => {
+        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text ?? ''
+        if (/from "api_keys" where "key_hash"/.test(text)) lookups++
+        return query(...args)
+      }) as never
+    }
+    return client
+  }) as never
+  const statuses = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject({ method: 'GET', url: '/v1/voice/list', headers })).statusCode))
+  t.same(new Set(statuses), new Set([200]))
+  t.equal(lookups, 1)
+  const unknown = { 'x-api-key': generateApiKey() }
+  const refused = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject({ method: 'GET', url: '/v1/voice/list', headers: unknown })).statusCode))
+  t.same(new Set(refused), new Set([403]))
+  t.equal(lookups, 2)
 })
 
 t.test('a request sees only its own account', async (t) => {
