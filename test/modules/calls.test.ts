@@ -96,7 +96,7 @@ t.test('GET /v1/call/list: every filter alone and combined, day bounds, order, p
   t.equal((await app.inject({ method: 'GET', url: `/v1/call/list?customer_id=${newId()}`, headers: account.headers })).statusCode, 404, "a customer not the account's")
 })
 
-t.test('GET /v1/call/list: narrow enum filters (merged index ranges) page exactly like wide ones (one scan)', async (t) => {
+t.test('GET /v1/call/list: agents and channels (merged index ranges) page exactly like one scan', async (t) => {
   const { app, db } = await setup(t)
   const account = await createAccount(db)
   const agents = [await createAgent(app, account, { agent_name: 'A' }), await createAgent(app, account, { agent_name: 'B' }), await createAgent(app, account, { agent_name: 'C' })]
@@ -117,7 +117,9 @@ t.test('GET /v1/call/list: narrow enum filters (merged index ranges) page exactl
     { status: ['success', 'failed'], type: ['web'], limit: 7, skip: 3 },
     { agents: [agents[0]._id, agents[1]._id], direction: ['outbound'], type: ['phone'], limit: 5, order: 'asc' },
     { agents: [agents[2]._id, agents[2]._id], status: ['pending'], limit: 100 },
-    { agents: agents.map((a) => a._id), direction: ['inbound', 'outbound'], type: ['phone', 'web'], limit: 10, skip: 20 }, // 48 ranges: one scan
+    { agents: agents.map((a) => a._id), direction: ['inbound', 'outbound'], type: ['phone', 'web'], limit: 10, skip: 20 },
+    { agents: [agents[0]._id, agents[1]._id], limit: 15, skip: 30, order: 'asc' },
+    { direction: ['outbound'], type: ['web'], status: ['success', 'started'], limit: 100 },
     { agents: [agents[1]._id], direction: ['inbound'], status: ['started', 'pending', 'success', 'failed'], limit: 4, skip: 2, order: 'asc' },
     { type: ['web'], status: ['failed'], limit: 3, skip: 4 },
     { agents: [agents[0]._id, agents[2]._id], direction: ['inbound'], status: ['started', 'pending'], limit: 6, skip: 1, order: 'asc' }

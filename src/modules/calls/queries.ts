@@ -71,46 +71,58 @@ const DETAIL_JSON = sql`left(list_json, -1) || ', ' || substr(json_build_object(
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
   'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator')::text, 2)`
 
-// The values of the enum filters in the order call_kind() numbers them (migrations/0012_call_kind_indexes.sql),
-// with the share of calls each is assumed to have: most calls end in success, few are still going.
-const DIRECTIONS = { inbound: 0.5, outbound: 0.5 }
-const CALL_TYPES = { phone: 0.5, web: 0.5 }
-const CALL_STATUSES = { started: 0.05, pending: 0.05, success: 0.7, failed: 0.2 }
+// Directions and types in the order call_channel() numbers them (migrations/0012_call_channel_indexes.sql).
+const DIRECTIONS = ['inbound', 'outbound']
+const CALL_TYPES = ['phone', 'web']
+const CALL_STATUSES = ['started', 'pending', 'success', 'failed']
 
-/** The call_kind numbers the enum filters allow and the share of calls they are assumed to hold; undefined without such filters. */
-function callKinds (filter: CallFilter): { kinds: number[], share: number } | undefined {
-  if (filter.direction === undefined && filter.callType === undefined && filter.callStatus === undefined) return undefined
-  const allowed = (values: Record<string, number>, wanted?: string[]) =>
-    Object.entries(values).flatMap(([value, share], i) => wanted === undefined || wanted.includes(value) ? [{ i, share }] : [])
-  const kinds = allowed(DIRECTIONS, filter.direction).flatMap((d) => allowed(CALL_TYPES, filter.callType)
-    .flatMap((t) => allowed(CALL_STATUSES, filter.callStatus).map((s) => ({ kind: d.i * 8 + t.i * 4 + s.i, share: d.share * t.share * s.share }))))
-  return { kinds: kinds.map((k) => k.kind), share: kinds.reduce((sum, k) => sum + k.share, 0) }
+/** The call_channel numbers the direction and type filters allow; undefined when they allow every one. */
+function callChannels (filter: CallFilter): number[] | undefined {
+  const allowed = (values: string[], wanted?: string[]) => values.flatMap((value, i) => wanted === undefined || wanted.includes(value) ? [i] : [])
+  const channels = allowed(DIRECTIONS, filter.direction).flatMap((d) => allowed(CALL_TYPES, filter.callType).map((t) => d * 2 + t))
+  return channels.length === DIRECTIONS.length * CALL_TYPES.length ? undefined : channels
 }
 
-// Merging index ranges costs PostgreSQL about what reading past 180 calls does per range (docs/calls.md):
-// worth it when the filters keep at most a quarter of the calls, for at most this many ranges.
-const MERGE_SHARE = 0.25
+// Bounds the statement; past it, one scan that reads past what the filters drop is the simpler plan.
 const MERGE_MAX = 32
 
+interface MergedRanges { agents: Array<string | undefined>, channels: Array<number | undefined> }
+
 /**
- * The calls of the filter's agents and kinds as one `UNION ALL` of ordered ranges: each agent and kind's
- * calls lie in start order in an index, and PostgreSQL merges the ranges' heads. Written as text so that
- * every range refers to the same parameters (Kysely gives each use its own: 8 ranges took 60 µs to compile
- * and bound 32 values).
+ * The ranges a listing merges, one per agent and channel, or undefined when one index scan does as well: a
+ * single agent's calls have their own index, and a filter by direction or type alone keeps about half of
+ * them.
  */
-function mergedRanges (userId: string, filter: CallFilter, options: ListOptions, kinds: number[], columns: string): CompiledQuery {
+function mergedRangesOf (filter: CallFilter): MergedRanges | undefined {
+  const agents = filter.agentIds === undefined ? [undefined] : [...new Set(filter.agentIds)]
+  const channels = callChannels(filter)
+  const ranges = agents.length * (channels?.length ?? 1)
+  const narrow = channels !== undefined && channels.length <= 1
+  return ranges <= MERGE_MAX && (agents.length >= 2 || narrow) ? { agents, channels: channels ?? [undefined] } : undefined
+}
+
+/**
+ * One `UNION ALL` of ordered ranges: each agent and channel's calls lie in start order in an index, and
+ * PostgreSQL merges the ranges' heads. Written as text so that every range refers to the same parameters
+ * (Kysely gives each use its own: 8 ranges took 60 µs to compile and bound 32 values). Statuses are
+ * checked in each range; their values, the channels and the limits are written as validated literals.
+ */
+function mergedRanges (userId: string, filter: CallFilter, options: ListOptions, ranges: MergedRanges, columns: string): CompiledQuery {
   const parameters: unknown[] = [userId]
   const param = (value: unknown) => `$${parameters.push(value)}`
   const shared = ['user_id = $1']
+  if (filter.callStatus !== undefined) {
+    shared.push(`call_status IN (${CALL_STATUSES.filter((s) => filter.callStatus?.includes(s)).map((s) => `'${s}'`).join(', ')})`)
+  }
   if (filter.customerId !== undefined) shared.push(`customer_id = ${param(filter.customerId)}`)
   if (filter.workspaceId !== undefined) shared.push(`workspace_id = ${param(filter.workspaceId)}`)
   if (options.from !== undefined) shared.push(`start_timestamp >= ${param(options.from)}`)
   if (options.until !== undefined) shared.push(`start_timestamp < ${param(options.until)}`)
-  const agents = filter.agentIds === undefined ? [[]] : [...new Set(filter.agentIds)].map((id) => [`agent_id = ${param(id)}`])
-  const ranges = agents.flatMap((agent) => kinds.map((kind) => `(SELECT ${columns} FROM calls
-    WHERE ${[...shared, ...agent, `call_kind(direction, call_type, call_status) = ${kind}`].join(' AND ')}
-    ${pageOf(options, options.limit + options.skip, 0)})`))
-  return CompiledQuery.raw(ranges.join(' UNION ALL '), parameters)
+  const agents = ranges.agents.map((id) => id === undefined ? [] : [`agent_id = ${param(id)}`])
+  const channels = ranges.channels.map((channel) => channel === undefined ? [] : [`call_channel(direction, call_type) = ${channel}`])
+  const selects = agents.flatMap((agent) => channels.map((channel) => `(SELECT ${columns} FROM calls
+    WHERE ${[...shared, ...agent, ...channel].join(' AND ')} ${pageOf(options, options.limit + options.skip, 0)})`))
+  return CompiledQuery.raw(selects.join(' UNION ALL '), parameters)
 }
 
 /** ORDER BY and LIMIT as literals (validated integers), for the reason enums are (oneOfEnum): a generic plan guesses 10% of the rows. */
@@ -121,25 +133,30 @@ function pageOf (options: ListOptions, limit: number, skip: number, table = ''):
 
 /** The page of calls as a JSON array text, ready to send. */
 export async function listCallsJson (db: DB, userId: string, filter: CallFilter, options: ListOptions): Promise<string> {
-  const page = pageOf(options, options.limit, options.skip)
-  // Past a skip, the page's calls are found from index entries alone and only they are read (-40% for skip=1000).
-  const deep = options.skip > 0
-  const enums = callKinds(filter)
-  const agentCount = filter.agentIds === undefined ? 1 : new Set(filter.agentIds).size
-  let query: CompiledQuery
-  if (enums !== undefined && enums.share <= MERGE_SHARE + 1e-9 && enums.kinds.length * agentCount <= MERGE_MAX) {
-    const ranges = mergedRanges(userId, filter, options, enums.kinds, deep ? 'start_timestamp, id' : 'list_json, start_timestamp, id')
-    query = CompiledQuery.raw(`SELECT ${deep ? 'id, start_timestamp' : 'list_json'} FROM (${ranges.sql}) AS calls ${page}`, [...ranges.parameters])
-  } else {
-    const where = sql`${callConditions(userId, filter, options)}`.compile(db)
-    query = CompiledQuery.raw(`SELECT ${deep ? 'id, start_timestamp' : 'list_json'} FROM calls WHERE ${where.sql} ${page}`, [...where.parameters])
-  }
-  if (deep) {
-    query = CompiledQuery.raw(`SELECT c.list_json FROM (${query.sql}) AS page JOIN calls c USING (id)
-      ${pageOf(options, options.limit, 0, 'page.')}`, [...query.parameters])
-  }
+  const merged = mergedRangesOf(filter)
+  const query = merged === undefined ? scannedPage(db, userId, filter, options) : mergedPage(userId, filter, options, merged)
   const rows = await queryPrepared<{ list_json: string }>(db, query)
   return `[${rows.map((row) => row.list_json).join(',')}]`
+}
+
+/** One index scan. Past a skip, the page starts at the call the skip lands on, found from index entries alone. */
+function scannedPage (db: DB, userId: string, filter: CallFilter, options: ListOptions): CompiledQuery {
+  const where = sql`${callConditions(userId, filter, options)}`.compile(db)
+  const start = options.skip === 0
+    ? ''
+    : `AND (start_timestamp, id) ${options.order === 'asc' ? '>=' : '<='} (SELECT start_timestamp, id FROM calls WHERE ${where.sql} ${pageOf(options, 1, options.skip)})`
+  return CompiledQuery.raw(`SELECT list_json FROM calls WHERE ${where.sql} ${start} ${pageOf(options, options.limit, 0)}`, [...where.parameters])
+}
+
+/** Merged ranges. Past a skip, the page's calls are found from index entries, then only they are read. */
+function mergedPage (userId: string, filter: CallFilter, options: ListOptions, merged: MergedRanges): CompiledQuery {
+  if (options.skip === 0) {
+    const ranges = mergedRanges(userId, filter, options, merged, 'list_json, start_timestamp, id')
+    return CompiledQuery.raw(`SELECT list_json FROM (${ranges.sql}) AS calls ${pageOf(options, options.limit, 0)}`, [...ranges.parameters])
+  }
+  const ranges = mergedRanges(userId, filter, options, merged, 'start_timestamp, id')
+  return CompiledQuery.raw(`SELECT c.list_json FROM (SELECT id, start_timestamp FROM (${ranges.sql}) AS calls
+    ${pageOf(options, options.limit, options.skip)}) AS page JOIN calls c USING (id) ${pageOf(options, options.limit, 0, 'page.')}`, [...ranges.parameters])
 }
 
 /** One call's detail view as JSON text, or undefined when the account has no such call. */
