@@ -135,8 +135,8 @@ function pageOf (options: ListOptions, limit: number, skip: number, table = ''):
 export async function listCallsJson (db: DB, userId: string, filter: CallFilter, options: ListOptions): Promise<string> {
   const merged = mergedRangesOf(filter)
   const query = merged === undefined ? scannedPage(db, userId, filter, options) : mergedPage(userId, filter, options, merged)
-  const rows = await queryPrepared<{ list_json: string }>(db, query)
-  return `[${rows.map((row) => row.list_json).join(',')}]`
+  const rows = await queryPrepared<[string]>(db, query, 'array')
+  return `[${rows.map((row) => row[0]).join(',')}]`
 }
 
 /** One index scan. Past a skip, the page starts at the call the skip lands on, found from index entries alone. */
