@@ -7,7 +7,7 @@ import { Writable } from 'node:stream'
 import { to as copyTo } from 'pg-copy-streams'
 import { createDb } from '../src/db/database.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
-import { benchDatabase, load, sampleRss, startServer, table, type LoadResult } from './bench/lib.ts'
+import { benchDatabase, countLines, load, sampleRss, startServer, table, type LoadResult } from './bench/lib.ts'
 import { seedAccount, seedCalls } from './seed-data.ts'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 1_000_000)
@@ -76,7 +76,7 @@ const exportStart = performance.now()
 const response = await fetch(`${exporter.url}/v1/call/list/export?date_from=${exportFrom}&date_to=${to}`, { headers })
 for await (const chunk of response.body!) {
   exportBytes += chunk.length
-  for (const byte of chunk as Uint8Array) if (byte === 10) exportRows++
+  exportRows += countLines(chunk as Uint8Array)
 }
 const exportSeconds = (performance.now() - exportStart) / 1000
 const exportPeakMb = await rss.stop()
@@ -94,7 +94,7 @@ await pipeline(client.query(copyTo(`COPY (
   WHERE c.user_id = '${account.userId}' AND c.start_timestamp >= '${exportFrom}' AND c.start_timestamp < '${to}'::date + 1
   ORDER BY c.start_timestamp, c.id, t.key) TO STDOUT CSV`)), new Writable({
   write (chunk: Buffer, _encoding, done) {
-    for (const byte of chunk) if (byte === 10) copyRows++
+    copyRows += countLines(chunk)
     done()
   }
 }))

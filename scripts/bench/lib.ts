@@ -78,6 +78,13 @@ export async function load (url: string, paths: string[], headers: Record<string
   return { rps: Math.round(result.requests.average), p50: result.latency.p50, p99: result.latency.p99, errors: result.errors, non2xx: result.non2xx }
 }
 
+/** Line feeds in a chunk, found natively: a byte-by-byte loop would take the CPU the measured process needs. */
+export function countLines (chunk: Uint8Array): number {
+  let count = 0
+  for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) count++
+  return count
+}
+
 /** Samples a process's resident memory every 50 ms; `stop` answers the peak in MB. */
 export function sampleRss (pid: number): { stop: () => Promise<number> } {
   let peak = 0

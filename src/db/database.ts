@@ -73,7 +73,8 @@ export function cursorStream<T> (db: DB, query: CompiledQuery, batch: number, ma
   let reading: Promise<void> = Promise.resolve()
   return new Readable({
     objectMode: true,
-    highWaterMark: batch,
+    // Room for two batches: the next is read from PostgreSQL while the last is still being written.
+    highWaterMark: 2 * batch,
     read () {
       reading = (async () => {
         try {
