@@ -19,7 +19,7 @@ const TOUCH_INTERVAL_MS = 60_000
  * request. A key revoked through this process is forgotten at once (forgetApiKeys); one revoked elsewhere
  * (another replica, the CLI) stops working within KEY_CACHE_MS. The lookup itself is cached, so that the
  * requests arriving while it runs share it: fifty concurrent requests of an expired key used to queue fifty
- * lookups ahead of their own queries, every KEY_CACHE_MS (the list's p99 +50%).
+ * lookups ahead of their own queries, every KEY_CACHE_MS.
  */
 export const KEY_CACHE_MS = 2000
 const KEY_CACHE_MAX = 10_000
