@@ -55,3 +55,10 @@ export function dateRange (query: { date_from: string, date_to: string }): DateR
   }
   return { from, until: new Date(to.getTime() + DAY_MS), dateFrom: query.date_from, dateTo: query.date_to }
 }
+
+/** Every UTC day of the range, YYYY-MM-DD. */
+export function rangeDays (range: DateRange): string[] {
+  const days: string[] = []
+  for (let at = range.from.getTime(); at < range.until.getTime(); at += DAY_MS) days.push(new Date(at).toISOString().slice(0, 10))
+  return days
+}

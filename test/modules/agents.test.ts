@@ -306,6 +306,9 @@ t.test('GET /v1/agent/:id/call-stats counts calls per UTC day, zero days include
   ])
   const oneDay = await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/call-stats?date_from=2026-03-04&date_to=2026-03-04`, headers: account.headers })
   t.same(oneDay.json(), [{ date: '2026-03-04', total_calls: 1 }])
+  const quiet = await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/call-stats?date_from=2027-01-01&date_to=2027-01-02`, headers: account.headers })
+  t.equal(quiet.statusCode, 200, 'an agent without calls in the range is no 404')
+  t.same(quiet.json(), [{ date: '2027-01-01', total_calls: 0 }, { date: '2027-01-02', total_calls: 0 }])
 
   for (const [query, message] of [
     ['date_to=2026-03-03', /query\.date_from is required/],
