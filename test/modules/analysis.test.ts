@@ -45,11 +45,11 @@ t.test('typed extraction and an extractive summary', async (t) => {
     at('agent', 'Could we start on Monday?'),
     at('user', 'Yes.')
   ]
-  const result = await builtinAnalyser().analyse({ transcript, language: 'en', fields, summary: true, sentiment: true, callStart: new Date('2026-11-20T10:00:00Z') })
+  const result = await builtinAnalyser().analyse({ transcript, language: 'en', fields, summary: true, sentiment: true, callStart: new Date('2026-11-20T10:00:00Z'), conditions: [] })
   t.same(result.data, { budget: 5000, decision_maker: false, plan: 'pro_plus', contact_email: 'ada@example.com', callback_phone: '+4930123456', start_date: '2026-11-23' })
   t.notOk('company' in result.data, 'a field nobody mentioned is absent')
   t.match(result.summary, /^(Agent|Caller): /)
   t.equal(summaryOf([]), null)
-  const off = await builtinAnalyser().analyse({ transcript, language: 'en', fields: [], summary: false, sentiment: false, callStart: new Date() })
+  const off = await builtinAnalyser().analyse({ transcript, language: 'en', fields: [], summary: false, sentiment: false, callStart: new Date(), conditions: [] })
   t.same([off.summary, off.sentiment, off.data], [null, null, {}], 'the agent\'s switches are honoured')
 })

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
-import { enqueuePostCall, purgeExpired, registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
+import { enqueuePostCall, purgeExpired, registerDeliveryWorkers, type ConditionVerdicts } from '../../src/modules/deliveries/engine.ts'
 import { deliveryAgent, isPrivateAddress } from '../../src/modules/deliveries/network.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls, type CallSeed } from '../helpers/calls.ts'
@@ -26,7 +26,7 @@ async function addAction (ctx: TestContext, account: Account, agentId: string, s
 }
 
 /** An analysed call of the agent, and its deliveries enqueued as the analysis does. */
-async function analysedCall (ctx: TestContext, account: Account, agent: { _id: string, agent_name: string }, seed: CallSeed = {}) {
+async function analysedCall (ctx: TestContext, account: Account, agent: { _id: string, agent_name: string }, seed: CallSeed = {}, verdicts: ConditionVerdicts = new Map()) {
   const [id] = await insertCalls(ctx.db, account.user.id, agent, [{
     call_summary: 'Booked.', sentiment: 'positive', sentiment_explanation: 'happy', task_achieved: true,
     custom_analysis_data: JSON.stringify({ people: 2, caller_name: 'Ada Lovelace' }),
@@ -34,7 +34,7 @@ async function analysedCall (ctx: TestContext, account: Account, agent: { _id: s
     direction: 'inbound', call_from: '+4930123456', call_to: '+14155550123', ...seed
   }])
   const call = await ctx.db.selectFrom('calls').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
-  await ctx.db.transaction().execute(async (trx) => await enqueuePostCall(trx, { boss: ctx.boss, log: createLogger(ctx.config) }, call))
+  await ctx.db.transaction().execute(async (trx) => await enqueuePostCall(trx, { boss: ctx.boss, log: createLogger(ctx.config) }, call, verdicts))
   return call
 }
 
@@ -52,6 +52,20 @@ async function settled (t: Test, ctx: TestContext, account: Account, count: numb
     await new Promise((resolve) => setTimeout(resolve, 30))
   }
 }
+
+t.test('an unmet condition holds back its action only while the condition is the one the analysis judged', async (t) => {
+  const ctx = await fastSetup(t)
+  const receiver = await startReceiver(t)
+  const agent = await createAgent(ctx.app, ctx.account)
+  const action = await addAction(ctx, ctx.account, agent._id, { url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+  const unmet = (condition: string): ConditionVerdicts => new Map([[action._id, { condition, met: false }]])
+  const judged = await analysedCall(ctx, ctx.account, agent, {}, unmet('The caller asked for a refund.'))
+  const edited = await analysedCall(ctx, ctx.account, agent, {}, unmet('The caller was angry.'))
+  const met = await analysedCall(ctx, ctx.account, agent, {}, new Map([[action._id, { condition: 'The caller asked for a refund.', met: true }]]))
+  const calls = (await settled(t, ctx, ctx.account, 2)).map((d: { call_id: string }) => d.call_id).sort()
+  t.same(calls, [edited.id, met.id].sort(), 'judged unmet: no delivery; a verdict on an older condition, or met: delivered')
+  t.notOk(calls.includes(judged.id))
+})
 
 t.test('an ended call reaches the agent webhook and each active api_call action, with the headers and payload', async (t) => {
   const ctx = await fastSetup(t)

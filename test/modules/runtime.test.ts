@@ -8,6 +8,7 @@ import { createAnalyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
+import { startReceiver } from '../helpers/receiver.ts'
 
 /** Polls GET /v1/call/:id until `done` holds (or fails the test after 20 s). */
 async function waitForCall (t: Test, ctx: TestContext, account: Account, id: string, done: (call: Record<string, any>) => boolean) {
@@ -249,4 +250,66 @@ t.test('an analyser that keeps failing is retried, then the call is finalised wi
   const row = await ctx.db.selectFrom('calls').select(['analysis_status', 'analysis_error']).where('id', '=', call._id).executeTakeFirstOrThrow()
   t.match(row, { analysis_status: 'failed', analysis_error: /503/ })
   t.equal(await balance(ctx, account), before - 10, 'still charged')
+})
+
+const DELIVER_LOCALLY = { DELIVERY_TIME_SCALE: '0.001', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIMEOUT_MS: '2000' }
+
+async function addAction (ctx: TestContext, account: Account, agentId: string, settings: Record<string, unknown>) {
+  const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: 'api_call', settings } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json()
+}
+
+/** An inbound call of the agent that holds CONVERSATION, ended and analysed. */
+async function conversation (t: Test, ctx: TestContext, account: Account, agentId: string) {
+  await inboundNumber(ctx, account, agentId)
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: '+4930123456' } })).json()
+  await ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${call._id}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup', transcription: CONVERSATION.map((c) => ({ ...c, timestamp: call.start_timestamp })) } })
+  return await waitForCall(t, ctx, account, call._id, (c) => c.call_status !== 'pending')
+}
+
+const deliveryNames = async (ctx: TestContext, callId: string) =>
+  (await ctx.db.selectFrom('webhook_deliveries').select('name').where('call_id', '=', callId).orderBy('name').execute()).map((r) => r.name)
+
+t.test('ANALYSER=openai: an action whose condition the call does not meet is not delivered', async (t) => {
+  const standIn = await openaiStandIn(t, (body) => {
+    // Judges each condition by its text, as the model would: the caller booked, and asked for no refund.
+    const asked = body.response_format.json_schema.schema.properties.conditions.properties as Record<string, { description: string }>
+    const conditions = Object.fromEntries(Object.entries(asked).map(([key, { description }]) => [key, description.includes('appointment')]))
+    return { status: 200, body: { choices: [{ message: { content: JSON.stringify({ summary: 'Booked.', sentiment: 'positive', explanation: 'Thanks.', data: {}, conditions }) } }] } }
+  })
+  const ctx = await setup(t, { ANALYSER: 'openai', ANALYSER_BASE_URL: standIn.url, ANALYSER_API_KEY: 'sk-test', ...DELIVER_LOCALLY }, { workers: true })
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account)
+  await addAction(ctx, account, agent._id, { name: 'Booked', url: `${receiver.url}/booked`, condition: 'The caller booked an appointment.' })
+  await addAction(ctx, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+  await addAction(ctx, account, agent._id, { name: 'Every call', url: `${receiver.url}/every` })
+  const call = await conversation(t, ctx, account, agent._id)
+  t.equal(call.call_status, 'success')
+  t.same(await deliveryNames(ctx, call._id), ['Booked', 'Every call'], 'the refund action has no delivery')
+  await receiver.waitFor(2)
+  t.same(receiver.received.map((r) => r.url).sort(), ['/booked', '/every'])
+  const schema = standIn.requests[0].body.response_format.json_schema.schema
+  t.same(schema.properties.conditions.required, ['c1', 'c2'], 'only the actions that have a condition are asked about')
+  t.same(Object.values(schema.properties.conditions.properties).map((p: any) => p.description), ['The caller booked an appointment.', 'The caller asked for a refund.'])
+})
+
+t.test('a condition the analysis cannot judge (built-in analyser, or no answer) delivers the action', async (t) => {
+  const standIn = await openaiStandIn(t, () => ({
+    status: 200,
+    // The model leaves the condition out: undecided.
+    body: { choices: [{ message: { content: JSON.stringify({ summary: 'Booked.', sentiment: 'positive', explanation: 'Thanks.', data: {}, conditions: {} }) } }] }
+  }))
+  for (const env of [{}, { ANALYSER: 'openai', ANALYSER_BASE_URL: standIn.url, ANALYSER_API_KEY: 'sk-test' }] as Array<Record<string, string>>) {
+    const ctx = await setup(t, { ...env, ...DELIVER_LOCALLY }, { workers: true })
+    const receiver = await startReceiver(t)
+    const account = await createAccount(ctx.db)
+    const agent = await createAgent(ctx.app, account)
+    await addAction(ctx, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+    const call = await conversation(t, ctx, account, agent._id)
+    t.same(await deliveryNames(ctx, call._id), ['Refund'], `${'ANALYSER' in env ? 'openai without an answer' : 'builtin'}: delivered`)
+    t.same((await receiver.waitFor(1)).map((r) => r.url), ['/refund'])
+  }
+  t.equal(standIn.requests.length, 1)
 })

@@ -47,7 +47,7 @@ export const ACTION_SETTINGS = {
     })),
     notify: Type.Optional(Type.Union([Type.Literal('last_attempt'), Type.Literal('every_attempt'), Type.Literal('never')], { description: 'failure e-mails (default last_attempt)' })),
     notify_email: Type.Optional(Type.Union([Email, Type.Null()], { description: 'recipient of failure e-mails; null: the account owner' })),
-    condition: Type.Optional(Type.Union([Type.String({ maxLength: 1000 }), Type.Null()], { description: 'plain-language condition that selects the calls to deliver; null: every call' }))
+    condition: Type.Optional(Type.Union([Type.String({ maxLength: 1000 }), Type.Null()], { description: 'plain-language condition that selects the calls to deliver, judged by the call analysis (ANALYSER=openai); null, or not judged: every call' }))
   })
 }
 

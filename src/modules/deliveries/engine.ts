@@ -11,6 +11,7 @@ import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db
 import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES } from '../../jobs/queues.ts'
 import type { CallRow } from '../calls/queries.ts'
+import type { ActionCondition } from '../runtime/analysis/analyser.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
 import { send, type Outcome } from './send.ts'
@@ -32,31 +33,54 @@ export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logge
 
 interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
 
+type ActionSettings = ApiCallSettings & { name: string, retry_schedule?: number[], condition?: string | null }
+
+async function activeActions (db: DB, agentId: string) {
+  const actions = await db.selectFrom('agent_actions').select(['id', 'settings'])
+    .where('agent_id', '=', agentId).where('action_type', '=', 'api_call').where('is_active', '=', true)
+    .orderBy('created_at').execute()
+  return actions.map((action) => ({ id: action.id, settings: action.settings as unknown as ActionSettings }))
+}
+
+/** The plain-language conditions of the agent's active api_call actions, for the call's analysis to judge. */
+export async function actionConditions (db: DB, agentId: string): Promise<ActionCondition[]> {
+  return (await activeActions(db, agentId)).flatMap(({ id, settings }) =>
+    typeof settings.condition === 'string' && settings.condition.trim() !== '' ? [{ actionId: id, condition: settings.condition }] : [])
+}
+
+/** What the analysis judged, by action id: the condition it read and whether the call meets it. */
+export type ConditionVerdicts = Map<string, { condition: string, met: boolean }>
+
 /**
  * Stores the post-call deliveries of an analysed call with their first attempt jobs, in the analysis
- * transaction: the agent's webhook_url and every active api_call action of the agent.
+ * transaction: the agent's webhook_url and every active api_call action of the agent, but for an action
+ * whose condition the analysis judged unmet. An action without a verdict is delivered: a condition nobody
+ * could judge must not lose the integrator a call.
  */
-export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logger }, call: CallRow): Promise<void> {
+export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logger }, call: CallRow, verdicts: ConditionVerdicts = new Map()): Promise<void> {
   const agent = await trx.selectFrom('agents').select(['webhook_url']).where('id', '=', call.agent_id).executeTakeFirst()
-  const actions = await trx.selectFrom('agent_actions').select(['id', 'settings'])
-    .where('agent_id', '=', call.agent_id).where('action_type', '=', 'api_call').where('is_active', '=', true)
-    .orderBy('created_at').execute()
+  const actions = await activeActions(trx, call.agent_id)
   const variables = callVariables(call)
   const sources: Source[] = []
   if (agent?.webhook_url != null) {
     sources.push({ kind: 'agent_webhook', name: 'Agent webhook', actionId: null, request: webhookRequest(agent.webhook_url, call), schedule: DEFAULT_SCHEDULE })
   }
-  for (const action of actions) {
-    const settings = action.settings as unknown as ApiCallSettings & { name: string, retry_schedule?: number[] }
+  for (const { id, settings } of actions) {
+    const verdict = verdicts.get(id)
+    // Only a verdict on the action's current condition counts: one edited since the analysis read it is delivered.
+    if (verdict !== undefined && !verdict.met && verdict.condition === settings.condition) {
+      deps.log.info({ actionId: id, callId: call.id }, 'post-call action not sent: the call does not meet its condition')
+      continue
+    }
     let request: ShapedRequest
     try {
       request = actionRequest(settings, call, variables)
     } catch (err) {
       // A URL that renders invalid (a variable that made it so) cannot be sent; it is logged, not retried.
-      deps.log.warn({ err, actionId: action.id, callId: call.id }, 'post-call action has an invalid URL')
+      deps.log.warn({ err, actionId: id, callId: call.id }, 'post-call action has an invalid URL')
       continue
     }
-    sources.push({ kind: 'api_call', name: settings.name, actionId: action.id, request, schedule: settings.retry_schedule ?? DEFAULT_SCHEDULE })
+    sources.push({ kind: 'api_call', name: settings.name, actionId: id, request, schedule: settings.retry_schedule ?? DEFAULT_SCHEDULE })
   }
   for (const source of sources) {
     const row = await trx.insertInto('webhook_deliveries').values({

@@ -6,7 +6,7 @@ import { QUEUES } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { enqueuePostCall } from '../deliveries/engine.ts'
+import { actionConditions, enqueuePostCall, type ConditionVerdicts } from '../deliveries/engine.ts'
 import type { Analyser, AnalysisResult, RetrievalField } from './analysis/analyser.ts'
 import { creditsOf, endCall, type JobSender } from './lifecycle.ts'
 import { simulate } from './simulator.ts'
@@ -40,11 +40,17 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
   let result: AnalysisResult | undefined
   let error: string | undefined
   let fields: RetrievalField[] = []
+  const verdicts: ConditionVerdicts = new Map()
   if (held) {
     const settings = await analysisSettings(db, call.user_id, call.agent_id)
     fields = settings.fields
+    const conditions = await actionConditions(db, call.agent_id)
     try {
-      result = await deps.analyser.analyse({ transcript: call.transcription, callStart: call.start_timestamp, ...settings })
+      result = await deps.analyser.analyse({ transcript: call.transcription, callStart: call.start_timestamp, conditions, ...settings })
+      for (const { actionId, condition } of conditions) {
+        const met = result.conditions[actionId]
+        if (met !== undefined) verdicts.set(actionId, { condition, met })
+      }
     } catch (err) {
       if (job.retryCount < job.retryLimit) throw err
       error = err instanceof Error ? err.message : String(err)
@@ -79,7 +85,7 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
     }).where('id', '=', call.id).returningAll().executeTakeFirstOrThrow()
     const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
     if (total > 0) await chargeCredits(trx, call.user_id, { amount: total, callId: call.id, description: `${call.call_type} call ${call.id}` })
-    await enqueuePostCall(trx, deps, updated)
+    await enqueuePostCall(trx, deps, updated, verdicts)
   })
 }
 

@@ -12,6 +12,12 @@ export interface RetrievalField {
   required: boolean
 }
 
+/** A post-call action's plain-language condition: which calls it is for. */
+export interface ActionCondition {
+  actionId: string
+  condition: string
+}
+
 export interface AnalysisInput {
   transcript: TranscriptItem[]
   /** The agent's language tag (en-US, de-DE, …). */
@@ -21,6 +27,7 @@ export interface AnalysisInput {
   sentiment: boolean
   /** When the call began: relative dates ("tomorrow") are read from it. */
   callStart: Date
+  conditions: ActionCondition[]
 }
 
 export interface AnalysisResult {
@@ -28,6 +35,8 @@ export interface AnalysisResult {
   sentiment: { sentiment: 'positive' | 'negative' | 'neutral', explanation: string } | null
   /** Values of the fields that were found, typed as their field says; absent fields are left out. */
   data: Record<string, string | number | boolean>
+  /** Whether the call meets each condition the analyser could judge, by action id (none for the built-in analyser). */
+  conditions: Record<string, boolean>
   /** Tokens the analysis itself used, by model (none for the built-in analyser). */
   usage: Record<string, { input: number, output: number }>
 }

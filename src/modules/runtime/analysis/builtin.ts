@@ -191,6 +191,8 @@ export function builtinAnalyser (): Analyser {
         summary: input.summary ? summaryOf(input.transcript) : null,
         sentiment: input.sentiment ? sentimentOf(userTexts) : null,
         data: typedValues(input.fields, raw),
+        // Plain-language conditions need a language model: every action is delivered.
+        conditions: {},
         usage: {}
       }
     }

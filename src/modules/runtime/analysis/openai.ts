@@ -1,5 +1,5 @@
 import type { AnalyserConfig } from '../../../config.ts'
-import { typedValues, type Analyser, type AnalysisInput, type RetrievalField } from './analyser.ts'
+import { typedValues, type ActionCondition, type Analyser, type AnalysisInput, type RetrievalField } from './analyser.ts'
 
 // Any OpenAI-compatible chat-completions API (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM …), asked for
 // structured JSON output so that the answer parses into typed fields.
@@ -12,21 +12,27 @@ const FIELD_TYPES: Record<RetrievalField['type'], object> = {
   enum: { type: ['string', 'null'] }
 }
 
-function responseSchema (fields: RetrievalField[]) {
+// Conditions are asked as c1, c2, … rather than by action id, so that the names stay plain schema keys.
+const conditionKey = (index: number) => `c${index + 1}`
+
+function responseSchema (fields: RetrievalField[], conditions: ActionCondition[]) {
   const data = Object.fromEntries(fields.map((f) => [f.name, {
     ...FIELD_TYPES[f.type],
     ...(f.type === 'enum' ? { enum: [...(f.enum_values ?? []), null] } : {}),
     description: f.description || f.name
   }]))
+  const keys = conditions.map((_, i) => conditionKey(i))
+  const met = Object.fromEntries(conditions.map((c, i) => [keys[i], { type: 'boolean', description: c.condition }]))
   return {
     type: 'object',
     additionalProperties: false,
-    required: ['summary', 'sentiment', 'explanation', 'data'],
+    required: ['summary', 'sentiment', 'explanation', 'data', 'conditions'],
     properties: {
       summary: { type: 'string', description: 'two or three sentences on what the call was about and how it ended' },
       sentiment: { type: 'string', enum: ['positive', 'negative', 'neutral'], description: "the caller's sentiment" },
       explanation: { type: 'string', description: 'one sentence explaining the sentiment' },
-      data: { type: 'object', additionalProperties: false, required: fields.map((f) => f.name), properties: data }
+      data: { type: 'object', additionalProperties: false, required: fields.map((f) => f.name), properties: data },
+      conditions: { type: 'object', additionalProperties: false, required: keys, properties: met, description: 'for each condition: true when the call meets it' }
     }
   }
 }
@@ -50,11 +56,12 @@ export function openaiAnalyser (config: AnalyserConfig): Analyser {
               role: 'system',
               content: `You analyse phone calls between an AI agent and a caller. Write the summary in the call's language (${input.language}). ` +
                 `The call started on ${input.callStart.toISOString()}; resolve relative dates from it. ` +
-                'Fill a data field only with what the caller actually said or confirmed; otherwise null.'
+                'Fill a data field only with what the caller actually said or confirmed; otherwise null. ' +
+                'Answer each condition true only when the call clearly meets it.'
             },
             { role: 'user', content: transcript }
           ],
-          response_format: { type: 'json_schema', json_schema: { name: 'call_analysis', strict: true, schema: responseSchema(input.fields) } }
+          response_format: { type: 'json_schema', json_schema: { name: 'call_analysis', strict: true, schema: responseSchema(input.fields, input.conditions) } }
         })
       })
       if (!response.ok) throw new AnalyserError(`the analyser answered ${response.status}: ${(await response.text()).slice(0, 200)}`)
@@ -65,7 +72,7 @@ export function openaiAnalyser (config: AnalyserConfig): Analyser {
       }
       const message = body.choices?.[0]?.message
       if (message?.refusal != null) throw new AnalyserError(`the analyser refused: ${message.refusal}`)
-      let parsed: { summary?: unknown, sentiment?: unknown, explanation?: unknown, data?: Record<string, unknown> }
+      let parsed: { summary?: unknown, sentiment?: unknown, explanation?: unknown, data?: Record<string, unknown>, conditions?: Record<string, unknown> }
       try {
         parsed = JSON.parse(message?.content ?? '')
       } catch {
@@ -76,6 +83,11 @@ export function openaiAnalyser (config: AnalyserConfig): Analyser {
         summary: input.summary && typeof parsed.summary === 'string' ? parsed.summary : null,
         sentiment: input.sentiment ? { sentiment, explanation: typeof parsed.explanation === 'string' ? parsed.explanation : '' } : null,
         data: typedValues(input.fields, parsed.data ?? {}),
+        // A condition answered with anything but a boolean stays undecided (its action is delivered).
+        conditions: Object.fromEntries(input.conditions.flatMap((c, i) => {
+          const met = parsed.conditions?.[conditionKey(i)]
+          return typeof met === 'boolean' ? [[c.actionId, met]] : []
+        })),
         usage: { [body.model ?? config.model]: { input: body.usage?.prompt_tokens ?? 0, output: body.usage?.completion_tokens ?? 0 } }
       }
     }
