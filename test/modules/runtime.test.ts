@@ -233,6 +233,7 @@ t.test('ANALYSER=openai: structured output fills the analysis and adds its token
   t.equal(request.headers.authorization, 'Bearer sk-test')
   t.match(request.body, { model: 'gpt-4o-mini', response_format: { type: 'json_schema', json_schema: { strict: true, schema: { properties: { data: { required: FIELDS.map((f) => f.name) } } } } } })
   t.match(request.body.messages[1].content, /Caller: Hi, my name is Ada Lovelace/)
+  t.notOk('conditions' in request.body.response_format.json_schema.schema.properties, 'no action has a condition: none is asked')
 })
 
 t.test('an analyser that keeps failing is retried, then the call is finalised without analysis', async (t) => {

@@ -23,16 +23,18 @@ function responseSchema (fields: RetrievalField[], conditions: ActionCondition[]
   }]))
   const keys = conditions.map((_, i) => conditionKey(i))
   const met = Object.fromEntries(conditions.map((c, i) => [keys[i], { type: 'boolean', description: c.condition }]))
+  // Asked only when an action has a condition: strict schemas want every object to name its properties.
+  const asked = conditions.length === 0 ? {} : { conditions: { type: 'object', additionalProperties: false, required: keys, properties: met, description: 'for each condition: true when the call meets it' } }
   return {
     type: 'object',
     additionalProperties: false,
-    required: ['summary', 'sentiment', 'explanation', 'data', 'conditions'],
+    required: ['summary', 'sentiment', 'explanation', 'data', ...Object.keys(asked)],
     properties: {
       summary: { type: 'string', description: 'two or three sentences on what the call was about and how it ended' },
       sentiment: { type: 'string', enum: ['positive', 'negative', 'neutral'], description: "the caller's sentiment" },
       explanation: { type: 'string', description: 'one sentence explaining the sentiment' },
       data: { type: 'object', additionalProperties: false, required: fields.map((f) => f.name), properties: data },
-      conditions: { type: 'object', additionalProperties: false, required: keys, properties: met, description: 'for each condition: true when the call meets it' }
+      ...asked
     }
   }
 }
