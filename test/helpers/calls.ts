@@ -13,6 +13,13 @@ export async function createAgent (app: FastifyInstance, account: Account, body:
   return res.json()
 }
 
+/** An api_call action of the agent (named "Sync" unless `settings` names it), made through the API. */
+export async function addAction (app: FastifyInstance, account: Account, agentId: string, settings: Record<string, unknown>) {
+  const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: 'api_call', settings: { name: 'Sync', ...settings } } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json()
+}
+
 export type CallSeed = Partial<Omit<Insertable<CallsTable>, 'transcription' | 'token_usage' | 'custom_data' | 'dynamic_context'>> & {
   token_usage?: Record<string, { input: number, output: number }>
   transcription?: Array<{ speaker: 'agent' | 'user', content: string, timestamp: number }>

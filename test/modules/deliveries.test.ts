@@ -6,7 +6,7 @@ import { createMailer } from '../../src/mail/mailer.ts'
 import { enqueuePostCall, purgeExpired, registerDeliveryWorkers, type ConditionVerdicts } from '../../src/modules/deliveries/engine.ts'
 import { deliveryAgent, isPrivateAddress } from '../../src/modules/deliveries/network.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { createAgent, insertCalls, type CallSeed } from '../helpers/calls.ts'
+import { addAction, createAgent, insertCalls, type CallSeed } from '../helpers/calls.ts'
 import { makeCertificates, startHttpsReceiver, startReceiver } from '../helpers/receiver.ts'
 
 // DELIVERY_TIME_SCALE=0.001 turns the default schedule's pauses (1 min … 48 h) into 60 ms … 173 s; tests
@@ -17,12 +17,6 @@ async function fastSetup (t: Test, env: Record<string, string> = {}) {
   const ctx = await setup(t, { ...FAST, ...env }, { workers: true })
   const account = await createAccount(ctx.db)
   return { ...ctx, account }
-}
-
-async function addAction (ctx: TestContext, account: Account, agentId: string, settings: Record<string, unknown>) {
-  const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: 'api_call', settings: { name: 'Sync', ...settings } } })
-  if (res.statusCode !== 201) throw new Error(res.body)
-  return res.json()
 }
 
 /** An analysed call of the agent, and its deliveries enqueued as the analysis does. */
@@ -57,7 +51,7 @@ t.test('an unmet condition holds back its action only while the condition is the
   const ctx = await fastSetup(t)
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, ctx.account)
-  const action = await addAction(ctx, ctx.account, agent._id, { url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+  const action = await addAction(ctx.app, ctx.account, agent._id, { url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
   const unmet = (condition: string): ConditionVerdicts => new Map([[action._id, { condition, met: false }]])
   const judged = await analysedCall(ctx, ctx.account, agent, {}, unmet('The caller asked for a refund.'))
   const edited = await analysedCall(ctx, ctx.account, agent, {}, unmet('The caller was angry.'))
@@ -72,8 +66,8 @@ t.test('an ended call reaches the agent webhook and each active api_call action,
   const { account } = ctx
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Desk', webhook_url: `${receiver.url}/agent-hook`, data_retrieval: [{ name: 'people', type: 'number' }] })
-  await addAction(ctx, account, agent._id, { url: `${receiver.url}/action`, headers: { Authorization: 'Bearer receiver-key' } })
-  const inactive = await addAction(ctx, account, agent._id, { url: `${receiver.url}/inactive` })
+  await addAction(ctx.app, account, agent._id, { url: `${receiver.url}/action`, headers: { Authorization: 'Bearer receiver-key' } })
+  const inactive = await addAction(ctx.app, account, agent._id, { url: `${receiver.url}/inactive` })
   await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}/actions/${inactive._id}`, headers: account.headers, payload: { is_active: false } })
   await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: '+14155550123' } })
   const number = (await ctx.app.inject({ method: 'GET', url: '/v1/phone-number/list', headers: account.headers })).json()[0]
@@ -136,9 +130,9 @@ t.test('connection refused, DNS and TLS failures are logged and retried; a custo
   const certs = makeCertificates()
   const selfSigned = await startHttpsReceiver(t, certs.selfSigned)
   const agent = await createAgent(ctx.app, ctx.account)
-  await addAction(ctx, ctx.account, agent._id, { name: 'refused', url: 'http://127.0.0.1:1/x', retry_schedule: [60] })
-  await addAction(ctx, ctx.account, agent._id, { name: 'dns', url: 'http://no-such-host.invalid/x', retry_schedule: [60, 60] })
-  await addAction(ctx, ctx.account, agent._id, { name: 'tls', url: `${selfSigned.url}/x`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'refused', url: 'http://127.0.0.1:1/x', retry_schedule: [60] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'dns', url: 'http://no-such-host.invalid/x', retry_schedule: [60, 60] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'tls', url: `${selfSigned.url}/x`, retry_schedule: [] })
   await analysedCall(ctx, ctx.account, agent)
   const list = await settled(t, ctx, ctx.account, 3)
   const byName = Object.fromEntries(list.map((d: { name: string }) => [d.name, d]))
@@ -163,7 +157,7 @@ t.test('variables: types kept, URL encoded, missing ones empty; only custom fiel
   const ctx = await fastSetup(t)
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, ctx.account, { data_retrieval: [{ name: 'people', type: 'number' }, { name: 'caller_name', type: 'string' }] })
-  await addAction(ctx, ctx.account, agent._id, {
+  await addAction(ctx.app, ctx.account, agent._id, {
     name: 'custom',
     url: `${receiver.url}/people/{{caller_name}}?call={{call_id}}`,
     headers: { 'X-Caller': '{{caller_name}}' },
@@ -171,8 +165,8 @@ t.test('variables: types kept, URL encoded, missing ones empty; only custom fiel
     body: { people: '{{people}}', achieved: '{{call_task_achieved}}', label: 'n={{people}}', missing: '{{nothing}}', inText: 'x{{nothing}}y', nested: { phone: '{{customer_phone}}', list: ['{{people}}'] } },
     send_only_custom_fields: true
   })
-  await addAction(ctx, ctx.account, agent._id, { name: 'merged', url: `${receiver.url}/merged`, body: { extra: '{{call_duration}}' } })
-  await addAction(ctx, ctx.account, agent._id, { name: 'get', url: `${receiver.url}/get`, method: 'GET', body: { custom: '{{people}}' }, query: { k: 'v' } })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'merged', url: `${receiver.url}/merged`, body: { extra: '{{call_duration}}' } })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'get', url: `${receiver.url}/get`, method: 'GET', body: { custom: '{{people}}' }, query: { k: 'v' } })
   const call = await analysedCall(ctx, ctx.account, agent, { duration_ms: 61_400 })
   await receiver.waitFor(3)
   const byPath = (prefix: string) => receiver.received.find((r) => r.url.startsWith(prefix))!
@@ -209,9 +203,9 @@ t.test('redirects: 307 keeps method and body, 303 turns into GET, 5 are followed
   const five = await startReceiver(t)
   for (let i = 1; i <= 5; i++) five.answers.push({ status: 308, headers: { location: `/hop${i}` } })
   const agent = await createAgent(ctx.app, ctx.account)
-  await addAction(ctx, ctx.account, agent._id, { name: 'redirected', url: `${receiver.url}/start`, retry_schedule: [] })
-  await addAction(ctx, ctx.account, agent._id, { name: 'too-many', url: `${chain.url}/start`, retry_schedule: [] })
-  await addAction(ctx, ctx.account, agent._id, { name: 'five', url: `${five.url}/start`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'redirected', url: `${receiver.url}/start`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'too-many', url: `${chain.url}/start`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'five', url: `${five.url}/start`, retry_schedule: [] })
   await analysedCall(ctx, ctx.account, agent)
   const list = await settled(t, ctx, ctx.account, 3)
   const byName = Object.fromEntries(list.map((d: { name: string }) => [d.name, d]))
@@ -234,7 +228,7 @@ t.test('private, loopback, link-local and metadata addresses are refused unless 
   const ctx = await fastSetup(t, { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, ctx.account, { webhook_url: `${receiver.url}/hook` })
-  await addAction(ctx, ctx.account, agent._id, { name: 'by-name', url: `http://localhost:${new URL(receiver.url).port}/x`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { name: 'by-name', url: `http://localhost:${new URL(receiver.url).port}/x`, retry_schedule: [] })
   await ctx.db.updateTable('agent_actions').set({ settings: JSON.stringify({ name: 'x', url: `${receiver.url}/x`, retry_schedule: [] }) }).where('agent_id', '=', agent._id).execute()
   await ctx.db.updateTable('agents').set({ webhook_url: null }).where('id', '=', agent._id).execute()
   await analysedCall(ctx, ctx.account, agent)
@@ -259,7 +253,7 @@ t.test('headers are read at each attempt: a renewed receiver key lets a pending 
   const receiver = await startReceiver(t)
   for (let i = 0; i < 20; i++) receiver.answers.push((r) => ({ status: r.headers['x-api-key'] === 'new' ? 200 : 401 }))
   const agent = await createAgent(ctx.app, ctx.account)
-  const action = await addAction(ctx, ctx.account, agent._id, { url: `${receiver.url}/x`, headers: { 'X-Api-Key': 'old' }, retry_schedule: [60, 60, 60, 600_000] })
+  const action = await addAction(ctx.app, ctx.account, agent._id, { url: `${receiver.url}/x`, headers: { 'X-Api-Key': 'old' }, retry_schedule: [60, 60, 60, 600_000] })
   await analysedCall(ctx, ctx.account, agent)
   await receiver.waitFor(1)
   await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}/actions/${action._id}`, headers: ctx.account.headers, payload: { settings: { headers: { 'X-Api-Key': 'new' } } } })
@@ -273,7 +267,7 @@ t.test('resend: sends now, delivered on success, also after a success; nothing a
   const receiver = await startReceiver(t)
   receiver.answers.push({ status: 500 })
   const agent = await createAgent(ctx.app, ctx.account)
-  await addAction(ctx, ctx.account, agent._id, { url: `${receiver.url}/x`, retry_schedule: [] })
+  await addAction(ctx.app, ctx.account, agent._id, { url: `${receiver.url}/x`, retry_schedule: [] })
   await analysedCall(ctx, ctx.account, agent)
   const [failed] = await settled(t, ctx, ctx.account, 1)
   t.equal(failed.status, 'failed')
@@ -307,7 +301,7 @@ t.test('the action test button sends a sample request and stores nothing', async
   const ctx = await fastSetup(t)
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, ctx.account, { data_retrieval: [{ name: 'plan', type: 'enum', enum_values: ['basic', 'pro'] }] })
-  const action = await addAction(ctx, ctx.account, agent._id, { url: `${receiver.url}/test/{{plan}}`, headers: { 'X-Key': 'k' } })
+  const action = await addAction(ctx.app, ctx.account, agent._id, { url: `${receiver.url}/test/{{plan}}`, headers: { 'X-Key': 'k' } })
   const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/actions/${action._id}/test`, headers: ctx.account.headers })
   t.equal(res.statusCode, 200)
   t.match(res.json(), { outcome: { ok: true, status_code: 200 }, request: { method: 'POST', url: `${receiver.url}/test/basic` } })

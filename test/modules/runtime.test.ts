@@ -7,7 +7,7 @@ import { createLogger } from '../../src/logger.ts'
 import { createAnalyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { createAgent } from '../helpers/calls.ts'
+import { addAction, createAgent } from '../helpers/calls.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 
 /** Polls GET /v1/call/:id until `done` holds (or fails the test after 20 s). */
@@ -255,12 +255,6 @@ t.test('an analyser that keeps failing is retried, then the call is finalised wi
 
 const DELIVER_LOCALLY = { DELIVERY_TIME_SCALE: '0.001', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIMEOUT_MS: '2000' }
 
-async function addAction (ctx: TestContext, account: Account, agentId: string, settings: Record<string, unknown>) {
-  const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: 'api_call', settings } })
-  if (res.statusCode !== 201) throw new Error(res.body)
-  return res.json()
-}
-
 /** An inbound call of the agent that holds CONVERSATION, ended and analysed. */
 async function conversation (t: Test, ctx: TestContext, account: Account, agentId: string) {
   await inboundNumber(ctx, account, agentId)
@@ -283,9 +277,9 @@ t.test('ANALYSER=openai: an action whose condition the call does not meet is not
   const receiver = await startReceiver(t)
   const account = await createAccount(ctx.db)
   const agent = await createAgent(ctx.app, account)
-  await addAction(ctx, account, agent._id, { name: 'Booked', url: `${receiver.url}/booked`, condition: 'The caller booked an appointment.' })
-  await addAction(ctx, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
-  await addAction(ctx, account, agent._id, { name: 'Every call', url: `${receiver.url}/every` })
+  await addAction(ctx.app, account, agent._id, { name: 'Booked', url: `${receiver.url}/booked`, condition: 'The caller booked an appointment.' })
+  await addAction(ctx.app, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+  await addAction(ctx.app, account, agent._id, { name: 'Every call', url: `${receiver.url}/every` })
   const call = await conversation(t, ctx, account, agent._id)
   t.equal(call.call_status, 'success')
   t.same(await deliveryNames(ctx, call._id), ['Booked', 'Every call'], 'the refund action has no delivery')
@@ -307,7 +301,7 @@ t.test('a condition the analysis cannot judge (built-in analyser, or no answer) 
     const receiver = await startReceiver(t)
     const account = await createAccount(ctx.db)
     const agent = await createAgent(ctx.app, account)
-    await addAction(ctx, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
+    await addAction(ctx.app, account, agent._id, { name: 'Refund', url: `${receiver.url}/refund`, condition: 'The caller asked for a refund.' })
     const call = await conversation(t, ctx, account, agent._id)
     t.same(await deliveryNames(ctx, call._id), ['Refund'], `${'ANALYSER' in env ? 'openai without an answer' : 'builtin'}: delivered`)
     t.same((await receiver.waitFor(1)).map((r) => r.url), ['/refund'])
