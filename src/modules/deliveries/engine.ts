@@ -188,7 +188,7 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
       const row = byId.get(job.id)
       results.set(job, undefined)
       if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
-      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log.child({ deliveryRowId: row.id }))
+      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
       if (outcome.ok || job.n >= row.attempts_max) {
         finished.push({ job, row, outcome, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
       } else {
@@ -247,7 +247,7 @@ export async function resend (deps: DeliveryDeps, userId: string, id: string): P
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
   const secrets = await signingSecrets(deps.db, [row.user_id])
-  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log.child({ deliveryRowId: row.id }))
+  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
   const updated = await deps.db.updateTable('webhook_deliveries').set({
     attempts_made: sql<number>`attempts_made + 1`,
     attempts: appendAttempt(logEntry(outcome, true)),

@@ -253,7 +253,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
     const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
       renderHeaders(settings.headers, variables), secrets, 1)
-    const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, request.log.child({ actionId: action.id }))
+    const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, request.log)
     return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
   })
 }

@@ -56,7 +56,7 @@ function describe (err: unknown, timeoutMs: number): { error: string, reason: st
  * re-sends the same method and body), and the start of the answer, all within `timeoutMs`. A redirect to
  * another origin loses the action's headers; one from HTTPS to HTTP is refused. A 2xx is success;
  * everything else is a failure with its status or error. `log` gets the reason of a failure without an
- * answer, with the receiver's origin (never a path or query: they carry variables and keys).
+ * answer, with the delivery id and the receiver's origin (never a path or query: they carry variables and keys).
  */
 export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>): Promise<Outcome> {
   const started = performance.now()
@@ -101,7 +101,7 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
     }
   } catch (err) {
     const { error, reason } = describe(err, timeoutMs)
-    log.info({ receiver: originOf(url), method, reason }, 'delivery request got no answer')
+    log.info({ deliveryId: outgoing.signing.id, receiver: originOf(url), method, reason }, 'delivery request got no answer')
     return { ok: false, error, duration_ms: elapsed(started) }
   }
 }
