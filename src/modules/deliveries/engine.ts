@@ -14,8 +14,8 @@ import type { CallRow } from '../calls/queries.ts'
 import type { ActionCondition } from '../runtime/analysis/analyser.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
-import { send, type Outcome } from './send.ts'
-import { signatureHeaders, signingSecrets } from './signing.ts'
+import { send, type Outcome, type OutgoingRequest } from './send.ts'
+import { signingSecrets } from './signing.ts'
 
 // The delivery engine (DESIGN.md "Post-call delivery", the specification's Events section): one row per
 // source and call, one pg-boss job per scheduled attempt. Each attempt is logged, and the next one sent, in
@@ -75,9 +75,10 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
     let request: ShapedRequest
     try {
       request = actionRequest(settings, call, variables)
-    } catch (err) {
+    } catch {
       // A URL that renders invalid (a variable that made it so) cannot be sent; it is logged, not retried.
-      deps.log.warn({ err, actionId: id, callId: call.id }, 'post-call action has an invalid URL')
+      // Only ids are logged: the error carries the rendered URL, with the call's data and any key in its query.
+      deps.log.warn({ actionId: id, callId: call.id }, 'post-call action has an invalid URL')
       continue
     }
     sources.push({ kind: 'api_call', name: settings.name, actionId: id, request, schedule: settings.retry_schedule ?? DEFAULT_SCHEDULE })
@@ -126,22 +127,31 @@ function sendable (db: DB) {
 }
 
 /**
- * The request of an attempt: the frozen method, URL and body, the action's headers as they are now, and the
- * Standard Webhooks signature with the account's secrets.
+ * The request of an attempt, a resend or the test button: the delivery's method, URL and body, the action's
+ * headers, Switchboard's own headers, and the account's secrets that sign each hop (send.ts).
  */
-function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, secrets: string[], attempt: number) {
-  const custom = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
-  const hasBody = row.body_text !== null && !['GET', 'DELETE'].includes(row.method)
-  const all: Record<string, string> = {
-    ...custom,
-    ...signatureHeaders(secrets, row.delivery_id, hasBody ? row.body_text! : ''),
-    'user-agent': USER_AGENT,
-    'x-service-delivery-id': row.delivery_id,
-    'x-service-attempt': String(attempt),
-    'x-correlation-id': row.correlation_id
+export function attemptRequest (delivery: { deliveryId: string, correlationId: string, method: string, url: string, body: string | null },
+  configured: Record<string, string>, secrets: string[], attempt: number): OutgoingRequest {
+  const hasBody = delivery.body !== null && !['GET', 'DELETE'].includes(delivery.method)
+  return {
+    method: delivery.method,
+    url: delivery.url,
+    configured,
+    ...(hasBody ? { body: delivery.body! } : {}),
+    signing: { id: delivery.deliveryId, secrets },
+    headers: {
+      'user-agent': USER_AGENT,
+      'x-service-delivery-id': delivery.deliveryId,
+      'x-service-attempt': String(attempt),
+      'x-correlation-id': delivery.correlationId
+    }
   }
-  if (hasBody) all['content-type'] = 'application/json; charset=utf-8'
-  return { method: row.method, url: row.url!, headers: all, body: hasBody ? row.body_text! : undefined }
+}
+
+/** The request of a stored delivery's next attempt; the action's headers are read as they are now. */
+function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, secrets: string[], attempt: number): OutgoingRequest {
+  const configured = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
+  return attemptRequest({ deliveryId: row.delivery_id, correlationId: row.correlation_id, method: row.method, url: row.url!, body: row.body_text }, configured, secrets, attempt)
 }
 
 function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'> {
@@ -178,7 +188,7 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
       const row = byId.get(job.id)
       results.set(job, undefined)
       if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
-      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs)
+      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
       if (outcome.ok || job.n >= row.attempts_max) {
         finished.push({ job, row, outcome, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
       } else {
@@ -237,7 +247,7 @@ export async function resend (deps: DeliveryDeps, userId: string, id: string): P
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
   const secrets = await signingSecrets(deps.db, [row.user_id])
-  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs)
+  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
   const updated = await deps.db.updateTable('webhook_deliveries').set({
     attempts_made: sql<number>`attempts_made + 1`,
     attempts: appendAttempt(logEntry(outcome, true)),

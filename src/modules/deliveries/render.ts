@@ -1,10 +1,17 @@
+import { MASK } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
 
 // What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
 // api_call action's URL, query, body and headers with {{variables}}.
 
+/** The call payload's fields that GET and DELETE deliveries carry in the query string (its scalar ones). */
+const QUERY_PAYLOAD_FIELDS = ['call_id', 'agent_id', 'call_from', 'call_to', 'direction', 'call_type', 'call_status', 'start_timestamp',
+  'end_timestamp', 'duration', 'call_summary', 'task_achieved', 'recording_url', 'disconnection_reason'] as const
+
+type PayloadField = typeof QUERY_PAYLOAD_FIELDS[number] | 'transcription' | 'sentiment' | 'custom_analysis_data' | 'collected_data' | 'transfer_history'
+
 /** The full call payload (the specification's body table, plus call_id and agent_id). */
-export function callPayload (call: CallRow): Record<string, unknown> {
+export function callPayload (call: CallRow): Partial<Record<PayloadField, unknown>> {
   return {
     call_id: call.id,
     agent_id: call.agent_id,
@@ -114,6 +121,32 @@ export function actionRequest (settings: ApiCallSettings, call: CallRow, variabl
     if (isScalar(value)) url.searchParams.append(key, text(value))
   }
   return { method, url: url.toString(), body: method === 'GET' || method === 'DELETE' ? null : fields }
+}
+
+const configuredNames = (settings: ApiCallSettings) => [
+  ...new URLSearchParams(/\?([^#]*)/.exec(settings.url)?.[1] ?? '').keys(),
+  ...Object.keys(settings.query ?? {}),
+  ...Object.keys(settings.body ?? {})
+]
+
+/**
+ * A delivery's URL as answers show it. Query values are masked like header values (a key "in a query
+ * parameter" is a credential), and so is a user name or password in the URL. Shown in clear are only the
+ * call payload's fields that a GET or DELETE carries in its query string, when the action is known
+ * (`settings`) and does not set a parameter of that name itself.
+ */
+export function displayUrl (url: string, method: string, settings: ApiCallSettings | undefined): string {
+  const shown = new Set<string>(settings !== undefined && (method === 'GET' || method === 'DELETE') ? QUERY_PAYLOAD_FIELDS : [])
+  if (settings !== undefined) for (const name of configuredNames(settings)) shown.delete(name)
+  const parsed = new URL(url)
+  if (parsed.username !== '') parsed.username = MASK
+  if (parsed.password !== '') parsed.password = MASK
+  if (parsed.search !== '') {
+    const masked = new URLSearchParams()
+    for (const [name, value] of parsed.searchParams) masked.append(name, shown.has(name) ? value : MASK)
+    parsed.search = masked.toString()
+  }
+  return parsed.toString()
 }
 
 /** The action's headers with variables, as read at the time of the attempt. */

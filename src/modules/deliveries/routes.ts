@@ -6,10 +6,10 @@ import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
 import type { CallRow } from '../calls/queries.ts'
-import { resend, USER_AGENT, type DeliveryDeps, type DeliveryRow } from './engine.ts'
-import { actionRequest, callVariables, renderHeaders, type ApiCallSettings } from './render.ts'
+import { attemptRequest, resend, type DeliveryDeps, type DeliveryRow } from './engine.ts'
+import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings, type ShapedRequest } from './render.ts'
 import { send } from './send.ts'
-import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signatureHeaders, signingSecrets } from './signing.ts'
+import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signingSecrets } from './signing.ts'
 
 const TAGS = ['webhook deliveries']
 
@@ -44,7 +44,7 @@ const DeliveryDetail = Type.Object({
   ...deliveryFields,
   request: Type.Union([Type.Object({
     method: Type.String(),
-    url: Type.String(),
+    url: Type.String({ description: 'query values (and a password in the URL) are masked as `********`, but for the call payload\'s fields that a GET or DELETE carries there' }),
     header_names: Type.Array(Type.String(), { description: 'the action\'s headers, by name only: values are never returned' }),
     body: Type.Unknown({ description: 'the JSON body; null for GET and DELETE' })
   }), Type.Null()], { description: `null once the request was deleted (kept ${30} days by default)` })
@@ -79,14 +79,13 @@ function toDelivery (row: DeliveryRow) {
 }
 
 async function toDetail (deps: DeliveryDeps, row: DeliveryRow) {
-  let headerNames: string[] = []
-  if (row.action_id !== null) {
-    const action = await deps.db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
-    headerNames = Object.keys((action?.settings as { headers?: Record<string, string> } | undefined)?.headers ?? {})
-  }
+  const action = row.action_id === null ? undefined : await deps.db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
+  const settings = action?.settings as unknown as ApiCallSettings | undefined
   return {
     ...toDelivery(row),
-    request: row.url === null ? null : { method: row.method, url: row.url, header_names: headerNames, body: row.body }
+    request: row.url === null
+      ? null
+      : { method: row.method, url: displayUrl(row.url, row.method, settings), header_names: Object.keys(settings?.headers ?? {}), body: row.body }
   }
 }
 
@@ -234,7 +233,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
       summary: 'Send a sample request of an api_call action',
       description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried.',
       params: Type.Object({ id: ObjectId, agentActionId: ObjectId }),
-      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String() }) }), ...errors(...AUTH_ERRORS, 404) }
+      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String({ description: 'query values masked as in a delivery\'s request' }) }) }), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
     const agent = await findAgent(db, request.userId, request.params.id)
@@ -245,20 +244,16 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     const call = sampleCall(request.userId, agent.id, agent.data_retrieval as Array<{ name: string, type: string, enum_values?: string[] }>)
     const settings = action.settings as unknown as ApiCallSettings
     const variables = callVariables(call)
-    const shaped = actionRequest(settings, call, variables)
-    const deliveryId = randomUUID()
-    const body = shaped.body === null ? undefined : JSON.stringify(shaped.body)
-    const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
-    const headers: Record<string, string> = {
-      ...renderHeaders(settings.headers, variables),
-      ...signatureHeaders(secrets, deliveryId, body ?? ''),
-      'user-agent': USER_AGENT,
-      'x-service-delivery-id': deliveryId,
-      'x-service-attempt': '1',
-      'x-correlation-id': randomUUID()
+    let shaped: ShapedRequest
+    try {
+      shaped = actionRequest(settings, call, variables)
+    } catch {
+      throw badRequest('the action\'s URL is not a valid URL once the sample call\'s variables are filled in')
     }
-    if (shaped.body !== null) headers['content-type'] = 'application/json; charset=utf-8'
-    const outcome = await send(deps.agent, { method: shaped.method, url: shaped.url, headers, body }, deps.config.delivery.timeoutMs)
-    return { outcome, request: { method: shaped.method, url: shaped.url } }
+    const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
+    const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
+      renderHeaders(settings.headers, variables), secrets, 1)
+    const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, request.log)
+    return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
   })
 }

@@ -1,12 +1,18 @@
+import type { Logger } from 'pino'
 import { errors, request, type Agent } from 'undici'
-import { BlockedAddressError } from './network.ts'
+import { signatureHeaders } from './signing.ts'
 
 export interface OutgoingRequest {
   method: string
   url: string
+  /** Switchboard's own headers (User-Agent, X-Service-*): sent on every hop. */
   headers: Record<string, string>
+  /** The action's headers, the receiver's credentials: sent to the URL's origin only, never after a redirect leaves it. */
+  configured: Record<string, string>
   /** JSON text, for POST, PUT and PATCH. */
   body?: string
+  /** Each hop is signed over what it sends (signing.ts). */
+  signing: { id: string, secrets: string[] }
 }
 
 export interface Outcome {
@@ -24,46 +30,60 @@ const PREVIEW_BYTES = 1024
 const READ_BYTES = 8192
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
 
-/** The message a failed attempt logs: what a person needs to fix the receiver. */
-function describe (err: unknown, timeoutMs: number): string {
+/**
+ * What users see when no answer came: one text for a refused connection, an address that is not public,
+ * DNS and TLS failures alike, so that the delivery log and the test button cannot map the server's network.
+ * The reason is logged on the server.
+ */
+export const UNREACHABLE = 'the receiver could not be reached'
+
+/** The message a failed attempt shows, and the detailed reason for the server log. */
+function describe (err: unknown, timeoutMs: number): { error: string, reason: string } {
   const error = err as Error & { code?: string, cause?: Error & { code?: string } }
-  if (error instanceof BlockedAddressError || error.cause instanceof BlockedAddressError) return (error.cause ?? error).message
-  if (error.name === 'TimeoutError' || error.name === 'AbortError' || error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
-    return `timed out after ${timeoutMs / 1000} s`
-  }
+  const reason = [error.code ?? error.cause?.code, error.message, error.cause?.message].filter((part) => part !== undefined && part !== '').join(': ')
   const code = error.code ?? error.cause?.code ?? ''
-  if (code === 'ECONNREFUSED') return 'connection refused'
-  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return 'connection closed by the receiver'
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'DNS lookup failed'
-  if (/CERT|TLS|SSL|SELF_SIGNED|VERIFY/i.test(code)) return `TLS error: ${code}`
-  if (code === 'UND_ERR_CONNECT_TIMEOUT') return `timed out after ${timeoutMs / 1000} s`
-  return error.message === '' ? code : error.message
+  if (error.name === 'TimeoutError' || error.name === 'AbortError' || error instanceof errors.HeadersTimeoutError ||
+    error instanceof errors.BodyTimeoutError || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return { error: `timed out after ${timeoutMs / 1000} s`, reason }
+  }
+  // Made before anything is sent (a header value a variable made invalid): about the action, not the network.
+  if (error instanceof errors.InvalidArgumentError) return { error: `the request is invalid: ${error.message}`, reason }
+  return { error: UNREACHABLE, reason }
 }
 
 /**
  * One attempt: the request, its redirects (at most 5; 303 turns into GET as HTTP says, every other redirect
- * re-sends the same method and body), and the start of the answer, all within `timeoutMs`. A 2xx is success;
- * everything else is a failure with its status or error.
+ * re-sends the same method and body), and the start of the answer, all within `timeoutMs`. A redirect to
+ * another origin loses the action's headers; one from HTTPS to HTTP is refused. A 2xx is success;
+ * everything else is a failure with its status or error. `log` gets the reason of a failure without an
+ * answer, with the delivery id and the receiver's origin (never a path or query: they carry variables and keys).
  */
-export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number): Promise<Outcome> {
+export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>): Promise<Outcome> {
   const started = performance.now()
   const signal = AbortSignal.timeout(timeoutMs)
-  let { method, url, body } = outgoing
-  let headers = outgoing.headers
+  let { method, url, body, configured } = outgoing
   try {
     for (let hop = 0; ; hop++) {
+      const headers: Record<string, string> = {
+        ...configured,
+        ...signatureHeaders(outgoing.signing.secrets, outgoing.signing.id, url, body),
+        ...outgoing.headers,
+        ...(body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' })
+      }
       const response = await request(url, { method: method as 'POST', headers, body, dispatcher: agent, signal })
       const location = response.headers.location
       if (REDIRECTS.has(response.statusCode) && typeof location === 'string') {
         await response.body.dump()
-        if (hop === MAX_REDIRECTS) {
-          return { ok: false, status_code: response.statusCode, error: `more than ${MAX_REDIRECTS} redirects`, duration_ms: elapsed(started) }
-        }
-        url = new URL(location, url).toString()
+        const fail = (error: string) => ({ ok: false, status_code: response.statusCode, error, duration_ms: elapsed(started) })
+        if (hop === MAX_REDIRECTS) return fail(`more than ${MAX_REDIRECTS} redirects`)
+        const next = new URL(location, url)
+        const current = new URL(url)
+        if (current.protocol === 'https:' && next.protocol !== 'https:') return fail('a redirect from HTTPS to HTTP was refused')
+        if (next.origin !== current.origin) configured = {}
+        url = next.toString()
         if (response.statusCode === 303 && method !== 'HEAD') {
           method = 'GET'
           body = undefined
-          headers = Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'content-type'))
         }
         continue
       }
@@ -80,8 +100,12 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
       return { ok, status_code: response.statusCode, duration_ms: elapsed(started), ...(preview === '' ? {} : { response_preview: preview }) }
     }
   } catch (err) {
-    return { ok: false, error: describe(err, timeoutMs), duration_ms: elapsed(started) }
+    const { error, reason } = describe(err, timeoutMs)
+    log.info({ deliveryId: outgoing.signing.id, receiver: originOf(url), method, reason }, 'delivery request got no answer')
+    return { ok: false, error, duration_ms: elapsed(started) }
   }
 }
+
+const originOf = (url: string) => URL.parse(url)?.origin ?? 'invalid URL'
 
 const elapsed = (started: number) => Math.round(performance.now() - started)

@@ -5,7 +5,9 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 
 // Every delivery is signed the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature:
-// HMAC-SHA256 over "id.timestamp.body") with a per-account secret. After a rotation the previous secret
+// HMAC-SHA256 over "id.timestamp.content") with a per-account secret. The content is what the request
+// carries: its body, or for a request without one (GET, DELETE, a 303 redirect) its path and query exactly
+// as sent, the request target a receiver reads as `req.url`. After a rotation the previous secret
 // keeps working for ROTATION_OVERLAP_HOURS: requests carry a signature with each, so a receiver can move
 // to the new secret at its own pace.
 
@@ -54,12 +56,20 @@ async function active (db: DB, ids: string[]) {
     .orderBy('created_at', 'desc').execute()
 }
 
-/** The three Standard Webhooks headers; the signature header lists one signature per secret. */
-export function signatureHeaders (secrets: string[], id: string, body: string): Record<string, string> {
+/** What a request's signature covers: its body, or without one its request target (path and query). */
+export function signedContent (url: string, body: string | undefined): string {
+  if (body !== undefined) return body
+  const target = new URL(url)
+  return `${target.pathname}${target.search}`
+}
+
+/** The three Standard Webhooks headers of one request; the signature header lists one signature per secret. */
+export function signatureHeaders (secrets: string[], id: string, url: string, body: string | undefined): Record<string, string> {
   const now = new Date()
+  const content = signedContent(url, body)
   return {
     'webhook-id': id,
     'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-    'webhook-signature': secrets.map((secret) => new Webhook(secret).sign(id, now, body)).join(' ')
+    'webhook-signature': secrets.map((secret) => new Webhook(secret).sign(id, now, content)).join(' ')
   }
 }
