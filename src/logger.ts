@@ -45,7 +45,7 @@ export function formatPretty (line: string, colour: boolean): string {
   try {
     entry = JSON.parse(line) as Record<string, unknown>
   } catch {
-    return line
+    return line + '\n'
   }
   const paint = (code: string, text: string) => colour ? `\x1b[${code}m${text}\x1b[0m` : text
   if (Array.isArray(entry.banner)) {
