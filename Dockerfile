@@ -22,4 +22,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 
 # What `npm start` runs (its V8 flag: docs/calls.md, "Memory"); node directly so that SIGTERM reaches the
 # server, which drains and exits 0.
-CMD ["node", "--max-semi-space-size=16", "src/main.ts"]
+CMD ["node", "--max-semi-space-size=16", "src/start.js"]

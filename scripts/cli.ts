@@ -69,7 +69,8 @@ async function command (db: DB): Promise<string> {
       return rows.join('\n') || 'no keys'
     }
     case 'key revoke': {
-      const key = await revokeApiKey(db, required(arg, 'prefix'))
+      // Taken as key list prints it (`sk_AbC12345…`) or without the ellipsis.
+      const key = await revokeApiKey(db, required(arg, 'prefix').replace(/(…|\.\.\.)$/, ''))
       return `revoked key ${key.id}`
     }
     default:

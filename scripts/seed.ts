@@ -26,6 +26,13 @@ try {
     process.stdout.write(`\r${done.toLocaleString('en')} / ${count.toLocaleString('en')} calls (${rate.toLocaleString('en')} calls/s)`)
   })
   process.stdout.write(`\nseeded ${count} calls for ${email} across ${account.agents.length} agents\n`)
+  // The account's whole range (earlier seeds included), as the metrics routes take it: UTC days.
+  const { rows: [range] } = await pool.query<{ from: string, to: string }>(
+    `SELECT to_char(min(start_timestamp) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS from,
+            to_char(max(start_timestamp) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS to
+       FROM calls WHERE user_id = $1`, [account.userId])
+  process.stdout.write(`calls from ${range.from} to ${range.to} (UTC days); their metrics, with an API key of ${email}:\n` +
+    `  curl -H "x-api-key: $KEY" "${config.publicBaseUrl}/v1/call/general-metrics?date_from=${range.from}&date_to=${range.to}"\n`)
 } finally {
   await pool.end()
   await embedded?.stop()

@@ -9,6 +9,7 @@ import type { Config } from './config.ts'
 import type { DB } from './db/database.ts'
 import { registerAuth } from './http/auth.ts'
 import { registerErrorHandler } from './http/errors.ts'
+import { homeRoutes } from './http/home.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
@@ -64,6 +65,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   await registerOpenApi(app)
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
 
+  await app.register(homeRoutes)
   app.get('/health', {
     schema: {
       tags: ['health'],

