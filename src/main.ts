@@ -33,7 +33,7 @@ let embedded: EmbeddedPostgres | undefined
 async function main (): Promise<void> {
   const database = await openDatabase(config, log, 'exclusive')
   embedded = database.embedded
-  const pool = createPool(database.url, config.databasePoolSize)
+  const pool = createPool(database.url, config.databasePoolSize, config.databasePool)
   const db = createDb(pool)
   const applied = await migrate(pool)
   if (applied.length > 0) log.info({ applied }, 'migrations applied')
