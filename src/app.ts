@@ -49,7 +49,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     requestIdHeader: 'x-request-id',
     // Keeps "/v1/voice/list/" and "/v1/voice/list" the same route.
     routerOptions: { ignoreTrailingSlash: true },
-    bodyLimit: 1024 * 1024
+    bodyLimit: 1024 * 1024,
+    // A client that trickles its request (a slow upload) or holds an idle connection is cut off (config.ts).
+    requestTimeout: config.http.requestTimeoutMs,
+    connectionTimeout: config.http.connectionTimeoutMs
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
@@ -91,7 +94,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
 
   if (config.role !== 'worker') {
     await app.register(async (v1) => {
-      registerAuth(v1, deps.db)
+      await registerAuth(v1, deps.db, config.rateLimit)
       await v1.register(apiKeyRoutes, { db: deps.db })
       await v1.register(llmRoutes, { db: deps.db })
       await v1.register(agentRoutes, { db: deps.db })

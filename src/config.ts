@@ -12,6 +12,8 @@ export interface Config {
   dataDir: string
   /** Connections in this process's pool (pg-boss keeps a few of its own). */
   databasePoolSize: number
+  /** DATABASE_POOL_WAIT_MS and DATABASE_IDLE_IN_TRANSACTION_MS. */
+  databasePool: { waitMs: number, idleInTransactionMs: number }
   /** `all` serves the API and runs the workers; `api` and `worker` split them across processes. */
   role: 'all' | 'api' | 'worker'
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
@@ -46,6 +48,9 @@ export interface Config {
   prices: Prices
   delivery: DeliveryConfig
   knowledgeBases: KnowledgeBaseLimits
+  http: HttpLimits
+  concurrency: ConcurrencyLimits
+  rateLimit: RateLimitConfig
   /** Where people reach this server: links in e-mails (the delivery log) start with it. */
   publicBaseUrl: string
 }
@@ -72,6 +77,40 @@ export interface KnowledgeBaseLimits {
   maxFiles: number
   /** Most files one upload request carries (KB_MAX_FILES_PER_UPLOAD); bounds how long its transaction runs. */
   maxFilesPerUpload: number
+}
+
+export interface HttpLimits {
+  /** A request must arrive whole, body included, within this (HTTP_REQUEST_TIMEOUT_MS); a slower one gets 408. */
+  requestTimeoutMs: number
+  /**
+   * A connection with no traffic either way this long is closed (HTTP_CONNECTION_TIMEOUT_MS; 0: never). This
+   * also ends a download whose client stopped reading, which frees the export's database connection.
+   */
+  connectionTimeoutMs: number
+}
+
+/**
+ * Uploads and exports that one process runs at once. Each export holds a database connection while its
+ * client reads, so their total stays below the pool size; over a per-account limit: 429, over the total: 503,
+ * both with Retry-After.
+ */
+export interface ConcurrencyLimits {
+  /** KB_UPLOADS_PER_ACCOUNT */
+  uploadsPerAccount: number
+  /** EXPORTS_PER_ACCOUNT */
+  exportsPerAccount: number
+  /** EXPORTS_MAX; default half of DATABASE_POOL_SIZE (at least 1). */
+  exportsTotal: number
+}
+
+/** Requests a client may send per window, counted in this process; 0 lifts a limit. Over it: 429 with Retry-After. */
+export interface RateLimitConfig {
+  /** Per API key found active (RATE_LIMIT_PER_KEY). */
+  perKey: number
+  /** Per client address, for /v1 requests without a known key: missing, unknown, revoked (RATE_LIMIT_PER_ADDRESS). */
+  perAddress: number
+  /** RATE_LIMIT_WINDOW_MS. */
+  windowMs: number
 }
 
 export interface AnalyserConfig {
@@ -214,6 +253,10 @@ export function loadConfig (env: Env = process.env): Config {
     databaseUrl: databaseUrl(env),
     dataDir: path.resolve(str(env, 'DATA_DIR', './data')),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    databasePool: Object.freeze({
+      waitMs: int(env, 'DATABASE_POOL_WAIT_MS', 5000, 0, 600_000),
+      idleInTransactionMs: int(env, 'DATABASE_IDLE_IN_TRANSACTION_MS', 60_000, 0, 3_600_000)
+    }),
     role: oneOf(env, 'ROLE', 'all', ['all', 'api', 'worker'] as const),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     logFormat: optional(env, 'LOG_FORMAT') === undefined ? undefined : oneOf(env, 'LOG_FORMAT', 'json', ['json', 'pretty'] as const),
@@ -243,6 +286,20 @@ export function loadConfig (env: Env = process.env): Config {
       webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),
       sms: int(env, 'CREDITS_SMS', 2, 0, 100_000),
       forwardingMinute: int(env, 'CREDITS_FORWARDING_MINUTE', 8, 0, 100_000)
+    }),
+    http: Object.freeze({
+      requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 120_000, 100, 3_600_000),
+      connectionTimeoutMs: int(env, 'HTTP_CONNECTION_TIMEOUT_MS', 60_000, 0, 3_600_000)
+    }),
+    concurrency: Object.freeze({
+      uploadsPerAccount: int(env, 'KB_UPLOADS_PER_ACCOUNT', 2, 1, 1000),
+      exportsPerAccount: int(env, 'EXPORTS_PER_ACCOUNT', 2, 1, 1000),
+      exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000)
+    }),
+    rateLimit: Object.freeze({
+      perKey: int(env, 'RATE_LIMIT_PER_KEY', 3000, 0, 10_000_000),
+      perAddress: int(env, 'RATE_LIMIT_PER_ADDRESS', 120, 0, 10_000_000),
+      windowMs: int(env, 'RATE_LIMIT_WINDOW_MS', 60_000, 100, 3_600_000)
     }),
     knowledgeBases: Object.freeze({
       maxFileBytes: int(env, 'KB_MAX_FILE_MB', 20, 1, 1024) * 1024 * 1024,

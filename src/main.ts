@@ -35,7 +35,7 @@ let boss: PgBoss | undefined
 async function main (): Promise<void> {
   const database = await openDatabase(config, log, 'exclusive')
   embedded = database.embedded
-  const pool = createPool(database.url, config.databasePoolSize)
+  const pool = createPool(database.url, config.databasePoolSize, config.databasePool)
   const db = createDb(pool)
   const applied = await migrate(pool)
   if (applied.length > 0) log.info({ applied }, 'migrations applied')

@@ -16,10 +16,34 @@ const types = {
   }
 }
 
-export function createPool (connectionString: string, max: number): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, types })
+export interface PoolLimits {
+  /** How long a query waits for a free connection before it fails with a 503 (0: for ever). */
+  waitMs?: number
+  /** PostgreSQL ends a session idle inside a transaction this long (0: never), so a stalled client cannot hold locks. */
+  idleInTransactionMs?: number
+}
+
+/** A pool that waited too long for a connection: the server is busy, not broken (the error handler answers 503). */
+function busy (err: Error): Error {
+  return err.message === 'timeout exceeded when trying to connect' ? Object.assign(err, { statusCode: 503 }) : err
+}
+
+export function createPool (connectionString: string, max: number, limits: PoolLimits = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    types,
+    connectionTimeoutMillis: limits.waitMs ?? 0,
+    // A startup parameter: set on every connection the pool opens.
+    ...(limits.idleInTransactionMs ? { idle_in_transaction_session_timeout: limits.idleInTransactionMs } : {})
+  })
   // An idle client losing its server (restart, network) must not crash the process; the pool replaces it.
   pool.on('error', () => {})
+  // pool.query takes a connection through connect(callback), Kysely and cursors through connect().
+  const connect = pool.connect.bind(pool) as (callback?: (err: Error | undefined, ...rest: unknown[]) => void) => Promise<pg.PoolClient> | undefined
+  pool.connect = ((callback?: (err: Error | undefined, ...rest: unknown[]) => void) => callback === undefined
+    ? connect()!.catch((err: Error) => { throw busy(err) })
+    : connect((err, ...rest) => callback(err == null ? err : busy(err), ...rest))) as typeof pool.connect
   return pool
 }
 

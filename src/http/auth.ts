@@ -1,4 +1,6 @@
+import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { RateLimitConfig } from '../config.ts'
 import type { DB } from '../db/database.ts'
 import { API_KEY_PATTERN, hashApiKey } from '../modules/users/keys.ts'
 import { findActiveKeyByHash, touchApiKey, type KeyOwner } from '../modules/users/queries.ts'
@@ -17,42 +19,152 @@ const TOUCH_INTERVAL_MS = 60_000
 /**
  * Keys seen in the last moments, so that a busy client costs one lookup per interval rather than one per
  * request. A key revoked through this process is forgotten at once (forgetApiKeys); one revoked elsewhere
- * (another replica, the CLI) stops working within KEY_CACHE_MS. The lookup itself is cached, so that the
- * requests arriving while it runs share it: fifty concurrent requests of an expired key used to queue fifty
- * lookups ahead of their own queries, every KEY_CACHE_MS.
+ * (another replica, the CLI) stops working within KEY_CACHE_MS. Requests arriving while a lookup runs share
+ * it: fifty concurrent requests of an expired key used to queue fifty lookups ahead of their own queries.
+ * Keys found and keys not found live in two bounded LRU lists, so that a flood of made-up keys evicts only
+ * other made-up keys, never the keys of real clients.
  */
 export const KEY_CACHE_MS = 2000
-const KEY_CACHE_MAX = 10_000
-const cache = new Map<string, { owner: Promise<KeyOwner | undefined>, until: number }>()
+
+/** A Map in least-recently-used order: a hit moves its entry to the end, and the oldest leave first. */
+export class Lru<V> {
+  readonly #max: number
+  readonly #entries = new Map<string, V>()
+
+  constructor (max: number) {
+    this.#max = max
+  }
+
+  get (key: string): V | undefined {
+    const value = this.#entries.get(key)
+    if (value !== undefined) {
+      this.#entries.delete(key)
+      this.#entries.set(key, value)
+    }
+    return value
+  }
+
+  has (key: string): boolean {
+    return this.#entries.has(key)
+  }
+
+  set (key: string, value: V): void {
+    this.#entries.delete(key)
+    this.#entries.set(key, value)
+    if (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value!)
+  }
+
+  delete (key: string): void {
+    this.#entries.delete(key)
+  }
+
+  clear (): void {
+    this.#entries.clear()
+  }
+}
+
+export interface KeyCacheOptions { ttlMs: number, maxKnown: number, maxUnknown: number, now?: () => number }
+
+export class KeyCache {
+  readonly #ttlMs: number
+  readonly #now: () => number
+  readonly #known: Lru<{ owner: KeyOwner, until: number }>
+  readonly #unknown: Lru<number>
+  readonly #pending = new Map<string, Promise<KeyOwner | undefined>>()
+  // A lookup that was running when the keys were forgotten must not store its (now stale) answer.
+  #generation = 0
+
+  constructor (options: KeyCacheOptions) {
+    this.#ttlMs = options.ttlMs
+    this.#now = options.now ?? Date.now
+    this.#known = new Lru(options.maxKnown)
+    this.#unknown = new Lru(options.maxUnknown)
+  }
+
+  /** Whether the hash belonged to an active key when last looked up (rate limits count such requests per key). */
+  isKnown (hash: string): boolean {
+    return this.#known.has(hash)
+  }
+
+  /** The key's owner, from the cache or else from `lookup`; undefined for a key unknown or revoked. */
+  async owner (hash: string, lookup: (hash: string) => Promise<KeyOwner | undefined>): Promise<KeyOwner | undefined> {
+    const now = this.#now()
+    const known = this.#known.get(hash)
+    if (known !== undefined && known.until > now) return known.owner
+    const unknownUntil = this.#unknown.get(hash)
+    if (unknownUntil !== undefined && unknownUntil > now) return undefined
+    let pending = this.#pending.get(hash)
+    if (pending === undefined) {
+      const generation = this.#generation
+      // A failed lookup is not kept: the next request tries again.
+      pending = lookup(hash).then((owner) => {
+        if (generation !== this.#generation) return owner
+        const until = this.#now() + this.#ttlMs
+        if (owner === undefined) {
+          this.#known.delete(hash)
+          this.#unknown.set(hash, until)
+        } else {
+          this.#known.set(hash, { owner, until })
+        }
+        return owner
+      }).finally(() => this.#pending.delete(hash))
+      this.#pending.set(hash, pending)
+    }
+    return await pending
+  }
+
+  clear (): void {
+    this.#generation++
+    this.#known.clear()
+    this.#unknown.clear()
+    this.#pending.clear()
+  }
+}
+
+// Active keys: at most 3 per account, so 10,000 covers thousands of busy accounts. Unknown keys: enough to
+// answer a client retrying a revoked key from the cache, few enough that churning them costs little memory.
+const keys = new KeyCache({ ttlMs: KEY_CACHE_MS, maxKnown: 10_000, maxUnknown: 1000 })
 
 export function forgetApiKeys (): void {
-  cache.clear()
+  keys.clear()
 }
 
-async function ownerOf (db: DB, key: string): Promise<KeyOwner | undefined> {
-  const hash = hashApiKey(key)
-  const now = Date.now()
-  const hit = cache.get(hash)
-  if (hit !== undefined && hit.until > now) return await hit.owner
-  if (cache.size >= KEY_CACHE_MAX) cache.clear()
-  const owner = findActiveKeyByHash(db, hash)
-  const entry = { owner, until: now + KEY_CACHE_MS }
-  cache.set(hash, entry)
-  // A failed lookup is not kept: the next request tries again.
-  owner.catch(() => { if (cache.get(hash) === entry) cache.delete(hash) })
-  return await owner
+function apiKeyOf (request: FastifyRequest): string | undefined {
+  const header = request.headers['x-api-key']
+  return Array.isArray(header) ? header[0] : header
 }
 
-/** `x-api-key` on every route of the scope: missing 401, unknown or revoked 403. */
-export function registerAuth (app: FastifyInstance, db: DB): void {
+/**
+ * Counts requests before the key is looked up: those of a key found active before per key, all others
+ * (no key, a malformed, unknown or revoked one, a key's first request) per client address, since each may
+ * cost a lookup. Over the limit: 429 with Retry-After.
+ */
+async function registerRateLimit (app: FastifyInstance, limits: RateLimitConfig): Promise<void> {
+  await app.register(rateLimit, { global: false })
+  const maxOf = (bucket: string) => bucket.startsWith('key:') ? limits.perKey : limits.perAddress
+  app.addHook('onRequest', app.rateLimit({
+    timeWindow: limits.windowMs,
+    keyGenerator: (request) => {
+      const key = apiKeyOf(request)
+      const hash = key !== undefined && API_KEY_PATTERN.test(key) ? hashApiKey(key) : undefined
+      return hash !== undefined && keys.isKnown(hash) ? `key:${hash}` : `address:${request.ip}`
+    },
+    max: (_request, bucket) => maxOf(bucket),
+    allowList: (_request, bucket) => maxOf(bucket) === 0,
+    errorResponseBuilder: (_request, context) => new HttpError(429, 'rate_limited', `too many requests; at most ${context.max} a window, retry in ${context.after}`)
+  }))
+}
+
+/** `x-api-key` on every route of the scope: missing 401, unknown or revoked 403; requests counted first. */
+export async function registerAuth (app: FastifyInstance, db: DB, limits: RateLimitConfig): Promise<void> {
+  await registerRateLimit(app, limits)
   app.decorateRequest('userId', '')
   app.addHook('onRequest', async (request: FastifyRequest) => {
-    const header = request.headers['x-api-key']
-    const key = Array.isArray(header) ? header[0] : header
+    const key = apiKeyOf(request)
     if (key === undefined || key === '') {
       throw new HttpError(401, 'missing_api_key', 'the x-api-key header is required')
     }
-    const owner = API_KEY_PATTERN.test(key) ? await ownerOf(db, key) : undefined
+    const owner = API_KEY_PATTERN.test(key) ? await keys.owner(hashApiKey(key), (hash) => findActiveKeyByHash(db, hash)) : undefined
     if (owner === undefined) throw new HttpError(403, 'invalid_api_key', 'the API key is unknown or revoked')
     request.userId = owner.userId
     if (owner.lastUsedAt === null || Date.now() - owner.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {

@@ -34,8 +34,9 @@ export interface SetupOptions extends Partial<Omit<Deps, 'db' | 'boss'>> {
 export async function setup (t: Test, env: Record<string, string> = {}, options: SetupOptions = {}): Promise<TestContext> {
   const { workers = false, ...deps } = options
   const url = await createTestDatabase(t)
-  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', ...env })
-  const pool = createPool(url, 5)
+  // Rate limits off unless a test sets them: the tests of one file share one address and often one key.
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env })
+  const pool = createPool(url, env.DATABASE_POOL_SIZE === undefined ? 5 : config.databasePoolSize, config.databasePool)
   const db = createDb(pool)
   const boss = new PgBoss({ connectionString: url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
   await boss.start()

@@ -180,3 +180,25 @@ t.test('actions of another account, or under another agent, are 404', async (t) 
   const stored = await db.selectFrom('agent_actions').selectAll().executeTakeFirstOrThrow()
   t.equal(stored.is_active, true, 'nothing changed')
 })
+
+t.test('an agent holds at most 20 actions and 30 tools, even when requests race', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const agentId = await agentOf(app, account)
+  const post = (path: string, payload: object) => app.inject({ method: 'POST', url: `/v1/agent/${agentId}/${path}`, headers: account.headers, payload })
+
+  const actions = await Promise.all(Array.from({ length: 23 }, (_, i) => post('actions', { action_type: 'send_email', settings: { ...email, name: `A${i}` } })))
+  t.equal(actions.filter((r) => r.statusCode === 201).length, 20)
+  const refused = actions.find((r) => r.statusCode !== 201)!
+  t.equal(refused.statusCode, 409)
+  t.match(refused.json(), { statusCode: 409, error: 'Conflict', code: 'action_limit_reached', message: /at most 20 actions/ })
+
+  const tools = await Promise.all(Array.from({ length: 31 }, (_, i) => post('tools', { tool_type: 'end_call', settings: { name: `T${i}` } })))
+  t.equal(tools.filter((r) => r.statusCode === 201).length, 30)
+  t.match(tools.find((r) => r.statusCode !== 201)!.json(), { statusCode: 409, code: 'tool_limit_reached' })
+
+  // Deleting one makes room again.
+  const list = (await app.inject({ method: 'GET', url: `/v1/agent/${agentId}/actions`, headers: account.headers })).json()
+  await app.inject({ method: 'DELETE', url: `/v1/agent/${agentId}/actions/${list[0]._id}`, headers: account.headers })
+  t.equal((await post('actions', { action_type: 'send_email', settings: email })).statusCode, 201)
+})

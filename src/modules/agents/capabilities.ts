@@ -8,7 +8,7 @@ import { compileBodySchema } from '../../http/validation.ts'
 import { isConnected } from '../integrations/queries.ts'
 import { findKnowledgeBase } from '../knowledge-bases/queries.ts'
 import {
-  deleteCapability, findAgent, findCapability, insertCapability, listCapabilities, updateCapability,
+  countCapabilities, deleteCapability, findAgent, findCapability, insertCapability, listCapabilities, lockAgent, updateCapability,
   type AgentRow, type CapabilityRow, type CapabilityTable
 } from './queries.ts'
 import { ACTION_SETTINGS, headerProblem, maskSettings, MASK, NEEDS_INTEGRATION, TOOL_SETTINGS, unmaskSettings } from './settings.ts'
@@ -22,6 +22,8 @@ interface Kind extends CapabilityTable {
   path: 'actions' | 'tools'
   idParam: 'agentActionId' | 'agentToolId'
   noun: string
+  /** Most an agent may have: each action is a delivery per call, each tool a prompt and a round trip per turn. */
+  max: number
   schemas: Record<string, TObject>
   /** Members filled in when a new settings object leaves them out. */
   defaults: Record<string, Settings>
@@ -71,6 +73,7 @@ export const ACTIONS: Kind = {
   path: 'actions',
   idParam: 'agentActionId',
   noun: 'action',
+  max: 20,
   schemas: ACTION_SETTINGS,
   defaults: {
     send_sms: messageDefaults,
@@ -86,6 +89,7 @@ export const TOOLS: Kind = {
   path: 'tools',
   idParam: 'agentToolId',
   noun: 'tool',
+  max: 30,
   schemas: TOOL_SETTINGS,
   defaults: { api_rag: { top_k: 3 }, mcp: { allowed_tools: [], headers: {} }, appointment_booking: { notify_email: null } },
   check: checkToolSettings
@@ -185,7 +189,14 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
       if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} must be the header's value, not the mask`)
       const active = request.body.is_active ?? true
       await kind.check(db, agent, type, settings, active)
-      const row = await insertCapability(db, request.userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+      // Counted under the agent's row lock, so that concurrent requests cannot pass the cap together.
+      const row = await db.transaction().execute(async (trx) => {
+        if (await lockAgent(trx, request.userId, agent.id) === undefined) throw notFound(`agent ${agent.id}`)
+        if (await countCapabilities(trx, request.userId, kind, agent.id) >= kind.max) {
+          throw new HttpError(409, `${kind.noun}_limit_reached`, `an agent has at most ${kind.max} ${kind.path}; delete one before adding another`)
+        }
+        return await insertCapability(trx, request.userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+      })
       return reply.code(201).send(toBody(row) as never)
     })
 

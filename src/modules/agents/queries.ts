@@ -164,7 +164,13 @@ export async function findCapability (db: Executor, userId: string, kind: Capabi
     .executeTakeFirst()
 }
 
-export async function insertCapability (db: DB, userId: string, kind: CapabilityTable, values: { agent_id: string, type: string, settings: Record<string, unknown>, is_active: boolean }): Promise<CapabilityRow> {
+export async function countCapabilities (db: Executor, userId: string, kind: CapabilityTable, agentId: string): Promise<number> {
+  const { n } = await db.selectFrom(tableOf(kind)).select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).executeTakeFirstOrThrow()
+  return n
+}
+
+export async function insertCapability (db: Executor, userId: string, kind: CapabilityTable, values: { agent_id: string, type: string, settings: Record<string, unknown>, is_active: boolean }): Promise<CapabilityRow> {
   const row: Partial<Record<keyof AgentToolsTable, unknown>> = {
     id: newId(), user_id: userId, agent_id: values.agent_id, [typeOf(kind)]: values.type, settings: JSON.stringify(values.settings), is_active: values.is_active
   }

@@ -1,8 +1,10 @@
 import { pipeline } from 'node:stream/promises'
 import { format } from 'fast-csv'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { ConcurrencyLimits } from '../../config.ts'
 import { Type } from 'typebox'
 import { cursorStream, type DB } from '../../db/database.ts'
+import { Slots } from '../../http/concurrency.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owned-records.ts'
@@ -33,20 +35,27 @@ function attachment (reply: { header: (name: string, value: string) => unknown }
   reply.header('content-disposition', `attachment; filename="${name}_${range.dateFrom}_${range.dateTo}.csv"`)
 }
 
-export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: ConcurrencyLimits }> = async (app, { db, limits }) => {
+  // A streaming export holds a connection until its client has read the last row: bounded per account, and in
+  // all below the pool size, so that slow readers cannot take every connection (a stalled one is cut off by
+  // HTTP_CONNECTION_TIMEOUT_MS).
+  const exports = new Slots('exports', limits.exportsPerAccount, limits.exportsTotal)
+
   app.get('/call/list/export', {
     schema: {
       tags: TAGS,
       summary: 'Export calls as CSV',
-      description: 'One row per call and language model with its tokens (a call without usage: one row with an empty model). The list filters apply. Streams from a cursor: any number of rows in flat memory.',
+      description: 'One row per call and language model with its tokens (a call without usage: one row with an empty model). The list filters apply. Streams from a cursor: any number of rows in flat memory. ' +
+        'EXPORTS_PER_ACCOUNT exports of one account at once (default 2; one more: 429) and EXPORTS_MAX in all (503), both with Retry-After.',
       querystring: MetricsQuery,
       produces: ['text/csv'],
-      response: { 200: CsvFile, ...errors(...AUTH_ERRORS, 404) }
+      response: { 200: CsvFile, ...errors(...AUTH_ERRORS, 404, 429, 503) }
     }
   }, async (request, reply) => {
     const range = dateRange(request.query)
     // Before the first byte: a 404 cannot follow a 200 whose rows are streaming.
     await requireOwners(db, request.userId, request.query)
+    const release = exports.take(request.userId, reply)
     const query = callDetailsQuery(db, request.userId, callFilter(request.query), range)
     const rows = cursorStream(db, query, 1000, (row) => {
       for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
@@ -54,7 +63,7 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (ap
     })
     const csv = format({ headers: CALL_HEADERS })
     // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
-    pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early'))
+    pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early')).finally(release)
     attachment(reply, 'call-details', range)
     return reply.send(csv as never)
   })

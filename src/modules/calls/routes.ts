@@ -233,5 +233,5 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     return reply.code(201).send(response)
   })
 
-  await app.register(callExportRoutes, { db })
+  await app.register(callExportRoutes, { db, limits: jobs.config.concurrency })
 }

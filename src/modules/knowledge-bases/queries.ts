@@ -107,10 +107,6 @@ export async function insertFile (trx: Trx, userId: string, file: NewFile): Prom
   await trx.insertInto('knowledge_base_files').values({ user_id: userId, ...file }).execute()
 }
 
-export async function setFileSize (trx: Trx, id: string, size: number): Promise<void> {
-  await trx.updateTable('knowledge_base_files').set({ file_size: size }).where('id', '=', id).execute()
-}
-
 export async function insertFilePart (trx: Trx, userId: string, fileId: string, n: number, data: Buffer): Promise<void> {
   await trx.insertInto('knowledge_base_file_parts').values({ file_id: fileId, user_id: userId, n, data }).execute()
 }

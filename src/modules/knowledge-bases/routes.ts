@@ -7,7 +7,8 @@ import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database } from '../../db/schema.ts'
-import { badRequest, invalidInput, type AjvIssue } from '../../http/errors.ts'
+import { Slots } from '../../http/concurrency.ts'
+import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
 import { AUTH_ERRORS, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES } from '../../jobs/queues.ts'
@@ -16,12 +17,12 @@ import { OwnerQuery } from '../agents/schemas.ts'
 import type { JobSender } from '../runtime/lifecycle.ts'
 import { findUser } from '../users/queries.ts'
 import {
-  countFiles, deleteFiles, deleteKnowledgeBase, insertKnowledgeBase, knowledgeBasesOfAgent, listKnowledgeBaseRows,
+  countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, knowledgeBasesOfAgent, listKnowledgeBaseRows,
   lockKnowledgeBase, replaceAgents, touchKnowledgeBase, viewKnowledgeBase, viewKnowledgeBases, type KnowledgeBaseView,
   type OwnerFilter
 } from './queries.ts'
 import { search, searchConfigFor } from './search.ts'
-import { ACCEPTED_TYPES, receiveUpload, type ReceivedFile } from './upload.ts'
+import { ACCEPTED_TYPES, storeFiles, withUpload, type ReceivedFile } from './upload.ts'
 
 const TAGS = ['knowledge bases']
 
@@ -82,8 +83,8 @@ const FileField = (description: string) => Type.String({ format: 'binary', descr
 /** Documents a multipart form in OpenAPI; validation.ts leaves multipart bodies to the handler. */
 const form = (schema: ReturnType<typeof Type.Object>) => ({ content: { 'multipart/form-data': { schema } } })
 
-const UPLOAD_ERRORS = errors(...AUTH_ERRORS, 404, 413, 415)
-const UPLOAD_LIMITS_TEXT = 'Limits: KB_MAX_FILE_MB a file (default 20), KB_MAX_FILES_PER_UPLOAD a request, KB_MAX_FILES a knowledge base; over one: 413 and nothing is stored. ' +
+const UPLOAD_ERRORS = errors(...AUTH_ERRORS, 404, 413, 415, 429)
+const UPLOAD_LIMITS_TEXT = 'Limits: KB_MAX_FILE_MB a file (default 20), KB_MAX_FILES_PER_UPLOAD a request, KB_MAX_FILES a knowledge base; over one: 413 and nothing is stored. KB_UPLOADS_PER_ACCOUNT uploads of one account at once (default 2); one more: 429 with Retry-After. ' +
   `Types by content: ${ACCEPTED_TYPES}; another: 415. Each file is read into searchable passages in the background: watch its \`status\`.`
 
 export function toKnowledgeBase ({ row, files, agents }: KnowledgeBaseView): Static<typeof KnowledgeBase> {
@@ -126,25 +127,37 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
   await app.register(multipart, { throwFileSizeLimit: false })
   const limits = jobs.config.knowledgeBases
 
+  const uploads = new Slots('uploads', jobs.config.concurrency.uploadsPerAccount)
+
+  /** Runs an upload in one of the account's upload slots; its body is read before the handler's transaction opens. */
+  async function upload<T> (request: FastifyRequest, reply: FastifyReply, run: () => Promise<T>): Promise<T> {
+    const release = uploads.take(request.userId, reply)
+    try {
+      return await run()
+    } finally {
+      release()
+    }
+  }
+
   /** Adds the files of the request to a knowledge base, within the per-request and per-knowledge-base limits. */
   async function addFiles (request: FastifyRequest, id: string, fileField: 'file' | 'files', owners: OwnerFilter): Promise<KnowledgeBaseView> {
     const { userId } = request
     await requireOwners(db, userId, owners)
+    // Before the body is read: an unknown knowledge base need not wait for its files.
+    if (await findKnowledgeBase(db, userId, id) === undefined) throw notFound(`knowledge base ${id}`)
     const perRequest = fileField === 'file' ? 1 : limits.maxFilesPerUpload
-    await db.transaction().execute(async (trx) => {
-      const kb = await lockKnowledgeBase(trx, userId, id, owners)
-      const room = limits.maxFiles - await countFiles(trx, kb.id)
-      const tooManyFiles = room < perRequest
-        ? `a knowledge base holds at most ${limits.maxFiles} files; this one has room for ${room} more`
-        : fileField === 'file'
-          ? 'this route takes one file; send several to POST /v1/knowledge-base/:id/files'
-          : `one upload carries at most ${perRequest} files`
-      const { files } = await receiveUpload(trx, request, {
-        userId, knowledgeBaseId: kb.id, fileField, fieldNames: [], maxFiles: Math.min(perRequest, room), tooManyFiles, maxFileBytes: limits.maxFileBytes
-      })
+    const tooManyFiles = fileField === 'file'
+      ? 'this route takes one file; send several to POST /v1/knowledge-base/:id/files'
+      : `one upload carries at most ${perRequest} files`
+    await withUpload(request, { fileField, fieldNames: [], maxFiles: perRequest, tooManyFiles, maxFileBytes: limits.maxFileBytes }, async ({ files }) => {
       if (files.length === 0) throw badRequest(`body.${fileField} is required`, 'validation_error')
-      await touchKnowledgeBase(trx, kb.id)
-      await enqueueExtraction(trx, jobs, files)
+      await db.transaction().execute(async (trx) => {
+        const kb = await lockKnowledgeBase(trx, userId, id, owners)
+        const room = limits.maxFiles - await countFiles(trx, kb.id)
+        if (files.length > room) throw new HttpError(413, 'too_many_files', `a knowledge base holds at most ${limits.maxFiles} files; this one has room for ${room} more`)
+        await touchKnowledgeBase(trx, kb.id)
+        await enqueueExtraction(trx, jobs, await storeFiles(trx, userId, kb.id, files))
+      })
     })
     return await viewKnowledgeBase(db, userId, id)
   }
@@ -173,38 +186,38 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: KnowledgeBase, ...UPLOAD_ERRORS }
     },
     onError: closeConnection
-  }, async (request) => {
+  }, async (request, reply) => await upload(request, reply, async () => {
     const { userId, query } = request
     await requireOwners(db, userId, query)
     const id = newId()
-    await db.transaction().execute(async (trx) => {
-      const { fields, files } = await receiveUpload(trx, request, {
-        userId,
-        knowledgeBaseId: id,
-        fileField: 'file',
-        fieldNames: Object.keys(FormFields.properties),
-        maxFiles: 1,
-        tooManyFiles: 'a knowledge base is created with one file; add more with POST /v1/knowledge-base/:id/files',
-        maxFileBytes: limits.maxFileBytes
-      })
+    const options = {
+      fileField: 'file',
+      fieldNames: Object.keys(FormFields.properties),
+      maxFiles: 1,
+      tooManyFiles: 'a knowledge base is created with one file; add more with POST /v1/knowledge-base/:id/files',
+      maxFileBytes: limits.maxFileBytes
+    }
+    await withUpload(request, options, async ({ fields, files }) => {
       if (!checkFormFields(fields)) throw invalidInput('body', checkFormFields.errors![0] as AjvIssue)
       if (files.length === 0) throw badRequest('body.file is required', 'validation_error')
       const values = fields as Static<typeof FormFields>
       const language = values.language ?? (await findUser(db, userId))?.language ?? 'en'
-      await insertKnowledgeBase(trx, userId, {
-        id,
-        customer_id: query.customer_id?.toLowerCase() ?? null,
-        workspace_id: query.workspace_id?.toLowerCase() ?? null,
-        name: values.name,
-        description: values.description,
-        folder: values.folder ?? '',
-        language,
-        search_config: searchConfigFor(language)
+      await db.transaction().execute(async (trx) => {
+        await insertKnowledgeBase(trx, userId, {
+          id,
+          customer_id: query.customer_id?.toLowerCase() ?? null,
+          workspace_id: query.workspace_id?.toLowerCase() ?? null,
+          name: values.name,
+          description: values.description,
+          folder: values.folder ?? '',
+          language,
+          search_config: searchConfigFor(language)
+        })
+        await enqueueExtraction(trx, jobs, await storeFiles(trx, userId, id, files))
       })
-      await enqueueExtraction(trx, jobs, files)
     })
     return toKnowledgeBase(await viewKnowledgeBase(db, userId, id))
-  })
+  }))
 
   app.get('/knowledge-base/:id', {
     schema: { tags: TAGS, summary: 'Get a knowledge base', params: IdParams, response: { 200: KnowledgeBase, ...errors(...AUTH_ERRORS, 404) } }
@@ -234,7 +247,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: KnowledgeBase, ...UPLOAD_ERRORS }
     },
     onError: closeConnection
-  }, async (request) => toKnowledgeBase(await addFiles(request, request.params.id, 'file', {})))
+  }, async (request, reply) => await upload(request, reply, async () => toKnowledgeBase(await addFiles(request, request.params.id, 'file', {}))))
 
   app.post('/knowledge-base/:id/files', {
     schema: {
@@ -247,7 +260,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: KnowledgeBase, ...UPLOAD_ERRORS }
     },
     onError: closeConnection
-  }, async (request) => toKnowledgeBase(await addFiles(request, request.params.id, 'files', request.query)))
+  }, async (request, reply) => await upload(request, reply, async () => toKnowledgeBase(await addFiles(request, request.params.id, 'files', request.query))))
 
   app.delete('/knowledge-base/:id/file', {
     schema: {

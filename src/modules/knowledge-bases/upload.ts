@@ -1,3 +1,8 @@
+import { createWriteStream } from 'node:fs'
+import { mkdtemp, open, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
 import type { MultipartFile } from '@fastify/multipart'
 import type { FastifyRequest } from 'fastify'
 import { fileTypeFromBuffer } from 'file-type'
@@ -5,7 +10,7 @@ import type { Transaction } from 'kysely'
 import { newId } from '../../db/ids.ts'
 import type { Database, KnowledgeFileType } from '../../db/schema.ts'
 import { badRequest, HttpError } from '../../http/errors.ts'
-import { insertFile, insertFilePart, setFileSize } from './queries.ts'
+import { insertFile, insertFilePart } from './queries.ts'
 
 export const ACCEPTED_TYPES = 'PDF, DOCX, TXT, Markdown, CSV or HTML'
 
@@ -17,8 +22,6 @@ const MAX_FIELDS = 20
 const MAX_FILE_NAME = 255
 
 export interface UploadOptions {
-  userId: string
-  knowledgeBaseId: string
   /** The form field that carries the files: `file` or `files`. */
   fileField: string
   /** Form fields read besides the files; others are ignored, as unknown body properties are. */
@@ -31,16 +34,31 @@ export interface UploadOptions {
 
 export interface ReceivedFile { id: string, file_name: string, file_type: KnowledgeFileType, file_size: number }
 
+/** A file of the request, checked and written to a temporary file, not yet stored. */
+export interface SpooledFile { file_name: string, file_type: KnowledgeFileType, file_size: number, path: string }
+
+export interface Upload { fields: Record<string, string>, files: SpooledFile[] }
+
 const unsupported = (message: string) => new HttpError(415, 'unsupported_file_type', `${message}; accepted are ${ACCEPTED_TYPES} files`)
 
 /**
- * Streams a multipart upload into the transaction, one file at a time, checking every limit and type on
- * the way. Any error leaves the caller's transaction to roll back, so a refused request stores nothing.
+ * Reads a multipart upload into temporary files, checking every limit and type on the way, and runs `use`
+ * with them; the files are removed afterwards whatever happens. Nothing touches the database while the body
+ * arrives, so a client sending slowly holds a file descriptor, not a pooled connection inside a transaction.
  */
-export async function receiveUpload (trx: Transaction<Database>, request: FastifyRequest, options: UploadOptions): Promise<{ fields: Record<string, string>, files: ReceivedFile[] }> {
+export async function withUpload<T> (request: FastifyRequest, options: UploadOptions, use: (upload: Upload) => Promise<T>): Promise<T> {
   if (!request.isMultipart()) {
     throw new HttpError(415, 'multipart_required', `send the form as multipart/form-data with the file in the \`${options.fileField}\` field`)
   }
+  const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-upload-'))
+  try {
+    return await use(await receiveUpload(request, options, dir))
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+async function receiveUpload (request: FastifyRequest, options: UploadOptions, dir: string): Promise<Upload> {
   const parts = request.parts({
     limits: {
       fileSize: options.maxFileBytes,
@@ -52,7 +70,7 @@ export async function receiveUpload (trx: Transaction<Database>, request: Fastif
     }
   })[Symbol.asyncIterator]()
   const fields: Record<string, string> = {}
-  const files: ReceivedFile[] = []
+  const files: SpooledFile[] = []
   for (let next = await clientInput(parts.next()); next.done !== true; next = await clientInput(parts.next())) {
     const part = next.value
     if (part.type === 'field') {
@@ -66,9 +84,32 @@ export async function receiveUpload (trx: Transaction<Database>, request: Fastif
       throw badRequest(`unexpected file field "${part.fieldname}"; send files in \`${options.fileField}\``, 'unexpected_file_field')
     }
     if (files.length === options.maxFiles) throw new HttpError(413, 'too_many_files', options.tooManyFiles)
-    files.push(await storeFile(trx, part, options))
+    files.push(await spoolFile(part, options, path.join(dir, String(files.length))))
   }
   return { fields, files }
+}
+
+/** Stores spooled files in the transaction, PART_BYTES a row. */
+export async function storeFiles (trx: Transaction<Database>, userId: string, knowledgeBaseId: string, files: SpooledFile[]): Promise<ReceivedFile[]> {
+  const stored: ReceivedFile[] = []
+  for (const file of files) {
+    const id = newId()
+    await insertFile(trx, userId, { id, knowledge_base_id: knowledgeBaseId, file_name: file.file_name, file_type: file.file_type, file_size: file.file_size })
+    const handle = await open(file.path)
+    try {
+      const buffer = Buffer.alloc(PART_BYTES)
+      for (let n = 0, position = 0; position < file.file_size; n++) {
+        const { bytesRead } = await handle.read(buffer, 0, PART_BYTES, position)
+        if (bytesRead === 0) throw new Error(`temporary file ${file.path} ended early`)
+        await insertFilePart(trx, userId, id, n, Buffer.from(buffer.subarray(0, bytesRead)))
+        position += bytesRead
+      }
+    } finally {
+      await handle.close()
+    }
+    stored.push({ id, file_name: file.file_name, file_type: file.file_type, file_size: file.file_size })
+  }
+  return stored
 }
 
 /** Errors of the multipart parser are the client's: a limit is 413, anything else malformed input. */
@@ -102,44 +143,37 @@ function fileName (raw: string): string {
   return name
 }
 
-async function storeFile (trx: Transaction<Database>, part: MultipartFile, options: UploadOptions): Promise<ReceivedFile> {
+async function spoolFile (part: MultipartFile, options: UploadOptions, target: string): Promise<SpooledFile> {
   const name = fileName(part.filename ?? '')
-  const id = newId()
   const text = new TextCheck()
   let type: KnowledgeFileType | undefined
   let size = 0
-  let n = 0
-  let pending: Buffer[] = []
-  let pendingBytes = 0
-  /** Writes the next part: PART_BYTES of what is pending, or all of it at the end of the file. */
-  const flush = async () => {
-    const all = Buffer.concat(pending)
-    const data = all.subarray(0, PART_BYTES)
-    pending = data.length < all.length ? [all.subarray(PART_BYTES)] : []
-    pendingBytes = all.length - data.length
-    if (type === undefined) {
-      // The first part decides the type, before anything of the file is stored.
-      type = await detectType(data, name, part.mimetype)
-      await insertFile(trx, options.userId, { id, knowledge_base_id: options.knowledgeBaseId, file_name: name, file_type: type, file_size: data.length })
+  // The first PART_BYTES decide the type, before more of the file is read.
+  let head: Buffer[] = []
+  const detect = async () => {
+    type = await detectType(Buffer.concat(head), name, part.mimetype)
+    head = []
+  }
+  async function * checked (): AsyncGenerator<Buffer> {
+    for await (const chunk of clientStream(part.file)) {
+      size += chunk.length
+      text.push(chunk)
+      if (type === undefined) {
+        head.push(chunk)
+        if (size >= PART_BYTES) await detect()
+      }
+      yield chunk
     }
-    await insertFilePart(trx, options.userId, id, n++, data)
   }
-  for await (const chunk of clientStream(part.file)) {
-    size += chunk.length
-    text.push(chunk)
-    pending.push(chunk)
-    pendingBytes += chunk.length
-    while (pendingBytes >= PART_BYTES) await flush()
-  }
+  await pipeline(checked, createWriteStream(target))
   // Over the limit the parser cuts the file short without an error: this is where that is noticed.
   if (part.file.truncated) {
     throw new HttpError(413, 'file_too_large', `${name} is larger than ${options.maxFileBytes / 1024 / 1024} MB, the most a file may have`)
   }
   if (size === 0) throw badRequest(`${name} is empty`, 'empty_file')
-  if (pendingBytes > 0) await flush()
+  if (type === undefined) await detect()
   if (type !== 'pdf' && type !== 'docx' && !text.isText) throw unsupported(`${name} holds binary data of an unknown type`)
-  await setFileSize(trx, id, size)
-  return { id, file_name: name, file_type: type!, file_size: size }
+  return { file_name: name, file_type: type!, file_size: size, path: target }
 }
 
 /** Watches a stream for the control bytes that text never contains (tab, line breaks and form feed aside). */

@@ -1,0 +1,45 @@
+import type { FastifyReply } from 'fastify'
+import { HttpError } from './errors.ts'
+
+/** Seconds a refused client is told to wait: long enough for an upload or export to end, short enough to retry. */
+const RETRY_AFTER_SECONDS = 5
+
+/**
+ * Work that may run only so many times at once in this process, per account and in all (uploads, exports).
+ * `take` answers a function that gives the slot back (calling it again does nothing), or throws 429 when
+ * the account has all its slots and 503 when the process has, both with Retry-After.
+ */
+export class Slots {
+  readonly #perAccount: number
+  readonly #total: number
+  readonly #what: string
+  readonly #byAccount = new Map<string, number>()
+  #inUse = 0
+
+  constructor (what: string, perAccount: number, total = Infinity) {
+    this.#what = what
+    this.#perAccount = perAccount
+    this.#total = total
+  }
+
+  take (userId: string, reply: FastifyReply): () => void {
+    const mine = this.#byAccount.get(userId) ?? 0
+    if (mine >= this.#perAccount || this.#inUse >= this.#total) {
+      reply.header('retry-after', String(RETRY_AFTER_SECONDS))
+      throw mine >= this.#perAccount
+        ? new HttpError(429, `too_many_concurrent_${this.#what}`, `at most ${this.#perAccount} ${this.#what} of one account run at once; retry when one has ended`)
+        : new HttpError(503, `${this.#what}_busy`, `the server runs as many ${this.#what} as it can; retry in ${RETRY_AFTER_SECONDS} seconds`)
+    }
+    this.#byAccount.set(userId, mine + 1)
+    this.#inUse++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.#inUse--
+      const left = this.#byAccount.get(userId)! - 1
+      if (left === 0) this.#byAccount.delete(userId)
+      else this.#byAccount.set(userId, left)
+    }
+  }
+}

@@ -1,0 +1,98 @@
+import net from 'node:net'
+import { sql } from 'kysely'
+import t from 'tap'
+import { createAccount, setup, type Account } from '../helpers/app.ts'
+
+const BOUNDARY = 'slowclientboundary'
+
+/** Opens a raw connection that sends a request's head and the start of its body, then nothing more. */
+async function trickle (port: number, head: string, body: string): Promise<net.Socket> {
+  const socket = net.connect(port, '127.0.0.1')
+  socket.on('error', () => {})
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write(head + body)
+  return socket
+}
+
+function slowUpload (port: number, account: Account): Promise<net.Socket> {
+  const body = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\nSlow\r\n` +
+    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="description"\r\n\r\nSlow upload\r\n` +
+    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="slow.txt"\r\nContent-Type: text/plain\r\n\r\nThe first bytes of many`
+  return trickle(port, `POST /v1/knowledge-base HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${account.key}\r\n` +
+    `Content-Type: multipart/form-data; boundary=${BOUNDARY}\r\nContent-Length: 1000000\r\n\r\n`, body)
+}
+
+/** A download whose client reads nothing: its socket is paused, so the server's writes back up. */
+async function stalledExport (port: number, account: Account, query: string): Promise<net.Socket> {
+  const socket = await trickle(port, `GET /v1/call/list/export?${query} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${account.key}\r\n\r\n`, '')
+  socket.pause()
+  return socket
+}
+
+async function get (url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })
+  return { status: res.status, headers: res.headers, body: await res.text() }
+}
+
+async function until<T> (what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 20_000
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
+t.test('twelve slow uploads hold no database connection: /health and other routes still answer', async (t) => {
+  const { app, db } = await setup(t, { DATABASE_POOL_SIZE: '3', DATABASE_POOL_WAIT_MS: '3000', KB_UPLOADS_PER_ACCOUNT: '2' })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = Number(new URL(url).port)
+  const accounts = await Promise.all(Array.from({ length: 6 }, async () => await createAccount(db)))
+  const sockets: net.Socket[] = []
+  t.teardown(() => { for (const socket of sockets) socket.destroy() })
+  for (const account of accounts) sockets.push(await slowUpload(port, account), await slowUpload(port, account))
+
+  // A third upload of an account whose two are under way: refused at once, told when to retry.
+  const refused = await until('the per-account upload limit', async () => {
+    const res = await fetch(`${url}/v1/knowledge-base`, { method: 'POST', headers: accounts[0].headers, body: new FormData(), signal: AbortSignal.timeout(10_000) })
+    return res.status === 429 ? { headers: res.headers, body: await res.json() } : undefined
+  })
+  t.match(refused.body, { statusCode: 429, error: 'Too Many Requests', code: 'too_many_concurrent_uploads' })
+  t.equal(refused.headers.get('retry-after'), '5')
+
+  const health = await get(`${url}/health`)
+  t.equal(health.status, 200, '/health answers while the uploads trickle')
+  t.same(JSON.parse(health.body), { status: 'ok', database: 'up' })
+  const agents = await get(`${url}/v1/agent/list`, accounts[5].headers)
+  t.equal(agents.status, 200, 'another route answers too')
+  t.equal((await db.selectFrom('knowledge_bases').select('id').execute()).length, 0, 'nothing is stored before an upload has arrived')
+})
+
+t.test('exports whose clients stop reading: a third of one account is refused, and other routes still answer', async (t) => {
+  const { app, db } = await setup(t, {
+    DATABASE_POOL_SIZE: '3', DATABASE_POOL_WAIT_MS: '3000', EXPORTS_PER_ACCOUNT: '2', EXPORTS_MAX: '2'
+  })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = Number(new URL(url).port)
+  const [reader, other] = await Promise.all([createAccount(db), createAccount(db)])
+  const llm = (await app.inject({ method: 'POST', url: '/v1/llm', headers: reader.headers, payload: {} })).json()
+  const agent = (await app.inject({ method: 'POST', url: '/v1/agent', headers: reader.headers, payload: { agent_name: 'A', llm_id: llm._id } })).json()
+  // ~12 MB, more than the socket buffers hold; an hour apart, since thousands of calls on one day's rollup row are slow.
+  await sql`INSERT INTO calls (id, user_id, agent_id, agent_name, call_type, direction, call_status, start_timestamp, disconnection_reason)
+    SELECT lpad(to_hex(i), 24, '0'), ${reader.user.id}, ${agent._id}, 'Agent', 'phone', 'inbound', 'success',
+      timestamptz '2026-01-01' + i * interval '1 hour', repeat('x', 2000)
+    FROM generate_series(1, 6000) i`.execute(db)
+  const query = 'date_from=2026-01-01&date_to=2026-12-31'
+  const sockets = [await stalledExport(port, reader, query), await stalledExport(port, reader, query)]
+  t.teardown(() => { for (const socket of sockets) socket.destroy() })
+
+  const third = await until('the per-account export limit', async () => {
+    const res = await fetch(`${url}/v1/call/list/export?date_from=2020-01-01&date_to=2020-01-01`, { headers: reader.headers, signal: AbortSignal.timeout(10_000) })
+    return res.status === 429 ? { headers: res.headers, body: await res.json() } : (await res.text(), undefined)
+  })
+  t.match(third.body, { statusCode: 429, code: 'too_many_concurrent_exports' })
+  t.equal(third.headers.get('retry-after'), '5')
+  t.equal((await get(`${url}/health`)).status, 200, '/health answers while the downloads stall')
+  t.equal((await get(`${url}/v1/agent/list`, other.headers)).status, 200, 'another route answers too')
+})
