@@ -48,8 +48,13 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     requestIdHeader: 'x-request-id',
     // Keeps "/v1/voice/list/" and "/v1/voice/list" the same route.
     routerOptions: { ignoreTrailingSlash: true },
-    bodyLimit: 1024 * 1024
+    bodyLimit: 1024 * 1024,
+    // `__proto__` and `constructor.prototype` are dropped like any unknown property, not refused as invalid JSON.
+    onProtoPoisoning: 'remove',
+    onConstructorPoisoning: 'remove'
   }).withTypeProvider<TypeBoxTypeProvider>()
+  // Bodies are JSON (or multipart where a route registers it): a text/plain body answers 415, not a 400 about its type.
+  app.removeContentTypeParser('text/plain')
 
   const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
   app.addHook('onClose', async () => mailer.close())

@@ -1,4 +1,4 @@
-import { Type, type TSchema } from 'typebox'
+import { Type, type Static, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../db/ids.ts'
 import { ErrorResponse } from './errors.ts'
 
@@ -29,6 +29,18 @@ export function ListOf<T extends TSchema> (item: T, description?: string) {
   return Type.Array(item, { description: `${description ?? 'values'}; repeat the key or separate values with commas` })
 }
 
+/**
+ * Schemas added to the app by their `$id` (see openapi.ts): the OpenAPI document names them in
+ * `components.schemas` and routes point at them with `ref`. A schema with an `$id` must never be inlined
+ * twice into one route schema (Ajv: "resolves to more than one schema").
+ */
+export const SHARED_SCHEMAS: TSchema[] = [ErrorResponse]
+
+/** A `$ref` to a shared schema, typed as the schema itself. */
+export function ref<T extends TSchema & { $id: string }> (schema: T, options: { description?: string } = {}) {
+  return Type.Unsafe<Static<T>>({ $ref: schema.$id, ...options })
+}
+
 const STATUS_TEXT: Record<number, string> = {
   400: 'Malformed id or invalid input',
   401: 'API key missing',
@@ -38,17 +50,20 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'The carrier failed or refused the request',
   413: 'Payload too large',
   415: 'Unsupported media type',
-  422: 'Request does not match an earlier one'
+  422: 'Request does not match an earlier one',
+  429: 'Too many requests; retry after the `retry-after` header',
+  503: 'The database is unreachable or busy; retry later'
 }
 
 /** Response schemas for the error statuses a route answers, so OpenAPI lists them and `reply.code` type-checks. */
-export function errors<const S extends number> (...statuses: S[]): Record<S, typeof ErrorResponse> {
-  const out = {} as Record<S, typeof ErrorResponse>
-  for (const status of statuses) {
-    out[status] = { ...ErrorResponse, description: STATUS_TEXT[status] ?? 'Error' } as typeof ErrorResponse
-  }
+export function errors<const S extends number> (...statuses: S[]): Record<S, ErrorSchema> {
+  const out = {} as Record<S, ErrorSchema>
+  for (const status of statuses) out[status] = errorSchema(status)
   return out
 }
+
+export const errorSchema = (status: number) => ref(ErrorResponse as typeof ErrorResponse & { $id: string }, { description: STATUS_TEXT[status] ?? 'Error' })
+type ErrorSchema = ReturnType<typeof errorSchema>
 
 /** The statuses every authenticated route can answer. */
 export const AUTH_ERRORS = [400, 401, 403] as const
