@@ -110,6 +110,16 @@ function validationMessage (context: string | undefined, issue: AjvIssue): { mes
   return { message: `${field} ${issue.message ?? 'is invalid'}${detail}`, code: 'validation_error' }
 }
 
+/** `anyOf: [{ required: [a] }, { required: [b] }]` unmet: "body.a or body.b is required". */
+function eitherRequired (context: string | undefined, issues: AjvIssue[]): { message: string, code: ErrorCode } | undefined {
+  const last = issues.at(-1)
+  if (last?.keyword !== 'anyOf' || issues.length < 3) return undefined
+  const branches = issues.slice(0, -1)
+  if (!branches.every((issue) => issue.keyword === 'required' && issue.instancePath === last.instancePath)) return undefined
+  const fields = branches.map((issue) => validationMessage(context, issue).message.replace(/ is required$/, ''))
+  return { message: `${fields.join(' or ')} is required`, code: 'validation_error' }
+}
+
 /** A 400 for an Ajv issue found outside route validation; `context` is where the value sat (`body.settings`). */
 export function invalidInput (context: string, issue: AjvIssue): HttpError {
   const { message, code } = validationMessage(context, issue)
@@ -133,7 +143,8 @@ export function registerErrorHandler (app: FastifyInstance): void {
     }
     const fastifyErr = err as FastifyError & { validation?: AjvIssue[] }
     if (fastifyErr.validation !== undefined && fastifyErr.validation.length > 0) {
-      const { message, code } = validationMessage(fastifyErr.validationContext, fastifyErr.validation[0])
+      const { message, code } = eitherRequired(fastifyErr.validationContext, fastifyErr.validation) ??
+        validationMessage(fastifyErr.validationContext, fastifyErr.validation[0])
       return reply.code(400).send(errorBody(400, code, message))
     }
     const status = fastifyErr.statusCode ?? 500

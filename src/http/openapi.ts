@@ -1,16 +1,9 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, RouteOptions } from 'fastify'
-import { errorSchema, SHARED_SCHEMAS } from './schemas.ts'
+import { CHECKED_IN_HANDLER, errorSchema, SHARED_SCHEMAS } from './schemas.ts'
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
-
-/**
- * A route schema may carry a cross-field rule that Ajv cannot enforce without breaking (with removeAdditional
- * 'all' a branch with `properties` strips the other branches' fields): `[CHECKED_IN_HANDLER]: { oneOf: [...] }`.
- * The handler enforces it; the document shows it as the plain keyword.
- */
-export const CHECKED_IN_HANDLER = 'x-checked-in-handler'
 
 /**
  * `/openapi.json` generated from the route schemas, and Swagger UI at `/docs` served from the package.

@@ -30,6 +30,13 @@ export function ListOf<T extends TSchema> (item: T, description?: string) {
 }
 
 /**
+ * A cross-field rule that Ajv cannot enforce without breaking (with removeAdditional 'all' a branch with
+ * `properties` strips the other branches' fields): `{ [CHECKED_IN_HANDLER]: { oneOf: [...] } }` in a schema's
+ * options. Validation ignores it and the handler enforces it; the OpenAPI document shows it as the plain keyword.
+ */
+export const CHECKED_IN_HANDLER = 'x-checked-in-handler'
+
+/**
  * Schemas added to the app by their `$id` (see openapi.ts): the OpenAPI document names them in
  * `components.schemas` and routes point at them with `ref`. A schema with an `$id` must never be inlined
  * twice into one route schema (Ajv: "resolves to more than one schema").

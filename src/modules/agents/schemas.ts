@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { ObjectId } from '../../http/schemas.ts'
+import { CHECKED_IN_HANDLER, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
@@ -83,6 +83,14 @@ export const DataRetrievalItem = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
   enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
   required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
+}, {
+  // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.
+  [CHECKED_IN_HANDLER]: {
+    oneOf: [
+      { properties: { type: { const: 'enum' } }, required: ['type', 'enum_values'] },
+      { properties: { type: { enum: ['string', 'number', 'boolean', 'date'] } }, not: { required: ['enum_values'] } }
+    ]
+  }
 })
 
 const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
