@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 
 /** Every `code` an error answer can carry (docs/errors.md says when); the OpenAPI document lists them as an enum. */
@@ -128,6 +128,18 @@ export function invalidInput (context: string, issue: AjvIssue): HttpError {
 
 export function errorBody (statusCode: number, code: ErrorCode, message: string) {
   return { statusCode, error: REASONS[statusCode] ?? 'Error', message, code }
+}
+
+/**
+ * Errors the router meets before any route (Fastify's `frameworkErrors`) answer the same shape: a path segment
+ * over 100 characters cannot be an id (400 `invalid_id`, not Fastify's own 414), a malformed %-escape is a 400.
+ */
+export function frameworkError (err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    reply.code(400).send(errorBody(400, 'invalid_id', 'a path parameter is longer than 100 characters; ids are 24 hexadecimal characters'))
+    return
+  }
+  reply.code(400).send(errorBody(400, 'bad_request', err.message))
 }
 
 /** The one place errors become responses. 5xx text is never shown; it is logged with the request id. */

@@ -41,6 +41,8 @@ t.test('a wrong method answers 405 with Allow; a non-JSON body 415; __proto__ is
   t.match(wrong.json(), { statusCode: 405, error: 'Method Not Allowed', code: 'method_not_allowed' })
   t.equal((await app.inject({ method: 'DELETE', url: '/v1/api-keys?x=1', headers })).headers.allow, 'GET, HEAD, POST')
   t.equal((await app.inject({ method: 'GET', url: '/v1/no-such-thing', headers })).statusCode, 404)
+  const long = await app.inject({ method: 'GET', url: `/v1/agent/${'a'.repeat(101)}`, headers })
+  t.match(long.json(), { statusCode: 400, code: 'invalid_id' }, 'a path id too long for the router is a malformed id too')
 
   const text = await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...headers, 'content-type': 'text/plain' }, payload: 'name' })
   t.equal(text.statusCode, 415)
