@@ -89,7 +89,8 @@ const FORMAT_TEXT: Record<string, string> = {
 // Patterns whose Ajv message ("must match pattern …") would leave a person guessing.
 const PATTERN_MEANINGS: Array<{ matches: (pattern: string) => boolean, meaning: string, code: ErrorCode }> = [
   { matches: (pattern) => pattern.endsWith('{24}$'), meaning: 'a 24-character hexadecimal id', code: 'invalid_id' },
-  { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' }
+  { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' },
+  { matches: (pattern) => pattern.includes('@'), meaning: 'an e-mail address', code: 'validation_error' }
 ]
 
 /** Names the offending field: `body.call_settings.language must be string`. */

@@ -69,16 +69,27 @@ function finishDocument (document: Document): Document {
       }
     }
   }
-  return unwrapHandlerRules(document) as Document
+  return finishSchemas(document) as Document
 }
 
-function unwrapHandlerRules (node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(unwrapHandlerRules)
+/** Patterns for the server's own formats (validation.ts), so that generic clients and fuzzers can check them too. */
+const FORMAT_PATTERNS: Record<string, string> = {
+  'http-url': '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+',
+  'http-url-template': '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+',
+  'language-tag': '^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$',
+  'time-zone': '^(UTC|[A-Za-z_]+(/[A-Za-z0-9_+-]+)+)$'
+}
+const DAY_PATTERN = '^\\d{4}-\\d{2}-\\d{2}$'
+
+function finishSchemas (node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(finishSchemas)
   if (node === null || typeof node !== 'object') return node
   const out: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(node)) {
-    if (key === CHECKED_IN_HANDLER) Object.assign(out, unwrapHandlerRules(value))
-    else out[key] = unwrapHandlerRules(value)
+    if (key === CHECKED_IN_HANDLER) Object.assign(out, finishSchemas(value))
+    else out[key] = finishSchemas(value)
   }
+  if (typeof out.format === 'string' && FORMAT_PATTERNS[out.format] !== undefined) out.pattern ??= FORMAT_PATTERNS[out.format]
+  if (out.pattern === DAY_PATTERN) out.format ??= 'date'
   return out
 }

@@ -10,7 +10,10 @@ export const E164_PATTERN = '^\\+[1-9][0-9]{1,14}$'
 
 export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
 
-export const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
+// As the server accepts e-mail addresses everywhere (BOOTSTRAP_EMAIL, the console): its own default owner@localhost included.
+export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$'
+
+export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'an e-mail address', examples: ['ada@example.com'] })
 
 /** Epoch milliseconds, as every time in the API is given. */
 export const EpochMs = Type.Integer({ description: 'epoch ms' })

@@ -30,6 +30,22 @@ t.test('the document names shared schemas, ids every operation and lists every e
   t.equal(doc.paths['/v1/agent/{id}'].get.operationId, 'getAgentById')
   t.same(doc.paths['/v1/call/list/export'].get.responses['404'].content['application/json'].schema, { $ref: '#/components/schemas/Error' })
   t.ok(doc.paths['/v1/call/list/export'].get.responses['200'].content['text/csv'])
+
+  const body = (path: string, method = 'post') => doc.paths[path][method].requestBody.content['application/json'].schema
+  t.same(body('/v1/phone-number/buy').anyOf, [{ required: ['phone_number'] }, { required: ['area_code'] }])
+  t.same(body('/v1/subscription/auto-top-up', 'patch').anyOf, [{ required: ['enabled'] }, { required: ['threshold'] }])
+  const carrierRules = body('/v1/phone-number/import-carrier').oneOf
+  t.equal(carrierRules.length, 4, 'import-carrier: credentials only together and only with twilio')
+  t.notOk(JSON.stringify(doc).includes('x-checked-in-handler'), 'rules checked in handlers appear as plain keywords')
+  const email = new RegExp(body('/v1/workspaces/{workspace_id}/invite-member').properties.email.pattern)
+  t.ok(email.test('owner@localhost'), 'the e-mail pattern accepts what the server accepts')
+  t.notOk(email.test('not an address'))
+  t.match(body('/v1/phone-number/connect-to-sip', 'patch').properties.termination_uri, { pattern: /^\^/ })
+  const dateFrom = doc.paths['/v1/call/list/export'].get.parameters.find((p: { name: string }) => p.name === 'date_from')
+  t.equal(dateFrom.schema.format, 'date')
+  const delivery = JSON.stringify(doc.paths['/v1/webhook-deliveries'].get.responses['200'])
+  t.match(delivery, /"enum":\["pending","delivered","failed"\]/)
+  t.match(JSON.stringify(doc), /"format":"http-url","maxLength":2000,"pattern":/)
 })
 
 t.test('a wrong method answers 405 with Allow; a non-JSON body 415; __proto__ is dropped like any unknown property', async (t) => {

@@ -150,7 +150,7 @@ export const Agent = Type.Object({
   data_retrieval: Type.Array(DataRetrievalItem),
   webhook_url: Nullable(Type.String(), 'receives the post-call delivery'),
   is_data_collection_active: Type.Boolean(),
-  status: Type.String({ description: 'active or inactive' }),
+  status: Type.Enum(['active', 'inactive']),
   workspace_id: Nullable(ObjectId, 'workspace the agent belongs to'),
   customer_id: Nullable(ObjectId, 'customer (agency sub-account) the agent belongs to'),
   knowledge_base: Type.Array(ObjectId, { description: 'ids of the knowledge bases the agent searches' }),

@@ -78,7 +78,8 @@ const IMPORT_CARRIER_RULES = [
 ]
 
 // A SIP URI's host part with an optional port and transport: sip:trunk.example.com:5060;transport=tcp
-const SIP_URI = /^(sips?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(;transport=(udp|tcp|tls))?$/i
+const SIP_URI_PATTERN = '^([Ss][Ii][Pp][Ss]?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?(;[Tt][Rr][Aa][Nn][Ss][Pp][Oo][Rr][Tt]=([Uu][Dd][Pp]|[Tt][Cc][Pp]|[Tt][Ll][Ss]))?$'
+const SIP_URI = new RegExp(SIP_URI_PATTERN)
 
 function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
   return {
@@ -282,7 +283,10 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       description: 'Calls to and from the number go through your SIP trunk. A number of your account is connected (200); a number not yet on the installation is added as a SIP number (201). The trunk settings are replaced whole; the password is never returned.',
       body: Type.Object({
         phone_number: E164,
-        termination_uri: Type.String({ minLength: 1, maxLength: 255, description: 'where outbound calls go: sip:trunk.example.com:5060', examples: ['sip:trunk.example.com:5060;transport=tcp'] }),
+        termination_uri: Type.String({
+          minLength: 1, maxLength: 255, description: 'where outbound calls go: sip:trunk.example.com:5060', examples: ['sip:trunk.example.com:5060;transport=tcp'],
+          [CHECKED_IN_HANDLER]: { pattern: SIP_URI_PATTERN }
+        }),
         sip_trunk_auth_username: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         sip_trunk_auth_password: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         ...Assignment
