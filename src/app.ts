@@ -8,7 +8,7 @@ import { Type } from 'typebox'
 import type { Config } from './config.ts'
 import type { DB } from './db/database.ts'
 import { registerAuth } from './http/auth.ts'
-import { registerErrorHandler } from './http/errors.ts'
+import { frameworkError, registerErrorHandler } from './http/errors.ts'
 import { homeRoutes } from './http/home.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
@@ -52,8 +52,14 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     bodyLimit: 1024 * 1024,
     // A client that trickles its request (a slow upload) or holds an idle connection is cut off (config.ts).
     requestTimeout: config.http.requestTimeoutMs,
-    connectionTimeout: config.http.connectionTimeoutMs
+    connectionTimeout: config.http.connectionTimeoutMs,
+    // `__proto__` and `constructor.prototype` are dropped like any unknown property, not refused as invalid JSON.
+    onProtoPoisoning: 'remove',
+    onConstructorPoisoning: 'remove',
+    frameworkErrors: frameworkError
   }).withTypeProvider<TypeBoxTypeProvider>()
+  // Bodies are JSON (or multipart where a route registers it): a text/plain body answers 415, not a 400 about its type.
+  app.removeContentTypeParser('text/plain')
 
   const mailer = deps.mailer ?? createMailer(deps.db, config, app.log)
   app.addHook('onClose', async () => mailer.close())

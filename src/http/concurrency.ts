@@ -12,11 +12,11 @@ const RETRY_AFTER_SECONDS = 5
 export class Slots {
   readonly #perAccount: number
   readonly #total: number
-  readonly #what: string
+  readonly #what: 'uploads' | 'exports'
   readonly #byAccount = new Map<string, number>()
   #inUse = 0
 
-  constructor (what: string, perAccount: number, total = Infinity) {
+  constructor (what: 'uploads' | 'exports', perAccount: number, total = Infinity) {
     this.#what = what
     this.#perAccount = perAccount
     this.#total = total

@@ -1,12 +1,28 @@
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
+
+/** Every `code` an error answer can carry (docs/errors.md says when); the OpenAPI document lists them as an enum. */
+export const ERROR_CODES = [
+  'validation_error', 'invalid_id', 'bad_request', 'malformed_multipart', 'empty_file', 'unexpected_file_field', 'invalid_file_name',
+  'carrier_credentials_required', 'carrier_rejected', 'carrier_credentials_rejected', 'carrier_disabled',
+  'missing_api_key', 'invalid_api_key', 'invalid_access_token',
+  'not_found', 'route_not_found', 'method_not_allowed', 'not_acceptable',
+  'conflict', 'key_limit_reached', 'action_limit_reached', 'tool_limit_reached', 'llm_in_use', 'integration_not_connected', 'customer_in_use', 'workspace_in_use', 'member_is_owner',
+  'number_taken', 'number_unavailable', 'agent_inactive', 'no_inbound_agent', 'call_not_started', 'delivery_purged',
+  'payload_too_large', 'file_too_large', 'too_many_files', 'too_many_fields',
+  'unsupported_media_type', 'unsupported_file_type', 'multipart_required',
+  'idempotency_key_reused', 'rate_limited', 'too_many_concurrent_uploads', 'too_many_concurrent_exports',
+  'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy'
+] as const
+
+export type ErrorCode = typeof ERROR_CODES[number]
 
 /** An error whose status, code and message are meant for the client. */
 export class HttpError extends Error {
   readonly statusCode: number
-  readonly code: string
+  readonly code: ErrorCode
 
-  constructor (statusCode: number, code: string, message: string) {
+  constructor (statusCode: number, code: ErrorCode, message: string) {
     super(message)
     this.statusCode = statusCode
     this.code = code
@@ -14,8 +30,8 @@ export class HttpError extends Error {
 }
 
 export const notFound = (what: string) => new HttpError(404, 'not_found', `${what} not found`)
-export const badRequest = (message: string, code = 'bad_request') => new HttpError(400, code, message)
-export const conflict = (message: string, code = 'conflict') => new HttpError(409, code, message)
+export const badRequest = (message: string, code: ErrorCode = 'bad_request') => new HttpError(400, code, message)
+export const conflict = (message: string, code: ErrorCode = 'conflict') => new HttpError(409, code, message)
 
 /** PostgreSQL error codes this server maps to client errors. */
 export const PG = {
@@ -25,11 +41,11 @@ export const PG = {
 } as const
 
 export const ErrorResponse = Type.Object({
-  statusCode: Type.Integer(),
+  statusCode: Type.Integer({ minimum: 400, maximum: 599 }),
   error: Type.String(),
   message: Type.String(),
-  code: Type.String()
-}, { description: 'Every error answers this shape; `code` is stable, `message` is for people.' })
+  code: Type.Enum(ERROR_CODES)
+}, { $id: 'Error', description: 'Every error answers this shape; `code` is stable, `message` is for people.' })
 
 const REASONS: Record<number, string> = {
   400: 'Bad Request',
@@ -48,15 +64,17 @@ const REASONS: Record<number, string> = {
   503: 'Service Unavailable'
 }
 
-const DEFAULT_CODES: Record<number, string> = {
+const DEFAULT_CODES: Record<number, ErrorCode> = {
   400: 'bad_request',
   404: 'not_found',
   405: 'method_not_allowed',
   406: 'not_acceptable',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
-  429: 'too_many_requests'
+  429: 'rate_limited'
 }
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
 
 export interface AjvIssue { instancePath: string, keyword: string, message?: string, params: Record<string, unknown> }
 
@@ -69,13 +87,14 @@ const FORMAT_TEXT: Record<string, string> = {
 }
 
 // Patterns whose Ajv message ("must match pattern …") would leave a person guessing.
-const PATTERN_MEANINGS: Array<{ matches: (pattern: string) => boolean, meaning: string, code: string }> = [
+const PATTERN_MEANINGS: Array<{ matches: (pattern: string) => boolean, meaning: string, code: ErrorCode }> = [
   { matches: (pattern) => pattern.endsWith('{24}$'), meaning: 'a 24-character hexadecimal id', code: 'invalid_id' },
-  { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' }
+  { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' },
+  { matches: (pattern) => pattern.includes('@'), meaning: 'an e-mail address', code: 'validation_error' }
 ]
 
 /** Names the offending field: `body.call_settings.language must be string`. */
-function validationMessage (context: string | undefined, issue: AjvIssue): { message: string, code: string } {
+function validationMessage (context: string | undefined, issue: AjvIssue): { message: string, code: ErrorCode } {
   const where = [context === 'querystring' ? 'query' : context, ...issue.instancePath.split('/').filter(Boolean)]
   if (issue.keyword === 'required') where.push(String(issue.params.missingProperty))
   const field = where.filter(Boolean).join('.')
@@ -92,25 +111,53 @@ function validationMessage (context: string | undefined, issue: AjvIssue): { mes
   return { message: `${field} ${issue.message ?? 'is invalid'}${detail}`, code: 'validation_error' }
 }
 
+/** `anyOf: [{ required: [a] }, { required: [b] }]` unmet: "body.a or body.b is required". */
+function eitherRequired (context: string | undefined, issues: AjvIssue[]): { message: string, code: ErrorCode } | undefined {
+  const last = issues.at(-1)
+  if (last?.keyword !== 'anyOf' || issues.length < 3) return undefined
+  const branches = issues.slice(0, -1)
+  if (!branches.every((issue) => issue.keyword === 'required' && issue.instancePath === last.instancePath)) return undefined
+  const fields = branches.map((issue) => validationMessage(context, issue).message.replace(/ is required$/, ''))
+  return { message: `${fields.join(' or ')} is required`, code: 'validation_error' }
+}
+
 /** A 400 for an Ajv issue found outside route validation; `context` is where the value sat (`body.settings`). */
 export function invalidInput (context: string, issue: AjvIssue): HttpError {
   const { message, code } = validationMessage(context, issue)
   return new HttpError(400, code, message)
 }
 
-export function errorBody (statusCode: number, code: string, message: string) {
+export function errorBody (statusCode: number, code: ErrorCode, message: string) {
   return { statusCode, error: REASONS[statusCode] ?? 'Error', message, code }
+}
+
+/**
+ * Errors the router meets before any route (Fastify's `frameworkErrors`) answer the same shape: a path segment
+ * over 100 characters cannot be an id (400 `invalid_id`, not Fastify's own 414), a malformed %-escape is a 400.
+ */
+export function frameworkError (err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    reply.code(400).send(errorBody(400, 'invalid_id', 'a path parameter is longer than 100 characters; ids are 24 hexadecimal characters'))
+    return
+  }
+  reply.code(400).send(errorBody(400, 'bad_request', err.message))
 }
 
 /** The one place errors become responses. 5xx text is never shown; it is logged with the request id. */
 export function registerErrorHandler (app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
+    // An export that fails before its first byte answers the JSON error, not under its CSV attachment header.
+    // (After the first byte Fastify destroys the response: the client sees a cut-off transfer, never a complete file.)
+    // A stream's headers sit on the raw response until its first byte; they would turn this JSON into an invalid CSV payload.
+    reply.removeHeader('content-disposition')
+    if (!reply.raw.headersSent) for (const name of ['content-type', 'content-disposition']) reply.raw.removeHeader(name)
     if (err instanceof HttpError) {
       return reply.code(err.statusCode).send(errorBody(err.statusCode, err.code, err.message))
     }
     const fastifyErr = err as FastifyError & { validation?: AjvIssue[] }
     if (fastifyErr.validation !== undefined && fastifyErr.validation.length > 0) {
-      const { message, code } = validationMessage(fastifyErr.validationContext, fastifyErr.validation[0])
+      const { message, code } = eitherRequired(fastifyErr.validationContext, fastifyErr.validation) ??
+        validationMessage(fastifyErr.validationContext, fastifyErr.validation[0])
       return reply.code(400).send(errorBody(400, code, message))
     }
     const status = fastifyErr.statusCode ?? 500
@@ -123,6 +170,12 @@ export function registerErrorHandler (app: FastifyInstance): void {
   })
 
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody(404, 'route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`))
+    const path = request.url.split('?')[0]
+    const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
+    if (allowed.length > 0) {
+      return reply.code(405).header('allow', allowed.join(', '))
+        .send(errorBody(405, 'method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`))
+    }
+    return reply.code(404).send(errorBody(404, 'route_not_found', `no route ${request.method} ${path}`))
   })
 }

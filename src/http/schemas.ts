@@ -1,4 +1,4 @@
-import { Type, type TSchema } from 'typebox'
+import { Type, type Static, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../db/ids.ts'
 import { ErrorResponse } from './errors.ts'
 
@@ -10,7 +10,10 @@ export const E164_PATTERN = '^\\+[1-9][0-9]{1,14}$'
 
 export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
 
-export const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
+// As the server accepts e-mail addresses everywhere (BOOTSTRAP_EMAIL, the console): its own default owner@localhost included.
+export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$'
+
+export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'an e-mail address', examples: ['ada@example.com'] })
 
 /** Epoch milliseconds, as every time in the API is given. */
 export const EpochMs = Type.Integer({ description: 'epoch ms' })
@@ -29,6 +32,25 @@ export function ListOf<T extends TSchema> (item: T, description?: string) {
   return Type.Array(item, { description: `${description ?? 'values'}; repeat the key or separate values with commas` })
 }
 
+/**
+ * A cross-field rule that Ajv cannot enforce without breaking (with removeAdditional 'all' a branch with
+ * `properties` strips the other branches' fields): `{ [CHECKED_IN_HANDLER]: { oneOf: [...] } }` in a schema's
+ * options. Validation ignores it and the handler enforces it; the OpenAPI document shows it as the plain keyword.
+ */
+export const CHECKED_IN_HANDLER = 'x-checked-in-handler'
+
+/**
+ * Schemas added to the app by their `$id` (see openapi.ts): the OpenAPI document names them in
+ * `components.schemas` and routes point at them with `ref`. A schema with an `$id` must never be inlined
+ * twice into one route schema (Ajv: "resolves to more than one schema").
+ */
+export const SHARED_SCHEMAS: TSchema[] = [ErrorResponse]
+
+/** A `$ref` to a shared schema, typed as the schema itself. */
+export function ref<T extends TSchema & { $id: string }> (schema: T, options: { description?: string } = {}) {
+  return Type.Unsafe<Static<T>>({ $ref: schema.$id, ...options })
+}
+
 const STATUS_TEXT: Record<number, string> = {
   400: 'Malformed id or invalid input',
   401: 'API key missing',
@@ -38,17 +60,20 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'The carrier failed or refused the request',
   413: 'Payload too large',
   415: 'Unsupported media type',
-  422: 'Request does not match an earlier one'
+  422: 'Request does not match an earlier one',
+  429: 'Too many requests; retry after the `retry-after` header',
+  503: 'The database is unreachable or busy; retry later'
 }
 
 /** Response schemas for the error statuses a route answers, so OpenAPI lists them and `reply.code` type-checks. */
-export function errors<const S extends number> (...statuses: S[]): Record<S, typeof ErrorResponse> {
-  const out = {} as Record<S, typeof ErrorResponse>
-  for (const status of statuses) {
-    out[status] = { ...ErrorResponse, description: STATUS_TEXT[status] ?? 'Error' } as typeof ErrorResponse
-  }
+export function errors<const S extends number> (...statuses: S[]): Record<S, ErrorSchema> {
+  const out = {} as Record<S, ErrorSchema>
+  for (const status of statuses) out[status] = errorSchema(status)
   return out
 }
+
+export const errorSchema = (status: number) => ref(ErrorResponse as typeof ErrorResponse & { $id: string }, { description: STATUS_TEXT[status] ?? 'Error' })
+type ErrorSchema = ReturnType<typeof errorSchema>
 
 /** The statuses every authenticated route can answer. */
 export const AUTH_ERRORS = [400, 401, 403] as const

@@ -2,6 +2,7 @@ import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifyInstance, RouteOptions } from 'fastify'
 import type { TSchema } from 'typebox'
+import { SHARED_SCHEMAS } from './schemas.ts'
 
 /** Formats the route schemas name beyond ajv-formats'. */
 const FORMATS: Record<string, (value: string) => boolean> = {
@@ -38,6 +39,7 @@ function ajv (options: Options): Ajv {
   const instance = new Ajv({ allErrors: false, useDefaults: true, discriminator: true, strict: false, ...options })
   addFormats.default(instance)
   for (const [name, validate] of Object.entries(FORMATS)) instance.addFormat(name, { type: 'string', validate })
+  for (const schema of SHARED_SCHEMAS) instance.addSchema(schema)
   return instance
 }
 

@@ -169,15 +169,17 @@ t.test('twilio: releasing gives bought numbers back and keeps them when the carr
   t.equal(twilio.incoming(customerSid).length, 1)
 })
 
-t.test('twilio: a sandbox installation imports from a Twilio account named by its credentials', async (t) => {
+t.test('twilio: a sandbox installation never reaches Twilio, even with credentials', async (t) => {
   const twilio = await startTwilioStandIn(t)
   const { app, db } = await setup(t, { TWILIO_API_URL: twilio.url })
   const { headers } = await createAccount(db)
   const customerSid = sid('AC')
   twilio.addAccount(customerSid, 'tok')
   twilio.hold(customerSid, '+13125550188')
-  const res = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550188', account_sid: customerSid, auth_token: 'tok' } })
-  t.equal(res.statusCode, 201)
-  t.match(res.json(), { carrier: 'twilio', source: 'imported' })
-  t.equal((await app.inject({ method: 'GET', url: '/v1/phone-number/available?limit=1', headers })).json()[0].carrier, 'sandbox', 'numbers are still bought from the sandbox')
+  for (const payload of [{ account_sid: customerSid, auth_token: 'tok' }, { carrier: 'twilio', account_sid: customerSid, auth_token: 'tok' }, { carrier: 'twilio' }]) {
+    const res = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550188', ...payload } })
+    t.match(res.json(), { statusCode: 400, code: 'carrier_disabled', message: /PHONE_CARRIER=sandbox/ }, JSON.stringify(payload))
+  }
+  t.equal(twilio.requests.length, 0, 'no request reached the carrier')
+  t.equal(await db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined)
 })

@@ -190,7 +190,7 @@ t.test('import from the sandbox carrier', async (t) => {
   const real = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+4930123456' } })
   t.same(real.json(), { statusCode: 404, error: 'Not Found', code: 'not_found', message: '+4930123456 in the sandbox account not found' })
   const noTwilio = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+4930123456', carrier: 'twilio' } })
-  t.match(noTwilio.json(), { statusCode: 400, code: 'carrier_credentials_required' })
+  t.match(noTwilio.json(), { statusCode: 400, code: 'carrier_disabled' })
   const sandboxWithCredentials = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+12065550143', carrier: 'sandbox', account_sid: 'AC' + '0'.repeat(32), auth_token: 't' } })
   t.match(sandboxWithCredentials.json(), { statusCode: 400, message: /are for carrier twilio/ })
 })

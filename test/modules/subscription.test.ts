@@ -46,7 +46,7 @@ t.test('auto top-up and top-up amount settings', async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/v1/subscription', headers })).json().top_up_amount, 5000)
 
   const bad: Array<[string, unknown, RegExp]> = [
-    ['auto-top-up', {}, /^body must set enabled, threshold or both$/],
+    ['auto-top-up', {}, /^body\.enabled or body\.threshold is required$/],
     ['auto-top-up', { enabled: 'yes' }, /^body\.enabled must be boolean/],
     ['auto-top-up', { threshold: -1 }, /^body\.threshold must be >= 0/],
     ['auto-top-up', { threshold: 1.5 }, /^body\.threshold must be integer/],

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { badRequest } from '../../http/errors.ts'
 import { AUTH_ERRORS, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
 import { getSubscription, listCreditEntries, updateSubscription, type Subscription as SubscriptionData } from './credits.ts'
 
@@ -58,12 +57,11 @@ export const subscriptionRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (
       tags: ['subscription'],
       summary: 'Configure auto top-up',
       description: 'Either field or both. Takes effect from the next charge; enabling it does not top up at once.',
-      body: Type.Object({ enabled: Type.Optional(Type.Boolean()), threshold: Type.Optional(Credits) }),
+      body: Type.Object({ enabled: Type.Optional(Type.Boolean()), threshold: Type.Optional(Credits) }, { anyOf: [{ required: ['enabled'] }, { required: ['threshold'] }] }),
       response: { 200: Subscription, ...errors(...AUTH_ERRORS) }
     }
   }, async (request) => {
     const { enabled, threshold } = request.body
-    if (enabled === undefined && threshold === undefined) throw badRequest('body must set enabled, threshold or both')
     await updateSubscription(db, request.userId, { autoTopUpEnabled: enabled, autoTopUpThreshold: threshold })
     return subscriptionView(await getSubscription(db, request.userId))
   })

@@ -21,7 +21,7 @@ type Settings = Record<string, unknown>
 interface Kind extends CapabilityTable {
   path: 'actions' | 'tools'
   idParam: 'agentActionId' | 'agentToolId'
-  noun: string
+  noun: 'action' | 'tool'
   /** Most an agent may have: each action is a delivery per call, each tool a prompt and a round trip per turn. */
   max: number
   schemas: Record<string, TObject>

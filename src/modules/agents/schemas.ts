@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { ObjectId } from '../../http/schemas.ts'
+import { CHECKED_IN_HANDLER, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
@@ -83,6 +83,14 @@ export const DataRetrievalItem = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
   enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
   required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
+}, {
+  // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.
+  [CHECKED_IN_HANDLER]: {
+    oneOf: [
+      { properties: { type: { const: 'enum' } }, required: ['type', 'enum_values'] },
+      { properties: { type: { enum: ['string', 'number', 'boolean', 'date'] } }, not: { required: ['enum_values'] } }
+    ]
+  }
 })
 
 const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
@@ -142,7 +150,7 @@ export const Agent = Type.Object({
   data_retrieval: Type.Array(DataRetrievalItem),
   webhook_url: Nullable(Type.String(), 'receives the post-call delivery'),
   is_data_collection_active: Type.Boolean(),
-  status: Type.String({ description: 'active or inactive' }),
+  status: Type.Enum(['active', 'inactive']),
   workspace_id: Nullable(ObjectId, 'workspace the agent belongs to'),
   customer_id: Nullable(ObjectId, 'customer (agency sub-account) the agent belongs to'),
   knowledge_base: Type.Array(ObjectId, { description: 'ids of the knowledge bases the agent searches' }),

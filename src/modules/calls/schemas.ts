@@ -31,7 +31,7 @@ export const ListQuery = Type.Object({
 export const MetricsQuery = Type.Object({ ...callFilters, ...DateRangeQuery })
 
 const Sentiment = Type.Object({
-  sentiment: Type.String({ description: 'positive, negative or neutral' }),
+  sentiment: Type.Enum(['positive', 'negative', 'neutral']),
   explanation: Type.String()
 })
 
@@ -61,7 +61,7 @@ export const CallDetail = Type.Object({
   workspace_id: Nullable(ObjectId),
   duration_ms: Nullable(Type.Integer(), 'from answer to hang-up; null while the call runs'),
   transcription: Type.Array(Type.Object({
-    speaker: Type.String({ description: 'agent or user' }),
+    speaker: Type.Enum(['agent', 'user']),
     content: Type.String(),
     timestamp: Epoch
   })),

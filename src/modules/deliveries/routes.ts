@@ -26,11 +26,11 @@ const Attempt = Type.Object({
 const deliveryFields = {
   id: ObjectId,
   delivery_id: Type.String({ format: 'uuid', description: 'identical on every attempt; also the X-Service-Delivery-Id header' }),
-  kind: Type.String({ description: 'agent_webhook or api_call' }),
+  kind: Type.Enum(['agent_webhook', 'api_call'], { description: "the agent's webhook_url or an api_call action" }),
   name: Type.String({ description: 'the action\'s name; "Agent webhook" for the agent\'s webhook_url' }),
   call_id: ObjectId,
   agent_id: ObjectId,
-  status: Type.String({ description: 'pending, delivered or failed' }),
+  status: Type.Enum(['pending', 'delivered', 'failed']),
   attempts_made: Type.Integer(),
   attempts_max: Type.Integer({ description: 'scheduled attempts: 8 with the default schedule' }),
   next_attempt_at: Type.Optional(Type.String({ description: 'ISO 8601; present while pending' })),

@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, CHECKED_IN_HANDLER, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { agentExists } from '../agents/queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
@@ -67,8 +67,19 @@ const AvailableNumber = Type.Object({
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code', examples: ['US'] })
 const AreaCode = Type.String({ pattern: '^[0-9]{2,4}$', description: 'area code (NPA in the US and Canada)', examples: ['415'] })
 
+const CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }]
+
+/** import-carrier's rules as the document states them (the handler enforces them: see CHECKED_IN_HANDLER). */
+const IMPORT_CARRIER_RULES = [
+  { title: 'twilio with the credentials of the account holding the number', properties: { carrier: { const: 'twilio' } }, required: ['account_sid', 'auth_token'] },
+  { title: "twilio through the installation's own account", properties: { carrier: { const: 'twilio' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
+  { title: 'the sandbox', properties: { carrier: { const: 'sandbox' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
+  { title: "the installation's carrier (PHONE_CARRIER)", not: { anyOf: [{ required: ['carrier'] }, ...CREDENTIALS] } }
+]
+
 // A SIP URI's host part with an optional port and transport: sip:trunk.example.com:5060;transport=tcp
-const SIP_URI = /^(sips?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(;transport=(udp|tcp|tls))?$/i
+const SIP_URI_PATTERN = '^([Ss][Ii][Pp][Ss]?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?(;[Tt][Rr][Aa][Nn][Ss][Pp][Oo][Rr][Tt]=([Uu][Dd][Pp]|[Tt][Cc][Pp]|[Tt][Ll][Ss]))?$'
+const SIP_URI = new RegExp(SIP_URI_PATTERN)
 
 function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
   return {
@@ -186,12 +197,11 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
         area_code: Type.Optional(AreaCode),
         country: Type.Optional({ ...Country, description: 'with `area_code`; default US' }),
         ...Assignment
-      }),
+      }, { anyOf: [{ required: ['phone_number'] }, { required: ['area_code'] }] }),
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
     const { phone_number: wanted, area_code: areaCode, country = 'US', ...assignment } = request.body
-    if (wanted === undefined && areaCode === undefined) throw badRequest('body.phone_number or body.area_code is required')
     await checkAssignment(request.userId, assignment)
     const carrier = carriers.get(carriers.purchasing)
     let phoneNumber = wanted
@@ -226,14 +236,14 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Import a number from a carrier account',
-      description: 'Adds a number you already hold at a carrier. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account. The credentials are kept for later carrier requests and never returned.',
+      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account. The credentials are kept for later carrier requests and never returned.',
       body: Type.Object({
         phone_number: E164,
         carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
         account_sid: Type.Optional(Type.String({ pattern: '^AC[0-9a-fA-F]{32}$', description: 'Twilio account SID' })),
         auth_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Twilio auth token' })),
         ...Assignment
-      }),
+      }, { [CHECKED_IN_HANDLER]: { oneOf: IMPORT_CARRIER_RULES } }),
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
@@ -243,6 +253,10 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     // Credentials are Twilio's: given without a carrier, they name it.
     const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
     if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
+    // A sandbox installation is one without telephony: a fuzzer or a trial must never make it call a real carrier.
+    if (name === 'twilio' && carriers.purchasing === 'sandbox') {
+      throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
+    }
     await checkAssignment(request.userId, assignment)
     await ensureFree(request.userId, phoneNumber)
     const carrier = carriers.get(name, credentials)
@@ -269,7 +283,10 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       description: 'Calls to and from the number go through your SIP trunk. A number of your account is connected (200); a number not yet on the installation is added as a SIP number (201). The trunk settings are replaced whole; the password is never returned.',
       body: Type.Object({
         phone_number: E164,
-        termination_uri: Type.String({ minLength: 1, maxLength: 255, description: 'where outbound calls go: sip:trunk.example.com:5060', examples: ['sip:trunk.example.com:5060;transport=tcp'] }),
+        termination_uri: Type.String({
+          minLength: 1, maxLength: 255, description: 'where outbound calls go: sip:trunk.example.com:5060', examples: ['sip:trunk.example.com:5060;transport=tcp'],
+          [CHECKED_IN_HANDLER]: { pattern: SIP_URI_PATTERN }
+        }),
         sip_trunk_auth_username: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         sip_trunk_auth_password: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         ...Assignment

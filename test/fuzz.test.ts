@@ -1,0 +1,31 @@
+import t from 'tap'
+import { createAccount, setup } from './helpers/app.ts'
+import { addAction, createAgent, insertCalls } from './helpers/calls.ts'
+import { distinctFailures, fuzz } from './helpers/fuzz.ts'
+
+// `npm test` runs a few cases per operation; `npm run fuzz` (FUZZ_RUNS, FUZZ_SEED) runs as many as asked.
+const RUNS = Number(process.env.FUZZ_RUNS ?? 12)
+const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
+
+t.test('every documented operation answers generated requests within its documented responses, never 500', async (t) => {
+  // Nothing leaves loopback: the sandbox carrier, Twilio pointed at a closed local port, no SMTP, the built-in
+  // analyser, no workers (nothing stored is ever delivered) and deliveries refused to private addresses.
+  const { app, db } = await setup(t, { PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
+  const account = await createAccount(db)
+  const post = async (url: string, payload: object) => (await app.inject({ method: 'POST', url, headers: account.headers, payload })).json()._id as string
+  const agent = await createAgent(app, account, { data_retrieval: [{ name: 'plan', type: 'enum', enum_values: ['a', 'b'] }] })
+  const action = await addAction(app, account, agent._id, { url: 'http://127.0.0.1:9/hook' })
+  const ids = [
+    agent._id, action._id,
+    await post('/v1/customer', { customer_name: 'Fuzz' }),
+    await post('/v1/workspaces', { workspace_name: 'Fuzz' }),
+    await post('/v1/phone-number/buy', { area_code: '415' }),
+    ...await insertCalls(db, account.user.id, agent, [{}, { call_status: 'failed' }])
+  ].filter((id) => typeof id === 'string')
+
+  const report = await fuzz(app, { headers: account.headers, ids, runs: RUNS, seed: SEED })
+  const distinct = distinctFailures(report.failures)
+  t.comment(`fuzz: ${report.operations} operations, ${report.cases} cases, ${report.failures.length} failing cases, ${distinct.length} distinct`)
+  for (const line of distinct) t.fail(line)
+  t.ok(report.operations > 70, 'every operation was fuzzed')
+})

@@ -1,0 +1,85 @@
+import t from 'tap'
+import { sql } from 'kysely'
+import { ERROR_CODES } from '../../src/http/errors.ts'
+import { createAccount, setup } from '../helpers/app.ts'
+
+type Operation = { operationId?: string, responses: Record<string, { content?: Record<string, { schema: unknown }> }> }
+
+t.test('the document names shared schemas, ids every operation and lists every error it can answer', async (t) => {
+  const { app } = await setup(t)
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+  t.same(doc.components.schemas.Error.properties.code.enum, [...ERROR_CODES], 'the error code is an enum of every code')
+  const ids = new Set<string>()
+  for (const [path, operations] of Object.entries(doc.paths as Record<string, Record<string, Operation>>)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      const name = `${method.toUpperCase()} ${path}`
+      t.match(operation.operationId, /^[a-z][A-Za-z0-9]*$/, `${name} has a camelCase operationId`)
+      t.notOk(ids.has(operation.operationId!), `${name}: ${operation.operationId} is unique`)
+      ids.add(operation.operationId!)
+      if (path.startsWith('/v1/')) {
+        for (const status of ['400', '401', '403', '429', '503']) t.ok(operation.responses[status], `${name} declares ${status}`)
+      }
+      if (['post', 'patch', 'put'].includes(method)) {
+        for (const status of ['413', '415']) t.ok(operation.responses[status], `${name} declares ${status}`)
+      }
+      for (const [status, answer] of Object.entries(operation.responses)) {
+        if (Number(status) >= 400 && answer.content !== undefined) t.same(Object.keys(answer.content), ['application/json'], `${name} ${status} is JSON`)
+      }
+    }
+  }
+  t.equal(doc.paths['/v1/agent/{id}'].get.operationId, 'getAgentById')
+  t.same(doc.paths['/v1/call/list/export'].get.responses['404'].content['application/json'].schema, { $ref: '#/components/schemas/Error' })
+  t.ok(doc.paths['/v1/call/list/export'].get.responses['200'].content['text/csv'])
+
+  const body = (path: string, method = 'post') => doc.paths[path][method].requestBody.content['application/json'].schema
+  t.same(body('/v1/phone-number/buy').anyOf, [{ required: ['phone_number'] }, { required: ['area_code'] }])
+  t.same(body('/v1/subscription/auto-top-up', 'patch').anyOf, [{ required: ['enabled'] }, { required: ['threshold'] }])
+  const carrierRules = body('/v1/phone-number/import-carrier').oneOf
+  t.equal(carrierRules.length, 4, 'import-carrier: credentials only together and only with twilio')
+  t.notOk(JSON.stringify(doc).includes('x-checked-in-handler'), 'rules checked in handlers appear as plain keywords')
+  const email = new RegExp(body('/v1/workspaces/{workspace_id}/invite-member').properties.email.pattern)
+  t.ok(email.test('owner@localhost'), 'the e-mail pattern accepts what the server accepts')
+  t.notOk(email.test('not an address'))
+  t.match(body('/v1/phone-number/connect-to-sip', 'patch').properties.termination_uri, { pattern: /^\^/ })
+  const dateFrom = doc.paths['/v1/call/list/export'].get.parameters.find((p: { name: string }) => p.name === 'date_from')
+  t.equal(dateFrom.schema.format, 'date')
+  const delivery = JSON.stringify(doc.paths['/v1/webhook-deliveries'].get.responses['200'])
+  t.match(delivery, /"enum":\["pending","delivered","failed"\]/)
+  t.match(JSON.stringify(doc), /"format":"http-url","maxLength":2000,"pattern":/)
+})
+
+t.test('a wrong method answers 405 with Allow; a non-JSON body 415; __proto__ is dropped like any unknown property', async (t) => {
+  const { app, db } = await setup(t)
+  const { headers } = await createAccount(db)
+  const wrong = await app.inject({ method: 'PUT', url: '/v1/agent/65a0f0000000000000000001', headers })
+  t.equal(wrong.statusCode, 405)
+  t.equal(wrong.headers.allow, 'GET, HEAD, PATCH, DELETE')
+  t.match(wrong.json(), { statusCode: 405, error: 'Method Not Allowed', code: 'method_not_allowed' })
+  t.equal((await app.inject({ method: 'DELETE', url: '/v1/api-keys?x=1', headers })).headers.allow, 'GET, HEAD, POST')
+  t.equal((await app.inject({ method: 'GET', url: '/v1/no-such-thing', headers })).statusCode, 404)
+  const long = await app.inject({ method: 'GET', url: `/v1/agent/${'a'.repeat(101)}`, headers })
+  t.match(long.json(), { statusCode: 400, code: 'invalid_id' }, 'a path id too long for the router is a malformed id too')
+
+  const text = await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...headers, 'content-type': 'text/plain' }, payload: 'name' })
+  t.equal(text.statusCode, 415)
+  t.match(text.json(), { code: 'unsupported_media_type' })
+
+  const poisoned = await app.inject({
+    method: 'POST', url: '/v1/api-keys', headers: { ...headers, 'content-type': 'application/json' },
+    payload: '{"name":"ci","__proto__":{"admin":true},"constructor":{"prototype":{"admin":true}}}'
+  })
+  t.equal(poisoned.statusCode, 201)
+  t.equal(poisoned.json().name, 'ci')
+  t.notOk(({} as Record<string, unknown>).admin, 'no prototype was touched')
+})
+
+t.test('an export that fails before its first byte answers the JSON error, without the attachment header', async (t) => {
+  const { app, db } = await setup(t)
+  const { headers } = await createAccount(db)
+  await sql`alter table calls rename to calls_away`.execute(db)
+  const res = await app.inject({ method: 'GET', url: '/v1/call/list/export?date_from=2024-01-01&date_to=2024-01-31', headers })
+  t.equal(res.statusCode, 500)
+  t.match(res.headers['content-type'], /^application\/json/)
+  t.notOk(res.headers['content-disposition'])
+  t.match(res.json(), { statusCode: 500, code: 'internal_error' })
+})
