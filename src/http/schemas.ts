@@ -1,8 +1,10 @@
 import { Type, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../db/ids.ts'
 import { ErrorResponse } from './errors.ts'
+import { LOWERCASE } from './validation.ts'
 
-export const ObjectId = Type.String({ pattern: ID_PATTERN, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
+/** Accepted in either case and lower-cased by validation, as ids are stored. */
+export const ObjectId = Type.String({ pattern: ID_PATTERN, [LOWERCASE]: true, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
 
 export const IdParams = Type.Object({ id: ObjectId })
 
@@ -26,7 +28,7 @@ export const Paging = {
 
 /** A filter that takes several values: `?k=a&k=b` or `?k=a,b` (see validation.ts). */
 export function ListOf<T extends TSchema> (item: T, description?: string) {
-  return Type.Array(item, { description: `${description ?? 'values'}; repeat the key or separate values with commas` })
+  return Type.Array(item, { minItems: 1, description: `${description ?? 'values'}; repeat the key or separate values with commas` })
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -38,7 +40,7 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'The carrier failed or refused the request',
   413: 'Payload too large',
   415: 'Unsupported media type',
-  422: 'Request does not match an earlier one'
+  422: 'Request does not match an earlier one, or cannot be carried out as stored'
 }
 
 /** Response schemas for the error statuses a route answers, so OpenAPI lists them and `reply.code` type-checks. */
