@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { badRequest, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
 import type { CallRow } from '../calls/queries.ts'
@@ -158,7 +158,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
         agent_id: Type.Optional(ObjectId),
         call_id: Type.Optional(ObjectId),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
-        offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 }))
+        offset: Paging.skip
       }),
       response: { 200: Type.Object({ data: Type.Array(Delivery), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }), ...errors(...AUTH_ERRORS) }
     }
@@ -234,7 +234,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
       summary: 'Send a sample request of an api_call action',
       description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried.',
       params: Type.Object({ id: ObjectId, agentActionId: ObjectId }),
-      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String() }) }), ...errors(...AUTH_ERRORS, 404) }
+      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String() }) }), ...errors(...AUTH_ERRORS, 404, 422) }
     }
   }, async (request) => {
     const agent = await findAgent(db, request.userId, request.params.id)
