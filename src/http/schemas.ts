@@ -14,6 +14,9 @@ export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+
 
 export const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
 
+/** The last instant a JavaScript Date holds: an input time beyond it cannot even be compared. */
+export const MAX_EPOCH_MS = 8_640_000_000_000_000
+
 /** Epoch milliseconds, as every time in the API is given. */
 export const EpochMs = Type.Integer({ description: 'epoch ms' })
 

@@ -324,6 +324,7 @@ t.test('an end is between the call\'s start and now, and within the agent\'s lim
     [{ end_timestamp: Date.now() + 6 * 60_000 }, /^body\.end_timestamp must not be later than now/],
     [{ end_timestamp: 1e16 }, /^body\.end_timestamp must be <=/],
     [{ usage: { tokens: { m: { input: 1e300, output: 0 } } } }, /^body\.usage\.tokens\.m\.input must be <=/],
+    [{ transcription: [{ speaker: 'user', content: 'hi', timestamp: 1e300 }] }, /^body\.transcription\.0\.timestamp must be <=/],
     [{ usage: { tokens: { m: { input: 0, output: 9_007_199_254_740_991 } } } }, /^body\.usage\.tokens\.m\.output must be <=/]
   ] as const) {
     const res = await end(payload)
