@@ -28,6 +28,8 @@ function day (value: string, name: string): Date {
   if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== value) {
     throw badRequest(`query.${name} ${value} is not a calendar date`)
   }
+  // Year 0 is a calendar date to JavaScript but not to PostgreSQL (there is no year 0 AD).
+  if (date.getUTCFullYear() < 1) throw badRequest(`query.${name} must not be before 0001-01-01`)
   return date
 }
 

@@ -1,9 +1,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import pg from 'pg'
 import { Type } from 'typebox'
 
 /** Every `code` an error answer can carry (docs/errors.md says when); the OpenAPI document lists them as an enum. */
 export const ERROR_CODES = [
-  'validation_error', 'invalid_id', 'bad_request', 'malformed_multipart', 'empty_file', 'unexpected_file_field', 'invalid_file_name',
+  'validation_error', 'invalid_id', 'bad_request', 'invalid_text', 'json_too_deep', 'invalid_value', 'out_of_range', 'invalid_action_url', 'malformed_multipart', 'empty_file', 'unexpected_file_field', 'invalid_file_name',
   'carrier_credentials_required', 'carrier_rejected', 'carrier_credentials_rejected', 'carrier_disabled',
   'missing_api_key', 'invalid_api_key', 'invalid_access_token',
   'not_found', 'route_not_found', 'method_not_allowed', 'not_acceptable',
@@ -37,8 +38,32 @@ export const conflict = (message: string, code: ErrorCode = 'conflict') => new H
 export const PG = {
   UNIQUE_VIOLATION: '23505',
   FOREIGN_KEY_VIOLATION: '23503',
-  INVALID_TEXT_REPRESENTATION: '22P02'
+  CHECK_VIOLATION: '23514',
+  INVALID_TEXT_REPRESENTATION: '22P02',
+  CHARACTER_NOT_IN_REPERTOIRE: '22021',
+  UNTRANSLATABLE_CHARACTER: '22P05',
+  NUMERIC_VALUE_OUT_OF_RANGE: '22003',
+  DATETIME_FIELD_OVERFLOW: '22008'
 } as const
+
+/**
+ * What the error handler answers for a database error that no route turned into a clearer one: the input
+ * got past validation, yet it is the client's. The message is ours; PostgreSQL's detail names tables and
+ * values and is never shown.
+ */
+const PG_CLIENT_ERRORS: Record<string, { status: number, code: ErrorCode, message: string }> = {
+  [PG.UNIQUE_VIOLATION]: { status: 409, code: 'conflict', message: 'a record with these values exists already' },
+  // Either a referenced record is missing or a record is still referenced: both contradict stored state.
+  [PG.FOREIGN_KEY_VIOLATION]: { status: 409, code: 'conflict', message: 'the request refers to a record that does not exist, or one that other records still refer to' },
+  [PG.CHECK_VIOLATION]: { status: 400, code: 'invalid_value', message: 'a value is outside what its field accepts' },
+  [PG.INVALID_TEXT_REPRESENTATION]: { status: 400, code: 'invalid_value', message: 'a value could not be read as its field\'s type' },
+  [PG.CHARACTER_NOT_IN_REPERTOIRE]: { status: 400, code: 'invalid_text', message: 'a text contains characters that cannot be stored' },
+  [PG.UNTRANSLATABLE_CHARACTER]: { status: 400, code: 'invalid_text', message: 'a text contains characters that cannot be stored' },
+  [PG.NUMERIC_VALUE_OUT_OF_RANGE]: { status: 400, code: 'out_of_range', message: 'a number is out of range' },
+  [PG.DATETIME_FIELD_OVERFLOW]: { status: 400, code: 'out_of_range', message: 'a date or time is out of range' }
+}
+
+const pgClientError = (err: unknown) => err instanceof pg.DatabaseError && err.code !== undefined ? PG_CLIENT_ERRORS[err.code] : undefined
 
 export const ErrorResponse = Type.Object({
   statusCode: Type.Integer({ minimum: 400, maximum: 599 }),
@@ -159,6 +184,12 @@ export function registerErrorHandler (app: FastifyInstance): void {
       const { message, code } = eitherRequired(fastifyErr.validationContext, fastifyErr.validation) ??
         validationMessage(fastifyErr.validationContext, fastifyErr.validation[0])
       return reply.code(400).send(errorBody(400, code, message))
+    }
+    const database = pgClientError(err)
+    if (database !== undefined) {
+      // A 4xx, but one that validation should have given: logged so that it gets a schema.
+      request.log.warn({ err }, 'the database refused client input')
+      return reply.code(database.status).send(errorBody(database.status, database.code, database.message))
     }
     const status = fastifyErr.statusCode ?? 500
     if (status >= 400 && status < 500) {

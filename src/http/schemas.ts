@@ -1,8 +1,10 @@
 import { Type, type Static, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../db/ids.ts'
 import { ErrorResponse } from './errors.ts'
+import { LOWERCASE } from './validation.ts'
 
-export const ObjectId = Type.String({ pattern: ID_PATTERN, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
+/** Accepted in either case and lower-cased by validation, as ids are stored. */
+export const ObjectId = Type.String({ pattern: ID_PATTERN, [LOWERCASE]: true, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
 
 export const IdParams = Type.Object({ id: ObjectId })
 
@@ -14,6 +16,9 @@ export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$'
 
 export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'an e-mail address', examples: ['ada@example.com'] })
+
+/** The last instant a JavaScript Date holds: an input time beyond it cannot even be compared. */
+export const MAX_EPOCH_MS = 8_640_000_000_000_000
 
 /** Epoch milliseconds, as every time in the API is given. */
 export const EpochMs = Type.Integer({ description: 'epoch ms' })
@@ -29,7 +34,7 @@ export const Paging = {
 
 /** A filter that takes several values: `?k=a&k=b` or `?k=a,b` (see validation.ts). */
 export function ListOf<T extends TSchema> (item: T, description?: string) {
-  return Type.Array(item, { description: `${description ?? 'values'}; repeat the key or separate values with commas` })
+  return Type.Array(item, { minItems: 1, description: `${description ?? 'values'}; repeat the key or separate values with commas` })
 }
 
 /**
@@ -60,7 +65,7 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'The carrier failed or refused the request',
   413: 'Payload too large',
   415: 'Unsupported media type',
-  422: 'Request does not match an earlier one',
+  422: 'Request does not match an earlier one, or cannot be carried out as stored',
   429: 'Too many requests; retry after the `retry-after` header',
   503: 'The database is unreachable or busy; retry later'
 }

@@ -1,8 +1,9 @@
 import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
-import type { FastifyInstance, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import type { TSchema } from 'typebox'
 import { SHARED_SCHEMAS } from './schemas.ts'
+import { HttpError } from './errors.ts'
 
 /** Formats the route schemas name beyond ajv-formats'. */
 const FORMATS: Record<string, (value: string) => boolean> = {
@@ -35,12 +36,96 @@ function canonicalLocale (value: string): boolean {
   }
 }
 
+/** Schema keyword that lower-cases a valid string in place (ids: stored lowercase, accepted in either case). */
+export const LOWERCASE = 'x-lowercase'
+
 function ajv (options: Options): Ajv {
   const instance = new Ajv({ allErrors: false, useDefaults: true, discriminator: true, strict: false, ...options })
   addFormats.default(instance)
   for (const [name, validate] of Object.entries(FORMATS)) instance.addFormat(name, { type: 'string', validate })
   for (const schema of SHARED_SCHEMAS) instance.addSchema(schema)
+  instance.addKeyword({
+    keyword: LOWERCASE,
+    type: 'string',
+    modifying: true,
+    validate: (_schema: unknown, data: string, _parent: unknown, where?: { parentData: Record<string | number, unknown>, parentDataProperty: string | number }) => {
+      if (where?.parentData !== undefined) where.parentData[where.parentDataProperty] = data.toLowerCase()
+      return true
+    }
+  })
   return instance
+}
+
+/** How deeply a JSON body may nest: far beyond any schema here, far below what recursion anywhere minds. */
+export const MAX_JSON_DEPTH = 64
+
+/** PostgreSQL stores neither NUL nor half a surrogate pair, in text or in jsonb. */
+const storable = (text: string) => text.isWellFormed() && !text.includes('\0')
+
+const invalidText = (field: string, what = 'must not contain') =>
+  new HttpError(400, 'invalid_text', `${field} ${what} NUL characters or unpaired surrogates`)
+
+/** A 400 naming `field` unless `text` can be stored (for values read outside route validation, e.g. multipart fields). */
+export function checkText (text: string, field: string): string {
+  if (!storable(text)) throw invalidText(field)
+  return text
+}
+
+/**
+ * Checks every string and key of one part of the input (`body`, `query`, `params`) and its depth; throws a
+ * 400 naming the first bad field. The path is joined only then: a large body costs no strings.
+ */
+function checkInput (input: unknown, part: string): void {
+  const path: Array<string | number> = [part]
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') {
+      if (!storable(value)) throw invalidText(path.join('.'))
+      return
+    }
+    if (value === null || typeof value !== 'object') return
+    if (path.length > MAX_JSON_DEPTH) throw new HttpError(400, 'json_too_deep', `${path.slice(0, 2).join('.')} nests deeper than ${MAX_JSON_DEPTH} levels`)
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        path.push(i)
+        walk(value[i])
+        path.pop()
+      }
+      return
+    }
+    for (const [key, item] of Object.entries(value)) {
+      if (!storable(key)) throw invalidText(path.join('.'), 'has a property name with')
+      path.push(key)
+      walk(item)
+      path.pop()
+    }
+  }
+  walk(input)
+}
+
+/**
+ * The one JSON body parser: Fastify's own (with its prototype-poisoning rules), then every string and the
+ * depth checked, so that no route can hand PostgreSQL text it refuses or recurse on a hostile body.
+ */
+function registerJsonParser (app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    parse(request, body as string, (err: Error | null, value?: unknown) => {
+      if (err !== null) return done(err)
+      try {
+        checkInput(value, 'body')
+      } catch (invalid) {
+        return done(invalid as Error)
+      }
+      done(null, value)
+    })
+  })
+}
+
+/** Query strings and path parameters get the same check as bodies (fastify decodes %00 into a NUL). */
+async function checkQueryAndParams (request: FastifyRequest): Promise<void> {
+  checkInput(request.query, 'query')
+  checkInput(request.params, 'params')
 }
 
 const BODY_OPTIONS: Options = { removeAdditional: 'all', coerceTypes: false }
@@ -71,9 +156,14 @@ export function registerValidation (app: FastifyInstance): void {
     return compiler.compile(schema)
   })
   app.addHook('onRoute', splitCommaLists)
+  registerJsonParser(app)
+  app.addHook('preValidation', checkQueryAndParams)
 }
 
-/** `?k=a,b` means the same as `?k=a&k=b` for every query property whose schema is an array. */
+/**
+ * `?k=a,b` means the same as `?k=a&k=b` for every query property whose schema is an array. Empty items are
+ * dropped; a list left empty (`?k=`) is refused, as it would filter on nothing (`IN ()`) or be ignored.
+ */
 function splitCommaLists (route: RouteOptions): void {
   const properties = (route.schema?.querystring as { properties?: Record<string, { type?: string }> } | undefined)?.properties
   if (properties === undefined) return
@@ -84,7 +174,9 @@ function splitCommaLists (route: RouteOptions): void {
     for (const key of lists) {
       const value = query[key]
       if (value === undefined) continue
-      query[key] = [value].flat().flatMap((item) => item.split(',')).map((item) => item.trim()).filter((item) => item !== '')
+      const items = [value].flat().flatMap((item) => item.split(',')).map((item) => item.trim()).filter((item) => item !== '')
+      if (items.length === 0) throw new HttpError(400, 'validation_error', `query.${key} must name at least one value`)
+      query[key] = items
     }
   }
   route.preValidation = [split, ...[route.preValidation ?? []].flat()]

@@ -358,3 +358,19 @@ t.test('templates: a catalogue of six, cloned into an agent with its own LLM con
   t.not(named.json().llm_id, agent.llm_id, 'each clone has its own configuration')
   t.equal((await app.inject({ method: 'POST', url: `/v1/agent/agent_template/${newId()}/clone`, headers: account.headers })).statusCode, 404)
 })
+
+t.test('floats are stored as sent: tiny values and ten digits survive, agent and LLM alike', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  for (const value of [1e-50, 0.1234567891, 5e-324, 0.7]) {
+    const llm = await app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { temperature: value } })
+    t.equal(llm.statusCode, 201, `temperature ${value}: ${llm.body}`)
+    t.equal(llm.json().temperature, value)
+    t.equal((await app.inject({ method: 'GET', url: `/v1/llm/${llm.json()._id}`, headers: account.headers })).json().temperature, value)
+    const agent = await app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Float', llm_id: llm.json()._id, interruption_sensitivity: value } })
+    t.equal(agent.statusCode, 201, `interruption_sensitivity ${value}: ${agent.body}`)
+    t.equal((await app.inject({ method: 'GET', url: `/v1/agent/${agent.json()._id}`, headers: account.headers })).json().interruption_sensitivity, value)
+    const patched = await app.inject({ method: 'PATCH', url: `/v1/agent/${agent.json()._id}`, headers: account.headers, payload: { interruption_sensitivity: value / 2 } })
+    t.equal(patched.json().interruption_sensitivity, value / 2)
+  }
+})

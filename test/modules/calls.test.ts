@@ -453,3 +453,24 @@ t.test('Idempotency-Key: a retry answers the first call; another body with the k
   t.equal(await expireIdempotencyKeys(db), 1)
   t.same((await db.selectFrom('idempotency_keys').select('user_id').execute()).map((r) => r.user_id), [account.user.id])
 })
+
+t.test('sentiment-stats: an agent the account never had is 404; a deleted one still counts', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const other = await createAccount(db)
+  const theirs = await createAgent(app, other)
+  const idle = await createAgent(app, account)
+  const gone = await createAgent(app, account)
+  await insertCalls(db, account.user.id, gone, [{ start_timestamp: new Date('2026-06-02T12:00:00Z'), sentiment: 'positive' }])
+  await app.inject({ method: 'DELETE', url: `/v1/agent/${gone._id}`, headers: account.headers })
+  const stats = (agentId: string, range = 'date_from=2026-06-01&date_to=2026-06-03') =>
+    app.inject({ method: 'GET', url: `/v1/call/sentiment-stats?agent_id=${agentId}&${range}`, headers: account.headers })
+  for (const agentId of [theirs._id, newId()]) {
+    const res = await stats(agentId)
+    t.equal(res.statusCode, 404)
+    t.match(res.json(), { code: 'not_found', message: `agent ${agentId} not found` })
+  }
+  t.same((await stats(idle._id)).json(), { positive: 0, negative: 0, neutral: 0 }, 'an agent without calls')
+  t.same((await stats(gone._id)).json(), { positive: 1, negative: 0, neutral: 0 }, 'a deleted agent')
+  t.same((await stats(gone._id, 'date_from=2030-01-01&date_to=2030-01-02')).json(), { positive: 0, negative: 0, neutral: 0 }, 'a deleted agent, no calls in the range')
+})

@@ -308,3 +308,55 @@ t.test('a condition the analysis cannot judge (built-in analyser, or no answer) 
   }
   t.equal(standIn.requests.length, 1)
 })
+
+t.test('an end is between the call\'s start and now, and within the agent\'s limit; usage is bounded', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account)
+  await inboundNumber(ctx, account, agent._id)
+  const before = await balance(ctx, account)
+  const inbound = async () => (await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: '+4930123456' } })).json()
+  const call = await inbound()
+  const end = (payload: Record<string, unknown>) => ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${call._id}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup', ...payload } })
+  const century = call.start_timestamp + 100 * 365 * 86_400_000
+  for (const [payload, message] of [
+    [{ end_timestamp: century }, /^body\.end_timestamp must not be later than now \(5 minutes of clock skew allowed\)/],
+    [{ end_timestamp: Date.now() + 6 * 60_000 }, /^body\.end_timestamp must not be later than now/],
+    [{ end_timestamp: 1e16 }, /^body\.end_timestamp must be <=/],
+    [{ usage: { tokens: { m: { input: 1e300, output: 0 } } } }, /^body\.usage\.tokens\.m\.input must be <=/],
+    [{ transcription: [{ speaker: 'user', content: 'hi', timestamp: 1e300 }] }, /^body\.transcription\.0\.timestamp must be <=/],
+    [{ usage: { tokens: { m: { input: 0, output: 9_007_199_254_740_991 } } } }, /^body\.usage\.tokens\.m\.output must be <=/]
+  ] as const) {
+    const res = await end(payload)
+    t.equal(res.statusCode, 400, JSON.stringify(payload))
+    t.match(res.json().message, message)
+  }
+  t.equal((await end({ end_timestamp: Date.now() + 60_000 })).statusCode, 202, 'a runtime clock a minute ahead is fine')
+
+  // A call whose runtime reports an end past the agent's 10 minutes is charged the 10 minutes.
+  const long = await inbound()
+  await ctx.db.updateTable('calls').set({ start_timestamp: new Date(Date.now() - 3 * 3_600_000) }).where('id', '=', long._id).execute()
+  const res = await ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${long._id}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup', transcription: [{ speaker: 'user', content: 'hello', timestamp: Date.now() }] } })
+  t.equal(res.statusCode, 202)
+  const done = await waitForCall(t, ctx, account, long._id, (c) => c.call_status !== 'pending')
+  t.match(done, { call_status: 'success', duration_ms: 600_000, call_credits_details: { phone_call_credits: 100 } })
+  t.equal(done.end_timestamp, done.start_timestamp + 600_000)
+  const first = await waitForCall(t, ctx, account, call._id, (c) => c.call_status !== 'pending')
+  t.equal(await balance(ctx, account), before - 100 - first.call_credits_details.phone_call_credits, 'the limit, nothing more')
+})
+
+t.test('CALL_RUNTIME=external: an outbound call no runtime picked up fails at its deadline as not_connected, free', async (t) => {
+  // 1 minute at a time scale of 1/1000 is 60 ms.
+  const ctx = await setup(t, { CALL_RUNTIME: 'external', CALL_TIME_SCALE: '0.001' }, { workers: true })
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account, { call_settings: { max_call_duration_minutes: 1 } })
+  await inboundNumber(ctx, account, agent._id)
+  const before = await balance(ctx, account)
+  const phone = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: '+14155550123', to_number: '+4930123456' } })).json()
+  const web = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })).json()
+  for (const id of [phone._id, web._id]) {
+    const done = await waitForCall(t, ctx, account, id, (c) => c.call_status === 'success' || c.call_status === 'failed')
+    t.match(done, { call_status: 'failed', disconnection_reason: 'not_connected', duration_ms: 0, call_credits_details: { phone_call_credits: 0, web_call_credits: 0 } })
+  }
+  t.equal(await balance(ctx, account), before, 'nothing charged')
+})

@@ -153,7 +153,7 @@ function mergedPage (db: DB, userId: string, filter: CallFilter, options: ListOp
 /** One call's detail view as JSON text, or undefined when the account has no such call. */
 export async function findCallJson (db: DB, userId: string, id: string): Promise<string | undefined> {
   const rows = await queryPrepared<{ detail: string }>(db, sql`
-    SELECT ${DETAIL_JSON} AS detail FROM calls WHERE user_id = ${userId} AND id = ${id.toLowerCase()}`.compile(db))
+    SELECT ${DETAIL_JSON} AS detail FROM calls WHERE user_id = ${userId} AND id = ${id}`.compile(db))
   return rows[0]?.detail
 }
 
@@ -208,6 +208,14 @@ export async function sentimentCounts (db: DB, userId: string, filter: CallFilte
     .where(statsConditions(userId, filter, range)).where('sentiment', '<>', '')
     .groupBy('sentiment').compile())
   return Object.fromEntries(rows.map((row) => [row.sentiment, row.calls]))
+}
+
+/** Whether the account has the agent, or had it: its calls outlive it. */
+export async function agentKnown (db: DB, userId: string, agentId: string): Promise<boolean> {
+  const rows = await queryPrepared<{ known: boolean }>(db, sql`
+    SELECT EXISTS (SELECT 1 FROM agents WHERE user_id = ${userId} AND id = ${agentId})
+      OR EXISTS (SELECT 1 FROM calls WHERE user_id = ${userId} AND agent_id = ${agentId}) AS known`.compile(db))
+  return rows[0].known
 }
 
 /** Calls per UTC day of the range for one of the account's agents (undefined if it is not), days without calls included as 0. */

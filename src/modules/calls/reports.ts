@@ -9,18 +9,18 @@ import { MetricsQuery } from './schemas.ts'
 
 const minutes = (ms: number) => Math.round(ms / 600) / 100
 
-/** The filters of a query, ids lowercased; `agent_id` (legacy) joins `agent_ids`. */
+/** The filters of a query (its ids lowercased by validation); `agent_id` (legacy) joins `agent_ids`. */
 export function callFilter (query: {
   agent_ids?: string[], agent_id?: string, direction?: string[], call_status?: string[], call_type?: string[], customer_id?: string, workspace_id?: string
 }): CallFilter {
-  const agentIds = [...(query.agent_ids ?? []), ...(query.agent_id === undefined ? [] : [query.agent_id])].map((id) => id.toLowerCase())
+  const agentIds = [...(query.agent_ids ?? []), ...(query.agent_id === undefined ? [] : [query.agent_id])]
   return {
     agentIds: agentIds.length > 0 ? agentIds : undefined,
     direction: query.direction,
     callStatus: query.call_status,
     callType: query.call_type,
-    customerId: query.customer_id?.toLowerCase(),
-    workspaceId: query.workspace_id?.toLowerCase()
+    customerId: query.customer_id,
+    workspaceId: query.workspace_id
   }
 }
 

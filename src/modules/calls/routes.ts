@@ -11,7 +11,7 @@ import { generateToken, hashToken } from '../users/keys.ts'
 import { startCall, type JobSender } from '../runtime/lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
+  agentKnown, dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -117,13 +117,16 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     schema: {
       tags: TAGS,
       summary: "Calls per sentiment for one agent",
-      description: 'Counts the analysed calls of the agent (also after it was deleted) over the range.',
+      description: 'Counts the analysed calls of the agent (also after it was deleted) over the range. 404: the account never had the agent.',
       querystring: Type.Object({ agent_id: ObjectId, date_from: MetricsQuery.properties.date_from, date_to: MetricsQuery.properties.date_to }),
-      response: { 200: Type.Object({ positive: Type.Integer(), negative: Type.Integer(), neutral: Type.Integer() }), ...errors(...AUTH_ERRORS) }
+      response: { 200: Type.Object({ positive: Type.Integer(), negative: Type.Integer(), neutral: Type.Integer() }), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
     const range = dateRange(request.query)
-    const counts = await sentimentCounts(db, request.userId, { agentIds: [request.query.agent_id.toLowerCase()] }, range)
+    const agentId = request.query.agent_id
+    const counts = await sentimentCounts(db, request.userId, { agentIds: [agentId] }, range)
+    // Only an empty answer can hide an unknown agent: a query less for every other.
+    if (Object.keys(counts).length === 0 && !await agentKnown(db, request.userId, agentId)) throw notFound(`agent ${agentId}`)
     return { positive: counts.positive ?? 0, negative: counts.negative ?? 0, neutral: counts.neutral ?? 0 }
   })
 

@@ -1,3 +1,4 @@
+import { HttpError } from '../../http/errors.ts'
 import { MASK } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
 
@@ -105,6 +106,16 @@ export function webhookRequest (url: string, call: CallRow): ShapedRequest {
   return { method: 'POST', url, body: callPayload(call) }
 }
 
+/** The action's URL with its variables filled in; a value that breaks it (a space in the host) is the action's fault: 422. */
+function renderedUrl (template: string, variables: Record<string, unknown>): URL {
+  const rendered = renderText(template, variables, true)
+  try {
+    return new URL(rendered)
+  } catch {
+    throw new HttpError(422, 'invalid_action_url', 'the action\'s url renders to an invalid URL once its {{variables}} are filled in; check where they stand')
+  }
+}
+
 /**
  * An api_call action's request. The URL's variables are percent-encoded; the query and body are the
  * action's own, alone (send_only_custom_fields) or beside the full payload. GET and DELETE carry the
@@ -112,7 +123,7 @@ export function webhookRequest (url: string, call: CallRow): ShapedRequest {
  */
 export function actionRequest (settings: ApiCallSettings, call: CallRow, variables = callVariables(call)): ShapedRequest {
   const method = (settings.method ?? 'POST').toUpperCase()
-  const url = new URL(renderText(settings.url, variables, true))
+  const url = renderedUrl(settings.url, variables)
   const custom = renderValue(settings.body ?? {}, variables) as Record<string, unknown>
   const query = renderValue(settings.query ?? {}, variables) as Record<string, unknown>
   const fields = settings.send_only_custom_fields === true ? custom : { ...callPayload(call), ...custom }

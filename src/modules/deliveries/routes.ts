@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { badRequest, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
 import type { CallRow } from '../calls/queries.ts'
 import { attemptRequest, resend, type DeliveryDeps, type DeliveryRow } from './engine.ts'
-import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings, type ShapedRequest } from './render.ts'
+import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
 import { send } from './send.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signingSecrets } from './signing.ts'
 
@@ -157,7 +157,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
         agent_id: Type.Optional(ObjectId),
         call_id: Type.Optional(ObjectId),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
-        offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 }))
+        offset: Paging.skip
       }),
       response: { 200: Type.Object({ data: Type.Array(Delivery), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }), ...errors(...AUTH_ERRORS) }
     }
@@ -233,7 +233,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
       summary: 'Send a sample request of an api_call action',
       description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried.',
       params: Type.Object({ id: ObjectId, agentActionId: ObjectId }),
-      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String({ description: 'query values masked as in a delivery\'s request' }) }) }), ...errors(...AUTH_ERRORS, 404) }
+      response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String({ description: 'query values masked as in a delivery\'s request' }) }) }), ...errors(...AUTH_ERRORS, 404, 422) }
     }
   }, async (request) => {
     const agent = await findAgent(db, request.userId, request.params.id)
@@ -244,12 +244,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     const call = sampleCall(request.userId, agent.id, agent.data_retrieval as Array<{ name: string, type: string, enum_values?: string[] }>)
     const settings = action.settings as unknown as ApiCallSettings
     const variables = callVariables(call)
-    let shaped: ShapedRequest
-    try {
-      shaped = actionRequest(settings, call, variables)
-    } catch {
-      throw badRequest('the action\'s URL is not a valid URL once the sample call\'s variables are filled in')
-    }
+    const shaped = actionRequest(settings, call, variables)
     const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
     const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
       renderHeaders(settings.headers, variables), secrets, 1)

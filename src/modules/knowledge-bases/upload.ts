@@ -10,6 +10,7 @@ import type { Transaction } from 'kysely'
 import { newId } from '../../db/ids.ts'
 import type { Database, KnowledgeFileType } from '../../db/schema.ts'
 import { badRequest, HttpError } from '../../http/errors.ts'
+import { checkText } from '../../http/validation.ts'
 import { insertFile, insertFilePart } from './queries.ts'
 
 export const ACCEPTED_TYPES = 'PDF, DOCX, TXT, Markdown, CSV or HTML'
@@ -77,7 +78,7 @@ async function receiveUpload (request: FastifyRequest, options: UploadOptions, d
       if (part.fieldname === options.fileField) throw badRequest(`body.${options.fileField} must be a file, not a text value`, 'validation_error')
       if (!options.fieldNames.includes(part.fieldname)) continue
       if (part.valueTruncated) throw badRequest(`body.${part.fieldname} is too long`, 'validation_error')
-      fields[part.fieldname] = String(part.value)
+      fields[part.fieldname] = checkText(String(part.value), `body.${part.fieldname}`)
       continue
     }
     if (part.fieldname !== options.fileField) {

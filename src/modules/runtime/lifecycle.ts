@@ -6,7 +6,7 @@ import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES } from '../../jobs/queues.ts'
 import { newId } from '../../db/ids.ts'
-import type { AgentRow } from '../agents/queries.ts'
+import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { insertCall, type CallRow } from '../calls/queries.ts'
 
@@ -44,9 +44,17 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
     custom_data: JSON.stringify(call.custom_data ?? {}),
     dynamic_context: JSON.stringify(call.dynamic_context ?? {})
   })
-  await scheduleCall(trx, jobs, row, Number(agent.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes))
+  await scheduleCall(trx, jobs, row, maxDurationMinutes(agent))
   return row
 }
+
+/** The agent's limit on a call's length; an agent deleted meanwhile has the default. */
+function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | undefined): number {
+  return Number(agent?.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes)
+}
+
+/** How far a runtime's clock may run ahead of the server's when it reports an end. */
+export const END_CLOCK_SKEW_MS = 5 * 60_000
 
 /**
  * Schedules what follows a new call, in the transaction that stores it: the deadline after the agent's
@@ -78,12 +86,11 @@ export interface CallEnd {
  */
 export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<Selectable<CallsTable>> {
   return await db.transaction().execute(async (trx) => {
-    const current = await trx.selectFrom('calls').select(['id', 'call_status', 'start_timestamp'])
-      .where('user_id', '=', userId).where('id', '=', callId.toLowerCase()).forUpdate().executeTakeFirst()
+    const current = await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'start_timestamp'])
+      .where('user_id', '=', userId).where('id', '=', callId).forUpdate().executeTakeFirst()
     if (current === undefined) throw notFound(`call ${callId}`)
     if (current.call_status !== 'started') throw new HttpError(409, 'call_not_started', `call ${current.id} is ${current.call_status}, not started; it ended already`)
-    const endedAt = end.end_timestamp === undefined ? new Date() : new Date(end.end_timestamp)
-    if (endedAt < current.start_timestamp) throw badRequest('body.end_timestamp must not be before the call\'s start_timestamp')
+    const endedAt = await endTime(trx, userId, current, end.end_timestamp)
     const tokens = end.usage?.tokens ?? {}
     const row = await trx.updateTable('calls').set({
       call_status: 'pending',
@@ -108,6 +115,20 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
     await jobs.boss.send(QUEUES.analyseCall, { callId: row.id }, { db: fromKysely(trx) })
     return row
   })
+}
+
+/**
+ * When the call ended: the runtime's end_timestamp (default now), between the call's start and now (give
+ * or take END_CLOCK_SKEW_MS), and no later than the agent's maximum duration allows: the server would
+ * have ended the call there (the deadline job), so a later end is clamped to it and never charged beyond.
+ */
+async function endTime (trx: Trx, userId: string, call: { agent_id: string, start_timestamp: Date }, requested: number | undefined): Promise<Date> {
+  const now = Date.now()
+  const at = requested ?? now
+  if (at < call.start_timestamp.getTime()) throw badRequest('body.end_timestamp must not be before the call\'s start_timestamp')
+  if (at > now + END_CLOCK_SKEW_MS) throw badRequest(`body.end_timestamp must not be later than now (${END_CLOCK_SKEW_MS / 60_000} minutes of clock skew allowed)`)
+  const maxMs = maxDurationMinutes(await findAgent(trx, userId, call.agent_id)) * 60_000
+  return new Date(Math.min(at, call.start_timestamp.getTime() + maxMs))
 }
 
 /** Credits of a call from the price table: per started minute by call type, per SMS, per forwarding minute. */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, E164, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { toLlm } from '../agents/llm-routes.ts'
 import { agentBodies } from '../agents/routes.ts'
@@ -10,7 +10,7 @@ import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
 import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { hashToken } from '../users/keys.ts'
-import { endCall, startCall, type JobSender } from './lifecycle.ts'
+import { END_CLOCK_SKEW_MS, endCall, startCall, type JobSender } from './lifecycle.ts'
 import { fillVariables } from './simulator.ts'
 
 const TAGS = ['runtime']
@@ -18,18 +18,26 @@ const TAGS = ['runtime']
 const Transcript = Type.Array(Type.Object({
   speaker: Type.Union([Type.Literal('agent'), Type.Literal('user')]),
   content: Type.String({ maxLength: 20_000 }),
-  timestamp: Type.Integer({ description: 'epoch ms' })
+  timestamp: Type.Integer({ minimum: 0, maximum: MAX_EPOCH_MS, description: 'epoch ms' })
 }), { maxItems: 5000 })
 
+// A billion tokens per model and call is far beyond any real call, and 20 models of it still add up exactly.
+const TokenCount = Type.Integer({ minimum: 0, maximum: 1_000_000_000 })
+
 const Tokens = Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Object({
-  input: Type.Integer({ minimum: 0 }),
-  output: Type.Integer({ minimum: 0 })
+  input: TokenCount,
+  output: TokenCount
 }), { description: 'language-model tokens by model name', maxProperties: 20 })
 
 const EndBody = Type.Object({
   outcome: Type.Union([Type.Literal('completed'), Type.Literal('failed')], { description: 'completed: a conversation took place; failed: the call never connected' }),
   disconnection_reason: Type.String({ minLength: 1, maxLength: 100, description: 'e.g. user_hangup, agent_hangup, no_answer, busy, invalid_number, runtime_error' }),
-  end_timestamp: Type.Optional(Type.Integer({ description: 'epoch ms; default: now' })),
+  end_timestamp: Type.Optional(Type.Integer({
+    minimum: 0,
+    // The handler narrows it to the call's start .. now.
+    maximum: MAX_EPOCH_MS,
+    description: `epoch ms; default: now. Not before the call's start, not later than now (${END_CLOCK_SKEW_MS / 60_000} minutes of clock skew allowed); past the agent's max_call_duration_minutes it is clamped to the limit`
+  })),
   transcription: Type.Optional(Transcript),
   recording_url: Type.Optional(Type.String({ format: 'http-url', maxLength: 2000 })),
   usage: Type.Optional(Type.Object({

@@ -110,14 +110,20 @@ async function simulateCall (deps: WorkerDeps, job: Job<CallJob>): Promise<void>
   await endCall(db, deps, call.user_id, call.id, end).catch(ignoreEnded)
 }
 
-/** A call still running at its agent's maximum duration is ended by the server. */
+/**
+ * A call still running at its agent's maximum duration is ended by the server. One that no runtime ever
+ * reported on (an outbound or web call without a word of transcript: nothing answered it) never
+ * connected: it fails as `not_connected` and costs nothing. An inbound call was reported by its runtime
+ * when it arrived, so it connected.
+ */
 async function endAtDeadline (deps: WorkerDeps, job: Job<CallJob & { maxMs: number }>): Promise<void> {
-  const call = await deps.db.selectFrom('calls').select(['user_id', 'call_status', 'start_timestamp', 'transcription']).where('id', '=', job.data.callId).executeTakeFirst()
+  const call = await deps.db.selectFrom('calls').select(['user_id', 'call_status', 'direction', 'start_timestamp', 'transcription']).where('id', '=', job.data.callId).executeTakeFirst()
   if (call === undefined || call.call_status !== 'started') return
   const transcription: TranscriptItem[] = call.transcription
+  const connected = call.direction === 'inbound' || transcription.length > 0
   await endCall(deps.db, deps, call.user_id, job.data.callId, {
-    outcome: 'completed',
-    disconnection_reason: 'max_duration_reached',
+    outcome: connected ? 'completed' : 'failed',
+    disconnection_reason: connected ? 'max_duration_reached' : 'not_connected',
     end_timestamp: Math.min(Date.now(), call.start_timestamp.getTime() + job.data.maxMs),
     transcription
   }).catch(ignoreEnded)
