@@ -4,6 +4,7 @@ import { createDb, createPool } from './db/database.ts'
 import type { EmbeddedPostgres } from './db/embedded.ts'
 import { migrate } from './db/migrate.ts'
 import { openDatabase } from './db/open.ts'
+import { prepareSecrets } from './db/stored-secrets.ts'
 import { createBoss } from './jobs/boss.ts'
 import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
@@ -37,6 +38,7 @@ async function main (): Promise<void> {
   const db = createDb(pool)
   const applied = await migrate(pool)
   if (applied.length > 0) log.info({ applied }, 'migrations applied')
+  await prepareSecrets(config, db, log)
 
   const owner = await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey)
   if (owner !== undefined) {
