@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { parseSecretsKey, type Config } from '../config.ts'
 
@@ -92,13 +92,16 @@ export async function loadSecretsKey (config: Pick<Config, 'secretsKey' | 'dataD
   return key
 }
 
-/** Replaces the key file atomically (rename), keeping mode 0600. */
-export async function writeKeyFile (dataDir: string, key: Buffer): Promise<void> {
+/**
+ * Writes a new key beside the key file; `commit` puts it in place (rename: atomic), `discard` removes it.
+ * Rotation stages the key before its transaction commits, so that a committed rotation never lacks its key.
+ */
+export async function stageKeyFile (dataDir: string, key: Buffer): Promise<{ path: string, commit: () => Promise<void>, discard: () => Promise<void> }> {
   const file = keyFileOf(dataDir)
   const next = `${file}.next`
   await writeFile(next, key.toString('base64') + '\n', { mode: 0o600 })
   await chmod(next, 0o600)
-  await rename(next, file)
+  return { path: next, commit: async () => { await rename(next, file) }, discard: async () => { await rm(next, { force: true }) } }
 }
 
 // The process's cipher, installed once at start-up (main.ts, the CLI, the test helper): the modules'
