@@ -7,7 +7,8 @@ import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import t, { type Test } from 'tap'
 import { loadConfig } from '../../src/config.ts'
-import type { DB } from '../../src/db/database.ts'
+import { createDb, createPool, type DB } from '../../src/db/database.ts'
+import { openEmbedded, stopEmbedded } from '../../src/db/embedded.ts'
 import { newId } from '../../src/db/ids.ts'
 import { createCipher, keyIdOf, loadSecretsKey, SecretsKeyError, stageKeyFile } from '../../src/db/secrets.ts'
 import { prepareSecrets } from '../../src/db/stored-secrets.ts'
@@ -20,6 +21,7 @@ import { TEST_SECRETS_KEY } from '../setup/db-env.ts'
 const ENV = { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIMEOUT_MS: '2000' }
 const SEALED = /^enc:v1:[0-9a-f]{8}:/
 const OTHER_KEY = Buffer.alloc(32, 9).toString('base64')
+const ROOT = path.resolve(import.meta.dirname, '../..')
 
 /** One stored secret of every kind, given through the API; answers the plaintexts. */
 async function storeEverything (t: Test, ctx: TestContext, account: Account, receiver: Receiver) {
@@ -133,7 +135,7 @@ t.test('rotation re-encrypts every secret; the server then reads with the new ke
   const stale = await runScript('cli.ts', ctx.url, 'user', 'list')
   t.equal(stale.code, 1)
   t.match(stale.stderr, `stored secrets were encrypted with key ${rotatedId}`)
-  const server = await promisify(execFile)(process.execPath, ['src/main.ts'], { cwd: path.resolve(import.meta.dirname, '../..'), env: { ...process.env, DATABASE_URL: ctx.url, PORT: '0', LOG_LEVEL: 'info' } })
+  const server = await promisify(execFile)(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { ...process.env, DATABASE_URL: ctx.url, PORT: '0', LOG_LEVEL: 'info' } })
     .then(() => ({ code: 0, stdout: '', stderr: '' }), (err: { code: number, stdout: string, stderr: string }) => err)
   t.equal(server.code, 1, 'the server does not start')
   t.match(server.stdout + server.stderr, `stored secrets were encrypted with key ${rotatedId}`)
@@ -176,4 +178,48 @@ t.test('the cipher: envelopes name their key; another key or an altered value is
   const at = sealed.length - 6
   const altered = sealed.slice(0, at) + (sealed[at] === 'A' ? 'B' : 'A') + sealed.slice(at + 1)
   t.throws(() => a.open(altered), { message: `a stored secret sealed with key ${a.keyId} does not decrypt: it was altered` })
+})
+
+t.test('embedded database: rotation rewrites DATA_DIR/secrets.key, and waits for the server to stop', async (t) => {
+  const shm = await stat('/dev/shm').then(() => '/dev/shm', () => os.tmpdir())
+  const dataDir = await mkdtemp(path.join(shm, 'switchboard-secrets-'))
+  t.teardown(async () => {
+    await stopEmbedded(dataDir)
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  const { SECRETS_KEY: _unused, ...withoutKey } = process.env
+  const cli = async (...args: string[]) => await promisify(execFile)(process.execPath, ['scripts/cli.ts', ...args], { cwd: ROOT, env: { ...withoutKey, DATA_DIR: dataDir } })
+    .then((out) => ({ code: 0, ...out }), (err: { code: number, stdout: string, stderr: string }) => err)
+
+  t.equal((await cli('user', 'create', '--email', 'ada@example.com')).code, 0)
+  const config = loadConfig({ DATA_DIR: dataDir })
+  const first = createCipher(await loadSecretsKey(config))
+
+  // A server (here: this process) runs on the cluster and holds the key.
+  const running = await openEmbedded(dataDir, { mode: 'shared' })
+  const pool = createPool(running.url, 1)
+  const db = createDb(pool)
+  const user = await db.selectFrom('users').select('id').executeTakeFirstOrThrow()
+  await db.insertInto('webhook_secrets').values({ id: newId(), user_id: user.id, secret: first.seal('whsec_kept') }).execute()
+  const refused = await cli('secrets', 'rotate')
+  t.equal(refused.code, 2)
+  t.match(refused.stderr, /stop the server first/)
+  await pool.end()
+  await running.stop()
+
+  const rotated = await cli('secrets', 'rotate')
+  t.equal(rotated.code, 0, rotated.stderr)
+  const next = createCipher(await loadSecretsKey(config))
+  t.not(next.keyId, first.keyId, 'the key file holds a new key')
+  t.match(rotated.stdout, `re-encrypted 1 stored secret with key ${next.keyId} (was ${first.keyId})`)
+  t.match(rotated.stdout, `${path.join(dataDir, 'secrets.key')} holds the new key`)
+  t.equal((await stat(path.join(dataDir, 'secrets.key'))).mode & 0o777, 0o600)
+  t.equal((await cli('user', 'list')).code, 0, 'the next start reads with the new key')
+
+  const after = await openEmbedded(dataDir, { mode: 'shared' })
+  const check = createPool(after.url, 1)
+  const { secret } = await createDb(check).selectFrom('webhook_secrets').select('secret').executeTakeFirstOrThrow()
+  await check.end()
+  await after.stop()
+  t.equal(next.open(secret), 'whsec_kept')
 })
