@@ -29,11 +29,6 @@ export function isSealed (value: string): boolean {
   return SEALED.test(value)
 }
 
-/** The id of the key that sealed a value; undefined for a plaintext. */
-export function sealedWith (value: string): string | undefined {
-  return SEALED.exec(value)?.[1]
-}
-
 export function createCipher (key: Buffer): Cipher {
   if (key.length !== 32) throw new Error('a secrets key is 32 bytes')
   const keyId = keyIdOf(key)
