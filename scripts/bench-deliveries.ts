@@ -15,7 +15,7 @@ import { newId } from '../src/db/ids.ts'
 import { createLogger } from '../src/logger.ts'
 import { enqueuePostCall } from '../src/modules/deliveries/engine.ts'
 import { createQueues } from '../src/jobs/queues.ts'
-import { benchDatabase, startServer, table, type Server } from './bench/lib.ts'
+import { BENCH_SECRETS_KEY, benchDatabase, startServer, table, type Server } from './bench/lib.ts'
 import { seedAccount } from './seed-data.ts'
 
 const { values } = parseArgs({ options: { chaos: { type: 'boolean', default: false } } })
@@ -83,6 +83,7 @@ await boss.deleteQueue(drainQueue)
 // The engine: a worker process, and the calls' deliveries committed from here as the analysis would.
 const env = {
   DATABASE_URL: database.url,
+  SECRETS_KEY: BENCH_SECRETS_KEY,
   ROLE: 'worker',
   DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
   DELIVERY_TIME_SCALE: '0.001',

@@ -4,11 +4,14 @@
 //   npm run cli -- key create --user <id|email> [--name ci]
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
+//   npm run cli -- secrets rotate [--new-key <key>]
 import { parseArgs } from 'node:util'
-import { loadConfig } from '../src/config.ts'
+import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { openDatabase } from '../src/db/open.ts'
+import { createCipher, isSealed, keyFileOf, newSecretsKey, SecretsKeyError, stageKeyFile, type Cipher } from '../src/db/secrets.ts'
+import { prepareSecrets, rewriteSecrets } from '../src/db/stored-secrets.ts'
 import { HttpError } from '../src/http/errors.ts'
 import { createLogger } from '../src/logger.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
@@ -18,14 +21,15 @@ const USAGE = `usage:
   cli user list
   cli key create --user <id|email> [--name <label>]
   cli key list --user <id|email>
-  cli key revoke <prefix|key>`
+  cli key revoke <prefix|key>
+  cli secrets rotate [--new-key <32 bytes, base64 or hex>]`
 
 class UsageError extends Error {}
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, 'new-key': { type: 'string' } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -41,7 +45,35 @@ async function userOf (db: DB, ref: string): Promise<User> {
 
 const iso = (date: Date | null) => date?.toISOString() ?? '-'
 
-async function command (db: DB): Promise<string> {
+/**
+ * Re-encrypts every stored secret with a new key in one transaction. A key file (embedded database
+ * without SECRETS_KEY) is replaced once the transaction commits; SECRETS_KEY is the operator's to change.
+ */
+async function rotateSecrets (db: DB, config: Config, current: Cipher, embeddedInUse: boolean): Promise<string> {
+  const text = values['new-key'] ?? newSecretsKey()
+  const key = parseSecretsKey(text)
+  if (key === undefined) throw new UsageError('--new-key must be 32 bytes as base64 (`openssl rand -base64 32`) or as 64 hexadecimal digits')
+  const next = createCipher(key)
+  if (next.keyId === current.keyId) throw new UsageError('--new-key is the key in use now')
+  const keyFile = config.secretsKey === undefined
+  // A server running on the embedded database holds the old key: it could not read what this writes.
+  if (embeddedInUse) throw new UsageError('stop the server first: it holds the current key until it restarts')
+  const staged = keyFile ? await stageKeyFile(config.dataDir, key) : undefined
+  let count: number
+  try {
+    count = await db.transaction().execute(async (trx) =>
+      await rewriteSecrets(trx, (value) => next.seal(isSealed(value) ? current.open(value) : value), false))
+  } catch (err) {
+    await staged?.discard()
+    throw err
+  }
+  await staged?.commit()
+  const done = `re-encrypted ${count} stored secret${count === 1 ? '' : 's'} with key ${next.keyId} (was ${current.keyId})`
+  if (keyFile) return `${done}\n${keyFileOf(config.dataDir)} holds the new key; start the server as before`
+  return `${done}\nnow set SECRETS_KEY=${text} on every process and restart them: until then they cannot read the stored secrets`
+}
+
+async function command (db: DB, config: Config, cipher: Cipher, embeddedInUse: boolean): Promise<string> {
   const [noun, verb, arg] = positionals
   switch (`${noun} ${verb}`) {
     case 'user create': {
@@ -73,6 +105,8 @@ async function command (db: DB): Promise<string> {
       const key = await revokeApiKey(db, required(arg, 'prefix').replace(/(…|\.\.\.)$/, ''))
       return `revoked key ${key.id}`
     }
+    case 'secrets rotate':
+      return await rotateSecrets(db, config, cipher, embeddedInUse)
     default:
       throw new UsageError(USAGE)
   }
@@ -86,10 +120,11 @@ async function main (): Promise<number> {
   const db = createDb(pool)
   try {
     await migrate(pool)
-    process.stdout.write(await command(db) + '\n')
+    const cipher = await prepareSecrets(config, db)
+    process.stdout.write(await command(db, config, cipher, embedded !== undefined && !embedded.owned) + '\n')
     return 0
   } catch (err) {
-    if (!(err instanceof UsageError || err instanceof HttpError)) throw err
+    if (!(err instanceof UsageError || err instanceof HttpError || err instanceof SecretsKeyError)) throw err
     process.stderr.write(err.message + '\n')
     return err instanceof UsageError ? 2 : 1
   } finally {

@@ -8,8 +8,14 @@ export interface Config {
   host: string
   /** PostgreSQL 14+ connection string. Unset: an embedded PostgreSQL in `dataDir`. */
   databaseUrl: string | undefined
-  /** Where the embedded PostgreSQL keeps its cluster (and nothing else), kept across restarts. */
+  /** Where the embedded PostgreSQL keeps its cluster and, without SECRETS_KEY, the secrets key file; kept across restarts. */
   dataDir: string
+  /**
+   * The 32-byte key that encrypts stored secrets (carrier tokens, SIP passwords, integration credentials,
+   * header values, signing secrets). Unset: the embedded database's installation keeps one in
+   * DATA_DIR/secrets.key; with DATABASE_URL it is required, since every process must hold the same key.
+   */
+  secretsKey: Buffer | undefined
   /** Connections in this process's pool (pg-boss keeps a few of its own). */
   databasePoolSize: number
   /** DATABASE_POOL_WAIT_MS and DATABASE_IDLE_IN_TRANSACTION_MS. */
@@ -197,6 +203,31 @@ function databaseUrl (env: Env): string | undefined {
   return value
 }
 
+/**
+ * Parses a key as 64 hexadecimal digits or base64 (standard or URL-safe) of exactly 32 bytes; undefined
+ * for anything else.
+ */
+export function parseSecretsKey (text: string): Buffer | undefined {
+  const value = text.trim()
+  if (/^[0-9a-fA-F]{64}$/.test(value)) return Buffer.from(value, 'hex')
+  if (!/^[A-Za-z0-9+/_-]{43}=?$/.test(value)) return undefined
+  const key = Buffer.from(value, 'base64')
+  return key.length === 32 ? key : undefined
+}
+
+function secretsKey (env: Env): Buffer | undefined {
+  const value = optional(env, 'SECRETS_KEY')
+  if (value === undefined) {
+    if (optional(env, 'DATABASE_URL') !== undefined) {
+      throw new ConfigError('DATABASE_URL needs SECRETS_KEY, the key that encrypts stored credentials on every process: make one with `openssl rand -base64 32`')
+    }
+    return undefined
+  }
+  const key = parseSecretsKey(value)
+  if (key === undefined) throw new ConfigError('SECRETS_KEY must be 32 bytes as base64 (`openssl rand -base64 32`) or as 64 hexadecimal digits')
+  return key
+}
+
 function endpoint (env: Env, name: string, protocols: string[], example: string): string | undefined {
   const value = optional(env, name)
   if (value === undefined) return undefined
@@ -252,6 +283,7 @@ export function loadConfig (env: Env = process.env): Config {
     host: str(env, 'HOST', '127.0.0.1'),
     databaseUrl: databaseUrl(env),
     dataDir: path.resolve(str(env, 'DATA_DIR', './data')),
+    secretsKey: secretsKey(env),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     databasePool: Object.freeze({
       waitMs: int(env, 'DATABASE_POOL_WAIT_MS', 5000, 0, 600_000),

@@ -5,6 +5,7 @@ import type { EmbeddedPostgres } from './db/embedded.ts'
 import { migrate } from './db/migrate.ts'
 import { openDatabase } from './db/open.ts'
 import type { PgBoss } from 'pg-boss'
+import { prepareSecrets } from './db/stored-secrets.ts'
 import { createBoss } from './jobs/boss.ts'
 import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
@@ -39,6 +40,7 @@ async function main (): Promise<void> {
   const db = createDb(pool)
   const applied = await migrate(pool)
   if (applied.length > 0) log.info({ applied }, 'migrations applied')
+  await prepareSecrets(config, db, log)
 
   boss = createBoss(database.url, config)
   boss.on('error', (err) => log.error({ err }, 'job queue error'))

@@ -32,3 +32,17 @@ t.test('knowledge-base limits', async (t) => {
   t.throws(() => loadConfig({ KB_MAX_FILE_MB: '0' }), new ConfigError('KB_MAX_FILE_MB must be a whole number from 1 to 1024, got "0"'))
   t.throws(() => loadConfig({ KB_MAX_FILES: 'many' }), { message: /^KB_MAX_FILES must be a whole number/ })
 })
+
+t.test('SECRETS_KEY: 32 bytes as base64 or hex; required with DATABASE_URL', async (t) => {
+  const base64 = Buffer.alloc(32, 1).toString('base64')
+  t.same(loadConfig({ SECRETS_KEY: base64 }).secretsKey, Buffer.alloc(32, 1))
+  t.same(loadConfig({ SECRETS_KEY: 'ab'.repeat(32) }).secretsKey, Buffer.alloc(32, 0xab))
+  t.same(loadConfig({ SECRETS_KEY: Buffer.alloc(32, 0xfb).toString('base64url') }).secretsKey, Buffer.alloc(32, 0xfb))
+  t.equal(loadConfig({}).secretsKey, undefined, 'the embedded database keeps a key file instead')
+  for (const bad of ['short', Buffer.alloc(31).toString('base64'), 'ab'.repeat(31)]) {
+    t.throws(() => loadConfig({ SECRETS_KEY: bad }), new ConfigError('SECRETS_KEY must be 32 bytes as base64 (`openssl rand -base64 32`) or as 64 hexadecimal digits'))
+  }
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://localhost/x' }),
+    new ConfigError('DATABASE_URL needs SECRETS_KEY, the key that encrypts stored credentials on every process: make one with `openssl rand -base64 32`'))
+  t.ok(loadConfig({ DATABASE_URL: 'postgres://localhost/x', SECRETS_KEY: base64 }).secretsKey)
+})

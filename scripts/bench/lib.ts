@@ -16,9 +16,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..')
 const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
 const START_FLAGS = pkg.scripts.start.split(' ').filter((word) => word.startsWith('--'))
 
+/** The secrets key of the benchmark's database and servers: fixed, since that database is kept between runs. */
+export const BENCH_SECRETS_KEY = process.env.SECRETS_KEY ?? Buffer.alloc(32, 0x42).toString('base64')
+
 /** The benchmark's database: BENCH_DATABASE_URL, or an embedded one in BENCH_DATA_DIR (default ./data/bench), kept between runs. */
 export async function benchDatabase () {
-  const config = loadConfig({ DATABASE_URL: process.env.BENCH_DATABASE_URL, DATA_DIR: process.env.BENCH_DATA_DIR ?? path.join(ROOT, 'data/bench') })
+  const config = loadConfig({ DATABASE_URL: process.env.BENCH_DATABASE_URL, SECRETS_KEY: BENCH_SECRETS_KEY, DATA_DIR: process.env.BENCH_DATA_DIR ?? path.join(ROOT, 'data/bench') })
   const { url, embedded } = await openDatabase(config, createLogger({ logLevel: 'warn' }, 2), 'shared')
   const pool = createPool(url, 4)
   await migrate(pool)
@@ -42,7 +45,7 @@ export async function startServer (script: string, env: Record<string, string>, 
   const flags = script === 'src/main.ts' ? START_FLAGS : []
   const child = spawn(process.execPath, [...flags, path.join(ROOT, script)], {
     cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    env: { ...process.env, SECRETS_KEY: BENCH_SECRETS_KEY, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit']
   })
   const url = `http://127.0.0.1:${port}`

@@ -4,6 +4,7 @@ import type { Test } from 'tap'
 import { buildApp, type Deps } from '../../src/app.ts'
 import { loadConfig, type Config } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
+import { prepareSecrets } from '../../src/db/stored-secrets.ts'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
@@ -13,6 +14,7 @@ import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
 import { deliveryAgent } from '../../src/modules/deliveries/network.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
+import { TEST_SECRETS_KEY } from '../setup/db-env.ts'
 import { createTestDatabase } from './database.ts'
 
 export interface TestContext {
@@ -35,9 +37,10 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   const { workers = false, ...deps } = options
   const url = await createTestDatabase(t)
   // Rate limits off unless a test sets them: the tests of one file share one address and often one key.
-  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env })
+  const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', SECRETS_KEY: TEST_SECRETS_KEY, RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env })
   const pool = createPool(url, env.DATABASE_POOL_SIZE === undefined ? 5 : config.databasePoolSize, config.databasePool)
   const db = createDb(pool)
+  await prepareSecrets(config, db)
   const boss = new PgBoss({ connectionString: url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
   await boss.start()
   await createQueues(boss, config)

@@ -4,6 +4,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { createDb, createPool } from '../../src/db/database.ts'
 import { setup } from '../helpers/app.ts'
+import { TEST_SECRETS_KEY } from '../setup/db-env.ts'
 
 t.test('health answers the database state without a key', async (t) => {
   const { app } = await setup(t)
@@ -23,7 +24,7 @@ t.test('health answers 503 while the database is unreachable, liveness stays 200
   const db = createDb(pool)
   // Never started: nothing in this test sends a job.
   const boss = new PgBoss({ connectionString: url })
-  const app = await buildApp(loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }), { db, boss })
+  const app = await buildApp(loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', SECRETS_KEY: TEST_SECRETS_KEY }), { db, boss })
   t.teardown(async () => { await app.close(); await pool.end() })
 
   const res = await app.inject({ method: 'GET', url: '/health' })

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { openSettings } from '../../src/modules/agents/queries.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
 
 async function agentOf (app: FastifyInstance, account: Account): Promise<string> {
@@ -71,7 +72,8 @@ t.test('api_call actions: defaults, write-only headers, retry schedule', async (
   })
   t.notOk(created.body.includes('secret-token'), 'header values are never returned')
   const stored = await db.selectFrom('agent_actions').select('settings').where('id', '=', action._id).executeTakeFirstOrThrow()
-  t.same(stored.settings.headers, settings.headers, 'the real values are stored')
+  t.ok(Object.values(stored.settings.headers as Record<string, string>).every((v) => /^enc:v1:/.test(v)), 'the values are stored encrypted')
+  t.same(openSettings(stored.settings).headers, settings.headers, 'the real values are stored')
 
   // The mask keeps a stored value; a new value replaces it; a header left out is removed.
   const patched = await app.inject({
@@ -83,7 +85,7 @@ t.test('api_call actions: defaults, write-only headers, retry schedule', async (
   t.equal(patched.statusCode, 200)
   t.same(patched.json().settings.headers, { Authorization: '********', 'X-Api-Key': '********' })
   const after = await db.selectFrom('agent_actions').select('settings').where('id', '=', action._id).executeTakeFirstOrThrow()
-  t.same(after.settings.headers, { Authorization: 'Bearer secret-token', 'X-Api-Key': 'k2' })
+  t.same(openSettings(after.settings).headers, { Authorization: 'Bearer secret-token', 'X-Api-Key': 'k2' })
   t.match(after.settings, { method: 'PUT', notify: 'every_attempt', notify_email: 'ops@example.com', url: settings.url })
 
   const unknownMask = await app.inject({ method: 'PATCH', url: `${url}/${action._id}`, headers: account.headers, payload: { settings: { headers: { 'X-New': '********' } } } })

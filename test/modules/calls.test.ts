@@ -416,6 +416,36 @@ t.test('POST /v1/call/make-phone-call and make-web-call', async (t) => {
   t.equal(count.n, 2, 'refused requests store no call')
 })
 
+t.test('Idempotency-Key on make-web-call: the stored answer holds no token; a retry gets a fresh one while the call runs', async (t) => {
+  const { app, db } = await setup(t, { CALL_RUNTIME: 'external' })
+  const account = await createAccount(db)
+  const agent = await createAgent(app, account)
+  const headers = { ...account.headers, 'idempotency-key': 'web-1' }
+  const join = async (token: string) => (await app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: token } })).statusCode
+
+  const first = await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers, payload: { agent_id: agent._id } })
+  t.equal(first.statusCode, 201)
+  const created = first.json()
+  t.match(created, { access_token: /^wct_/, access_token_expires_at: Number })
+  const stored = await db.selectFrom('idempotency_keys').select('response').where('key', '=', 'web-1').executeTakeFirstOrThrow()
+  t.notOk(JSON.stringify(stored.response).includes(created.access_token), 'the stored answer has no token')
+  t.same(Object.keys(stored.response as object).sort(), ['_id', 'agent_id', 'call_status', 'call_type', 'start_timestamp'])
+
+  const retry = await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers, payload: { agent_id: agent._id } })
+  t.equal(retry.statusCode, 201)
+  const again = retry.json()
+  t.same({ ...again, access_token: undefined, access_token_expires_at: undefined }, { ...created, access_token: undefined, access_token_expires_at: undefined }, 'the same call')
+  t.not(again.access_token, created.access_token, 'with a fresh token')
+  t.equal(await join(again.access_token), 200)
+  t.equal(await join(created.access_token), 403, 'the earlier token stops working: one token per call')
+
+  await app.inject({ method: 'POST', url: `/v1/runtime/calls/${created._id}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup' } })
+  const ended = await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers, payload: { agent_id: agent._id } })
+  t.equal(ended.statusCode, 409)
+  t.equal(ended.json().code, 'web_call_ended')
+  t.equal((await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n, 1, 'no second call')
+})
+
 t.test('Idempotency-Key: a retry answers the first call; another body with the key is 422', async (t) => {
   const { app, db } = await setup(t)
   const account = await createAccount(db)

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { findPhoneNumber } from '../../src/modules/phone-numbers/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -85,7 +86,7 @@ t.test('twilio: a purchase that cannot be stored is released again', async (t) =
   }
   const res = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+14155550143' } })
   t.equal(res.statusCode, 409)
-  t.equal(res.json().code, 'number_taken')
+  t.equal(res.json().code, 'number_unavailable', 'nothing tells that another account holds it')
   const release = twilio.requests.find((r) => r.method === 'DELETE')
   t.match(release, { path: /^\/IncomingPhoneNumbers\/PN[0-9a-f]{32}\.json$/ })
   t.same(twilio.incoming(INSTALLATION_SID), [], 'the number went back to the carrier')
@@ -122,7 +123,9 @@ t.test("twilio: import with the caller's own account; credentials kept, never re
   t.equal(lookup.query.get('PhoneNumber'), '+13125550188')
   const row = await db.selectFrom('phone_numbers').selectAll().where('id', '=', imported.json()._id).executeTakeFirstOrThrow()
   t.equal(row.carrier_account_id, customerSid)
-  t.equal(row.carrier_auth_token, 'customer-secret-token')
+  t.match(row.carrier_auth_token, /^enc:v1:[0-9a-f]{8}:/, 'the token is stored encrypted')
+  t.notMatch(row.carrier_auth_token, /customer-secret-token/)
+  t.equal((await findPhoneNumber(db, row.user_id, row.id))!.carrier_auth_token, 'customer-secret-token', 'and read back as it was given')
   const listed = await app.inject({ method: 'GET', url: '/v1/phone-number/list', headers })
   t.notMatch(listed.body, /customer-secret-token/)
 

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { findPhoneNumberByE164 } from '../../src/modules/phone-numbers/queries.ts'
+import { findPhoneNumber, findPhoneNumberByE164 } from '../../src/modules/phone-numbers/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 
 // Two agents of the account, with fixed ids so that the tests can name them.
@@ -67,7 +67,7 @@ t.test('buy: numbers leave the inventory, are unique across the installation and
   const again = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+12125550100' } })
   t.same(again.json(), { statusCode: 409, error: 'Conflict', code: 'number_taken', message: '+12125550100 is already in your account' })
   const elsewhere = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: other.headers, payload: { phone_number: '+12125550100' } })
-  t.same(elsewhere.json(), { statusCode: 409, error: 'Conflict', code: 'number_taken', message: '+12125550100 is already registered on this installation' })
+  t.same(elsewhere.json(), { statusCode: 409, error: 'Conflict', code: 'number_unavailable', message: '+12125550100 is not available' }, 'another account\'s number is not on offer, as search shows')
 
   const notSandbox = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+14155551234' } })
   t.equal(notSandbox.statusCode, 409)
@@ -181,12 +181,18 @@ t.test('list filters and isolation', async (t) => {
 })
 
 t.test('import from the sandbox carrier', async (t) => {
-  const { app, headers } = await sandboxSetup(t)
+  const { app, db, headers } = await sandboxSetup(t)
   const imported = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+12065550142', carrier: 'sandbox', inbound_agent_id: AGENT_A } })
   t.equal(imported.statusCode, 201)
   t.match(imported.json(), { phone_number: '+12065550142', source: 'imported', carrier: 'sandbox', inbound_agent_id: AGENT_A })
   const twice = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+12065550142' } })
   t.equal(twice.statusCode, 409)
+  t.equal(twice.json().code, 'number_taken', 'the caller\'s own number')
+  const other = await createAccount(db)
+  const elsewhere = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers: other.headers, payload: { phone_number: '+12065550142' } })
+  const absent = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers: other.headers, payload: { phone_number: '+4930123457' } })
+  t.equal(elsewhere.statusCode, 404, 'another account\'s number answers as a number the carrier account does not hold')
+  t.same(elsewhere.json(), { ...absent.json(), message: '+12065550142 in the sandbox account not found' })
   const real = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+4930123456' } })
   t.same(real.json(), { statusCode: 404, error: 'Not Found', code: 'not_found', message: '+4930123456 in the sandbox account not found' })
   const noTwilio = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+4930123456', carrier: 'twilio' } })
@@ -209,7 +215,10 @@ t.test('connect-to-sip: connects a number or brings a new one; the password stay
   t.equal(connected.statusCode, 200)
   t.match(connected.json(), { _id: bought._id, source: 'purchased', inbound_agent_id: AGENT_A, sip_trunk: { termination_uri: 'sip:trunk.example.com:5060;transport=tcp', auth_username: 'switchboard', auth_password_set: true } })
   t.notMatch(connected.body, /sip-secret-1/)
-  t.equal((await db.selectFrom('phone_numbers').select('sip_password').executeTakeFirstOrThrow()).sip_password, 'sip-secret-1')
+  const stored = (await db.selectFrom('phone_numbers').select('sip_password').executeTakeFirstOrThrow()).sip_password!
+  t.match(stored, /^enc:v1:[0-9a-f]{8}:/, 'the password is stored encrypted')
+  t.notMatch(stored, /sip-secret-1/)
+  t.equal((await findPhoneNumber(db, bought.user_id, bought._id))!.sip_password, 'sip-secret-1', 'and read back as it was given')
 
   const reconnected = await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers, payload: { phone_number: '+15125550100', termination_uri: '203.0.113.7' } })
   t.same(reconnected.json().sip_trunk, { termination_uri: '203.0.113.7', auth_username: null, auth_password_set: false }, 'the trunk settings are replaced whole')
@@ -219,7 +228,7 @@ t.test('connect-to-sip: connects a number or brings a new one; the password stay
   t.match(brought.json(), { phone_number: '+4930901820', source: 'sip', carrier: 'sip', carrier_number_id: null, outbound_agent_id: AGENT_B, sip_trunk: { termination_uri: 'sips:pbx.example.de' } })
 
   const taken = await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers: other.headers, payload: { phone_number: '+4930901820', termination_uri: 'sip:evil.example.com' } })
-  t.equal(taken.statusCode, 409)
+  t.same(taken.json(), { statusCode: 404, error: 'Not Found', code: 'not_found', message: 'phone number not found' }, 'another account\'s number: as for any record of another account')
   t.equal((await db.selectFrom('phone_numbers').select('sip_termination_uri').where('phone_number', '=', '+4930901820').executeTakeFirstOrThrow()).sip_termination_uri, 'sips:pbx.example.de')
 
   for (const [payload, message] of [

@@ -8,7 +8,7 @@ import pg from 'pg'
 import { PgBoss } from 'pg-boss'
 import { openEmbedded } from '../../src/db/embedded.ts'
 import { migrate } from '../../src/db/migrate.ts'
-import { ENV_FILE } from './db-env.ts'
+import { ENV_FILE, TEST_SECRETS_KEY } from './db-env.ts'
 
 async function clusterDir (): Promise<string> {
   const shm = await stat('/dev/shm').then((s) => s.isDirectory(), () => false)
@@ -50,6 +50,7 @@ await mkdir(path.dirname(ENV_FILE), { recursive: true })
 await writeFile(ENV_FILE, [
   `SWITCHBOARD_TEST_SERVER=${serverUrl}`,
   `SWITCHBOARD_TEST_TEMPLATE=${template}`,
-  `SWITCHBOARD_TEST_DATA_DIR=${dataDir}`
+  `SWITCHBOARD_TEST_DATA_DIR=${dataDir}`,
+  `SECRETS_KEY=${TEST_SECRETS_KEY}`
 ].join('\n') + '\n')
 console.log(`# test database ready in ${Date.now() - started} ms (${dataDir === '' ? 'TEST_DATABASE_URL' : `embedded in ${dataDir}`})`)

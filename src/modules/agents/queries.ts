@@ -1,6 +1,7 @@
 import type { ExpressionBuilder, Selectable, Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
+import { openValues, sealValues } from '../../db/secrets.ts'
 import type { AgentsTable, AgentToolsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
 import { conflict, PG } from '../../http/errors.ts'
 
@@ -152,16 +153,28 @@ function capabilityColumns (kind: CapabilityTable) {
     ['id', 'agent_id', eb.ref(typeOf(kind)).as('type'), 'settings', 'is_active', 'created_at', 'updated_at'] as const
 }
 
+// Header values (api_call actions, mcp tools) are stored encrypted: sealed on write, opened on read.
+function withHeaders (settings: Record<string, unknown>, through: (values: Record<string, string>) => Record<string, string>): Record<string, unknown> {
+  const headers = settings.headers as Record<string, string> | undefined
+  return headers === undefined ? settings : { ...settings, headers: through(headers) }
+}
+
+/** An action's stored settings with their header values readable (the delivery engine reads them at each attempt). */
+export const openSettings = (settings: Record<string, unknown>) => withHeaders(settings, openValues)
+
+const opened = (row: CapabilityRow): CapabilityRow => ({ ...row, settings: openSettings(row.settings) })
+
 export async function listCapabilities (db: DB, userId: string, kind: CapabilityTable, agentId: string): Promise<CapabilityRow[]> {
-  return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
-    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).orderBy('created_at').orderBy('id').execute()
+  return (await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).orderBy('created_at').orderBy('id').execute()).map(opened)
 }
 
 export async function findCapability (db: Executor, userId: string, kind: CapabilityTable, agentId: string, id: string, lock = false): Promise<CapabilityRow | undefined> {
-  return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
+  const row = await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
     .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).where('id', '=', id.toLowerCase())
     .$if(lock, (q) => q.forUpdate())
     .executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
 }
 
 export async function countCapabilities (db: Executor, userId: string, kind: CapabilityTable, agentId: string): Promise<number> {
@@ -172,15 +185,16 @@ export async function countCapabilities (db: Executor, userId: string, kind: Cap
 
 export async function insertCapability (db: Executor, userId: string, kind: CapabilityTable, values: { agent_id: string, type: string, settings: Record<string, unknown>, is_active: boolean }): Promise<CapabilityRow> {
   const row: Partial<Record<keyof AgentToolsTable, unknown>> = {
-    id: newId(), user_id: userId, agent_id: values.agent_id, [typeOf(kind)]: values.type, settings: JSON.stringify(values.settings), is_active: values.is_active
+    id: newId(), user_id: userId, agent_id: values.agent_id, [typeOf(kind)]: values.type, settings: JSON.stringify(withHeaders(values.settings, sealValues)), is_active: values.is_active
   }
-  return await db.insertInto(tableOf(kind)).values(row as never).returning(capabilityColumns(kind)).executeTakeFirstOrThrow()
+  return opened(await db.insertInto(tableOf(kind)).values(row as never).returning(capabilityColumns(kind)).executeTakeFirstOrThrow())
 }
 
 export async function updateCapability (db: Executor, userId: string, kind: CapabilityTable, id: string, changes: { settings?: Record<string, unknown>, is_active?: boolean }): Promise<CapabilityRow> {
-  const set = { updated_at: new Date(), is_active: changes.is_active, settings: changes.settings === undefined ? undefined : JSON.stringify(changes.settings) }
-  return await db.updateTable(tableOf(kind)).set(set).where('user_id', '=', userId).where('id', '=', id)
-    .returning(capabilityColumns(kind)).executeTakeFirstOrThrow()
+  const settings = changes.settings === undefined ? undefined : JSON.stringify(withHeaders(changes.settings, sealValues))
+  const set = { updated_at: new Date(), is_active: changes.is_active, settings }
+  return opened(await db.updateTable(tableOf(kind)).set(set).where('user_id', '=', userId).where('id', '=', id)
+    .returning(capabilityColumns(kind)).executeTakeFirstOrThrow())
 }
 
 export async function deleteCapability (db: DB, userId: string, kind: CapabilityTable, agentId: string, id: string): Promise<boolean> {

@@ -17,16 +17,26 @@ function canonical (value: unknown): string {
   return JSON.stringify(value)
 }
 
-export interface Created<T> { callId: string, response: T }
+export interface Created<T> {
+  callId: string
+  response: T
+  /** What is kept for retries, when it must not hold all of `response` (a credential); default `response`. */
+  stored?: Record<string, unknown>
+}
+
+/** Makes a retry's answer from what was kept: where `stored` leaves out a credential, a fresh one. */
+export type Replay<T> = (trx: Transaction<Database>, callId: string, stored: Record<string, unknown>) => Promise<T>
 
 /**
  * Runs `create` in a transaction, or, when `key` was used within 24 hours with the same route and body,
- * answers that first result instead. The key row is inserted first: a concurrent retry waits on it and
- * then sees the committed result, so two requests with one key never place two calls.
+ * answers that first result instead (through `replay` when given). The key row is inserted first: a
+ * concurrent retry waits on it and then sees the committed result, so two requests with one key never
+ * place two calls.
  */
 export async function idempotent<T extends Record<string, unknown>> (
   db: DB, userId: string, key: string | undefined, route: string, body: unknown,
-  create: (trx: Transaction<Database>) => Promise<Created<T>>
+  create: (trx: Transaction<Database>) => Promise<Created<T>>,
+  replay?: Replay<T>
 ): Promise<T> {
   if (key === undefined) return await db.transaction().execute(async (trx) => (await create(trx)).response)
   const requestHash = createHash('sha256').update(route).update('\n').update(canonical(body)).digest('hex')
@@ -38,15 +48,16 @@ export async function idempotent<T extends Record<string, unknown>> (
       .onConflict((oc) => oc.columns(['user_id', 'key']).doNothing())
       .returning('key').executeTakeFirst()
     if (claimed === undefined) {
-      const first = await trx.selectFrom('idempotency_keys').select(['request_hash', 'response'])
+      const first = await trx.selectFrom('idempotency_keys').select(['request_hash', 'call_id', 'response'])
         .where('user_id', '=', userId).where('key', '=', key).executeTakeFirstOrThrow()
       if (first.request_hash !== requestHash) {
         throw new HttpError(422, 'idempotency_key_reused', 'this Idempotency-Key was used with a different request in the last 24 hours')
       }
-      return first.response as T
+      const stored = first.response as Record<string, unknown>
+      return replay === undefined ? stored as T : await replay(trx, first.call_id, stored)
     }
-    const { callId, response } = await create(trx)
-    await trx.updateTable('idempotency_keys').set({ call_id: callId, response: JSON.stringify(response) })
+    const { callId, response, stored = response } = await create(trx)
+    await trx.updateTable('idempotency_keys').set({ call_id: callId, response: JSON.stringify(stored) })
       .where('user_id', '=', userId).where('key', '=', key).execute()
     return response
   })

@@ -171,6 +171,17 @@ function rollupFor (filter: CallFilter) {
   return sql.table(fine ? 'call_daily_stats' : 'call_daily_agent_stats')
 }
 
+/**
+ * Gives a web call that is still running a new access token (its hash and expiry); the earlier token
+ * stops working. Answers false when the call has ended (or is not the account's web call).
+ */
+export async function renewAccessToken (trx: Transaction<Database>, userId: string, callId: string, hash: string, expires: Date): Promise<boolean> {
+  const row = await trx.updateTable('calls').set({ access_token_hash: hash, access_token_expires_at: expires })
+    .where('user_id', '=', userId).where('id', '=', callId).where('call_type', '=', 'web').where('call_status', '=', 'started')
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
 export async function generalMetrics (db: DB, userId: string, filter: CallFilter, range: DateRange) {
   const rows = await queryPrepared<{ calls: number, ended_calls: number, duration_ms: number }>(db, sql`
     SELECT coalesce(sum(calls), 0)::bigint AS calls, coalesce(sum(ended_calls), 0)::bigint AS ended_calls,

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { dateRange, optionalDateRange } from '../../http/dates.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
@@ -11,7 +11,7 @@ import { generateToken, hashToken } from '../users/keys.ts'
 import { startCall, type JobSender } from '../runtime/lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  agentKnown, dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
+  agentKnown, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -208,30 +208,36 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request, reply) => {
     const { body, userId } = request
     const agent = await callingAgent(db, userId, body.agent_id)
-    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-web-call', body, async (trx) => {
+    const newToken = () => {
       const token = generateToken('wct_')
-      const expires = new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS)
+      return { token, hash: hashToken(token), expires: new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS) }
+    }
+    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-web-call', body, async (trx) => {
+      const { token, hash, expires } = newToken()
       const call = await startCall(trx, jobs, agent, {
         call_type: 'web',
         direction: 'outbound',
         custom_data: body.custom_data,
         dynamic_context: body.dynamic_context,
         runtime: jobs.config.callRuntime,
-        access_token_hash: hashToken(token),
+        access_token_hash: hash,
         access_token_expires_at: expires
       })
-      return {
-        callId: call.id,
-        response: {
-          _id: call.id,
-          call_type: 'web' as const,
-          agent_id: call.agent_id,
-          call_status: 'started' as const,
-          start_timestamp: call.start_timestamp.getTime(),
-          access_token: token,
-          access_token_expires_at: expires.getTime()
-        }
+      const created = {
+        _id: call.id,
+        call_type: 'web' as const,
+        agent_id: call.agent_id,
+        call_status: 'started' as const,
+        start_timestamp: call.start_timestamp.getTime()
       }
+      // The token is a credential: retries get a fresh one rather than a stored copy (docs/calls.md).
+      return { callId: call.id, stored: created, response: { ...created, access_token: token, access_token_expires_at: expires.getTime() } }
+    }, async (trx, callId, stored) => {
+      const { token, hash, expires } = newToken()
+      if (!await renewAccessToken(trx, userId, callId, hash, expires)) {
+        throw new HttpError(409, 'web_call_ended', `the web call ${callId} that this Idempotency-Key started has ended; send another key to start a new call`)
+      }
+      return { ...stored as Omit<Static<typeof WebCallCreated>, 'access_token' | 'access_token_expires_at'>, access_token: token, access_token_expires_at: expires.getTime() }
     })
     return reply.code(201).send(response)
   })

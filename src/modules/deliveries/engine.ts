@@ -10,6 +10,7 @@ import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES } from '../../jobs/queues.ts'
+import { openSettings } from '../agents/queries.ts'
 import type { CallRow } from '../calls/queries.ts'
 import type { ActionCondition } from '../runtime/analysis/analyser.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
@@ -112,7 +113,7 @@ async function actionHeaders (db: DB, rows: Array<Pick<DeliveryRow, 'action_id'>
   const ids = [...new Set(rows.map((r) => r.action_id).filter((id) => id !== null))]
   if (ids.length === 0) return new Map()
   const actions = await db.selectFrom('agent_actions').select(['id', 'settings']).where('id', 'in', ids).execute()
-  return new Map(actions.map((a) => [a.id, (a.settings as { headers?: Record<string, string> }).headers ?? {}]))
+  return new Map(actions.map((a) => [a.id, (openSettings(a.settings).headers ?? {}) as Record<string, string>]))
 }
 
 /** A delivery as an attempt reads it: the body stays JSON text, sent as stored without a parse and re-serialisation. */

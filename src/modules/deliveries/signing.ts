@@ -3,6 +3,7 @@ import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
+import { openSecret, sealSecret } from '../../db/secrets.ts'
 
 // Every delivery is signed the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature:
 // HMAC-SHA256 over "id.timestamp.content") with a per-account secret. The content is what the request
@@ -13,14 +14,16 @@ import { newId } from '../../db/ids.ts'
 
 export const ROTATION_OVERLAP_HOURS = 24
 
-const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`
+// Stored encrypted (src/db/secrets.ts): sealed when made, opened when read.
+const newSecret = () => sealSecret(`whsec_${randomBytes(32).toString('base64')}`)
 
 /** The account's current secret, made on first use (two first uses at once make one). */
 export async function currentSecret (db: DB, userId: string): Promise<{ secret: string, created_at: Date }> {
   await db.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
     .onConflict((oc) => oc.column('user_id').where('expires_at', 'is', null).doNothing()).execute()
-  return await db.selectFrom('webhook_secrets').select(['secret', 'created_at'])
+  const row = await db.selectFrom('webhook_secrets').select(['secret', 'created_at'])
     .where('user_id', '=', userId).where('expires_at', 'is', null).executeTakeFirstOrThrow()
+  return { ...row, secret: openSecret(row.secret) }
 }
 
 /** Replaces the current secret; the previous one signs too until the overlap ends. */
@@ -31,7 +34,7 @@ export async function rotateSecret (db: DB, userId: string): Promise<{ secret: s
     await trx.updateTable('webhook_secrets').set({ expires_at: expires }).where('user_id', '=', userId).where('expires_at', 'is', null).execute()
     const row = await trx.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
       .returning(['secret', 'created_at']).executeTakeFirstOrThrow()
-    return { ...row, previous_expires_at: expires }
+    return { ...row, secret: openSecret(row.secret), previous_expires_at: expires }
   })
 }
 
@@ -46,7 +49,7 @@ export async function signingSecrets (db: DB, userIds: string[]): Promise<Map<st
     rows.push(...await active(db, missing))
   }
   const out = new Map<string, string[]>()
-  for (const row of rows) out.set(row.user_id, [...(out.get(row.user_id) ?? []), row.secret])
+  for (const row of rows) out.set(row.user_id, [...(out.get(row.user_id) ?? []), openSecret(row.secret)])
   return out
 }
 

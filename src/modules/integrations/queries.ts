@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { Database } from '../../db/schema.ts'
+import { sealValues } from '../../db/secrets.ts'
 
 export const PROVIDERS = ['calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm'] as const
 export type Provider = typeof PROVIDERS[number]
@@ -15,9 +16,9 @@ export async function isConnected (db: DB, userId: string, provider: string): Pr
     .where('user_id', '=', userId).where('provider', '=', provider).executeTakeFirst() !== undefined
 }
 
-/** Connects the provider, or replaces the credentials of an existing connection. */
+/** Connects the provider, or replaces the credentials of an existing connection; each credential is stored encrypted. */
 export async function connectIntegration (db: DB, userId: string, provider: Provider, input: { account_label: string, credentials: Record<string, string> }) {
-  const values = { account_label: input.account_label, credentials: JSON.stringify(input.credentials) }
+  const values = { account_label: input.account_label, credentials: JSON.stringify(sealValues(input.credentials)) }
   return await db.insertInto('integrations')
     .values({ user_id: userId, provider, ...values })
     .onConflict((oc) => oc.columns(['user_id', 'provider']).doUpdateSet({ ...values, connected_at: new Date() }))

@@ -1,7 +1,27 @@
-import type { Insertable, Updateable } from 'kysely'
+import type { Insertable, Selectable, Updateable } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
-import { conflict, notFound, PG } from '../../http/errors.ts'
+import { openSecret, sealSecret } from '../../db/secrets.ts'
+import { conflict, notFound, PG, type HttpError } from '../../http/errors.ts'
+
+// The carrier auth token and the SIP password are stored encrypted (src/db/secrets.ts): sealed here on
+// write, opened here on read.
+
+type Row = Selectable<PhoneNumbersTable>
+type Secrets = Pick<Row, 'carrier_auth_token' | 'sip_password'>
+
+const SECRET_COLUMNS = ['carrier_auth_token', 'sip_password'] as const
+
+function withSecrets<T extends Partial<Secrets>> (row: T, through: (value: string) => string): T {
+  const out = { ...row }
+  for (const column of SECRET_COLUMNS) {
+    const value = out[column]
+    if (typeof value === 'string') out[column] = through(value)
+  }
+  return out
+}
+
+const opened = (row: Row): Row => withSecrets(row, openSecret)
 
 export interface PhoneNumberFilter {
   inbound_agent_id?: string
@@ -13,7 +33,7 @@ export interface PhoneNumberFilter {
 }
 
 export async function listPhoneNumbers (db: DB, userId: string, filter: PhoneNumberFilter) {
-  return await db.selectFrom('phone_numbers').selectAll()
+  return (await db.selectFrom('phone_numbers').selectAll()
     .where('user_id', '=', userId)
     .$if(filter.inbound_agent_id !== undefined, (q) => q.where('inbound_agent_id', '=', filter.inbound_agent_id!))
     .$if(filter.outbound_agent_id !== undefined, (q) => q.where('outbound_agent_id', '=', filter.outbound_agent_id!))
@@ -21,11 +41,12 @@ export async function listPhoneNumbers (db: DB, userId: string, filter: PhoneNum
     .$if(filter.workspace_id !== undefined, (q) => q.where('workspace_id', '=', filter.workspace_id!))
     .orderBy('created_at').orderBy('id')
     .limit(filter.limit ?? 100).offset(filter.skip ?? 0)
-    .execute()
+    .execute()).map(opened)
 }
 
 export async function findPhoneNumber (db: DB, userId: string, id: string) {
-  return await db.selectFrom('phone_numbers').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst()
+  const row = await db.selectFrom('phone_numbers').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
 }
 
 /**
@@ -33,7 +54,8 @@ export async function findPhoneNumber (db: DB, userId: string, id: string) {
  * `inbound_agent_id`; undefined when the account has no such number.
  */
 export async function findPhoneNumberByE164 (db: DB, userId: string, phoneNumber: string) {
-  return await db.selectFrom('phone_numbers').selectAll().where('user_id', '=', userId).where('phone_number', '=', phoneNumber).executeTakeFirst()
+  const row = await db.selectFrom('phone_numbers').selectAll().where('user_id', '=', userId).where('phone_number', '=', phoneNumber).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
 }
 
 /** Who holds a number on this installation, if anyone: numbers are unique across accounts. */
@@ -42,31 +64,36 @@ export async function numberHolder (db: DB, phoneNumber: string): Promise<string
   return row?.user_id
 }
 
-export const numberTaken = (phoneNumber: string) => conflict(`${phoneNumber} is already registered on this installation`, 'number_taken')
+/** The caller's own number, added again. */
+export const numberTaken = (phoneNumber: string) => conflict(`${phoneNumber} is already in your account`, 'number_taken')
 
-function mapWriteError (err: unknown, phoneNumber: string | undefined): never {
+function mapWriteError (err: unknown, taken: HttpError | undefined): never {
   const code = (err as { code?: string }).code
-  if (code === PG.UNIQUE_VIOLATION && phoneNumber !== undefined) throw numberTaken(phoneNumber)
+  if (code === PG.UNIQUE_VIOLATION && taken !== undefined) throw taken
   // The customer or workspace was deleted between the check and this write.
   if (code === PG.FOREIGN_KEY_VIOLATION) throw notFound('customer or workspace')
   throw err
 }
 
-export async function insertPhoneNumber (db: DB, row: Insertable<PhoneNumbersTable>) {
+/**
+ * Stores a new number. `taken` is the answer when the number reached the installation meanwhile (another
+ * account's number must answer as the route answers for a number it cannot see).
+ */
+export async function insertPhoneNumber (db: DB, row: Insertable<PhoneNumbersTable>, taken: HttpError) {
   try {
-    return await db.insertInto('phone_numbers').values(row).returningAll().executeTakeFirstOrThrow()
+    return opened(await db.insertInto('phone_numbers').values(withSecrets(row, sealSecret)).returningAll().executeTakeFirstOrThrow())
   } catch (err) {
-    mapWriteError(err, row.phone_number)
+    mapWriteError(err, taken)
   }
 }
 
 export async function updatePhoneNumber (db: DB, userId: string, id: string, change: Updateable<PhoneNumbersTable>) {
   try {
-    const row = await db.updateTable('phone_numbers').set({ ...change, updated_at: new Date() })
+    const row = await db.updateTable('phone_numbers').set({ ...withSecrets(change, sealSecret), updated_at: new Date() })
       .where('user_id', '=', userId).where('id', '=', id)
       .returningAll().executeTakeFirst()
     if (row === undefined) throw notFound('phone number')
-    return row
+    return opened(row)
   } catch (err) {
     mapWriteError(err, undefined)
   }

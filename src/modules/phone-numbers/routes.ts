@@ -138,10 +138,15 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     }
   }
 
-  async function ensureFree (userId: string, phoneNumber: string): Promise<void> {
+  /**
+   * Refuses a number already on the installation: the caller's own is `409 number_taken`; another
+   * account's answers `elsewhere`, what the route answers for a number it cannot see, so that nothing
+   * tells that the number is held here.
+   */
+  async function ensureFree (userId: string, phoneNumber: string, elsewhere: HttpError): Promise<void> {
     const holder = await numberHolder(db, phoneNumber)
-    if (holder === userId) throw conflict(`${phoneNumber} is already in your account`, 'number_taken')
-    if (holder !== undefined) throw numberTaken(phoneNumber)
+    if (holder === userId) throw numberTaken(phoneNumber)
+    if (holder !== undefined) throw elsewhere
   }
 
   app.get('/phone-number/list', {
@@ -210,7 +215,9 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       if (first === undefined) throw conflict(`no number is available in area code ${areaCode} (${country.toUpperCase()})`, 'number_unavailable')
       phoneNumber = first.phoneNumber
     }
-    await ensureFree(request.userId, phoneNumber)
+    // Another account's number is one the carrier does not offer here, as search shows.
+    const unavailable = conflict(`${phoneNumber} is not available`, 'number_unavailable')
+    await ensureFree(request.userId, phoneNumber, unavailable)
     const bought = await atCarrier(() => carrier.buy(phoneNumber))
     try {
       const row = await insertPhoneNumber(db, {
@@ -222,7 +229,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
         carrier_number_id: bought.carrierNumberId,
         carrier_account_id: carrier.accountId,
         ...assignmentColumns(assignment)
-      })
+      }, unavailable)
       return reply.code(201).send(phoneNumberView(row))
     } catch (err) {
       await carrier.release(bought).catch((releaseErr: unknown) => {
@@ -258,10 +265,11 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
     }
     await checkAssignment(request.userId, assignment)
-    await ensureFree(request.userId, phoneNumber)
+    const missing = notFound(`${phoneNumber} in the ${name} account`)
+    await ensureFree(request.userId, phoneNumber, missing)
     const carrier = carriers.get(name, credentials)
     const held = await atCarrier(() => carrier.findOwned(phoneNumber), credentials !== undefined)
-    if (held === undefined) throw notFound(`${phoneNumber} in the ${name} account`)
+    if (held === undefined) throw missing
     const row = await insertPhoneNumber(db, {
       id: newId(),
       user_id: request.userId,
@@ -272,7 +280,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       carrier_account_id: carrier.accountId,
       carrier_auth_token: credentials?.authToken ?? null,
       ...assignmentColumns(assignment)
-    })
+    }, missing)
     return reply.code(201).send(phoneNumberView(row))
   })
 
@@ -303,10 +311,11 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     if (existing !== undefined) {
       return reply.code(200).send(phoneNumberView(await updatePhoneNumber(db, request.userId, existing.id, { ...trunk, ...assignmentColumns(assignment) })))
     }
-    if (await numberHolder(db, phoneNumber) !== undefined) throw numberTaken(phoneNumber)
+    // Another account's number: as for any record of another account.
+    if (await numberHolder(db, phoneNumber) !== undefined) throw notFound('phone number')
     const row = await insertPhoneNumber(db, {
       id: newId(), user_id: request.userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...trunk, ...assignmentColumns(assignment)
-    })
+    }, notFound('phone number'))
     return reply.code(201).send(phoneNumberView(row))
   })
 

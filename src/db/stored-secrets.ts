@@ -1,0 +1,110 @@
+import { sql, type RawBuilder, type Transaction } from 'kysely'
+import type { Logger } from 'pino'
+import type { Config } from '../config.ts'
+import type { DB } from './database.ts'
+import type { Database } from './schema.ts'
+import { createCipher, isSealed, loadSecretsKey, SEALED_PREFIX, SecretsKeyError, useCipher, type Cipher } from './secrets.ts'
+
+// Every place a secret is stored, for what looks at all of them at once: start-up (is the key the one the
+// data was written with; are plaintexts left from before encryption) and key rotation. The modules seal
+// and open their own values in their queries.ts.
+
+interface Location {
+  table: keyof Database
+  /** Columns that name a row. */
+  keys: string[]
+  column: string
+  /** Absent: the column is the secret (text). `{}`: the column is a jsonb object of secrets; a name: its member is. */
+  map?: { member?: string }
+}
+
+export const SECRET_LOCATIONS: Location[] = [
+  { table: 'phone_numbers', keys: ['id'], column: 'carrier_auth_token' },
+  { table: 'phone_numbers', keys: ['id'], column: 'sip_password' },
+  { table: 'webhook_secrets', keys: ['id'], column: 'secret' },
+  { table: 'integrations', keys: ['user_id', 'provider'], column: 'credentials', map: {} },
+  { table: 'agent_actions', keys: ['id'], column: 'settings', map: { member: 'headers' } },
+  { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } }
+]
+
+const LIKE_SEALED = `${SEALED_PREFIX}%`
+
+/** The jsonb object holding a map location's secrets. */
+function objectOf (at: Location): RawBuilder<unknown> {
+  return at.map?.member === undefined ? sql.ref(at.column) : sql`${sql.ref(at.column)} -> ${at.map.member}`
+}
+
+/** A condition on a location's rows: some secret value in the row matches `test` (a SQL predicate on `v`). */
+function anyValue (at: Location, test: (v: RawBuilder<unknown>) => RawBuilder<unknown>): RawBuilder<unknown> {
+  if (at.map === undefined) return sql`${sql.ref(at.column)} IS NOT NULL AND ${test(sql.ref(at.column))}`
+  const object = objectOf(at)
+  return sql`jsonb_typeof(${object}) = 'object' AND EXISTS (SELECT 1 FROM jsonb_each_text(${object}) AS e WHERE ${test(sql.ref('e.value'))})`
+}
+
+/** Key ids other than `keyId` that sealed stored values, at most one per location. */
+export async function foreignKeyIds (db: DB, keyId: string): Promise<string[]> {
+  const found = new Set<string>()
+  const other = (v: RawBuilder<unknown>) => sql`${v} LIKE ${LIKE_SEALED} AND ${v} NOT LIKE ${`${SEALED_PREFIX}${keyId}:%`}`
+  for (const at of SECRET_LOCATIONS) {
+    const values = at.map === undefined
+      ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
+      : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
+          WHERE jsonb_typeof(${objectOf(at)}) = 'object' AND ${other(sql.ref('e.value'))} LIMIT 1`
+    for (const row of (await values.execute(db)).rows) found.add(row.v.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + 8))
+  }
+  return [...found]
+}
+
+/**
+ * Rewrites every stored secret through `change`, row by row under lock, and counts the values changed.
+ * `onlyPlain` visits only rows that hold a plaintext (start-up), otherwise every row with a secret.
+ */
+export async function rewriteSecrets (trx: Transaction<Database>, change: (value: string) => string, onlyPlain: boolean): Promise<number> {
+  let changed = 0
+  const plain = (v: RawBuilder<unknown>) => sql`${v} NOT LIKE ${LIKE_SEALED}`
+  const some = () => sql`true`
+  for (const at of SECRET_LOCATIONS) {
+    const keys = sql.join(at.keys.map((k) => sql.ref(k)))
+    const rows = (await sql<Record<string, unknown>>`SELECT ${keys}, ${sql.ref(at.column)} AS secret FROM ${sql.table(at.table)}
+      WHERE ${anyValue(at, onlyPlain ? plain : some)} FOR UPDATE`.execute(trx)).rows
+    for (const row of rows) {
+      let next: unknown
+      if (at.map === undefined) {
+        next = change(row.secret as string)
+        if (next === row.secret) continue
+        changed++
+      } else {
+        const whole = row.secret as Record<string, unknown>
+        const object = (at.map.member === undefined ? whole : whole[at.map.member]) as Record<string, unknown>
+        const updated = Object.fromEntries(Object.entries(object).map(([name, value]) => {
+          if (typeof value !== 'string') return [name, value]
+          const out = change(value)
+          if (out !== value) changed++
+          return [name, out]
+        }))
+        next = JSON.stringify(at.map.member === undefined ? updated : { ...whole, [at.map.member]: updated })
+      }
+      const where = sql.join(at.keys.map((k) => sql`${sql.ref(k)} = ${row[k]}`), sql` AND `)
+      await sql`UPDATE ${sql.table(at.table)} SET ${sql.ref(at.column)} = ${next} WHERE ${where}`.execute(trx)
+    }
+  }
+  return changed
+}
+
+/**
+ * Start-up: loads the key (SECRETS_KEY or DATA_DIR/secrets.key), installs it for the modules' queries,
+ * refuses a key other than the one the stored secrets were written with, and encrypts plaintexts left
+ * from before encryption (older versions, or a row written by an older replica during an upgrade).
+ */
+export async function prepareSecrets (config: Pick<Config, 'secretsKey' | 'dataDir'>, db: DB, log?: Logger): Promise<Cipher> {
+  const cipher = createCipher(await loadSecretsKey(config))
+  const foreign = await foreignKeyIds(db, cipher.keyId)
+  if (foreign.length > 0) {
+    throw new SecretsKeyError(`stored secrets were encrypted with key ${foreign.join(', ')}, but the configured secrets key is ${cipher.keyId}: set SECRETS_KEY (or DATA_DIR/secrets.key) to the key the data was written with`)
+  }
+  useCipher(cipher)
+  const sealed = await db.transaction().execute(async (trx) =>
+    await rewriteSecrets(trx, (value) => isSealed(value) ? value : cipher.seal(value), true))
+  if (sealed > 0) log?.info({ sealed }, 'encrypted stored secrets that were kept in plain text')
+  return cipher
+}
