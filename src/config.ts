@@ -97,7 +97,7 @@ export interface HttpLimits {
   requestTimeoutMs: number
   /**
    * A connection with no traffic either way this long is closed (HTTP_CONNECTION_TIMEOUT_MS; 0: never). This
-   * also ends a download whose client stopped reading, which frees the export's database connection.
+   * also ends a download whose client stopped reading; an export is cut off sooner by EXPORT_STALL_TIMEOUT_MS.
    */
   connectionTimeoutMs: number
 }
@@ -114,6 +114,8 @@ export interface ConcurrencyLimits {
   exportsPerAccount: number
   /** EXPORTS_MAX; default half of DATABASE_POOL_SIZE (at least 1). */
   exportsTotal: number
+  /** EXPORT_STALL_TIMEOUT_MS: an export whose client takes no rows this long is ended, its connection and slot freed. */
+  exportStallMs: number
 }
 
 /** Requests a client may send per window, counted in this process; 0 lifts a limit. Over it: 429 with Retry-After. */
@@ -307,7 +309,8 @@ export function loadConfig (env: Env = process.env): Config {
     concurrency: Object.freeze({
       uploadsPerAccount: int(env, 'KB_UPLOADS_PER_ACCOUNT', 2, 1, 1000),
       exportsPerAccount: int(env, 'EXPORTS_PER_ACCOUNT', 2, 1, 1000),
-      exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000)
+      exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000),
+      exportStallMs: int(env, 'EXPORT_STALL_TIMEOUT_MS', 30_000, 10, 3_600_000)
     }),
     rateLimit: Object.freeze({
       perKey: int(env, 'RATE_LIMIT_PER_KEY', 3000, 0, 10_000_000),
