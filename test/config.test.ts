@@ -26,6 +26,12 @@ t.test('phone carrier settings', async (t) => {
   t.throws(() => loadConfig({ TWILIO_API_URL: 'ftp://x' }), { message: 'TWILIO_API_URL must start with https:// or http://' })
 })
 
+t.test('export limits', async (t) => {
+  t.match(loadConfig({}).concurrency, { exportsPerAccount: 2, exportsTotal: 5, exportStallMs: 30_000 })
+  t.equal(loadConfig({ EXPORT_STALL_TIMEOUT_MS: '250' }).concurrency.exportStallMs, 250)
+  t.throws(() => loadConfig({ EXPORT_STALL_TIMEOUT_MS: '0' }), { message: 'EXPORT_STALL_TIMEOUT_MS must be a whole number from 10 to 3600000, got "0"' })
+})
+
 t.test('knowledge-base limits', async (t) => {
   const extraction = { memoryMb: 256, timeoutMs: 60_000, maxPassages: 5000, zip: { maxEntries: 10_000, maxUncompressedBytes: 100 * 1024 * 1024, maxRatio: 100 } }
   t.same(loadConfig({}).knowledgeBases, { maxFileBytes: 20 * 1024 * 1024, maxFiles: 100, maxFilesPerUpload: 20, extraction })
