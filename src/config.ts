@@ -83,6 +83,19 @@ export interface KnowledgeBaseLimits {
   maxFiles: number
   /** Most files one upload request carries (KB_MAX_FILES_PER_UPLOAD); bounds how long its transaction runs. */
   maxFilesPerUpload: number
+  /** Bounds on reading one file into passages; a file past one ends `failed` with the reason. */
+  extraction: ExtractionConfig
+}
+
+export interface ExtractionConfig {
+  /** Heap of the worker thread that reads one file (KB_EXTRACT_MEMORY_MB). */
+  memoryMb: number
+  /** That worker is ended after this (KB_EXTRACT_TIMEOUT_MS). */
+  timeoutMs: number
+  /** Most passages one file yields (KB_MAX_PASSAGES). */
+  maxPassages: number
+  /** Checked on a DOCX's ZIP directory before it is unpacked: KB_ZIP_MAX_ENTRIES, KB_ZIP_MAX_UNCOMPRESSED_MB, KB_ZIP_MAX_RATIO. */
+  zip: { maxEntries: number, maxUncompressedBytes: number, maxRatio: number }
 }
 
 export interface HttpLimits {
@@ -90,7 +103,7 @@ export interface HttpLimits {
   requestTimeoutMs: number
   /**
    * A connection with no traffic either way this long is closed (HTTP_CONNECTION_TIMEOUT_MS; 0: never). This
-   * also ends a download whose client stopped reading, which frees the export's database connection.
+   * also ends a download whose client stopped reading; an export is cut off sooner by EXPORT_STALL_TIMEOUT_MS.
    */
   connectionTimeoutMs: number
 }
@@ -107,6 +120,8 @@ export interface ConcurrencyLimits {
   exportsPerAccount: number
   /** EXPORTS_MAX; default half of DATABASE_POOL_SIZE (at least 1). */
   exportsTotal: number
+  /** EXPORT_STALL_TIMEOUT_MS: an export whose client takes no rows this long is ended, its connection and slot freed. */
+  exportStallMs: number
 }
 
 /** Requests a client may send per window, counted in this process; 0 lifts a limit. Over it: 429 with Retry-After. */
@@ -326,7 +341,8 @@ export function loadConfig (env: Env = process.env): Config {
     concurrency: Object.freeze({
       uploadsPerAccount: int(env, 'KB_UPLOADS_PER_ACCOUNT', 2, 1, 1000),
       exportsPerAccount: int(env, 'EXPORTS_PER_ACCOUNT', 2, 1, 1000),
-      exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000)
+      exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000),
+      exportStallMs: int(env, 'EXPORT_STALL_TIMEOUT_MS', 30_000, 10, 3_600_000)
     }),
     rateLimit: Object.freeze({
       perKey: int(env, 'RATE_LIMIT_PER_KEY', 3000, 0, 10_000_000),
@@ -336,7 +352,17 @@ export function loadConfig (env: Env = process.env): Config {
     knowledgeBases: Object.freeze({
       maxFileBytes: int(env, 'KB_MAX_FILE_MB', 20, 1, 1024) * 1024 * 1024,
       maxFiles: int(env, 'KB_MAX_FILES', 100, 1, 10_000),
-      maxFilesPerUpload: int(env, 'KB_MAX_FILES_PER_UPLOAD', 20, 1, 1000)
+      maxFilesPerUpload: int(env, 'KB_MAX_FILES_PER_UPLOAD', 20, 1, 1000),
+      extraction: Object.freeze({
+        memoryMb: int(env, 'KB_EXTRACT_MEMORY_MB', 256, 16, 65_536),
+        timeoutMs: int(env, 'KB_EXTRACT_TIMEOUT_MS', 60_000, 1, 3_600_000),
+        maxPassages: int(env, 'KB_MAX_PASSAGES', 5000, 1, 10_000_000),
+        zip: Object.freeze({
+          maxEntries: int(env, 'KB_ZIP_MAX_ENTRIES', 10_000, 1, 1_000_000),
+          maxUncompressedBytes: int(env, 'KB_ZIP_MAX_UNCOMPRESSED_MB', 100, 1, 65_536) * 1024 * 1024,
+          maxRatio: int(env, 'KB_ZIP_MAX_RATIO', 100, 2, 1_000_000)
+        })
+      })
     })
   })
 }

@@ -53,7 +53,7 @@ async function main (): Promise<void> {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
     await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer })
     await registerHousekeeping(boss, { db, config, log })
-    await registerKnowledgeWorkers(boss, { db, log })
+    await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
   }
 
   const app = await buildApp(config, { db, boss, logger: log })

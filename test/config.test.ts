@@ -26,9 +26,20 @@ t.test('phone carrier settings', async (t) => {
   t.throws(() => loadConfig({ TWILIO_API_URL: 'ftp://x' }), { message: 'TWILIO_API_URL must start with https:// or http://' })
 })
 
+t.test('export limits', async (t) => {
+  t.match(loadConfig({}).concurrency, { exportsPerAccount: 2, exportsTotal: 5, exportStallMs: 30_000 })
+  t.equal(loadConfig({ EXPORT_STALL_TIMEOUT_MS: '250' }).concurrency.exportStallMs, 250)
+  t.throws(() => loadConfig({ EXPORT_STALL_TIMEOUT_MS: '0' }), { message: 'EXPORT_STALL_TIMEOUT_MS must be a whole number from 10 to 3600000, got "0"' })
+})
+
 t.test('knowledge-base limits', async (t) => {
-  t.same(loadConfig({}).knowledgeBases, { maxFileBytes: 20 * 1024 * 1024, maxFiles: 100, maxFilesPerUpload: 20 })
-  t.same(loadConfig({ KB_MAX_FILE_MB: '5', KB_MAX_FILES: '10', KB_MAX_FILES_PER_UPLOAD: '3' }).knowledgeBases, { maxFileBytes: 5 * 1024 * 1024, maxFiles: 10, maxFilesPerUpload: 3 })
+  const extraction = { memoryMb: 256, timeoutMs: 60_000, maxPassages: 5000, zip: { maxEntries: 10_000, maxUncompressedBytes: 100 * 1024 * 1024, maxRatio: 100 } }
+  t.same(loadConfig({}).knowledgeBases, { maxFileBytes: 20 * 1024 * 1024, maxFiles: 100, maxFilesPerUpload: 20, extraction })
+  t.match(loadConfig({ KB_MAX_FILE_MB: '5', KB_MAX_FILES: '10', KB_MAX_FILES_PER_UPLOAD: '3' }).knowledgeBases, { maxFileBytes: 5 * 1024 * 1024, maxFiles: 10, maxFilesPerUpload: 3 })
+  t.same(loadConfig({
+    KB_EXTRACT_MEMORY_MB: '64', KB_EXTRACT_TIMEOUT_MS: '500', KB_MAX_PASSAGES: '10', KB_ZIP_MAX_ENTRIES: '50', KB_ZIP_MAX_UNCOMPRESSED_MB: '2', KB_ZIP_MAX_RATIO: '20'
+  }).knowledgeBases.extraction, { memoryMb: 64, timeoutMs: 500, maxPassages: 10, zip: { maxEntries: 50, maxUncompressedBytes: 2 * 1024 * 1024, maxRatio: 20 } })
+  t.throws(() => loadConfig({ KB_EXTRACT_MEMORY_MB: '8' }), { message: 'KB_EXTRACT_MEMORY_MB must be a whole number from 16 to 65536, got "8"' })
   t.throws(() => loadConfig({ KB_MAX_FILE_MB: '0' }), new ConfigError('KB_MAX_FILE_MB must be a whole number from 1 to 1024, got "0"'))
   t.throws(() => loadConfig({ KB_MAX_FILES: 'many' }), { message: /^KB_MAX_FILES must be a whole number/ })
 })

@@ -88,18 +88,21 @@ export async function queryPrepared<R extends object> (db: DB, query: CompiledQu
 /**
  * A large result as a stream of `map(row)`, read through a cursor `batch` array rows at a time so memory
  * stays flat whatever the row count. The connection goes back to the pool when the stream ends or is
- * destroyed (a client leaving mid-download).
+ * destroyed (a client leaving mid-download), and when its reader takes nothing for `stallMs` (0: never):
+ * a client that stops reading must not hold the connection for as long as the socket stays open.
  */
-export function cursorStream<T> (db: DB, query: CompiledQuery, batch: number, map: (row: unknown[]) => T): Readable {
+export function cursorStream<T> (db: DB, query: CompiledQuery, batch: number, map: (row: unknown[]) => T, stallMs = 0): Readable {
   let client: pg.PoolClient | undefined
   let cursor: Cursor<unknown[]> | undefined
   let failed: Error | undefined
   let reading: Promise<void> = Promise.resolve()
+  let stall: NodeJS.Timeout | undefined
   return new Readable({
     objectMode: true,
     // Room for two batches: the next is read from PostgreSQL while the last is still being written.
     highWaterMark: 2 * batch,
     read () {
+      clearTimeout(stall)
       reading = (async () => {
         try {
           if (cursor === undefined) {
@@ -109,6 +112,10 @@ export function cursorStream<T> (db: DB, query: CompiledQuery, batch: number, ma
           const rows = await cursor.read(batch)
           for (const row of rows) this.push(map(row))
           if (rows.length < batch) this.push(null)
+          else if (stallMs > 0) {
+            // Cleared by the next read, which comes as soon as the reader has taken a batch of the two buffered.
+            stall = setTimeout(() => this.destroy(Object.assign(new Error(`the reader took no rows for ${stallMs} ms`), { code: 'READER_STALLED' })), stallMs)
+          }
         } catch (err) {
           failed = err as Error
           this.destroy(failed)
@@ -116,6 +123,7 @@ export function cursorStream<T> (db: DB, query: CompiledQuery, batch: number, ma
       })()
     },
     destroy (err, done) {
+      clearTimeout(stall)
       // After the pending read; a connection whose query failed is closed rather than reused.
       void reading.then(async () => {
         if (failed === undefined) await cursor?.close()

@@ -195,9 +195,14 @@ export function registerErrorHandler (app: FastifyInstance): void {
     if (status >= 400 && status < 500) {
       return reply.code(status).send(errorBody(status, DEFAULT_CODES[status] ?? 'bad_request', fastifyErr.message))
     }
+    if (status === 503) {
+      // Load, not a bug (no pooled connection came free within DATABASE_POOL_WAIT_MS): no stack, and a time to retry.
+      request.log.warn({ reason: fastifyErr.message }, 'request refused: the server is busy')
+      reply.header('retry-after', '1')
+      return reply.code(503).send(errorBody(503, 'unavailable', 'the server is busy; retry in a second'))
+    }
     request.log.error({ err }, 'request failed')
-    const code = status === 503 ? 'unavailable' : 'internal_error'
-    return reply.code(status).send(errorBody(status, code, 'Internal error; it was logged with request id ' + request.id))
+    return reply.code(status).send(errorBody(status, 'internal_error', 'Internal error; it was logged with request id ' + request.id))
   })
 
   app.setNotFoundHandler((request, reply) => {

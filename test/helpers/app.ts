@@ -50,9 +50,9 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   if (workers) {
     await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
     await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer: workerMailer })
-    await registerKnowledgeWorkers(boss, { db, log })
+    await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
   }
-  const app = await buildApp(config, { ...deps, db, boss, logger: log })
+  const app = await buildApp(config, { ...deps, db, boss, logger: deps.logger ?? log })
   t.teardown(async () => {
     await app.close()
     await boss.stop({ graceful: false })

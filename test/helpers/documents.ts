@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
-import { crc32 } from 'node:zlib'
+import { crc32, deflateRawSync } from 'node:zlib'
 import type { FastifyInstance } from 'fastify'
 
 export const FIXTURES = path.join(import.meta.dirname, '..', 'fixtures', 'knowledge-bases')
@@ -63,35 +63,48 @@ export function makePdf (texts: string[]): Buffer {
   return Buffer.from(out, 'latin1')
 }
 
-/** A ZIP archive with stored (uncompressed) entries, enough for an Office Open XML package. */
-export function makeZip (entries: Array<{ name: string, data: Buffer }>): Buffer {
+export interface ZipEntry {
+  name: string
+  data: Buffer
+  /** Deflated rather than stored. */
+  deflate?: boolean
+  /** The unpacked size the archive claims (default: the true one); a lie, for tests of the reader. */
+  declaredSize?: number
+}
+
+/** A ZIP archive, enough for an Office Open XML package. */
+export function makeZip (entries: ZipEntry[]): Buffer {
   const locals: Buffer[] = []
   const centrals: Buffer[] = []
   let offset = 0
-  for (const { name, data } of entries) {
+  for (const { name, data, deflate = false, declaredSize = data.length } of entries) {
     const fileName = Buffer.from(name, 'utf8')
     const crc = crc32(data)
+    const packed = deflate ? deflateRawSync(data, { level: 9 }) : data
+    const method = deflate ? 8 : 0
     const local = Buffer.alloc(30)
     local.writeUInt32LE(0x04034b50, 0)
     local.writeUInt16LE(20, 4)
+    local.writeUInt16LE(method, 8)
     local.writeUInt16LE(0x21, 12) // 1980-01-01
     local.writeUInt32LE(crc, 14)
-    local.writeUInt32LE(data.length, 18)
-    local.writeUInt32LE(data.length, 22)
+    local.writeUInt32LE(packed.length, 18)
+    local.writeUInt32LE(declaredSize, 22)
     local.writeUInt16LE(fileName.length, 26)
     const central = Buffer.alloc(46)
     central.writeUInt32LE(0x02014b50, 0)
     central.writeUInt16LE(20, 4)
     central.writeUInt16LE(20, 6)
+    central.writeUInt16LE(method, 10)
     central.writeUInt16LE(0x21, 14)
     central.writeUInt32LE(crc, 16)
-    central.writeUInt32LE(data.length, 20)
-    central.writeUInt32LE(data.length, 24)
+    central.writeUInt32LE(packed.length, 20)
+    central.writeUInt32LE(declaredSize, 24)
     central.writeUInt16LE(fileName.length, 28)
     central.writeUInt32LE(offset, 42)
-    locals.push(local, fileName, data)
+    locals.push(local, fileName, packed)
     centrals.push(central, fileName)
-    offset += local.length + fileName.length + data.length
+    offset += local.length + fileName.length + packed.length
   }
   const directory = Buffer.concat(centrals)
   const end = Buffer.alloc(22)
@@ -107,9 +120,13 @@ const xml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replac
 
 /** A Word document (DOCX) with one paragraph per string. */
 export function makeDocx (texts: string[]): Buffer {
+  return makeZip(docxParts(texts.map((t) => `<w:p><w:r><w:t xml:space="preserve">${xml(t)}</w:t></w:r></w:p>`).join('')))
+}
+
+/** The parts of a Word document whose body is `body` (WordprocessingML paragraphs). */
+export function docxParts (body: string): ZipEntry[] {
   const declaration = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-  const body = texts.map((t) => `<w:p><w:r><w:t xml:space="preserve">${xml(t)}</w:t></w:r></w:p>`).join('')
-  return makeZip([
+  return [
     {
       name: '[Content_Types].xml',
       data: Buffer.from(declaration + '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">' +
@@ -126,7 +143,7 @@ export function makeDocx (texts: string[]): Buffer {
       name: 'word/document.xml',
       data: Buffer.from(declaration + `<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>${body}</w:body></w:document>`)
     }
-  ])
+  ]
 }
 
 export interface FormFile { field?: string, name: string, content: Buffer | string, type?: string }

@@ -37,8 +37,8 @@ function attachment (reply: { header: (name: string, value: string) => unknown }
 
 export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: ConcurrencyLimits }> = async (app, { db, limits }) => {
   // A streaming export holds a connection until its client has read the last row: bounded per account, and in
-  // all below the pool size, so that slow readers cannot take every connection (a stalled one is cut off by
-  // HTTP_CONNECTION_TIMEOUT_MS).
+  // all below the pool size, so that slow readers cannot take every connection; one whose client takes no rows
+  // for EXPORT_STALL_TIMEOUT_MS is ended, which frees both.
   const exports = new Slots('exports', limits.exportsPerAccount, limits.exportsTotal)
 
   app.get('/call/list/export', {
@@ -46,7 +46,8 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
       tags: TAGS,
       summary: 'Export calls as CSV',
       description: 'One row per call and language model with its tokens (a call without usage: one row with an empty model). The list filters apply. Streams from a cursor: any number of rows in flat memory. ' +
-        'EXPORTS_PER_ACCOUNT exports of one account at once (default 2; one more: 429) and EXPORTS_MAX in all (503), both with Retry-After.',
+        'EXPORTS_PER_ACCOUNT exports of one account at once (default 2; one more: 429) and EXPORTS_MAX in all (503), both with Retry-After. ' +
+        'A download whose client reads nothing for EXPORT_STALL_TIMEOUT_MS (default 30 s) is cut off.',
       querystring: MetricsQuery,
       produces: ['text/csv'],
       response: { 200: CsvFile, ...errors(...AUTH_ERRORS, 404, 429, 503) }
@@ -60,7 +61,7 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
     const rows = cursorStream(db, query, 1000, (row) => {
       for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
       return row
-    })
+    }, limits.exportStallMs)
     const csv = format({ headers: CALL_HEADERS })
     // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
     pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early')).finally(release)

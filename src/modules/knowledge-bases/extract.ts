@@ -1,6 +1,7 @@
 import { parseString } from 'fast-csv'
 import type { KnowledgeFileType } from '../../db/schema.ts'
 import type { NewPassage } from './queries.ts'
+import { zipProblem, type ZipLimits } from './zip.ts'
 
 /** Text of a document in the parts it comes in: a PDF's pages, the whole text of the other types. */
 export interface Section { text: string, page: number | null }
@@ -8,10 +9,25 @@ export interface Section { text: string, page: number | null }
 /** A document that cannot be read; its message is shown on the file. */
 export class UnreadableDocument extends Error {}
 
-export async function readDocument (type: KnowledgeFileType, content: Buffer): Promise<Section[]> {
+/** What one file may cost to read: the archive a DOCX unpacks, and the passages any file yields. */
+export interface ExtractionLimits { zip: ZipLimits, maxPassages: number }
+
+/**
+ * A file's passages. Runs in a worker thread (extract-worker.ts): a file that yields more than `maxPassages`
+ * fails rather than being cut short, so that what an agent finds is never silently the first part of a file.
+ */
+export async function extractPassages (type: KnowledgeFileType, content: Buffer, limits: ExtractionLimits): Promise<NewPassage[]> {
+  const passages = splitPassages(await readDocument(type, content, limits.zip))
+  if (passages.length > limits.maxPassages) {
+    throw new UnreadableDocument(`the file yields ${passages.length} passages, more than the ${limits.maxPassages} a file may have; split it into smaller files`)
+  }
+  return passages
+}
+
+async function readDocument (type: KnowledgeFileType, content: Buffer, zipLimits: ZipLimits): Promise<Section[]> {
   switch (type) {
     case 'pdf': return await readPdf(content)
-    case 'docx': return [{ text: await readDocx(content), page: null }]
+    case 'docx': return [{ text: await readDocx(content, zipLimits), page: null }]
     case 'html': return [{ text: await readHtml(decodeText(content)), page: null }]
     case 'csv': return [{ text: await readCsv(decodeText(content)), page: null }]
     case 'txt':
@@ -49,7 +65,9 @@ async function readPdf (content: Buffer): Promise<Section[]> {
   }
 }
 
-async function readDocx (content: Buffer): Promise<string> {
+async function readDocx (content: Buffer, limits: ZipLimits): Promise<string> {
+  const problem = await zipProblem(content, limits, 'the DOCX')
+  if (problem !== undefined) throw new UnreadableDocument(problem)
   const { default: mammoth } = await import('mammoth')
   try {
     return (await mammoth.extractRawText({ buffer: content })).value
