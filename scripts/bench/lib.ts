@@ -45,7 +45,8 @@ export async function startServer (script: string, env: Record<string, string>, 
   const flags = script === 'src/main.ts' ? START_FLAGS : []
   const child = spawn(process.execPath, [...flags, path.join(ROOT, script)], {
     cwd: ROOT,
-    env: { ...process.env, SECRETS_KEY: BENCH_SECRETS_KEY, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    // Rate limits off: a benchmark measures what the server can do, not the limits put on one client.
+    env: { ...process.env, SECRETS_KEY: BENCH_SECRETS_KEY, RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit']
   })
   const url = `http://127.0.0.1:${port}`
