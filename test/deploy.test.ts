@@ -8,10 +8,12 @@ const ROOT = path.resolve(import.meta.dirname, '..')
 t.test('docker compose runs the simulator, so the README walkthrough finishes its call there too', async (t) => {
   const compose = await readFile(path.join(ROOT, 'compose.yaml'), 'utf8')
   const service = compose.slice(compose.indexOf('  switchboard:'), compose.indexOf('  postgres:'))
-  // `NAME: value` lines of its environment, `${NAME:-default}` taken as the default.
+  // `NAME: value` lines of its environment, `${NAME:-default}` taken as the default; `${NAME:?…}` must be set
+  // by the person who runs it (SECRETS_KEY, from .env): a key of the right form stands in for theirs.
   const env = Object.fromEntries([...service.matchAll(/^ {6}([A-Z_]+): (.*)$/gm)]
-    .map(([, name, value]) => [name, value.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1')]))
+    .map(([, name, value]) => [name, value.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1').replace(/^\$\{[A-Z_]+:\?.*\}$/, Buffer.alloc(32, 7).toString('base64'))]))
   t.ok(env.DATABASE_URL, 'beside its own PostgreSQL')
+  t.match(service, /SECRETS_KEY: \$\{SECRETS_KEY:\?/, 'the stored credentials\' key is the operator\'s, required')
   t.equal(loadConfig(env).callRuntime, 'simulator')
 })
 
