@@ -203,13 +203,6 @@ export async function deleteCapability (db: DB, userId: string, kind: Capability
   return result.numDeletedRows > 0n
 }
 
-/** Switches off the account's tools of one type (their integration was disconnected). */
-export async function deactivateTools (db: Executor, userId: string, toolType: string): Promise<number> {
-  const result = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
-    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).executeTakeFirst()
-  return Number(result.numUpdatedRows)
-}
-
 // Templates
 
 export async function listTemplates (db: DB) {

@@ -1,21 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { DateRangeQuery, dateRange } from '../../http/dates.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
-import { requireOwners } from '../account/owned-records.ts'
+import { AUTH_ERRORS, errors, IdParams, OwnerQuery, Paging } from '../../http/schemas.ts'
+import { requireOwners } from '../account/owners.ts'
 import { voiceExists } from '../account/queries.ts'
-import { dailyCallCounts } from '../calls/queries.ts'
-import { knowledgeBasesOfAgents } from '../knowledge-bases/queries.ts'
 import {
   deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
-  updateAgent, type AgentChanges, type AgentRow
+  updateAgent, type AgentChanges
 } from './queries.ts'
 import {
   Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS,
-  OwnerQuery, WIDGET_SETTINGS_DEFAULTS, type AgentBody, type AgentUpdateBody
+  WIDGET_SETTINGS_DEFAULTS, type AgentUpdateBody
 } from './schemas.ts'
+import { agentBodies, toAgent } from './mappers.ts'
 
 const TAGS = ['agents']
 
@@ -54,37 +52,6 @@ async function checkReferences (db: DB, userId: string, body: { llm_id?: string,
   if (body.voice !== undefined && !await voiceExists(db, body.voice.voice_id)) {
     throw badRequest(`body.voice.voice_id ${body.voice.voice_id} is not a voice of GET /v1/voice/list`)
   }
-}
-
-/** `knowledgeBases`: ids of the knowledge bases the agent uses (PUT /v1/knowledge-base/:id/agents assigns them). */
-export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
-  return {
-    _id: row.id,
-    agent_name: row.agent_name,
-    llm_id: row.llm_id,
-    voice: { voice_id: row.voice_id },
-    interruption_sensitivity: row.interruption_sensitivity,
-    call_settings: { ...CALL_SETTINGS_DEFAULTS, ...row.call_settings },
-    data_retrieval: row.data_retrieval as AgentBody['data_retrieval'],
-    webhook_url: row.webhook_url,
-    is_data_collection_active: row.is_data_collection_active,
-    status: row.status,
-    workspace_id: row.workspace_id,
-    customer_id: row.customer_id,
-    knowledge_base: knowledgeBases,
-    folder: row.folder,
-    is_customer_memory_active: row.is_customer_memory_active,
-    widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
-    callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...row.callback_settings },
-    created_at: row.created_at.getTime(),
-    updated_at: row.updated_at.getTime()
-  }
-}
-
-/** Agents as the API shows them, with the knowledge bases each uses. */
-export async function agentBodies (db: DB, userId: string, rows: AgentRow[]): Promise<AgentBody[]> {
-  const knowledgeBases = await knowledgeBasesOfAgents(db, userId, rows.map((row) => row.id))
-  return rows.map((row) => toAgent(row, knowledgeBases.get(row.id) ?? []))
 }
 
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
@@ -228,22 +195,6 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
   }, async (request, reply) => {
     if (!await deleteAgent(db, request.userId, request.params.id)) throw notFound(`agent ${request.params.id}`)
     return reply.code(204).send(null)
-  })
-
-  app.get('/agent/:id/call-stats', {
-    schema: {
-      tags: TAGS,
-      summary: "An agent's calls per day",
-      description: 'One entry per UTC day of the range, days without calls included with 0.',
-      params: IdParams,
-      querystring: Type.Object(DateRangeQuery),
-      response: { 200: Type.Array(Type.Object({ date: Type.String({ description: 'YYYY-MM-DD' }), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
-    }
-  }, async (request) => {
-    const range = dateRange(request.query)
-    const counts = await dailyCallCounts(db, request.userId, request.params.id.toLowerCase(), range)
-    if (counts === undefined) throw notFound(`agent ${request.params.id}`)
-    return counts
   })
 }
 

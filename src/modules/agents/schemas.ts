@@ -1,12 +1,10 @@
 import { Type, type Static } from 'typebox'
-import { CHECKED_IN_HANDLER, ObjectId } from '../../http/schemas.ts'
+import { CHECKED_IN_HANDLER, Nullable, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description: string) =>
-  Type.Union([schema, Type.Null()], { description })
 
 const LanguageTag = Type.String({ format: 'language-tag', maxLength: 35 })
 
@@ -220,10 +218,4 @@ export const AgentTemplate = Type.Object({
     general_prompt: Type.String(),
     temperature: Type.Number()
   })
-})
-
-/** Association of a new agent (query of POST /v1/agent and of template clones). */
-export const OwnerQuery = Type.Object({
-  customer_id: Type.Optional(ObjectId),
-  workspace_id: Type.Optional(ObjectId)
 })

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import type { DateRange } from '../../http/dates.ts'
+import type { DateRange } from '../../db/days.ts'
 import { ObjectId } from '../../http/schemas.ts'
 import { costsByGroup, type CallFilter, type CostRow, type GroupBy } from './queries.ts'
 import { MetricsQuery } from './schemas.ts'

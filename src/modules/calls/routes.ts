@@ -1,17 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { dateRange, optionalDateRange } from '../../http/dates.ts'
+import { DateRangeQuery, dateRange, optionalDateRange } from '../../http/dates.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
-import { requireOwners } from '../account/owned-records.ts'
+import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/schemas.ts'
+import { requireOwners } from '../account/owners.ts'
 import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
-import { startCall, type JobSender } from '../runtime/lifecycle.ts'
+import type { JobSender } from '../../jobs/queues.ts'
+import { startCall } from './lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  agentKnown, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
+  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -38,7 +39,6 @@ async function callingAgent (db: DB, userId: string, agentId: string) {
 
 const Credits = Type.Object({ phone_call: Type.Integer(), web_call: Type.Integer(), text_message: Type.Integer(), call_forwarding: Type.Integer(), total: Type.Integer() })
 const Tokens = Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() })
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 
 const CostsBreakdown = Type.Object({
   breakdown: Type.Array(Type.Object({
@@ -243,4 +243,21 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   })
 
   await app.register(callExportRoutes, { db, limits: jobs.config.concurrency })
+
+  // An agent's route, answered from its calls (the agents module knows nothing of calls).
+  app.get('/agent/:id/call-stats', {
+    schema: {
+      tags: ['agents'],
+      summary: "An agent's calls per day",
+      description: 'One entry per UTC day of the range, days without calls included with 0.',
+      params: IdParams,
+      querystring: Type.Object(DateRangeQuery),
+      response: { 200: Type.Array(Type.Object({ date: Type.String({ description: 'YYYY-MM-DD' }), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const counts = await dailyCallCounts(db, request.userId, request.params.id, range)
+    if (counts === undefined) throw notFound(`agent ${request.params.id}`)
+    return counts
+  })
 }

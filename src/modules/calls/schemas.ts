@@ -1,9 +1,7 @@
 import { Type } from 'typebox'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
-import { E164, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+import { E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
-  Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
 const Epoch = Type.Integer({ description: 'epoch ms' })
 
 export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')])
