@@ -14,7 +14,7 @@ export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
     voice: { voice_id: row.voice_id },
     interruption_sensitivity: row.interruption_sensitivity,
     call_settings: { ...CALL_SETTINGS_DEFAULTS, ...row.call_settings },
-    data_retrieval: row.data_retrieval as AgentBody['data_retrieval'],
+    data_retrieval: row.data_retrieval,
     webhook_url: row.webhook_url,
     is_data_collection_active: row.is_data_collection_active,
     status: row.status,

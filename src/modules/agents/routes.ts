@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
+import type { RetrievalField } from '../../db/schema.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, OwnerQuery, Paging } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
@@ -25,7 +26,7 @@ const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_pho
 type DataRetrievalInput = NonNullable<AgentUpdateBody['data_retrieval']>
 
 /** Checks what the schema cannot (unique names, enum_values with enum only) and fills in the defaults. */
-function dataRetrieval (items: DataRetrievalInput): Array<Record<string, unknown>> {
+function dataRetrieval (items: DataRetrievalInput): RetrievalField[] {
   const names = new Set<string>()
   return items.map((item, i) => {
     const field = `body.data_retrieval.${i}`
@@ -76,7 +77,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       description: 'A read-only catalogue; POST /v1/agent/agent_template/:id/clone makes an agent of one.',
       response: { 200: Type.Array(AgentTemplate), ...errors(...AUTH_ERRORS) }
     }
-  }, async () => (await listTemplates(db)).map((t) => ({ _id: t.id, icon_url: t.icon_url, description: t.description, agent: t.agent, llm: t.llm }) as never))
+  }, async () => (await listTemplates(db)).map((t) => ({ _id: t.id, icon_url: t.icon_url, description: t.description, agent: t.agent, llm: t.llm })))
 
   app.post('/agent/agent_template/:id/clone', {
     schema: {
@@ -94,8 +95,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw notFound(`agent template ${request.params.id}`)
     await requireOwners(db, request.userId, request.query)
-    const agent = template.agent as { agent_name: string, call_settings: Record<string, unknown>, data_retrieval: DataRetrievalInput }
-    const llm = template.llm as { model: string, begin_message: string, general_prompt: string, temperature: number }
+    const { agent, llm } = template
     const row = await db.transaction().execute(async (trx) => {
       const config = await insertLlm(trx, request.userId, { ...llm, max_tokens: null })
       return await insertAgent(trx, request.userId, {

@@ -74,7 +74,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const range = optionalDateRange(query)
     const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
     if (body === '[]') await requireOwners(db, request.userId, query)
-    return reply.type('application/json; charset=utf-8').send(body as never)
+    return reply.type('application/json; charset=utf-8').send(body as never) // JSON text, built by PostgreSQL (queries.ts)
   })
 
   app.get('/call/general-metrics', {
@@ -143,7 +143,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const filter = callFilter(request.query)
     const report = await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range)
     if (report.breakdown.length === 0) await requireOwners(db, request.userId, request.query)
-    return report as never
+    return report
   })
 
   app.get('/call/:id', {
@@ -151,7 +151,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request, reply) => {
     const body = await findCallJson(db, request.userId, request.params.id)
     if (body === undefined) throw notFound(`call ${request.params.id}`)
-    return reply.type('application/json; charset=utf-8').send(body as never)
+    return reply.type('application/json; charset=utf-8').send(body as never) // JSON text, built by PostgreSQL (queries.ts)
   })
 
   app.post('/call/make-phone-call', {

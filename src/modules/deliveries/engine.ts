@@ -33,13 +33,12 @@ export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logge
 
 interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
 
-type ActionSettings = ApiCallSettings & { name: string, retry_schedule?: number[], condition?: string | null }
-
 async function activeActions (db: DB, agentId: string) {
   const actions = await db.selectFrom('agent_actions').select(['id', 'settings'])
     .where('agent_id', '=', agentId).where('action_type', '=', 'api_call').where('is_active', '=', true)
     .orderBy('created_at').execute()
-  return actions.map((action) => ({ id: action.id, settings: action.settings as unknown as ActionSettings }))
+  // The settings column holds every action type's settings; these rows are api_call actions.
+  return actions.map((action) => ({ id: action.id, settings: action.settings as ApiCallSettings }))
 }
 
 /** A post-call action's plain-language condition: which calls it is for. */

@@ -22,7 +22,7 @@ async function analysisSettings (db: DB, userId: string, agentId: string) {
     language: String(settings.language),
     summary: settings.call_summary !== false,
     sentiment: settings.sentiment_analysis !== false,
-    fields: (agent?.data_retrieval ?? []) as unknown as RetrievalField[]
+    fields: agent?.data_retrieval ?? []
   }
 }
 
