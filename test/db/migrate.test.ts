@@ -142,3 +142,18 @@ t.test('step markers without the no-transaction line are refused before anything
   await t.rejects(migrate(pool, dir), /migration 0002_b\.sql has steps but no "-- migrate: no-transaction" first line/)
   t.equal((await pool.query("SELECT to_regclass('a') AS t")).rows[0].t, null)
 })
+
+t.test("the repository's no-transaction migrations run again after a start that stopped before recording them", async (t) => {
+  const pool = createPool(await createTestDatabase(t), 2)
+  t.teardown(() => pool.end())
+  const schema = async (): Promise<unknown> => (await pool.query(`SELECT
+    (SELECT json_agg(pg_get_indexdef(indexrelid) || ' ' || indisvalid::text ORDER BY indexrelid::regclass::text)
+      FROM pg_index WHERE indrelid = ANY ('{calls,call_daily_stats}'::regclass[])) AS indexes,
+    (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) ORDER BY conname) FROM pg_constraint WHERE conrelid = 'calls'::regclass) AS constraints,
+    (SELECT attnotnull FROM pg_attribute WHERE attrelid = 'calls'::regclass AND attname = 'list_json') AS list_json_not_null`)).rows[0]
+  const before = await schema()
+  const again = ['0010_call_list_json.sql', '0011_call_stats_by_agent.sql', '0012_call_channel_indexes.sql']
+  await pool.query('DELETE FROM schema_migrations WHERE name = ANY ($1)', [again])
+  t.same(await migrate(pool), again)
+  t.same(await schema(), before)
+})
