@@ -7,15 +7,9 @@ import { openDatabase } from './db/open.ts'
 import type { PgBoss } from 'pg-boss'
 import { prepareSecrets } from './db/stored-secrets.ts'
 import { createBoss } from './jobs/boss.ts'
-import { registerHousekeeping } from './jobs/housekeeping.ts'
 import { createQueues } from './jobs/queues.ts'
+import { startWorkers } from './jobs/workers.ts'
 import { createLogger, logFormat } from './logger.ts'
-import { createMailer } from './mail/mailer.ts'
-import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
-import { deliveryAgent } from './modules/deliveries/network.ts'
-import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
-import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
-import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
 
 function readConfig (): Config {
@@ -46,15 +40,7 @@ async function main (): Promise<void> {
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
   await createQueues(boss, config)
-  const agent = deliveryAgent(config.delivery)
-  // The workers' own mailer (failure e-mails); the API's is made with the app.
-  const mailer = createMailer(db, config, log)
-  if (config.role !== 'api') {
-    await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: createAnalyser(config.analyser) })
-    await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer })
-    await registerHousekeeping(boss, { db, config, log })
-    await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
-  }
+  const stopWorkers = config.role === 'api' ? undefined : await startWorkers(boss, { db, config, log })
 
   const app = await buildApp(config, { db, boss, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })
@@ -73,8 +59,7 @@ async function main (): Promise<void> {
     }, config.shutdownTimeoutMs + 5000).unref()
     await app.close()
     await boss?.stop({ graceful: true, timeout: config.shutdownTimeoutMs })
-    await agent.close()
-    mailer.close()
+    await stopWorkers?.()
     await pool.end()
     await embedded?.stop()
     log.info('stopped')

@@ -1,4 +1,13 @@
 import type { ColumnType, Generated } from 'kysely'
+import type { Static } from 'typebox'
+import type {
+  AnyObject, CallbackSettings, CallSettings, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
+  TranscriptItem, WidgetSettings
+} from './shapes.ts'
+
+// The jsonb columns are typed from the TypeBox shapes in shapes.ts (one source for the column, the
+// responses that show it and the code that reads it); their types are re-exported for the modules.
+export type { DeliveryAttempt, RetrievalField, TranscriptItem } from './shapes.ts'
 
 /** A timestamptz the database fills in on insert. */
 type CreatedAt = ColumnType<Date, Date | undefined, never>
@@ -52,7 +61,7 @@ export interface CustomersTable {
   name: string
   email: string | null
   phone_number: string | null
-  metadata: ColumnType<Record<string, unknown>, string | undefined, string>
+  metadata: JsonOptional<AnyObject>
   created_at: CreatedAt
   updated_at: UpdatedAt
 }
@@ -159,15 +168,15 @@ export interface AgentsTable {
   llm_id: string
   voice_id: string
   interruption_sensitivity: number
-  call_settings: Json<Record<string, unknown>>
-  data_retrieval: Json<Array<Record<string, unknown>>>
+  call_settings: Json<Partial<Static<typeof CallSettings>>>
+  data_retrieval: Json<RetrievalField[]>
   webhook_url: string | null
   is_data_collection_active: boolean
-  status: 'active' | 'inactive'
+  status: Generated<'active' | 'inactive'>
   folder: string | null
-  is_customer_memory_active: boolean
-  widget_settings: Json<Record<string, unknown>>
-  callback_settings: Json<Record<string, unknown>>
+  is_customer_memory_active: Generated<boolean>
+  widget_settings: Json<Partial<Static<typeof WidgetSettings>>>
+  callback_settings: Json<Partial<Static<typeof CallbackSettings>>>
   created_at: CreatedAt
   updated_at: UpdatedAt
 }
@@ -199,11 +208,9 @@ export interface AgentTemplatesTable {
   position: number
   icon_url: string
   description: string
-  agent: Json<Record<string, unknown>>
-  llm: Json<Record<string, unknown>>
+  agent: Json<Static<typeof TemplateAgent>>
+  llm: Json<Static<typeof TemplateLlm>>
 }
-
-export interface TranscriptItem { speaker: 'agent' | 'user', content: string, timestamp: number }
 
 export interface CallsTable {
   id: string
@@ -231,15 +238,15 @@ export interface CallsTable {
   web_call_credits: Generated<number>
   text_message_credits: Generated<number>
   call_forwarding_credits: Generated<number>
-  token_usage: JsonOptional<Record<string, { input: number, output: number }>>
+  token_usage: JsonOptional<TokenUsage>
   input_tokens: Generated<number>
   output_tokens: Generated<number>
   sms_count: Generated<number>
   forwarding_seconds: Generated<number>
-  custom_data: JsonOptional<Record<string, unknown>>
-  dynamic_context: JsonOptional<Record<string, unknown>>
-  custom_analysis_data: JsonNullable<Record<string, unknown>>
-  collected_data: JsonNullable<Record<string, unknown>>
+  custom_data: JsonOptional<AnyObject>
+  dynamic_context: JsonOptional<AnyObject>
+  custom_analysis_data: JsonNullable<AnyObject>
+  collected_data: JsonNullable<AnyObject>
   transfer_history: JsonNullable<unknown[]>
   runtime: Generated<'simulator' | 'external'>
   access_token_hash: string | null
@@ -285,17 +292,6 @@ export interface CallDailyAgentStatsTable {
   output_tokens: number
 }
 
-export interface DeliveryAttempt {
-  n: number
-  at: string
-  duration_ms: number
-  status_code?: number
-  error?: string
-  response_preview?: string
-  /** A resend through the API, outside the schedule. */
-  manual?: boolean
-}
-
 export interface WebhookDeliveriesTable {
   id: string
   user_id: string
@@ -310,7 +306,7 @@ export interface WebhookDeliveriesTable {
   method: string
   url: string | null
   body: JsonNullable<unknown>
-  variables: JsonNullable<Record<string, unknown>>
+  variables: JsonNullable<AnyObject>
   schedule: number[]
   attempts_max: number
   scheduled_made: Generated<number>

@@ -1,5 +1,8 @@
 import { Type } from 'typebox'
+import { DAY_MS, type DateRange } from '../db/days.ts'
 import { badRequest } from './errors.ts'
+
+export type { DateRange }
 
 const Day = (description: string) => Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: `${description}, YYYY-MM-DD (UTC day)` })
 
@@ -11,17 +14,6 @@ export const DateRangeQuery = {
 
 /** The longest range a daily series answers, so that one request cannot ask for millions of rows. */
 export const MAX_RANGE_DAYS = 3660
-
-export interface DateRange {
-  /** Midnight UTC of date_from. */
-  from: Date
-  /** Midnight UTC of the day after date_to. */
-  until: Date
-  dateFrom: string
-  dateTo: string
-}
-
-const DAY_MS = 86_400_000
 
 function day (value: string, name: string): Date {
   const date = new Date(`${value}T00:00:00Z`)
@@ -56,11 +48,4 @@ export function dateRange (query: { date_from: string, date_to: string }): DateR
     throw badRequest(`the range from date_from to date_to must not exceed ${MAX_RANGE_DAYS} days`)
   }
   return { from, until: new Date(to.getTime() + DAY_MS), dateFrom: query.date_from, dateTo: query.date_to }
-}
-
-/** Every UTC day of the range, YYYY-MM-DD. */
-export function rangeDays (range: DateRange): string[] {
-  const days: string[] = []
-  for (let at = range.from.getTime(); at < range.until.getTime(); at += DAY_MS) days.push(new Date(at).toISOString().slice(0, 10))
-  return days
 }

@@ -1,7 +1,9 @@
 import { Type, type Static, type TSchema } from 'typebox'
 import { ID_PATTERN } from '../db/ids.ts'
 import { ErrorResponse } from './errors.ts'
-import { LOWERCASE } from './validation.ts'
+
+/** Schema keyword that lower-cases a valid string in place (ids: stored lowercase, accepted in either case). */
+export const LOWERCASE = 'x-lowercase'
 
 /** Accepted in either case and lower-cased by validation, as ids are stored. */
 export const ObjectId = Type.String({ pattern: ID_PATTERN, [LOWERCASE]: true, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
@@ -82,3 +84,13 @@ type ErrorSchema = ReturnType<typeof errorSchema>
 
 /** The statuses every authenticated route can answer. */
 export const AUTH_ERRORS = [400, 401, 403] as const
+
+/** A value or null; `description` documents the member. */
+export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
+
+/** The customer and workspace a new record belongs to (query of POST /v1/agent, knowledge bases, template clones). */
+export const OwnerQuery = Type.Object({
+  customer_id: Type.Optional(ObjectId),
+  workspace_id: Type.Optional(ObjectId)
+})

@@ -2,7 +2,7 @@ import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import type { TSchema } from 'typebox'
-import { SHARED_SCHEMAS } from './schemas.ts'
+import { LOWERCASE, SHARED_SCHEMAS } from './schemas.ts'
 import { HttpError } from './errors.ts'
 
 /** Formats the route schemas name beyond ajv-formats'. */
@@ -36,8 +36,6 @@ function canonicalLocale (value: string): boolean {
   }
 }
 
-/** Schema keyword that lower-cases a valid string in place (ids: stored lowercase, accepted in either case). */
-export const LOWERCASE = 'x-lowercase'
 
 function ajv (options: Options): Ajv {
   const instance = new Ajv({ allErrors: false, useDefaults: true, discriminator: true, strict: false, ...options })

@@ -1,5 +1,7 @@
-import type { PgBoss, Queue } from 'pg-boss'
+import type { Transaction } from 'kysely'
+import { fromKysely, type PgBoss, type Queue, type SendOptions, type WorkHandlerFor, type WorkOptions } from 'pg-boss'
 import type { Config } from '../config.ts'
+import type { Database } from '../db/schema.ts'
 
 /** Every queue of the server, with how its jobs are retried. */
 export const QUEUES = {
@@ -16,6 +18,35 @@ export const QUEUES = {
   /** Reads an uploaded knowledge-base file into searchable passages. */
   extractKnowledgeFile: 'knowledge-extract'
 } as const
+
+/** What a job of each queue carries: `sendJob` and `workOn` take it from here, so a send and its worker agree. */
+export interface QueuePayloads {
+  [QUEUES.simulateCall]: { callId: string }
+  [QUEUES.callDeadline]: { callId: string, maxMs: number }
+  [QUEUES.analyseCall]: { callId: string }
+  [QUEUES.housekeeping]: object
+  /** `n`: the attempt's number, from 1. */
+  [QUEUES.deliveryAttempt]: { id: string, n: number }
+  [QUEUES.extractKnowledgeFile]: { fileId: string }
+}
+
+export type QueueName = keyof QueuePayloads
+
+/** What code that starts jobs needs: the process's pg-boss and the configuration (time scales). */
+export interface JobSender { boss: PgBoss, config: Config }
+
+/**
+ * Sends a job inside the transaction whose writes it follows (rolled back with it), or on its own when
+ * `trx` is undefined.
+ */
+export async function sendJob<Q extends QueueName> (boss: PgBoss, trx: Transaction<Database> | undefined, queue: Q, data: QueuePayloads[Q], options: Omit<SendOptions, 'db'> = {}): Promise<void> {
+  await boss.send(queue, data, trx === undefined ? options : { ...options, db: fromKysely(trx) })
+}
+
+/** Registers the worker of a queue, its jobs typed as the queue's payload. */
+export async function workOn<Q extends QueueName, const O extends WorkOptions> (boss: PgBoss, queue: Q, options: O, handler: WorkHandlerFor<O, QueuePayloads[Q]>): Promise<void> {
+  await boss.work<QueuePayloads[Q], unknown, O>(queue, options, handler)
+}
 
 /** Retries: a limit and a first pause in seconds, doubling after each failure. */
 const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDelayMax?: number }> = {

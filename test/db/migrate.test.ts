@@ -1,9 +1,11 @@
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import { setImmediate } from 'node:timers/promises'
+import type pg from 'pg'
+import t, { type Test } from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
+import { MIGRATION_LOCK, migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
 import { createTestDatabase } from '../helpers/database.ts'
 
 t.test('migrations applied again are a no-op, also when replicas start together', async (t) => {
@@ -40,4 +42,118 @@ t.test('a failing migration rolls back whole and names itself', async (t) => {
   const { rows } = await pool.query("SELECT to_regclass('good_one') AS t")
   t.equal(rows[0].t, null, 'the good migration of the same run was rolled back too')
   t.ok(MIGRATIONS_DIR.endsWith('migrations'))
+})
+
+async function migrationsDir (files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
+  for (const [name, sql] of Object.entries(files)) await writeFile(path.join(dir, name), sql)
+  return dir
+}
+
+/** A database of the test's own without the repository's schema. */
+async function emptyPool (t: Test, max: number): Promise<pg.Pool> {
+  const pool = createPool(await createTestDatabase(t), max)
+  t.teardown(() => pool.end())
+  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
+  return pool
+}
+
+async function indexValid (pool: pg.Pool, name: string): Promise<boolean | undefined> {
+  const { rows } = await pool.query('SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)', [name])
+  return rows[0]?.indisvalid
+}
+
+async function recorded (pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query('SELECT name FROM schema_migrations ORDER BY name')
+  return rows.map((row) => row.name)
+}
+
+t.test('a no-transaction migration builds its index concurrently, once, while replicas start together', async (t) => {
+  const pool = await emptyPool(t, 4)
+  const dir = await migrationsDir({
+    '0001_table.sql': 'CREATE TABLE things (id int, name text); INSERT INTO things SELECT n, n::text FROM generate_series(1, 1000) n',
+    '0002_index.sql': [
+      '-- migrate: no-transaction',
+      '-- A comment before the first step.',
+      '-- migrate: step',
+      'CREATE INDEX CONCURRENTLY IF NOT EXISTS things_name_idx ON things (name);',
+      '-- migrate: step',
+      '-- A backfill in batches, each committed.',
+      `DO $$ BEGIN FOR n IN 1..3 LOOP UPDATE things SET name = name || 'x' WHERE id % 3 = n - 1; COMMIT; END LOOP; END $$;`,
+      '-- migrate: step',
+      'CREATE INDEX CONCURRENTLY IF NOT EXISTS things_id_idx ON things (id);'
+    ].join('\n'),
+    '0003_after.sql': 'ALTER TABLE things ADD COLUMN later int'
+  })
+  // Held until the three runs wait for it, so that two wait while the first builds the indexes: a run
+  // waiting in pg_advisory_lock would hold a snapshot that CREATE INDEX CONCURRENTLY waits for, a deadlock.
+  const holder = await pool.connect()
+  await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
+  const running = Promise.all([migrate(pool, dir), migrate(pool, dir), migrate(pool, dir)])
+  for (;;) {
+    const { rows } = await holder.query(`SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ~ '^SELECT pg_(try_)?advisory_lock'`)
+    if (rows[0].n === 3) break
+    await setImmediate()
+  }
+  await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+  holder.release()
+  const runs = await running
+  t.same(runs.flat().sort(), ['0001_table.sql', '0002_index.sql', '0003_after.sql'], 'each applied once')
+  t.same(await recorded(pool), ['0001_table.sql', '0002_index.sql', '0003_after.sql'])
+  t.equal(await indexValid(pool, 'things_name_idx'), true)
+  t.equal(await indexValid(pool, 'things_id_idx'), true)
+  const { rows } = await pool.query("SELECT count(*)::int AS n FROM things WHERE name LIKE '%x'")
+  t.equal(rows[0].n, 1000, 'every batch committed')
+  t.same(await migrate(pool, dir), [])
+})
+
+t.test('a failed step leaves its migration unrecorded; the next run rebuilds the INVALID index and completes it', async (t) => {
+  const pool = await emptyPool(t, 2)
+  const dir = await migrationsDir({
+    '0001_table.sql': 'CREATE TABLE codes (code text); INSERT INTO codes VALUES (\'a\'), (\'a\'), (\'b\')',
+    '0002_unique.sql': [
+      '-- migrate: no-transaction',
+      'CREATE TABLE IF NOT EXISTS code_notes (note text);',
+      '-- migrate: step',
+      'CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS codes_code_idx ON codes (code);',
+      '-- migrate: step',
+      "INSERT INTO code_notes VALUES ('unique')"
+    ].join('\n')
+  })
+  await t.rejects(migrate(pool, dir), /migration 0002_unique\.sql failed at step 2 of 3: could not create unique index/)
+  t.same(await recorded(pool), ['0001_table.sql'], 'the transactional migration before it stays applied')
+  t.equal(await indexValid(pool, 'codes_code_idx'), false, 'the failed concurrent build left an INVALID index')
+  t.not((await pool.query("SELECT to_regclass('code_notes') AS t")).rows[0].t, null, 'the first step stays done')
+
+  await pool.query("DELETE FROM codes WHERE ctid = (SELECT min(ctid) FROM codes WHERE code = 'a')")
+  t.same(await migrate(pool, dir), ['0002_unique.sql'])
+  t.equal(await indexValid(pool, 'codes_code_idx'), true, 'rebuilt')
+  await t.rejects(pool.query("INSERT INTO codes VALUES ('b')"), /duplicate key/)
+  t.same((await pool.query('SELECT note FROM code_notes')).rows, [{ note: 'unique' }], 'the last step ran once')
+})
+
+t.test('step markers without the no-transaction line are refused before anything runs', async (t) => {
+  const pool = await emptyPool(t, 1)
+  const dir = await migrationsDir({
+    '0001_a.sql': 'CREATE TABLE a (id int)',
+    '0002_b.sql': 'CREATE TABLE b (id int);\n-- migrate: step\nCREATE TABLE c (id int)'
+  })
+  await t.rejects(migrate(pool, dir), /migration 0002_b\.sql has steps but no "-- migrate: no-transaction" first line/)
+  t.equal((await pool.query("SELECT to_regclass('a') AS t")).rows[0].t, null)
+})
+
+t.test("the repository's no-transaction migrations run again after a start that stopped before recording them", async (t) => {
+  const pool = createPool(await createTestDatabase(t), 2)
+  t.teardown(() => pool.end())
+  const schema = async (): Promise<unknown> => (await pool.query(`SELECT
+    (SELECT json_agg(pg_get_indexdef(indexrelid) || ' ' || indisvalid::text ORDER BY indexrelid::regclass::text)
+      FROM pg_index WHERE indrelid = ANY ('{calls,call_daily_stats}'::regclass[])) AS indexes,
+    (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) ORDER BY conname) FROM pg_constraint WHERE conrelid = 'calls'::regclass) AS constraints,
+    (SELECT attnotnull FROM pg_attribute WHERE attrelid = 'calls'::regclass AND attname = 'list_json') AS list_json_not_null`)).rows[0]
+  const before = await schema()
+  const again = ['0010_call_list_json.sql', '0011_call_stats_by_agent.sql', '0012_call_channel_indexes.sql']
+  await pool.query('DELETE FROM schema_migrations WHERE name = ANY ($1)', [again])
+  t.same(await migrate(pool), again)
+  t.same(await schema(), before)
 })

@@ -7,12 +7,8 @@ import { createDb, createPool, type DB } from '../../src/db/database.ts'
 import { prepareSecrets } from '../../src/db/stored-secrets.ts'
 import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
-import { createMailer } from '../../src/mail/mailer.ts'
-import { registerKnowledgeWorkers } from '../../src/modules/knowledge-bases/workers.ts'
-import { createAnalyser, type Analyser } from '../../src/modules/runtime/analysis/analyser.ts'
-import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
-import { registerDeliveryWorkers } from '../../src/modules/deliveries/engine.ts'
-import { deliveryAgent } from '../../src/modules/deliveries/network.ts'
+import { startWorkers } from '../../src/jobs/workers.ts'
+import type { Analyser } from '../../src/modules/runtime/analysis/types.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
 import { TEST_SECRETS_KEY } from '../setup/db-env.ts'
 import { createTestDatabase } from './database.ts'
@@ -45,19 +41,12 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   await boss.start()
   await createQueues(boss, config)
   const log = createLogger(config)
-  const agent = deliveryAgent(config.delivery)
-  const workerMailer = deps.mailer ?? createMailer(db, config, log)
-  if (workers) {
-    await registerRuntimeWorkers(boss, { db, boss, config, log, analyser: deps.analyser ?? createAnalyser(config.analyser) })
-    await registerDeliveryWorkers(boss, { db, boss, config, log, agent, mailer: workerMailer })
-    await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
-  }
+  const stopWorkers = workers ? await startWorkers(boss, { db, config, log, analyser: deps.analyser, mailer: deps.mailer }) : undefined
   const app = await buildApp(config, { ...deps, db, boss, logger: deps.logger ?? log })
   t.teardown(async () => {
     await app.close()
     await boss.stop({ graceful: false })
-    await agent.close()
-    workerMailer.close()
+    await stopWorkers?.()
     await pool.end()
   })
   return { app, db, boss, config, url }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { KeyCache } from '../../src/http/auth.ts'
+import { KeyCache } from '../../src/modules/users/auth.ts'
 import { generateApiKey } from '../../src/modules/users/keys.ts'
 import type { KeyOwner } from '../../src/modules/users/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'

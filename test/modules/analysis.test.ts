@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { RetrievalField } from '../../src/modules/runtime/analysis/analyser.ts'
+import type { RetrievalField } from '../../src/modules/runtime/analysis/types.ts'
 import { builtinAnalyser, dateIn, sentimentOf, summaryOf } from '../../src/modules/runtime/analysis/builtin.ts'
 
 t.test('sentiment: English and German, with negation', async (t) => {

@@ -283,7 +283,7 @@ t.test('two workers on one database make each attempt once and share the load; d
     const worker = { boss, connections: 0 }
     agentPool.on('connect', () => { worker.connections++ })
     const log = createLogger(ctx.config)
-    await registerDeliveryWorkers(boss, { db: ctx.db, boss, config: { ...ctx.config, delivery: { ...ctx.config.delivery, concurrency: 4 } }, log, agent: agentPool, mailer: createMailer(ctx.db, ctx.config, log) })
+    await registerDeliveryWorkers({ db: ctx.db, boss, config: { ...ctx.config, delivery: { ...ctx.config.delivery, concurrency: 4 } }, log, agent: agentPool, mailer: createMailer(ctx.db, ctx.config, log) })
     boss.on('error', () => {})
     workers.push(worker)
     t.teardown(async () => { await boss.stop({ graceful: false }); await agentPool.close() })

@@ -184,7 +184,7 @@ t.test('a crash between the end and the analysis: the job runs when a worker com
   const restarted = new PgBoss({ connectionString: ctx.url, useListenNotify: true, supervise: false, schedule: false, max: 2 })
   await restarted.start()
   await createQueues(restarted, ctx.config)
-  await registerRuntimeWorkers(restarted, { db: ctx.db, boss: restarted, config: ctx.config, log: createLogger(ctx.config), analyser: createAnalyser(ctx.config.analyser) })
+  await registerRuntimeWorkers({ db: ctx.db, boss: restarted, config: ctx.config, log: createLogger(ctx.config), analyser: createAnalyser(ctx.config.analyser) })
   t.teardown(() => restarted.stop({ graceful: false }))
   const done = await waitForCall(t, ctx, account, call._id, (c) => c.call_status !== 'pending')
   t.match(done, { call_status: 'success', sentiment: { sentiment: 'positive' } })

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { KEY_CACHE_MS } from '../../src/http/auth.ts'
+import { KEY_CACHE_MS } from '../../src/modules/users/auth.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { runScript } from '../helpers/scripts.ts'
 

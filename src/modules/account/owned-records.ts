@@ -1,8 +1,6 @@
 import { sql } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { Database } from '../../db/schema.ts'
-import { requireCustomer } from './customer-queries.ts'
-import { requireWorkspace } from './workspace-queries.ts'
 
 export type OwnerColumn = 'customer_id' | 'workspace_id'
 
@@ -30,10 +28,4 @@ export async function ownedRecords (db: DB, userId: string, column: OwnerColumn,
     if (rows[0].n > 0) owned.push(`${rows[0].n} ${rows[0].n === 1 ? one : many}`)
   }
   return owned
-}
-
-/** A customer and a workspace named by a request must be the caller's (404 otherwise). */
-export async function requireOwners (db: DB, userId: string, owners: { customer_id?: string, workspace_id?: string }): Promise<void> {
-  if (owners.customer_id !== undefined) await requireCustomer(db, userId, owners.customer_id.toLowerCase())
-  if (owners.workspace_id !== undefined) await requireWorkspace(db, userId, owners.workspace_id.toLowerCase())
 }

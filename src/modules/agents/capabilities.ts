@@ -162,7 +162,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
       schema: { tags, summary: `List an agent's ${kind.path}`, params: AgentParams, response: { 200: Type.Array(Capability), ...errors(...AUTH_ERRORS, 404) } }
     }, async (request) => {
       const agent = await agentOf(request.userId, request.params.id)
-      return (await listCapabilities(db, request.userId, kind, agent.id)).map(toBody) as never
+      return (await listCapabilities(db, request.userId, kind, agent.id)).map(toBody)
     })
 
     app.post(`/agent/:id/${kind.path}`, {
@@ -197,7 +197,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
         }
         return await insertCapability(trx, request.userId, kind, { agent_id: agent.id, type, settings, is_active: active })
       })
-      return reply.code(201).send(toBody(row) as never)
+      return reply.code(201).send(toBody(row))
     })
 
     app.patch(`/agent/:id/${kind.path}/:${kind.idParam}`, {
@@ -226,7 +226,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
         await kind.check(db, agent, current.type, settings, active)
         return await updateCapability(trx, request.userId, kind, current.id, { settings, is_active: active })
       })
-      return toBody(row) as never
+      return toBody(row)
     })
 
     app.delete(`/agent/:id/${kind.path}/:${kind.idParam}`, {

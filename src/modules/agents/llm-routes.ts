@@ -3,21 +3,11 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
-import { deleteLlm, findLlm, insertLlm, listLlms, updateLlm, type LlmRow } from './queries.ts'
+import { toLlm } from './mappers.ts'
+import { deleteLlm, findLlm, insertLlm, listLlms, updateLlm } from './queries.ts'
 import { LLM_DEFAULTS, LlmConfig, LlmWrite } from './schemas.ts'
 
 const TAGS = ['llm configurations']
-
-export const toLlm = (row: LlmRow) => ({
-  _id: row.id,
-  model: row.model,
-  begin_message: row.begin_message,
-  general_prompt: row.general_prompt,
-  temperature: row.temperature,
-  max_tokens: row.max_tokens,
-  created_at: row.created_at.getTime(),
-  updated_at: row.updated_at.getTime()
-})
 
 /** The language-model configurations that agents name by `llm_id`. */
 export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {

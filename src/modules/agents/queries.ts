@@ -2,7 +2,7 @@ import type { ExpressionBuilder, Selectable, Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import { openValues, sealValues } from '../../db/secrets.ts'
-import type { AgentsTable, AgentToolsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
+import type { AgentsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
 import { conflict, PG } from '../../http/errors.ts'
 
 export type AgentRow = Selectable<AgentsTable>
@@ -69,43 +69,33 @@ export async function findAgent (db: Executor, userId: string, id: string): Prom
   return await db.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
 }
 
-/** Columns of an agent as the routes compute them; jsonb members are passed as objects. */
-export interface AgentValues {
-  customer_id: string | null
-  workspace_id: string | null
-  agent_name: string
-  llm_id: string
-  voice_id: string
-  interruption_sensitivity: number
-  call_settings: Record<string, unknown>
-  data_retrieval: Array<Record<string, unknown>>
-  webhook_url: string | null
-  is_data_collection_active: boolean
-  widget_settings: Record<string, unknown>
-  callback_settings: Record<string, unknown>
-}
+/** Columns a new agent needs, as the routes compute them: jsonb members as objects, as they are read. */
+export type AgentValues = Omit<AgentRow, 'id' | 'user_id' | 'status' | 'folder' | 'is_customer_memory_active' | 'created_at' | 'updated_at'>
 
 const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings'] as const
 
-function jsonColumns<T extends Record<string, unknown>> (values: T): Record<string, unknown> {
+/** The values with their jsonb members as JSON text, as the columns are written (see Json in schema.ts). */
+type Stored<T> = { [K in keyof T]: K extends typeof JSON_COLUMNS[number] ? string : T[K] }
+
+function jsonColumns<T extends Partial<AgentRow>> (values: T): Stored<T> {
   const out: Record<string, unknown> = { ...values }
   for (const column of JSON_COLUMNS) {
     if (out[column] !== undefined) out[column] = JSON.stringify(out[column])
   }
-  return out
+  return out as Stored<T>
 }
 
 export async function insertAgent (db: Executor, userId: string, values: AgentValues): Promise<AgentRow> {
   return await db.insertInto('agents')
-    .values({ id: newId(), user_id: userId, ...jsonColumns({ ...values }) } as never)
+    .values({ id: newId(), user_id: userId, ...jsonColumns(values) })
     .returningAll().executeTakeFirstOrThrow()
 }
 
-export type AgentChanges = Partial<Omit<AgentValues, 'customer_id' | 'workspace_id'> & Pick<AgentRow, 'folder' | 'status' | 'is_customer_memory_active'>>
+export type AgentChanges = Partial<Omit<AgentRow, 'id' | 'user_id' | 'customer_id' | 'workspace_id' | 'created_at' | 'updated_at'>>
 
 /** Writes the changes of a PATCH; the caller has merged the nested settings already, under the row lock. */
 export async function updateAgent (trx: Trx, userId: string, id: string, changes: AgentChanges): Promise<AgentRow> {
-  return await trx.updateTable('agents').set({ ...jsonColumns(changes), updated_at: new Date() } as never)
+  return await trx.updateTable('agents').set({ ...jsonColumns(changes), updated_at: new Date() })
     .where('user_id', '=', userId).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
 }
 
@@ -124,7 +114,7 @@ export async function deleteAgent (db: DB, userId: string, id: string): Promise<
     if (result.numDeletedRows === 0n) return false
     await trx.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
       .where('user_id', '=', userId).where('tool_type', '=', 'agent_transfer')
-      .where((eb) => eb(eb.ref('settings', '->>').key('agent_id' as never), '=', agentId))
+      .where((eb) => eb(eb.ref('settings', '->>').key('agent_id'), '=', agentId))
       .execute()
     return true
   })
@@ -184,10 +174,10 @@ export async function countCapabilities (db: Executor, userId: string, kind: Cap
 }
 
 export async function insertCapability (db: Executor, userId: string, kind: CapabilityTable, values: { agent_id: string, type: string, settings: Record<string, unknown>, is_active: boolean }): Promise<CapabilityRow> {
-  const row: Partial<Record<keyof AgentToolsTable, unknown>> = {
+  const row = {
     id: newId(), user_id: userId, agent_id: values.agent_id, [typeOf(kind)]: values.type, settings: JSON.stringify(withHeaders(values.settings, sealValues)), is_active: values.is_active
   }
-  return opened(await db.insertInto(tableOf(kind)).values(row as never).returning(capabilityColumns(kind)).executeTakeFirstOrThrow())
+  return opened(await db.insertInto(tableOf(kind)).values(row).returning(capabilityColumns(kind)).executeTakeFirstOrThrow())
 }
 
 export async function updateCapability (db: Executor, userId: string, kind: CapabilityTable, id: string, changes: { settings?: Record<string, unknown>, is_active?: boolean }): Promise<CapabilityRow> {
@@ -201,13 +191,6 @@ export async function deleteCapability (db: DB, userId: string, kind: Capability
   const result = await db.deleteFrom(tableOf(kind)).where('user_id', '=', userId)
     .where('agent_id', '=', agentId.toLowerCase()).where('id', '=', id.toLowerCase()).executeTakeFirst()
   return result.numDeletedRows > 0n
-}
-
-/** Switches off the account's tools of one type (their integration was disconnected). */
-export async function deactivateTools (db: Executor, userId: string, toolType: string): Promise<number> {
-  const result = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
-    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).executeTakeFirst()
-  return Number(result.numUpdatedRows)
 }
 
 // Templates

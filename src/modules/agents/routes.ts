@@ -1,21 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { DateRangeQuery, dateRange } from '../../http/dates.ts'
+import type { RetrievalField } from '../../db/schema.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
-import { requireOwners } from '../account/owned-records.ts'
+import { AUTH_ERRORS, errors, IdParams, OwnerQuery, Paging } from '../../http/schemas.ts'
+import { requireOwners } from '../account/owners.ts'
 import { voiceExists } from '../account/queries.ts'
-import { dailyCallCounts } from '../calls/queries.ts'
-import { knowledgeBasesOfAgents } from '../knowledge-bases/queries.ts'
 import {
   deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
-  updateAgent, type AgentChanges, type AgentRow
+  updateAgent, type AgentChanges
 } from './queries.ts'
 import {
   Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS,
-  OwnerQuery, WIDGET_SETTINGS_DEFAULTS, type AgentBody, type AgentUpdateBody
+  WIDGET_SETTINGS_DEFAULTS, type AgentUpdateBody
 } from './schemas.ts'
+import { agentBodies, toAgent } from './mappers.ts'
 
 const TAGS = ['agents']
 
@@ -27,7 +26,7 @@ const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_pho
 type DataRetrievalInput = NonNullable<AgentUpdateBody['data_retrieval']>
 
 /** Checks what the schema cannot (unique names, enum_values with enum only) and fills in the defaults. */
-function dataRetrieval (items: DataRetrievalInput): Array<Record<string, unknown>> {
+function dataRetrieval (items: DataRetrievalInput): RetrievalField[] {
   const names = new Set<string>()
   return items.map((item, i) => {
     const field = `body.data_retrieval.${i}`
@@ -56,37 +55,6 @@ async function checkReferences (db: DB, userId: string, body: { llm_id?: string,
   }
 }
 
-/** `knowledgeBases`: ids of the knowledge bases the agent uses (PUT /v1/knowledge-base/:id/agents assigns them). */
-export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
-  return {
-    _id: row.id,
-    agent_name: row.agent_name,
-    llm_id: row.llm_id,
-    voice: { voice_id: row.voice_id },
-    interruption_sensitivity: row.interruption_sensitivity,
-    call_settings: { ...CALL_SETTINGS_DEFAULTS, ...row.call_settings },
-    data_retrieval: row.data_retrieval as AgentBody['data_retrieval'],
-    webhook_url: row.webhook_url,
-    is_data_collection_active: row.is_data_collection_active,
-    status: row.status,
-    workspace_id: row.workspace_id,
-    customer_id: row.customer_id,
-    knowledge_base: knowledgeBases,
-    folder: row.folder,
-    is_customer_memory_active: row.is_customer_memory_active,
-    widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
-    callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...row.callback_settings },
-    created_at: row.created_at.getTime(),
-    updated_at: row.updated_at.getTime()
-  }
-}
-
-/** Agents as the API shows them, with the knowledge bases each uses. */
-export async function agentBodies (db: DB, userId: string, rows: AgentRow[]): Promise<AgentBody[]> {
-  const knowledgeBases = await knowledgeBasesOfAgents(db, userId, rows.map((row) => row.id))
-  return rows.map((row) => toAgent(row, knowledgeBases.get(row.id) ?? []))
-}
-
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
 
 export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
@@ -109,7 +77,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       description: 'A read-only catalogue; POST /v1/agent/agent_template/:id/clone makes an agent of one.',
       response: { 200: Type.Array(AgentTemplate), ...errors(...AUTH_ERRORS) }
     }
-  }, async () => (await listTemplates(db)).map((t) => ({ _id: t.id, icon_url: t.icon_url, description: t.description, agent: t.agent, llm: t.llm }) as never))
+  }, async () => (await listTemplates(db)).map((t) => ({ _id: t.id, icon_url: t.icon_url, description: t.description, agent: t.agent, llm: t.llm })))
 
   app.post('/agent/agent_template/:id/clone', {
     schema: {
@@ -127,8 +95,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw notFound(`agent template ${request.params.id}`)
     await requireOwners(db, request.userId, request.query)
-    const agent = template.agent as { agent_name: string, call_settings: Record<string, unknown>, data_retrieval: DataRetrievalInput }
-    const llm = template.llm as { model: string, begin_message: string, general_prompt: string, temperature: number }
+    const { agent, llm } = template
     const row = await db.transaction().execute(async (trx) => {
       const config = await insertLlm(trx, request.userId, { ...llm, max_tokens: null })
       return await insertAgent(trx, request.userId, {
@@ -228,22 +195,6 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
   }, async (request, reply) => {
     if (!await deleteAgent(db, request.userId, request.params.id)) throw notFound(`agent ${request.params.id}`)
     return reply.code(204).send(null)
-  })
-
-  app.get('/agent/:id/call-stats', {
-    schema: {
-      tags: TAGS,
-      summary: "An agent's calls per day",
-      description: 'One entry per UTC day of the range, days without calls included with 0.',
-      params: IdParams,
-      querystring: Type.Object(DateRangeQuery),
-      response: { 200: Type.Array(Type.Object({ date: Type.String({ description: 'YYYY-MM-DD' }), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
-    }
-  }, async (request) => {
-    const range = dateRange(request.query)
-    const counts = await dailyCallCounts(db, request.userId, request.params.id.toLowerCase(), range)
-    if (counts === undefined) throw notFound(`agent ${request.params.id}`)
-    return counts
   })
 }
 

@@ -1,12 +1,11 @@
 import { Type, type Static } from 'typebox'
-import { CHECKED_IN_HANDLER, ObjectId } from '../../http/schemas.ts'
+import { CallbackSettings, CallSettings, TemplateLlm, WidgetSettings } from '../../db/shapes.ts'
+import { CHECKED_IN_HANDLER, Nullable, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description: string) =>
-  Type.Union([schema, Type.Null()], { description })
 
 const LanguageTag = Type.String({ format: 'language-tag', maxLength: 35 })
 
@@ -61,7 +60,7 @@ export const AGENT_DEFAULTS = {
   interruption_sensitivity: 0.5
 }
 
-const WidgetSettings = Type.Object({
+const WidgetSettingsInput = Type.Object({
   enabled: Type.Optional(Type.Boolean({ description: 'offer the web-call widget (default false)' })),
   theme: Type.Optional(Type.Union([Type.Literal('light'), Type.Literal('dark')])),
   primary_color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'hex colour such as #2563eb' })),
@@ -70,7 +69,7 @@ const WidgetSettings = Type.Object({
   allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites that may embed the widget; [] : any' }))
 }, { description: 'the embeddable web-call widget; members merge on update' })
 
-const CallbackSettings = Type.Object({
+const CallbackSettingsInput = Type.Object({
   enabled: Type.Optional(Type.Boolean({ description: 'call back automatically when an outbound call does not connect (default false)' })),
   max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 5 })),
   retry_delay_minutes: Type.Optional(Type.Integer({ minimum: 5, maximum: 1440 })),
@@ -124,8 +123,8 @@ export const AgentUpdate = Type.Object({
   folder: Type.Optional(Nullable(Type.String({ maxLength: 100 }), 'groups agents in the app; null removes it')),
   status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')], { description: 'an inactive agent takes no calls' })),
   is_customer_memory_active: Type.Optional(Type.Boolean({ description: 'remember earlier calls with the same customer' })),
-  widget_settings: Type.Optional(WidgetSettings),
-  callback_settings: Type.Optional(CallbackSettings)
+  widget_settings: Type.Optional(WidgetSettingsInput),
+  callback_settings: Type.Optional(CallbackSettingsInput)
 })
 
 export type AgentUpdateBody = Static<typeof AgentUpdate>
@@ -136,17 +135,7 @@ export const Agent = Type.Object({
   llm_id: ObjectId,
   voice: Voice,
   interruption_sensitivity: Type.Number(),
-  call_settings: Type.Object({
-    language: Type.String(),
-    sentiment_analysis: Type.Boolean(),
-    call_summary: Type.Boolean(),
-    max_call_duration_minutes: Type.Number(),
-    reminder_after_seconds: Type.Integer(),
-    reminder_max_count: Type.Integer(),
-    silence_timeout_seconds: Type.Integer(),
-    recording_enabled: Type.Boolean(),
-    stt_languages: Type.Array(Type.String())
-  }),
+  call_settings: CallSettings,
   data_retrieval: Type.Array(DataRetrievalItem),
   webhook_url: Nullable(Type.String(), 'receives the post-call delivery'),
   is_data_collection_active: Type.Boolean(),
@@ -156,20 +145,8 @@ export const Agent = Type.Object({
   knowledge_base: Type.Array(ObjectId, { description: 'ids of the knowledge bases the agent searches' }),
   folder: Nullable(Type.String(), 'folder in the app'),
   is_customer_memory_active: Type.Boolean(),
-  widget_settings: Type.Object({
-    enabled: Type.Boolean(),
-    theme: Type.String(),
-    primary_color: Type.String(),
-    position: Type.String(),
-    greeting: Type.String(),
-    allowed_origins: Type.Array(Type.String())
-  }),
-  callback_settings: Type.Object({
-    enabled: Type.Boolean(),
-    max_attempts: Type.Integer(),
-    retry_delay_minutes: Type.Integer(),
-    on_outcomes: Type.Array(Type.String())
-  }),
+  widget_settings: WidgetSettings,
+  callback_settings: CallbackSettings,
   created_at: Epoch,
   updated_at: Epoch
 })
@@ -214,16 +191,5 @@ export const AgentTemplate = Type.Object({
     call_settings: Type.Record(Type.String(), Type.Unknown()),
     data_retrieval: Type.Array(DataRetrievalItem)
   }),
-  llm: Type.Object({
-    model: Type.String(),
-    begin_message: Type.String(),
-    general_prompt: Type.String(),
-    temperature: Type.Number()
-  })
-})
-
-/** Association of a new agent (query of POST /v1/agent and of template clones). */
-export const OwnerQuery = Type.Object({
-  customer_id: Type.Optional(ObjectId),
-  workspace_id: Type.Optional(ObjectId)
+  llm: TemplateLlm
 })

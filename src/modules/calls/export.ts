@@ -7,7 +7,7 @@ import { cursorStream, type DB } from '../../db/database.ts'
 import { Slots } from '../../http/concurrency.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
-import { requireOwners } from '../account/owned-records.ts'
+import { requireOwners } from '../account/owners.ts'
 import { callDetailsQuery } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import { MetricsQuery } from './schemas.ts'
@@ -66,7 +66,7 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
     // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
     pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early')).finally(release)
     attachment(reply, 'call-details', range)
-    return reply.send(csv as never)
+    return reply.send(csv as never) // a stream; the schema documents the CSV it carries
   })
 
   app.get('/call/costs-breakdown/export', {
@@ -96,6 +96,6 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
     csv.write(['total', ...keys.slice(1).map(() => ''), totals.total_calls, totals.total_duration_minutes, '', '', '', '', totals.total_credits, '', '', totals.total_tokens])
     csv.end()
     attachment(reply, 'costs-breakdown', range)
-    return reply.send(csv as never)
+    return reply.send(csv as never) // a stream; the schema documents the CSV it carries
   })
 }

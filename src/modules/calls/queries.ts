@@ -1,7 +1,7 @@
 import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type Selectable, type SqlBool, type Transaction } from 'kysely'
 import { queryPrepared, type DB } from '../../db/database.ts'
 import type { CallsTable, Database } from '../../db/schema.ts'
-import { rangeDays, type DateRange } from '../../http/dates.ts'
+import { rangeDays, type DateRange } from '../../db/days.ts'
 
 export type CallRow = Selectable<CallsTable>
 

@@ -1,18 +1,16 @@
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import type { DateRange } from '../../http/dates.ts'
+import type { DateRange } from '../../db/days.ts'
 import { ObjectId } from '../../http/schemas.ts'
 import { costsByGroup, type CallFilter, type CostRow, type GroupBy } from './queries.ts'
-import { MetricsQuery } from './schemas.ts'
+import { CallFilterQuery, MetricsQuery } from './schemas.ts'
 
 // What the JSON reports and their CSV exports share.
 
 const minutes = (ms: number) => Math.round(ms / 600) / 100
 
 /** The filters of a query (its ids lowercased by validation); `agent_id` (legacy) joins `agent_ids`. */
-export function callFilter (query: {
-  agent_ids?: string[], agent_id?: string, direction?: string[], call_status?: string[], call_type?: string[], customer_id?: string, workspace_id?: string
-}): CallFilter {
+export function callFilter (query: Static<typeof CallFilterQuery>): CallFilter {
   const agentIds = [...(query.agent_ids ?? []), ...(query.agent_id === undefined ? [] : [query.agent_id])]
   return {
     agentIds: agentIds.length > 0 ? agentIds : undefined,

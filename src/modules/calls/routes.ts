@@ -1,17 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { dateRange, optionalDateRange } from '../../http/dates.ts'
+import { DateRangeQuery, dateRange, optionalDateRange } from '../../http/dates.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
-import { requireOwners } from '../account/owned-records.ts'
+import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/schemas.ts'
+import { requireOwners } from '../account/owners.ts'
 import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
-import { startCall, type JobSender } from '../runtime/lifecycle.ts'
+import type { JobSender } from '../../jobs/queues.ts'
+import { startCall } from './lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  agentKnown, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
+  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -38,7 +39,6 @@ async function callingAgent (db: DB, userId: string, agentId: string) {
 
 const Credits = Type.Object({ phone_call: Type.Integer(), web_call: Type.Integer(), text_message: Type.Integer(), call_forwarding: Type.Integer(), total: Type.Integer() })
 const Tokens = Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() })
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 
 const CostsBreakdown = Type.Object({
   breakdown: Type.Array(Type.Object({
@@ -74,7 +74,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const range = optionalDateRange(query)
     const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
     if (body === '[]') await requireOwners(db, request.userId, query)
-    return reply.type('application/json; charset=utf-8').send(body as never)
+    return reply.type('application/json; charset=utf-8').send(body as never) // JSON text, built by PostgreSQL (queries.ts)
   })
 
   app.get('/call/general-metrics', {
@@ -143,7 +143,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const filter = callFilter(request.query)
     const report = await costsBreakdown(db, request.userId, request.query.group_by ?? 'user', filter, range)
     if (report.breakdown.length === 0) await requireOwners(db, request.userId, request.query)
-    return report as never
+    return report
   })
 
   app.get('/call/:id', {
@@ -151,7 +151,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request, reply) => {
     const body = await findCallJson(db, request.userId, request.params.id)
     if (body === undefined) throw notFound(`call ${request.params.id}`)
-    return reply.type('application/json; charset=utf-8').send(body as never)
+    return reply.type('application/json; charset=utf-8').send(body as never) // JSON text, built by PostgreSQL (queries.ts)
   })
 
   app.post('/call/make-phone-call', {
@@ -243,4 +243,21 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   })
 
   await app.register(callExportRoutes, { db, limits: jobs.config.concurrency })
+
+  // An agent's route, answered from its calls (the agents module knows nothing of calls).
+  app.get('/agent/:id/call-stats', {
+    schema: {
+      tags: ['agents'],
+      summary: "An agent's calls per day",
+      description: 'One entry per UTC day of the range, days without calls included with 0.',
+      params: IdParams,
+      querystring: Type.Object(DateRangeQuery),
+      response: { 200: Type.Array(Type.Object({ date: Type.String({ description: 'YYYY-MM-DD' }), total_calls: Type.Integer() })), ...errors(...AUTH_ERRORS, 404) }
+    }
+  }, async (request) => {
+    const range = dateRange(request.query)
+    const counts = await dailyCallCounts(db, request.userId, request.params.id, range)
+    if (counts === undefined) throw notFound(`agent ${request.params.id}`)
+    return counts
+  })
 }

@@ -1,9 +1,8 @@
 import { Type } from 'typebox'
+import { AnyObject, TranscriptItem } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
-import { E164, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+import { E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
-  Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
 const Epoch = Type.Integer({ description: 'epoch ms' })
 
 export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')])
@@ -20,6 +19,9 @@ export const callFilters = {
   customer_id: Type.Optional(ObjectId),
   workspace_id: Type.Optional(ObjectId)
 }
+
+/** Just the filters, for the code that turns them into a CallFilter. */
+export const CallFilterQuery = Type.Object(callFilters)
 
 export const ListQuery = Type.Object({
   ...callFilters,
@@ -60,11 +62,7 @@ export const CallDetail = Type.Object({
   customer_id: Nullable(ObjectId),
   workspace_id: Nullable(ObjectId),
   duration_ms: Nullable(Type.Integer(), 'from answer to hang-up; null while the call runs'),
-  transcription: Type.Array(Type.Object({
-    speaker: Type.Enum(['agent', 'user']),
-    content: Type.String(),
-    timestamp: Epoch
-  })),
+  transcription: Type.Array(TranscriptItem),
   call_credits_details: Type.Object({
     phone_call_credits: Type.Number(),
     web_call_credits: Type.Number(),
@@ -77,10 +75,10 @@ export const CallDetail = Type.Object({
     total: Type.Integer(),
     by_model: Type.Record(Type.String(), Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() }))
   }, { description: 'language-model tokens used by the call, also per model' }),
-  custom_data: Type.Record(Type.String(), Type.Unknown()),
-  dynamic_context: Type.Record(Type.String(), Type.Unknown()),
-  custom_analysis_data: Nullable(Type.Record(Type.String(), Type.Unknown()), 'the agent\'s data_retrieval fields found in the call'),
-  collected_data: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  custom_data: AnyObject,
+  dynamic_context: AnyObject,
+  custom_analysis_data: Nullable(AnyObject, 'the agent\'s data_retrieval fields found in the call'),
+  collected_data: Nullable(AnyObject),
   transfer_history: Nullable(Type.Array(Type.Unknown())),
   simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
 })

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { fromKysely, type Job, type JobResult, type PgBoss } from 'pg-boss'
+import type { JobResult, PgBoss } from 'pg-boss'
 import { sql, type Selectable, type Transaction } from 'kysely'
 import type { Logger } from 'pino'
 import type { Agent } from 'undici'
@@ -9,10 +9,9 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
-import { QUEUES } from '../../jobs/queues.ts'
+import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.ts'
 import { openSettings } from '../agents/queries.ts'
 import type { CallRow } from '../calls/queries.ts'
-import type { ActionCondition } from '../runtime/analysis/analyser.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
 import { send, type Outcome, type OutgoingRequest } from './send.ts'
@@ -34,13 +33,18 @@ export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logge
 
 interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
 
-type ActionSettings = ApiCallSettings & { name: string, retry_schedule?: number[], condition?: string | null }
-
 async function activeActions (db: DB, agentId: string) {
   const actions = await db.selectFrom('agent_actions').select(['id', 'settings'])
     .where('agent_id', '=', agentId).where('action_type', '=', 'api_call').where('is_active', '=', true)
     .orderBy('created_at').execute()
-  return actions.map((action) => ({ id: action.id, settings: action.settings as unknown as ActionSettings }))
+  // The settings column holds every action type's settings; these rows are api_call actions.
+  return actions.map((action) => ({ id: action.id, settings: action.settings as ApiCallSettings }))
+}
+
+/** A post-call action's plain-language condition: which calls it is for. */
+export interface ActionCondition {
+  actionId: string
+  condition: string
 }
 
 /** The plain-language conditions of the agent's active api_call actions, for the call's analysis to judge. */
@@ -104,7 +108,7 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
       attempts_max: source.schedule.length + 1,
       next_attempt_at: new Date()
     }).returning('id').executeTakeFirstOrThrow()
-    await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: 1 }, { db: fromKysely(trx) })
+    await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id: row.id, n: 1 })
   }
 }
 
@@ -170,7 +174,7 @@ function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'
 const appendAttempt = (entry: Omit<DeliveryAttempt, 'n'>) =>
   sql<string>`attempts || jsonb_build_array(jsonb_build_object('n', attempts_made + 1) || ${JSON.stringify(entry)}::jsonb)`
 
-interface AttemptJob { id: string, n: number }
+type AttemptJob = QueuePayloads[typeof QUEUES.deliveryAttempt]
 
 /**
  * Scheduled attempts of a batch of deliveries, sent at once. A job that is stale (the delivery moved on
@@ -233,7 +237,7 @@ async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: Sendable
       next_attempt_at: next,
       updated_at: new Date()
     }).where('id', '=', row.id).where('status', '=', 'pending').where('scheduled_made', '=', job.n - 1).returning('id').executeTakeFirst()
-    if (updated !== undefined) await deps.boss.send(QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { db: fromKysely(trx), startAfter: next })
+    if (updated !== undefined) await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { startAfter: next })
     return updated !== undefined
   })
   if (logged) await notifyFailure(deps, { row, n: job.n, outcome, next })
@@ -268,12 +272,12 @@ export async function purgeExpired (db: DB, retentionDays: number): Promise<numb
   return Number(result.numUpdatedRows)
 }
 
-export async function registerDeliveryWorkers (boss: PgBoss, deps: DeliveryDeps): Promise<void> {
+export async function registerDeliveryWorkers (deps: DeliveryDeps): Promise<void> {
   // Four fetch loops, each sending a batch at once. A batch is done when its slowest receiver answers (or
   // times out), so a larger DELIVERY_CONCURRENCY buys throughput at the price of longer waits behind slow
   // receivers; measured here: 4 loops beat 8 and 40 (bench:deliveries).
   const loops = Math.min(4, deps.config.delivery.concurrency)
-  await boss.work(QUEUES.deliveryAttempt, {
+  await workOn(deps.boss, QUEUES.deliveryAttempt, {
     batchSize: Math.ceil(deps.config.delivery.concurrency / loops),
     localConcurrency: loops,
     burstWhenBatchFull: true,
@@ -281,7 +285,7 @@ export async function registerDeliveryWorkers (boss: PgBoss, deps: DeliveryDeps)
     // Retries become ready at their time without a NOTIFY; look for them every second.
     pollingIntervalSeconds: 1,
     notifyPollingIntervalSeconds: 1
-  }, async (jobs: Array<Job<AttemptJob>>): Promise<JobResult[]> => {
+  }, async (jobs): Promise<JobResult[]> => {
     const results = await attemptBatch(deps, jobs.map((job) => job.data))
     return jobs.map((job) => {
       const err = results.get(job.data)

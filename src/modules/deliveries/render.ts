@@ -1,5 +1,6 @@
 import { HttpError } from '../../http/errors.ts'
-import { MASK } from '../agents/settings.ts'
+import type { Static } from 'typebox'
+import { ACTION_SETTINGS, MASK } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
 
 // What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
@@ -88,14 +89,8 @@ export function renderValue (value: unknown, variables: Record<string, unknown>)
   return value
 }
 
-export interface ApiCallSettings {
-  url: string
-  method?: string
-  headers?: Record<string, string>
-  query?: Record<string, string>
-  body?: Record<string, unknown>
-  send_only_custom_fields?: boolean
-}
+/** The settings of an api_call action (stored with the defaults of ACTIONS filled in). */
+export type ApiCallSettings = Static<typeof ACTION_SETTINGS.api_call>
 
 export interface ShapedRequest { method: string, url: string, body: unknown }
 

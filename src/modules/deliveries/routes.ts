@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { DeliveryAttempt } from '../../db/shapes.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
@@ -13,16 +14,6 @@ import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signingSecrets } f
 
 const TAGS = ['webhook deliveries']
 
-const Attempt = Type.Object({
-  n: Type.Integer({ description: 'from 1' }),
-  at: Type.String({ description: 'ISO 8601' }),
-  duration_ms: Type.Integer(),
-  status_code: Type.Optional(Type.Integer()),
-  error: Type.Optional(Type.String()),
-  response_preview: Type.Optional(Type.String({ description: 'the start (1 KiB) of the receiver\'s answer' })),
-  manual: Type.Optional(Type.Boolean({ description: 'a resend through the API, outside the schedule' }))
-})
-
 const deliveryFields = {
   id: ObjectId,
   delivery_id: Type.String({ format: 'uuid', description: 'identical on every attempt; also the X-Service-Delivery-Id header' }),
@@ -34,7 +25,7 @@ const deliveryFields = {
   attempts_made: Type.Integer(),
   attempts_max: Type.Integer({ description: 'scheduled attempts: 8 with the default schedule' }),
   next_attempt_at: Type.Optional(Type.String({ description: 'ISO 8601; present while pending' })),
-  attempts: Type.Array(Attempt),
+  attempts: Type.Array(DeliveryAttempt),
   created_at: Type.String({ description: 'ISO 8601' }),
   delivered_at: Type.Optional(Type.String({ description: 'ISO 8601' }))
 }
@@ -80,7 +71,8 @@ function toDelivery (row: DeliveryRow) {
 
 async function toDetail (deps: DeliveryDeps, row: DeliveryRow) {
   const action = row.action_id === null ? undefined : await deps.db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
-  const settings = action?.settings as unknown as ApiCallSettings | undefined
+  // A delivery's action_id names an api_call action (or one deleted since: undefined).
+  const settings = action?.settings as ApiCallSettings | undefined
   return {
     ...toDelivery(row),
     request: row.url === null
@@ -241,8 +233,8 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     const action = await findCapability(db, request.userId, ACTIONS, agent.id, request.params.agentActionId)
     if (action === undefined) throw notFound(`action ${request.params.agentActionId}`)
     if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
-    const call = sampleCall(request.userId, agent.id, agent.data_retrieval as Array<{ name: string, type: string, enum_values?: string[] }>)
-    const settings = action.settings as unknown as ApiCallSettings
+    const call = sampleCall(request.userId, agent.id, agent.data_retrieval)
+    const settings = action.settings as ApiCallSettings // checked just above
     const variables = callVariables(call)
     const shaped = actionRequest(settings, call, variables)
     const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []

@@ -30,3 +30,10 @@ export async function disconnectIntegration (db: DB | Transaction<Database>, use
   const result = await db.deleteFrom('integrations').where('user_id', '=', userId).where('provider', '=', provider).executeTakeFirst()
   return result.numDeletedRows > 0n
 }
+
+/** Switches off the account's tools of one type (their integration was disconnected). */
+export async function deactivateTools (db: DB | Transaction<Database>, userId: string, toolType: string): Promise<number> {
+  const result = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
+    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).executeTakeFirst()
+  return Number(result.numUpdatedRows)
+}

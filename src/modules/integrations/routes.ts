@@ -3,8 +3,7 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
-import { deactivateTools } from '../agents/queries.ts'
-import { connectIntegration, disconnectIntegration, listIntegrations, PROVIDERS } from './queries.ts'
+import { connectIntegration, deactivateTools, disconnectIntegration, listIntegrations, PROVIDERS } from './queries.ts'
 
 const TAGS = ['integrations']
 

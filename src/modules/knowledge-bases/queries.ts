@@ -2,7 +2,6 @@ import { sql, type Selectable, type Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { Database, KnowledgeBaseFilesTable, KnowledgeBasesTable, KnowledgeFileType } from '../../db/schema.ts'
 import { notFound } from '../../http/errors.ts'
-import { findAgent } from '../agents/queries.ts'
 
 type Trx = Transaction<Database>
 type Executor = DB | Trx
@@ -248,7 +247,8 @@ export async function searchPassages (db: DB, userId: string, knowledgeBaseIds: 
 
 /** The knowledge bases an agent of the account uses; the agent must be the account's (404). */
 export async function knowledgeBasesOfAgent (db: DB, userId: string, agentId: string): Promise<string[]> {
-  const agent = await findAgent(db, userId, agentId)
+  // Assignments name agents; whether the agent exists is asked of its table here, below the agents module.
+  const agent = await db.selectFrom('agents').select('id').where('user_id', '=', userId).where('id', '=', agentId).executeTakeFirst()
   if (agent === undefined) throw notFound(`agent ${agentId}`)
   return (await knowledgeBasesOfAgents(db, userId, [agent.id])).get(agent.id) ?? []
 }

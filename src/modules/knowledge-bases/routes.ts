@@ -2,19 +2,16 @@ import multipart from '@fastify/multipart'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Transaction } from 'kysely'
-import { fromKysely } from 'pg-boss'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database } from '../../db/schema.ts'
 import { Slots } from '../../http/concurrency.ts'
 import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
-import { AUTH_ERRORS, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, EpochMs, errors, IdParams, Nullable, ObjectId, OwnerQuery, Paging } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
-import { QUEUES } from '../../jobs/queues.ts'
-import { requireOwners } from '../account/owned-records.ts'
-import { OwnerQuery } from '../agents/schemas.ts'
-import type { JobSender } from '../runtime/lifecycle.ts'
+import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
+import { requireOwners } from '../account/owners.ts'
 import { findUser } from '../users/queries.ts'
 import {
   countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, knowledgeBasesOfAgent, listKnowledgeBaseRows,
@@ -26,7 +23,6 @@ import { ACCEPTED_TYPES, storeFiles, withUpload, type ReceivedFile } from './upl
 
 const TAGS = ['knowledge bases']
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 
 const KnowledgeFile = Type.Object({
   _id: Type.String(),
@@ -114,7 +110,7 @@ export function toKnowledgeBase ({ row, files, agents }: KnowledgeBaseView): Sta
 }
 
 async function enqueueExtraction (trx: Transaction<Database>, jobs: JobSender, files: ReceivedFile[]): Promise<void> {
-  for (const file of files) await jobs.boss.send(QUEUES.extractKnowledgeFile, { fileId: file.id }, { db: fromKysely(trx) })
+  for (const file of files) await sendJob(jobs.boss, trx, QUEUES.extractKnowledgeFile, { fileId: file.id })
 }
 
 /** An upload refused part-way leaves the rest of its body unread: the connection cannot carry another request. */

@@ -2,7 +2,7 @@ import type { JobWithMetadata, PgBoss } from 'pg-boss'
 import type { Logger } from 'pino'
 import type { KnowledgeBaseLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
-import { QUEUES } from '../../jobs/queues.ts'
+import { QUEUES, workOn, type QueuePayloads } from '../../jobs/queues.ts'
 import type { ExtractAnswer, ExtractTask } from './extract-worker.ts'
 import { LimitExceeded, runIsolated } from './isolated.ts'
 import { failExtraction, finishExtraction, readFileContent, startExtraction } from './queries.ts'
@@ -11,7 +11,7 @@ export interface KnowledgeWorkerDeps { db: DB, log: Logger, limits: KnowledgeBas
 
 const EXTRACT_WORKER = new URL('./extract-worker.ts', import.meta.url)
 
-interface FileJob { fileId: string }
+type FileJob = QueuePayloads[typeof QUEUES.extractKnowledgeFile]
 
 /**
  * Reads an uploaded file into passages in a worker thread bounded in memory and time (a file may be built to
@@ -64,7 +64,7 @@ export async function registerKnowledgeWorkers (boss: PgBoss, deps: KnowledgeWor
   // wakes the worker for one fetch however many files an upload brought: full batches fetch on at once
   // and the backstop poll is short, so the rest do not wait for the next upload.
   const options = { includeMetadata: true as const, batchSize: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }
-  await boss.work(QUEUES.extractKnowledgeFile, options, async (jobs: Array<JobWithMetadata<FileJob>>) => {
+  await workOn(boss, QUEUES.extractKnowledgeFile, options, async (jobs) => {
     for (const job of jobs) await extractJob(deps, job)
   })
 }

@@ -1,5 +1,5 @@
 import type { TranscriptItem } from '../../db/schema.ts'
-import type { CallEnd } from './lifecycle.ts'
+import type { CallEnd } from '../calls/lifecycle.ts'
 
 // The built-in runtime for trying the platform without telephony: it "answers" a call and holds a short
 // scripted conversation built from the agent's begin message, its language and the call's dynamic_context.

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { forgetApiKeys } from '../../http/auth.ts'
+import { forgetApiKeys } from './auth.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from './queries.ts'

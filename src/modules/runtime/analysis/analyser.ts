@@ -1,66 +1,8 @@
 import type { AnalyserConfig } from '../../../config.ts'
-import type { TranscriptItem } from '../../../db/schema.ts'
 import { builtinAnalyser } from './builtin.ts'
 import { openaiAnalyser } from './openai.ts'
-
-/** One of the agent's data_retrieval fields. */
-export interface RetrievalField {
-  name: string
-  type: 'string' | 'number' | 'boolean' | 'enum' | 'date'
-  description: string
-  enum_values?: string[]
-  required: boolean
-}
-
-/** A post-call action's plain-language condition: which calls it is for. */
-export interface ActionCondition {
-  actionId: string
-  condition: string
-}
-
-export interface AnalysisInput {
-  transcript: TranscriptItem[]
-  /** The agent's language tag (en-US, de-DE, …). */
-  language: string
-  fields: RetrievalField[]
-  summary: boolean
-  sentiment: boolean
-  /** When the call began: relative dates ("tomorrow") are read from it. */
-  callStart: Date
-  conditions: ActionCondition[]
-}
-
-export interface AnalysisResult {
-  summary: string | null
-  sentiment: { sentiment: 'positive' | 'negative' | 'neutral', explanation: string } | null
-  /** Values of the fields that were found, typed as their field says; absent fields are left out. */
-  data: Record<string, string | number | boolean>
-  /** Whether the call meets each condition the analyser could judge, by action id (none for the built-in analyser). */
-  conditions: Record<string, boolean>
-  /** Tokens the analysis itself used, by model (none for the built-in analyser). */
-  usage: Record<string, { input: number, output: number }>
-}
-
-export interface Analyser {
-  name: string
-  analyse: (input: AnalysisInput) => Promise<AnalysisResult>
-}
+import type { Analyser } from './types.ts'
 
 export function createAnalyser (config: AnalyserConfig): Analyser {
   return config.kind === 'openai' ? openaiAnalyser(config) : builtinAnalyser()
-}
-
-/** Keeps only values of the right type (and enum values of the list), whatever an analyser produced. */
-export function typedValues (fields: RetrievalField[], raw: Record<string, unknown>): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {}
-  for (const field of fields) {
-    const value = raw[field.name]
-    if (value === null || value === undefined) continue
-    if (field.type === 'number' && typeof value === 'number' && Number.isFinite(value)) out[field.name] = value
-    if (field.type === 'boolean' && typeof value === 'boolean') out[field.name] = value
-    if (field.type === 'string' && typeof value === 'string' && value.trim() !== '') out[field.name] = value.trim()
-    if (field.type === 'enum' && typeof value === 'string' && field.enum_values?.includes(value) === true) out[field.name] = value
-    if (field.type === 'date' && typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value))) out[field.name] = value
-  }
-  return out
 }

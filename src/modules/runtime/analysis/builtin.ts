@@ -1,5 +1,5 @@
 import type { TranscriptItem } from '../../../db/schema.ts'
-import { typedValues, type Analyser, type AnalysisInput, type RetrievalField } from './analyser.ts'
+import { typedValues, type Analyser, type AnalysisInput, type RetrievalField } from './types.ts'
 
 // The built-in analyser: deterministic, offline, English and German. It reads what people say plainly;
 // for subtle conversations configure ANALYSER=openai.

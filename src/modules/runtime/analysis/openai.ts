@@ -1,5 +1,5 @@
 import type { AnalyserConfig } from '../../../config.ts'
-import { typedValues, type ActionCondition, type Analyser, type AnalysisInput, type RetrievalField } from './analyser.ts'
+import { typedValues, type ActionCondition, type Analyser, type AnalysisInput, type RetrievalField } from './types.ts'
 
 // Any OpenAI-compatible chat-completions API (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM …), asked for
 // structured JSON output so that the answer parses into typed fields.

@@ -1,10 +1,10 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { RateLimitConfig } from '../config.ts'
-import type { DB } from '../db/database.ts'
-import { API_KEY_PATTERN, hashApiKey } from '../modules/users/keys.ts'
-import { findActiveKeyByHash, touchApiKey, type KeyOwner } from '../modules/users/queries.ts'
-import { HttpError } from './errors.ts'
+import type { RateLimitConfig } from '../../config.ts'
+import type { DB } from '../../db/database.ts'
+import { API_KEY_PATTERN, hashApiKey } from './keys.ts'
+import { findActiveKeyByHash, touchApiKey, type KeyOwner } from './queries.ts'
+import { HttpError } from '../../http/errors.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {

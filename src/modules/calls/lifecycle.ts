@@ -1,21 +1,20 @@
-import { fromKysely, type PgBoss } from 'pg-boss'
 import type { Selectable, Transaction } from 'kysely'
-import type { Config, Prices } from '../../config.ts'
+import type { Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
 import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
-import { QUEUES } from '../../jobs/queues.ts'
-import { newId } from '../../db/ids.ts'
+import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
+import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { insertCall, type CallRow } from '../calls/queries.ts'
+import { insertCall, type CallRow } from './queries.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
-// Every runtime (the runtime API, the simulator, the deadline job) ends calls through endCall.
+// Every runtime (the runtime API, the simulator, the deadline job, the voice engine) starts calls through
+// startCall and ends them through endCall; the analysis job stores its result through finishCall.
 
 type Trx = Transaction<Database>
-
-export interface JobSender { boss: PgBoss, config: Config }
 
 export interface NewCall {
   call_type: 'phone' | 'web'
@@ -49,7 +48,7 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
 }
 
 /** The agent's limit on a call's length; an agent deleted meanwhile has the default. */
-function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | undefined): number {
+export function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | undefined): number {
   return Number(agent?.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes)
 }
 
@@ -61,11 +60,10 @@ export const END_CLOCK_SKEW_MS = 5 * 60_000
  * maximum duration, and for simulated calls the simulator's answer.
  */
 async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime'>, maxMinutes: number): Promise<void> {
-  const db = fromKysely(trx)
   const scale = jobs.config.callTimeScale
-  await jobs.boss.send(QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { db, startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale)) })
+  await sendJob(jobs.boss, trx, QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale)) })
   if (call.runtime === 'simulator') {
-    await jobs.boss.send(QUEUES.simulateCall, { callId: call.id }, { db, startAfter: Math.round(jobs.config.simulatorCallSeconds * scale) })
+    await sendJob(jobs.boss, trx, QUEUES.simulateCall, { callId: call.id }, { startAfter: Math.round(jobs.config.simulatorCallSeconds * scale) })
   }
 }
 
@@ -112,7 +110,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       access_token_hash: null,
       updated_at: new Date()
     }).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow()
-    await jobs.boss.send(QUEUES.analyseCall, { callId: row.id }, { db: fromKysely(trx) })
+    await sendJob(jobs.boss, trx, QUEUES.analyseCall, { callId: row.id })
     return row
   })
 }
@@ -140,4 +138,51 @@ export function creditsOf (call: Pick<CallRow, 'call_type' | 'outcome' | 'durati
     text_message_credits: call.sms_count * prices.sms,
     call_forwarding_credits: Math.ceil(call.forwarding_seconds / 60) * prices.forwardingMinute
   }
+}
+
+/** What the analysis of an ended call found, as the call keeps it. */
+export interface CallAnalysis {
+  /** A conversation was held: the call succeeds (otherwise it failed, and nothing was analysed). */
+  held: boolean
+  /** Why the analysis failed on its last attempt; the call is finalised without it. */
+  error?: string
+  summary: string | null
+  sentiment: { sentiment: 'positive' | 'negative' | 'neutral', explanation: string } | null
+  /** The data_retrieval values found; undefined when no analysis ran. */
+  data?: Record<string, string | number | boolean>
+  taskAchieved: boolean
+  /** Tokens the analysis itself used, by model: added to the call's. */
+  usage: Record<string, { input: number, output: number }>
+}
+
+/**
+ * Finalises an analysed call in the caller's transaction: status, analysis, credits (charged to the
+ * ledger). Answers the updated call, or undefined when another worker finalised it first.
+ */
+export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysis, prices: Prices): Promise<CallRow | undefined> {
+  const locked = await trx.selectFrom('calls').select('analysis_status').where('id', '=', call.id).forUpdate().executeTakeFirstOrThrow()
+  if (locked.analysis_status !== 'pending') return undefined
+  const credits = creditsOf(call, prices)
+  const tokens = { ...call.token_usage }
+  for (const [model, usage] of Object.entries(analysis.usage)) {
+    tokens[model] = { input: (tokens[model]?.input ?? 0) + usage.input, output: (tokens[model]?.output ?? 0) + usage.output }
+  }
+  const updated = await trx.updateTable('calls').set({
+    call_status: analysis.held ? 'success' : 'failed',
+    analysis_status: analysis.error === undefined ? 'completed' : 'failed',
+    analysis_error: analysis.error ?? null,
+    call_summary: analysis.summary,
+    sentiment: analysis.sentiment?.sentiment ?? null,
+    sentiment_explanation: analysis.sentiment?.explanation ?? null,
+    task_achieved: analysis.taskAchieved,
+    custom_analysis_data: analysis.data === undefined ? null : JSON.stringify(analysis.data),
+    ...credits,
+    token_usage: JSON.stringify(tokens),
+    input_tokens: Object.values(tokens).reduce((n, t) => n + t.input, 0),
+    output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0),
+    updated_at: new Date()
+  }).where('id', '=', call.id).returningAll().executeTakeFirstOrThrow()
+  const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
+  if (total > 0) await chargeCredits(trx, call.user_id, { amount: total, callId: call.id, description: `${call.call_type} call ${call.id}` })
+  return updated
 }

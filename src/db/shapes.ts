@@ -1,0 +1,89 @@
+import { Type, type Static } from 'typebox'
+
+// The shapes of the jsonb columns, as TypeBox schemas: db/schema.ts types the columns with their `Static<>`,
+// and the modules' response schemas reuse them, so a stored shape is written once. They live here rather
+// than in the modules because db/ sits below modules/ (STYLE.md 13); this file imports nothing of the app.
+// A shape is what the column holds, not what a request may send: input limits stay in the modules' schemas.
+
+export const TranscriptItem = Type.Object({
+  speaker: Type.Enum(['agent', 'user']),
+  content: Type.String(),
+  timestamp: Type.Integer({ description: 'epoch ms' })
+})
+export type TranscriptItem = Static<typeof TranscriptItem>
+
+/** Language-model tokens of a call, by model name (calls.token_usage). */
+export const TokenUsage = Type.Record(Type.String(), Type.Object({ input: Type.Integer(), output: Type.Integer() }))
+export type TokenUsage = Static<typeof TokenUsage>
+
+/** An object of any members: custom_data, dynamic_context, collected data, a customer's metadata. */
+export const AnyObject = Type.Record(Type.String(), Type.Unknown())
+export type AnyObject = Static<typeof AnyObject>
+
+/** An agent's call_settings with every member; stored rows may lack newer members (read with the defaults). */
+export const CallSettings = Type.Object({
+  language: Type.String(),
+  sentiment_analysis: Type.Boolean(),
+  call_summary: Type.Boolean(),
+  max_call_duration_minutes: Type.Number(),
+  reminder_after_seconds: Type.Integer(),
+  reminder_max_count: Type.Integer(),
+  silence_timeout_seconds: Type.Integer(),
+  recording_enabled: Type.Boolean(),
+  stt_languages: Type.Array(Type.String())
+})
+
+export const WidgetSettings = Type.Object({
+  enabled: Type.Boolean(),
+  theme: Type.String(),
+  primary_color: Type.String(),
+  position: Type.String(),
+  greeting: Type.String(),
+  allowed_origins: Type.Array(Type.String())
+})
+
+export const CallbackSettings = Type.Object({
+  enabled: Type.Boolean(),
+  max_attempts: Type.Integer(),
+  retry_delay_minutes: Type.Integer(),
+  on_outcomes: Type.Array(Type.String())
+})
+
+export const RetrievalType = Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')])
+
+/** A data_retrieval field as stored with an agent: the routes fill in description and required. */
+export const RetrievalField = Type.Object({
+  name: Type.String(),
+  type: RetrievalType,
+  description: Type.String(),
+  enum_values: Type.Optional(Type.Array(Type.String())),
+  required: Type.Boolean()
+})
+export type RetrievalField = Static<typeof RetrievalField>
+
+/** agent_templates.agent: what a clone starts from (its fields are checked and completed as a request's). */
+export const TemplateAgent = Type.Object({
+  agent_name: Type.String(),
+  call_settings: Type.Partial(CallSettings),
+  data_retrieval: Type.Array(RetrievalField)
+})
+
+/** agent_templates.llm. */
+export const TemplateLlm = Type.Object({
+  model: Type.String(),
+  begin_message: Type.String(),
+  general_prompt: Type.String(),
+  temperature: Type.Number()
+})
+
+/** One entry of a delivery's attempt log (webhook_deliveries.attempts). */
+export const DeliveryAttempt = Type.Object({
+  n: Type.Integer({ description: 'from 1' }),
+  at: Type.String({ description: 'ISO 8601' }),
+  duration_ms: Type.Integer(),
+  status_code: Type.Optional(Type.Integer()),
+  error: Type.Optional(Type.String()),
+  response_preview: Type.Optional(Type.String({ description: 'the start (1 KiB) of the receiver\'s answer' })),
+  manual: Type.Optional(Type.Boolean({ description: 'a resend through the API, outside the schedule' }))
+})
+export type DeliveryAttempt = Static<typeof DeliveryAttempt>

@@ -1,0 +1,54 @@
+import type { PgBoss } from 'pg-boss'
+import type { Logger } from 'pino'
+import type { Config } from '../config.ts'
+import type { DB } from '../db/database.ts'
+import { createMailer, type Mailer } from '../mail/mailer.ts'
+import { expireIdempotencyKeys } from '../modules/calls/idempotency.ts'
+import { registerCallWorkers } from '../modules/calls/workers.ts'
+import { purgeExpired, registerDeliveryWorkers } from '../modules/deliveries/engine.ts'
+import { deliveryAgent } from '../modules/deliveries/network.ts'
+import { registerKnowledgeWorkers } from '../modules/knowledge-bases/workers.ts'
+import { createAnalyser } from '../modules/runtime/analysis/analyser.ts'
+import type { Analyser } from '../modules/runtime/analysis/types.ts'
+import { registerRuntimeWorkers } from '../modules/runtime/workers.ts'
+import { QUEUES, workOn } from './queues.ts'
+
+// The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like
+// app.ts it composes the modules, so it is the one file of jobs/ that imports them (docs/architecture.md).
+
+export interface WorkerOptions {
+  db: DB
+  config: Config
+  log: Logger
+  /** Default: the one the configuration names. */
+  analyser?: Analyser
+  /** Default: SMTP per config (failure e-mails). */
+  mailer?: Mailer
+}
+
+/** Registers every queue's worker on a started pg-boss; answers a function that closes what they opened. */
+export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promise<() => Promise<void>> {
+  const { db, config, log } = options
+  const agent = deliveryAgent(config.delivery)
+  const mailer = options.mailer ?? createMailer(db, config, log)
+  await registerCallWorkers({ db, boss, config })
+  await registerRuntimeWorkers({ db, boss, config, log, analyser: options.analyser ?? createAnalyser(config.analyser) })
+  await registerDeliveryWorkers({ db, boss, config, log, agent, mailer })
+  await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
+  await registerHousekeeping(boss, { db, config, log })
+  return async () => {
+    await agent.close()
+    if (options.mailer === undefined) mailer.close()
+  }
+}
+
+/** Hourly: forgets idempotency keys after 24 hours and delivery requests after the retention. */
+async function registerHousekeeping (boss: PgBoss, deps: { db: DB, config: Config, log: Logger }): Promise<void> {
+  await workOn(boss, QUEUES.housekeeping, {}, async () => {
+    const keys = await expireIdempotencyKeys(deps.db)
+    const requests = await purgeExpired(deps.db, deps.config.delivery.retentionDays)
+    if (keys + requests > 0) deps.log.info({ keys, requests }, 'housekeeping forgot expired records')
+  })
+  // pg-boss keeps one schedule however many processes ask, and runs it where schedules run (ROLE=all, worker).
+  await boss.schedule(QUEUES.housekeeping, '17 * * * *')
+}

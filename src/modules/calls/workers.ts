@@ -1,0 +1,38 @@
+import type { Job } from 'pg-boss'
+import type { DB } from '../../db/database.ts'
+import type { TranscriptItem } from '../../db/schema.ts'
+import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/queues.ts'
+import { endCall } from './lifecycle.ts'
+
+export interface CallWorkerDeps extends JobSender { db: DB }
+
+/**
+ * A call still running at its agent's maximum duration is ended by the server. One that no runtime ever
+ * reported on (an outbound or web call without a word of transcript: nothing answered it) never
+ * connected: it fails as `not_connected` and costs nothing. An inbound call was reported by its runtime
+ * when it arrived, so it connected.
+ */
+async function endAtDeadline (deps: CallWorkerDeps, job: Job<QueuePayloads[typeof QUEUES.callDeadline]>): Promise<void> {
+  const call = await deps.db.selectFrom('calls').select(['user_id', 'call_status', 'direction', 'start_timestamp', 'transcription']).where('id', '=', job.data.callId).executeTakeFirst()
+  if (call === undefined || call.call_status !== 'started') return
+  const transcription: TranscriptItem[] = call.transcription
+  const connected = call.direction === 'inbound' || transcription.length > 0
+  await endCall(deps.db, deps, call.user_id, job.data.callId, {
+    outcome: connected ? 'completed' : 'failed',
+    disconnection_reason: connected ? 'max_duration_reached' : 'not_connected',
+    end_timestamp: Math.min(Date.now(), call.start_timestamp.getTime() + job.data.maxMs),
+    transcription
+  }).catch(ignoreEnded)
+}
+
+/** The call ended meanwhile (its runtime and a job raced): nothing left to do. */
+export function ignoreEnded (err: unknown): void {
+  if ((err as { code?: string }).code !== 'call_not_started') throw err
+}
+
+export async function registerCallWorkers (deps: CallWorkerDeps): Promise<void> {
+  // Deadlines become ready at their time without a NOTIFY: poll for them every second.
+  await workOn(deps.boss, QUEUES.callDeadline, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs) => {
+    for (const job of jobs) await endAtDeadline(deps, job)
+  })
+}
