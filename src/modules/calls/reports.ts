@@ -61,4 +61,3 @@ export async function costsBreakdown (db: DB, userId: string, groupBy: GroupBy, 
     period: { from: range.from.getTime(), to: range.until.getTime() - 1 }
   }
 }
-
