@@ -10,7 +10,7 @@ export default [
       // a line would make them several times longer without making them easier to read.
       '@stylistic/object-property-newline': 'off',
       // `void promise` as a statement marks a deliberately unawaited promise (signal handlers, timers).
-      'no-void': ['error', { allowAsStatement: true }],
-    },
-  },
+      'no-void': ['error', { allowAsStatement: true }]
+    }
+  }
 ]
