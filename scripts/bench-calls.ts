@@ -127,7 +127,7 @@ const slowest = (names: string[]) => {
   return `slowest: ${name}, ${results[name].p99} ms; bare route: ${results['baseline: bare route, pk select'].p99} ms`
 }
 const checks: Array<[string, boolean, string?]> = [
-  [`GET /v1/call/:id ≥ 50% of the bare route`, results['GET /v1/call/:id'].rps / baseRps >= 0.5],
+  ['GET /v1/call/:id ≥ 50% of the bare route', results['GET /v1/call/:id'].rps / baseRps >= 0.5],
   ['every list p99 < 50 ms', listNames.every((n) => results[n].p99 < 50), slowest(listNames)],
   ['every metrics p99 < 50 ms', metricNames.every((n) => results[n].p99 < 50), slowest(metricNames)],
   ['export ≥ 30% of COPY', exportRate / copyRate >= 0.3],

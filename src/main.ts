@@ -94,7 +94,7 @@ function whatToDo (err: unknown): string {
   if (code === 'EADDRNOTAVAIL') return `HOST ${config.host} is not an address of this machine: set HOST (127.0.0.1, or 0.0.0.0 for every interface)`
   if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT') return `${database} cannot be reached (${code}): start it or correct DATABASE_URL`
   if (code === '28P01') return `${database} refused the user or password: correct DATABASE_URL`
-  if (code === '3D000') return `the database named in DATABASE_URL does not exist: create it (createdb) or correct DATABASE_URL`
+  if (code === '3D000') return 'the database named in DATABASE_URL does not exist: create it (createdb) or correct DATABASE_URL'
   return `${String(message ?? err).split('\n')[0]} (details in the log above)`
 }
 

@@ -75,12 +75,12 @@ t.test('LOG_FORMAT=pretty: readable lines and a banner with the address, the doc
   t.equal(await stop(server), 0)
 
   const output = server.output()
-  const key = /API key  (sk_[0-9A-Za-z]{40})  \(shown only now/.exec(output)?.[1]
+  const key = /API key {2}(sk_[0-9A-Za-z]{40}) {2}\(shown only now/.exec(output)?.[1]
   t.ok(key, 'the owner key is in the banner')
   t.equal(output.split(key!).length, 2, 'and printed once')
   t.match(output, new RegExp(`Docs +${server.url}/docs\n`))
   t.match(output, new RegExp(`API +${server.url}/v1 `))
-  t.match(output, /^\d\d:\d\d:\d\d INFO  SIGTERM: finishing in-flight requests and jobs$/m)
+  t.match(output, /^\d\d:\d\d:\d\d INFO {2}SIGTERM: finishing in-flight requests and jobs$/m)
   t.notMatch(output, /"level":/, 'no JSON')
   t.equal((await fetch(server.url + '/').catch(() => undefined)), undefined, 'stopped')
 })

@@ -3,6 +3,7 @@ import { createLogger } from '../../src/logger.ts'
 import { enqueuePostCall, type ConditionVerdicts } from '../../src/modules/deliveries/engine.ts'
 import { createAccount, setup, type Account, type TestContext } from './app.ts'
 import { insertCalls, type CallSeed } from './calls.ts'
+import { poll } from './poll.ts'
 
 // DELIVERY_TIME_SCALE=0.001 turns the default schedule's pauses (1 min … 48 h) into 60 ms … 173 s; tests
 // that run a whole schedule use short custom schedules or answer success early.
@@ -34,11 +35,8 @@ export async function deliveries (ctx: TestContext, account: Account, query = ''
 
 /** Polls the delivery list until every delivery has left `pending`. */
 export async function settled (t: Test, ctx: TestContext, account: Account, count: number) {
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const list = await deliveries(ctx, account)
-    if (list.total === count && list.data.every((d: { status: string }) => d.status !== 'pending')) return list.data
-    if (Date.now() > deadline) { t.fail(`deliveries did not settle: ${JSON.stringify(list)}`); return list.data }
-    await new Promise((resolve) => setTimeout(resolve, 30))
-  }
+  const done = (list: any) => list.total === count && list.data.every((d: { status: string }) => d.status !== 'pending')
+  const list = await poll(() => deliveries(ctx, account), done, { intervalMs: 30 })
+  if (!done(list)) t.fail(`deliveries did not settle: ${JSON.stringify(list)}`)
+  return list.data
 }

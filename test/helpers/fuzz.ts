@@ -111,17 +111,19 @@ const junk: fc.Arbitrary<unknown> = fc.oneof(
 function mutated (valid: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
   return fc.oneof(
     { arbitrary: valid, weight: 3 },
-    { arbitrary: fc.tuple(valid, junk, fc.nat(), fc.boolean()).map(([value, replacement, n, drop]) => {
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) return replacement
-      const keys = Object.keys(value)
-      if (keys.length === 0) return { [String(n)]: replacement }
-      const key = keys[n % keys.length]
-      const copy: Record<string, unknown> = { ...value }
-      if (drop) delete copy[key]
-      else copy[key] = replacement
-      return copy
-    }),
-    weight: 2 },
+    {
+      arbitrary: fc.tuple(valid, junk, fc.nat(), fc.boolean()).map(([value, replacement, n, drop]) => {
+        if (value === null || typeof value !== 'object' || Array.isArray(value)) return replacement
+        const keys = Object.keys(value)
+        if (keys.length === 0) return { [String(n)]: replacement }
+        const key = keys[n % keys.length]
+        const copy: Record<string, unknown> = { ...value }
+        if (drop) delete copy[key]
+        else copy[key] = replacement
+        return copy
+      }),
+      weight: 2
+    },
     { arbitrary: junk, weight: 1 }
   )
 }

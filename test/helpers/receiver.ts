@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import type { Test } from 'tap'
+import { poll } from './poll.ts'
 
 export interface Received { method: string, url: string, headers: http.IncomingHttpHeaders, body: string, json: any }
 
@@ -45,14 +46,8 @@ async function listen (t: Test, server: http.Server | https.Server, scheme: stri
     url: `${scheme}://${host}:${(server.address() as AddressInfo).port}`,
     received: [],
     answers: [],
-    waitFor: async (count) => {
-      const deadline = Date.now() + 20_000
-      while (receiver.received.length < count) {
-        if (Date.now() > deadline) throw new Error(`the receiver got ${receiver.received.length} of ${count} requests`)
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-      return receiver.received
-    }
+    waitFor: async (count) => await poll(() => receiver.received, (all) => all.length >= count,
+      { message: (all) => `the receiver got ${all.length} of ${count} requests` })
   }
   server.on('request', handler(receiver))
   return receiver

@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net'
 import { SMTPServer } from 'smtp-server'
 import type { Test } from 'tap'
+import { poll } from './poll.ts'
 
 export interface ReceivedMail { from: string, to: string[], raw: string }
 
@@ -42,12 +43,8 @@ export async function startInbox (t: Test, options: { reject?: boolean } = {}): 
     url: `smtp://127.0.0.1:${port}`,
     messages,
     async waitFor (count) {
-      const deadline = Date.now() + 10_000
-      while (messages.length < count) {
-        if (Date.now() > deadline) throw new Error(`expected ${count} e-mails, got ${messages.length}`)
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
-      return messages
+      return await poll(() => messages, (all) => all.length >= count,
+        { timeoutMs: 10_000, intervalMs: 10, message: (all) => `expected ${count} e-mails, got ${all.length}` })
     }
   }
 }

@@ -4,6 +4,7 @@ import { poolOf } from '../../src/db/database.ts'
 import { generateApiKey } from '../../src/modules/users/keys.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
+import { poll } from '../helpers/poll.ts'
 
 t.test('x-api-key: missing 401, unknown or malformed 403, revoked 403', async (t) => {
   const { app, db } = await setup(t)
@@ -115,11 +116,7 @@ t.test('last use is recorded', async (t) => {
   const { headers, user } = await createAccount(db)
   await app.inject({ method: 'GET', url: '/v1/voice/list', headers })
   // Recording the use does not hold up the request: poll for it.
-  let row
-  for (let i = 0; i < 100; i++) {
-    row = await db.selectFrom('api_keys').select('last_used_at').where('user_id', '=', user.id).executeTakeFirstOrThrow()
-    if (row.last_used_at !== null) break
-    await new Promise((resolve) => setImmediate(resolve))
-  }
+  const row = await poll(() => db.selectFrom('api_keys').select('last_used_at').where('user_id', '=', user.id).executeTakeFirstOrThrow(),
+    (row) => row.last_used_at !== null, { timeoutMs: 5000, intervalMs: 0 })
   t.ok(row?.last_used_at instanceof Date)
 })

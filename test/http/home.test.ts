@@ -15,5 +15,5 @@ t.test('GET / is a small page that links to the docs and the health check', asyn
 })
 
 t.test('the page escapes what it prints', async (t) => {
-  t.equal(escapeHtml(`<a href="x" onclick='y'>&</a>`), '&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&lt;/a&gt;')
+  t.equal(escapeHtml('<a href="x" onclick=\'y\'>&</a>'), '&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&lt;/a&gt;')
 })

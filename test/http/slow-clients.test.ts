@@ -4,6 +4,7 @@ import pino from 'pino'
 import t from 'tap'
 import { poolOf, type DB } from '../../src/db/database.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
+import { poll } from '../helpers/poll.ts'
 
 const BOUNDARY = 'slowclientboundary'
 
@@ -61,13 +62,7 @@ async function get (url: string, headers: Record<string, string> = {}) {
 }
 
 async function until<T> (what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setImmediate(resolve))
-  }
+  return await poll(probe, (value) => value !== undefined, { intervalMs: 0, message: `timed out waiting for ${what}` }) as T
 }
 
 t.test('twelve slow uploads hold no database connection: /health and other routes still answer', async (t) => {

@@ -5,6 +5,7 @@ import { newId } from '../../src/db/ids.ts'
 import { expireIdempotencyKeys } from '../../src/modules/calls/idempotency.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
+import { poll } from '../helpers/poll.ts'
 
 type Listed = { _id: string }
 const ids = (body: Listed[]) => body.map((c) => c._id)
@@ -362,7 +363,7 @@ t.test('an export the client leaves mid-download gives its database connection b
     aborter.abort()
   }
   const pool = poolOf(db)
-  for (let i = 0; pool.totalCount > pool.idleCount && i < 100; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  await poll(() => pool.totalCount - pool.idleCount, (busy) => busy === 0, { timeoutMs: 5000, intervalMs: 50 })
   t.equal(pool.totalCount - pool.idleCount, 0, 'no connection left checked out')
   const whole = await (await fetch(exportUrl, { headers: account.headers })).text()
   t.equal(whole.split('\n').length, 1 + 6000, 'a whole export still works')

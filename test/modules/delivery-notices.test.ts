@@ -5,6 +5,7 @@ import { createLogger } from '../../src/logger.ts'
 import { enqueuePostCall } from '../../src/modules/deliveries/engine.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
+import { poll } from '../helpers/poll.ts'
 import { startReceiver, type Received } from '../helpers/receiver.ts'
 import { startInbox } from '../helpers/smtp.ts'
 
@@ -26,26 +27,20 @@ async function enqueue (ctx: TestContext, account: Account, agent: { _id: string
 
 /** Every delivery finished and every attempt job done (its failure e-mail, if any, sent or held back). */
 async function settle (ctx: TestContext, account: Account, count: number) {
-  const deadline = Date.now() + 20_000
-  for (;;) {
+  const { data } = await poll(async () => {
     const { data, total } = (await ctx.app.inject({ method: 'GET', url: '/v1/webhook-deliveries', headers: account.headers })).json()
     const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'delivery-attempt' AND state IN ('created', 'retry', 'active')`.execute(ctx.db)
-    if (total === count && data.every((d: { status: string }) => d.status !== 'pending') && rows[0].n === 0) return data
-    if (Date.now() > deadline) throw new Error('deliveries did not settle')
-    await new Promise((resolve) => setTimeout(resolve, 30))
-  }
+    return { data, total, jobs: rows[0].n }
+  }, ({ data, total, jobs }) => total === count && data.every((d: { status: string }) => d.status !== 'pending') && jobs === 0,
+  { intervalMs: 30, message: 'deliveries did not settle' })
+  return data
 }
 
 const emails = async (ctx: TestContext) => await ctx.db.selectFrom('emails').selectAll().where('kind', '=', 'delivery_failure').orderBy('created_at').execute()
 
 /** The failure e-mails once there are `count` (an e-mail is recorded after the SMTP server took it). */
 async function emailsAt (ctx: TestContext, count: number) {
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    const rows = await emails(ctx)
-    if (rows.length >= count || Date.now() > deadline) return rows
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  return await poll(() => emails(ctx), (rows) => rows.length >= count, { timeoutMs: 10_000 })
 }
 
 function verifies (secret: string, request: Received): boolean {

@@ -10,6 +10,7 @@ import { displayUrl } from '../../src/modules/deliveries/render.ts'
 import { send, UNREACHABLE } from '../../src/modules/deliveries/send.ts'
 import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
 import { analysedCall, fastSetup, settled } from '../helpers/deliveries.ts'
+import { poll } from '../helpers/poll.ts'
 import { makeCertificates, startHttpsReceiver, startReceiver, type Received } from '../helpers/receiver.ts'
 
 // What leaves the server towards a user-given URL: which addresses it may reach (checked before any
@@ -70,8 +71,7 @@ t.test('with private networks refused, no connection at all reaches a loopback r
 
   // The counter does count: a connection of the test's own arrives.
   await new Promise<void>((resolve, reject) => net.connect(port, '127.0.0.1', resolve).on('error', reject))
-  const deadline = Date.now() + 5000
-  while (connections === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+  await poll(() => connections, (n) => n > 0, { timeoutMs: 5000, intervalMs: 10 })
   t.equal(connections, 1)
 })
 

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { docxParts, fixture, makeDocx, makePdf, makeZip, paragraphs, upload, type FormFile } from '../helpers/documents.ts'
 import { LimitExceeded, runIsolated } from '../../src/modules/knowledge-bases/isolated.ts'
+import { poll } from '../helpers/poll.ts'
 
 type File = { file_name: string, status: string, error?: string, passage_count: number }
 
@@ -16,13 +17,10 @@ async function read (t: Test, ctx: TestContext, account: Account, files: FormFil
     const added = await upload(ctx.app, `/v1/knowledge-base/${res.json()._id}/files`, account.headers, {}, rest.map((f) => ({ ...f, field: 'files' })))
     t.equal(added.statusCode, 200, added.body)
   }
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    const kb = (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${res.json()._id}`, headers: account.headers })).json()
-    if (kb.files.every((f: File) => f.status === 'ready' || f.status === 'failed')) return kb.files
-    if (Date.now() > deadline) throw new Error(`files not read: ${JSON.stringify(kb.files)}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  const kb = await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${res.json()._id}`, headers: account.headers })).json(),
+    (kb) => kb.files.every((f: File) => f.status === 'ready' || f.status === 'failed'),
+    { timeoutMs: 30_000, intervalMs: 50, message: (kb) => `files not read: ${JSON.stringify(kb.files)}` })
+  return kb.files
 }
 
 const PARAGRAPH = '<w:p><w:r><w:t>All work and no play makes Jack a dull boy.</w:t></w:r></w:p>'

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { fixture, makeDocx, makePdf, paragraphs, upload, type FormFile } from '../helpers/documents.ts'
+import { poll } from '../helpers/poll.ts'
 
 type KnowledgeBase = {
   _id: string
@@ -37,16 +38,10 @@ async function get (ctx: TestContext, account: Account, id: string) {
 
 /** Polls the knowledge base until none of its files waits to be read (or fails the test after 20 s). */
 async function whenRead (t: Test, ctx: TestContext, account: Account, id: string): Promise<KnowledgeBase> {
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const kb = (await get(ctx, account, id)).json() as KnowledgeBase
-    if (kb.files.every((f) => f.status === 'ready' || f.status === 'failed')) return kb
-    if (Date.now() > deadline) {
-      t.fail(`files not read: ${JSON.stringify(kb.files)}`)
-      return kb
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  const read = (kb: KnowledgeBase) => kb.files.every((f) => f.status === 'ready' || f.status === 'failed')
+  const kb = await poll(async () => (await get(ctx, account, id)).json() as KnowledgeBase, read, { intervalMs: 50 })
+  if (!read(kb)) t.fail(`files not read: ${JSON.stringify(kb.files)}`)
+  return kb
 }
 
 async function search (ctx: TestContext, account: Account, id: string, q: string, limit?: number): Promise<Hit[]> {

@@ -8,20 +8,14 @@ import { createAnalyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
+import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 
 /** Polls GET /v1/call/:id until `done` holds (or fails the test after 20 s). */
 async function waitForCall (t: Test, ctx: TestContext, account: Account, id: string, done: (call: Record<string, any>) => boolean) {
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const call = (await ctx.app.inject({ method: 'GET', url: `/v1/call/${id}`, headers: account.headers })).json()
-    if (done(call)) return call
-    if (Date.now() > deadline) {
-      t.fail(`call ${id} did not get there: ${JSON.stringify(call)}`)
-      return call
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  const call = await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${id}`, headers: account.headers })).json(), done, { intervalMs: 50 })
+  if (!done(call)) t.fail(`call ${id} did not get there: ${JSON.stringify(call)}`)
+  return call
 }
 
 const balance = async (ctx: TestContext, account: Account) =>

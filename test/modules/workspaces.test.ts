@@ -133,7 +133,7 @@ t.test('invitation e-mails without SMTP are recorded; a refusing server marks th
     const inbox = await startInbox(t, { reject: true })
     const { app, db } = await setup(t, { SMTP_URL: inbox.url })
     const { headers } = await createAccount(db)
-    const ws = (await app.inject({ method: 'POST', url: `/v1/workspaces`, headers, payload: { workspace_name: 'W' } })).json()
+    const ws = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers, payload: { workspace_name: 'W' } })).json()
     const res = await app.inject({ method: 'POST', url: `/v1/workspaces/${ws._id}/invite-member`, headers, payload: { email: 'y@example.com' } })
     t.equal(res.statusCode, 201, 'the invitation stands; the e-mail failure is recorded')
     t.match(await db.selectFrom('emails').selectAll().execute(), [{ status: 'failed', error: /550|mailbox unavailable/ }])

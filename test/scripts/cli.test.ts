@@ -1,6 +1,7 @@
 import t from 'tap'
 import { KEY_CACHE_MS } from '../../src/modules/users/auth.ts'
 import { createAccount, setup } from '../helpers/app.ts'
+import { poll } from '../helpers/poll.ts'
 import { runScript } from '../helpers/scripts.ts'
 
 const cli = async (url: string, ...args: string[]) => await runScript('cli.ts', url, ...args)
@@ -42,12 +43,8 @@ t.test('users and keys are managed from the command line', async (t) => {
   const revoked = await cli(url, 'key', 'revoke', shown)
   t.equal(revoked.code, 0, revoked.stderr)
   // Another process revoked it: the server forgets its cached lookup within KEY_CACHE_MS.
-  const deadline = Date.now() + KEY_CACHE_MS + 5000
-  let status = 0
-  while (Date.now() < deadline && status !== 403) {
-    status = (await app.inject({ method: 'GET', url: '/v1/voice/list', headers })).statusCode
-    if (status !== 403) await new Promise((resolve) => setTimeout(resolve, 100))
-  }
+  const status = await poll(async () => (await app.inject({ method: 'GET', url: '/v1/voice/list', headers })).statusCode,
+    (status) => status === 403, { timeoutMs: KEY_CACHE_MS + 5000, intervalMs: 100 })
   t.equal(status, 403)
   t.match((await cli(url, 'key', 'list', '--user', user.id)).stdout, new RegExp(`${secret.slice(0, 11)}…\\s+revoked`))
   t.equal((await cli(url, 'key', 'revoke', secret.slice(0, 11))).code, 1, 'revoking twice finds no active key')

@@ -18,7 +18,7 @@ const Voice = Type.Object({
   gender: Gender,
   accent: Type.String(),
   languages: Type.Array(Type.String(), { description: 'BCP-47 language tags the voice speaks' }),
-  preview_url: Type.Union([Type.String(), Type.Null()], { description: "sample recording published by the provider, where there is one" })
+  preview_url: Type.Union([Type.String(), Type.Null()], { description: 'sample recording published by the provider, where there is one' })
 })
 
 const VoiceQuery = Type.Object({

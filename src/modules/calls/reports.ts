@@ -59,4 +59,3 @@ export async function costsBreakdown (db: DB, userId: string, groupBy: GroupBy, 
     period: { from: range.from.getTime(), to: range.until.getTime() - 1 }
   }
 }
-

@@ -116,7 +116,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   app.get('/call/sentiment-stats', {
     schema: {
       tags: TAGS,
-      summary: "Calls per sentiment for one agent",
+      summary: 'Calls per sentiment for one agent',
       description: 'Counts the analysed calls of the agent (also after it was deleted) over the range. 404: the account never had the agent.',
       querystring: Type.Object({ agent_id: ObjectId, date_from: MetricsQuery.properties.date_from, date_to: MetricsQuery.properties.date_to }),
       response: { 200: Type.Object({ positive: Type.Integer(), negative: Type.Integer(), neutral: Type.Integer() }), ...errors(...AUTH_ERRORS, 404) }

@@ -82,7 +82,7 @@ export async function viewKnowledgeBases (db: Executor, userId: string, rows: Kn
   return rows.map((row) => ({
     row,
     files: files.filter((f) => f.knowledge_base_id === row.id),
-    agents: agents.filter((a) => a.knowledge_base_id === row.id).map(({ id, agent_name }) => ({ id, agent_name }))
+    agents: agents.filter((a) => a.knowledge_base_id === row.id).map((a) => ({ id: a.id, agent_name: a.agent_name }))
   }))
 }
 

@@ -138,6 +138,7 @@ async function * clientStream (stream: AsyncIterable<Buffer>): AsyncGenerator<Bu
 }
 
 function fileName (raw: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is stripped here
   const name = raw.replace(/[\u0000-\u001f\u007f]/g, '').trim()
   if (name === '') throw badRequest('every file needs a file name (the filename of its form part)', 'invalid_file_name')
   if (name.length > MAX_FILE_NAME) throw badRequest(`file name "${name.slice(0, 40)}…" is longer than ${MAX_FILE_NAME} characters`, 'invalid_file_name')

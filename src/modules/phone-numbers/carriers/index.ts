@@ -31,4 +31,3 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
     }
   }
 }
-

@@ -46,7 +46,7 @@ function blocksFor (country: string, areaCode: string | undefined): Block[] {
   return []
 }
 
-function* numbersOf (block: Block): Generator<string> {
+function * numbersOf (block: Block): Generator<string> {
   for (let i = 0; i < block.count; i++) yield `+${block.prefix}${String(block.first + i).padStart(block.width, '0')}`
 }
 
