@@ -10,7 +10,10 @@ export default [
       // a line would make them several times longer without making them easier to read.
       '@stylistic/object-property-newline': 'off',
       // `void promise` as a statement marks a deliberately unawaited promise (signal handlers, timers).
-      'no-void': ['error', { allowAsStatement: true }]
+      'no-void': ['error', { allowAsStatement: true }],
+      // A TypeBox schema and its type share a name (`const X = Type.Object(…)`, `type X = Static<typeof X>`);
+      // tsc itself refuses a real redeclaration.
+      '@typescript-eslint/no-redeclare': 'off'
     }
   }
 ]

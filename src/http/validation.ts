@@ -36,7 +36,6 @@ function canonicalLocale (value: string): boolean {
   }
 }
 
-
 function ajv (options: Options): Ajv {
   const instance = new Ajv({ allErrors: false, useDefaults: true, discriminator: true, strict: false, ...options })
   addFormats.default(instance)

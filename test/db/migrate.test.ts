@@ -79,7 +79,7 @@ t.test('a no-transaction migration builds its index concurrently, once, while re
       'CREATE INDEX CONCURRENTLY IF NOT EXISTS things_name_idx ON things (name);',
       '-- migrate: step',
       '-- A backfill in batches, each committed.',
-      `DO $$ BEGIN FOR n IN 1..3 LOOP UPDATE things SET name = name || 'x' WHERE id % 3 = n - 1; COMMIT; END LOOP; END $$;`,
+      'DO $$ BEGIN FOR n IN 1..3 LOOP UPDATE things SET name = name || \'x\' WHERE id % 3 = n - 1; COMMIT; END LOOP; END $$;',
       '-- migrate: step',
       'CREATE INDEX CONCURRENTLY IF NOT EXISTS things_id_idx ON things (id);'
     ].join('\n'),

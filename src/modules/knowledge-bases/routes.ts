@@ -23,7 +23,6 @@ import { ACCEPTED_TYPES, storeFiles, withUpload, type ReceivedFile } from './upl
 
 const TAGS = ['knowledge bases']
 
-
 const KnowledgeFile = Type.Object({
   _id: Type.String(),
   file_name: Type.String(),
