@@ -1,5 +1,5 @@
 export interface PollOptions<T> {
-  /** How long to keep asking; 20 s by default, far above what a passing test needs on a busy machine. */
+  /** How long to keep asking: a bound on a failing test, 60 s by default, far above what a passing test needs on a busy machine. */
   timeoutMs?: number
   /** Pause between two probes (default 20 ms). */
   intervalMs?: number
@@ -15,7 +15,7 @@ export interface PollOptions<T> {
  * with this, never by sleeping a fixed time.
  */
 export async function poll<T> (probe: () => T | Promise<T>, done: (value: T) => boolean, options: PollOptions<T> = {}): Promise<T> {
-  const { timeoutMs = 20_000, intervalMs = 20, message } = options
+  const { timeoutMs = 60_000, intervalMs = 20, message } = options
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await probe()

@@ -5,6 +5,7 @@ import type { TSchema } from 'typebox'
 import { CallDetail, CallListItem } from '../../src/modules/calls/schemas.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
+import { poll } from '../helpers/poll.ts'
 
 // The call list item and the call detail leave PostgreSQL as JSON text (the list view is kept by a trigger,
 // migrations/0010_call_list_json.sql; the detail appends to it, calls/queries.ts) and are sent without the
@@ -52,13 +53,8 @@ async function inboundNumber (ctx: TestContext, account: Account, agentId: strin
 }
 
 async function waitForFinal (ctx: TestContext, ids: string[]) {
-  const deadline = Date.now() + 20_000
-  while (Date.now() < deadline) {
-    const pending = await ctx.db.selectFrom('calls').select('id').where('id', 'in', ids).where('call_status', '=', 'pending').execute()
-    if (pending.length === 0) return
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  throw new Error('the calls were not analysed in time')
+  await poll(() => ctx.db.selectFrom('calls').select('id').where('id', 'in', ids).where('call_status', '=', 'pending').execute(),
+    (pending) => pending.length === 0, { message: 'the calls were not analysed in time' })
 }
 
 t.test('the stored call JSON has exactly the fields of CallListItem and CallDetail, with their types', async (t) => {
