@@ -157,6 +157,11 @@ export async function findCallJson (db: DB, userId: string, id: string): Promise
   return rows[0]?.detail
 }
 
+/** A call by id, for the jobs that carry only its id (the deadline, the analysis, the simulator). */
+export async function findCallRow (db: DB, id: string): Promise<CallRow | undefined> {
+  return await db.selectFrom('calls').selectAll().where('id', '=', id).executeTakeFirst()
+}
+
 export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
 
 export async function insertCall (trx: Transaction<Database>, values: Insertable<CallsTable>): Promise<CallRow> {
