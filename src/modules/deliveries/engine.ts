@@ -20,8 +20,6 @@ import {
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
-// The retention job (jobs/workers.ts) and the tests purge through the engine.
-export { purgeExpired } from './queries.ts'
 
 // The delivery engine (DESIGN.md "Post-call delivery", the specification's Events section): one row per
 // source and call, one pg-boss job per scheduled attempt. Each attempt is logged, and the next one sent, in
