@@ -20,7 +20,6 @@ import {
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
-
 // The delivery engine (DESIGN.md "Post-call delivery", the specification's Events section): one row per
 // source and call, one pg-boss job per scheduled attempt. Each attempt is logged, and the next one sent, in
 // one transaction under the row lock, so an attempt is never lost and never made twice by the schedule.
