@@ -8,7 +8,7 @@ import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { insertCall, type CallRow } from './queries.ts'
+import { insertCall, lockCall, updateCall, type CallRow } from './queries.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
 // Every runtime (the runtime API, the simulator, the deadline job, the voice engine) starts calls through
@@ -84,13 +84,12 @@ export interface CallEnd {
  */
 export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<Selectable<CallsTable>> {
   return await db.transaction().execute(async (trx) => {
-    const current = await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'start_timestamp'])
-      .where('user_id', '=', userId).where('id', '=', callId).forUpdate().executeTakeFirst()
+    const current = await lockCall(trx, userId, callId)
     if (current === undefined) throw notFound(`call ${callId}`)
     if (current.call_status !== 'started') throw new HttpError(409, 'call_not_started', `call ${current.id} is ${current.call_status}, not started; it ended already`)
     const endedAt = await endTime(trx, userId, current, end.end_timestamp)
     const tokens = end.usage?.tokens ?? {}
-    const row = await trx.updateTable('calls').set({
+    const row = await updateCall(trx, current.id, {
       call_status: 'pending',
       analysis_status: 'pending',
       outcome: end.outcome,
@@ -107,9 +106,8 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       forwarding_seconds: end.usage?.forwarding_seconds ?? 0,
       collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
       transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
-      access_token_hash: null,
-      updated_at: new Date()
-    }).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow()
+      access_token_hash: null
+    })
     await sendJob(jobs.boss, trx, QUEUES.analyseCall, { callId: row.id })
     return row
   })
@@ -160,14 +158,14 @@ export interface CallAnalysis {
  * ledger). Answers the updated call, or undefined when another worker finalised it first.
  */
 export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysis, prices: Prices): Promise<CallRow | undefined> {
-  const locked = await trx.selectFrom('calls').select('analysis_status').where('id', '=', call.id).forUpdate().executeTakeFirstOrThrow()
-  if (locked.analysis_status !== 'pending') return undefined
+  const locked = await lockCall(trx, call.user_id, call.id)
+  if (locked?.analysis_status !== 'pending') return undefined
   const credits = creditsOf(call, prices)
   const tokens = { ...call.token_usage }
   for (const [model, usage] of Object.entries(analysis.usage)) {
     tokens[model] = { input: (tokens[model]?.input ?? 0) + usage.input, output: (tokens[model]?.output ?? 0) + usage.output }
   }
-  const updated = await trx.updateTable('calls').set({
+  const updated = await updateCall(trx, call.id, {
     call_status: analysis.held ? 'success' : 'failed',
     analysis_status: analysis.error === undefined ? 'completed' : 'failed',
     analysis_error: analysis.error ?? null,
@@ -179,9 +177,8 @@ export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysi
     ...credits,
     token_usage: JSON.stringify(tokens),
     input_tokens: Object.values(tokens).reduce((n, t) => n + t.input, 0),
-    output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0),
-    updated_at: new Date()
-  }).where('id', '=', call.id).returningAll().executeTakeFirstOrThrow()
+    output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0)
+  })
   const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
   if (total > 0) await chargeCredits(trx, call.user_id, { amount: total, callId: call.id, description: `${call.call_type} call ${call.id}` })
   return updated

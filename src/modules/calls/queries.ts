@@ -1,4 +1,4 @@
-import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type Selectable, type SqlBool, type Transaction } from 'kysely'
+import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type Selectable, type SqlBool, type Transaction, type Updateable } from 'kysely'
 import { queryPrepared, type DB } from '../../db/database.ts'
 import type { CallsTable, Database } from '../../db/schema.ts'
 import { rangeDays, type DateRange } from '../../db/days.ts'
@@ -157,7 +157,29 @@ export async function findCallJson (db: DB, userId: string, id: string): Promise
   return rows[0]?.detail
 }
 
+/** A call by id, for the jobs that carry only its id (the deadline, the analysis, the simulator). */
+export async function findCallRow (db: DB, id: string): Promise<CallRow | undefined> {
+  return await db.selectFrom('calls').selectAll().where('id', '=', id).executeTakeFirst()
+}
+
 export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
+
+/** Locks a call of the account for a change of its state (FOR UPDATE); undefined when there is none. */
+export async function lockCall (trx: Transaction<Database>, userId: string, id: string) {
+  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp'])
+    .where('user_id', '=', userId).where('id', '=', id).forUpdate().executeTakeFirst()
+}
+
+/** Changes a call (locked by lockCall) and answers it as it is now. */
+export async function updateCall (trx: Transaction<Database>, id: string, values: Updateable<CallsTable>): Promise<CallRow> {
+  return await trx.updateTable('calls').set({ ...values, updated_at: new Date() }).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
+}
+
+/** The started or ended call a web-call access token was issued for. */
+export async function findCallByAccessToken (db: DB, tokenHash: string) {
+  return await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context'])
+    .where('access_token_hash', '=', tokenHash).executeTakeFirst()
+}
 
 export async function insertCall (trx: Transaction<Database>, values: Insertable<CallsTable>): Promise<CallRow> {
   return await trx.insertInto('calls').values(values).returningAll().executeTakeFirstOrThrow()

@@ -3,6 +3,7 @@ import type { DB } from '../../db/database.ts'
 import type { TranscriptItem } from '../../db/schema.ts'
 import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/queues.ts'
 import { endCall } from './lifecycle.ts'
+import { findCallRow } from './queries.ts'
 
 export interface CallWorkerDeps extends JobSender { db: DB }
 
@@ -13,7 +14,7 @@ export interface CallWorkerDeps extends JobSender { db: DB }
  * when it arrived, so it connected.
  */
 async function endAtDeadline (deps: CallWorkerDeps, job: Job<QueuePayloads[typeof QUEUES.callDeadline]>): Promise<void> {
-  const call = await deps.db.selectFrom('calls').select(['user_id', 'call_status', 'direction', 'start_timestamp', 'transcription']).where('id', '=', job.data.callId).executeTakeFirst()
+  const call = await findCallRow(deps.db, job.data.callId)
   if (call === undefined || call.call_status !== 'started') return
   const transcription: TranscriptItem[] = call.transcription
   const connected = call.direction === 'inbound' || transcription.length > 0

@@ -1,27 +1,29 @@
 import { randomUUID } from 'node:crypto'
 import type { JobResult, PgBoss } from 'pg-boss'
-import { sql, type Selectable, type Transaction } from 'kysely'
+import type { Transaction } from 'kysely'
 import type { Logger } from 'pino'
 import type { Agent } from 'undici'
 import type { Config } from '../../config.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
-import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
+import type { Database, DeliveryAttempt } from '../../db/schema.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.ts'
 import { openSettings } from '../agents/queries.ts'
 import type { CallRow } from '../calls/queries.ts'
-import { actionRequest, callVariables, renderHeaders, webhookRequest, type ApiCallSettings, type ShapedRequest } from './render.ts'
+import { actionRequest, callVariables, renderHeaders, webhookRequest, type ShapedRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
 import { send, type Outcome, type OutgoingRequest } from './send.ts'
 import { signingSecrets } from './signing.ts'
+import {
+  actionSettingsByIds, activeApiCallActions, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
+  sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
+} from './queries.ts'
 
 // The delivery engine (DESIGN.md "Post-call delivery", the specification's Events section): one row per
 // source and call, one pg-boss job per scheduled attempt. Each attempt is logged, and the next one sent, in
 // one transaction under the row lock, so an attempt is never lost and never made twice by the schedule.
 
-export type DeliveryRow = Selectable<WebhookDeliveriesTable>
 type Trx = Transaction<Database>
 
 /** Pauses before attempts 2 to 8 of the default schedule, in seconds: 1 min, 5 min, 30 min, 2 h, 6 h, 24 h, 48 h. */
@@ -33,14 +35,6 @@ export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logge
 
 interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
 
-async function activeActions (db: DB, agentId: string) {
-  const actions = await db.selectFrom('agent_actions').select(['id', 'settings'])
-    .where('agent_id', '=', agentId).where('action_type', '=', 'api_call').where('is_active', '=', true)
-    .orderBy('created_at').execute()
-  // The settings column holds every action type's settings; these rows are api_call actions.
-  return actions.map((action) => ({ id: action.id, settings: action.settings as ApiCallSettings }))
-}
-
 /** A post-call action's plain-language condition: which calls it is for. */
 export interface ActionCondition {
   actionId: string
@@ -49,7 +43,7 @@ export interface ActionCondition {
 
 /** The plain-language conditions of the agent's active api_call actions, for the call's analysis to judge. */
 export async function actionConditions (db: DB, agentId: string): Promise<ActionCondition[]> {
-  return (await activeActions(db, agentId)).flatMap(({ id, settings }) =>
+  return (await activeApiCallActions(db, agentId)).flatMap(({ id, settings }) =>
     typeof settings.condition === 'string' && settings.condition.trim() !== '' ? [{ actionId: id, condition: settings.condition }] : [])
 }
 
@@ -63,12 +57,12 @@ export type ConditionVerdicts = Map<string, { condition: string, met: boolean }>
  * could judge must not lose the integrator a call.
  */
 export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logger }, call: CallRow, verdicts: ConditionVerdicts = new Map()): Promise<void> {
-  const agent = await trx.selectFrom('agents').select(['webhook_url']).where('id', '=', call.agent_id).executeTakeFirst()
-  const actions = await activeActions(trx, call.agent_id)
+  const webhookUrl = await agentWebhookUrl(trx, call.agent_id)
+  const actions = await activeApiCallActions(trx, call.agent_id)
   const variables = callVariables(call)
   const sources: Source[] = []
-  if (agent?.webhook_url != null) {
-    sources.push({ kind: 'agent_webhook', name: 'Agent webhook', actionId: null, request: webhookRequest(agent.webhook_url, call), schedule: DEFAULT_SCHEDULE })
+  if (webhookUrl !== null) {
+    sources.push({ kind: 'agent_webhook', name: 'Agent webhook', actionId: null, request: webhookRequest(webhookUrl, call), schedule: DEFAULT_SCHEDULE })
   }
   for (const { id, settings } of actions) {
     const verdict = verdicts.get(id)
@@ -89,8 +83,7 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
     sources.push({ kind: 'api_call', name: settings.name, actionId: id, request, schedule: settings.retry_schedule ?? DEFAULT_SCHEDULE })
   }
   for (const source of sources) {
-    const row = await trx.insertInto('webhook_deliveries').values({
-      id: newId(),
+    const id = await insertDelivery(trx, {
       user_id: call.user_id,
       delivery_id: randomUUID(),
       correlation_id: randomUUID(),
@@ -107,8 +100,8 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
       schedule: source.schedule,
       attempts_max: source.schedule.length + 1,
       next_attempt_at: new Date()
-    }).returning('id').executeTakeFirstOrThrow()
-    await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id: row.id, n: 1 })
+    })
+    await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id, n: 1 })
   }
 }
 
@@ -116,19 +109,8 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
 async function actionHeaders (db: DB, rows: Array<Pick<DeliveryRow, 'action_id'>>): Promise<Map<string, Record<string, string>>> {
   const ids = [...new Set(rows.map((r) => r.action_id).filter((id) => id !== null))]
   if (ids.length === 0) return new Map()
-  const actions = await db.selectFrom('agent_actions').select(['id', 'settings']).where('id', 'in', ids).execute()
+  const actions = await actionSettingsByIds(db, ids)
   return new Map(actions.map((a) => [a.id, (openSettings(a.settings).headers ?? {}) as Record<string, string>]))
-}
-
-/** A delivery as an attempt reads it: the body stays JSON text, sent as stored without a parse and re-serialisation. */
-type SendableRow = Omit<DeliveryRow, 'body'> & { body_text: string | null }
-
-const SENDABLE = ['id', 'user_id', 'delivery_id', 'correlation_id', 'call_id', 'agent_id', 'action_id', 'kind', 'name', 'status', 'method',
-  'url', 'variables', 'schedule', 'attempts_max', 'scheduled_made', 'attempts_made', 'attempts', 'next_attempt_at', 'delivered_at',
-  'purged_at', 'created_at', 'updated_at'] as const
-
-function sendable (db: DB) {
-  return db.selectFrom('webhook_deliveries').select(SENDABLE).select(sql<string | null>`body::text`.as('body_text'))
 }
 
 /**
@@ -170,10 +152,6 @@ function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'
   }
 }
 
-/** The attempts log with one more entry, numbered after the attempts already made (read under the row's update lock). */
-const appendAttempt = (entry: Omit<DeliveryAttempt, 'n'>) =>
-  sql<string>`attempts || jsonb_build_array(jsonb_build_object('n', attempts_made + 1) || ${JSON.stringify(entry)}::jsonb)`
-
 type AttemptJob = QueuePayloads[typeof QUEUES.deliveryAttempt]
 
 /**
@@ -182,12 +160,12 @@ type AttemptJob = QueuePayloads[typeof QUEUES.deliveryAttempt]
  * allows, but is logged once: every update is guarded by the attempt number it expects.
  */
 export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Promise<Map<AttemptJob, Error | undefined>> {
-  const rows = jobs.length === 0 ? [] : await sendable(deps.db).where('id', 'in', jobs.map((j) => j.id)).execute()
+  const rows = jobs.length === 0 ? [] : await sendableDeliveries(deps.db, jobs.map((j) => j.id))
   const byId = new Map(rows.map((r) => [r.id, r]))
   const headers = await actionHeaders(deps.db, rows)
   const secrets = await signingSecrets(deps.db, rows.map((r) => r.user_id))
   const results = new Map<AttemptJob, Error | undefined>()
-  const finished: Array<{ job: AttemptJob, row: SendableRow, outcome: Outcome, status: 'delivered' | 'failed', entry: Omit<DeliveryAttempt, 'n'> }> = []
+  const finished: Array<{ job: AttemptJob, row: SendableRow, outcome: Outcome, status: FinishedAttempt['status'], entry: FinishedAttempt['entry'] }> = []
   await Promise.all(jobs.map(async (job) => {
     try {
       const row = byId.get(job.id)
@@ -206,16 +184,7 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
   if (finished.length > 0) {
     // Deliveries that are done are logged in one statement for the whole batch.
     try {
-      const { rows: logged } = await sql<{ id: string }>`
-        UPDATE webhook_deliveries d SET
-          status = v.status, scheduled_made = v.n, attempts_made = d.attempts_made + 1,
-          attempts = d.attempts || jsonb_build_array(jsonb_build_object('n', d.attempts_made + 1) || v.entry),
-          next_attempt_at = NULL, delivered_at = CASE WHEN v.status = 'delivered' THEN now() END, updated_at = now()
-        FROM unnest(${finished.map((f) => f.job.id)}::text[], ${finished.map((f) => f.job.n)}::int[],
-          ${finished.map((f) => f.status)}::text[], ${finished.map((f) => JSON.stringify(f.entry))}::jsonb[]) AS v (id, n, status, entry)
-        WHERE d.id = v.id AND d.status = 'pending' AND d.scheduled_made = v.n - 1
-        RETURNING d.id`.execute(deps.db)
-      const applied = new Set(logged.map((r) => r.id))
+      const applied = await logFinishedAttempts(deps.db, finished.map((f) => ({ id: f.job.id, n: f.job.n, status: f.status, entry: f.entry })))
       for (const f of finished) {
         if (f.status === 'failed' && applied.has(f.row.id)) await notifyFailure(deps, { row: f.row, n: f.job.n, outcome: f.outcome, next: null })
       }
@@ -230,15 +199,9 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
 async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: SendableRow, outcome: Outcome): Promise<void> {
   const next = new Date(Date.now() + row.schedule[job.n - 1] * 1000 * deps.config.delivery.timeScale)
   const logged = await deps.db.transaction().execute(async (trx) => {
-    const updated = await trx.updateTable('webhook_deliveries').set({
-      scheduled_made: job.n,
-      attempts_made: sql<number>`attempts_made + 1`,
-      attempts: appendAttempt(logEntry(outcome, false)),
-      next_attempt_at: next,
-      updated_at: new Date()
-    }).where('id', '=', row.id).where('status', '=', 'pending').where('scheduled_made', '=', job.n - 1).returning('id').executeTakeFirst()
-    if (updated !== undefined) await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { startAfter: next })
-    return updated !== undefined
+    const updated = await logRetry(trx, row.id, job.n, logEntry(outcome, false), next)
+    if (updated) await sendJob(deps.boss, trx, QUEUES.deliveryAttempt, { id: row.id, n: job.n + 1 }, { startAfter: next })
+    return updated
   })
   if (logged) await notifyFailure(deps, { row, n: job.n, outcome, next })
 }
@@ -248,28 +211,12 @@ async function scheduleRetry (deps: DeliveryDeps, job: AttemptJob, row: Sendable
  * success), a failure leaves its status as it was. Sends no notification.
  */
 export async function resend (deps: DeliveryDeps, userId: string, id: string): Promise<{ outcome: Outcome, row: DeliveryRow }> {
-  const row = await sendable(deps.db).where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  const row = await findSendable(deps.db, userId, id)
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
   const secrets = await signingSecrets(deps.db, [row.user_id])
   const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
-  const updated = await deps.db.updateTable('webhook_deliveries').set({
-    attempts_made: sql<number>`attempts_made + 1`,
-    attempts: appendAttempt(logEntry(outcome, true)),
-    ...(outcome.ok ? { status: 'delivered' as const, delivered_at: new Date(), next_attempt_at: null } : {}),
-    updated_at: new Date()
-  }).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow()
-  return { outcome, row: updated }
-}
-
-/** Deletes the requests of finished deliveries older than the retention; the log of attempts stays. */
-export async function purgeExpired (db: DB, retentionDays: number): Promise<number> {
-  const result = await db.updateTable('webhook_deliveries')
-    .set({ url: null, body: null, variables: null, purged_at: new Date() })
-    .where('purged_at', 'is', null).where('status', '<>', 'pending')
-    .where('updated_at', '<', sql<Date>`now() - make_interval(days => ${retentionDays})`)
-    .executeTakeFirst()
-  return Number(result.numUpdatedRows)
+  return { outcome, row: await logResend(deps.db, row.id, logEntry(outcome, true), outcome.ok) }
 }
 
 export async function registerDeliveryWorkers (deps: DeliveryDeps): Promise<void> {

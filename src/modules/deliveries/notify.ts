@@ -1,9 +1,8 @@
-import { sql } from 'kysely'
 import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
 import type { Mailer } from '../../mail/mailer.ts'
+import { actionSettings, agentName, insertNotice, lockNoticeSource, noticesSince, ownerContact, setNoticeEmail } from './queries.ts'
 import type { Outcome } from './send.ts'
 
 // Failure e-mails of the specification's Events section: per the action's `notify` setting (an agent
@@ -86,23 +85,22 @@ export async function notifyFailure (deps: NotifyDeps, failed: FailedAttempt): P
 
 async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttempt): Promise<void> {
   const { db } = deps
-  const action = row.action_id === null ? undefined : await db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
-  const settings = (action?.settings ?? {}) as { notify?: string, notify_email?: string | null }
+  const stored = row.action_id === null ? undefined : await actionSettings(db, row.action_id)
+  const settings = (stored ?? {}) as { notify?: string, notify_email?: string | null }
   const setting = settings.notify ?? 'last_attempt'
   if (setting === 'never' || (setting === 'last_attempt' && next !== null)) return
 
-  const owner = await db.selectFrom('users').select(['email', 'language']).where('id', '=', row.user_id).executeTakeFirstOrThrow()
-  const agent = await db.selectFrom('agents').select('agent_name').where('id', '=', row.agent_id).executeTakeFirst()
+  const owner = await ownerContact(db, row.user_id)
+  const agent = await agentName(db, row.agent_id)
   const sourceKey = row.action_id ?? `agent:${row.agent_id}`
 
   // Counting and recording under a lock per source, so that concurrent failures cannot exceed the limits.
   const claim = await db.transaction().execute(async (trx) => {
-    await sql`SELECT pg_advisory_xact_lock(hashtext(${sourceKey}))`.execute(trx)
+    await lockNoticeSource(trx, sourceKey)
     let pauseUntil: Date | undefined
     for (const limit of LIMITS) {
       const since = new Date(Date.now() - limit.windowMs)
-      const sent = await trx.selectFrom('delivery_notifications').select(['sent_at']).where('source_key', '=', sourceKey)
-        .where('sent_at', '>', since).orderBy('sent_at').execute()
+      const sent = await noticesSince(trx, sourceKey, since)
       if (sent.length >= limit.max) return undefined
       // This one fills the window: no more until its oldest notice leaves it.
       if (sent.length === limit.max - 1) {
@@ -110,8 +108,7 @@ async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttemp
         if (pauseUntil === undefined || until > pauseUntil) pauseUntil = until
       }
     }
-    const id = newId()
-    await trx.insertInto('delivery_notifications').values({ id, user_id: row.user_id, source_key: sourceKey, delivery_row_id: row.id, final: next === null, email_id: '' }).execute()
+    const id = await insertNotice(trx, row.user_id, { sourceKey, deliveryRowId: row.id, final: next === null })
     return { id, pauseUntil }
   })
   if (claim === undefined) {
@@ -123,7 +120,7 @@ async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttemp
   const log = `${deps.config.publicBaseUrl}/v1/webhook-deliveries/${row.id}`
   const facts: Facts = {
     name: row.name,
-    agent: agent?.agent_name ?? row.agent_id,
+    agent: agent ?? row.agent_id,
     host: row.url === null ? 'the receiver' : new URL(row.url).host,
     answer: answerOf(outcome, texts, deps.config.delivery.timeoutMs),
     n,
@@ -142,5 +139,5 @@ async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttemp
     subject: texts.subject(facts),
     text: lines.join('\n')
   })
-  await db.updateTable('delivery_notifications').set({ email_id: mail.id }).where('id', '=', claim.id).execute()
+  await setNoticeEmail(db, claim.id, mail.id)
 }

@@ -7,7 +7,8 @@ import { AUTH_ERRORS, errors, IdParams, ObjectId, Paging } from '../../http/sche
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
 import type { CallRow } from '../calls/queries.ts'
-import { attemptRequest, resend, type DeliveryDeps, type DeliveryRow } from './engine.ts'
+import { attemptRequest, resend, type DeliveryDeps } from './engine.ts'
+import { actionSettings, findDelivery, listDeliveries, previousSecretExpiry, type DeliveryRow } from './queries.ts'
 import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
 import { send } from './send.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signingSecrets } from './signing.ts'
@@ -70,9 +71,8 @@ function toDelivery (row: DeliveryRow) {
 }
 
 async function toDetail (deps: DeliveryDeps, row: DeliveryRow) {
-  const action = row.action_id === null ? undefined : await deps.db.selectFrom('agent_actions').select('settings').where('id', '=', row.action_id).executeTakeFirst()
   // A delivery's action_id names an api_call action (or one deleted since: undefined).
-  const settings = action?.settings as ApiCallSettings | undefined
+  const settings = (row.action_id === null ? undefined : await actionSettings(deps.db, row.action_id)) as ApiCallSettings | undefined
   return {
     ...toDelivery(row),
     request: row.url === null
@@ -155,21 +155,14 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     }
   }, async (request) => {
     const { status, agent_id: agentId, call_id: callId, limit = 100, offset = 0 } = request.query
-    const filtered = db.selectFrom('webhook_deliveries').where('user_id', '=', request.userId)
-      .$if(status !== undefined, (q) => q.where('status', '=', status!))
-      .$if(agentId !== undefined, (q) => q.where('agent_id', '=', agentId!.toLowerCase()))
-      .$if(callId !== undefined, (q) => q.where('call_id', '=', callId!.toLowerCase()))
-    const [rows, count] = await Promise.all([
-      filtered.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      filtered.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
-    ])
-    return { data: rows.map(toDelivery), total: count.n, limit, offset }
+    const { rows, total } = await listDeliveries(db, request.userId, { status, agentId, callId }, { limit, offset })
+    return { data: rows.map(toDelivery), total, limit, offset }
   })
 
   app.get('/webhook-deliveries/:id', {
     schema: { tags: TAGS, summary: 'One delivery with every attempt and its request', params: IdParams, response: { 200: DeliveryDetail, ...errors(...AUTH_ERRORS, 404) } }
   }, async (request) => {
-    const row = await db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', request.userId).where('id', '=', request.params.id.toLowerCase()).executeTakeFirst()
+    const row = await findDelivery(db, request.userId, request.params.id)
     if (row === undefined) throw notFound(`webhook delivery ${request.params.id}`)
     return await toDetail(deps, row)
   })
@@ -202,9 +195,8 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     }
   }, async (request) => {
     const current = await currentSecret(db, request.userId)
-    const previous = await db.selectFrom('webhook_secrets').select('expires_at').where('user_id', '=', request.userId)
-      .where('expires_at', '>', new Date()).orderBy('expires_at', 'desc').executeTakeFirst()
-    return { secret: current.secret, created_at: current.created_at.getTime(), ...(previous?.expires_at == null ? {} : { previous_expires_at: previous.expires_at.getTime() }) }
+    const previous = await previousSecretExpiry(db, request.userId)
+    return { secret: current.secret, created_at: current.created_at.getTime(), ...(previous === undefined ? {} : { previous_expires_at: previous.getTime() }) }
   })
 
   app.post('/webhook-secret/rotate', {

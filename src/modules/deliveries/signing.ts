@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
 import { openSecret, sealSecret } from '../../db/secrets.ts'
+import { activeSecrets, expireCurrentSecret, findCurrentSecret, insertSecret, insertSecretIfNone } from './queries.ts'
 
 // Every delivery is signed the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature:
 // HMAC-SHA256 over "id.timestamp.content") with a per-account secret. The content is what the request
@@ -19,10 +18,8 @@ const newSecret = () => sealSecret(`whsec_${randomBytes(32).toString('base64')}`
 
 /** The account's current secret, made on first use (two first uses at once make one). */
 export async function currentSecret (db: DB, userId: string): Promise<{ secret: string, created_at: Date }> {
-  await db.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
-    .onConflict((oc) => oc.column('user_id').where('expires_at', 'is', null).doNothing()).execute()
-  const row = await db.selectFrom('webhook_secrets').select(['secret', 'created_at'])
-    .where('user_id', '=', userId).where('expires_at', 'is', null).executeTakeFirstOrThrow()
+  await insertSecretIfNone(db, userId, newSecret())
+  const row = await findCurrentSecret(db, userId)
   return { ...row, secret: openSecret(row.secret) }
 }
 
@@ -31,9 +28,8 @@ export async function rotateSecret (db: DB, userId: string): Promise<{ secret: s
   await currentSecret(db, userId)
   return await db.transaction().execute(async (trx) => {
     const expires = new Date(Date.now() + ROTATION_OVERLAP_HOURS * 3_600_000)
-    await trx.updateTable('webhook_secrets').set({ expires_at: expires }).where('user_id', '=', userId).where('expires_at', 'is', null).execute()
-    const row = await trx.insertInto('webhook_secrets').values({ id: newId(), user_id: userId, secret: newSecret() })
-      .returning(['secret', 'created_at']).executeTakeFirstOrThrow()
+    await expireCurrentSecret(trx, userId, expires)
+    const row = await insertSecret(trx, userId, newSecret())
     return { ...row, secret: openSecret(row.secret), previous_expires_at: expires }
   })
 }
@@ -42,21 +38,15 @@ export async function rotateSecret (db: DB, userId: string): Promise<{ secret: s
 export async function signingSecrets (db: DB, userIds: string[]): Promise<Map<string, string[]>> {
   const ids = [...new Set(userIds)]
   if (ids.length === 0) return new Map()
-  const rows = await active(db, ids)
+  const rows = await activeSecrets(db, ids)
   const missing = ids.filter((id) => !rows.some((row) => row.user_id === id))
   if (missing.length > 0) {
     for (const id of missing) await currentSecret(db, id)
-    rows.push(...await active(db, missing))
+    rows.push(...await activeSecrets(db, missing))
   }
   const out = new Map<string, string[]>()
   for (const row of rows) out.set(row.user_id, [...(out.get(row.user_id) ?? []), openSecret(row.secret)])
   return out
-}
-
-async function active (db: DB, ids: string[]) {
-  return await db.selectFrom('webhook_secrets').select(['user_id', 'secret'])
-    .where('user_id', 'in', ids).where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
-    .orderBy('created_at', 'desc').execute()
 }
 
 /** What a request's signature covers: its body, or without one its request target (path and query). */

@@ -11,6 +11,7 @@ import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { hashToken } from '../users/keys.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { END_CLOCK_SKEW_MS, endCall, startCall } from '../calls/lifecycle.ts'
+import { findCallByAccessToken } from '../calls/queries.ts'
 import { fillVariables } from './simulator.ts'
 
 const TAGS = ['runtime']
@@ -145,8 +146,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, 
       }
     }
   }, async (request) => {
-    const call = await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context'])
-      .where('access_token_hash', '=', hashToken(request.body.access_token)).executeTakeFirst()
+    const call = await findCallByAccessToken(db, hashToken(request.body.access_token))
     if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
       throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired, or its call has ended')
     }

@@ -5,6 +5,7 @@ import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/q
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, finishCall } from '../calls/lifecycle.ts'
+import { findCallRow } from '../calls/queries.ts'
 import { ignoreEnded } from '../calls/workers.ts'
 import { actionConditions, enqueuePostCall, type ConditionVerdicts } from '../deliveries/engine.ts'
 import type { Analyser, AnalysisResult, RetrievalField } from './analysis/types.ts'
@@ -33,7 +34,7 @@ async function analysisSettings (db: DB, userId: string, agentId: string) {
  */
 export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJob>): Promise<void> {
   const { db } = deps
-  const call = await db.selectFrom('calls').selectAll().where('id', '=', job.data.callId).executeTakeFirst()
+  const call = await findCallRow(db, job.data.callId)
   if (call === undefined || call.analysis_status !== 'pending') return
   const held = call.outcome === 'completed' && call.transcription.length > 0
   let result: AnalysisResult | undefined
@@ -76,7 +77,7 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
 /** The simulator answers and ends a call it was given, through the same path as the runtime API. */
 async function simulateCall (deps: WorkerDeps, job: Job<CallJob>): Promise<void> {
   const { db } = deps
-  const call = await db.selectFrom('calls').selectAll().where('id', '=', job.data.callId).executeTakeFirst()
+  const call = await findCallRow(db, job.data.callId)
   if (call === undefined || call.call_status !== 'started') return
   const agent = await findAgent(db, call.user_id, call.agent_id)
   const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
