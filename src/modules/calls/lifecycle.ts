@@ -47,6 +47,20 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
   return row
 }
 
+/** A new phone call as the API answers it (make-phone-call, and the runtime's inbound call). */
+export function phoneCallCreated<D extends 'inbound' | 'outbound'> (call: CallRow, direction: D, from: string, to: string) {
+  return {
+    _id: call.id,
+    call_type: 'phone' as const,
+    agent_id: call.agent_id,
+    call_status: 'started' as const,
+    call_from: from,
+    call_to: to,
+    direction,
+    start_timestamp: call.start_timestamp.getTime()
+  }
+}
+
 /** The agent's limit on a call's length; an agent deleted meanwhile has the default. */
 export function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | undefined): number {
   return Number(agent?.call_settings.max_call_duration_minutes ?? CALL_SETTINGS_DEFAULTS.max_call_duration_minutes)

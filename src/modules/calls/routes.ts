@@ -9,7 +9,7 @@ import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { startCall } from './lifecycle.ts'
+import { phoneCallCreated, startCall } from './lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
   agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
@@ -179,19 +179,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
         dynamic_context: body.dynamic_context,
         runtime: jobs.config.callRuntime
       })
-      return {
-        callId: call.id,
-        response: {
-          _id: call.id,
-          call_type: 'phone' as const,
-          agent_id: call.agent_id,
-          call_status: 'started' as const,
-          call_from: body.from_number,
-          call_to: body.to_number,
-          direction: 'outbound' as const,
-          start_timestamp: call.start_timestamp.getTime()
-        }
-      }
+      return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
     })
     return reply.code(201).send(response)
   })

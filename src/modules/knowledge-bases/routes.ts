@@ -118,6 +118,16 @@ async function closeConnection (_request: FastifyRequest, reply: FastifyReply): 
 }
 
 export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> = async (app, { db, jobs }) => {
+  /** Changes a knowledge base under its row lock, marks it updated, and answers it as it is then. */
+  const change = async (userId: string, id: string, apply: (trx: Transaction<Database>, kbId: string) => Promise<unknown>) => {
+    await db.transaction().execute(async (trx) => {
+      const kb = await lockKnowledgeBase(trx, userId, id)
+      await apply(trx, kb.id)
+      await touchKnowledgeBase(trx, kb.id)
+    })
+    return toKnowledgeBase(await viewKnowledgeBase(db, userId, id))
+  }
+
   // Over the size limit the parser only cuts a file short; upload.ts notices that and answers 413.
   await app.register(multipart, { throwFileSizeLimit: false })
   const limits = jobs.config.knowledgeBases
@@ -267,12 +277,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: KnowledgeBase, ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    await db.transaction().execute(async (trx) => {
-      const kb = await lockKnowledgeBase(trx, request.userId, request.params.id)
-      await deleteFiles(trx, request.userId, kb.id, request.body.file_ids)
-      await touchKnowledgeBase(trx, kb.id)
-    })
-    return toKnowledgeBase(await viewKnowledgeBase(db, request.userId, request.params.id))
+    return await change(request.userId, request.params.id, async (trx, kbId) => await deleteFiles(trx, request.userId, kbId, request.body.file_ids))
   })
 
   app.put('/knowledge-base/:id/agents', {
@@ -285,12 +290,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
       response: { 200: KnowledgeBase, ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    await db.transaction().execute(async (trx) => {
-      const kb = await lockKnowledgeBase(trx, request.userId, request.params.id)
-      await replaceAgents(trx, request.userId, kb.id, request.body.agent_ids)
-      await touchKnowledgeBase(trx, kb.id)
-    })
-    return toKnowledgeBase(await viewKnowledgeBase(db, request.userId, request.params.id))
+    return await change(request.userId, request.params.id, async (trx, kbId) => await replaceAgents(trx, request.userId, kbId, request.body.agent_ids))
   })
 
   app.get('/knowledge-base/:id/search', {

@@ -10,7 +10,7 @@ import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { hashToken } from '../users/keys.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { END_CLOCK_SKEW_MS, endCall, startCall } from '../calls/lifecycle.ts'
+import { END_CLOCK_SKEW_MS, endCall, phoneCallCreated, startCall } from '../calls/lifecycle.ts'
 import { findCallByAccessToken } from '../calls/queries.ts'
 import { fillVariables } from './simulator.ts'
 
@@ -93,14 +93,7 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
       runtime: 'external'
     }))
     return reply.code(201).send({
-      _id: call.id,
-      call_type: 'phone' as const,
-      agent_id: call.agent_id,
-      call_status: 'started' as const,
-      call_from: body.from_number,
-      call_to: body.to_number,
-      direction: 'inbound' as const,
-      start_timestamp: call.start_timestamp.getTime(),
+      ...phoneCallCreated(call, 'inbound', body.from_number, body.to_number),
       agent: (await agentBodies(db, userId, [agent]))[0],
       llm: toLlm(llm!)
     })
