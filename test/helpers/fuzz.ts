@@ -1,6 +1,9 @@
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import fc from 'fast-check'
+
+/** A generated value as path text: objects (some without a prototype, so no String()) as their JSON. */
+const text = (value: unknown): string => typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
 import type { FastifyInstance } from 'fastify'
 
 /**
@@ -146,7 +149,7 @@ function requestArbitrary (path: string, method: string, operation: Operation, d
   const bodySchema = operation.requestBody?.content['application/json']?.schema
   const body = bodySchema === undefined ? fc.constant(undefined) : mutated(arbitraryOf(bodySchema, deref, ids))
   return fc.record({ path: fc.record(pathParams), query, body }).map(({ path: values, query: q, body: payload }) => {
-    const url = path.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(String(values[name] ?? 'x')) || 'x')
+    const url = path.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(text(values[name] ?? 'x')) || 'x')
     return { method: method.toUpperCase(), url: url + queryString(q as Record<string, unknown>), ...(payload === undefined ? {} : { payload }) }
   })
 }
