@@ -181,7 +181,7 @@ export const LlmWrite = Type.Object({
   general_prompt: Type.Optional(llmFields.general_prompt),
   temperature: Type.Optional(llmFields.temperature),
   max_tokens: Type.Optional(llmFields.max_tokens)
-})
+}, { [COMPONENT]: 'LlmConfigWrite' })
 
 export const AgentTemplate = Type.Object({
   _id: ObjectId,

@@ -47,7 +47,7 @@ const OutcomeSchema = Type.Object({
   error: Type.Optional(Type.String()),
   duration_ms: Type.Integer(),
   response_preview: Type.Optional(Type.String())
-})
+}, { [COMPONENT]: 'DeliveryOutcome' })
 
 const iso = (date: Date | null) => date?.toISOString()
 
@@ -191,7 +191,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     secret: Type.String({ description: 'whsec_ and the base64 key: give it to your receiver to verify webhook-signature' }),
     created_at: Type.Integer({ description: 'epoch ms' }),
     previous_expires_at: Type.Optional(Type.Integer({ description: 'epoch ms: the previous secret signs too until then' }))
-  })
+  }, { [COMPONENT]: 'WebhookSecret' })
 
   app.get('/webhook-secret', {
     schema: {

@@ -7,7 +7,7 @@ import { connectIntegration, deactivateTools, disconnectIntegration, listIntegra
 
 const TAGS = ['integrations']
 
-const Provider = Type.Union(PROVIDERS.map((p) => Type.Literal(p)), { description: 'the external account behind the tools of the same name' })
+const Provider = Type.Union(PROVIDERS.map((p) => Type.Literal(p)), { [COMPONENT]: 'IntegrationProvider', description: 'the external account behind the tools of the same name' })
 const ProviderParams = Type.Object({ provider: Provider })
 
 const Integration = Type.Object({
