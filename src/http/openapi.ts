@@ -1,7 +1,8 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, RouteOptions } from 'fastify'
-import { CHECKED_IN_HANDLER, errorSchema, SHARED_SCHEMAS } from './schemas.ts'
+import { isDeepStrictEqual } from 'node:util'
+import { CHECKED_IN_HANDLER, COMPONENT, errorSchema, SHARED_SCHEMAS } from './schemas.ts'
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
@@ -57,7 +58,10 @@ function describeRoute (route: RouteOptions): void {
   for (const status of shared) response[status] ??= errorSchema(status)
 }
 
-interface Document { paths?: Record<string, Record<string, { responses?: Record<string, { content?: Record<string, unknown> }> }>> }
+interface Document {
+  paths?: Record<string, Record<string, { responses?: Record<string, { content?: Record<string, unknown> }> }>>
+  components?: { schemas?: Record<string, unknown> }
+}
 
 /** Error answers are JSON even on routes that produce CSV; document-only cross-field rules become plain keywords. */
 function finishDocument (document: Document): Document {
@@ -69,7 +73,7 @@ function finishDocument (document: Document): Document {
       }
     }
   }
-  return finishSchemas(document) as Document
+  return hoistComponents(finishSchemas(document) as Document)
 }
 
 /** Patterns for the server's own formats (validation.ts), so that generic clients and fuzzers can check them too. */
@@ -92,4 +96,46 @@ function finishSchemas (node: unknown): unknown {
   if (typeof out.format === 'string' && FORMAT_PATTERNS[out.format] !== undefined) out.pattern ??= FORMAT_PATTERNS[out.format]
   if (out.pattern === DAY_PATTERN) out.format ??= 'date'
   return out
+}
+
+/**
+ * Every schema named with `COMPONENT` becomes `components.schemas.<name>` and a `$ref` wherever it occurs, nested
+ * ones first. Anything but the description and examples that differs between two schemas of one name fails the
+ * document, so a name never stands for two different schemas. A description that differs between uses (an id
+ * described as the caller's in one place) stays beside each `$ref`, as OpenAPI 3.1 allows; one shared by every
+ * use that has one is the component's.
+ */
+function hoistComponents (document: Document): Document {
+  const schemas: Record<string, Record<string, unknown>> = (document.components?.schemas ?? {}) as never
+  const uses = new Map<string, Array<Record<string, unknown>>>()
+  const hoist = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(hoist)
+    if (node === null || typeof node !== 'object') return node
+    const out: Record<string, unknown> = {}
+    for (const [key, value] of Object.entries(node)) if (key !== COMPONENT) out[key] = hoist(value)
+    const name = (node as Record<string, unknown>)[COMPONENT]
+    if (typeof name !== 'string') return out
+    const { description, examples, ...content } = out
+    const known = schemas[name]
+    if (known !== undefined) {
+      const { examples: knownExamples, ...knownContent } = known
+      if (!isDeepStrictEqual(knownContent, content) || (examples !== undefined && knownExamples !== undefined && !isDeepStrictEqual(examples, knownExamples))) {
+        throw new Error(`two different schemas are named ${name}: ${JSON.stringify(known)} and ${JSON.stringify(out)}`)
+      }
+    }
+    if (known === undefined || (examples !== undefined && known.examples === undefined)) schemas[name] = examples === undefined ? content : { ...content, examples }
+    const use = { $ref: `#/components/schemas/${name}`, ...(description === undefined ? {} : { description }) }
+    const list = uses.get(name) ?? []
+    list.push(use)
+    uses.set(name, list)
+    return use
+  }
+  document.paths = hoist(document.paths) as Document['paths']
+  for (const [name, refs] of uses) {
+    const descriptions = new Set(refs.map((use) => use.description).filter((d) => d !== undefined))
+    if (descriptions.size !== 1) continue
+    schemas[name] = { description: [...descriptions][0], ...schemas[name] }
+    for (const use of refs) delete use.description
+  }
+  return { ...document, components: { ...document.components, schemas } }
 }

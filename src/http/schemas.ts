@@ -5,19 +5,26 @@ import { ErrorResponse } from './errors.ts'
 /** Schema keyword that lower-cases a valid string in place (ids: stored lowercase, accepted in either case). */
 export const LOWERCASE = 'x-lowercase'
 
+/**
+ * Schema keyword naming a schema in the OpenAPI document: every occurrence becomes a `$ref` to
+ * `components.schemas.<name>` (openapi.ts). Validation and serialisation ignore it (Ajv runs with `strict: false`,
+ * fast-json-stringify with `strictSchema: false`).
+ */
+export const COMPONENT = 'x-component'
+
 /** Accepted in either case and lower-cased by validation, as ids are stored. */
-export const ObjectId = Type.String({ pattern: ID_PATTERN, [LOWERCASE]: true, description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
+export const ObjectId = Type.String({ pattern: ID_PATTERN, [LOWERCASE]: true, [COMPONENT]: 'ObjectId', description: '24-character hexadecimal id', examples: ['65a0f0000000000000000001'] })
 
 export const IdParams = Type.Object({ id: ObjectId })
 
 export const E164_PATTERN = '^\\+[1-9][0-9]{1,14}$'
 
-export const E164 = Type.String({ pattern: E164_PATTERN, description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
+export const E164 = Type.String({ pattern: E164_PATTERN, [COMPONENT]: 'E164PhoneNumber', description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
 
 // As the server accepts e-mail addresses everywhere (BOOTSTRAP_EMAIL, the console): its own default owner@localhost included.
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$'
 
-export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'an e-mail address', examples: ['ada@example.com'] })
+export const Email = Type.String({ pattern: EMAIL_PATTERN, [COMPONENT]: 'Email', maxLength: 254, description: 'an e-mail address', examples: ['ada@example.com'] })
 
 /** The last instant a JavaScript Date holds: an input time beyond it cannot even be compared. */
 export const MAX_EPOCH_MS = 8_640_000_000_000_000

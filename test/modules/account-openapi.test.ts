@@ -34,6 +34,7 @@ t.test('the OpenAPI document describes the account resources and phone numbers',
       t.ok(operation?.summary, `${method.toUpperCase()} ${path} has a summary`)
     }
   }
-  const phoneNumber = doc.paths['/v1/phone-number/{id}'].get.responses['200'].content['application/json'].schema
-  t.notOk(JSON.stringify(phoneNumber).match(/auth_token|sip_password|"password"/), 'no secret is part of the answer')
+  const answer = doc.paths['/v1/phone-number/{id}'].get.responses['200'].content['application/json'].schema
+  t.same(answer, { $ref: '#/components/schemas/PhoneNumber' })
+  t.notOk(JSON.stringify(doc.components.schemas.PhoneNumber).match(/auth_token|sip_password|"password"/), 'no secret is part of the answer')
 })

@@ -3,7 +3,7 @@ import type { Selectable } from 'kysely'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { CustomersTable } from '../../db/schema.ts'
-import { AUTH_ERRORS, E164, Email, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, E164, Email, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { createCustomer, deleteCustomer, listCustomers, requireCustomer, updateCustomer } from './customer-queries.ts'
 
 const CustomerName = Type.String({ minLength: 1, maxLength: 200, description: 'the name an agency knows its client by' })
@@ -17,7 +17,7 @@ const Customer = Type.Object({
   metadata: Metadata,
   created_at: EpochMs,
   updated_at: EpochMs
-}, { description: "An agency's sub-account. Agents, knowledge bases, calls and phone numbers name one through `customer_id`." })
+}, { [COMPONENT]: 'Customer', description: "An agency's sub-account. Agents, knowledge bases, calls and phone numbers name one through `customer_id`." })
 
 const CustomerCreate = Type.Object({
   customer_name: CustomerName,

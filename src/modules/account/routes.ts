@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { AUTH_ERRORS, errors, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, errors, ListOf, ObjectId, Paging } from '../../http/schemas.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import { customerRoutes } from './customers.ts'
 import { listVoices } from './queries.ts'
@@ -19,7 +19,7 @@ const Voice = Type.Object({
   accent: Type.String(),
   languages: Type.Array(Type.String(), { description: 'BCP-47 language tags the voice speaks' }),
   preview_url: Type.Union([Type.String(), Type.Null()], { description: 'sample recording published by the provider, where there is one' })
-})
+}, { [COMPONENT]: 'Voice' })
 
 const VoiceQuery = Type.Object({
   provider: Type.Optional(ListOf(Type.String(), 'providers')),

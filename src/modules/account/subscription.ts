@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { AUTH_ERRORS, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
 import { getSubscription, listCreditEntries, updateSubscription, type Subscription as SubscriptionData } from './credits.ts'
 
 // Credits are whole numbers; the limits keep an amount far inside what a person would mean.
@@ -20,7 +20,7 @@ const Subscription = Type.Object({
   }),
   top_up_amount: Type.Integer({ description: 'credits added by each top-up' }),
   current_period: Type.Object({ start: EpochMs, end: EpochMs }, { description: 'the monthly billing period that contains now' })
-})
+}, { [COMPONENT]: 'Subscription' })
 
 const CreditEntry = Type.Object({
   _id: ObjectId,
@@ -29,7 +29,7 @@ const CreditEntry = Type.Object({
   call_id: Type.Union([ObjectId, Type.Null()]),
   description: Type.String(),
   created_at: EpochMs
-})
+}, { [COMPONENT]: 'CreditEntry' })
 
 function subscriptionView (s: SubscriptionData) {
   return {

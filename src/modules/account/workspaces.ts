@@ -4,7 +4,7 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { WorkspacesTable } from '../../db/schema.ts'
 import { badRequest } from '../../http/errors.ts'
-import { AUTH_ERRORS, Email, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, Email, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import {
   acceptInvitation, createWorkspace, deleteWorkspace, inviteMember, listMembers, listWorkspaces, removeMember,
@@ -21,7 +21,7 @@ const Member = Type.Object({
   status: Type.Enum(['invited', 'active'], { description: '`invited` until the person accepts with their own API key' }),
   invited_at: EpochMs,
   joined_at: Type.Union([EpochMs, Type.Null()])
-})
+}, { [COMPONENT]: 'WorkspaceMember' })
 
 const Workspace = Type.Object({
   _id: ObjectId,
@@ -30,7 +30,7 @@ const Workspace = Type.Object({
   members: Type.Array(Member, { description: 'the owner first, then by invitation time' }),
   created_at: EpochMs,
   updated_at: EpochMs
-})
+}, { [COMPONENT]: 'Workspace' })
 
 const WorkspaceParams = Type.Object({ workspace_id: ObjectId })
 

@@ -3,7 +3,7 @@ import type { ValidateFunction } from 'ajv'
 import { Type, type TObject } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { isConnected } from '../integrations/queries.ts'
 import { findKnowledgeBase } from '../knowledge-bases/queries.ts'
@@ -122,7 +122,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
     is_active: Type.Boolean(),
     created_at: Type.Integer({ description: 'epoch ms' }),
     updated_at: Type.Integer({ description: 'epoch ms' })
-  })
+  }, { [COMPONENT]: kind.noun === 'action' ? 'AgentAction' : 'AgentTool' })
   const isActive = Type.Optional(Type.Boolean({ description: 'default true' }))
   // A discriminated oneOf: Ajv picks the branch by the type, so the other branches cannot strip its members.
   const CreateBody = Type.Unsafe<{ settings: Settings, is_active?: boolean } & Record<string, unknown>>({

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { CallbackSettings, CallSettings, TemplateLlm, WidgetSettings } from '../../db/shapes.ts'
-import { CHECKED_IN_HANDLER, Nullable, ObjectId } from '../../http/schemas.ts'
+import { CHECKED_IN_HANDLER, COMPONENT, Nullable, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
@@ -83,6 +83,7 @@ export const DataRetrievalItem = Type.Object({
   enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
   required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
 }, {
+  [COMPONENT]: 'DataRetrievalField',
   // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.
   [CHECKED_IN_HANDLER]: {
     oneOf: [
@@ -94,7 +95,7 @@ export const DataRetrievalItem = Type.Object({
 
 const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
 
-const Voice = Type.Object({ voice_id: ObjectId }, { description: 'one of GET /v1/voice/list' })
+const Voice = Type.Object({ voice_id: ObjectId }, { [COMPONENT]: 'AgentVoice', description: 'one of GET /v1/voice/list' })
 
 const createFields = {
   agent_name: Type.String({ minLength: 1, maxLength: 200 }),
@@ -149,7 +150,7 @@ export const Agent = Type.Object({
   callback_settings: CallbackSettings,
   created_at: Epoch,
   updated_at: Epoch
-})
+}, { [COMPONENT]: 'Agent' })
 
 export type AgentBody = Static<typeof Agent>
 
@@ -162,7 +163,7 @@ export const LlmConfig = Type.Object({
   max_tokens: Nullable(Type.Integer(), 'cap on each reply; null: the model\'s own'),
   created_at: Epoch,
   updated_at: Epoch
-})
+}, { [COMPONENT]: 'LlmConfig' })
 
 const llmFields = {
   model: Type.String({ minLength: 1, maxLength: 100, description: 'model name the runtime asks for, e.g. gpt-4o-mini (default)' }),
@@ -180,7 +181,7 @@ export const LlmWrite = Type.Object({
   general_prompt: Type.Optional(llmFields.general_prompt),
   temperature: Type.Optional(llmFields.temperature),
   max_tokens: Type.Optional(llmFields.max_tokens)
-})
+}, { [COMPONENT]: 'LlmConfigWrite' })
 
 export const AgentTemplate = Type.Object({
   _id: ObjectId,
@@ -192,4 +193,4 @@ export const AgentTemplate = Type.Object({
     data_retrieval: Type.Array(DataRetrievalItem)
   }),
   llm: TemplateLlm
-})
+}, { [COMPONENT]: 'AgentTemplate' })

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { ID_PATTERN } from '../../db/ids.ts'
-import { E164, Email, ObjectId } from '../../http/schemas.ts'
+import { COMPONENT, E164, Email, ObjectId } from '../../http/schemas.ts'
 
 // The `settings` object of each action and tool type. The specification names a few members; the rest
 // are ours and documented in docs/agents.md. Write-only secrets (header values) are masked in answers.
@@ -10,6 +10,7 @@ const Description = Type.Optional(Type.String({ maxLength: 1000, description: 't
 const TimeZone = Type.String({ format: 'time-zone', description: 'IANA time zone such as Europe/Berlin' })
 const Minutes = (min: number, max: number, description: string) => Type.Integer({ minimum: min, maximum: max, description })
 const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4000 }), {
+  [COMPONENT]: 'RequestHeaders',
   maxProperties: 50,
   description: 'sent with every request; values are write-only: answers show `********`, and a PATCH that sends `********` keeps the stored value'
 })

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { DateRange } from '../../db/days.ts'
-import { ObjectId } from '../../http/schemas.ts'
+import { COMPONENT, ObjectId } from '../../http/schemas.ts'
 import { costsByGroup, type CallFilter, type CostRow, type GroupBy } from './queries.ts'
 import { CallFilterQuery, MetricsQuery } from './schemas.ts'
 
@@ -25,7 +25,7 @@ export function callFilter (query: Static<typeof CallFilterQuery>): CallFilter {
 export const CostsQuery = Type.Object({
   date_from: MetricsQuery.properties.date_from,
   date_to: MetricsQuery.properties.date_to,
-  group_by: Type.Optional(Type.Union([Type.Literal('user'), Type.Literal('agent'), Type.Literal('workspace')], { description: 'default user' })),
+  group_by: Type.Optional(Type.Union([Type.Literal('user'), Type.Literal('agent'), Type.Literal('workspace')], { [COMPONENT]: 'CostsGroupBy', description: 'default user' })),
   customer_id: Type.Optional(ObjectId),
   workspace_id: Type.Optional(ObjectId)
 })

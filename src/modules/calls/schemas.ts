@@ -1,13 +1,13 @@
 import { Type } from 'typebox'
 import { AnyObject, TranscriptItem } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
-import { E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
+import { COMPONENT, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
 
-export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')])
-export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')])
-export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')])
+export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')], { [COMPONENT]: 'CallType' })
+export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')], { [COMPONENT]: 'CallDirection' })
+export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')], { [COMPONENT]: 'CallStatus' })
 
 /** The filters of GET /v1/call/list, which the metrics and the export take too. */
 export const callFilters = {
@@ -35,7 +35,7 @@ export const MetricsQuery = Type.Object({ ...callFilters, ...DateRangeQuery })
 const Sentiment = Type.Object({
   sentiment: Type.Enum(['positive', 'negative', 'neutral']),
   explanation: Type.String()
-})
+}, { [COMPONENT]: 'CallSentiment' })
 
 const listFields = {
   _id: ObjectId,
@@ -55,7 +55,7 @@ const listFields = {
   task_achieved: Nullable(Type.Boolean())
 }
 
-export const CallListItem = Type.Object(listFields)
+export const CallListItem = Type.Object(listFields, { [COMPONENT]: 'CallListItem' })
 
 export const CallDetail = Type.Object({
   ...listFields,
@@ -81,7 +81,7 @@ export const CallDetail = Type.Object({
   collected_data: Nullable(AnyObject),
   transfer_history: Nullable(Type.Array(Type.Unknown())),
   simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
-})
+}, { [COMPONENT]: 'CallDetail' })
 
 const callInput = {
   agent_id: ObjectId,
@@ -106,7 +106,7 @@ export const PhoneCallCreated = Type.Object({
   call_to: Type.String(),
   direction: Type.Literal('outbound'),
   start_timestamp: Epoch
-})
+}, { [COMPONENT]: 'PhoneCallCreated' })
 
 export const WebCallCreated = Type.Object({
   _id: ObjectId,
@@ -116,7 +116,7 @@ export const WebCallCreated = Type.Object({
   start_timestamp: Epoch,
   access_token: Type.String({ description: 'lets a browser join this call (POST /web-call/join); give it to the browser instead of the API key' }),
   access_token_expires_at: Type.Integer({ description: 'epoch ms; the token must be used before then' })
-})
+}, { [COMPONENT]: 'WebCallCreated' })
 
 export const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { DeliveryAttempt } from '../../db/shapes.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
 import type { CallRow } from '../calls/queries.ts'
@@ -26,12 +26,12 @@ const deliveryFields = {
   attempts_made: Type.Integer(),
   attempts_max: Type.Integer({ description: 'scheduled attempts: 8 with the default schedule' }),
   next_attempt_at: Type.Optional(Type.String({ description: 'ISO 8601; present while pending' })),
-  attempts: Type.Array(DeliveryAttempt),
+  attempts: Type.Array({ ...DeliveryAttempt, [COMPONENT]: 'DeliveryAttempt' }),
   created_at: Type.String({ description: 'ISO 8601' }),
   delivered_at: Type.Optional(Type.String({ description: 'ISO 8601' }))
 }
 
-const Delivery = Type.Object(deliveryFields)
+const Delivery = Type.Object(deliveryFields, { [COMPONENT]: 'WebhookDelivery' })
 const DeliveryDetail = Type.Object({
   ...deliveryFields,
   request: Type.Union([Type.Object({
@@ -40,7 +40,7 @@ const DeliveryDetail = Type.Object({
     header_names: Type.Array(Type.String(), { description: 'the action\'s headers, by name only: values are never returned' }),
     body: Type.Unknown({ description: 'the JSON body; null for GET and DELETE' })
   }), Type.Null()], { description: `null once the request was deleted (kept ${30} days by default)` })
-})
+}, { [COMPONENT]: 'WebhookDeliveryDetail' })
 
 const OutcomeSchema = Type.Object({
   ok: Type.Boolean({ description: 'a 2xx within the time limit' }),
@@ -48,7 +48,7 @@ const OutcomeSchema = Type.Object({
   error: Type.Optional(Type.String()),
   duration_ms: Type.Integer(),
   response_preview: Type.Optional(Type.String())
-})
+}, { [COMPONENT]: 'DeliveryOutcome' })
 
 const iso = (date: Date | null) => date?.toISOString()
 
@@ -184,7 +184,7 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     secret: Type.String({ description: 'whsec_ and the base64 key: give it to your receiver to verify webhook-signature' }),
     created_at: Type.Integer({ description: 'epoch ms' }),
     previous_expires_at: Type.Optional(Type.Integer({ description: 'epoch ms: the previous secret signs too until then' }))
-  })
+  }, { [COMPONENT]: 'WebhookSecret' })
 
   app.get('/webhook-secret', {
     schema: {

@@ -2,12 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, errors } from '../../http/schemas.ts'
 import { connectIntegration, deactivateTools, disconnectIntegration, listIntegrations, PROVIDERS } from './queries.ts'
 
 const TAGS = ['integrations']
 
-const Provider = Type.Union(PROVIDERS.map((p) => Type.Literal(p)), { description: 'the external account behind the tools of the same name' })
+const Provider = Type.Union(PROVIDERS.map((p) => Type.Literal(p)), { [COMPONENT]: 'IntegrationProvider', description: 'the external account behind the tools of the same name' })
 const ProviderParams = Type.Object({ provider: Provider })
 
 const Integration = Type.Object({
@@ -15,7 +15,7 @@ const Integration = Type.Object({
   connected: Type.Boolean(),
   account_label: Type.String({ description: 'a name for the connected account, shown in the app' }),
   connected_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms' })
-})
+}, { [COMPONENT]: 'Integration' })
 
 const connected = (row: { provider: string, account_label: string, connected_at: Date }) =>
   ({ provider: row.provider, connected: true, account_label: row.account_label, connected_at: row.connected_at.getTime() })

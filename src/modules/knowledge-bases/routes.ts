@@ -8,7 +8,7 @@ import { newId } from '../../db/ids.ts'
 import type { Database } from '../../db/schema.ts'
 import { Slots } from '../../http/concurrency.ts'
 import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
-import { AUTH_ERRORS, EpochMs, errors, IdParams, Nullable, ObjectId, OwnerQuery, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, EpochMs, errors, IdParams, Nullable, ObjectId, OwnerQuery, Paging } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { requireOwners } from '../account/owners.ts'
@@ -34,7 +34,7 @@ const KnowledgeFile = Type.Object({
   }),
   error: Type.Optional(Type.String({ description: 'why reading failed; only with status failed' })),
   passage_count: Type.Integer({ description: 'passages found by search; 0 until ready' })
-})
+}, { [COMPONENT]: 'KnowledgeBaseFile' })
 
 const KnowledgeBase = Type.Object({
   _id: Type.String(),
@@ -49,7 +49,7 @@ const KnowledgeBase = Type.Object({
   agent_ids: Type.Array(Type.String(), { description: 'their ids, in the same order' }),
   created_at: EpochMs,
   updated_at: EpochMs
-})
+}, { [COMPONENT]: 'KnowledgeBase' })
 
 const SearchResults = Type.Object({
   results: Type.Array(Type.Object({
@@ -62,7 +62,7 @@ const SearchResults = Type.Object({
     snippet: Type.String({ description: 'the best fragments of the passage, matched words between <b> and </b>' }),
     content: Type.String({ description: 'the whole passage' })
   }), { description: 'best first' })
-})
+}, { [COMPONENT]: 'KnowledgeSearchResults' })
 
 /** The form fields besides the file; checked by the handler once the streamed form has been read. */
 const FormFields = Type.Object({

@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, CHECKED_IN_HANDLER, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { agentExists } from '../agents/queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
@@ -53,7 +53,7 @@ const PhoneNumber = Type.Object({
   }), Type.Null()]),
   created_at: EpochMs,
   updated_at: EpochMs
-}, { description: 'Carrier credentials and SIP passwords are stored but never returned.' })
+}, { [COMPONENT]: 'PhoneNumber', description: 'Carrier credentials and SIP passwords are stored but never returned.' })
 
 const AvailableNumber = Type.Object({
   phone_number: E164,
@@ -62,7 +62,7 @@ const AvailableNumber = Type.Object({
   locality: Type.Union([Type.String(), Type.Null()]),
   region: Type.Union([Type.String(), Type.Null()]),
   carrier: CarrierName
-})
+}, { [COMPONENT]: 'AvailablePhoneNumber' })
 
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code', examples: ['US'] })
 const AreaCode = Type.String({ pattern: '^[0-9]{2,4}$', description: 'area code (NPA in the US and Canada)', examples: ['415'] })

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { agentBodies, toLlm } from '../agents/mappers.ts'
 import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
@@ -55,7 +55,7 @@ const StartedCall = Type.Object({
   direction: Type.Literal('inbound'),
   agent: Agent,
   llm: LlmConfig
-}, { description: 'the new call, with the agent and LLM configuration the runtime runs it with' })
+}, { [COMPONENT]: 'StartedCall', description: 'the new call, with the agent and LLM configuration the runtime runs it with' })
 
 /**
  * The API a voice runtime (telephony, speech, language model) reports calls through, with the account's

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { forgetApiKeys } from './auth.ts'
 import { notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, errors, IdParams, ObjectId } from '../../http/schemas.ts'
+import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId } from '../../http/schemas.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from './queries.ts'
 
 const ApiKey = Type.Object({
@@ -13,7 +13,7 @@ const ApiKey = Type.Object({
   created_at: Type.Integer({ description: 'epoch ms' }),
   last_used_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms, to the minute' }),
   revoked_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms' })
-})
+}, { [COMPONENT]: 'ApiKey' })
 
 const ms = (date: Date | null) => date?.getTime() ?? null
 
