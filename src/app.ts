@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import { Type } from 'typebox'
 import type { Config } from './config.ts'
 import type { DB } from './db/database.ts'
-import { registerAuth } from './modules/users/auth.ts'
+import { registerAuth, registerRateLimit } from './modules/users/auth.ts'
 import { frameworkError, registerErrorHandler } from './http/errors.ts'
 import { homeRoutes } from './http/home.ts'
 import { registerOpenApi } from './http/openapi.ts'
@@ -114,7 +114,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer })
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
-    await app.register(webCallRoutes, { db: deps.db })
+    await app.register(async (open) => {
+      await registerRateLimit(open, config.rateLimit)
+      await open.register(webCallRoutes, { db: deps.db })
+    })
   }
 
   return app

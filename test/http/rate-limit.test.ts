@@ -29,6 +29,17 @@ t.test('requests are limited per API key, and per address without a known key; /
   t.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200, '/health is not limited')
 })
 
+t.test('routes reached without a key (joining a web call) are limited per address', async (t) => {
+  const { app } = await setup(t, { RATE_LIMIT_PER_ADDRESS: '2', RATE_LIMIT_WINDOW_MS: '600000' })
+  const join = () => app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: 'x'.repeat(43) } })
+  t.equal((await join()).statusCode, 403, 'an unknown token is refused')
+  t.equal((await join()).statusCode, 403)
+  const limited = await join()
+  t.equal(limited.statusCode, 429, 'then the address is limited, before any lookup')
+  t.equal(limited.json().code, 'rate_limited')
+  t.ok(Number(limited.headers['retry-after']) > 0)
+})
+
 t.test('a valid key stays cached while unknown keys churn through the cache', async (t) => {
   const owner: KeyOwner = { userId: 'u', keyId: 'k', lastUsedAt: null }
   const lookups = new Map<string, number>()

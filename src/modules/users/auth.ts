@@ -137,9 +137,10 @@ function apiKeyOf (request: FastifyRequest): string | undefined {
 /**
  * Counts requests before the key is looked up: those of a key found active before per key, all others
  * (no key, a malformed, unknown or revoked one, a key's first request) per client address, since each may
- * cost a lookup. Over the limit: 429 with Retry-After.
+ * cost a lookup. Over the limit: 429 with Retry-After. Routes reached without a key (a browser joining a
+ * web call) are counted per address alone, the stricter limit.
  */
-async function registerRateLimit (app: FastifyInstance, limits: RateLimitConfig): Promise<void> {
+export async function registerRateLimit (app: FastifyInstance, limits: RateLimitConfig): Promise<void> {
   await app.register(rateLimit, { global: false })
   const maxOf = (bucket: string) => bucket.startsWith('key:') ? limits.perKey : limits.perAddress
   app.addHook('onRequest', app.rateLimit({
