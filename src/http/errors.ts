@@ -65,6 +65,13 @@ const PG_CLIENT_ERRORS: Record<string, { status: number, code: ErrorCode, messag
 
 const pgClientError = (err: unknown) => err instanceof pg.DatabaseError && err.code !== undefined ? PG_CLIENT_ERRORS[err.code] : undefined
 
+/** Connection failures (refused, reset, unknown host) and PostgreSQL's own "cannot connect now" classes 08 and 57P. */
+function databaseUnreachable (err: unknown): boolean {
+  const code = (err as { code?: unknown }).code
+  if (typeof code !== 'string') return false
+  return ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code) || code.startsWith('08') || code.startsWith('57P')
+}
+
 export const ErrorResponse = Type.Object({
   statusCode: Type.Integer({ minimum: 400, maximum: 599 }),
   error: Type.String(),
@@ -200,6 +207,12 @@ export function registerErrorHandler (app: FastifyInstance): void {
       request.log.warn({ reason: fastifyErr.message }, 'request refused: the server is busy')
       reply.header('retry-after', '1')
       return reply.code(503).send(errorBody(503, 'unavailable', 'the server is busy; retry in a second'))
+    }
+    if (databaseUnreachable(err)) {
+      // An outage, not a bug in this request: logged once per request without a stack, answered with a time to retry.
+      request.log.error({ reason: fastifyErr.message, code: fastifyErr.code }, 'request failed: the database is unreachable')
+      reply.header('retry-after', '5')
+      return reply.code(503).send(errorBody(503, 'unavailable', 'the database is unreachable; retry in a few seconds'))
     }
     request.log.error({ err }, 'request failed')
     return reply.code(status).send(errorBody(status, 'internal_error', 'Internal error; it was logged with request id ' + request.id))

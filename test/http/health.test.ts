@@ -31,4 +31,10 @@ t.test('health answers 503 while the database is unreachable, liveness stays 200
   t.equal(res.statusCode, 503)
   t.same(res.json(), { status: 'degraded', database: 'down' })
   t.equal((await app.inject({ method: 'GET', url: '/health/live' })).statusCode, 200)
+
+  // An API request needs the database too: a clear 503 to retry, not a 500 that reads like a bug.
+  const api = await app.inject({ method: 'GET', url: '/v1/voice/list', headers: { 'x-api-key': `sk_${'a'.repeat(40)}` } })
+  t.equal(api.statusCode, 503)
+  t.equal(api.json().code, 'unavailable')
+  t.ok(Number(api.headers['retry-after']) > 0)
 })
