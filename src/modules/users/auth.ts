@@ -129,6 +129,14 @@ export function forgetApiKeys (): void {
   keys.clear()
 }
 
+const hashes = new WeakMap<FastifyRequest, string | undefined>()
+
+/** The SHA-256 of a well-formed key, computed once per request (the rate limiter and the auth hook both need it). */
+function keyHashOf (request: FastifyRequest, key: string | undefined): string | undefined {
+  if (!hashes.has(request)) hashes.set(request, key !== undefined && API_KEY_PATTERN.test(key) ? hashApiKey(key) : undefined)
+  return hashes.get(request)
+}
+
 function apiKeyOf (request: FastifyRequest): string | undefined {
   const header = request.headers['x-api-key']
   return Array.isArray(header) ? header[0] : header
@@ -146,8 +154,7 @@ export async function registerRateLimit (app: FastifyInstance, limits: RateLimit
   app.addHook('onRequest', app.rateLimit({
     timeWindow: limits.windowMs,
     keyGenerator: (request) => {
-      const key = apiKeyOf(request)
-      const hash = key !== undefined && API_KEY_PATTERN.test(key) ? hashApiKey(key) : undefined
+      const hash = keyHashOf(request, apiKeyOf(request))
       return hash !== undefined && keys.isKnown(hash) ? `key:${hash}` : `address:${request.ip}`
     },
     max: (_request, bucket) => maxOf(bucket),
@@ -165,7 +172,8 @@ export async function registerAuth (app: FastifyInstance, db: DB, limits: RateLi
     if (key === undefined || key === '') {
       throw new HttpError(401, 'missing_api_key', 'the x-api-key header is required')
     }
-    const owner = API_KEY_PATTERN.test(key) ? await keys.owner(hashApiKey(key), (hash) => findActiveKeyByHash(db, hash)) : undefined
+    const hash = keyHashOf(request, key)
+    const owner = hash === undefined ? undefined : await keys.owner(hash, (h) => findActiveKeyByHash(db, h))
     if (owner === undefined) throw new HttpError(403, 'invalid_api_key', 'the API key is unknown or revoked')
     request.userId = owner.userId
     if (owner.lastUsedAt === null || Date.now() - owner.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {
