@@ -40,11 +40,12 @@ export interface Config {
   /** Twilio's REST API: the installation's account (needed for PHONE_CARRIER=twilio) and its base URL. */
   twilio: TwilioConfig
   /**
-   * Who answers outbound and web calls: `simulator` (built in: a short scripted conversation, no telephony)
-   * or `external` (a voice runtime reporting through /v1/runtime). Default: simulator with the embedded
-   * database, external with DATABASE_URL.
+   * Who holds outbound and web calls: `voice` (the built-in voice engine: web calls are live conversations in
+   * the browser; phone calls without a carrier that places them are simulated through it), `simulator`
+   * (every call a short scripted conversation, no browser needed) or `external` (a voice runtime reporting
+   * through /v1/runtime). Default: voice.
    */
-  callRuntime: 'simulator' | 'external'
+  callRuntime: 'voice' | 'simulator' | 'external'
   /** Seconds a simulated call lasts before the simulator ends it. */
   simulatorCallSeconds: number
   /** Multiplies the simulator's pause and the agents' maximum call durations; tests set it small. */
@@ -59,6 +60,38 @@ export interface Config {
   rateLimit: RateLimitConfig
   /** Where people reach this server: links in e-mails (the delivery log) start with it. */
   publicBaseUrl: string
+  voice: VoiceConfig
+}
+
+/** An OpenAI-compatible HTTP API: its base URL (ending before `/audio/…` or `/chat/…`) and key. */
+export interface ProviderEndpoint {
+  url: string
+  apiKey: string | undefined
+  /** The URL or key was set: the installation means to use it (local servers need no key). */
+  configured: boolean
+}
+
+export interface VoiceConfig {
+  /** VOICE_ENGINE: the engine of LLM configurations that name none. Without its providers configured, calls run the simulator engine (typed turns). */
+  engine: 'realtime' | 'cascade' | 'simulator'
+  /** The OpenAI Realtime API (or a compatible server, Azure OpenAI): REALTIME_URL, REALTIME_API_KEY, REALTIME_MODEL, REALTIME_AUTH. */
+  realtime: ProviderEndpoint & { model: string, auth: 'bearer' | 'api-key' }
+  /** Speech to text: STT_URL, STT_API_KEY, STT_MODEL. */
+  stt: ProviderEndpoint & { model: string }
+  /** Language model (streaming chat completions with tools): LLM_URL, LLM_API_KEY; the model is the LLM configuration's. */
+  llm: ProviderEndpoint
+  /** Text to speech: TTS_URL, TTS_API_KEY, TTS_MODEL. */
+  tts: ProviderEndpoint & { model: string }
+  /** A provider request (or the realtime connection) that has not answered after this fails the call (VOICE_PROVIDER_TIMEOUT_MS). */
+  providerTimeoutMs: number
+  /** A browser stream with no message and no pong for this long is ended (VOICE_STREAM_TIMEOUT_MS). */
+  streamTimeoutMs: number
+  /** Largest message a browser may send on the stream (VOICE_MAX_MESSAGE_BYTES); a larger one ends the session. */
+  maxMessageBytes: number
+  /** An MCP server's listing or call must answer within this (MCP_TIMEOUT_MS). */
+  mcpTimeoutMs: number
+  /** How long a signed recording link works (RECORDING_LINK_SECONDS). */
+  recordingLinkSeconds: number
 }
 
 export interface DeliveryConfig {
@@ -291,6 +324,34 @@ function analyser (env: Env): AnalyserConfig {
   return Object.freeze(config)
 }
 
+const OPENAI_URL = 'https://api.openai.com/v1'
+
+/** A provider's URL and key: its own variables, else OPENAI_API_KEY and OpenAI's address. */
+function provider (env: Env, prefix: string, fallbackUrl: string): ProviderEndpoint {
+  const url = endpoint(env, `${prefix}_URL`, fallbackUrl.startsWith('wss:') ? ['wss:', 'ws:'] : ['https:', 'http:'], fallbackUrl)
+  const apiKey = optional(env, `${prefix}_API_KEY`) ?? optional(env, 'OPENAI_API_KEY')
+  return { url: (url ?? fallbackUrl).replace(/\/+$/, ''), apiKey, configured: url !== undefined || apiKey !== undefined }
+}
+
+function voice (env: Env): VoiceConfig {
+  return Object.freeze({
+    engine: oneOf(env, 'VOICE_ENGINE', 'realtime', ['realtime', 'cascade', 'simulator'] as const),
+    realtime: Object.freeze({
+      ...provider(env, 'REALTIME', 'wss://api.openai.com/v1/realtime'),
+      model: str(env, 'REALTIME_MODEL', 'gpt-realtime'),
+      auth: oneOf(env, 'REALTIME_AUTH', 'bearer', ['bearer', 'api-key'] as const)
+    }),
+    stt: Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe') }),
+    llm: Object.freeze(provider(env, 'LLM', OPENAI_URL)),
+    tts: Object.freeze({ ...provider(env, 'TTS', OPENAI_URL), model: str(env, 'TTS_MODEL', 'gpt-4o-mini-tts') }),
+    providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),
+    streamTimeoutMs: int(env, 'VOICE_STREAM_TIMEOUT_MS', 15_000, 100, 600_000),
+    maxMessageBytes: int(env, 'VOICE_MAX_MESSAGE_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024),
+    mcpTimeoutMs: int(env, 'MCP_TIMEOUT_MS', 10_000, 100, 600_000),
+    recordingLinkSeconds: int(env, 'RECORDING_LINK_SECONDS', 3600, 10, 30 * 86_400)
+  })
+}
+
 export function loadConfig (env: Env = process.env): Config {
   const phoneCarrier = oneOf(env, 'PHONE_CARRIER', 'sandbox', ['sandbox', 'twilio'] as const)
   return Object.freeze({
@@ -314,12 +375,13 @@ export function loadConfig (env: Env = process.env): Config {
     mailFrom: matching(env, 'MAIL_FROM', MAIL_FROM, 'an address such as "Switchboard <noreply@example.com>"') ?? 'Switchboard <noreply@localhost>',
     phoneCarrier,
     twilio: twilio(env, phoneCarrier),
-    callRuntime: oneOf(env, 'CALL_RUNTIME', databaseUrl(env) === undefined ? 'simulator' : 'external', ['simulator', 'external'] as const),
+    callRuntime: oneOf(env, 'CALL_RUNTIME', 'voice', ['voice', 'simulator', 'external'] as const),
     simulatorCallSeconds: int(env, 'SIMULATOR_CALL_SECONDS', 5, 0, 3600),
     callTimeScale: positive(env, 'CALL_TIME_SCALE', 1, 1),
     analyser: analyser(env),
     publicBaseUrl: (endpoint(env, 'PUBLIC_BASE_URL', ['https:', 'http:'], 'https://switchboard.example.com') ??
       `http://${['0.0.0.0', '::', '127.0.0.1'].includes(str(env, 'HOST', '127.0.0.1')) ? 'localhost' : str(env, 'HOST', '127.0.0.1')}:${int(env, 'PORT', 3000, 0, 65535)}`).replace(/\/+$/, ''),
+    voice: voice(env),
     delivery: Object.freeze({
       timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
       timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),

@@ -147,6 +147,15 @@ export interface EmailsTable {
   created_at: CreatedAt
 }
 
+export interface CallRecordingsTable {
+  call_id: string
+  user_id: string
+  duration_ms: number
+  /** The WAV file. */
+  data: Buffer
+  created_at: CreatedAt
+}
+
 export interface LlmConfigsTable {
   id: string
   user_id: string
@@ -155,6 +164,8 @@ export interface LlmConfigsTable {
   general_prompt: string
   temperature: number
   max_tokens: number | null
+  /** NULL: the installation's VOICE_ENGINE. */
+  engine: 'realtime' | 'cascade' | 'simulator' | null
   created_at: CreatedAt
   updated_at: UpdatedAt
 }
@@ -248,9 +259,11 @@ export interface CallsTable {
   custom_analysis_data: JsonNullable<AnyObject>
   collected_data: JsonNullable<AnyObject>
   transfer_history: JsonNullable<unknown[]>
-  runtime: Generated<'simulator' | 'external'>
+  runtime: Generated<'voice' | 'simulator' | 'external'>
   access_token_hash: string | null
   access_token_expires_at: Date | null
+  /** When the browser's stream opened with the access token (spending it). */
+  joined_at: Date | null
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null
@@ -416,6 +429,7 @@ export interface Database {
   phone_numbers: PhoneNumbersTable
   emails: EmailsTable
   llm_configs: LlmConfigsTable
+  call_recordings: CallRecordingsTable
   agents: AgentsTable
   agent_actions: AgentActionsTable
   agent_tools: AgentToolsTable

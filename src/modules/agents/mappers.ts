@@ -44,6 +44,7 @@ export const toLlm = (row: LlmRow) => ({
   general_prompt: row.general_prompt,
   temperature: row.temperature,
   max_tokens: row.max_tokens,
+  engine: row.engine,
   created_at: row.created_at.getTime(),
   updated_at: row.updated_at.getTime()
 })

@@ -23,7 +23,7 @@ export async function findLlm (db: Executor, userId: string, id: string): Promis
   return await db.selectFrom('llm_configs').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
 }
 
-export type LlmValues = Pick<LlmRow, 'model' | 'begin_message' | 'general_prompt' | 'temperature' | 'max_tokens'>
+export type LlmValues = Pick<LlmRow, 'model' | 'begin_message' | 'general_prompt' | 'temperature' | 'max_tokens'> & Partial<Pick<LlmRow, 'engine'>>
 
 export async function insertLlm (db: Executor, userId: string, values: LlmValues): Promise<LlmRow> {
   return await db.insertInto('llm_configs').values({ id: newId(), user_id: userId, ...values }).returningAll().executeTakeFirstOrThrow()

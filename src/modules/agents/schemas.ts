@@ -161,6 +161,7 @@ export const LlmConfig = Type.Object({
   general_prompt: Type.String(),
   temperature: Type.Number(),
   max_tokens: Nullable(Type.Integer(), 'cap on each reply; null: the model\'s own'),
+  engine: Nullable(Type.Enum(['realtime', 'cascade', 'simulator']), 'the voice engine of its calls; null: the installation\'s VOICE_ENGINE'),
   created_at: Epoch,
   updated_at: Epoch
 }, { [COMPONENT]: 'LlmConfig' })
@@ -170,7 +171,8 @@ const llmFields = {
   begin_message: Nullable(Type.String({ maxLength: 2000 }), 'what the agent says first; null (default): it waits for the other party. {{variables}} from dynamic_context are filled in'),
   general_prompt: Type.String({ maxLength: 50_000, description: 'the system prompt (default empty)' }),
   temperature: Type.Number({ minimum: 0, maximum: 2, description: 'default 0.7' }),
-  max_tokens: Nullable(Type.Integer({ minimum: 1, maximum: 32_000 }), 'cap on each reply; null (default): the model\'s own')
+  max_tokens: Nullable(Type.Integer({ minimum: 1, maximum: 32_000 }), 'cap on each reply; null (default): the model\'s own'),
+  engine: Nullable(Type.Union([Type.Literal('realtime'), Type.Literal('cascade'), Type.Literal('simulator')]), 'the voice engine of its calls (docs/voice.md): realtime (speech-to-speech model), cascade (speech-to-text, language model, text-to-speech) or simulator (typed turns, no providers); null (default): the installation\'s VOICE_ENGINE')
 }
 
 export const LLM_DEFAULTS = { model: 'gpt-4o-mini', begin_message: null, general_prompt: '', temperature: 0.7, max_tokens: null }
@@ -180,7 +182,8 @@ export const LlmWrite = Type.Object({
   begin_message: Type.Optional(llmFields.begin_message),
   general_prompt: Type.Optional(llmFields.general_prompt),
   temperature: Type.Optional(llmFields.temperature),
-  max_tokens: Type.Optional(llmFields.max_tokens)
+  max_tokens: Type.Optional(llmFields.max_tokens),
+  engine: Type.Optional(llmFields.engine)
 }, { [COMPONENT]: 'LlmConfigWrite' })
 
 export const AgentTemplate = Type.Object({

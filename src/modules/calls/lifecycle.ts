@@ -23,7 +23,7 @@ export interface NewCall {
   call_to?: string
   custom_data?: Record<string, unknown>
   dynamic_context?: Record<string, unknown>
-  runtime: 'simulator' | 'external'
+  runtime: 'voice' | 'simulator' | 'external'
   access_token_hash?: string
   access_token_expires_at?: Date
 }
@@ -69,14 +69,23 @@ export function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | und
 /** How far a runtime's clock may run ahead of the server's when it reports an end. */
 export const END_CLOCK_SKEW_MS = 5 * 60_000
 
+/** Seconds the deadline waits past the limit for a call the voice engine holds: it ends the call itself, transcript and all. */
+export const VOICE_DEADLINE_GRACE_SECONDS = 30
+
+/** The call is a conversation simulated through the voice core: every call of the simulator, and phone calls the voice runtime cannot place. */
+export function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type'>): boolean {
+  return call.runtime === 'simulator' || (call.runtime === 'voice' && call.call_type === 'phone')
+}
+
 /**
  * Schedules what follows a new call, in the transaction that stores it: the deadline after the agent's
  * maximum duration, and for simulated calls the simulator's answer.
  */
-async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime'>, maxMinutes: number): Promise<void> {
+async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime' | 'call_type'>, maxMinutes: number): Promise<void> {
   const scale = jobs.config.callTimeScale
-  await sendJob(jobs.boss, trx, QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale)) })
-  if (call.runtime === 'simulator') {
+  const grace = call.runtime === 'voice' ? VOICE_DEADLINE_GRACE_SECONDS : 0
+  await sendJob(jobs.boss, trx, QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale + grace)) })
+  if (isSimulated(call)) {
     await sendJob(jobs.boss, trx, QUEUES.simulateCall, { callId: call.id }, { startAfter: Math.round(jobs.config.simulatorCallSeconds * scale) })
   }
 }

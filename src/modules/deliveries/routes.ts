@@ -128,6 +128,7 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     runtime: 'external',
     access_token_hash: null,
     access_token_expires_at: null,
+    joined_at: null,
     outcome: 'completed',
     analysis_status: 'completed',
     analysis_error: null,

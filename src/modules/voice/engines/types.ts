@@ -1,0 +1,68 @@
+import type { Logger } from 'pino'
+
+// One interface for every engine (DESIGN.md, "Voice"): the session gives it the caller's audio or text and
+// its turn boundaries; the engine answers with agent audio, text, tool calls and usage. Audio both ways is
+// PCM16 mono at 16 kHz; an engine that speaks another format to its provider converts at its edge.
+
+/** A tool the model may call during the call; `parameters` is a JSON Schema object. */
+export interface ToolSpec {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
+
+export interface EngineSetup {
+  /** The system prompt: the LLM configuration's general_prompt with its {{variables}} filled, plus the session's own lines. */
+  instructions: string
+  tools: ToolSpec[]
+  /** BCP-47 tag of the language the agent speaks. */
+  language: string
+  /** Languages the recogniser listens for; [] : `language`. */
+  sttLanguages: string[]
+  /** The provider's voice name (voices.provider_voice_id), e.g. `alloy`. */
+  voice: string
+  /** The LLM configuration's model: the cascade's chat model (the realtime engine has its own, configured). */
+  model: string
+  temperature: number
+  maxTokens: number | null
+}
+
+export type EngineEvent =
+  /** Agent audio, any length; the session frames and paces it. */
+  | { type: 'audio', pcm: Int16Array }
+  /** The agent's reply text grew (live transcript). */
+  | { type: 'agent_text', delta: string }
+  /** The current response ended and all its audio was emitted; `text` is what the agent said in it. */
+  | { type: 'response_done', text: string }
+  /** What the caller said in the turn that just ended, as recognised ('' when nothing was). */
+  | { type: 'user_text', text: string }
+  /** The model calls a tool; the session answers with toolResult(id, …). */
+  | { type: 'tool_call', id: string, name: string, arguments: string }
+  /** Tokens one model request used. */
+  | { type: 'usage', model: string, input: number, output: number }
+  /** Seconds of caller speech recognised and of agent speech synthesised by one request. */
+  | { type: 'speech', recognisedSeconds?: number, synthesisedSeconds?: number }
+  /** The provider failed (the message is for the log, not the caller): the session ends the call. */
+  | { type: 'error', message: string }
+
+export interface Engine {
+  /** Connects to the providers; resolves when input may be given, rejects when it cannot connect. */
+  start: (setup: EngineSetup) => Promise<void>
+  /** Caller audio: 20 ms frames, given continuously while the call runs. */
+  audio: (frame: Int16Array) => void
+  /** Our turn detection saw the caller stop speaking: recognise the turn and answer it. */
+  endOfTurn: () => void
+  /** A typed turn of the caller: answer it. */
+  userText: (text: string) => void
+  /** Speak exactly this as the agent (begin message, reminders, goodbye), then emit response_done. */
+  say: (text: string) => void
+  /** The output of a tool call; the model continues once every call of its response is answered. */
+  toolResult: (id: string, output: string) => void
+  /** Barge-in: stop the current response at once; none of its audio follows. */
+  cancel: () => void
+  /** Agent transfer: the new agent's instructions, tools and voice apply from the next response. */
+  update: (setup: EngineSetup) => void
+  close: () => void
+}
+
+export type EngineFactory = (onEvent: (event: EngineEvent) => void, log: Logger) => Engine
