@@ -6,9 +6,16 @@ import { Type, type Static } from 'typebox'
 // A shape is what the column holds, not what a request may send: input limits stay in the modules' schemas.
 
 export const TranscriptItem = Type.Object({
-  speaker: Type.Enum(['agent', 'user']),
+  speaker: Type.Enum(['agent', 'user', 'tool'], { description: '`tool`: a tool the agent used during the call (the built-in voice engine)' }),
   content: Type.String(),
-  timestamp: Type.Integer({ description: 'epoch ms' })
+  timestamp: Type.Integer({ description: 'epoch ms' }),
+  tool: Type.Optional(Type.Object({
+    name: Type.String(),
+    type: Type.String({ description: 'the tool\'s tool_type' }),
+    arguments: Type.String({ description: 'as the model sent them (JSON)' }),
+    output: Type.Optional(Type.String({ description: 'what the tool answered the model' })),
+    error: Type.Optional(Type.String({ description: 'why it failed; the call went on' }))
+  }))
 })
 export type TranscriptItem = Static<typeof TranscriptItem>
 

@@ -18,3 +18,8 @@ export async function listVoices (db: DB, filter: VoiceFilter) {
 export async function voiceExists (db: DB, id: string): Promise<boolean> {
   return await db.selectFrom('voices').select('id').where('id', '=', id.toLowerCase()).executeTakeFirst() !== undefined
 }
+
+/** What the speech provider calls a catalogue voice (`alloy`), or undefined for an unknown id. */
+export async function providerVoiceId (db: DB, id: string): Promise<string | undefined> {
+  return (await db.selectFrom('voices').select('provider_voice_id').where('id', '=', id).executeTakeFirst())?.provider_voice_id
+}

@@ -15,6 +15,8 @@ export interface EngineSetup {
   /** The system prompt: the LLM configuration's general_prompt with its {{variables}} filled, plus the session's own lines. */
   instructions: string
   tools: ToolSpec[]
+  /** Each tool's type (end_call, api_rag, …) by name: the simulator, which has no model, picks tools by type. */
+  toolTypes?: Record<string, string>
   /** BCP-47 tag of the language the agent speaks. */
   language: string
   /** Languages the recogniser listens for; [] : `language`. */

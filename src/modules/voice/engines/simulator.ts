@@ -1,0 +1,100 @@
+import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
+
+// The offline engine: text in, text out, no providers. It follows a short appointment script in the
+// agent's language, searches the agent's knowledge (an api_rag tool) when asked a question, and calls
+// end_call when the caller says goodbye. Simulated calls and typed browser calls without speech
+// providers run on it, through the same session as spoken calls.
+
+interface Lines { greeting: string, offer: string, booked: string, goodbye: string, found: string, nothing: string, limits: string }
+
+const LINES: Record<string, Lines> = {
+  en: {
+    greeting: 'Hello, how can I help you today?',
+    offer: 'Yes, Tuesday at 10 a.m. is free. Shall I book it for you?',
+    booked: 'You are welcome. Your appointment is booked. Goodbye!',
+    goodbye: 'Thank you for calling. Goodbye!',
+    found: 'Here is what I found: ',
+    nothing: 'I could not find anything about that.',
+    limits: 'I am the built-in simulator and only follow a short script. Configure speech providers to talk to a real model.'
+  },
+  de: {
+    greeting: 'Hallo, wie kann ich Ihnen helfen?',
+    offer: 'Ja, Dienstag um 10 Uhr ist frei. Soll ich den Termin für Sie buchen?',
+    booked: 'Gerne. Ihr Termin ist gebucht. Auf Wiederhören!',
+    goodbye: 'Danke für Ihren Anruf. Auf Wiederhören!',
+    found: 'Das habe ich gefunden: ',
+    nothing: 'Dazu habe ich nichts gefunden.',
+    limits: 'Ich bin der eingebaute Simulator und folge nur einem kurzen Skript. Richten Sie Sprachdienste ein, um mit einem echten Modell zu sprechen.'
+  }
+}
+
+/** The simulator's lines in the agent's language (English when it has none of its own). */
+export const simulatorLines = (language: string): Lines => LINES[language.slice(0, 2).toLowerCase()] ?? LINES.en
+
+const GOODBYE = /\b(bye|goodbye|tschüss|wiederhören|wiedersehen)\b/i
+const YES = /\b(yes|yeah|sure|ok|okay|works|ja|gerne|passt)\b/i
+const QUESTION = /\?\s*$|^(what|when|where|who|how|which|do|does|is|are|can|was|wann|wo|wer|wie|welche|gibt)\b/i
+
+export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => void): Engine => {
+  let setup: EngineSetup
+  let turn = 0
+  let closed = false
+  let pendingTool: { id: string, kind: 'search' | 'end' } | undefined
+  let calls = 0
+  const emit = (event: EngineEvent) => { if (!closed) onEvent(event) }
+  const hasTool = (type: string) => setup.tools.find((t) => setup.toolTypes?.[t.name] === type)
+
+  function speak (text: string, heard: string): void {
+    // About four characters a token, as a language model would have counted.
+    emit({ type: 'usage', model: 'simulator', input: 100 + Math.ceil((setup.instructions.length + heard.length) / 4), output: Math.ceil(text.length / 4) })
+    emit({ type: 'agent_text', delta: text })
+    emit({ type: 'response_done', text })
+  }
+
+  function toolCall (name: string, args: Record<string, unknown>, kind: 'search' | 'end'): void {
+    const id = `sim_${++calls}`
+    pendingTool = { id, kind }
+    emit({ type: 'tool_call', id, name, arguments: JSON.stringify(args) })
+  }
+
+  function answer (text: string): void {
+    const lines = simulatorLines(setup.language)
+    turn++
+    const endTool = hasTool('end_call')
+    const searchTool = hasTool('api_rag')
+    if (GOODBYE.test(text)) {
+      if (endTool !== undefined) return toolCall(endTool.name, { reason: 'the caller said goodbye' }, 'end')
+      return speak(lines.goodbye, text)
+    }
+    if (searchTool !== undefined && QUESTION.test(text.trim())) return toolCall(searchTool.name, { query: text }, 'search')
+    if (turn === 1) return speak(lines.offer, text)
+    if (YES.test(text)) return speak(lines.booked, text)
+    speak(lines.limits, text)
+  }
+
+  return {
+    async start (value) { setup = value },
+    audio () {},
+    // No recogniser: a spoken turn is heard as nothing.
+    endOfTurn () { emit({ type: 'user_text', text: '' }) },
+    userText (text) { answer(text) },
+    say (text) { speak(text, '') },
+    toolResult (id, output) {
+      if (pendingTool?.id !== id) return
+      const { kind } = pendingTool
+      pendingTool = undefined
+      const lines = simulatorLines(setup.language)
+      if (kind === 'end') return speak(lines.goodbye, output)
+      let passages: Array<{ content?: string }> = []
+      try {
+        const parsed = JSON.parse(output) as unknown
+        if (Array.isArray(parsed)) passages = parsed as typeof passages
+      } catch {}
+      const first = passages.find((p) => typeof p.content === 'string')?.content
+      speak(first === undefined ? lines.nothing : lines.found + first.slice(0, 300), output)
+    },
+    cancel () { pendingTool = undefined },
+    update (value) { setup = value },
+    close () { closed = true }
+  }
+}
