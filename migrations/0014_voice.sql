@@ -8,6 +8,9 @@ ALTER TABLE calls DROP CONSTRAINT calls_runtime_check;
 ALTER TABLE calls ADD CONSTRAINT calls_runtime_check CHECK (runtime IN ('voice', 'simulator', 'external'));
 -- When the browser's stream opened with the call's access token (which that spends); NULL: nobody joined.
 ALTER TABLE calls ADD COLUMN joined_at timestamptz;
+-- Seconds of the caller's speech recognised and of the agent's synthesised (the speech providers' usage).
+ALTER TABLE calls ADD COLUMN speech_recognised_seconds double precision NOT NULL DEFAULT 0 CHECK (speech_recognised_seconds >= 0);
+ALTER TABLE calls ADD COLUMN speech_synthesised_seconds double precision NOT NULL DEFAULT 0 CHECK (speech_synthesised_seconds >= 0);
 
 -- A call's recording: mono WAV, both sides mixed (recording_enabled). Bounded by the longest call
 -- (15 minutes of 16 kHz PCM16 is under 30 MB).

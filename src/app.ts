@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import websocket from '@fastify/websocket'
 import { sql } from 'kysely'
 import type { PgBoss } from 'pg-boss'
 import type { Logger } from 'pino'
@@ -25,7 +26,8 @@ import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
-import { runtimeRoutes, webCallRoutes } from './modules/runtime/routes.ts'
+import { runtimeRoutes } from './modules/runtime/routes.ts'
+import { webCallRoutes } from './modules/voice/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
@@ -69,6 +71,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   const agent = deliveryAgent(config.delivery)
   app.addHook('onClose', async () => agent.close())
 
+  // Before every route, so that an upgrade to a route without a WebSocket handler is refused.
+  await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
   registerValidation(app)
   registerErrorHandler(app)
   await registerOpenApi(app)
@@ -116,7 +120,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     }, { prefix: '/v1' })
     await app.register(async (open) => {
       await registerRateLimit(open, config.rateLimit)
-      await open.register(webCallRoutes, { db: deps.db })
+      await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger })
     })
   }
 

@@ -264,6 +264,8 @@ export interface CallsTable {
   access_token_expires_at: Date | null
   /** When the browser's stream opened with the access token (spending it). */
   joined_at: Date | null
+  speech_recognised_seconds: Generated<number>
+  speech_synthesised_seconds: Generated<number>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null

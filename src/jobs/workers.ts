@@ -12,6 +12,7 @@ import { registerKnowledgeWorkers } from '../modules/knowledge-bases/workers.ts'
 import { createAnalyser } from '../modules/runtime/analysis/analyser.ts'
 import type { Analyser } from '../modules/runtime/analysis/types.ts'
 import { registerRuntimeWorkers } from '../modules/runtime/workers.ts'
+import { registerVoiceWorkers } from '../modules/voice/workers.ts'
 import { QUEUES, workOn } from './queues.ts'
 
 // The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like
@@ -34,6 +35,7 @@ export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promi
   const mailer = options.mailer ?? createMailer(db, config, log)
   await registerCallWorkers({ db, boss, config })
   await registerRuntimeWorkers({ db, boss, config, log, analyser: options.analyser ?? createAnalyser(config.analyser) })
+  await registerVoiceWorkers({ db, boss, config, log })
   await registerDeliveryWorkers({ db, boss, config, log, agent, mailer })
   await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
   await registerHousekeeping(boss, { db, config, log })

@@ -96,7 +96,13 @@ export interface CallEnd {
   end_timestamp?: number
   transcription?: TranscriptItem[]
   recording_url?: string
-  usage?: { tokens?: Record<string, { input: number, output: number }>, sms_sent?: number, forwarding_seconds?: number }
+  usage?: {
+    tokens?: Record<string, { input: number, output: number }>
+    sms_sent?: number
+    forwarding_seconds?: number
+    /** Seconds of speech recognised and synthesised (the built-in voice engine). */
+    speech?: { recognised_seconds: number, synthesised_seconds: number }
+  }
   collected_data?: Record<string, unknown>
   transfer_history?: unknown[]
 }
@@ -127,6 +133,8 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0),
       sms_count: end.usage?.sms_sent ?? 0,
       forwarding_seconds: end.usage?.forwarding_seconds ?? 0,
+      speech_recognised_seconds: end.usage?.speech?.recognised_seconds ?? 0,
+      speech_synthesised_seconds: end.usage?.speech?.synthesised_seconds ?? 0,
       collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
       transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
       access_token_hash: null

@@ -69,7 +69,9 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
       'output', (value ->> 'output')::bigint, 'total', (value ->> 'input')::bigint + (value ->> 'output')::bigint)), '{}')
       FROM jsonb_each(token_usage))),
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
-  'collected_data', collected_data, 'transfer_history', transfer_history, 'simulated', runtime = 'simulator')::text, 2)`
+  'collected_data', collected_data, 'transfer_history', transfer_history,
+  'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
+  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone'))::text, 2)`
 
 // Directions and types in the order call_channel() numbers them (migrations/0012_call_channel_indexes.sql).
 const DIRECTIONS = ['inbound', 'outbound']
@@ -177,8 +179,16 @@ export async function updateCall (trx: Transaction<Database>, id: string, values
 
 /** The started or ended call a web-call access token was issued for. */
 export async function findCallByAccessToken (db: DB, tokenHash: string) {
-  return await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context'])
+  return await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context', 'runtime', 'joined_at'])
     .where('access_token_hash', '=', tokenHash).executeTakeFirst()
+}
+
+/** A browser's stream opens the web call: its access token is spent (one stream per token), atomically. */
+export async function spendAccessToken (db: DB, tokenHash: string): Promise<CallRow | undefined> {
+  return await db.updateTable('calls').set({ joined_at: new Date(), access_token_hash: null })
+    .where('access_token_hash', '=', tokenHash).where('call_status', '=', 'started').where('joined_at', 'is', null)
+    .where('access_token_expires_at', '>', new Date())
+    .returningAll().executeTakeFirst()
 }
 
 export async function insertCall (trx: Transaction<Database>, values: Insertable<CallsTable>): Promise<CallRow> {

@@ -80,6 +80,10 @@ export const CallDetail = Type.Object({
   custom_analysis_data: Nullable(AnyObject, 'the agent\'s data_retrieval fields found in the call'),
   collected_data: Nullable(AnyObject),
   transfer_history: Nullable(Type.Array(Type.Unknown())),
+  speech_seconds: Type.Object({
+    recognised: Type.Number({ description: 'the caller\'s speech recognised' }),
+    synthesised: Type.Number({ description: 'the agent\'s speech synthesised' })
+  }, { description: 'speech-provider usage of the call (the built-in voice engine)' }),
   simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
 }, { [COMPONENT]: 'CallDetail' })
 

@@ -129,6 +129,8 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     access_token_hash: null,
     access_token_expires_at: null,
     joined_at: null,
+    speech_recognised_seconds: 0,
+    speech_synthesised_seconds: 0,
     outcome: 'completed',
     analysis_status: 'completed',
     analysis_error: null,

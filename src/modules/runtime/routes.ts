@@ -5,14 +5,11 @@ import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { agentBodies, toLlm } from '../agents/mappers.ts'
-import { Agent, CALL_SETTINGS_DEFAULTS, LlmConfig } from '../agents/schemas.ts'
+import { Agent, LlmConfig } from '../agents/schemas.ts'
 import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
-import { hashToken } from '../users/keys.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { END_CLOCK_SKEW_MS, endCall, phoneCallCreated, startCall } from '../calls/lifecycle.ts'
-import { findCallByAccessToken } from '../calls/queries.ts'
-import { fillVariables } from './simulator.ts'
 
 const TAGS = ['runtime']
 
@@ -111,49 +108,5 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
   }, async (request, reply) => {
     const row = await endCall(db, jobs, request.userId, request.params.id, request.body)
     return reply.code(202).send({ _id: row.id, call_status: 'pending' as const })
-  })
-}
-
-/**
- * What a browser needs to join a web call, given the short-lived token that make-web-call answered
- * (no API key: the token is the credential, and it only opens that one call).
- */
-export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
-  app.post('/web-call/join', {
-    schema: {
-      tags: TAGS,
-      summary: 'Join a web call with its access token',
-      security: [],
-      body: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }),
-      response: {
-        200: Type.Object({
-          call_id: ObjectId,
-          agent_id: ObjectId,
-          agent_name: Type.String(),
-          language: Type.String(),
-          voice_id: ObjectId,
-          begin_message: Type.Union([Type.String(), Type.Null()]),
-          expires_at: Type.Integer({ description: 'epoch ms: the token works until then, while the call runs' })
-        }),
-        ...errors(400, 403)
-      }
-    }
-  }, async (request) => {
-    const call = await findCallByAccessToken(db, hashToken(request.body.access_token))
-    if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
-      throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired, or its call has ended')
-    }
-    const agent = await findAgent(db, call.user_id, call.agent_id)
-    const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
-    if (agent === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')
-    return {
-      call_id: call.id,
-      agent_id: call.agent_id,
-      agent_name: call.agent_name,
-      language: String(agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language),
-      voice_id: agent.voice_id,
-      begin_message: llm?.begin_message == null ? null : fillVariables(llm.begin_message, call.dynamic_context),
-      expires_at: call.access_token_expires_at.getTime()
-    }
   })
 }

@@ -1,15 +1,13 @@
-import type { Job, JobWithMetadata } from 'pg-boss'
+import type { JobWithMetadata } from 'pg-boss'
 import type { Logger } from 'pino'
 import type { DB } from '../../db/database.ts'
 import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/queues.ts'
-import { findAgent, findLlm } from '../agents/queries.ts'
+import { findAgent } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { endCall, finishCall } from '../calls/lifecycle.ts'
+import { finishCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
-import { ignoreEnded } from '../calls/workers.ts'
 import { actionConditions, enqueuePostCall, type ConditionVerdicts } from '../deliveries/engine.ts'
 import type { Analyser, AnalysisResult, RetrievalField } from './analysis/types.ts'
-import { simulate } from './simulator.ts'
 
 export interface WorkerDeps extends JobSender { db: DB, log: Logger, analyser: Analyser }
 
@@ -36,7 +34,9 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
   const { db } = deps
   const call = await findCallRow(db, job.data.callId)
   if (call === undefined || call.analysis_status !== 'pending') return
-  const held = call.outcome === 'completed' && call.transcription.length > 0
+  // Tool events are the engine's, not the conversation's: the analysers read what was said.
+  const transcript = call.transcription.filter((item) => item.speaker !== 'tool')
+  const held = call.outcome === 'completed' && transcript.length > 0
   let result: AnalysisResult | undefined
   let error: string | undefined
   let fields: RetrievalField[] = []
@@ -46,7 +46,7 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
     fields = settings.fields
     const conditions = await actionConditions(db, call.agent_id)
     try {
-      result = await deps.analyser.analyse({ transcript: call.transcription, callStart: call.start_timestamp, conditions, ...settings })
+      result = await deps.analyser.analyse({ transcript, callStart: call.start_timestamp, conditions, ...settings })
       for (const { actionId, condition } of conditions) {
         const met = result.conditions[actionId]
         if (met !== undefined) verdicts.set(actionId, { condition, met })
@@ -74,32 +74,7 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
   })
 }
 
-/** The simulator answers and ends a call it was given, through the same path as the runtime API. */
-async function simulateCall (deps: WorkerDeps, job: Job<CallJob>): Promise<void> {
-  const { db } = deps
-  const call = await findCallRow(db, job.data.callId)
-  if (call === undefined || call.call_status !== 'started') return
-  const agent = await findAgent(db, call.user_id, call.agent_id)
-  const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
-  const end = agent === undefined
-    ? { outcome: 'failed' as const, disconnection_reason: 'runtime_error' }
-    : simulate({
-      callType: call.call_type,
-      callTo: call.call_to,
-      start: call.start_timestamp,
-      end: new Date(),
-      language: String(agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language),
-      beginMessage: llm?.begin_message ?? null,
-      dynamicContext: call.dynamic_context
-    })
-  await endCall(db, deps, call.user_id, call.id, end).catch(ignoreEnded)
-}
-
 export async function registerRuntimeWorkers (deps: WorkerDeps): Promise<void> {
-  // The simulator's answers become ready at their time without a NOTIFY: poll for them every second.
-  await workOn(deps.boss, QUEUES.simulateCall, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs) => {
-    for (const job of jobs) await simulateCall(deps, job)
-  })
   await workOn(deps.boss, QUEUES.analyseCall, { includeMetadata: true, localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs) => {
     for (const job of jobs) await analyseCall(deps, job)
   })

@@ -1,0 +1,43 @@
+import { performance } from 'node:perf_hooks'
+import { FRAME_MS } from './audio.ts'
+
+// Outbound audio is paced by one clock for every call of the process (DESIGN.md, "Voice"): each tick gives
+// every playing call the frames that keep its far end's buffer at BUFFER_MS. One timer for all calls
+// costs far less than one per call, and its drift is corrected against the start time.
+
+/** Agent audio the far end holds ahead of what it plays: covers network jitter, adds this much delay. */
+export const BUFFER_MS = 60
+
+export interface Paced {
+  /** Called every FRAME_MS with the clock's time (performance.now()). */
+  tick: (now: number) => void
+}
+
+const members = new Set<Paced>()
+let timer: NodeJS.Timeout | undefined
+let next = 0
+
+function run (): void {
+  const now = performance.now()
+  for (const member of members) member.tick(now)
+  if (members.size === 0) {
+    timer = undefined
+    return
+  }
+  next += FRAME_MS
+  // Far behind (a blocked event loop): start again from now rather than firing a burst of catch-up ticks.
+  if (next < now - FRAME_MS) next = now + FRAME_MS
+  timer = setTimeout(run, Math.max(0, next - performance.now()))
+}
+
+export function pace (member: Paced): void {
+  members.add(member)
+  if (timer === undefined) {
+    next = performance.now() + FRAME_MS
+    timer = setTimeout(run, FRAME_MS)
+  }
+}
+
+export function unpace (member: Paced): void {
+  members.delete(member)
+}

@@ -1,0 +1,499 @@
+import { performance } from 'node:perf_hooks'
+import type { Logger } from 'pino'
+import type { TranscriptItem } from '../../db/schema.ts'
+import type { DB } from '../../db/database.ts'
+import type { JobSender } from '../../jobs/queues.ts'
+import { providerVoiceId } from '../account/queries.ts'
+import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
+import { AGENT_DEFAULTS, CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
+import type { CallRow } from '../calls/queries.ts'
+import { recordingUrl, storeRecording } from '../calls/recordings.ts'
+import { ignoreEnded } from '../calls/workers.ts'
+import { FRAME_MS, FRAME_SAMPLES, Recorder, TurnDetector } from './audio.ts'
+import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
+import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
+import { BUFFER_MS, pace, unpace } from './pacer.ts'
+import { loadTools } from './tools/index.ts'
+import type { LiveTool, ToolOutcome } from './tools/types.ts'
+import { callInstructions, fillVariables, spokenLines } from './prompt.ts'
+
+// One live call (DESIGN.md, "Voice"): caller audio or text in, turn detection, the engine, paced agent
+// audio out, barge-in, reminders and time limits, live tools, transcript, usage and recording. It starts
+// from a `started` call and ends it only through the calls module's endCall, so analysis, credits and
+// deliveries run as for every other call.
+
+export interface SessionDeps extends JobSender { db: DB, log: Logger }
+
+/** What the session tells the far end (the browser's JSON events; the phone uses a few of them). */
+export type SessionEvent =
+  | { type: 'ready', call_id: string, agent_name: string, mode: 'voice' | 'text', engine: EngineKind, sample_rate: number }
+  | { type: 'transcript', speaker: TranscriptItem['speaker'], content: string, timestamp: number, tool?: TranscriptItem['tool'] }
+  | { type: 'agent_text', delta: string }
+  | { type: 'agent_speaking', speaking: boolean }
+  | { type: 'user_speaking', speaking: boolean }
+  | { type: 'clear' }
+  | { type: 'ended', reason: string, frames_sent: number, frames_late: number }
+
+/** The transport of one call: frames and events to the far end, nothing else (transports/). */
+export interface Transport {
+  /** One 20 ms frame of agent audio (16 kHz PCM16), paced by the session. */
+  sendAudio: (frame: Int16Array) => void
+  send: (event: SessionEvent) => void
+  /** The session ended: close the connection. */
+  close: () => void
+  /** The far end can be put through to a phone number (the phone); a browser cannot. */
+  canDial: boolean
+}
+
+/** Why a session ended, as the call's disconnection_reason. */
+export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'agent_transfer_failed'
+
+interface Queued { pcm: Int16Array, at: number }
+
+/** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
+const LAST_WORDS_MS = 15_000
+
+export class Session {
+  readonly call: CallRow
+  private readonly deps: SessionDeps
+  private readonly transport: Transport
+  private readonly log: Logger
+  private agent!: AgentRow
+  private engine!: Engine
+  private kind!: EngineKind
+  private tools = new Map<string, LiveTool>()
+  private closeTools: () => Promise<void> = async () => {}
+  private readonly abort = new AbortController()
+  private readonly startedAt = performance.now()
+  private readonly transcript: TranscriptItem[] = []
+  private readonly tokens: Record<string, { input: number, output: number }> = {}
+  private readonly speech = { recognised: 0, synthesised: 0 }
+  private readonly transfers: unknown[] = []
+  private detector!: TurnDetector
+  private recorder: Recorder | undefined
+  private sensitivity: number = AGENT_DEFAULTS.interruption_sensitivity
+  /** Caller samples not yet a whole frame. */
+  private partial = new Int16Array(0)
+  private callerSamples = 0
+  private callerStartedAt: number | undefined
+  /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
+  private queue: Queued[] = []
+  private rest = new Int16Array(0)
+  /** Until when the far end has agent audio to play (performance.now() time). */
+  private playingUntil = 0
+  private responding = false
+  private speaking = false
+  private agentText = ''
+  private responseStartedAt = 0
+  private userTurnAt = 0
+  private framesSent = 0
+  private framesLate = 0
+  private remindersSent = 0
+  private silenceTimer: NodeJS.Timeout | undefined
+  private readonly timers: NodeJS.Timeout[] = []
+  /** Set when the call is to end once the agent's current words are out. */
+  private ending: EndReason | undefined
+  private ended = false
+  readonly done: Promise<void>
+  private resolveDone!: () => void
+
+  private constructor (deps: SessionDeps, call: CallRow, transport: Transport) {
+    this.deps = deps
+    this.call = call
+    this.transport = transport
+    this.log = deps.log.child({ callId: call.id })
+    this.done = new Promise((resolve) => { this.resolveDone = resolve })
+  }
+
+  /**
+   * Opens the session of a started call on a transport; the conversation begins (engine connected, begin
+   * message) in the background. Never throws: a session that cannot start ends its call `runtime_error`.
+   */
+  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind } = {}): Session {
+    const session = new Session(deps, call, transport)
+    session.start(options.engine).catch(async (err: unknown) => {
+      session.log.error({ err }, 'the voice session could not start')
+      await session.end('runtime_error')
+    })
+    return session
+  }
+
+  /** The time scale of timers (CALL_TIME_SCALE: tests shorten reminders, time-outs and limits with it). */
+  private scaled (ms: number): number {
+    return Math.max(1, Math.round(ms * this.deps.config.callTimeScale))
+  }
+
+  private get settings () {
+    return { ...CALL_SETTINGS_DEFAULTS, ...this.agent.call_settings }
+  }
+
+  private async start (engine: EngineKind | undefined): Promise<void> {
+    const { db, config } = this.deps
+    const agent = await findAgent(db, this.call.user_id, this.call.agent_id)
+    if (agent === undefined) throw new Error('the call\'s agent no longer exists')
+    const llm = await findLlm(db, this.call.user_id, agent.llm_id)
+    if (llm === undefined) throw new Error('the agent\'s LLM configuration no longer exists')
+    this.agent = agent
+    this.kind = engine ?? chooseEngine(config.voice, llm)
+    this.sensitivity = agent.interruption_sensitivity
+    this.detector = new TurnDetector({ sensitivity: Math.max(0.05, agent.interruption_sensitivity) })
+    if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
+      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
+    }
+    this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
+    const setup = await this.setup(agent, llm)
+    if (this.ended) return
+    await this.engine.start(setup)
+    if (this.ended) return
+    this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
+    // The limit counts from the call's start (make-web-call), as the deadline job does.
+    const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
+    this.timers.push(setTimeout(() => this.limitReached(), this.scaled(Math.max(0, left))))
+    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : fillVariables(llm.begin_message, this.call.dynamic_context)
+    if (begin !== undefined) this.say(begin)
+    else this.armSilence()
+  }
+
+  /** The engine's setup for an agent: prompt with variables, the session's own lines, voice and live tools. */
+  private async setup (agent: AgentRow, llm: LlmRow): Promise<EngineSetup> {
+    const { db, config } = this.deps
+    await this.closeTools()
+    const loaded = await loadTools({ db, config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal }, agent.id)
+    this.tools = new Map(loaded.tools.map((tool) => [tool.spec.name, tool]))
+    this.closeTools = loaded.close
+    const settings = { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings }
+    const language = String(settings.language)
+    return {
+      instructions: [fillVariables(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
+      tools: loaded.tools.map((tool) => tool.spec),
+      toolTypes: Object.fromEntries(loaded.tools.map((tool) => [tool.spec.name, tool.type])),
+      language,
+      sttLanguages: (settings.stt_languages as string[] | undefined) ?? [],
+      voice: await providerVoiceId(db, agent.voice_id) ?? 'alloy',
+      model: llm.model,
+      temperature: llm.temperature,
+      maxTokens: llm.max_tokens
+    }
+  }
+
+  // Input from the transport.
+
+  /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
+  audio (pcm: Int16Array): void {
+    if (this.ended || this.engine === undefined) return
+    const now = performance.now()
+    this.callerStartedAt ??= now
+    let samples = pcm
+    if (this.partial.length > 0) {
+      samples = new Int16Array(this.partial.length + pcm.length)
+      samples.set(this.partial)
+      samples.set(pcm, this.partial.length)
+    }
+    let offset = 0
+    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) this.frame(samples.subarray(offset, offset + FRAME_SAMPLES))
+    this.partial = samples.slice(offset)
+  }
+
+  private frame (frame: Int16Array): void {
+    this.recorder?.add('caller', frame, this.callerStartedAt! - this.startedAt + this.callerSamples / 16)
+    this.callerSamples += frame.length
+    this.engine.audio(frame)
+    const turn = this.detector.push(frame)
+    if (turn === 'start') {
+      this.userTurnAt = Date.now()
+      this.clearSilence()
+      this.transport.send({ type: 'user_speaking', speaking: true })
+      if (this.speaking && this.sensitivity > 0 && this.ending === undefined) this.bargeIn()
+    } else if (turn === 'end') {
+      this.transport.send({ type: 'user_speaking', speaking: false })
+      if (this.ending === undefined) {
+        this.startResponse()
+        this.engine.endOfTurn()
+      }
+    }
+  }
+
+  /** A typed turn of the caller. */
+  text (content: string): void {
+    if (this.ended || this.engine === undefined || this.ending !== undefined) return
+    this.clearSilence()
+    if (this.speaking) this.bargeIn()
+    this.addTranscript({ speaker: 'user', content, timestamp: Date.now() })
+    this.startResponse()
+    this.engine.userText(content)
+  }
+
+  /** The caller hung up (or the connection closed); `reason` for a transport fault. */
+  hangup (reason: EndReason = 'user_hangup'): void {
+    void this.end(reason)
+  }
+
+  // The engine's events.
+
+  private onEngine (event: EngineEvent): void {
+    if (this.ended) return
+    switch (event.type) {
+      case 'audio': return this.enqueue(event.pcm)
+      case 'agent_text':
+        this.agentText += event.delta
+        return this.transport.send({ type: 'agent_text', delta: event.delta })
+      case 'response_done': return this.responseDone(event.text)
+      case 'user_text':
+        if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.userTurnAt || Date.now() })
+        else if (this.queue.length === 0 && this.agentText === '') {
+          // Nothing was recognised: no answer comes, the agent is not speaking.
+          this.responding = false
+          this.tick(performance.now())
+        }
+        return
+      case 'tool_call': return void this.runTool(event.id, event.name, event.arguments)
+      case 'usage': {
+        const used = this.tokens[event.model] ?? { input: 0, output: 0 }
+        this.tokens[event.model] = { input: used.input + event.input, output: used.output + event.output }
+        return
+      }
+      case 'speech':
+        this.speech.recognised += event.recognisedSeconds ?? 0
+        this.speech.synthesised += event.synthesisedSeconds ?? 0
+        return
+      case 'error':
+        this.log.error({ reason: event.message }, 'a voice provider failed; the call ends')
+        return void this.end('runtime_error')
+    }
+  }
+
+  private startResponse (): void {
+    this.responding = true
+    this.agentText = ''
+    this.responseStartedAt = Date.now()
+    this.setSpeaking(true)
+  }
+
+  private say (text: string): void {
+    this.startResponse()
+    this.engine.say(text)
+  }
+
+  private responseDone (text: string): void {
+    const content = text !== '' ? text : this.agentText
+    if (content !== '') this.addTranscript({ speaker: 'agent', content, timestamp: this.responseStartedAt || Date.now() })
+    this.agentText = ''
+    this.responding = false
+    // Without audio (text calls) the agent has finished speaking now; otherwise when playback ends.
+    this.tick(performance.now())
+  }
+
+  // Agent audio out, paced.
+
+  private enqueue (pcm: Int16Array): void {
+    let samples = pcm
+    if (this.rest.length > 0) {
+      samples = new Int16Array(this.rest.length + pcm.length)
+      samples.set(this.rest)
+      samples.set(pcm, this.rest.length)
+    }
+    const now = performance.now()
+    let offset = 0
+    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) this.queue.push({ pcm: samples.slice(offset, offset + FRAME_SAMPLES), at: now })
+    this.rest = samples.slice(offset)
+    if (this.queue.length > 0) {
+      pace(this)
+      this.tick(now)
+    }
+  }
+
+  /** Sends the frames that keep the far end BUFFER_MS ahead; notices when the agent has stopped speaking. */
+  tick (now: number): void {
+    if (this.ended) return
+    // The response's audio ended: its last partial frame goes out padded with silence.
+    if (!this.responding && this.rest.length > 0) {
+      const last = new Int16Array(FRAME_SAMPLES)
+      last.set(this.rest)
+      this.rest = new Int16Array(0)
+      this.queue.push({ pcm: last, at: now })
+    }
+    while (this.queue.length > 0 && this.playingUntil - now < BUFFER_MS) {
+      const { pcm, at } = this.queue.shift()!
+      const due = Math.max(at, this.playingUntil - BUFFER_MS)
+      if (now - due > FRAME_MS) this.framesLate++
+      this.framesSent++
+      const startsAt = Math.max(this.playingUntil, now)
+      this.recorder?.add('agent', pcm, startsAt - this.startedAt)
+      this.playingUntil = startsAt + FRAME_MS
+      this.transport.sendAudio(pcm)
+    }
+    if (this.queue.length === 0) {
+      unpace(this)
+      if (!this.responding && this.speaking) {
+        if (this.playingUntil <= now) this.stoppedSpeaking()
+        else setTimeout(() => this.tick(performance.now()), Math.ceil(this.playingUntil - now)).unref()
+      }
+    }
+  }
+
+  private setSpeaking (speaking: boolean): void {
+    if (this.speaking === speaking) return
+    this.speaking = speaking
+    this.transport.send({ type: 'agent_speaking', speaking })
+  }
+
+  private stoppedSpeaking (): void {
+    this.setSpeaking(false)
+    if (this.ending !== undefined) return void this.end(this.ending)
+    this.armSilence()
+  }
+
+  /** The caller talks over the agent: stop the response, drop its queued audio here and at the far end. */
+  private bargeIn (): void {
+    this.engine.cancel()
+    if (this.agentText !== '') this.addTranscript({ speaker: 'agent', content: this.agentText, timestamp: this.responseStartedAt })
+    this.agentText = ''
+    this.queue = []
+    this.rest = new Int16Array(0)
+    this.playingUntil = 0
+    this.responding = false
+    this.transport.send({ type: 'clear' })
+    this.setSpeaking(false)
+  }
+
+  // Silence, reminders and the duration limit.
+
+  private armSilence (): void {
+    this.clearSilence()
+    if (this.ending !== undefined || this.ended) return
+    const settings = this.settings
+    const reminders = Number(settings.reminder_max_count)
+    if (this.remindersSent < reminders) {
+      this.silenceTimer = setTimeout(() => {
+        this.remindersSent++
+        this.say(spokenLines(String(settings.language)).reminder)
+      }, this.scaled(Number(settings.reminder_after_seconds) * 1000))
+    } else {
+      this.silenceTimer = setTimeout(() => { void this.end('inactivity') }, this.scaled(Number(settings.silence_timeout_seconds) * 1000))
+    }
+  }
+
+  private clearSilence (): void {
+    clearTimeout(this.silenceTimer)
+    this.silenceTimer = undefined
+    this.remindersSent = 0
+  }
+
+  private limitReached (): void {
+    if (this.ended) return
+    this.clearSilence()
+    if (this.speaking) this.bargeIn()
+    this.finishWith('max_duration_reached', spokenLines(String(this.settings.language)).timeUp)
+  }
+
+  /** Ends the call once the agent has said `words` (or at once), within LAST_WORDS_MS whatever happens. */
+  private finishWith (reason: EndReason, words?: string): void {
+    this.ending = reason
+    this.timers.push(setTimeout(() => { void this.end(reason) }, this.scaled(LAST_WORDS_MS)))
+    if (words !== undefined) this.say(words)
+    else if (!this.speaking) void this.end(reason)
+  }
+
+  // Live tools.
+
+  private async runTool (id: string, name: string, args: string): Promise<void> {
+    const tool = this.tools.get(name)
+    const event: NonNullable<TranscriptItem['tool']> = { name, type: tool?.type ?? 'unknown', arguments: args }
+    let outcome: ToolOutcome | undefined
+    try {
+      if (tool === undefined) throw new Error(`there is no tool named ${name}`)
+      let parsed: unknown
+      try {
+        parsed = args.trim() === '' ? {} : JSON.parse(args)
+      } catch {
+        throw new Error('the arguments are not valid JSON')
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the arguments must be a JSON object')
+      outcome = await tool.run(parsed as Record<string, unknown>, { db: this.deps.db, config: this.deps.config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal })
+      if (outcome.forwardTo !== undefined && !this.transport.canDial) {
+        outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
+      }
+      if (outcome.transferTo !== undefined) outcome = { output: await this.transfer(outcome.transferTo, parsed as Record<string, unknown>) }
+      event.output = outcome.output
+    } catch (err) {
+      event.error = err instanceof Error ? err.message : String(err)
+      this.log.warn({ tool: name, reason: event.error }, 'a tool failed during the call')
+    }
+    if (this.ended) return
+    this.addTranscript({ speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event })
+    if (outcome?.endCall !== undefined) this.finishWith('agent_hangup')
+    this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
+  }
+
+  /** agent_transfer: the session goes on with the target agent's prompt, voice and tools. */
+  private async transfer (agentId: string, args: Record<string, unknown>): Promise<string> {
+    const { db } = this.deps
+    const target = await findAgent(db, this.call.user_id, agentId)
+    const llm = target === undefined ? undefined : await findLlm(db, this.call.user_id, target.llm_id)
+    if (target === undefined || llm === undefined || target.status !== 'active') throw new Error('the agent to transfer to is not available')
+    const setup = await this.setup(target, llm)
+    this.engine.update(setup)
+    this.transfers.push({
+      type: 'agent_transfer',
+      from_agent_id: this.agent.id,
+      to_agent_id: target.id,
+      to_agent_name: target.agent_name,
+      reason: typeof args.reason === 'string' ? args.reason : null,
+      timestamp: Date.now(),
+      outcome: 'transferred'
+    })
+    this.agent = target
+    this.sensitivity = target.interruption_sensitivity
+    const begin = llm.begin_message === null || llm.begin_message === '' ? '' : ` Greet the caller with: ${fillVariables(llm.begin_message, this.call.dynamic_context)}`
+    return `The call is now with ${target.agent_name}; you are ${target.agent_name} from now on.${begin}`
+  }
+
+  private addTranscript (item: TranscriptItem): void {
+    this.transcript.push(item)
+    this.transport.send({ type: 'transcript', ...item })
+  }
+
+  // The end.
+
+  /** Ends the session and its call (once): recording stored, the call ended through the lifecycle. */
+  async end (reason: EndReason): Promise<void> {
+    if (this.ended) return await this.done
+    this.ended = true
+    this.abort.abort()
+    clearTimeout(this.silenceTimer)
+    for (const timer of this.timers) clearTimeout(timer)
+    unpace(this)
+    try {
+      this.engine?.close()
+      await this.closeTools()
+      const end = await this.callEnd(reason)
+      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end).catch(ignoreEnded)
+    } catch (err) {
+      // The deadline job ends the call later; the caller is told now.
+      this.log.error({ err }, 'the voice session could not end its call')
+    }
+    this.transport.send({ type: 'ended', reason, frames_sent: this.framesSent, frames_late: this.framesLate })
+    this.transport.close()
+    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate }, 'voice session ended')
+    this.resolveDone()
+  }
+
+  private async callEnd (reason: EndReason): Promise<CallEnd> {
+    const held = this.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent')
+    let recording: string | undefined
+    if (this.recorder !== undefined && this.recorder.durationMs > 0) {
+      await storeRecording(this.deps.db, { callId: this.call.id, userId: this.call.user_id, durationMs: Math.round(this.recorder.durationMs), wav: this.recorder.wav() })
+      recording = recordingUrl(this.deps.config, this.call.id)
+    }
+    return {
+      // A call that ended before a word was said never connected.
+      outcome: held ? 'completed' : 'failed',
+      disconnection_reason: reason,
+      transcription: this.transcript,
+      recording_url: recording,
+      usage: { tokens: this.tokens, speech: { recognised_seconds: this.speech.recognised, synthesised_seconds: this.speech.synthesised } },
+      transfer_history: this.transfers.length === 0 ? undefined : this.transfers
+    }
+  }
+}

@@ -1,0 +1,102 @@
+import type { WebSocket } from 'ws'
+import { bufferToPcm, pcmToBuffer } from '../audio.ts'
+import type { EndReason, Session, SessionEvent, Transport } from '../session.ts'
+
+// The browser's stream (docs/voice.md, "Browser protocol"): binary messages are 16 kHz PCM16 mono audio
+// both ways, text messages JSON events. Anything else ends the session as a protocol error.
+
+/** WebSocket close codes the browser sees. */
+export const CLOSE = { normal: 1000, protocol: 4400, forbidden: 4403, timeout: 4408 } as const
+
+const REASON_CODES: Partial<Record<EndReason, number>> = { protocol_error: CLOSE.protocol, stream_timeout: CLOSE.timeout }
+
+/** Agent audio the browser has not read yet past which it counts as gone (a client that stopped reading). */
+const MAX_BUFFERED_BYTES = 1024 * 1024
+
+const MAX_TEXT_LENGTH = 2000
+
+export function browserTransport (socket: WebSocket): Transport & { reason: EndReason | undefined } {
+  return {
+    canDial: false,
+    reason: undefined,
+    sendAudio (frame) {
+      if (socket.readyState === socket.OPEN) socket.send(pcmToBuffer(frame), { binary: true })
+    },
+    send (event: SessionEvent) {
+      if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event))
+    },
+    close () {
+      if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(REASON_CODES[this.reason ?? 'user_hangup'] ?? CLOSE.normal)
+    }
+  }
+}
+
+/** What one message from the browser asks, or why it is refused. */
+export type BrowserInput =
+  | { kind: 'audio', pcm: Int16Array }
+  | { kind: 'text', text: string }
+  | { kind: 'hangup' }
+  | { kind: 'invalid', problem: string }
+
+// Text the database can store: no NUL, no lone surrogates (DESIGN.md, "Security rules").
+// eslint-disable-next-line no-control-regex
+const INVALID_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+export function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
+  if (isBinary) {
+    if (data.length === 0 || data.length % 2 !== 0) return { kind: 'invalid', problem: 'audio must be whole 16-bit samples' }
+    return { kind: 'audio', pcm: bufferToPcm(data) }
+  }
+  let event: unknown
+  try {
+    event = JSON.parse(data.toString('utf8'))
+  } catch {
+    return { kind: 'invalid', problem: 'a text message must be JSON' }
+  }
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) return { kind: 'invalid', problem: 'an event must be a JSON object' }
+  const { type, text } = event as { type?: unknown, text?: unknown }
+  if (type === 'hangup') return { kind: 'hangup' }
+  if (type === 'text') {
+    if (typeof text !== 'string' || text.trim() === '' || text.length > MAX_TEXT_LENGTH || INVALID_TEXT.test(text)) {
+      return { kind: 'invalid', problem: `text must be 1 to ${MAX_TEXT_LENGTH} characters of valid text` }
+    }
+    return { kind: 'text', text: text.trim() }
+  }
+  return { kind: 'invalid', problem: `unknown event type ${JSON.stringify(type)}` }
+}
+
+/**
+ * Feeds a browser's socket into its session until either ends: messages, liveness (a ping every third of
+ * the time-out; nothing heard for the whole time-out ends the call), and a reader that stopped reading.
+ */
+export function connectBrowser (socket: WebSocket, session: Session, transport: ReturnType<typeof browserTransport>, timeoutMs: number): void {
+  let heard = Date.now()
+  const fail = (reason: EndReason, problem: string) => {
+    if (transport.reason !== undefined) return
+    transport.reason = reason
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: 'error', code: reason, message: problem }))
+    session.hangup(reason)
+  }
+  const alive = setInterval(() => {
+    if (Date.now() - heard > timeoutMs) return fail('stream_timeout', `nothing was heard from the browser for ${timeoutMs} ms`)
+    if (socket.bufferedAmount > MAX_BUFFERED_BYTES) return fail('stream_timeout', 'the browser stopped reading')
+    if (socket.readyState === socket.OPEN) socket.ping()
+  }, Math.max(50, Math.floor(timeoutMs / 3)))
+  socket.on('pong', () => { heard = Date.now() })
+  socket.on('message', (data: Buffer, isBinary: boolean) => {
+    heard = Date.now()
+    const input = parseBrowserMessage(data, isBinary)
+    if (input.kind === 'audio') session.audio(input.pcm)
+    else if (input.kind === 'text') session.text(input.text)
+    else if (input.kind === 'hangup') session.hangup('user_hangup')
+    else fail('protocol_error', input.problem)
+  })
+  // ws closes a socket whose message is over maxPayload with 1009 and reports an error first.
+  socket.on('error', () => fail('protocol_error', 'the message was too large or malformed'))
+  socket.on('close', (code: number) => {
+    clearInterval(alive)
+    if (code === 1009) fail('protocol_error', 'the message was too large')
+    session.hangup(transport.reason ?? 'user_hangup')
+  })
+  void session.done.then(() => clearInterval(alive))
+}
