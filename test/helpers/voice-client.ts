@@ -1,0 +1,89 @@
+import { WebSocket } from 'ws'
+import { bufferToPcm, FRAME_SAMPLES, pcmToBuffer, rms } from '../../src/modules/voice/audio.ts'
+import { poll } from './poll.ts'
+
+// A browser's side of a web call's stream (docs/voice.md, "Browser protocol"), for tests and the benchmark.
+
+export interface VoiceEvent { type: string, [key: string]: any }
+
+export interface WebCallClient {
+  socket: WebSocket
+  /** JSON events in order of arrival, each with `at` (performance.now() of arrival). */
+  events: Array<VoiceEvent & { at: number }>
+  /** Agent audio frames received, each with its arrival time. */
+  frames: Array<{ pcm: Int16Array, at: number }>
+  /** Resolves with the close code and the events so far. */
+  closed: Promise<{ code: number }>
+  /** Waits for an event of `type` (and `where`) after the first `after` events; fails after 30 s. */
+  waitFor: (type: string, where?: (event: VoiceEvent) => boolean, after?: number) => Promise<VoiceEvent & { at: number }>
+  /** Sends 16 kHz PCM16 in 20 ms frames, all at once or paced in real time. */
+  sendAudio: (pcm: Int16Array, options?: { realtime?: boolean }) => Promise<void>
+  sendText: (text: string) => void
+  hangup: () => void
+  /** Frames received whose level is above silence. */
+  loudFrames: () => number
+}
+
+export interface OpenOptions { origin?: string, autoPong?: boolean }
+
+export async function openWebCall (baseUrl: string, token: string, options: OpenOptions = {}): Promise<WebCallClient> {
+  const url = `${baseUrl.replace(/^http/, 'ws')}/web-call/stream?access_token=${encodeURIComponent(token)}`
+  const socket = new WebSocket(url, { headers: options.origin === undefined ? {} : { origin: options.origin }, autoPong: options.autoPong ?? true })
+  const events: WebCallClient['events'] = []
+  const frames: WebCallClient['frames'] = []
+  socket.on('message', (data: Buffer, isBinary: boolean) => {
+    const at = performance.now()
+    if (isBinary) frames.push({ pcm: bufferToPcm(data), at })
+    else events.push({ ...JSON.parse(data.toString('utf8')), at })
+  })
+  const closed = new Promise<{ code: number }>((resolve) => socket.on('close', (code) => resolve({ code })))
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve())
+    socket.once('unexpected-response', (_req, res) => {
+      let body = ''
+      res.on('data', (chunk: Buffer) => { body += chunk.toString() })
+      res.on('end', () => reject(Object.assign(new Error(`stream refused: ${res.statusCode} ${body}`), { statusCode: res.statusCode, body })))
+    })
+    socket.once('error', reject)
+  })
+  const client: WebCallClient = {
+    socket,
+    events,
+    frames,
+    closed,
+    async waitFor (type, where = () => true, after = 0) {
+      const found = await poll(() => events.slice(after).find((e) => e.type === type && where(e)), (e) => e !== undefined, {
+        timeoutMs: 30_000,
+        message: () => `no ${type} event; got ${JSON.stringify(events.map((e) => e.type === 'transcript' ? `${e.speaker}: ${e.content}` : e.type))}`
+      })
+      return found!
+    },
+    async sendAudio (pcm, { realtime = false } = {}) {
+      const start = performance.now()
+      for (let i = 0, n = 0; i < pcm.length; i += FRAME_SAMPLES, n++) {
+        if (socket.readyState !== socket.OPEN) return
+        socket.send(pcmToBuffer(pcm.subarray(i, i + FRAME_SAMPLES)))
+        if (realtime) {
+          const due = start + (n + 1) * 20
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())))
+        }
+      }
+    },
+    sendText (text) { socket.send(JSON.stringify({ type: 'text', text })) },
+    hangup () { socket.send(JSON.stringify({ type: 'hangup' })) },
+    loudFrames: () => frames.filter((f) => rms(f.pcm) > 300).length
+  }
+  return client
+}
+
+/** Caller "speech": a voiced tone with syllable-like loudness for `ms`, then `silenceMs` of silence. */
+export function speech (ms: number, silenceMs = 800): Int16Array {
+  const voiced = Math.round(ms * 16)
+  const pcm = new Int16Array(voiced + Math.round(silenceMs * 16))
+  for (let i = 0; i < voiced; i++) {
+    const t = i / 16_000
+    const envelope = 0.6 + 0.4 * Math.sin(2 * Math.PI * 4 * t)
+    pcm[i] = Math.round(9000 * envelope * (Math.sin(2 * Math.PI * 180 * t) + 0.5 * Math.sin(2 * Math.PI * 360 * t)) / 1.5)
+  }
+  return pcm
+}
