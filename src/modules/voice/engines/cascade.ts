@@ -249,7 +249,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       let pending = ''
       let finished = false
       let done = false
-      read: for await (const bytes of post('LLM', voice.llm, '/chat/completions', body, signal)) {
+      for await (const bytes of post('LLM', voice.llm, '/chat/completions', body, signal)) {
         pending += decoder.decode(bytes, { stream: true })
         for (let newline = pending.indexOf('\n'); newline >= 0; newline = pending.indexOf('\n')) {
           const line = pending.slice(0, newline).trim()
@@ -258,12 +258,12 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
           const data = line.slice(5).trim()
           if (data === '[DONE]') {
             done = true
-            break read
+            break
           }
           let chunk: any
           try { chunk = JSON.parse(data) } catch { throw malformed() }
           if (chunk === null || typeof chunk !== 'object') throw malformed()
-          if (chunk.error !== undefined) throw new ProviderError(`LLM provider failed: ${String(chunk.error?.message ?? JSON.stringify(chunk.error)).slice(0, 200)}`)
+          if (chunk.error != null) throw new ProviderError(`LLM provider failed: ${String(chunk.error?.message ?? JSON.stringify(chunk.error)).slice(0, 200)}`)
           const choice = chunk.choices?.[0]
           const delta = choice?.delta
           if (typeof delta?.content === 'string' && delta.content !== '') {
@@ -283,6 +283,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
             emit(gen, { type: 'usage', model: s.model, input: Number(chunk.usage.prompt_tokens) || 0, output: Number(chunk.usage.completion_tokens) || 0 })
           }
         }
+        if (done) break
       }
       if (!done && !finished) throw new ProviderError('LLM provider ended its stream before the reply was finished')
       // Servers that leave out ids still get answers matched to their calls.
