@@ -41,6 +41,8 @@ export interface ScriptedReply {
   usage?: { prompt_tokens: number, completion_tokens: number }
   /** Stop after the text's first sentence until `release()`. */
   hold?: boolean
+  /** Sent as the whole response body instead (a broken stream). */
+  raw?: string
 }
 
 export interface OpenAiHttpStandin {
@@ -134,6 +136,10 @@ export async function startOpenAiHttpStandin (t: Test): Promise<OpenAiHttpStandi
     const delta = (d: object, finishReason: string | null = null) => chunk([{ index: 0, delta: d, finish_reason: finishReason }])
 
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+    if (reply.raw !== undefined) {
+      record.ended = true
+      return res.end(reply.raw)
+    }
     write(res, delta({ role: 'assistant', content: '' }))
     // Word by word; a held reply stops after its first sentence.
     const firstEnd = /[.!?…]\s/.exec(text)

@@ -1,3 +1,5 @@
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { pino } from 'pino'
 import t, { type Test } from 'tap'
 import { loadConfig } from '../../src/config.ts'
@@ -257,7 +259,28 @@ t.test('a provider that does not answer in time: an error event', async (t) => {
   standin.hangNext('speech')
   engine.userText('Hello?')
   const [error] = await waitFor('error')
-  t.equal(error.message, 'TTS provider sent nothing for 300 ms')
+  t.equal(error.message, 'TTS provider did not answer within 300 ms')
+})
+
+t.test('an unreachable provider or a malformed stream: an error event', async (t) => {
+  const closed = http.createServer()
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
+  const port = (closed.address() as AddressInfo).port
+  await new Promise((resolve) => closed.close(resolve))
+  const unreachable = await start(t, { LLM_URL: `http://127.0.0.1:${port}/v1` })
+  unreachable.engine.userText('Hello?')
+  const [refused] = await unreachable.waitFor('error')
+  t.equal(refused.message, 'LLM provider failed: ECONNREFUSED')
+
+  const { standin, engine, waitFor } = await start(t)
+  standin.replies.push({ raw: 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\ndata: {not json\n\n' })
+  standin.replies.push({ raw: 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n' })
+  engine.userText('One.')
+  const [malformed] = await waitFor('error')
+  t.equal(malformed.message, 'LLM provider sent a malformed stream')
+  engine.userText('Two.')
+  const [, cut] = await waitFor('error', 2)
+  t.equal(cut.message, 'LLM provider ended its stream before the reply was finished')
 })
 
 t.test('keys are sent as Bearer tokens, only where set', async (t) => {

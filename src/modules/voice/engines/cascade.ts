@@ -58,7 +58,7 @@ function describe (error: unknown): string {
 export function cascadeEngine (voice: VoiceConfig): EngineFactory {
   /**
    * POSTs to a provider and yields its answer's body as it arrives. Fails with a ProviderError when the
-   * answer is not 2xx, the provider is unreachable, or no byte comes for `providerTimeoutMs`; an abort
+   * answer is not 2xx, the provider is unreachable, or its first byte takes over `providerTimeoutMs`; an abort
    * through `signal` (cancel, close) is thrown as it is.
    */
   async function * post (provider: Provider, endpoint: ProviderEndpoint, path: string, body: string | FormData, signal: AbortSignal): AsyncGenerator<Uint8Array> {
@@ -81,12 +81,13 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       }
       if (response.body === null) throw new ProviderError(`${provider} provider answered ${response.status} without a body`)
       for await (const chunk of response.body) {
-        timer.refresh()
+        // Only the first byte is timed: a model may think between two chunks for longer.
+        clearTimeout(timer)
         yield chunk
       }
     } catch (error) {
       if (signal.aborted || error instanceof ProviderError) throw error
-      if (silence.signal.aborted) throw new ProviderError(`${provider} provider sent nothing for ${voice.providerTimeoutMs} ms`)
+      if (silence.signal.aborted) throw new ProviderError(`${provider} provider did not answer within ${voice.providerTimeoutMs} ms`)
       throw new ProviderError(`${provider} provider failed: ${redact(describe(error))}`)
     } finally {
       clearTimeout(timer)
