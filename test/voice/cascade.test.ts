@@ -256,10 +256,11 @@ for (const [kind, provider] of [['transcriptions', 'STT'], ['chat', 'LLM'], ['sp
 
 t.test('a provider that does not answer in time: an error event', async (t) => {
   const { standin, engine, waitFor } = await start(t, { VOICE_PROVIDER_TIMEOUT_MS: '300' })
-  standin.hangNext('speech')
+  standin.hangNext('chat')
   engine.userText('Hello?')
   const [error] = await waitFor('error')
-  t.equal(error.message, 'TTS provider did not answer within 300 ms')
+  t.equal(error.message, 'LLM provider did not answer within 300 ms')
+  t.equal(standin.requests.chat.length, 1, 'the request reached the provider')
 })
 
 t.test('an unreachable provider or a malformed stream: an error event', async (t) => {
