@@ -1,0 +1,397 @@
+import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
+import { bufferToPcm, encodeWav, resample, SAMPLE_RATE } from '../audio.ts'
+import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
+
+// The cascade: speech to text, a chat model and text to speech, each over its OpenAI-compatible HTTP API
+// (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with plain fetch. The reply is spoken sentence by
+// sentence while the model still writes, so the caller hears the first sentence after one sentence of
+// latency, not after the whole reply.
+
+/** OpenAI's `pcm` speech format (and Kokoro's): raw PCM16 LE mono at 24 kHz. */
+const TTS_RATE = 24_000
+/** A turn longer than this keeps its last minute: a caller who never pauses must not grow memory without end. */
+const MAX_TURN_SAMPLES = 60 * SAMPLE_RATE
+/** A run of text without a sentence end is spoken in pieces of about this many characters. */
+const LONG_RUN = 200
+
+type Message =
+  | { role: 'system' | 'user', content: string }
+  | { role: 'assistant', content: string | null, tool_calls?: ToolCall[] }
+  | { role: 'tool', tool_call_id: string, content: string }
+
+interface ToolCall { id: string, type: 'function', function: { name: string, arguments: string } }
+
+type Provider = 'STT' | 'LLM' | 'TTS'
+
+/** A provider failed; the message names the provider and never holds its key. */
+class ProviderError extends Error {}
+
+/** Where the text has complete sentences: cut them off, and a very long run without an end too. */
+export function cutSentences (text: string): { sentences: string[], rest: string } {
+  const sentences: string[] = []
+  let rest = text
+  for (;;) {
+    const end = /[.!?…]+["'”’)\]]*\s|\n/.exec(rest)
+    let cut = end === null ? -1 : end.index + end[0].length
+    if (cut < 0 && rest.length > LONG_RUN) {
+      const comma = rest.lastIndexOf(',', LONG_RUN)
+      const space = rest.lastIndexOf(' ', LONG_RUN)
+      cut = comma > LONG_RUN / 2 ? comma + 1 : space > LONG_RUN / 2 ? space + 1 : LONG_RUN
+    }
+    if (cut < 0) return { sentences, rest }
+    sentences.push(rest.slice(0, cut))
+    rest = rest.slice(cut)
+  }
+}
+
+/** The language to name to the recogniser: one configured language as its primary subtag; several: none (auto-detect). */
+function sttLanguage (setup: EngineSetup): string | undefined {
+  if (setup.sttLanguages.length > 1) return undefined
+  return (setup.sttLanguages[0] ?? setup.language).split('-')[0].toLowerCase() || undefined
+}
+
+function describe (error: unknown): string {
+  const cause = (error as { cause?: { code?: string, message?: string } }).cause
+  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+}
+
+export function cascadeEngine (voice: VoiceConfig): EngineFactory {
+  /**
+   * POSTs to a provider and yields its answer's body as it arrives. Fails with a ProviderError when the
+   * answer is not 2xx, the provider is unreachable, or its first byte takes over `providerTimeoutMs`; an abort
+   * through `signal` (cancel, close) is thrown as it is.
+   */
+  async function * post (provider: Provider, endpoint: ProviderEndpoint, path: string, body: string | FormData, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+    const silence = new AbortController()
+    const timer = setTimeout(() => silence.abort(), voice.providerTimeoutMs)
+    const redact = (text: string) => endpoint.apiKey === undefined ? text : text.replaceAll(endpoint.apiKey, '…')
+    try {
+      const response = await fetch(endpoint.url + path, {
+        method: 'POST',
+        headers: {
+          ...(typeof body === 'string' ? { 'content-type': 'application/json' } : {}),
+          ...(endpoint.apiKey === undefined ? {} : { authorization: `Bearer ${endpoint.apiKey}` })
+        },
+        body,
+        signal: AbortSignal.any([signal, silence.signal])
+      })
+      if (!response.ok) {
+        const text = await response.text().catch(() => '')
+        throw new ProviderError(`${provider} provider answered ${response.status}: ${redact(text.slice(0, 200))}`)
+      }
+      if (response.body === null) throw new ProviderError(`${provider} provider answered ${response.status} without a body`)
+      for await (const chunk of response.body) {
+        // Only the first byte is timed: a model may think between two chunks for longer.
+        clearTimeout(timer)
+        yield chunk
+      }
+    } catch (error) {
+      if (signal.aborted || error instanceof ProviderError) throw error
+      if (silence.signal.aborted) throw new ProviderError(`${provider} provider did not answer within ${voice.providerTimeoutMs} ms`)
+      throw new ProviderError(`${provider} provider failed: ${redact(describe(error))}`)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  return (onEvent, log) => {
+    let setup: EngineSetup | undefined
+    const history: Message[] = []
+    let turnAudio: Int16Array[] = []
+    let turnSamples = 0
+    // Every cancel, failure or close starts a new generation: work of an older one emits nothing and changes nothing.
+    let generation = 0
+    let aborter = new AbortController()
+    let closed = false
+    // Turns, typed turns and say() run one after the other, in the order they were given.
+    let tail: Promise<void> = Promise.resolve()
+    let unnamedCalls = 0
+    const waitingTools = new Map<string, (output: string) => void>()
+    // The response being spoken: what it said in its current model round, kept in the history if it is cut short.
+    let current: { generation: number, spoken: string } | undefined
+
+    const live = (gen: number) => gen === generation && !closed
+    const emit = (gen: number, event: EngineEvent) => { if (live(gen)) onEvent(event) }
+    const currentSetup = () => {
+      if (setup === undefined) throw new Error('the cascade engine was used before start()')
+      return setup
+    }
+
+    function stop () {
+      if (current?.generation === generation && current.spoken.trim() !== '') history.push({ role: 'assistant', content: current.spoken.trim() })
+      current = undefined
+      generation++
+      aborter.abort()
+      aborter = new AbortController()
+      for (const release of waitingTools.values()) release('')
+      waitingTools.clear()
+      tail = Promise.resolve()
+    }
+
+    function fail (gen: number, error: unknown) {
+      if (!live(gen)) return // cancelled or closed: the abort is no failure
+      const message = error instanceof ProviderError ? error.message : `the cascade engine failed: ${describe(error)}`
+      log.warn({ err: error }, message)
+      stop()
+      onEvent({ type: 'error', message })
+    }
+
+    function enqueue (work: (gen: number, signal: AbortSignal) => Promise<void>) {
+      const gen = generation
+      const signal = aborter.signal
+      tail = tail.then(async () => {
+        if (!live(gen)) return
+        try {
+          await work(gen, signal)
+        } catch (error) {
+          fail(gen, error)
+        }
+      })
+    }
+
+    async function transcribe (pcm: Int16Array, signal: AbortSignal): Promise<string> {
+      const form = new FormData()
+      form.append('file', new Blob([new Uint8Array(encodeWav(pcm))], { type: 'audio/wav' }), 'turn.wav')
+      form.append('model', voice.stt.model)
+      const language = sttLanguage(currentSetup())
+      if (language !== undefined) form.append('language', language)
+      form.append('response_format', 'json')
+      const chunks: Uint8Array[] = []
+      for await (const chunk of post('STT', voice.stt, '/audio/transcriptions', form, signal)) chunks.push(chunk)
+      let text: unknown
+      try {
+        text = JSON.parse(Buffer.concat(chunks).toString('utf8')).text
+      } catch {}
+      if (typeof text !== 'string') throw new ProviderError('STT provider answered without a text')
+      return text.trim()
+    }
+
+    /** The sentence as 16 kHz audio, as it arrives; `bytes` counts what came at 24 kHz. */
+    async function * synthesise (text: string, signal: AbortSignal, counter: { bytes: number }): AsyncGenerator<Int16Array> {
+      const { voice: name } = currentSetup()
+      const body = JSON.stringify({ model: voice.tts.model, input: text, voice: name, response_format: 'pcm' })
+      // Bytes not converted yet: an odd byte, or samples short of a group of three (24 kHz → 16 kHz maps 3
+      // samples on 2 exactly, so chunks resampled in such groups join without a seam).
+      let carry: Uint8Array = new Uint8Array(0)
+      for await (const chunk of post('TTS', voice.tts, '/audio/speech', body, signal)) {
+        counter.bytes += chunk.length
+        const bytes = carry.length === 0 ? chunk : Buffer.concat([carry, chunk])
+        const whole = bytes.length - bytes.length % 6
+        carry = bytes.slice(whole)
+        if (whole > 0) yield resample(bufferToPcm(bytes.subarray(0, whole)), TTS_RATE, SAMPLE_RATE)
+      }
+      if (carry.length >= 2) yield resample(bufferToPcm(carry), TTS_RATE, SAMPLE_RATE)
+    }
+
+    /**
+     * Speaks sentences strictly in order. A sentence's speech request starts once the one before it is
+     * being emitted, and its audio is held until that one is done; so at most two requests run at once.
+     */
+    function speaker (gen: number, signal: AbortSignal) {
+      let emitted: Promise<void> = Promise.resolve() // every sentence given so far is emitted
+      let playing: Promise<void> = Promise.resolve() // the last sentence given is the one being emitted
+      return {
+        say (sentence: string) {
+          const text = sentence.trim()
+          if (!/[\p{L}\p{N}]/u.test(text)) return // nothing to pronounce
+          const before = emitted
+          let turn = false
+          const held: Int16Array[] = []
+          let first = true
+          const out = (pcm: Int16Array) => {
+            if (!live(gen)) return
+            if (first && current?.generation === gen) current.spoken += (current.spoken === '' ? '' : ' ') + text
+            first = false
+            emit(gen, { type: 'audio', pcm })
+          }
+          const myTurn = before.then(() => {
+            turn = true
+            for (const pcm of held.splice(0)) out(pcm)
+          })
+          const counter = { bytes: 0 }
+          const synthesis = playing.then(async () => {
+            if (!live(gen)) return
+            try {
+              for await (const pcm of synthesise(text, signal, counter)) {
+                if (!live(gen)) return
+                if (turn) out(pcm)
+                else held.push(pcm)
+              }
+            } catch (error) {
+              fail(gen, error)
+            }
+          })
+          playing = myTurn
+          emitted = Promise.all([myTurn, synthesis]).then(() => {
+            emit(gen, { type: 'speech', synthesisedSeconds: counter.bytes / 2 / TTS_RATE })
+          })
+        },
+        drain: async () => { await emitted }
+      }
+    }
+
+    /** One streamed chat completion: text deltas go to `onText`; returns the whole text and the tool calls. */
+    async function chat (gen: number, signal: AbortSignal, onText: (delta: string) => void): Promise<{ text: string, toolCalls: ToolCall[] }> {
+      const s = currentSetup()
+      const messages: Message[] = s.instructions === '' ? history : [{ role: 'system', content: s.instructions }, ...history]
+      const body = JSON.stringify({
+        model: s.model,
+        messages,
+        ...(s.tools.length === 0 ? {} : { tools: s.tools.map((tool) => ({ type: 'function', function: tool })) }),
+        temperature: s.temperature,
+        ...(s.maxTokens === null ? {} : { max_tokens: s.maxTokens }),
+        stream: true,
+        stream_options: { include_usage: true }
+      })
+      const malformed = () => new ProviderError('LLM provider sent a malformed stream')
+      const decoder = new TextDecoder()
+      let text = ''
+      const calls: ToolCall[] = []
+      let pending = ''
+      let finished = false
+      let done = false
+      for await (const bytes of post('LLM', voice.llm, '/chat/completions', body, signal)) {
+        pending += decoder.decode(bytes, { stream: true })
+        for (let newline = pending.indexOf('\n'); newline >= 0; newline = pending.indexOf('\n')) {
+          const line = pending.slice(0, newline).trim()
+          pending = pending.slice(newline + 1)
+          if (!line.startsWith('data:')) continue // blank lines, comments, event names
+          const data = line.slice(5).trim()
+          if (data === '[DONE]') {
+            done = true
+            break
+          }
+          let chunk: any
+          try { chunk = JSON.parse(data) } catch { throw malformed() }
+          if (chunk === null || typeof chunk !== 'object') throw malformed()
+          if (chunk.error != null) throw new ProviderError(`LLM provider failed: ${String(chunk.error?.message ?? JSON.stringify(chunk.error)).slice(0, 200)}`)
+          const choice = chunk.choices?.[0]
+          const delta = choice?.delta
+          if (typeof delta?.content === 'string' && delta.content !== '') {
+            text += delta.content
+            onText(delta.content)
+            if (!live(gen)) return { text, toolCalls: [] }
+          }
+          for (const call of Array.isArray(delta?.tool_calls) ? delta.tool_calls : []) {
+            const index = Number.isInteger(call?.index) ? call.index as number : calls.length
+            calls[index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } }
+            if (typeof call.id === 'string' && call.id !== '') calls[index].id = call.id
+            if (typeof call.function?.name === 'string') calls[index].function.name += call.function.name
+            if (typeof call.function?.arguments === 'string') calls[index].function.arguments += call.function.arguments
+          }
+          if (choice?.finish_reason != null) finished = true
+          if (chunk.usage != null && typeof chunk.usage === 'object') {
+            emit(gen, { type: 'usage', model: s.model, input: Number(chunk.usage.prompt_tokens) || 0, output: Number(chunk.usage.completion_tokens) || 0 })
+          }
+        }
+        if (done) break
+      }
+      if (!done && !finished) throw new ProviderError('LLM provider ended its stream before the reply was finished')
+      // Servers that leave out ids still get answers matched to their calls.
+      const toolCalls = calls.filter((call) => call !== undefined).map((call) => ({ ...call, id: call.id || `call_${++unnamedCalls}` }))
+      return { text, toolCalls }
+    }
+
+    /** Answers the history: model rounds until one ends without tool calls, spoken as they are written. */
+    async function respond (gen: number, signal: AbortSignal) {
+      const turn = { generation: gen, spoken: '' }
+      current = turn
+      const voiceOut = speaker(gen, signal)
+      const said: string[] = []
+      for (;;) {
+        let unspoken = ''
+        const round = await chat(gen, signal, (delta) => {
+          emit(gen, { type: 'agent_text', delta })
+          const { sentences, rest } = cutSentences(unspoken + delta)
+          unspoken = rest
+          for (const sentence of sentences) voiceOut.say(sentence)
+        })
+        if (!live(gen)) return
+        voiceOut.say(unspoken)
+        await voiceOut.drain()
+        if (!live(gen)) return
+        const text = round.text.trim()
+        if (text !== '') said.push(text)
+        if (round.toolCalls.length === 0) {
+          if (text !== '') history.push({ role: 'assistant', content: text })
+          current = undefined
+          emit(gen, { type: 'response_done', text: said.join(' ') })
+          return
+        }
+        const outputs = round.toolCalls.map((call) => new Promise<string>((resolve) => waitingTools.set(call.id, resolve)))
+        for (const call of round.toolCalls) emit(gen, { type: 'tool_call', id: call.id, name: call.function.name, arguments: call.function.arguments })
+        const results = await Promise.all(outputs)
+        if (!live(gen)) return
+        history.push({ role: 'assistant', content: text === '' ? null : text, tool_calls: round.toolCalls })
+        round.toolCalls.forEach((call, i) => history.push({ role: 'tool', tool_call_id: call.id, content: results[i] }))
+        turn.spoken = ''
+      }
+    }
+
+    const engine: Engine = {
+      start: async (first) => { setup = first },
+      audio: (frame) => {
+        turnAudio.push(frame.slice())
+        turnSamples += frame.length
+        while (turnSamples > MAX_TURN_SAMPLES && turnAudio.length > 1) turnSamples -= turnAudio.shift()!.length
+      },
+      endOfTurn: () => {
+        const frames = turnAudio
+        const samples = turnSamples
+        turnAudio = []
+        turnSamples = 0
+        enqueue(async (gen, signal) => {
+          let text = ''
+          if (samples > 0) {
+            const pcm = new Int16Array(samples)
+            let offset = 0
+            for (const frame of frames) { pcm.set(frame, offset); offset += frame.length }
+            text = await transcribe(pcm, signal)
+            emit(gen, { type: 'speech', recognisedSeconds: samples / SAMPLE_RATE })
+          }
+          emit(gen, { type: 'user_text', text })
+          if (text === '' || !live(gen)) return
+          history.push({ role: 'user', content: text })
+          await respond(gen, signal)
+        })
+      },
+      userText: (text) => {
+        enqueue(async (gen, signal) => {
+          history.push({ role: 'user', content: text })
+          await respond(gen, signal)
+        })
+      },
+      say: (text) => {
+        enqueue(async (gen, signal) => {
+          current = { generation: gen, spoken: '' }
+          const voiceOut = speaker(gen, signal)
+          emit(gen, { type: 'agent_text', delta: text })
+          const { sentences, rest } = cutSentences(text)
+          for (const sentence of [...sentences, rest]) voiceOut.say(sentence)
+          await voiceOut.drain()
+          if (!live(gen)) return
+          history.push({ role: 'assistant', content: text })
+          current = undefined
+          emit(gen, { type: 'response_done', text })
+        })
+      },
+      toolResult: (id, output) => {
+        const resolve = waitingTools.get(id)
+        if (resolve === undefined) {
+          log.debug({ id }, 'a tool result for no waiting call')
+          return
+        }
+        waitingTools.delete(id)
+        resolve(output)
+      },
+      cancel: () => { if (!closed) stop() },
+      update: (next) => { setup = next },
+      close: () => {
+        if (closed) return
+        stop()
+        closed = true
+      }
+    }
+    return engine
+  }
+}
