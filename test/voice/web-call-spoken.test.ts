@@ -1,0 +1,176 @@
+import t from 'tap'
+import type { Test } from 'tap'
+import { decodeWav, rms } from '../../src/modules/voice/audio.ts'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { startMcpServer } from '../helpers/mcp-server.ts'
+import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { poll } from '../helpers/poll.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+import { openWebCall, speech, type WebCallClient } from '../helpers/voice-client.ts'
+
+// Spoken web calls on the cascade engine, against stand-ins of the OpenAI-compatible speech and chat APIs
+// on loopback, through the browser's stream. The realtime engine: web-call-realtime.test.ts.
+
+async function listen (t: Test, env: Record<string, string> = {}) {
+  const standin = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, {
+    VOICE_ENGINE: 'cascade',
+    STT_URL: standin.url,
+    LLM_URL: standin.url,
+    TTS_URL: standin.url,
+    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
+    DELIVERY_TIME_SCALE: '0.001',
+    ...env
+  }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  return { ...ctx, url, standin }
+}
+
+type Ctx = TestContext & { standin: OpenAiHttpStandin }
+
+async function agentWith (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llm: Record<string, unknown> = {}) {
+  const config = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi {{name}}!', general_prompt: 'You are the clinic\'s receptionist.', ...llm } })).json()
+  return (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: config._id, ...body } })).json() as { _id: string }
+}
+
+async function addTool (ctx: Ctx, account: Account, agentId: string, type: string, settings: Record<string, unknown>) {
+  const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: type, settings } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+}
+
+async function start (ctx: Ctx, account: Account, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId, dynamic_context: { name: 'Ada' } } })).json()
+  const client = await openWebCall(ctx.url, call.access_token)
+  return { callId: call._id, client }
+}
+
+/** The caller says something after the agent has finished speaking (silence after it ends the turn). */
+async function say (client: WebCallClient): Promise<void> {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.length - 1).catch(() => {})
+  await client.sendAudio(speech(600, 700))
+}
+
+async function finished (ctx: Ctx, account: Account, callId: string) {
+  return await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers: account.headers })).json(),
+    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
+}
+
+t.test('a spoken call end to end: begin message heard, caller audio recognised, answered aloud, end_call, recorded, analysed, delivered', async (t) => {
+  const ctx = await listen(t)
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { webhook_url: receiver.url })
+  await addTool(ctx, account, agent._id, 'end_call', { name: 'Hang up' })
+  ctx.standin.transcripts.push('I would like an appointment on Tuesday.', 'That is all, thanks.')
+  ctx.standin.replies.push({ text: 'Tuesday at ten is free. Shall I book it?' }, { toolCalls: [{ name: 'Hang_up', arguments: {} }] }, { text: 'Goodbye!' })
+
+  const { callId, client } = await start(ctx, account, agent._id)
+  t.match(await client.waitFor('ready'), { mode: 'voice', engine: 'cascade' })
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'agent'), { content: 'Hi Ada!' })
+  await poll(() => client.loudFrames(), (n) => n > 10, { message: 'the begin message is heard' })
+
+  await say(client)
+  await client.waitFor('user_speaking', (e) => !e.speaking)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'user'), { content: 'I would like an appointment on Tuesday.' })
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Tuesday at ten/.test(e.content)), {})
+  const heard = ctx.standin.requests.transcriptions[0]
+  t.equal(heard.rate, 16_000)
+  t.ok(heard.rms > 500, `the recogniser got the caller's audio (rms ${Math.round(heard.rms)})`)
+  t.equal(heard.language, 'en')
+  const chat = ctx.standin.requests.chat[0].body
+  t.match(chat.messages[0], { role: 'system', content: /receptionist/ })
+  t.match(chat.tools, [{ type: 'function', function: { name: 'Hang_up' } }])
+
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { name: 'Hang_up', type: 'end_call' } })
+  t.match(await client.waitFor('ended'), { reason: 'agent_hangup' })
+  const ended = client.events.find((e) => e.type === 'ended')!
+  t.ok(ended.frames_sent > 50)
+
+  const done = await finished(ctx, account, callId)
+  t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup', sentiment: { sentiment: t.any } })
+  t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
+  t.ok(done.tokens.by_model['gpt-4o-mini'].input > 0, 'tokens per model')
+  t.ok(done.speech_seconds.recognised > 1 && done.speech_seconds.synthesised > 1, 'seconds of speech')
+  t.equal(done.recording_url, `${ctx.config.publicBaseUrl}/v1/call/${callId}/recording`)
+  const recording = await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}/recording`, headers: account.headers })
+  t.equal(recording.statusCode, 200)
+  const wav = decodeWav(recording.rawPayload)
+  t.ok(wav.pcm.length > 16_000 && rms(wav.pcm) > 300, 'both sides recorded')
+  const [delivery] = await receiver.waitFor(1)
+  t.match(delivery.json, { call: { _id: callId, disconnection_reason: 'agent_hangup' } })
+})
+
+t.test('barge-in: the caller talks over the agent, playback is cleared and the agent listens', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { interruption_sensitivity: 1 }, { begin_message: 'Welcome to the clinic, where we have been caring for patients for more than fifty years.' })
+  const { client } = await start(ctx, account, agent._id)
+  await poll(() => client.loudFrames(), (n) => n > 10, { message: 'the agent is speaking' })
+  await client.sendAudio(speech(300, 0))
+  const cleared = await client.waitFor('clear')
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  // Frames already on the wire may arrive; none follow long after the clear.
+  const before = client.frames.length
+  await client.sendAudio(speech(0, 700))
+  await client.waitFor('transcript', (e) => e.speaker === 'user')
+  const late = client.frames.slice(before).filter((f) => f.at - cleared.at > 200 && f.at < (client.events.find((e) => e.type === 'transcript' && e.speaker === 'user')?.at ?? 0))
+  t.equal(late.length, 0, 'no agent audio after the clear until the next answer')
+  t.ok(client.frames.length * 20 < 3000, 'the long welcome was not played out')
+  client.hangup()
+  await client.closed
+})
+
+t.test('a provider that fails mid-call ends the call runtime_error; nothing is left started', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  const { callId, client } = await start(ctx, account, agent._id)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  ctx.standin.failNext('chat', 500)
+  await say(client)
+  t.match(await client.waitFor('ended'), { reason: 'runtime_error' })
+  t.match(await finished(ctx, account, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
+})
+
+t.test('agent transfer: the call goes on with the other agent\'s prompt and tools, recorded in transfer_history', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const billing = await agentWith(ctx, account, {}, { general_prompt: 'You are the billing desk.', begin_message: 'Billing here.' })
+  const front = await agentWith(ctx, account)
+  await addTool(ctx, account, front._id, 'agent_transfer', { name: 'To billing', agent_id: billing._id })
+  ctx.standin.transcripts.push('I have a question about my bill.')
+  ctx.standin.replies.push({ toolCalls: [{ name: 'To_billing', arguments: { reason: 'billing question' } }] }, { text: 'Billing here, how can I help?' })
+  const { callId, client } = await start(ctx, account, front._id)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { type: 'agent_transfer', output: /now with Clinic/ } })
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Billing here, how/.test(e.content))
+  const after = ctx.standin.requests.chat.at(-1)!.body
+  t.match(after.messages[0], { role: 'system', content: /billing desk/ })
+  client.hangup()
+  const done = await finished(ctx, account, callId)
+  t.match(done.transfer_history, [{ type: 'agent_transfer', from_agent_id: front._id, to_agent_id: billing._id, reason: 'billing question', outcome: 'transferred' }])
+})
+
+t.test('an MCP tool: the server\'s allowed tools are offered, called with the configured headers, the answer spoken', async (t) => {
+  const ctx = await listen(t)
+  const mcp = await startMcpServer(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await addTool(ctx, account, agent._id, 'mcp', { name: 'Orders', server_url: mcp.url, allowed_tools: ['lookup_order'], headers: { authorization: 'Bearer mcp-secret' } })
+  ctx.standin.transcripts.push('Where is my order 42?')
+  ctx.standin.replies.push({ toolCalls: [{ name: 'lookup_order', arguments: { order_id: '42' } }] }, { text: 'Your order ships tomorrow.' })
+  const { callId, client } = await start(ctx, account, agent._id)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  t.same(ctx.standin.requests.chat.length, 0)
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { name: 'lookup_order', type: 'mcp', output: /Order 42 ships tomorrow/ } })
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /ships tomorrow/.test(e.content))
+  const first = ctx.standin.requests.chat[0].body
+  t.same(first.tools.map((tool: { function: { name: string } }) => tool.function.name), ['lookup_order'])
+  t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /Order 42 ships tomorrow/ })
+  t.ok(mcp.requests.every((r) => r.headers.authorization === 'Bearer mcp-secret'))
+  client.hangup()
+  t.match(await finished(ctx, account, callId), { call_status: 'success' })
+})
