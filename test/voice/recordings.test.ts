@@ -150,6 +150,7 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     t.match(link.responses['200'].content['application/json'].schema, { properties: { url: {}, expires_at: {} } })
     const signed = doc.paths['/recordings/{id}.wav'].get
     t.same(signed.security, [], 'the signed route takes no key')
+    for (const operation of [download, link, signed]) t.match(operation.operationId, /^[a-z][A-Za-z0-9]*$/, `${operation.operationId} is a camelCase id`)
     t.ok(signed.responses['200'].content['audio/wav'])
     for (const status of ['400', '403', '404', '416', '429']) t.ok(signed.responses[status], `the signed route declares ${status}`)
     t.same(signed.parameters.map((p: { name: string }) => p.name).sort(), ['expires', 'id', 'signature'])

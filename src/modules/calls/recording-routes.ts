@@ -101,6 +101,7 @@ export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async 
     schema: {
       tags: TAGS,
       summary: 'Open a recording through a signed link',
+      operationId: 'getRecordingBySignedLink', // the derived name would carry the `.wav`
       description: 'No API key: the link from POST /v1/call/:id/recording-link, as it was given. ' + RANGE_NOTE +
         ' 403 `invalid_recording_link` for a signature that does not match, `recording_link_expired` after its time.',
       security: [],
