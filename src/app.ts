@@ -20,6 +20,7 @@ import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
+import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
@@ -121,6 +122,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(async (open) => {
       await registerRateLimit(open, config.rateLimit)
       await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger })
+      await open.register(recordingLinkRoutes, { db: deps.db })
     })
   }
 

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { parseSecretsKey, type Config } from '../config.ts'
@@ -21,6 +21,8 @@ export interface Cipher {
   readonly keyId: string
   seal: (plain: string) => string
   open: (stored: string) => string
+  /** A 32-byte key for one purpose (HKDF-SHA256 with `label`), so that no two uses share key material. */
+  derive: (label: string) => Buffer
 }
 
 export const keyIdOf = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 8)
@@ -34,6 +36,7 @@ export function createCipher (key: Buffer): Cipher {
   const keyId = keyIdOf(key)
   return {
     keyId,
+    derive: (label) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), `switchboard:${label}`, 32)),
     seal (plain) {
       const iv = randomBytes(12)
       const cipher = createCipheriv('aes-256-gcm', key, iv)
@@ -114,6 +117,8 @@ function cipher (): Cipher {
 
 export const sealSecret = (plain: string) => cipher().seal(plain)
 export const openSecret = (stored: string) => cipher().open(stored)
+/** A key of the installation's for one purpose (signed links); it changes when the secrets key is rotated. */
+export const deriveKey = (label: string) => cipher().derive(label)
 
 /** Seals each value of a name → value map (integration credentials, header values). */
 export function sealValues (values: Record<string, string>): Record<string, string> {

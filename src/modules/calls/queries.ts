@@ -337,3 +337,41 @@ export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, ra
     .orderBy('c.start_timestamp').orderBy('c.id').orderBy('t.model')
     .compile()
 }
+
+// Recordings: a WAV file per call (call_recordings). Reads fetch its size first and then only the bytes a
+// request asks for (a player seeking through a 29 MB file asks for small ranges).
+
+/**
+ * Stores (or replaces) the recording of a call of the account; false when the account has no such call.
+ * `created_at` is the time of the last write.
+ */
+export async function upsertRecording (db: DB, userId: string, callId: string, durationMs: number, wav: Buffer): Promise<boolean> {
+  const result = await sql`
+    INSERT INTO call_recordings (call_id, user_id, duration_ms, data)
+    SELECT id, user_id, ${durationMs}, ${wav} FROM calls WHERE id = ${callId} AND user_id = ${userId}
+    ON CONFLICT (call_id) DO UPDATE SET duration_ms = excluded.duration_ms, data = excluded.data, created_at = now()`.execute(db)
+  return result.numAffectedRows === 1n
+}
+
+export interface RecordingInfo { callId: string, durationMs: number, size: number, createdAt: Date }
+
+/** The size and length of a recording of the account's, without its bytes. */
+export async function findRecordingInfo (db: DB, userId: string, callId: string): Promise<RecordingInfo | undefined> {
+  return await recordingInfo(db).where('user_id', '=', userId).where('call_id', '=', callId).executeTakeFirst()
+}
+
+/** The same for a signed link, which names the call alone: its signature stands for the owner's consent. */
+export async function findLinkedRecordingInfo (db: DB, callId: string): Promise<RecordingInfo | undefined> {
+  return await recordingInfo(db).where('call_id', '=', callId).executeTakeFirst()
+}
+
+const recordingInfo = (db: DB) => db.selectFrom('call_recordings')
+  .select((eb) => ['call_id as callId', 'duration_ms as durationMs', 'created_at as createdAt', eb.fn<number>('octet_length', ['data']).as('size')])
+
+/** `length` bytes of a recording from `offset` (found by findRecordingInfo or findLinkedRecordingInfo). */
+export async function recordingBytes (db: DB, callId: string, offset: number, length: number): Promise<Buffer | undefined> {
+  const row = await db.selectFrom('call_recordings')
+    .select(sql<Buffer>`substring(data from ${offset + 1}::int for ${length}::int)`.as('bytes'))
+    .where('call_id', '=', callId).executeTakeFirst()
+  return row?.bytes
+}

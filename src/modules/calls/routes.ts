@@ -20,6 +20,7 @@ import {
   WebCallBody, WebCallCreated
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
+import { recordingRoutes } from './recording-routes.ts'
 
 const TAGS = ['calls']
 
@@ -231,6 +232,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   })
 
   await app.register(callExportRoutes, { db, limits: jobs.config.concurrency })
+  await app.register(recordingRoutes, { db, config: jobs.config })
 
   // An agent's route, answered from its calls (the agents module knows nothing of calls).
   app.get('/agent/:id/call-stats', {

@@ -1,6 +1,8 @@
 // Audio inside the voice core is PCM16 mono at 16 kHz in 20 ms frames (DESIGN.md, "Voice"); transports and
 // engines convert at their edge with these functions.
 
+import { endianness } from 'node:os'
+
 export const SAMPLE_RATE = 16_000
 export const FRAME_MS = 20
 /** Samples in one 20 ms frame at 16 kHz. */
@@ -14,10 +16,19 @@ export function bufferToPcm (bytes: Uint8Array): Int16Array {
   return pcm
 }
 
+const LITTLE_ENDIAN = endianness() === 'LE'
+
+/** Writes the samples as little-endian PCM16 into `target` from `offset`. */
+function writePcm (pcm: Int16Array, target: Buffer, offset: number): void {
+  // One copy of the memory where it is little-endian already: a 15-minute recording is 29 MB.
+  if (LITTLE_ENDIAN) target.set(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), offset)
+  else for (let i = 0; i < pcm.length; i++) target.writeInt16LE(pcm[i], offset + i * 2)
+}
+
 /** Samples as little-endian PCM16 bytes. */
 export function pcmToBuffer (pcm: Int16Array): Buffer {
   const bytes = Buffer.allocUnsafe(pcm.length * 2)
-  for (let i = 0; i < pcm.length; i++) bytes.writeInt16LE(pcm[i], i * 2)
+  writePcm(pcm, bytes, 0)
   return bytes
 }
 
@@ -46,20 +57,21 @@ export function rms (pcm: Int16Array): number {
 
 /** A mono PCM16 WAV file. */
 export function encodeWav (pcm: Int16Array, rate = SAMPLE_RATE): Buffer {
-  const header = Buffer.alloc(44)
-  header.write('RIFF', 0, 'ascii')
-  header.writeUInt32LE(36 + pcm.length * 2, 4)
-  header.write('WAVEfmt ', 8, 'ascii')
-  header.writeUInt32LE(16, 16)
-  header.writeUInt16LE(1, 20) // PCM
-  header.writeUInt16LE(1, 22) // mono
-  header.writeUInt32LE(rate, 24)
-  header.writeUInt32LE(rate * 2, 28)
-  header.writeUInt16LE(2, 32)
-  header.writeUInt16LE(16, 34)
-  header.write('data', 36, 'ascii')
-  header.writeUInt32LE(pcm.length * 2, 40)
-  return Buffer.concat([header, pcmToBuffer(pcm)])
+  const file = Buffer.allocUnsafe(44 + pcm.length * 2)
+  file.write('RIFF', 0, 'ascii')
+  file.writeUInt32LE(36 + pcm.length * 2, 4)
+  file.write('WAVEfmt ', 8, 'ascii')
+  file.writeUInt32LE(16, 16)
+  file.writeUInt16LE(1, 20) // PCM
+  file.writeUInt16LE(1, 22) // mono
+  file.writeUInt32LE(rate, 24)
+  file.writeUInt32LE(rate * 2, 28)
+  file.writeUInt16LE(2, 32)
+  file.writeUInt16LE(16, 34)
+  file.write('data', 36, 'ascii')
+  file.writeUInt32LE(pcm.length * 2, 40)
+  writePcm(pcm, file, 44)
+  return file
 }
 
 /** The samples of a PCM16 WAV file, channels mixed down to mono. Throws on anything else. */
@@ -121,4 +133,110 @@ export function mulawDecode (bytes: Uint8Array): Int16Array {
   const out = new Int16Array(bytes.length)
   for (let i = 0; i < bytes.length; i++) out[i] = MULAW_DECODE[bytes[i]]
   return out
+}
+
+/** Frames per millisecond-based duration, rounded up: a turn ends no earlier than asked. */
+const framesOf = (ms: number) => Math.max(1, Math.ceil(ms / FRAME_MS))
+
+/**
+ * Energy-based voice-activity detection for one caller: `start` when the caller starts speaking, `end` when they
+ * have been quiet for `endSilenceMs`. A frame is voiced when its RMS passes max(an absolute floor, a multiple of
+ * the tracked noise level), so that a steady hum or a noisy line does not count as speech. Sensitivity (the
+ * agent's interruption_sensitivity) sets how loud and how long speech must be before it counts: 1 starts on the
+ * first voiced frame, 0.5 after ~100 ms, 0 after ~180 ms of speech three times as loud. One pass over the
+ * frame and a few multiplications: cheap enough for every concurrent call.
+ */
+export class TurnDetector {
+  readonly #floor: number
+  readonly #noiseRatio: number
+  readonly #startFrames: number
+  readonly #endFrames: number
+  #noise: number | undefined
+  #voicedRun = 0
+  #silentRun = 0
+  #speaking = false
+
+  constructor (options: { sensitivity: number, endSilenceMs?: number }) {
+    const dullness = 1 - Math.min(1, Math.max(0, options.sensitivity))
+    // RMS 200 is about -44 dBFS: quiet speech at a headset, well above a silent line's hiss.
+    this.#floor = 200 * (1 + 2 * dullness)
+    this.#noiseRatio = 2.5 * (1 + dullness)
+    this.#startFrames = 1 + Math.round(8 * dullness)
+    this.#endFrames = framesOf(options.endSilenceMs ?? 500)
+  }
+
+  get speaking (): boolean {
+    return this.#speaking
+  }
+
+  /** One 20 ms frame at 16 kHz; answers the turn's change, if this frame made one. */
+  push (frame: Int16Array): 'start' | 'end' | undefined {
+    const level = rms(frame)
+    const noise = this.#noise ??= level
+    // Hysteresis: once speaking, softer sounds (trailing consonants, a falling voice) still count as speech.
+    const threshold = Math.max(this.#floor, this.#noiseRatio * noise) * (this.#speaking ? 0.7 : 1)
+    const voiced = level > threshold
+    // The noise level follows quiet frames quickly and loud ones very slowly: speech barely moves it, yet a
+    // lasting louder background becomes the new noise level within some seconds.
+    const rate = level < noise ? 0.3 : voiced ? 0.002 : 0.05
+    this.#noise = noise + (level - noise) * rate
+    if (voiced) {
+      this.#voicedRun++
+      this.#silentRun = 0
+      if (!this.#speaking && this.#voicedRun >= this.#startFrames) {
+        this.#speaking = true
+        return 'start'
+      }
+    } else {
+      this.#voicedRun = 0
+      this.#silentRun++
+      if (this.#speaking && this.#silentRun >= this.#endFrames) {
+        this.#speaking = false
+        return 'end'
+      }
+    }
+    return undefined
+  }
+}
+
+/** Samples per chunk of a recording: 10 s (320 KB), so that a short call holds little and a long one copies nothing. */
+const RECORDING_CHUNK = SAMPLE_RATE * 10
+
+/**
+ * A call's recording: both sides mixed (summed, clipped) on one 16 kHz mono timeline, each frame at its time
+ * since the call started. Memory grows in chunks as the call goes on and never past `maxMs`; later audio is dropped.
+ */
+export class Recorder {
+  readonly #maxSamples: number
+  readonly #chunks: Int16Array[] = []
+  #length = 0
+
+  constructor (maxMs: number) {
+    this.#maxSamples = Math.max(0, Math.floor(maxMs * SAMPLE_RATE / 1000))
+  }
+
+  /** `atMs`: when the frame's first sample was heard or said, in ms since the call started. */
+  add (_side: 'caller' | 'agent', frame: Int16Array, atMs: number): void {
+    const offset = Math.round(atMs * SAMPLE_RATE / 1000)
+    const from = Math.max(0, -offset)
+    const to = Math.min(frame.length, this.#maxSamples - offset)
+    for (let i = from; i < to; i++) {
+      const at = offset + i
+      const start = at - at % RECORDING_CHUNK
+      const chunk = this.#chunks[start / RECORDING_CHUNK] ??= new Int16Array(Math.min(RECORDING_CHUNK, this.#maxSamples - start))
+      const sum = chunk[at - start] + frame[i]
+      chunk[at - start] = sum > 32767 ? 32767 : sum < -32768 ? -32768 : sum
+    }
+    if (to > from) this.#length = Math.max(this.#length, offset + to)
+  }
+
+  get durationMs (): number {
+    return Math.round(this.#length * 1000 / SAMPLE_RATE)
+  }
+
+  wav (): Buffer {
+    const pcm = new Int16Array(this.#length)
+    this.#chunks.forEach((chunk, i) => pcm.set(chunk.subarray(0, this.#length - i * RECORDING_CHUNK), i * RECORDING_CHUNK))
+    return encodeWav(pcm)
+  }
 }

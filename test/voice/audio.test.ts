@@ -1,0 +1,270 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import {
+  bufferToPcm, decodeWav, encodeWav, FRAME_MS, FRAME_SAMPLES, mulawDecode, mulawEncode, pcmToBuffer, Recorder, resample, rms,
+  SAMPLE_RATE, TurnDetector
+} from '../../src/modules/voice/audio.ts'
+
+const FIXTURES = path.join(import.meta.dirname, '../fixtures/audio')
+const hello = decodeWav(readFileSync(path.join(FIXTURES, 'hello.wav')))
+
+/** The detector's events over the samples, each at the end of the frame that made it (ms). */
+function turns (detector: TurnDetector, pcm: Int16Array): Array<[string, number]> {
+  const events: Array<[string, number]> = []
+  for (let i = 0; i + FRAME_SAMPLES <= pcm.length; i += FRAME_SAMPLES) {
+    const event = detector.push(pcm.subarray(i, i + FRAME_SAMPLES))
+    if (event !== undefined) events.push([event, (i + FRAME_SAMPLES) * 1000 / SAMPLE_RATE])
+  }
+  return events
+}
+
+/** Deterministic white noise of about the given RMS (a fixed LCG: the same noise on every run). */
+function noise (samples: number, level: number, seed = 1): Int16Array {
+  const out = new Int16Array(samples)
+  let state = seed
+  for (let i = 0; i < samples; i++) {
+    state = (state * 1_103_515_245 + 12_345) >>> 0
+    out[i] = Math.round(((state / 2 ** 32) * 2 - 1) * level * Math.sqrt(3))
+  }
+  return out
+}
+
+const tone = (samples: number, amplitude: number, hz = 440) =>
+  Int16Array.from({ length: samples }, (_, i) => Math.round(amplitude * Math.sin(2 * Math.PI * hz * i / SAMPLE_RATE)))
+
+/** Where the fixture's speech starts and ends (ms), from its samples: the first and last sample above a whisper. */
+function speechSpan (pcm: Int16Array): [number, number] {
+  let first = 0
+  while (Math.abs(pcm[first]) < 64) first++
+  let last = pcm.length - 1
+  while (Math.abs(pcm[last]) < 64) last--
+  return [first * 1000 / SAMPLE_RATE, last * 1000 / SAMPLE_RATE]
+}
+
+t.test('constants: 20 ms frames of 320 samples at 16 kHz', async (t) => {
+  t.equal(SAMPLE_RATE, 16_000)
+  t.equal(FRAME_MS, 20)
+  t.equal(FRAME_SAMPLES, 320)
+})
+
+t.test('PCM16 bytes are little-endian and read from any offset', async (t) => {
+  const pcm = Int16Array.from([0, 1, -1, 32767, -32768, 258])
+  const bytes = pcmToBuffer(pcm)
+  t.same([...bytes.subarray(0, 6)], [0, 0, 1, 0, 0xff, 0xff])
+  t.same(bufferToPcm(bytes), pcm)
+  const shifted = Buffer.concat([Buffer.from([9]), bytes, Buffer.from([7])]).subarray(1)
+  t.same(bufferToPcm(shifted), pcm, 'an odd byte offset works')
+  t.equal(bufferToPcm(Buffer.from([1, 2, 3])).length, 1, 'a trailing odd byte is ignored')
+})
+
+t.test('µ-law follows G.711', async (t) => {
+  // Reference values of ITU-T G.711 (as Sun's g711.c and Python's audioop compute them).
+  const encoded: Array<[number, number]> = [[0, 0xff], [1, 0xff], [100, 0xf2], [-100, 0x72], [1000, 0xce], [-1000, 0x4e], [8000, 0xa0], [32767, 0x80], [-32768, 0x00]]
+  t.same([...mulawEncode(Int16Array.from(encoded.map(([sample]) => sample)))], encoded.map(([, byte]) => byte))
+  const decoded: Array<[number, number]> = [[0x00, -32124], [0x0f, -16764], [0x7f, 0], [0x80, 32124], [0x8f, 16764], [0xcf, 924], [0xef, 132], [0xfe, 8], [0xff, 0]]
+  t.same([...mulawDecode(Uint8Array.from(decoded.map(([byte]) => byte)))], decoded.map(([, sample]) => sample))
+
+  // Every byte decodes to a value that encodes back to the same byte (but 0x7f, "negative zero", which is 0xff).
+  const all = Uint8Array.from({ length: 256 }, (_, i) => i)
+  const back = mulawEncode(mulawDecode(all))
+  t.same([...back].filter((byte, i) => byte !== i), [0xff], 'bytes survive a round trip')
+  // Samples come back within the step of their segment: under 1/16 of their size (+ the bias at zero).
+  const samples = Int16Array.from({ length: 2000 }, (_, i) => Math.round(-32768 + i * 32.77))
+  const restored = mulawDecode(mulawEncode(samples))
+  const worst = samples.reduce((max, sample, i) => Math.max(max, Math.abs(restored[i] - sample) - Math.abs(sample) / 16), 0)
+  t.ok(worst <= 8, `round-trip error within the G.711 step (excess ${worst})`)
+})
+
+t.test('resampling keeps the duration and the shape', async (t) => {
+  const pcm = tone(SAMPLE_RATE, 10_000, 300)
+  t.equal(resample(pcm, 16_000, 16_000), pcm, 'the same rate is the same array')
+  t.equal(resample(new Int16Array(0), 8000, 16_000).length, 0)
+  const down = resample(pcm, 16_000, 8000)
+  t.equal(down.length, 8000)
+  t.equal(resample(pcm, 16_000, 24_000).length, 24_000)
+  t.equal(resample(Int16Array.from({ length: 160 }), 8000, 16_000).length, 320, 'a µ-law frame of 8 kHz becomes a core frame')
+  t.same([...resample(Int16Array.from([0, 100, 200]), 8000, 16_000)], [0, 50, 100, 150, 200, 200], 'linear interpolation, the last sample held')
+  t.same([...down.subarray(0, 4)], [pcm[0], pcm[2], pcm[4], pcm[6]], 'halving keeps every other sample')
+  const up = resample(down, 8000, 16_000)
+  t.ok(Math.abs(rms(up) - rms(pcm)) < 100, 'a tone keeps its level through 16 → 8 → 16 kHz')
+})
+
+t.test('rms: silence 0, a full-scale square wave 32767', async (t) => {
+  t.equal(rms(new Int16Array(0)), 0)
+  t.equal(rms(new Int16Array(320)), 0)
+  t.equal(rms(Int16Array.from({ length: 320 }, (_, i) => i % 2 === 0 ? 32767 : -32767)), 32767)
+  t.ok(Math.abs(rms(tone(16_000, 10_000)) - 10_000 / Math.SQRT2) < 5)
+})
+
+t.test('WAV files round-trip, and stereo is mixed down', async (t) => {
+  const pcm = Int16Array.from([0, 1000, -1000, 32767, -32768])
+  const file = encodeWav(pcm)
+  t.equal(file.length, 44 + 10)
+  t.equal(file.toString('ascii', 0, 4), 'RIFF')
+  t.equal(file.readUInt32LE(24), SAMPLE_RATE)
+  t.same(decodeWav(file), { rate: SAMPLE_RATE, pcm })
+  t.same(decodeWav(encodeWav(pcm, 8000)), { rate: 8000, pcm })
+
+  // Stereo at 44.1 kHz with an extra chunk (LIST) before `fmt `, an odd-sized one, as editors write them.
+  const frames = [[100, 300], [-100, -300], [32767, 32767]]
+  const fmt = Buffer.alloc(24)
+  fmt.write('fmt ', 0, 'ascii')
+  fmt.writeUInt32LE(16, 4)
+  fmt.writeUInt16LE(1, 8)
+  fmt.writeUInt16LE(2, 10)
+  fmt.writeUInt32LE(44_100, 12)
+  fmt.writeUInt32LE(44_100 * 4, 16)
+  fmt.writeUInt16LE(4, 20)
+  fmt.writeUInt16LE(16, 22)
+  const list = Buffer.concat([Buffer.from('LIST', 'ascii'), Buffer.from([3, 0, 0, 0, 1, 2, 3, 0])])
+  const samples = pcmToBuffer(Int16Array.from(frames.flat()))
+  const data = Buffer.concat([Buffer.from('data', 'ascii'), Buffer.alloc(4), samples])
+  data.writeUInt32LE(samples.length, 4)
+  const body = Buffer.concat([Buffer.from('WAVE', 'ascii'), list, fmt, data])
+  const header = Buffer.alloc(8)
+  header.write('RIFF', 0, 'ascii')
+  header.writeUInt32LE(body.length, 4)
+  t.same(decodeWav(Buffer.concat([header, body])), { rate: 44_100, pcm: Int16Array.from([200, -200, 32767]) })
+
+  t.throws(() => decodeWav(Buffer.from('not a wave file at all')), /not a WAV file/)
+  t.throws(() => decodeWav(file.subarray(0, 36)), /without data/)
+  const float = Buffer.from(file)
+  float.writeUInt16LE(3, 20) // IEEE float
+  t.throws(() => decodeWav(float), /only PCM16/)
+  const eightBit = Buffer.from(file)
+  eightBit.writeUInt16LE(8, 34)
+  t.throws(() => decodeWav(eightBit), /only PCM16/)
+  const dataFirst = Buffer.concat([file.subarray(0, 12), file.subarray(36)])
+  t.throws(() => decodeWav(dataFirst), /data before its format/)
+})
+
+t.test('the fixtures are 16 kHz mono speech between silences', async (t) => {
+  t.equal(hello.rate, SAMPLE_RATE)
+  const [onset, end] = speechSpan(hello.pcm)
+  t.ok(onset > 250 && onset < 350, `hello.wav: speech starts at ~300 ms (${onset})`)
+  t.ok(hello.pcm.length / 16 - end > 750, 'hello.wav: ~0.8 s of silence after it')
+  const caller = decodeWav(readFileSync(path.join(FIXTURES, 'caller.wav')))
+  t.equal(caller.rate, SAMPLE_RATE)
+  const [callerOnset, callerEnd] = speechSpan(caller.pcm)
+  t.ok(callerOnset > 950 && callerOnset < 1050, `caller.wav: 1 s of silence first (${callerOnset})`)
+  t.ok(caller.pcm.length / 16 - callerEnd > 2950, 'caller.wav: 3 s of silence after the sentence')
+})
+
+t.test('TurnDetector: a turn starts near the speech onset and ends after it', async (t) => {
+  const [onset, end] = speechSpan(hello.pcm)
+  const detector = new TurnDetector({ sensitivity: 0.5 })
+  t.equal(detector.speaking, false)
+  const events = turns(detector, hello.pcm)
+  t.same(events.map(([event]) => event), ['start', 'end'], 'one turn, the pauses between words inside it')
+  const [[, startedAt], [, endedAt]] = events
+  t.ok(startedAt > onset && startedAt <= onset + 160, `start ${startedAt} ms, speech from ${onset} ms`)
+  t.ok(endedAt >= end + 500 && endedAt <= end + 560, `end ${endedAt} ms: 500 ms after the speech (${end} ms)`)
+  t.equal(detector.speaking, false)
+
+  const quick = turns(new TurnDetector({ sensitivity: 0.5, endSilenceMs: 200 }), hello.pcm)
+  t.ok(quick.length >= 2 && quick[1][1] <= end + 260, 'a shorter endSilenceMs ends sooner (or splits at a pause)')
+})
+
+t.test('TurnDetector: sensitivity decides how soon speech counts', async (t) => {
+  const startOf = (sensitivity: number) => turns(new TurnDetector({ sensitivity }), hello.pcm).find(([event]) => event === 'start')?.[1]
+  const [onset] = speechSpan(hello.pcm)
+  const starts = [1, 0.5, 0].map(startOf)
+  t.ok(starts[0]! <= onset + 40, `sensitivity 1: the first voiced frame (${starts[0]} ms)`)
+  t.ok(starts[0]! < starts[1]! && starts[1]! < starts[2]!, `1 → 0.5 → 0 start later: ${starts.join(', ')}`)
+
+  // A short, quiet sound: a cough or a knock counts only at high sensitivity.
+  const blip = new Int16Array(SAMPLE_RATE * 2)
+  blip.set(tone(FRAME_SAMPLES * 3, 1000), SAMPLE_RATE / 2)
+  t.same(turns(new TurnDetector({ sensitivity: 1 }), blip).map(([event]) => event), ['start', 'end'])
+  t.same(turns(new TurnDetector({ sensitivity: 0.5 }), blip), [], '60 ms is too short at 0.5')
+  const quiet = new Int16Array(SAMPLE_RATE * 2)
+  quiet.set(tone(SAMPLE_RATE / 2, 700), SAMPLE_RATE / 4)
+  t.equal(turns(new TurnDetector({ sensitivity: 0.5 }), quiet).length, 2, 'soft speech counts at 0.5')
+  t.same(turns(new TurnDetector({ sensitivity: 0 }), quiet), [], 'sensitivity 0 needs louder speech')
+})
+
+t.test('TurnDetector: silence, low noise and a steady background are not speech', async (t) => {
+  for (const sensitivity of [0, 0.5, 1]) {
+    t.same(turns(new TurnDetector({ sensitivity }), new Int16Array(SAMPLE_RATE * 3)), [], `silence, sensitivity ${sensitivity}`)
+    t.same(turns(new TurnDetector({ sensitivity }), noise(SAMPLE_RATE * 3, 80)), [], `hiss, sensitivity ${sensitivity}`)
+  }
+  // A loud hum from the first frame on (a noisy line) is learnt as the noise level, not taken for speech...
+  t.same(turns(new TurnDetector({ sensitivity: 1 }), noise(SAMPLE_RATE * 3, 400)), [], 'a steady background')
+  // ...and speech over it is still heard.
+  const noisy = noise(hello.pcm.length + SAMPLE_RATE, 300, 7)
+  for (let i = 0; i < hello.pcm.length; i++) noisy[SAMPLE_RATE + i] += hello.pcm[i]
+  const events = turns(new TurnDetector({ sensitivity: 0.5 }), noisy)
+  t.equal(events[0]?.[0], 'start', 'speech over noise starts a turn')
+  t.ok(events[0][1] > 1000 + speechSpan(hello.pcm)[0], 'not before the speech')
+  t.equal(events.at(-1)?.[0], 'end', 'and the noise after it ends the turn')
+})
+
+t.test('TurnDetector: a background that gets louder becomes the new noise level', async (t) => {
+  const detector = new TurnDetector({ sensitivity: 1 })
+  t.same(turns(detector, noise(SAMPLE_RATE, 50)), [])
+  const events = turns(detector, noise(SAMPLE_RATE * 30, 1500, 3))
+  t.equal(events[0]?.[0], 'start', 'a sudden loud noise sounds like speech at first')
+  t.equal(events.at(-1)?.[0], 'end', 'but the turn ends once the noise is learnt')
+  t.ok(events.at(-1)![1] < 20_000, `within some seconds (${events.at(-1)![1]} ms)`)
+})
+
+t.test('Recorder mixes both sides on one timeline', async (t) => {
+  const recorder = new Recorder(60_000)
+  t.equal(recorder.durationMs, 0)
+  t.same(decodeWav(recorder.wav()).pcm.length, 0, 'an empty recording is a valid WAV')
+  const caller = new Int16Array(FRAME_SAMPLES).fill(1000)
+  const agent = new Int16Array(FRAME_SAMPLES).fill(-300)
+  recorder.add('caller', caller, 0)
+  recorder.add('caller', caller, 20)
+  recorder.add('agent', agent, 10) // overlaps the caller's two frames by half each
+  recorder.add('agent', agent, 100)
+  t.equal(recorder.durationMs, 120)
+  const { rate, pcm } = decodeWav(recorder.wav())
+  t.equal(rate, SAMPLE_RATE)
+  t.equal(pcm.length, 120 * 16)
+  t.equal(pcm[0], 1000, 'the caller alone')
+  t.equal(pcm[10 * 16], 700, 'both sides summed')
+  t.equal(pcm[30 * 16 - 1], 700)
+  t.equal(pcm[30 * 16], 1000, 'the caller alone again')
+  t.equal(pcm[50 * 16], 0, 'silence between')
+  t.equal(pcm[110 * 16], -300, 'the agent alone')
+
+  const loud = new Int16Array(FRAME_SAMPLES).fill(30_000)
+  recorder.add('caller', loud, 200)
+  recorder.add('agent', loud, 200)
+  recorder.add('caller', new Int16Array(FRAME_SAMPLES).fill(-30_000), 240)
+  recorder.add('agent', new Int16Array(FRAME_SAMPLES).fill(-30_000), 240)
+  const mixed = decodeWav(recorder.wav()).pcm
+  t.equal(mixed[200 * 16], 32767, 'clipped, not wrapped around')
+  t.equal(mixed[240 * 16], -32768)
+
+  // A frame that started before the call (clock skew) keeps its part after the start.
+  const early = new Recorder(1000)
+  early.add('agent', Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => i), -10)
+  t.equal(early.durationMs, 10)
+  t.equal(decodeWav(early.wav()).pcm[0], 160)
+})
+
+t.test('Recorder never grows past its bound', async (t) => {
+  const recorder = new Recorder(25_000)
+  const frame = new Int16Array(FRAME_SAMPLES).fill(100)
+  // Across the chunk borders (10 s), a frame straddling the bound, and frames after it.
+  for (let at = 0; at < 40_000; at += 20) recorder.add(at % 40 === 0 ? 'caller' : 'agent', frame, at + 5)
+  t.equal(recorder.durationMs, 25_000)
+  const { pcm } = decodeWav(recorder.wav())
+  t.equal(pcm.length, 25_000 * 16)
+  t.equal(pcm[0], 0)
+  t.equal(pcm[5 * 16], 100)
+  t.equal(pcm[10_000 * 16 - 1], 100, 'continuous across a chunk border')
+  t.equal(pcm[10_000 * 16], 100)
+  t.equal(pcm.at(-1), 100)
+  t.equal(pcm.filter((sample) => sample !== 100).length, 5 * 16, 'only the first 5 ms are silent')
+
+  const late = new Recorder(1000)
+  late.add('caller', frame, 5000)
+  t.equal(late.durationMs, 0, 'audio after the bound is dropped')
+  const none = new Recorder(0)
+  none.add('caller', frame, 0)
+  t.equal(none.durationMs, 0)
+})

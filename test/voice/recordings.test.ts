@@ -1,0 +1,170 @@
+import t from 'tap'
+import { decodeWav, FRAME_SAMPLES, Recorder } from '../../src/modules/voice/audio.ts'
+import { findRecording, recordingUrl, signRecordingLink, storeRecording } from '../../src/modules/calls/recordings.ts'
+import { createAgent } from '../helpers/calls.ts'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+
+const BASE = 'https://switchboard.test'
+
+/** A web call of the account, made through the API as a browser's would be. */
+async function webCall (ctx: TestContext, account: Account): Promise<string> {
+  const agent = await createAgent(ctx.app, account)
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })
+  t.equal(res.statusCode, 201, res.body)
+  return res.json()._id
+}
+
+/** Two seconds of a call: the caller's tone for the first second, the agent's for the second. */
+function recording (): { wav: Buffer, durationMs: number } {
+  const recorder = new Recorder(60_000)
+  for (let at = 0; at < 2000; at += 20) {
+    const side = at < 1000 ? 'caller' : 'agent'
+    recorder.add(side, Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => Math.round((side === 'caller' ? 3000 : -2000) * Math.sin(i / 4))), at)
+  }
+  return { wav: recorder.wav(), durationMs: recorder.durationMs }
+}
+
+/** The path and query of a link (the app is reached through inject, not at its public address). */
+const pathOf = (url: string) => {
+  t.ok(url.startsWith(`${BASE}/recordings/`), `the link is under PUBLIC_BASE_URL: ${url}`)
+  return url.slice(BASE.length)
+}
+
+t.test('a call\'s recording: stored for its account, served to it alone, in ranges, and through signed links', async (t) => {
+  const ctx = await setup(t, { CALL_RUNTIME: 'external', PUBLIC_BASE_URL: BASE, RECORDING_LINK_SECONDS: '600' })
+  const { app, db } = ctx
+  const a = await createAccount(db)
+  const b = await createAccount(db)
+  const callId = await webCall(ctx, a)
+  const bare = await webCall(ctx, a)
+  const { wav, durationMs } = recording()
+
+  t.equal(recordingUrl(ctx.config, callId), `${BASE}/v1/call/${callId}/recording`)
+  t.equal(await storeRecording(db, { callId, userId: b.user.id, durationMs, wav }), false, 'not for another account\'s call')
+  t.equal(await findRecording(db, a.user.id, callId), undefined)
+  t.equal(await storeRecording(db, { callId, userId: a.user.id, durationMs: 1, wav: Buffer.from('first') }), true)
+  t.equal(await storeRecording(db, { callId, userId: a.user.id, durationMs, wav }), true, 'a second store replaces the first')
+  const stored = await findRecording(db, a.user.id, callId)
+  t.match(stored, { callId, durationMs: 2000, size: wav.length })
+  t.same(await stored!.read(), wav, 'read back as stored')
+  t.equal(await findRecording(db, b.user.id, callId), undefined, 'owner-scoped')
+
+  const url = `/v1/call/${callId}/recording`
+  const res = await app.inject({ method: 'GET', url, headers: a.headers })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['content-type'], 'audio/wav')
+  t.equal(res.headers['content-disposition'], `inline; filename="${callId}.wav"`)
+  t.equal(res.headers['accept-ranges'], 'bytes')
+  t.equal(Number(res.headers['content-length']), wav.length)
+  const decoded = decodeWav(res.rawPayload)
+  t.equal(decoded.rate, 16_000)
+  t.equal(decoded.pcm.length, 2 * 16_000, 'the WAV decodes to the two seconds recorded')
+  t.ok(decoded.pcm[4] > 0 && decoded.pcm[16_000 + 4] < 0, 'the caller first, then the agent')
+
+  t.equal((await app.inject({ method: 'HEAD', url, headers: a.headers })).headers['content-length'], String(wav.length), 'HEAD for players that probe')
+  t.equal((await app.inject({ method: 'GET', url, headers: b.headers })).json().code, 'not_found', 'another account\'s key: 404')
+  t.equal((await app.inject({ method: 'GET', url })).statusCode, 401, 'no key')
+  const none = await app.inject({ method: 'GET', url: `/v1/call/${bare}/recording`, headers: a.headers })
+  t.equal(none.statusCode, 404, 'a call without a recording')
+  t.equal(none.json().code, 'not_found')
+  t.equal((await app.inject({ method: 'GET', url: '/v1/call/65a0f0000000000000000001/recording', headers: a.headers })).statusCode, 404, 'no such call')
+
+  t.test('ranges', async (t) => {
+    const range = async (header: string) => await app.inject({ method: 'GET', url, headers: { ...a.headers, range: header } })
+    const head = await range('bytes=0-43')
+    t.equal(head.statusCode, 206)
+    t.equal(head.headers['content-range'], `bytes 0-43/${wav.length}`)
+    t.same(head.rawPayload, wav.subarray(0, 44), 'the WAV header')
+    const middle = await range('bytes=1000-1999')
+    t.same(middle.rawPayload, wav.subarray(1000, 2000))
+    t.equal(middle.headers['content-type'], 'audio/wav')
+    const open = await range('bytes=64000-')
+    t.equal(open.headers['content-range'], `bytes 64000-${wav.length - 1}/${wav.length}`)
+    t.same(open.rawPayload, wav.subarray(64_000))
+    const suffix = await range('bytes=-100')
+    t.same(suffix.rawPayload, wav.subarray(wav.length - 100))
+    t.same((await range(`bytes=100-${wav.length + 500}`)).rawPayload, wav.subarray(100), 'an end past the file is cut to it')
+    const past = await range(`bytes=${wav.length}-`)
+    t.equal(past.statusCode, 416)
+    t.equal(past.json().code, 'range_not_satisfiable')
+    t.equal(past.headers['content-range'], `bytes */${wav.length}`)
+    for (const ignored of ['bytes=0-10,20-30', 'items=0-10', 'bytes=50-10', 'bytes=x-y']) {
+      const whole = await range(ignored)
+      t.equal(whole.statusCode, 200, `${ignored}: the whole file`)
+      t.equal(whole.rawPayload.length, wav.length)
+    }
+  })
+
+  t.test('signed links open the recording without a key, and nothing else', async (t) => {
+    const before = Date.now()
+    const made = await app.inject({ method: 'POST', url: `/v1/call/${callId}/recording-link`, headers: a.headers })
+    t.equal(made.statusCode, 200)
+    const { url: link, expires_at: expiresAt } = made.json()
+    t.ok(expiresAt >= before + 600_000 && expiresAt <= Date.now() + 600_000, 'valid RECORDING_LINK_SECONDS')
+    const path = pathOf(link)
+    const opened = await app.inject({ method: 'GET', url: path })
+    t.equal(opened.statusCode, 200)
+    t.equal(opened.headers['content-type'], 'audio/wav')
+    t.same(opened.rawPayload, wav)
+    const part = await app.inject({ method: 'GET', url: path, headers: { range: 'bytes=44-99' } })
+    t.equal(part.statusCode, 206)
+    t.same(part.rawPayload, wav.subarray(44, 100))
+
+    t.equal((await app.inject({ method: 'POST', url: `/v1/call/${callId}/recording-link`, headers: b.headers })).statusCode, 404, 'only for the owner')
+    t.equal((await app.inject({ method: 'POST', url: `/v1/call/${bare}/recording-link`, headers: a.headers })).statusCode, 404, 'only for a recording')
+
+    const query = new URL(link).searchParams
+    const expires = query.get('expires')!
+    const signature = query.get('signature')!
+    const refused = async (what: string, target: string, code: string) => {
+      const res = await app.inject({ method: 'GET', url: target })
+      t.equal(res.statusCode, 403, `${what}: 403`)
+      t.equal(res.json().code, code, `${what}: ${code}`)
+    }
+    const flipped = (signature[0] === 'A' ? 'B' : 'A') + signature.slice(1)
+    await refused('a changed signature', `/recordings/${callId}.wav?expires=${expires}&signature=${flipped}`, 'invalid_recording_link')
+    await refused('a later expiry', `/recordings/${callId}.wav?expires=${Number(expires) + 1}&signature=${signature}`, 'invalid_recording_link')
+    await refused('another call', `/recordings/${bare}.wav?expires=${expires}&signature=${signature}`, 'invalid_recording_link')
+    await refused('the same expiry written otherwise', `/recordings/${callId}.wav?expires=${expires}.0&signature=${signature}`, 'invalid_recording_link')
+    await refused('a short signature', `/recordings/${callId}.wav?expires=${expires}&signature=abc`, 'invalid_recording_link')
+    const old = signRecordingLink(ctx.config, callId, Date.now() - 601_000)
+    t.ok(old.expires_at < Date.now())
+    await refused('an expired link', pathOf(old.url), 'recording_link_expired')
+    t.equal((await app.inject({ method: 'GET', url: `/recordings/${callId}.wav?expires=${expires}` })).statusCode, 400, 'no signature: a malformed request')
+
+    // A valid link whose call was deleted since: 404, as for any recording that is not there.
+    const gone = await webCall(ctx, a)
+    await storeRecording(db, { callId: gone, userId: a.user.id, durationMs, wav })
+    const goneLink = (await app.inject({ method: 'POST', url: `/v1/call/${gone}/recording-link`, headers: a.headers })).json().url
+    await db.deleteFrom('calls').where('id', '=', gone).execute()
+    t.equal((await app.inject({ method: 'GET', url: pathOf(goneLink) })).json().code, 'not_found')
+  })
+
+  t.test('the OpenAPI document declares the routes', async (t) => {
+    const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+    const download = doc.paths['/v1/call/{id}/recording'].get
+    t.ok(download.responses['200'].content['audio/wav'])
+    t.ok(download.responses['206'].content['audio/wav'])
+    for (const status of ['401', '403', '404', '416', '429']) t.ok(download.responses[status].content['application/json'], `GET recording declares ${status}`)
+    const link = doc.paths['/v1/call/{id}/recording-link'].post
+    t.match(link.responses['200'].content['application/json'].schema, { properties: { url: {}, expires_at: {} } })
+    const signed = doc.paths['/recordings/{id}.wav'].get
+    t.same(signed.security, [], 'the signed route takes no key')
+    for (const operation of [download, link, signed]) t.match(operation.operationId, /^[a-z][A-Za-z0-9]*$/, `${operation.operationId} is a camelCase id`)
+    t.ok(signed.responses['200'].content['audio/wav'])
+    for (const status of ['400', '403', '404', '416', '429']) t.ok(signed.responses[status], `the signed route declares ${status}`)
+    t.same(signed.parameters.map((p: { name: string }) => p.name).sort(), ['expires', 'id', 'signature'])
+  })
+})
+
+t.test('the signed route is rate-limited per address', async (t) => {
+  const ctx = await setup(t, { CALL_RUNTIME: 'external', PUBLIC_BASE_URL: BASE, RATE_LIMIT_PER_ADDRESS: '3' })
+  const a = await createAccount(ctx.db)
+  const callId = await webCall(ctx, a)
+  await storeRecording(ctx.db, { callId, userId: a.user.id, ...recording() })
+  const { url } = signRecordingLink(ctx.config, callId)
+  const statuses: number[] = []
+  // From an address of its own: the account's first API requests above were counted per address too.
+  for (let i = 0; i < 5; i++) statuses.push((await ctx.app.inject({ method: 'GET', url: pathOf(url), remoteAddress: '127.0.0.2' })).statusCode)
+  t.same(statuses, [200, 200, 200, 429, 429])
+})
