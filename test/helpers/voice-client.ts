@@ -87,3 +87,14 @@ export function speech (ms: number, silenceMs = 800): Int16Array {
   }
   return pcm
 }
+
+/** How a stream's opening was refused: the HTTP status and body, or undefined when it opened. */
+export async function refusal (opening: Promise<WebCallClient>): Promise<{ statusCode: number, body: string } | undefined> {
+  try {
+    const client = await opening
+    client.socket.close()
+    return undefined
+  } catch (err) {
+    return err as { statusCode: number, body: string }
+  }
+}

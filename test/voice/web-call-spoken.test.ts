@@ -88,7 +88,8 @@ t.test('a spoken call end to end: begin message heard, caller audio recognised, 
   t.ok(ended.frames_sent > 50)
 
   const done = await finished(ctx, account, callId)
-  t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup', sentiment: { sentiment: t.any } })
+  t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup' })
+  t.ok(done.sentiment !== null, 'analysed')
   t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
   t.ok(done.tokens.by_model['gpt-4o-mini'].input > 0, 'tokens per model')
   t.ok(done.speech_seconds.recognised > 1 && done.speech_seconds.synthesised > 1, 'seconds of speech')
