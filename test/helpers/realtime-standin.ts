@@ -38,6 +38,8 @@ export interface RealtimeStandin {
   defaultReply: Reply
   /** Each commit's audio at 24 kHz: its length and RMS (0 is silence). */
   commits: Array<{ seconds: number, rms: number }>
+  /** Send each transcription after the answer's events, as the real API often does, rather than at the commit. */
+  lateTranscripts: boolean
   /** Leave session.update unanswered (a start that times out). */
   silent: boolean
   /** Connections open now (a benchmark checks that none leaks). */
@@ -82,6 +84,7 @@ export async function startRealtimeStandin (t: Test): Promise<RealtimeStandin> {
     replies: [],
     defaultReply: { text: 'Hi, how can I help?' },
     commits: [],
+    lateTranscripts: false,
     silent: false,
     openConnections: () => wss.clients.size,
     drop: () => { for (const client of wss.clients) client.terminate() },
@@ -99,6 +102,7 @@ export async function startRealtimeStandin (t: Test): Promise<RealtimeStandin> {
   wss.on('connection', (socket, request) => {
     standin.connections.push({ url: request.url ?? '', headers: request.headers })
     let buffer: Buffer[] = []
+    let late: Array<Record<string, unknown>> = []
     /** The response waiting (held) for a cancel: one at a time, as on the real API. */
     let active: { id: string, item: Record<string, unknown> } | undefined
 
@@ -167,13 +171,15 @@ export async function startRealtimeStandin (t: Test): Promise<RealtimeStandin> {
           standin.commits.push({ seconds: pcm.length / RATE, rms: rms(pcm) })
           const itemId = id('item')
           send(socket, { type: 'input_audio_buffer.committed', item_id: itemId, previous_item_id: null })
-          send(socket, {
+          const transcription = {
             type: 'conversation.item.input_audio_transcription.completed',
             item_id: itemId,
             content_index: 0,
             transcript: standin.transcripts.shift() ?? 'Hello.',
             usage: { type: 'duration', seconds: pcm.length / RATE }
-          })
+          }
+          if (standin.lateTranscripts) late.push(transcription)
+          else send(socket, transcription)
           return
         }
         case 'input_audio_buffer.clear':
@@ -191,6 +197,8 @@ export async function startRealtimeStandin (t: Test): Promise<RealtimeStandin> {
           if ('error' in reply) sendError(socket, reply.error.code, reply.error.message)
           else if ('calls' in reply) call(reply.calls)
           else speak(reply.text, reply.holdAfter, reply.dropAfter)
+          for (const transcription of late) send(socket, transcription)
+          late = []
           return
         }
         case 'response.cancel': {

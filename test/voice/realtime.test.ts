@@ -129,6 +129,17 @@ t.test('a spoken turn: caller audio at 24 kHz, transcript, agent audio at 16 kHz
   t.equal(h.events.at(-1)?.type, 'response_done', 'response_done follows all of its audio')
 })
 
+t.test('a transcription that comes after the answer still reaches the session before the answer\'s text', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.lateTranscripts = true
+  const h = await started(t, standin)
+  for (const frame of speech(0.3)) h.engine.audio(frame)
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+  t.same(h.events.filter((e) => e.type !== 'audio' && e.type !== 'speech' && e.type !== 'usage').map((e) => e.type), ['user_text', 'agent_text', 'agent_text', 'agent_text', 'agent_text', 'response_done'])
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'Hi, how can I help?' }])
+})
+
 t.test('a typed turn is a user message and a response', async (t) => {
   const standin = await startRealtimeStandin(t)
   const h = await started(t, standin)
@@ -285,6 +296,11 @@ t.test('start rejects when it cannot connect or the provider does not answer', a
   const hung = harness(standin, { VOICE_PROVIDER_TIMEOUT_MS: '300' })
   await t.rejects(hung.engine.start(SETUP), { message: /did not answer within 300 ms/ })
   t.same(hung.events, [])
+
+  const closing = harness(standin)
+  const start = closing.engine.start(SETUP)
+  closing.engine.close()
+  await t.rejects(start, { message: /closed before it connected/ }, 'a call hung up while connecting')
 })
 
 t.test('close() ends the connection and every event', async (t) => {

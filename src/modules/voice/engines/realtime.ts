@@ -102,6 +102,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
     let setup: EngineSetup | undefined
     /** The session's voice can no longer change once the model has spoken (the API refuses). */
     let voiceLocked = false
+    /** Rejects a start still under way. */
+    let abortStart: ((message: string) => void) | undefined
 
     const responses: Response[] = []
     /** Tool calls of the current turn still to be answered; the model continues when none is left. */
@@ -287,6 +289,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           ws.terminate()
           reject(new Error(redact(message)))
         }
+        abortStart = refuse
         const timer = setTimeout(() => refuse(`the realtime provider did not answer within ${timeoutMs} ms`), timeoutMs)
         ws.on('open', () => send({ type: 'session.update', session: sessionOf(given, true) }))
         ws.on('message', (data) => {
@@ -392,6 +395,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
 
       close: () => {
         if (ended) return
+        abortStart?.('the engine was closed before it connected')
         stop()
         socket?.close()
       }
