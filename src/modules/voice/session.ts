@@ -247,7 +247,9 @@ export class Session {
           this.tick(performance.now())
         }
         return
-      case 'tool_call': return void this.runTool(event.id, event.name, event.arguments)
+      case 'tool_call':
+        this.runTool(event.id, event.name, event.arguments).catch((err: unknown) => this.log.error({ err }, 'a tool run failed'))
+        return
       case 'usage': {
         const used = this.tokens[event.model] ?? { input: 0, output: 0 }
         this.tokens[event.model] = { input: used.input + event.input, output: used.output + event.output }
@@ -259,7 +261,7 @@ export class Session {
         return
       case 'error':
         this.log.error({ reason: event.message }, 'a voice provider failed; the call ends')
-        return void this.end('runtime_error')
+        this.hangup('runtime_error')
     }
   }
 
@@ -340,8 +342,8 @@ export class Session {
 
   private stoppedSpeaking (): void {
     this.setSpeaking(false)
-    if (this.ending !== undefined) return void this.end(this.ending)
-    this.armSilence()
+    if (this.ending !== undefined) this.hangup(this.ending)
+    else this.armSilence()
   }
 
   /** The caller talks over the agent: stop the response, drop its queued audio here and at the far end. */

@@ -63,10 +63,10 @@ export async function simulateCall (deps: SessionDeps, callId: string): Promise<
   }
   const agent = await findAgent(deps.db, call.user_id, call.agent_id)
   const language = String(agent?.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language)
-  let session: Session | undefined
-  const transport = scriptedCaller(language, call.dynamic_context, () => session!)
-  session = Session.open(deps, call, transport, { engine: 'simulator' })
-  await session.done
+  const holder: { session?: Session } = {}
+  const transport = scriptedCaller(language, call.dynamic_context, () => holder.session!)
+  holder.session = Session.open(deps, call, transport, { engine: 'simulator' })
+  await holder.session.done
 }
 
 export async function registerVoiceWorkers (deps: SessionDeps): Promise<void> {

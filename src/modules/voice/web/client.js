@@ -1,3 +1,4 @@
+/* global AudioContext, AudioWorkletNode */
 // The Switchboard web-call client: joins a web call with the access token that make-web-call answered,
 // sends the microphone as 16 kHz PCM16 and plays the agent, over one WebSocket (docs/voice.md). No
 // dependencies; an ES module for current browsers.

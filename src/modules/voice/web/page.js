@@ -1,3 +1,4 @@
+/* global location */
 // The web-call page: joins the call named by the access token in the address's fragment (never sent to
 // the server in a request line or a log), shows the live transcript, and offers typed turns and hang-up.
 import { WebCall } from './client.js'
