@@ -99,7 +99,7 @@ t.test('a spoken call end to end: begin message heard, caller audio recognised, 
   const wav = decodeWav(recording.rawPayload)
   t.ok(wav.pcm.length > 16_000 && rms(wav.pcm) > 300, 'both sides recorded')
   const [delivery] = await receiver.waitFor(1)
-  t.match(delivery.json, { call: { _id: callId, disconnection_reason: 'agent_hangup' } })
+  t.match(delivery.json, { call_id: callId, disconnection_reason: 'agent_hangup', transcription: Array })
 })
 
 t.test('barge-in: the caller talks over the agent, playback is cleared and the agent listens', async (t) => {

@@ -362,7 +362,7 @@ export class Session {
   // Silence, reminders and the duration limit.
 
   private armSilence (): void {
-    this.clearSilence()
+    clearTimeout(this.silenceTimer)
     if (this.ending !== undefined || this.ended) return
     const settings = this.settings
     const reminders = Number(settings.reminder_max_count)
@@ -376,6 +376,7 @@ export class Session {
     }
   }
 
+  /** The caller is active: no time-out runs, and the reminders start over. */
   private clearSilence (): void {
     clearTimeout(this.silenceTimer)
     this.silenceTimer = undefined
