@@ -172,7 +172,8 @@ export class TurnDetector {
   /** One 20 ms frame at 16 kHz; answers the turn's change, if this frame made one. */
   push (frame: Int16Array): 'start' | 'end' | undefined {
     const level = rms(frame)
-    const noise = this.#noise ??= level
+    // The first frame may already be speech: the noise level starts at most at the floor.
+    const noise = this.#noise ??= Math.min(level, this.#floor)
     // Hysteresis: once speaking, softer sounds (trailing consonants, a falling voice) still count as speech.
     const threshold = Math.max(this.#floor, this.#noiseRatio * noise) * (this.#speaking ? 0.7 : 1)
     const voiced = level > threshold
