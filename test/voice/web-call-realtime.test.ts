@@ -1,0 +1,105 @@
+import t from 'tap'
+import type { Test } from 'tap'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { poll } from '../helpers/poll.ts'
+import { startRealtimeStandin, type RealtimeStandin } from '../helpers/realtime-standin.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+import { openWebCall, speech, type WebCallClient } from '../helpers/voice-client.ts'
+
+// Spoken web calls on the realtime engine, against a stand-in of the OpenAI Realtime API (GA protocol) on
+// loopback, through the browser's stream.
+
+async function listen (t: Test) {
+  const standin = await startRealtimeStandin(t)
+  const ctx = await setup(t, {
+    VOICE_ENGINE: 'cascade', // the LLM configuration below asks for realtime: its own choice wins
+    REALTIME_URL: standin.url,
+    REALTIME_API_KEY: 'sk-realtime-test',
+    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
+    DELIVERY_TIME_SCALE: '0.001'
+  }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  return { ...ctx, url, standin }
+}
+
+type Ctx = TestContext & { standin: RealtimeStandin }
+
+async function start (ctx: Ctx, account: Account, body: Record<string, unknown> = {}) {
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { engine: 'realtime', begin_message: 'Hi {{name}}!', general_prompt: 'You are the clinic.' } })).json()
+  t.equal(llm.engine, 'realtime')
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: llm._id, ...body } })).json()
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id, dynamic_context: { name: 'Ada' } } })).json()
+  return { agentId: agent._id as string, callId: call._id as string, token: call.access_token as string }
+}
+
+async function say (client: WebCallClient): Promise<void> {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.length - 1).catch(() => {})
+  await client.sendAudio(speech(600, 700))
+}
+
+async function finished (ctx: Ctx, account: Account, callId: string) {
+  return await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers: account.headers })).json(),
+    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
+}
+
+t.test('a spoken call on the realtime engine: begin message, caller audio, answer, end_call, analysed and delivered', async (t) => {
+  const ctx = await listen(t)
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const { agentId, callId, token } = await start(ctx, account, { webhook_url: receiver.url })
+  await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: 'end_call', settings: { name: 'Hang up' } } })
+  ctx.standin.transcripts.push('Can I book Tuesday?', 'No, that is all.')
+  ctx.standin.replies.push({ text: 'Yes, Tuesday at ten.' }, { calls: [{ name: 'Hang_up', arguments: '{}' }] }, { text: 'Goodbye!' })
+
+  const client = await openWebCall(ctx.url, token)
+  t.match(await client.waitFor('ready'), { mode: 'voice', engine: 'realtime' })
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'agent'), { content: 'Hi Ada!' })
+  await poll(() => client.loudFrames(), (n) => n > 10, { message: 'the begin message is heard' })
+  t.match(ctx.standin.connections[0], { url: /model=gpt-realtime/, headers: { authorization: 'Bearer sk-realtime-test' } })
+  const update = ctx.standin.events.find((e) => e.type === 'session.update') as any
+  t.match(update.session, { instructions: /You are the clinic/, tools: [{ type: 'function', name: 'Hang_up' }] })
+
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'user'), { content: 'Can I book Tuesday?' })
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Tuesday at ten/.test(e.content))
+  t.ok(ctx.standin.commits[0].rms > 500, 'the provider got the caller\'s audio')
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { type: 'end_call' } })
+  t.match(await client.waitFor('ended'), { reason: 'agent_hangup' })
+
+  const done = await finished(ctx, account, callId)
+  t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup' })
+  t.ok(done.tokens.by_model['gpt-realtime'].input > 0, 'tokens from response.done')
+  t.ok(done.recording_url !== null)
+  t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
+  const [delivery] = await receiver.waitFor(1)
+  t.match(delivery.json, { call_id: callId, transcription: Array })
+  await poll(() => ctx.standin.openConnections(), (n) => n === 0, { message: 'the provider connection is closed' })
+})
+
+t.test('barge-in on the realtime engine cancels the response and clears playback', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { token } = await start(ctx, account, { interruption_sensitivity: 1 })
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  ctx.standin.replies.push({ text: 'Let me tell you everything about our clinic and its long history.', holdAfter: 2 })
+  await say(client)
+  await poll(() => client.events.filter((e) => e.type === 'agent_speaking' && e.speaking).length, (n) => n >= 2)
+  await client.sendAudio(speech(300, 0))
+  await client.waitFor('clear')
+  await poll(() => ctx.standin.events.some((e) => e.type === 'response.cancel'), Boolean, { message: 'response.cancel sent' })
+  client.hangup()
+  await client.closed
+})
+
+t.test('the realtime provider drops mid-call: the call ends runtime_error', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account)
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  ctx.standin.drop()
+  t.match(await client.waitFor('ended'), { reason: 'runtime_error' })
+  t.match(await finished(ctx, account, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
+})
