@@ -5,7 +5,7 @@ import { loadConfig } from '../src/config.ts'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
 
-t.test('docker compose runs the simulator, so the README walkthrough finishes its call there too', async (t) => {
+t.test('docker compose holds calls with the voice engine, so the README walkthrough works there too', async (t) => {
   const compose = await readFile(path.join(ROOT, 'compose.yaml'), 'utf8')
   const service = compose.slice(compose.indexOf('  switchboard:'), compose.indexOf('  postgres:'))
   // `NAME: value` lines of its environment, `${NAME:-default}` taken as the default; `${NAME:?…}` must be set
@@ -14,7 +14,9 @@ t.test('docker compose runs the simulator, so the README walkthrough finishes it
     .map(([, name, value]) => [name, value.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1').replace(/^\$\{[A-Z_]+:\?.*\}$/, Buffer.alloc(32, 7).toString('base64'))]))
   t.ok(env.DATABASE_URL, 'beside its own PostgreSQL')
   t.match(service, /SECRETS_KEY: \$\{SECRETS_KEY:\?/, 'the stored credentials\' key is the operator\'s, required')
-  t.equal(loadConfig(env).callRuntime, 'simulator')
+  const config = loadConfig(env)
+  t.equal(config.callRuntime, 'voice')
+  t.equal(config.publicBaseUrl, 'http://localhost:3000', 'links point at the published port')
 })
 
 t.test('npm start and the image run the entry that checks the Node.js version, with the memory flag', async (t) => {

@@ -12,13 +12,17 @@ import { poll } from '../helpers/poll.ts'
 // response schema ever serialising them. This holds them to CallListItem and CallDetail: every field, with
 // its type, and no other; a trigger or query that drops, renames or mistypes a field fails here.
 
-/** The schema with every object's properties required and no others allowed, all the way down. */
+/**
+ * The schema with every object's properties required (but those it marks optional: a transcript item's
+ * `tool`) and no others allowed, all the way down.
+ */
 function strict (schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(strict)
   if (schema === null || typeof schema !== 'object') return schema
   const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, strict(value)]))
   if (typeof out.properties === 'object' && out.properties !== null) {
-    out.required = Object.keys(out.properties)
+    const optional = new Set(Object.entries(out.properties).filter(([, value]) => (value as Record<string, unknown>)['~optional'] === true).map(([key]) => key))
+    out.required = Object.keys(out.properties).filter((key) => !optional.has(key))
     out.additionalProperties = false
   }
   return out

@@ -26,7 +26,7 @@ function recording (): { wav: Buffer, durationMs: number } {
 
 /** The path and query of a link (the app is reached through inject, not at its public address). */
 const pathOf = (url: string) => {
-  t.ok(url.startsWith(`${BASE}/recordings/`), `the link is under PUBLIC_BASE_URL: ${url}`)
+  t.ok(url.startsWith(`${BASE}/v1/recordings/`), `the link is under PUBLIC_BASE_URL: ${url}`)
   return url.slice(BASE.length)
 }
 
@@ -122,15 +122,15 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
       t.equal(res.json().code, code, `${what}: ${code}`)
     }
     const flipped = (signature[0] === 'A' ? 'B' : 'A') + signature.slice(1)
-    await refused('a changed signature', `/recordings/${callId}.wav?expires=${expires}&signature=${flipped}`, 'invalid_recording_link')
-    await refused('a later expiry', `/recordings/${callId}.wav?expires=${Number(expires) + 1}&signature=${signature}`, 'invalid_recording_link')
-    await refused('another call', `/recordings/${bare}.wav?expires=${expires}&signature=${signature}`, 'invalid_recording_link')
-    await refused('the same expiry written otherwise', `/recordings/${callId}.wav?expires=${expires}.0&signature=${signature}`, 'invalid_recording_link')
-    await refused('a short signature', `/recordings/${callId}.wav?expires=${expires}&signature=abc`, 'invalid_recording_link')
+    await refused('a changed signature', `/v1/recordings/${callId}.wav?expires=${expires}&signature=${flipped}`, 'invalid_recording_link')
+    await refused('a later expiry', `/v1/recordings/${callId}.wav?expires=${Number(expires) + 1}&signature=${signature}`, 'invalid_recording_link')
+    await refused('another call', `/v1/recordings/${bare}.wav?expires=${expires}&signature=${signature}`, 'invalid_recording_link')
+    await refused('the same expiry written otherwise', `/v1/recordings/${callId}.wav?expires=${expires}.0&signature=${signature}`, 'invalid_recording_link')
+    await refused('a short signature', `/v1/recordings/${callId}.wav?expires=${expires}&signature=abc`, 'invalid_recording_link')
     const old = signRecordingLink(ctx.config, callId, Date.now() - 601_000)
     t.ok(old.expires_at < Date.now())
     await refused('an expired link', pathOf(old.url), 'recording_link_expired')
-    t.equal((await app.inject({ method: 'GET', url: `/recordings/${callId}.wav?expires=${expires}` })).statusCode, 400, 'no signature: a malformed request')
+    t.equal((await app.inject({ method: 'GET', url: `/v1/recordings/${callId}.wav?expires=${expires}` })).statusCode, 400, 'no signature: a malformed request')
 
     // A valid link whose call was deleted since: 404, as for any recording that is not there.
     const gone = await webCall(ctx, a)
@@ -148,7 +148,7 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     for (const status of ['401', '403', '404', '416', '429']) t.ok(download.responses[status].content['application/json'], `GET recording declares ${status}`)
     const link = doc.paths['/v1/call/{id}/recording-link'].post
     t.match(link.responses['200'].content['application/json'].schema, { properties: { url: {}, expires_at: {} } })
-    const signed = doc.paths['/recordings/{id}.wav'].get
+    const signed = doc.paths['/v1/recordings/{id}.wav'].get
     t.same(signed.security, [], 'the signed route takes no key')
     for (const operation of [download, link, signed]) t.match(operation.operationId, /^[a-z][A-Za-z0-9]*$/, `${operation.operationId} is a camelCase id`)
     t.ok(signed.responses['200'].content['audio/wav'])

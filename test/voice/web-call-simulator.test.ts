@@ -152,3 +152,20 @@ t.test('a web call of another runtime has no stream', async (t) => {
   const call = await webCall(external, account, agent._id)
   t.match(await refusal(openWebCall(external.url, call.access_token)), { statusCode: 409, body: /not_a_voice_call/ })
 })
+
+t.test('CALL_RUNTIME=voice simulates the phone calls no carrier places, through the same session', async (t) => {
+  const ctx = await listen(t, { SIMULATOR_CALL_SECONDS: '0' })
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: '+14155550123' } })
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: '+14155550123', to_number: '+4930123456', dynamic_context: { name: 'Ada', customer_name: 'Ada' } } })).json()
+  const done = await finished(ctx, account, call._id)
+  t.match(done, { call_status: 'success', simulated: true, disconnection_reason: 'agent_hangup' })
+  t.same(done.transcription.map((item: { content: string }) => item.content), [
+    'Hello Ada, this is the clinic.',
+    'Hi, I am calling about an appointment for Ada. Do you have time next Tuesday?',
+    'Yes, Tuesday at 10 a.m. is free. Shall I book it for you?',
+    'Yes, that works for me. Thank you, that was very helpful!',
+    'You are welcome. Your appointment is booked. Goodbye!'
+  ])
+})

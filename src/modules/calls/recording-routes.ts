@@ -97,7 +97,7 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
  * it beside the other keyless routes, rate-limited per address.
  */
 export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
-  app.get('/recordings/:id.wav', {
+  app.get('/v1/recordings/:id.wav', {
     schema: {
       tags: TAGS,
       summary: 'Open a recording through a signed link',

@@ -54,7 +54,7 @@ const signatureOf = (callId: string, expires: number) =>
 export function signRecordingLink (config: Pick<Config, 'publicBaseUrl' | 'voice'>, callId: string, now = Date.now()): { url: string, expires_at: number } {
   const expires = now + config.voice.recordingLinkSeconds * 1000
   const query = new URLSearchParams({ expires: String(expires), signature: signatureOf(callId, expires) })
-  return { url: `${config.publicBaseUrl}/recordings/${callId}.wav?${query.toString()}`, expires_at: expires }
+  return { url: `${config.publicBaseUrl}/v1/recordings/${callId}.wav?${query.toString()}`, expires_at: expires }
 }
 
 /** Throws 403 unless the link's signature is the server's for this call and expiry, and the expiry is ahead. */

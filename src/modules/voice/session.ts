@@ -233,6 +233,12 @@ export class Session {
 
   private onEngine (event: EngineEvent): void {
     if (this.ended) return
+    // An engine may answer a turn the session thought unanswered (nothing recognised, yet the model speaks).
+    if ((event.type === 'audio' || event.type === 'agent_text') && !this.responding) {
+      this.responding = true
+      this.responseStartedAt = Date.now()
+      this.setSpeaking(true)
+    }
     switch (event.type) {
       case 'audio': return this.enqueue(event.pcm)
       case 'agent_text':
