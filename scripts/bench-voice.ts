@@ -91,7 +91,17 @@ async function rssMb (pid: number): Promise<number> {
 const sleep = async (ms: number) => await new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 
 interface Window { start: number, end: number }
-interface CallerResult { callId?: string, latencies: number[], missed: number, framesSent: number, framesLate: number, error?: string }
+interface CallerResult {
+  callId?: string
+  latencies: number[]
+  missed: number
+  framesSent: number
+  framesLate: number
+  /** Agent frames received, and those that came after the ones before had played out (the far end ran dry). */
+  framesReceived: number
+  underruns: number
+  error?: string
+}
 
 /**
  * What one caller's socket said so far, updated as messages arrive (no polling: hundreds of callers share
@@ -100,12 +110,16 @@ interface CallerResult { callId?: string, latencies: number[], missed: number, f
 function follow (client: WebCallClient, window: Window, result: CallerResult) {
   const state = { ready: false, agentStops: 0, ended: undefined as VoiceEvent | undefined, closed: false }
   let endOfSpeech: number | undefined
+  /** Until when the frames of the agent's current answer play, were they played as they came. */
+  let playedUntil: number | undefined
   const waiters = new Set<() => void>()
   const check = () => { for (const waiter of waiters) waiter() }
   const onEvent = (event: VoiceEvent & { at: number }) => {
     if (event.type === 'ready') state.ready = true
-    else if (event.type === 'agent_speaking' && event.speaking === false) state.agentStops++
-    else if (event.type === 'user_speaking' && event.speaking === false) endOfSpeech = event.at
+    else if (event.type === 'agent_speaking') {
+      playedUntil = undefined
+      if (event.speaking === false) state.agentStops++
+    } else if (event.type === 'user_speaking' && event.speaking === false) endOfSpeech = event.at
     else if (event.type === 'ended') state.ended = event
   }
   client.socket.on('message', (_data, isBinary: boolean) => {
@@ -113,6 +127,9 @@ function follow (client: WebCallClient, window: Window, result: CallerResult) {
     // is kept, so that memory stays flat over a long run.
     if (isBinary) {
       const { at } = client.frames.at(-1)!
+      result.framesReceived++
+      if (playedUntil !== undefined && at > playedUntil) result.underruns++
+      playedUntil = Math.max(playedUntil ?? at, at) + 20
       if (endOfSpeech !== undefined) {
         if (endOfSpeech >= window.start && endOfSpeech < window.end) result.latencies.push(at - endOfSpeech)
         endOfSpeech = undefined
@@ -150,7 +167,7 @@ function follow (client: WebCallClient, window: Window, result: CallerResult) {
 
 /** One caller: starts a web call, waits for the begin message, then talks turn after turn until the window ends. */
 async function caller (url: string, agentId: string, window: Window): Promise<CallerResult> {
-  const result: CallerResult = { latencies: [], missed: 0, framesSent: 0, framesLate: 0 }
+  const result: CallerResult = { latencies: [], missed: 0, framesSent: 0, framesLate: 0, framesReceived: 0, underruns: 0 }
   let client: WebCallClient | undefined
   try {
     const call = await api(url, '/v1/call/make-web-call', { agent_id: agentId })
@@ -192,6 +209,7 @@ interface Level {
   framesSent: number
   framesLate: number
   lateShare: number
+  underrunShare: number
   cpuMsPerCallSecond: number
   rssMbPerCall: number
   idleRssMb: number
@@ -250,6 +268,7 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
       framesSent,
       framesLate,
       lateShare: framesSent === 0 ? NaN : round(framesLate / framesSent, 4),
+      underrunShare: round(results.reduce((sum, r) => sum + r.underruns, 0) / Math.max(1, results.reduce((sum, r) => sum + r.framesReceived, 0)), 4),
       cpuMsPerCallSecond: round(cpuUsed / (calls * WINDOW_SECONDS), 2),
       rssMbPerCall: round((peakRssMb - idleRssMb) / calls, 2),
       idleRssMb: Math.round(idleRssMb),
@@ -304,6 +323,7 @@ process.stdout.write(table(levels.map((l) => ({
   'p95 ms': l.p95,
   'p99 ms': l.p99,
   'late frames': `${(l.lateShare * 100).toFixed(2)}%`,
+  underruns: `${(l.underrunShare * 100).toFixed(2)}%`,
   'CPU ms/call·s': l.cpuMsPerCallSecond,
   'RSS MB/call': l.rssMbPerCall,
   'idle/peak RSS MB': `${l.idleRssMb}/${l.peakRssMb}`,
@@ -337,7 +357,7 @@ process.stdout.write(JSON.stringify({
   cpu_ms_per_call_second: reference.cpuMsPerCallSecond,
   rss_mb_per_call: reference.rssMbPerCall,
   per_call_at: reference.calls,
-  levels: levels.map((l) => ({ calls: l.calls, turns: l.turns, missed: l.missed, frames_sent: l.framesSent, frames_late: l.framesLate, cpu_ms_per_call_second: l.cpuMsPerCallSecond, rss_mb_per_call: l.rssMbPerCall, broken: l.errors.length })),
+  levels: levels.map((l) => ({ calls: l.calls, turns: l.turns, missed: l.missed, frames_sent: l.framesSent, frames_late: l.framesLate, underrun_share: l.underrunShare, cpu_ms_per_call_second: l.cpuMsPerCallSecond, rss_mb_per_call: l.rssMbPerCall, broken: l.errors.length })),
   checks: Object.fromEntries(checks)
 }) + '\n')
 await database.stop()
