@@ -21,8 +21,9 @@ function strict (schema: unknown): unknown {
   if (schema === null || typeof schema !== 'object') return schema
   const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, strict(value)]))
   if (typeof out.properties === 'object' && out.properties !== null) {
-    const optional = new Set(Object.entries(out.properties).filter(([, value]) => (value as Record<string, unknown>)['~optional'] === true).map(([key]) => key))
-    out.required = Object.keys(out.properties).filter((key) => !optional.has(key))
+    // TypeBox lists the properties that are not optional in `required`.
+    const required = (schema as { required?: string[] }).required
+    out.required = required ?? Object.keys(out.properties)
     out.additionalProperties = false
   }
   return out

@@ -323,7 +323,9 @@ export class Session {
     }
     while (this.queue.length > 0 && this.playingUntil - now < BUFFER_MS) {
       const { pcm, at } = this.queue.shift()!
-      const due = Math.max(at, this.playingUntil - BUFFER_MS)
+      // Due at the first tick after it may go (it arrived, and the far end's buffer fell under BUFFER_MS):
+      // late when sent more than one frame after that.
+      const due = Math.max(at, this.playingUntil - BUFFER_MS) + FRAME_MS
       if (now - due > FRAME_MS) this.framesLate++
       this.framesSent++
       const startsAt = Math.max(this.playingUntil, now)
