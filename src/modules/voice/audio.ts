@@ -8,15 +8,20 @@ export const FRAME_MS = 20
 /** Samples in one 20 ms frame at 16 kHz. */
 export const FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS / 1000
 
+const LITTLE_ENDIAN = endianness() === 'LE'
+
 /** Little-endian PCM16 bytes as samples (copied, so any byte offset works). */
 export function bufferToPcm (bytes: Uint8Array): Int16Array {
   const pcm = new Int16Array(bytes.length >> 1)
+  // One copy of the memory on little-endian machines (every frame of every call passes here).
+  if (LITTLE_ENDIAN) {
+    new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2))
+    return pcm
+  }
   const view = new DataView(bytes.buffer, bytes.byteOffset, pcm.length * 2)
   for (let i = 0; i < pcm.length; i++) pcm[i] = view.getInt16(i * 2, true)
   return pcm
 }
-
-const LITTLE_ENDIAN = endianness() === 'LE'
 
 /** Writes the samples as little-endian PCM16 into `target` from `offset`. */
 function writePcm (pcm: Int16Array, target: Buffer, offset: number): void {

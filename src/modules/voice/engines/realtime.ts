@@ -21,6 +21,8 @@ const MIN_COMMIT_SAMPLES = SAMPLE_RATE / 10
  * already (the session detects speech only after hearing some): the last 500 ms are appended again.
  */
 const PREROLL_FRAMES = 25
+/** Caller frames per input_audio_buffer.append (100 ms): a fifth of the messages, no added delay at a turn's end. */
+const APPEND_FRAMES = 5
 /** The answer to response.cancel when the response ended already: a race, not a failure. */
 const CANCEL_RACE = 'response_cancel_not_active'
 
@@ -113,6 +115,13 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
     /** Samples (16 kHz) appended since the last commit or clear. */
     let uncommitted = 0
     const recentFrames: Buffer[] = []
+    /** Caller audio not yet appended: sent APPEND_FRAMES at a time (fewer, larger messages), and at a turn's end. */
+    let unsent: Buffer[] = []
+    const flush = () => {
+      if (unsent.length === 0) return
+      send({ type: 'input_audio_buffer.append', audio: Buffer.concat(unsent).toString('base64') })
+      unsent = []
+    }
     /**
      * Committed turns whose transcription has not arrived. Until it does, the agent's text events wait, so
      * that the session sees the caller's words before the answer to them (audio is never held).
@@ -327,7 +336,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         recentFrames.push(bytes)
         if (recentFrames.length > PREROLL_FRAMES) recentFrames.shift()
         uncommitted += frame.length
-        send({ type: 'input_audio_buffer.append', audio: bytes.toString('base64') })
+        unsent.push(bytes)
+        if (unsent.length >= APPEND_FRAMES) flush()
       },
 
       endOfTurn: () => {
@@ -336,6 +346,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         if (uncommitted < MIN_COMMIT_SAMPLES) {
           emit({ type: 'user_text', text: '' })
         } else {
+          flush()
           send({ type: 'input_audio_buffer.commit' })
           emit({ type: 'speech', recognisedSeconds: uncommitted / SAMPLE_RATE })
           uncommitted = 0
@@ -382,7 +393,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         turnText = ''
         held = held.filter((event) => event.type === 'agent_text')
         send({ type: 'input_audio_buffer.clear' })
-        for (const bytes of recentFrames) send({ type: 'input_audio_buffer.append', audio: bytes.toString('base64') })
+        unsent = [...recentFrames]
+        flush()
         uncommitted = recentFrames.reduce((sum, bytes) => sum + bytes.length / 2, 0) * SAMPLE_RATE / PROVIDER_RATE
       },
 
