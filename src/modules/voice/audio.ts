@@ -226,12 +226,16 @@ export class Recorder {
     const offset = Math.round(atMs * SAMPLE_RATE / 1000)
     const from = Math.max(0, -offset)
     const to = Math.min(frame.length, this.#maxSamples - offset)
-    for (let i = from; i < to; i++) {
-      const at = offset + i
-      const start = at - at % RECORDING_CHUNK
-      const chunk = this.#chunks[start / RECORDING_CHUNK] ??= new Int16Array(Math.min(RECORDING_CHUNK, this.#maxSamples - start))
-      const sum = chunk[at - start] + frame[i]
-      chunk[at - start] = sum > 32767 ? 32767 : sum < -32768 ? -32768 : sum
+    // Chunk by chunk (a frame spans at most two): the inner loop is plain mixing, run for every frame of every call.
+    for (let i = from; i < to;) {
+      const index = Math.floor((offset + i) / RECORDING_CHUNK)
+      const start = index * RECORDING_CHUNK
+      const chunk = this.#chunks[index] ??= new Int16Array(Math.min(RECORDING_CHUNK, this.#maxSamples - start))
+      const end = Math.min(to, start + RECORDING_CHUNK - offset)
+      for (let j = offset + i - start; i < end; i++, j++) {
+        const sum = chunk[j] + frame[i]
+        chunk[j] = sum > 32767 ? 32767 : sum < -32768 ? -32768 : sum
+      }
     }
     if (to > from) this.#length = Math.max(this.#length, offset + to)
   }
