@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto'
+import { Agent, request } from 'undici'
 import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
 import { bufferToPcm, encodeWav, resample, SAMPLE_RATE } from '../audio.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
 // The cascade: speech to text, a chat model and text to speech, each over its OpenAI-compatible HTTP API
-// (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with plain fetch. The reply is spoken sentence by
+// (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with undici's request, over kept-alive connections. The reply is spoken sentence by
 // sentence while the model still writes, so the caller hears the first sentence after one sentence of
 // latency, not after the whole reply.
 
@@ -50,10 +52,25 @@ function sttLanguage (setup: EngineSetup): string | undefined {
   return (setup.sttLanguages[0] ?? setup.language).split('-')[0].toLowerCase() || undefined
 }
 
+/** A network failure by its code (ECONNREFUSED), else its message. */
 function describe (error: unknown): string {
-  const cause = (error as { cause?: { code?: string, message?: string } }).cause
-  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+  const { code, cause } = error as { code?: string, cause?: { code?: string, message?: string } }
+  return cause?.code ?? cause?.message ?? (code?.startsWith('E') === true ? code : undefined) ?? (error instanceof Error ? error.message : String(error))
 }
+
+/** A multipart/form-data body: the fields, and one file. */
+function multipart (fields: Record<string, string>, file: { name: string, filename: string, type: string, data: Buffer }) {
+  const boundary = `----switchboard${randomBytes(12).toString('hex')}`
+  const parts = Object.entries(fields).map(([name, value]) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`)
+  const head = `--${boundary}\r\ncontent-disposition: form-data; name="${file.name}"; filename="${file.filename}"\r\ncontent-type: ${file.type}\r\n\r\n`
+  return {
+    type: `multipart/form-data; boundary=${boundary}`,
+    body: Buffer.concat([Buffer.from(parts.join('') + head), file.data, Buffer.from(`\r\n--${boundary}--\r\n`)])
+  }
+}
+
+// One pool of kept-alive connections for every call of the process: three requests a turn each save a connect.
+const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 })
 
 export function cascadeEngine (voice: VoiceConfig): EngineFactory {
   /**
@@ -61,29 +78,29 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
    * answer is not 2xx, the provider is unreachable, or its first byte takes over `providerTimeoutMs`; an abort
    * through `signal` (cancel, close) is thrown as it is.
    */
-  async function * post (provider: Provider, endpoint: ProviderEndpoint, path: string, body: string | FormData, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+  async function * post (provider: Provider, endpoint: ProviderEndpoint, path: string, body: { type: string, body: string | Buffer }, signal: AbortSignal): AsyncGenerator<Uint8Array> {
     const silence = new AbortController()
     const timer = setTimeout(() => silence.abort(), voice.providerTimeoutMs)
     const redact = (text: string) => endpoint.apiKey === undefined ? text : text.replaceAll(endpoint.apiKey, '…')
     try {
-      const response = await fetch(endpoint.url + path, {
+      const response = await request(endpoint.url + path, {
         method: 'POST',
+        dispatcher,
         headers: {
-          ...(typeof body === 'string' ? { 'content-type': 'application/json' } : {}),
+          'content-type': body.type,
           ...(endpoint.apiKey === undefined ? {} : { authorization: `Bearer ${endpoint.apiKey}` })
         },
-        body,
+        body: body.body,
         signal: AbortSignal.any([signal, silence.signal])
       })
-      if (!response.ok) {
-        const text = await response.text().catch(() => '')
-        throw new ProviderError(`${provider} provider answered ${response.status}: ${redact(text.slice(0, 200))}`)
+      if (response.statusCode < 200 || response.statusCode > 299) {
+        const text = await response.body.text().catch(() => '')
+        throw new ProviderError(`${provider} provider answered ${response.statusCode}: ${redact(text.slice(0, 200))}`)
       }
-      if (response.body === null) throw new ProviderError(`${provider} provider answered ${response.status} without a body`)
       for await (const chunk of response.body) {
         // Only the first byte is timed: a model may think between two chunks for longer.
         clearTimeout(timer)
-        yield chunk
+        yield chunk as Buffer
       }
     } catch (error) {
       if (signal.aborted || error instanceof ProviderError) throw error
@@ -150,12 +167,11 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     }
 
     async function transcribe (pcm: Int16Array, signal: AbortSignal): Promise<string> {
-      const form = new FormData()
-      form.append('file', new Blob([new Uint8Array(encodeWav(pcm))], { type: 'audio/wav' }), 'turn.wav')
-      form.append('model', voice.stt.model)
       const language = sttLanguage(currentSetup())
-      if (language !== undefined) form.append('language', language)
-      form.append('response_format', 'json')
+      const form = multipart(
+        { model: voice.stt.model, ...(language === undefined ? {} : { language }), response_format: 'json' },
+        { name: 'file', filename: 'turn.wav', type: 'audio/wav', data: encodeWav(pcm) }
+      )
       const chunks: Uint8Array[] = []
       for await (const chunk of post('STT', voice.stt, '/audio/transcriptions', form, signal)) chunks.push(chunk)
       let text: unknown
@@ -173,7 +189,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       // Bytes not converted yet: an odd byte, or samples short of a group of three (24 kHz → 16 kHz maps 3
       // samples on 2 exactly, so chunks resampled in such groups join without a seam).
       let carry: Uint8Array = new Uint8Array(0)
-      for await (const chunk of post('TTS', voice.tts, '/audio/speech', body, signal)) {
+      for await (const chunk of post('TTS', voice.tts, '/audio/speech', { type: 'application/json', body }, signal)) {
         counter.bytes += chunk.length
         const bytes = carry.length === 0 ? chunk : Buffer.concat([carry, chunk])
         const whole = bytes.length - bytes.length % 6
@@ -250,7 +266,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       let pending = ''
       let finished = false
       let done = false
-      for await (const bytes of post('LLM', voice.llm, '/chat/completions', body, signal)) {
+      for await (const bytes of post('LLM', voice.llm, '/chat/completions', { type: 'application/json', body }, signal)) {
         pending += decoder.decode(bytes, { stream: true })
         for (let newline = pending.indexOf('\n'); newline >= 0; newline = pending.indexOf('\n')) {
           const line = pending.slice(0, newline).trim()
