@@ -1,27 +1,25 @@
-// npm run bench:voice [-- --engine cascade|realtime] [--levels 10,50,100] — the voice engine under concurrent calls.
+// npm run bench:voice [-- --engine realtime|cascade] [--levels 10,50,100] — the voice engine under concurrent calls.
 // N simulated callers talk to the server (its own process, CALL_RUNTIME=voice) over the browser's WebSocket
-// protocol, as a microphone would: speech paced in real time, turn after turn. The providers are stand-ins in
-// this process that answer at once, so what is measured is what the server adds: from the caller's end of
+// protocol, as a microphone would: speech paced in real time, turn after turn. The providers are stand-ins in a
+// process of their own that answer at once, so what is measured is what the server adds: from the caller's end of
 // speech as our turn detection saw it (its `user_speaking` false event) to the first agent audio frame after
 // it; the share of outbound frames sent over 20 ms late (the server's own count, in `ended`); the server's
 // CPU and memory per call. Each level runs on a fresh server: calls ramp up, warm up, then are measured for
 // BENCH_VOICE_SECONDS (20). By default levels 10, 50 and 100, then on by 50 while a level stays within the
 // limits (p95 under 50 ms, late frames under 1%, no call broken), up to BENCH_VOICE_MAX_CALLS (300).
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
+import path from 'node:path'
 import { parseArgs } from 'node:util'
-import type { Test } from 'tap'
 import { createDb } from '../src/db/database.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
-import { startOpenAiHttpStandin } from '../test/helpers/openai-http-standin.ts'
-import { startRealtimeStandin } from '../test/helpers/realtime-standin.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
 import { benchDatabase, sampleRss, startServer, table } from './bench/lib.ts'
 import { seedAccount } from './seed-data.ts'
 
 const { values } = parseArgs({
   options: {
-    engine: { type: 'string', default: 'cascade' },
+    engine: { type: 'string', default: 'realtime' },
     levels: { type: 'string' },
     transport: { type: 'string', default: 'browser' }
   }
@@ -44,8 +42,6 @@ const TURN_TIMEOUT_MS = 15_000
 const LIMITS = { p95Ms: 50, lateShare: 0.01 }
 const CLOCK_TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }))
 
-const cleanups: Array<() => unknown> = []
-const standinHost = { teardown (fn: () => unknown) { cleanups.push(fn) } } as unknown as Test
 const database = await benchDatabase()
 const db = createDb(database.pool)
 const account = await seedAccount(db, 'bench-voice@localhost')
@@ -53,20 +49,19 @@ await db.updateTable('api_keys').set({ revoked_at: new Date() }).where('user_id'
 const { key } = await createApiKey(db, account.userId, { name: 'bench-voice' })
 const headers = { 'x-api-key': key, 'content-type': 'application/json' }
 
-// The stand-ins' default answers are short: "Hello." heard, "You said: Hello." spoken (0.8 s; the realtime
-// stand-in's "Hi, how can I help?" 0.95 s). Their request logs are emptied as the run goes, to keep memory flat.
-const cascade = engine === 'cascade' ? await startOpenAiHttpStandin(standinHost) : undefined
-const realtime = engine === 'realtime' ? await startRealtimeStandin(standinHost) : undefined
-const forgetRequests = () => {
-  if (cascade !== undefined) for (const list of Object.values(cascade.requests)) list.length = 0
-  if (realtime !== undefined) for (const list of [realtime.events, realtime.connections, realtime.commits]) list.length = 0
-}
+// The stand-ins run in a process of their own (scripts/bench/standins.ts), so that the callers' load on this
+// process never delays their answers. Their default answers are short: "Hello." heard, "You said: Hello."
+// spoken (0.8 s; the realtime stand-in's "Hi, how can I help?" 0.95 s).
+const standins = spawn(process.execPath, [path.join(import.meta.dirname, 'bench/standins.ts'), engine], { stdio: ['ignore', 'pipe', 'inherit'] })
+const standinUrl = await new Promise<string>((resolve, reject) => {
+  standins.stdout.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { url: string }).url))
+  standins.once('exit', (code) => reject(new Error(`the stand-ins exited with ${code}`)))
+})
 const env: Record<string, string> = {
   DATABASE_URL: database.url,
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: engine,
-  ...(cascade !== undefined ? { STT_URL: cascade.url, LLM_URL: cascade.url, TTS_URL: cascade.url } : {}),
-  ...(realtime !== undefined ? { REALTIME_URL: realtime.url } : {})
+  ...(engine === 'cascade' ? { STT_URL: standinUrl, LLM_URL: standinUrl, TTS_URL: standinUrl } : { REALTIME_URL: standinUrl })
 }
 
 async function api (url: string, path: string, body: unknown): Promise<any> {
@@ -229,7 +224,6 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
     const ramp = rampMs(calls)
     const start = performance.now()
     const window = { start: start + ramp + WARMUP_MS, end: start + ramp + WARMUP_MS + WINDOW_SECONDS * 1000 }
-    const forgetting = setInterval(forgetRequests, 1000)
     const running = Array.from({ length: calls }, async (_, i) => {
       await sleep(start + (i * ramp) / calls - performance.now())
       return await caller(server.url, agentId, window)
@@ -243,8 +237,6 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
     const clientCpu = process.cpuUsage(clientCpuBefore)
     const peakRssMb = await rss.stop()
     const results = await Promise.all(running)
-    clearInterval(forgetting)
-    forgetRequests()
     // Each call is analysed before the server stops, so that no level's work spills into the next.
     const ids = results.flatMap((r) => r.callId ?? [])
     for (let i = 0; i < 600; i++) {
@@ -313,7 +305,7 @@ for (let i = 0; ; i++) {
   }
   if (level.errors.length > calls / 2) break
 }
-for (const cleanup of cleanups) await cleanup()
+standins.kill()
 
 process.stdout.write(`\n${engine} engine, browser stream; ${WINDOW_SECONDS} s measured per level after ${WARMUP_MS / 1000} s of warm-up; stand-ins answer at once\n\n`)
 process.stdout.write(table(levels.map((l) => ({

@@ -1,0 +1,17 @@
+// The voice benchmark's providers, in a process of their own: stand-ins that answer at once, whatever load the
+// callers put on the benchmark's own process. Prints {"url": …} once listening, then serves until killed;
+// its request logs are emptied every second so that its memory stays flat. Usage: node standins.ts cascade|realtime
+import type { Test } from 'tap'
+import { startOpenAiHttpStandin } from '../../test/helpers/openai-http-standin.ts'
+import { startRealtimeStandin } from '../../test/helpers/realtime-standin.ts'
+
+const host = { teardown () {} } as unknown as Test
+if (process.argv[2] === 'realtime') {
+  const standin = await startRealtimeStandin(host)
+  setInterval(() => { for (const list of [standin.events, standin.connections, standin.commits]) list.length = 0 }, 1000)
+  console.log(JSON.stringify({ url: standin.url }))
+} else {
+  const standin = await startOpenAiHttpStandin(host)
+  setInterval(() => { for (const list of Object.values(standin.requests)) list.length = 0 }, 1000)
+  console.log(JSON.stringify({ url: standin.url }))
+}
