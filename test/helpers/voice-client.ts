@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify'
 import { WebSocket } from 'ws'
 import { bufferToPcm, FRAME_SAMPLES, pcmToBuffer, rms } from '../../src/modules/voice/audio.ts'
 import { poll } from './poll.ts'
@@ -97,4 +98,16 @@ export async function refusal (opening: Promise<WebCallClient>): Promise<{ statu
   } catch (err) {
     return err as { statusCode: number, body: string }
   }
+}
+
+/** The caller speaks a turn (600 ms of speech, then silence that ends it) once the agent has finished. */
+export async function say (client: WebCallClient): Promise<void> {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.length - 1).catch(() => {})
+  await client.sendAudio(speech(600, 700))
+}
+
+/** The call once it has ended and been analysed (success or failed), as GET /v1/call/:id answers it. */
+export async function finishedCall (app: FastifyInstance, headers: Record<string, string>, callId: string): Promise<any> {
+  return await poll(async () => (await app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers })).json(),
+    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
 }

@@ -4,7 +4,7 @@ import { createAccount, setup, type Account, type TestContext } from '../helpers
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin, type RealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-import { openWebCall, speech, type WebCallClient } from '../helpers/voice-client.ts'
+import { finishedCall, openWebCall, say, speech } from '../helpers/voice-client.ts'
 
 // Spoken web calls on the realtime engine, against a stand-in of the OpenAI Realtime API (GA protocol) on
 // loopback, through the browser's stream.
@@ -32,16 +32,6 @@ async function start (ctx: Ctx, account: Account, body: Record<string, unknown> 
   return { agentId: agent._id as string, callId: call._id as string, token: call.access_token as string }
 }
 
-async function say (client: WebCallClient): Promise<void> {
-  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.length - 1).catch(() => {})
-  await client.sendAudio(speech(600, 700))
-}
-
-async function finished (ctx: Ctx, account: Account, callId: string) {
-  return await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers: account.headers })).json(),
-    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
-}
-
 t.test('a spoken call on the realtime engine: begin message, caller audio, answer, end_call, analysed and delivered', async (t) => {
   const ctx = await listen(t)
   const receiver = await startReceiver(t)
@@ -67,7 +57,7 @@ t.test('a spoken call on the realtime engine: begin message, caller audio, answe
   t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { type: 'end_call' } })
   t.match(await client.waitFor('ended'), { reason: 'agent_hangup' })
 
-  const done = await finished(ctx, account, callId)
+  const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup' })
   t.ok(done.tokens.by_model['gpt-realtime'].input > 0, 'tokens from response.done')
   t.ok(done.recording_url !== null)
@@ -101,5 +91,5 @@ t.test('the realtime provider drops mid-call: the call ends runtime_error', asyn
   await client.waitFor('transcript', (e) => e.speaker === 'agent')
   ctx.standin.drop()
   t.match(await client.waitFor('ended'), { reason: 'runtime_error' })
-  t.match(await finished(ctx, account, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
+  t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
 })

@@ -1,9 +1,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-import { openWebCall, refusal } from '../helpers/voice-client.ts'
+import { finishedCall, openWebCall, refusal } from '../helpers/voice-client.ts'
 
 // Web calls over the browser's stream with the simulator engine (no speech providers): typed turns, tools,
 // reminders, limits, and every way a stream can go wrong. Spoken calls: web-call-spoken.test.ts.
@@ -25,11 +24,6 @@ async function agentWith (ctx: TestContext, account: Account, body: Record<strin
 async function webCall (ctx: TestContext, account: Account, agentId: string) {
   const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId, dynamic_context: { name: 'Ada' } } })
   return res.json() as { _id: string, access_token: string }
-}
-
-async function finished (ctx: TestContext, account: Account, callId: string) {
-  return await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers: account.headers })).json(),
-    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
 }
 
 t.test('a typed web call with the simulator: begin message, turns, a knowledge question, end_call, analysed and delivered', async (t) => {
@@ -55,7 +49,7 @@ t.test('a typed web call with the simulator: begin message, turns, a knowledge q
   t.match(await client.waitFor('ended'), { reason: 'agent_hangup' })
   t.equal((await client.closed).code, 1000)
 
-  const done = await finished(ctx, account, call._id)
+  const done = await finishedCall(ctx.app, account.headers, call._id)
   t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup', call_credits_details: { web_call_credits: 5 } })
   t.same(done.transcription.map((item: { speaker: string }) => item.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
   t.ok(done.tokens.by_model.simulator.input > 0, 'usage per model')
@@ -74,7 +68,7 @@ t.test('silence: a reminder, then the silence time-out ends the call', async (t)
   t.match(await client.waitFor('ended'), { reason: 'inactivity' })
   const said = client.events.filter((e) => e.type === 'transcript').map((e) => e.content)
   t.same(said, ['Hello Ada, this is the clinic.', 'Are you still there?'])
-  t.match(await finished(ctx, account, call._id), { call_status: 'success', disconnection_reason: 'inactivity' })
+  t.match(await finishedCall(ctx.app, account.headers, call._id), { call_status: 'success', disconnection_reason: 'inactivity' })
 })
 
 t.test('the duration limit: the agent says goodbye and the call ends max_duration_reached', async (t) => {
@@ -86,7 +80,7 @@ t.test('the duration limit: the agent says goodbye and the call ends max_duratio
   const client = await openWebCall(ctx.url, call.access_token)
   t.match(await client.waitFor('ended'), { reason: 'max_duration_reached' })
   t.ok(client.events.some((e) => e.type === 'transcript' && /time limit/.test(e.content)), 'a short goodbye')
-  const done = await finished(ctx, account, call._id)
+  const done = await finishedCall(ctx.app, account.headers, call._id)
   t.match(done, { disconnection_reason: 'max_duration_reached' })
   t.ok(done.duration_ms <= 60_000)
 })
@@ -108,7 +102,7 @@ t.test('bad input ends that session cleanly and nothing else', async (t) => {
     await client.waitFor('ready')
     send(client)
     t.ok(codes.includes((await client.closed).code), `${name}: closed`)
-    const done = await finished(ctx, account, call._id)
+    const done = await finishedCall(ctx.app, account.headers, call._id)
     t.equal(done.disconnection_reason, reason, name)
   }
 
@@ -116,7 +110,7 @@ t.test('bad input ends that session cleanly and nothing else', async (t) => {
   const quiet = await webCall(ctx, account, agent._id)
   const silent = await openWebCall(ctx.url, quiet.access_token, { autoPong: false })
   t.equal((await silent.closed).code, 4408)
-  t.match(await finished(ctx, account, quiet._id), { disconnection_reason: 'stream_timeout' })
+  t.match(await finishedCall(ctx.app, account.headers, quiet._id), { disconnection_reason: 'stream_timeout' })
 
   // Tokens: unknown, expired, of an ended call.
   t.match(await refusal(openWebCall(ctx.url, 'wct_unknown')), { statusCode: 403 })
@@ -142,7 +136,7 @@ t.test('the agent\'s allowed origins are enforced on the stream; this server\'s 
   const page = await openWebCall(ctx.url, own.access_token, { origin: ctx.url })
   await page.waitFor('ready')
   page.socket.close()
-  t.match(await finished(ctx, account, own._id), { disconnection_reason: 'user_hangup' })
+  t.match(await finishedCall(ctx.app, account.headers, own._id), { disconnection_reason: 'user_hangup' })
 })
 
 t.test('a web call of another runtime has no stream', async (t) => {
@@ -159,7 +153,7 @@ t.test('CALL_RUNTIME=voice simulates the phone calls no carrier places, through 
   const agent = await agentWith(ctx, account)
   await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: '+14155550123' } })
   const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: '+14155550123', to_number: '+4930123456', dynamic_context: { name: 'Ada', customer_name: 'Ada' } } })).json()
-  const done = await finished(ctx, account, call._id)
+  const done = await finishedCall(ctx.app, account.headers, call._id)
   t.match(done, { call_status: 'success', simulated: true, disconnection_reason: 'agent_hangup' })
   t.same(done.transcription.map((item: { content: string }) => item.content), [
     'Hello Ada, this is the clinic.',

@@ -6,7 +6,7 @@ import { startMcpServer } from '../helpers/mcp-server.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-import { openWebCall, speech, type WebCallClient } from '../helpers/voice-client.ts'
+import { finishedCall, openWebCall, say, speech, type WebCallClient } from '../helpers/voice-client.ts'
 
 // Spoken web calls on the cascade engine, against stand-ins of the OpenAI-compatible speech and chat APIs
 // on loopback, through the browser's stream. The realtime engine: web-call-realtime.test.ts.
@@ -45,16 +45,6 @@ async function start (ctx: Ctx, account: Account, agentId: string): Promise<{ ca
 }
 
 /** The caller says something after the agent has finished speaking (silence after it ends the turn). */
-async function say (client: WebCallClient): Promise<void> {
-  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.length - 1).catch(() => {})
-  await client.sendAudio(speech(600, 700))
-}
-
-async function finished (ctx: Ctx, account: Account, callId: string) {
-  return await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers: account.headers })).json(),
-    (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
-}
-
 t.test('a spoken call end to end: begin message heard, caller audio recognised, answered aloud, end_call, recorded, analysed, delivered', async (t) => {
   const ctx = await listen(t)
   const receiver = await startReceiver(t)
@@ -87,7 +77,7 @@ t.test('a spoken call end to end: begin message heard, caller audio recognised, 
   const ended = client.events.find((e) => e.type === 'ended')!
   t.ok(ended.frames_sent > 50)
 
-  const done = await finished(ctx, account, callId)
+  const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done, { call_status: 'success', disconnection_reason: 'agent_hangup' })
   t.ok(done.sentiment !== null, 'analysed')
   t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
@@ -131,7 +121,7 @@ t.test('a provider that fails mid-call ends the call runtime_error; nothing is l
   ctx.standin.failNext('chat', 500)
   await say(client)
   t.match(await client.waitFor('ended'), { reason: 'runtime_error' })
-  t.match(await finished(ctx, account, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
+  t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
 })
 
 t.test('agent transfer: the call goes on with the other agent\'s prompt and tools, recorded in transfer_history', async (t) => {
@@ -150,7 +140,7 @@ t.test('agent transfer: the call goes on with the other agent\'s prompt and tool
   const after = ctx.standin.requests.chat.at(-1)!.body
   t.match(after.messages[0], { role: 'system', content: /billing desk/ })
   client.hangup()
-  const done = await finished(ctx, account, callId)
+  const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done.transfer_history, [{ type: 'agent_transfer', from_agent_id: front._id, to_agent_id: billing._id, reason: 'billing question', outcome: 'transferred' }])
 })
 
@@ -173,7 +163,7 @@ t.test('an MCP tool: the server\'s allowed tools are offered, called with the co
   t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /Order 42 ships tomorrow/ })
   t.ok(mcp.requests.every((r) => r.headers.authorization === 'Bearer mcp-secret'))
   client.hangup()
-  t.match(await finished(ctx, account, callId), { call_status: 'success' })
+  t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success' })
 })
 
 t.test('call forwarding in a browser call: the model hears that it is not available, and the call goes on', async (t) => {
@@ -190,5 +180,5 @@ t.test('call forwarding in a browser call: the model hears that it is not availa
   await client.waitFor('transcript', (e) => e.speaker === 'agent' && /cannot forward/.test(e.content))
   t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /not available/ })
   client.hangup()
-  t.match(await finished(ctx, account, callId), { call_status: 'success', disconnection_reason: 'user_hangup' })
+  t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'user_hangup' })
 })

@@ -70,10 +70,10 @@ export function maxDurationMinutes (agent: Pick<AgentRow, 'call_settings'> | und
 export const END_CLOCK_SKEW_MS = 5 * 60_000
 
 /** Seconds the deadline waits past the limit for a call the voice engine holds: it ends the call itself, transcript and all. */
-export const VOICE_DEADLINE_GRACE_SECONDS = 30
+const VOICE_DEADLINE_GRACE_SECONDS = 30
 
 /** The call is a conversation simulated through the voice core: every call of the simulator, and phone calls the voice runtime cannot place. */
-export function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type'>): boolean {
+function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type'>): boolean {
   return call.runtime === 'simulator' || (call.runtime === 'voice' && call.call_type === 'phone')
 }
 

@@ -43,7 +43,7 @@ const PAGE_HEADERS = {
  * A page may open the stream when its Origin is this server's own or one of the agent's
  * widget_settings.allowed_origins ([] : any site; a browser always sends Origin, so none is refused then).
  */
-export function originAllowed (agent: Pick<AgentRow, 'widget_settings'>, origin: string | undefined, own: string[]): boolean {
+function originAllowed (agent: Pick<AgentRow, 'widget_settings'>, origin: string | undefined, own: string[]): boolean {
   if (origin !== undefined && own.includes(origin)) return true
   const allowed = (agent.widget_settings.allowed_origins as string[] | undefined) ?? []
   if (allowed.length === 0) return true

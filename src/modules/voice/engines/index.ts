@@ -9,7 +9,7 @@ import type { Engine, EngineEvent } from './types.ts'
 export type EngineKind = 'realtime' | 'cascade' | 'simulator'
 
 /** The providers of an engine are configured (a URL or a key set); the simulator needs none. */
-export function engineAvailable (voice: VoiceConfig, kind: EngineKind): boolean {
+function engineAvailable (voice: VoiceConfig, kind: EngineKind): boolean {
   if (kind === 'realtime') return voice.realtime.configured
   if (kind === 'cascade') return voice.stt.configured && voice.llm.configured && voice.tts.configured
   return true

@@ -29,7 +29,7 @@ const LINES: Record<string, Lines> = {
 }
 
 /** The simulator's lines in the agent's language (English when it has none of its own). */
-export const simulatorLines = (language: string): Lines => LINES[language.slice(0, 2).toLowerCase()] ?? LINES.en
+const simulatorLines = (language: string): Lines => LINES[language.slice(0, 2).toLowerCase()] ?? LINES.en
 
 const GOODBYE = /\b(bye|goodbye|tschüss|wiederhören|wiedersehen)\b/i
 const YES = /\b(yes|yeah|sure|ok|okay|works|ja|gerne|passt)\b/i

@@ -32,7 +32,7 @@ export function browserTransport (socket: WebSocket): Transport & { reason: EndR
 }
 
 /** What one message from the browser asks, or why it is refused. */
-export type BrowserInput =
+type BrowserInput =
   | { kind: 'audio', pcm: Int16Array }
   | { kind: 'text', text: string }
   | { kind: 'hangup' }
@@ -42,7 +42,7 @@ export type BrowserInput =
 // eslint-disable-next-line no-control-regex
 const INVALID_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
-export function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
+function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
   if (isBinary) {
     if (data.length === 0 || data.length % 2 !== 0) return { kind: 'invalid', problem: 'audio must be whole 16-bit samples' }
     return { kind: 'audio', pcm: bufferToPcm(data) }
