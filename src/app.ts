@@ -28,7 +28,7 @@ import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes } from './modules/runtime/routes.ts'
-import { webCallRoutes } from './modules/voice/routes.ts'
+import { LiveCalls, webCallRoutes } from './modules/voice/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
@@ -72,6 +72,9 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   const agent = deliveryAgent(config.delivery)
   app.addHook('onClose', async () => agent.close())
 
+  // Live calls end properly on shutdown: this hook runs before the WebSocket plugin closes their sockets.
+  const live = new LiveCalls()
+  app.addHook('preClose', async () => { await live.endAll() })
   // Before every route, so that an upgrade to a route without a WebSocket handler is refused.
   await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
   registerValidation(app)
@@ -121,7 +124,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     }, { prefix: '/v1' })
     await app.register(async (open) => {
       await registerRateLimit(open, config.rateLimit)
-      await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger })
+      await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })
       await open.register(recordingLinkRoutes, { db: deps.db })
     })
   }

@@ -163,3 +163,20 @@ t.test('CALL_RUNTIME=voice simulates the phone calls no carrier places, through 
     'You are welcome. Your appointment is booked. Goodbye!'
   ])
 })
+
+t.test('stopping the server ends its live calls with their transcript, before the database goes', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  const call = await webCall(ctx, account, agent._id)
+  const client = await openWebCall(ctx.url, call.access_token)
+  await client.waitFor('ready')
+  client.sendText('Do you have time next Tuesday?')
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Tuesday at 10/.test(e.content))
+  await ctx.app.close()
+  t.match(await client.waitFor('ended'), { reason: 'server_shutdown' })
+  const row = await ctx.db.selectFrom('calls').select(['call_status', 'disconnection_reason', 'transcription']).where('id', '=', call._id).executeTakeFirstOrThrow()
+  t.not(row.call_status, 'started')
+  t.equal(row.disconnection_reason, 'server_shutdown')
+  t.equal(row.transcription.length, 3, 'the transcript is kept')
+})

@@ -63,9 +63,26 @@ function ownOrigins (config: Config, request: FastifyRequest): string[] {
   return [new URL(config.publicBaseUrl).origin, ...(host === undefined ? [] : [`http://${host}`, `https://${host}`])]
 }
 
+/**
+ * The calls this process holds, so that a shutdown ends each one properly (transcript, recording, analysis)
+ * while the database is still there, rather than leaving them to the deadline job.
+ */
+export class LiveCalls {
+  readonly #sessions = new Set<Session>()
+
+  add (session: Session): void {
+    this.#sessions.add(session)
+    void session.done.then(() => this.#sessions.delete(session))
+  }
+
+  async endAll (): Promise<void> {
+    await Promise.all([...this.#sessions].map(async (session) => { await session.end('server_shutdown') }))
+  }
+}
+
 const tokenOf = (request: FastifyRequest) => (request.query as { access_token?: string }).access_token ?? ''
 
-export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger }> = async (app, { db, jobs, log }) => {
+export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls }> = async (app, { db, jobs, log, live }) => {
   const { config } = jobs
 
   app.post('/web-call/join', {
@@ -137,6 +154,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
     }
     const transport = browserTransport(socket)
     const session = Session.open({ db, log, ...jobs }, call, transport)
+    live.add(session)
     connectBrowser(socket, session, transport, config.voice.streamTimeoutMs)
   })
 

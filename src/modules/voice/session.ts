@@ -47,7 +47,7 @@ export interface Transport {
 }
 
 /** Why a session ended, as the call's disconnection_reason. */
-export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'agent_transfer_failed'
+export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'server_shutdown'
 
 interface Queued { pcm: Int16Array, at: number }
 
