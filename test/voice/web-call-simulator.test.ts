@@ -1,6 +1,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { upload } from '../helpers/documents.ts'
+import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { finishedCall, openWebCall, refusal } from '../helpers/voice-client.ts'
 
@@ -179,4 +181,24 @@ t.test('stopping the server ends its live calls with their transcript, before th
   t.not(row.call_status, 'started')
   t.equal(row.disconnection_reason, 'server_shutdown')
   t.equal(row.transcription.length, 3, 'the transcript is kept')
+})
+
+t.test('a knowledge question in a typed call: the agent searches its knowledge base (api_rag) and answers from it', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  const res = await upload(ctx.app, '/v1/knowledge-base', account.headers, { name: 'hours', description: 'opening hours' }, [{ name: 'hours.txt', content: 'The clinic is open from eight to six on weekdays.', type: 'text/plain' }])
+  t.equal(res.statusCode, 200, res.body)
+  const kb = res.json()._id as string
+  await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${kb}`, headers: account.headers })).json(),
+    (body) => body.files.every((file: { status: string }) => file.status === 'ready'), { message: 'the file is processed' })
+  await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'api_rag', settings: { name: 'Clinic facts', knowledge_base_ids: [kb] } } })
+  const call = await webCall(ctx, account, agent._id)
+  const client = await openWebCall(ctx.url, call.access_token)
+  await client.waitFor('ready')
+  client.sendText('When is the clinic open?')
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { name: 'Clinic_facts', type: 'api_rag', output: /eight to six/ } })
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'agent' && /found/.test(e.content)), { content: /open from eight to six/ })
+  client.hangup()
+  t.match(await finishedCall(ctx.app, account.headers, call._id), { call_status: 'success', disconnection_reason: 'user_hangup' })
 })

@@ -182,3 +182,17 @@ t.test('call forwarding in a browser call: the model hears that it is not availa
   client.hangup()
   t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'user_hangup' })
 })
+
+t.test('interruption_sensitivity 0: the agent never yields to the caller', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { interruption_sensitivity: 0 }, { begin_message: 'Welcome to the clinic, where we have been caring for patients for many years.' })
+  const { client } = await start(ctx, account, agent._id)
+  await poll(() => client.loudFrames(), (n) => n > 10, { message: 'the agent is speaking' })
+  await client.sendAudio(speech(600, 0))
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  t.notOk(client.events.some((e) => e.type === 'clear'), 'no barge-in')
+  t.ok(client.frames.length * 20 >= 3000, 'the whole welcome was played')
+  client.hangup()
+  await client.closed
+})
