@@ -11,6 +11,7 @@ import { createQueues } from './jobs/queues.ts'
 import { startWorkers } from './jobs/workers.ts'
 import { createLogger, logFormat } from './logger.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
+import { chooseEngine } from './modules/voice/engines/index.ts'
 
 function readConfig (): Config {
   try {
@@ -80,7 +81,13 @@ function announce (address: string, owner: { email: string, key: string } | unde
     return
   }
   const base = address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost')
+  // The engine of LLM configurations that name none: what a new agent's web calls run on.
+  const engine = chooseEngine(config.voice, { engine: null })
+  const voice = engine === 'simulator'
+    ? 'offline simulator, typed turns (set OPENAI_API_KEY or the voice variables for spoken calls: docs/voice.md)'
+    : `${engine} engine, spoken`
   const lines = [listening, '', `API      ${base}/v1  (header x-api-key)`, `Docs     ${base}/docs`, `Health   ${base}/health`]
+  if (config.callRuntime === 'voice') lines.push(`Calls    ${base}/web-call#access_token=<make-web-call's token>  (${voice})`)
   if (owner !== undefined) lines.push('', `Created the owner account ${owner.email}.`, `API key  ${key}  (shown only now: keep it)`)
   log.info({ banner: lines }, listening)
 }
