@@ -309,3 +309,17 @@ t.test('sentences are cut where they end, long runs near 200 characters', async 
   t.ok(sentences[0].length <= 200 && sentences[0].length > 100 && sentences[0].endsWith(','), sentences[0])
   t.equal(sentences[0] + rest, long)
 })
+
+t.test('a barge-in while a turn is being recognised: the caller only paused, and the next turn holds all they said', async (t) => {
+  const { standin, engine, waitFor } = await start(t)
+  standin.hangNext('transcriptions')
+  say(engine, 1)
+  engine.endOfTurn()
+  await poll(() => standin.requests.transcriptions.length, (n) => n === 1, { message: 'the first half is being recognised' })
+  say(engine, 0.5)
+  engine.cancel()
+  engine.endOfTurn()
+  await waitFor('response_done')
+  const [, whole] = standin.requests.transcriptions
+  t.equal(whole.audio.length, 1.5 * SAMPLE_RATE, 'both halves, in one turn')
+})

@@ -116,6 +116,11 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     const history: Message[] = []
     let turnAudio: Int16Array[] = []
     let turnSamples = 0
+    /**
+     * Ended turns not yet recognised. A barge-in while one is (the caller only paused) puts its audio back in
+     * front of what the caller says next, so that the whole of what they said is recognised as one turn.
+     */
+    let unrecognised: Array<{ frames: Int16Array[], samples: number }> = []
     // Every cancel, failure or close starts a new generation: work of an older one emits nothing and changes nothing.
     let generation = 0
     let aborter = new AbortController()
@@ -352,8 +357,9 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
         while (turnSamples > MAX_TURN_SAMPLES && turnAudio.length > 1) turnSamples -= turnAudio.shift()!.length
       },
       endOfTurn: () => {
-        const frames = turnAudio
-        const samples = turnSamples
+        const turn = { frames: turnAudio, samples: turnSamples }
+        const { frames, samples } = turn
+        unrecognised.push(turn)
         turnAudio = []
         turnSamples = 0
         enqueue(async (gen, signal) => {
@@ -365,6 +371,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
             text = await transcribe(pcm, signal)
             emit(gen, { type: 'speech', recognisedSeconds: samples / SAMPLE_RATE })
           }
+          unrecognised = unrecognised.filter((other) => other !== turn)
           emit(gen, { type: 'user_text', text })
           if (text === '' || !live(gen)) return
           history.push({ role: 'user', content: text })
@@ -400,7 +407,13 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
         waitingTools.delete(id)
         resolve(output)
       },
-      cancel: () => { if (!closed) stop() },
+      cancel: () => {
+        if (closed) return
+        stop()
+        turnAudio = [...unrecognised.flatMap((turn) => turn.frames), ...turnAudio]
+        turnSamples += unrecognised.reduce((sum, turn) => sum + turn.samples, 0)
+        unrecognised = []
+      },
       update: (next) => { setup = next },
       close: () => {
         if (closed) return
