@@ -13,9 +13,23 @@ export function logFormat (config: LoggerConfig, fd: 1 | 2 = 1): 'json' | 'prett
 export function createLogger (config: LoggerConfig, fd: 1 | 2 = 1): Logger {
   return pino({
     level: config.logLevel,
-    serializers: { err: serializeError },
+    serializers: { err: serializeError, req: serializeRequest },
     redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', '*.apiKey', '*.password'], censor: '[redacted]' }
   }, logFormat(config, fd) === 'pretty' ? prettyDestination(fd) : pino.destination(fd))
+}
+
+/**
+ * A request as the log shows it. A web call's access token travels in the stream's query (a browser's
+ * WebSocket cannot send headers): it is masked, like the API key.
+ */
+export function serializeRequest (req: { method?: string, url?: string, hostname?: string, host?: string, ip?: string, socket?: { remoteAddress?: string, remotePort?: number } }) {
+  return {
+    method: req.method,
+    url: req.url?.replace(/([?&]access_token=)[^&]*/g, '$1[redacted]'),
+    host: req.host ?? req.hostname,
+    remoteAddress: req.ip ?? req.socket?.remoteAddress,
+    remotePort: req.socket?.remotePort
+  }
 }
 
 // What an error keeps in the log. PostgreSQL errors carry `where` (the failing statement's context),

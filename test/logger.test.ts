@@ -1,9 +1,12 @@
 import { execFile } from 'node:child_process'
 import path from 'node:path'
+import { Writable } from 'node:stream'
 import { promisify } from 'node:util'
+import Fastify from 'fastify'
+import pino from 'pino'
 import t from 'tap'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { formatPretty, logFormat } from '../src/logger.ts'
+import { formatPretty, logFormat, serializeRequest } from '../src/logger.ts'
 import { createTestDatabase } from './helpers/database.ts'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
@@ -47,4 +50,14 @@ t.test('pretty lines: time, level, request, message, fields, and an error stack 
   t.equal(formatPretty(JSON.stringify({ level: 30, time, msg: 'listening', banner: ['Switchboard listening', '', 'Docs  /docs'] }), false),
     '\n  Switchboard listening\n\n  Docs  /docs\n\n')
   t.equal(formatPretty('not json', false), 'not json\n', 'anything else passes through')
+})
+
+t.test('a web call\'s access token never reaches the log: the request line shows it masked', async (t) => {
+  const lines: string[] = []
+  const logger = pino({ level: 'info', serializers: { req: serializeRequest } }, new Writable({ write (chunk, _encoding, done) { lines.push(String(chunk)); done() } }))
+  const app = Fastify({ loggerInstance: logger })
+  app.get('/web-call/stream', async () => 'ok')
+  await app.inject({ method: 'GET', url: '/web-call/stream?access_token=wct_secret&x=1' })
+  t.notMatch(lines.join(''), /wct_secret/)
+  t.match(JSON.parse(lines[0]).req, { method: 'GET', url: '/web-call/stream?access_token=[redacted]&x=1' })
 })
