@@ -79,6 +79,9 @@ t.test('barge-in on the realtime engine cancels the response and clears playback
   await client.sendAudio(speech(300, 0))
   await client.waitFor('clear')
   await poll(() => ctx.standin.events.some((e) => e.type === 'response.cancel'), Boolean, { message: 'response.cancel sent' })
+  const truncate = ctx.standin.events.find((e) => e.type === 'conversation.item.truncate') as any
+  t.match(truncate, { item_id: String, content_index: 0 }, 'the model forgets what the caller did not hear')
+  t.ok(truncate.audio_end_ms > 0 && truncate.audio_end_ms < 3000, `heard ${truncate.audio_end_ms} ms`)
   client.hangup()
   await client.closed
 })

@@ -86,6 +86,8 @@ export class Session {
   private speaking = false
   private agentText = ''
   private responseStartedAt = 0
+  /** Agent audio of the current response sent to the far end, in ms. */
+  private responseSentMs = 0
   private userTurnAt = 0
   private framesSent = 0
   private framesLate = 0
@@ -236,6 +238,7 @@ export class Session {
     // An engine may answer a turn the session thought unanswered (nothing recognised, yet the model speaks).
     if ((event.type === 'audio' || event.type === 'agent_text') && !this.responding) {
       this.responding = true
+      this.responseSentMs = 0
       this.responseStartedAt = Date.now()
       this.setSpeaking(true)
     }
@@ -274,6 +277,7 @@ export class Session {
   private startResponse (): void {
     this.responding = true
     this.agentText = ''
+    this.responseSentMs = 0
     this.responseStartedAt = Date.now()
     this.setSpeaking(true)
   }
@@ -331,6 +335,7 @@ export class Session {
       const startsAt = Math.max(this.playingUntil, now)
       this.recorder?.add('agent', pcm, startsAt - this.startedAt)
       this.playingUntil = startsAt + FRAME_MS
+      this.responseSentMs += FRAME_MS
       this.transport.sendAudio(pcm)
     }
     if (this.queue.length === 0) {
@@ -356,7 +361,8 @@ export class Session {
 
   /** The caller talks over the agent: stop the response, drop its queued audio here and at the far end. */
   private bargeIn (): void {
-    this.engine.cancel()
+    // What the caller heard: the response's audio sent, less what the far end still holds.
+    this.engine.cancel(Math.max(0, this.responseSentMs - Math.max(0, this.playingUntil - performance.now())))
     if (this.agentText !== '') this.addTranscript({ speaker: 'agent', content: this.agentText, timestamp: this.responseStartedAt })
     this.agentText = ''
     this.queue = []

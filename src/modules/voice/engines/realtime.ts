@@ -32,7 +32,7 @@ interface OutputItem { type: string, call_id?: string, name?: string, arguments?
 type ServerEvent =
   | { type: 'session.created' | 'session.updated' }
   | { type: 'response.created', response: { id: string } }
-  | { type: 'response.output_audio.delta', response_id: string, delta: string }
+  | { type: 'response.output_audio.delta', response_id: string, item_id?: string, delta: string }
   | { type: 'response.output_audio_transcript.delta', response_id: string, delta: string }
   | {
     type: 'response.done'
@@ -58,6 +58,8 @@ interface Response {
   sent: boolean
   /** The server's id, from response.created. */
   id: string | undefined
+  /** The assistant item its audio belongs to (for conversation.item.truncate after a barge-in). */
+  itemId: string | undefined
   cancelled: boolean
   transcript: string
   /** Audio samples at 24 kHz received, for speech seconds. */
@@ -189,7 +191,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       watch()
     }
     const respond = (kind: Response['kind'], said = '', body: Record<string, unknown> = {}) => {
-      responses.push({ kind, said, body, sent: false, id: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0) })
+      responses.push({ kind, said, body, sent: false, id: undefined, itemId: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0) })
       pump()
     }
 
@@ -248,6 +250,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           const response = byId(event.response_id)
           if (response === undefined || response.cancelled) return
           voiceLocked = true
+          response.itemId ??= event.item_id
           const pcm = decode(response, event.delta)
           if (pcm.length > 0) emit({ type: 'audio', pcm })
           return
@@ -380,9 +383,13 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         if (awaitedCalls.delete(id) && awaitedCalls.size === 0) respond('answer')
       },
 
-      cancel: () => {
+      cancel: (heardMs) => {
         if (!ready || ended) return
         const running = responses.find((r) => r.sent)
+        // The model forgets what the caller did not hear of its answer.
+        if (running?.itemId !== undefined && heardMs !== undefined) {
+          send({ type: 'conversation.item.truncate', item_id: running.itemId, content_index: 0, audio_end_ms: Math.max(0, Math.round(heardMs)) })
+        }
         // Responses not yet sent are dropped; the running one is cancelled and its remaining events ignored.
         responses.splice(0, responses.length, ...(running === undefined ? [] : [running]))
         if (running !== undefined && !running.cancelled) {

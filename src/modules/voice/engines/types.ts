@@ -60,8 +60,11 @@ export interface Engine {
   say: (text: string) => void
   /** The output of a tool call; the model continues once every call of its response is answered. */
   toolResult: (id: string, output: string) => void
-  /** Barge-in: stop the current response at once; none of its audio follows. */
-  cancel: () => void
+  /**
+   * Barge-in: stop the current response at once; none of its audio follows. `heardMs`: how much of its audio
+   * the caller heard (an engine whose model remembers what it said can forget the rest).
+   */
+  cancel: (heardMs?: number) => void
   /** Agent transfer: the new agent's instructions, tools and voice apply from the next response. */
   update: (setup: EngineSetup) => void
   close: () => void
