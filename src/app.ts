@@ -106,7 +106,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     schema: { tags: ['health'], summary: 'Liveness: the process answers', security: [], response: { 200: Type.Object({ status: Type.Literal('ok') }) } }
   }, async () => ({ status: 'ok' as const }))
 
-  if (config.role !== 'worker') {
+  if (config.role === 'all' || config.role === 'api') {
     await app.register(async (v1) => {
       await registerAuth(v1, deps.db, config.rateLimit)
       await v1.register(apiKeyRoutes, { db: deps.db })
@@ -122,6 +122,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer })
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
+  }
+  if (config.role !== 'worker') {
     await app.register(async (open) => {
       await registerRateLimit(open, config.rateLimit)
       await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })

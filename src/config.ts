@@ -20,8 +20,11 @@ export interface Config {
   databasePoolSize: number
   /** DATABASE_POOL_WAIT_MS and DATABASE_IDLE_IN_TRANSACTION_MS. */
   databasePool: { waitMs: number, idleInTransactionMs: number }
-  /** `all` serves the API and runs the workers; `api` and `worker` split them across processes. */
-  role: 'all' | 'api' | 'worker'
+  /**
+   * `all` serves the API and the browser's call streams and runs the workers; `api`, `worker` and `voice` split
+   * them across processes (`voice`: the call streams and web-call routes alone, docs/voice.md).
+   */
+  role: 'all' | 'api' | 'worker' | 'voice'
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** `json` (one JSON object a line, for collectors) or `pretty` (readable lines and a start-up banner). Unset: pretty on a terminal, else json. */
   logFormat: 'json' | 'pretty' | undefined
@@ -365,7 +368,7 @@ export function loadConfig (env: Env = process.env): Config {
       waitMs: int(env, 'DATABASE_POOL_WAIT_MS', 5000, 0, 600_000),
       idleInTransactionMs: int(env, 'DATABASE_IDLE_IN_TRANSACTION_MS', 60_000, 0, 3_600_000)
     }),
-    role: oneOf(env, 'ROLE', 'all', ['all', 'api', 'worker'] as const),
+    role: oneOf(env, 'ROLE', 'all', ['all', 'api', 'worker', 'voice'] as const),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     logFormat: optional(env, 'LOG_FORMAT') === undefined ? undefined : oneOf(env, 'LOG_FORMAT', 'json', ['json', 'pretty'] as const),
     bootstrapApiKey: matching(env, 'BOOTSTRAP_API_KEY', API_KEY, '"sk_" followed by 40 letters or digits'),

@@ -41,7 +41,7 @@ async function main (): Promise<void> {
   boss.on('error', (err) => log.error({ err }, 'job queue error'))
   await boss.start()
   await createQueues(boss, config)
-  const stopWorkers = config.role === 'api' ? undefined : await startWorkers(boss, { db, config, log })
+  const stopWorkers = config.role === 'all' || config.role === 'worker' ? await startWorkers(boss, { db, config, log }) : undefined
 
   const app = await buildApp(config, { db, boss, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { buildApp } from '../../src/app.ts'
 import type { Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { upload } from '../helpers/documents.ts'
@@ -199,6 +200,24 @@ t.test('a knowledge question in a typed call: the agent searches its knowledge b
   client.sendText('When is the clinic open?')
   t.match(await client.waitFor('transcript', (e) => e.speaker === 'tool'), { tool: { name: 'Clinic_facts', type: 'api_rag', output: /eight to six/ } })
   t.match(await client.waitFor('transcript', (e) => e.speaker === 'agent' && /found/.test(e.content)), { content: /open from eight to six/ })
+  client.hangup()
+  t.match(await finishedCall(ctx.app, account.headers, call._id), { call_status: 'success', disconnection_reason: 'user_hangup' })
+})
+
+t.test('ROLE=voice serves the call streams and web-call routes alone, beside a process that serves the API', async (t) => {
+  const ctx = await listen(t)
+  const voice = await buildApp({ ...ctx.config, role: 'voice' }, { db: ctx.db, boss: ctx.boss })
+  t.teardown(() => voice.close())
+  const voiceUrl = await voice.listen({ port: 0, host: '127.0.0.1' })
+  const account = await createAccount(ctx.db)
+  t.equal((await voice.inject({ method: 'GET', url: '/v1/voice/list', headers: account.headers })).statusCode, 404, 'no API there')
+  t.equal((await voice.inject({ method: 'GET', url: '/web-call' })).statusCode, 200)
+  const agent = await agentWith(ctx, account)
+  const call = await webCall(ctx, account, agent._id)
+  const client = await openWebCall(voiceUrl, call.access_token)
+  await client.waitFor('ready')
+  client.sendText('Do you have time next Tuesday?')
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Tuesday at 10/.test(e.content))
   client.hangup()
   t.match(await finishedCall(ctx.app, account.headers, call._id), { call_status: 'success', disconnection_reason: 'user_hangup' })
 })
