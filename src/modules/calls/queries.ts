@@ -179,7 +179,7 @@ export async function updateCall (trx: Transaction<Database>, id: string, values
 
 /** The started or ended call a web-call access token was issued for. */
 export async function findCallByAccessToken (db: DB, tokenHash: string) {
-  return await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context', 'runtime', 'joined_at'])
+  return await db.selectFrom('calls').select(['id', 'user_id', 'agent_id', 'agent_name', 'call_status', 'access_token_expires_at', 'dynamic_context', 'runtime'])
     .where('access_token_hash', '=', tokenHash).executeTakeFirst()
 }
 

@@ -37,6 +37,41 @@ export function pcmToBuffer (pcm: Int16Array): Buffer {
   return bytes
 }
 
+/**
+ * Cuts audio that arrives in pieces of any length into 20 ms frames, keeping what is left of a frame for the
+ * next piece. The frames may be views of the piece: pieces must not be written to afterwards.
+ */
+export class Framer {
+  #rest = new Int16Array(0)
+
+  push (pcm: Int16Array): Int16Array[] {
+    let samples = pcm
+    if (this.#rest.length > 0) {
+      samples = new Int16Array(this.#rest.length + pcm.length)
+      samples.set(this.#rest)
+      samples.set(pcm, this.#rest.length)
+    }
+    const frames: Int16Array[] = []
+    let offset = 0
+    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) frames.push(samples.subarray(offset, offset + FRAME_SAMPLES))
+    this.#rest = samples.slice(offset)
+    return frames
+  }
+
+  /** What is left, padded with silence to a whole frame (undefined when nothing is), and forgotten. */
+  flush (): Int16Array | undefined {
+    if (this.#rest.length === 0) return undefined
+    const last = new Int16Array(FRAME_SAMPLES)
+    last.set(this.#rest)
+    this.#rest = new Int16Array(0)
+    return last
+  }
+
+  clear (): void {
+    this.#rest = new Int16Array(0)
+  }
+}
+
 /** Linear-interpolation resampling; good enough for speech between 8, 16 and 24 kHz. */
 export function resample (pcm: Int16Array, from: number, to: number): Int16Array {
   if (from === to || pcm.length === 0) return pcm

@@ -1,13 +1,5 @@
 // What the session adds to an agent's prompt, and the few lines it speaks itself, in the agent's language.
 
-/** `{{name}}` replaced by the dynamic_context value of that name; unknown variables become empty. */
-export function fillVariables (text: string, context: Record<string, unknown>): string {
-  return text.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => {
-    const value = context[name]
-    return value === undefined || value === null ? '' : String(value)
-  })
-}
-
 interface Lines { reminder: string, timeUp: string }
 
 const LINES: Record<string, Lines> = {

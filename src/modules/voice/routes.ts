@@ -11,9 +11,9 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { findAgent, findLlm, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { findCallByAccessToken, spendAccessToken } from '../calls/queries.ts'
+import { renderText } from '../deliveries/render.ts'
 import { hashToken } from '../users/keys.ts'
 import { chooseEngine } from './engines/index.ts'
-import { fillVariables } from './prompt.ts'
 import { Session } from './session.ts'
 import { browserTransport, CLOSE, connectBrowser } from './transports/browser.ts'
 
@@ -80,6 +80,15 @@ export class LiveCalls {
   }
 }
 
+/** The started call a web-call access token opens; 403 for a token unknown, expired or spent (a stream clears it). */
+async function callOfToken (db: DB, token: string) {
+  const call = await findCallByAccessToken(db, hashToken(token))
+  if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
+    throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired or spent, or its call has ended')
+  }
+  return { ...call, expiresAt: call.access_token_expires_at }
+}
+
 const tokenOf = (request: FastifyRequest) => (request.query as { access_token?: string }).access_token ?? ''
 
 export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls }> = async (app, { db, jobs, log, live }) => {
@@ -108,10 +117,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
       }
     }
   }, async (request) => {
-    const call = await findCallByAccessToken(db, hashToken(request.body.access_token))
-    if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
-      throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired, or its call has ended')
-    }
+    const call = await callOfToken(db, request.body.access_token)
     const agent = await findAgent(db, call.user_id, call.agent_id)
     const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
     if (agent === undefined || llm === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')
@@ -121,19 +127,16 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
       agent_name: call.agent_name,
       language: String(agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language),
       voice_id: agent.voice_id,
-      begin_message: llm.begin_message == null ? null : fillVariables(llm.begin_message, call.dynamic_context),
+      begin_message: llm.begin_message == null ? null : renderText(llm.begin_message, call.dynamic_context),
       mode: chooseEngine(config.voice, llm) === 'simulator' ? 'text' as const : 'voice' as const,
       stream_path: '/web-call/stream',
-      expires_at: call.access_token_expires_at.getTime()
+      expires_at: call.expiresAt.getTime()
     }
   })
 
   // Checked before the upgrade, so that a refused stream is a plain HTTP answer the browser can read.
   async function admit (request: FastifyRequest, _reply: FastifyReply): Promise<void> {
-    const call = await findCallByAccessToken(db, hashToken(tokenOf(request)))
-    if (call === undefined || call.call_status !== 'started' || call.joined_at !== null || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now()) {
-      throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired or spent, or its call has ended')
-    }
+    const call = await callOfToken(db, tokenOf(request))
     if (call.runtime !== 'voice') throw new HttpError(409, 'not_a_voice_call', `this call is held by the ${call.runtime} runtime, not the built-in voice engine (CALL_RUNTIME)`)
     const agent = await findAgent(db, call.user_id, call.agent_id)
     if (agent === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')

@@ -5,18 +5,19 @@ import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { providerVoiceId } from '../account/queries.ts'
 import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
-import { AGENT_DEFAULTS, CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
 import type { CallRow } from '../calls/queries.ts'
 import { recordingUrl, storeRecording } from '../calls/recordings.ts'
 import { ignoreEnded } from '../calls/workers.ts'
-import { FRAME_MS, FRAME_SAMPLES, Recorder, TurnDetector } from './audio.ts'
+import { FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
 import { BUFFER_MS, pace, unpace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
-import { callInstructions, fillVariables, spokenLines } from './prompt.ts'
+import { callInstructions, spokenLines } from './prompt.ts'
+import { renderText } from '../deliveries/render.ts'
 
 // One live call (DESIGN.md, "Voice"): caller audio or text in, turn detection, the engine, paced agent
 // audio out, barge-in, reminders and time limits, live tools, transcript, usage and recording. It starts
@@ -51,6 +52,9 @@ export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_dur
 
 interface Queued { pcm: Int16Array, at: number }
 
+/** An agent's call_settings with the defaults of the members it lacks. */
+const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings })
+
 /** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
 const LAST_WORDS_MS = 15_000
 
@@ -72,14 +76,12 @@ export class Session {
   private readonly transfers: unknown[] = []
   private detector!: TurnDetector
   private recorder: Recorder | undefined
-  private sensitivity: number = AGENT_DEFAULTS.interruption_sensitivity
-  /** Caller samples not yet a whole frame. */
-  private partial = new Int16Array(0)
+  private readonly callerFrames = new Framer()
   private callerSamples = 0
   private callerStartedAt: number | undefined
   /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
   private queue: Queued[] = []
-  private rest = new Int16Array(0)
+  private readonly agentFrames = new Framer()
   /** Until when the far end has agent audio to play (performance.now() time). */
   private playingUntil = 0
   private responding = false
@@ -127,7 +129,7 @@ export class Session {
   }
 
   private get settings () {
-    return { ...CALL_SETTINGS_DEFAULTS, ...this.agent.call_settings }
+    return settingsOf(this.agent)
   }
 
   private async start (engine: EngineKind | undefined): Promise<void> {
@@ -138,7 +140,6 @@ export class Session {
     if (llm === undefined) throw new Error('the agent\'s LLM configuration no longer exists')
     this.agent = agent
     this.kind = engine ?? chooseEngine(config.voice, llm)
-    this.sensitivity = agent.interruption_sensitivity
     this.detector = new TurnDetector({ sensitivity: Math.max(0.05, agent.interruption_sensitivity) })
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
       this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
@@ -152,7 +153,7 @@ export class Session {
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
     this.timers.push(setTimeout(() => this.limitReached(), this.scaled(Math.max(0, left))))
-    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : fillVariables(llm.begin_message, this.call.dynamic_context)
+    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
     if (begin !== undefined) this.say(begin)
     else this.armSilence()
   }
@@ -164,10 +165,10 @@ export class Session {
     const loaded = await loadTools({ db, config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal }, agent.id)
     this.tools = new Map(loaded.tools.map((tool) => [tool.spec.name, tool]))
     this.closeTools = loaded.close
-    const settings = { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings }
+    const settings = settingsOf(agent)
     const language = String(settings.language)
     return {
-      instructions: [fillVariables(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
+      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
       tools: loaded.tools.map((tool) => tool.spec),
       toolTypes: Object.fromEntries(loaded.tools.map((tool) => [tool.spec.name, tool.type])),
       language,
@@ -184,17 +185,8 @@ export class Session {
   /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
   audio (pcm: Int16Array): void {
     if (this.ended || this.engine === undefined) return
-    const now = performance.now()
-    this.callerStartedAt ??= now
-    let samples = pcm
-    if (this.partial.length > 0) {
-      samples = new Int16Array(this.partial.length + pcm.length)
-      samples.set(this.partial)
-      samples.set(pcm, this.partial.length)
-    }
-    let offset = 0
-    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) this.frame(samples.subarray(offset, offset + FRAME_SAMPLES))
-    this.partial = samples.slice(offset)
+    this.callerStartedAt ??= performance.now()
+    for (const frame of this.callerFrames.push(pcm)) this.frame(frame)
   }
 
   private frame (frame: Int16Array): void {
@@ -206,7 +198,7 @@ export class Session {
       this.userTurnAt = Date.now()
       this.clearSilence()
       this.transport.send({ type: 'user_speaking', speaking: true })
-      if (this.speaking && this.sensitivity > 0 && this.ending === undefined) this.bargeIn()
+      if (this.speaking && this.agent.interruption_sensitivity > 0 && this.ending === undefined) this.bargeIn()
     } else if (turn === 'end') {
       this.transport.send({ type: 'user_speaking', speaking: false })
       if (this.ending === undefined) {
@@ -236,12 +228,7 @@ export class Session {
   private onEngine (event: EngineEvent): void {
     if (this.ended) return
     // An engine may answer a turn the session thought unanswered (nothing recognised, yet the model speaks).
-    if ((event.type === 'audio' || event.type === 'agent_text') && !this.responding) {
-      this.responding = true
-      this.responseSentMs = 0
-      this.responseStartedAt = Date.now()
-      this.setSpeaking(true)
-    }
+    if ((event.type === 'audio' || event.type === 'agent_text') && !this.responding) this.startResponse()
     switch (event.type) {
       case 'audio': return this.enqueue(event.pcm)
       case 'agent_text':
@@ -299,16 +286,8 @@ export class Session {
   // Agent audio out, paced.
 
   private enqueue (pcm: Int16Array): void {
-    let samples = pcm
-    if (this.rest.length > 0) {
-      samples = new Int16Array(this.rest.length + pcm.length)
-      samples.set(this.rest)
-      samples.set(pcm, this.rest.length)
-    }
     const now = performance.now()
-    let offset = 0
-    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) this.queue.push({ pcm: samples.slice(offset, offset + FRAME_SAMPLES), at: now })
-    this.rest = samples.slice(offset)
+    for (const frame of this.agentFrames.push(pcm)) this.queue.push({ pcm: frame, at: now })
     if (this.queue.length > 0) {
       pace(this)
       this.tick(now)
@@ -319,12 +298,8 @@ export class Session {
   tick (now: number): void {
     if (this.ended) return
     // The response's audio ended: its last partial frame goes out padded with silence.
-    if (!this.responding && this.rest.length > 0) {
-      const last = new Int16Array(FRAME_SAMPLES)
-      last.set(this.rest)
-      this.rest = new Int16Array(0)
-      this.queue.push({ pcm: last, at: now })
-    }
+    const last = this.responding ? undefined : this.agentFrames.flush()
+    if (last !== undefined) this.queue.push({ pcm: last, at: now })
     while (this.queue.length > 0 && this.playingUntil - now < BUFFER_MS) {
       const { pcm, at } = this.queue.shift()!
       // Due at the first tick after it may go (it arrived, and the far end's buffer fell under BUFFER_MS):
@@ -366,7 +341,7 @@ export class Session {
     if (this.agentText !== '') this.addTranscript({ speaker: 'agent', content: this.agentText, timestamp: this.responseStartedAt })
     this.agentText = ''
     this.queue = []
-    this.rest = new Int16Array(0)
+    this.agentFrames.clear()
     this.playingUntil = 0
     this.responding = false
     this.transport.send({ type: 'clear' })
@@ -461,8 +436,7 @@ export class Session {
       outcome: 'transferred'
     })
     this.agent = target
-    this.sensitivity = target.interruption_sensitivity
-    const begin = llm.begin_message === null || llm.begin_message === '' ? '' : ` Greet the caller with: ${fillVariables(llm.begin_message, this.call.dynamic_context)}`
+    const begin = llm.begin_message === null || llm.begin_message === '' ? '' : ` Greet the caller with: ${renderText(llm.begin_message, this.call.dynamic_context)}`
     return `The call is now with ${target.agent_name}; you are ${target.agent_name} from now on.${begin}`
   }
 
