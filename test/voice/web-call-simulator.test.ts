@@ -2,6 +2,7 @@ import t from 'tap'
 import { buildApp } from '../../src/app.ts'
 import type { Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { addAction } from '../helpers/calls.ts'
 import { upload } from '../helpers/documents.ts'
 import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
@@ -35,6 +36,7 @@ t.test('a typed web call with the simulator: begin message, turns, a knowledge q
   const account = await createAccount(ctx.db)
   const agent = await agentWith(ctx, account, { webhook_url: receiver.url })
   await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'end_call', settings: { name: 'Hang up' } } })
+  await addAction(ctx.app, account, agent._id, { url: `${receiver.url}/action`, body: { transcript: '{{call_transcription}}' }, send_only_custom_fields: true })
   const call = await webCall(ctx, account, agent._id)
 
   const join = (await ctx.app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: call.access_token } })).json()
@@ -57,8 +59,11 @@ t.test('a typed web call with the simulator: begin message, turns, a knowledge q
   t.same(done.transcription.map((item: { speaker: string }) => item.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
   t.ok(done.tokens.by_model.simulator.input > 0, 'usage per model')
   t.equal(done.recording_url, null, 'nothing to record in a typed call')
-  const [delivery] = await receiver.waitFor(1)
-  t.match(delivery.json, { call_id: call._id, disconnection_reason: 'agent_hangup', transcription: Array })
+  const received = await receiver.waitFor(2)
+  t.match(received.find((r) => r.url !== '/action')!.json, { call_id: call._id, disconnection_reason: 'agent_hangup', transcription: Array })
+  const { transcript } = received.find((r) => r.url === '/action')!.json
+  t.match(transcript, /^Agent: Hello Ada, this is the clinic\.\nUser: Do you have time next Tuesday\?\n/)
+  t.match(transcript, /\nTool: Hang_up: /, 'a tool event is not the caller\'s words')
 })
 
 t.test('silence: a reminder, then the silence time-out ends the call', async (t) => {

@@ -2,6 +2,7 @@ import { HttpError } from '../../http/errors.ts'
 import type { Static } from 'typebox'
 import { ACTION_SETTINGS, MASK } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
+import type { TranscriptItem } from '../../db/schema.ts'
 
 // What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
 // api_call action's URL, query, body and headers with {{variables}}.
@@ -39,6 +40,8 @@ export function callPayload (call: CallRow): Partial<Record<PayloadField, unknow
 
 const firstString = (...values: unknown[]) => values.find((v) => typeof v === 'string' && v !== '') as string | undefined
 
+const SPEAKERS: Record<TranscriptItem['speaker'], string> = { agent: 'Agent', user: 'User', tool: 'Tool' }
+
 /** The values of every {{variable}}: the built-in call variables, then retrieval and collected fields. */
 export function callVariables (call: CallRow): Record<string, unknown> {
   const analysis = call.custom_analysis_data ?? {}
@@ -57,7 +60,7 @@ export function callVariables (call: CallRow): Record<string, unknown> {
     call_end: call.end_timestamp?.toISOString() ?? null,
     call_duration: Math.round((call.duration_ms ?? 0) / 1000),
     call_summary: call.call_summary,
-    call_transcription: call.transcription.map((t) => `${t.speaker === 'agent' ? 'Agent' : 'User'}: ${t.content}`).join('\n'),
+    call_transcription: call.transcription.map((t) => `${SPEAKERS[t.speaker]}: ${t.content}`).join('\n'),
     call_sentiment: call.sentiment,
     call_task_achieved: call.task_achieved,
     call_recording_url: call.recording_url,
