@@ -1,14 +1,19 @@
-import { randomBytes } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { API_VERSION, errorBody, type IncomingNumber, sid, TwilioVoice, type VoiceStandIn } from './twilio-voice.ts'
 
-interface IncomingNumber { sid: string, account_sid: string, phone_number: string, friendly_name: string }
+export { sid, twilioSignature } from './twilio-voice.ts'
+export type { Callee, CallStatus, DialRecord, IncomingNumber, LiveCall, MediaStream, Signing, StreamMessage, Webhook } from './twilio-voice.ts'
+
 interface Offer { phone_number: string, friendly_name: string, locality: string, region: string, iso_country: string, area_code: string }
 
 export interface StandInRequest { method: string, path: string, query: URLSearchParams, form: URLSearchParams, accountSid: string | undefined }
 
-export interface TwilioStandIn {
+/** A number's voice settings, as IncomingPhoneNumbers takes them. */
+export type VoiceSettings = Partial<Pick<IncomingNumber, 'voice_url' | 'voice_method' | 'status_callback' | 'status_callback_method'>>
+
+export interface TwilioStandIn extends VoiceStandIn {
   /** For TWILIO_API_URL. */
   url: string
   /** Every request, in order. */
@@ -18,7 +23,7 @@ export interface TwilioStandIn {
   /** Numbers offered for sale, by country. */
   offer: (country: string, numbers: Array<{ phone_number: string, area_code: string, locality: string, region: string }>) => void
   /** Numbers an account holds already (to import). */
-  hold: (accountSid: string, phoneNumber: string) => IncomingNumber
+  hold: (accountSid: string, phoneNumber: string, voice?: VoiceSettings) => IncomingNumber
   incoming: (accountSid: string) => IncomingNumber[]
   /** The next request is answered with this status and Twilio's error body. */
   failNext: (status: number, code: number, message: string) => void
@@ -26,45 +31,73 @@ export interface TwilioStandIn {
   onPurchase: ((phoneNumber: string) => Promise<void>) | undefined
 }
 
-export const sid = (prefix: string) => prefix + randomBytes(16).toString('hex')
+/** IncomingPhoneNumbers form fields and the resource fields they set. */
+const VOICE_FIELDS = [['VoiceUrl', 'voice_url'], ['VoiceMethod', 'voice_method'], ['StatusCallback', 'status_callback'], ['StatusCallbackMethod', 'status_callback_method']] as const
+
+const voiceSettings = (form: URLSearchParams): VoiceSettings =>
+  Object.fromEntries(VOICE_FIELDS.filter(([field]) => form.has(field)).map(([field, key]) => [key, form.get(field)]))
+
+/** The stand-in for a tap test: closed at teardown. */
+export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
+  const standIn = await createTwilioStandIn()
+  t.teardown(standIn.close)
+  return standIn
+}
 
 /**
  * A local HTTP server that answers like Twilio's REST API (2010-04-01) for what the adapter uses:
- * AvailablePhoneNumbers/{Country}/Local.json, IncomingPhoneNumbers.json (list, purchase) and
- * IncomingPhoneNumbers/{Sid}.json (release), with basic auth and Twilio's error body.
+ * AvailablePhoneNumbers/{Country}/Local.json, IncomingPhoneNumbers.json (list, purchase),
+ * IncomingPhoneNumbers/{Sid}.json (update, release) and Calls (twilio-voice.ts), with basic auth and Twilio's
+ * error body; and Twilio's voice side (webhooks, TwiML, media streams) towards the server under test.
  */
-export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
+export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: () => Promise<void> }> {
   const tokens = new Map<string, string>()
   const offers = new Map<string, Offer[]>()
   const owned = new Map<string, IncomingNumber[]>()
   const requests: StandInRequest[] = []
   let failure: { status: number, code: number, message: string } | undefined
 
-  const error = (res: http.ServerResponse, status: number, code: number, message: string) => {
-    res.writeHead(status, { 'content-type': 'application/json' })
-    res.end(JSON.stringify({ code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status }))
-  }
   const json = (res: http.ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' })
     res.end(JSON.stringify(body))
   }
+  const error = (res: http.ServerResponse, status: number, code: number, message: string) => json(res, status, errorBody(status, code, message))
+  const resource = (number: IncomingNumber) => ({
+    ...number, api_version: API_VERSION, capabilities: { voice: true, sms: true, mms: true, fax: false }, status: 'in-use', date_created: new Date().toUTCString(), uri: `/${API_VERSION}/Accounts/${number.account_sid}/IncomingPhoneNumbers/${number.sid}.json`
+  })
+  const voice = new TwilioVoice({ token: (accountSid) => tokens.get(accountSid), numbers: () => [...owned.values()].flat() })
   const page = (uri: string, key: string, items: unknown[], pageSize: number) => ({
     [key]: items, end: Math.max(items.length - 1, 0), first_page_uri: uri, next_page_uri: null, page: 0, page_size: pageSize, previous_page_uri: null, start: 0, uri
   })
 
-  const standIn: TwilioStandIn = {
+  const standIn: TwilioStandIn & { close: () => Promise<void> } = {
     url: '',
+    calls: voice.calls,
+    webhooks: voice.webhooks,
+    errors: voice.errors,
+    delays: voice.delays,
+    route: (publicOrigin, localOrigin) => voice.route(publicOrigin, localOrigin),
+    callee: (phoneNumber, behaviour) => voice.callee(phoneNumber, behaviour),
+    dialIn: (from, to, options) => voice.dialIn(from, to, options),
+    waitForCall: (to, nth) => voice.waitForCall(to, nth),
+    post: (url, params, options) => voice.post(url, params, options),
+    resend: (webhook) => voice.resend(webhook),
     requests,
     addAccount: (accountSid, token) => { tokens.set(accountSid, token); owned.set(accountSid, []) },
     offer: (country, numbers) => { offers.set(country, numbers.map((n) => ({ ...n, iso_country: country, friendly_name: n.phone_number }))) },
-    hold: (accountSid, phoneNumber) => {
-      const number = { sid: sid('PN'), account_sid: accountSid, phone_number: phoneNumber, friendly_name: phoneNumber }
+    hold: (accountSid, phoneNumber, settings = {}) => {
+      const number = { sid: sid('PN'), account_sid: accountSid, phone_number: phoneNumber, friendly_name: phoneNumber, voice_url: null, voice_method: 'POST', status_callback: null, status_callback_method: 'POST', ...settings }
       owned.get(accountSid)!.push(number)
       return number
     },
     incoming: (accountSid) => owned.get(accountSid) ?? [],
     failNext: (status, code, message) => { failure = { status, code, message } },
-    onPurchase: undefined
+    onPurchase: undefined,
+    close: () => new Promise<void>((resolve) => {
+      voice.close()
+      server.closeAllConnections()
+      server.close(() => resolve())
+    })
   }
 
   const server = http.createServer((req, res) => {
@@ -109,8 +142,7 @@ export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
           if (phoneNumber === null || offered === -1) return error(res, 400, 21422, 'PhoneNumber requested is not available')
           list.splice(offered, 1)
           await standIn.onPurchase?.(phoneNumber)
-          const number = standIn.hold(accountSid, phoneNumber)
-          return json(res, 201, { ...number, api_version: '2010-04-01', capabilities: { voice: true, sms: true, mms: true, fax: false }, status: 'in-use', date_created: new Date().toUTCString(), uri: `/2010-04-01/Accounts/${accountSid}/IncomingPhoneNumbers/${number.sid}.json` })
+          return json(res, 201, resource(standIn.hold(accountSid, phoneNumber, voiceSettings(form))))
         }
         if (rest === '/IncomingPhoneNumbers.json' && req.method === 'GET') {
           const wanted = url.searchParams.get('PhoneNumber')
@@ -118,20 +150,25 @@ export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
           return json(res, 200, page(url.pathname + url.search, 'incoming_phone_numbers', found, 50))
         }
         const one = /^\/IncomingPhoneNumbers\/(PN[0-9a-f]{32})\.json$/.exec(rest)
-        if (one !== null && req.method === 'DELETE') {
+        if (one !== null && (req.method === 'DELETE' || req.method === 'POST')) {
           const list = owned.get(accountSid) ?? []
           const at = list.findIndex((n) => n.sid === one[1])
           if (at === -1) return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
+          if (req.method === 'POST') return json(res, 200, resource(Object.assign(list[at], voiceSettings(form))))
           list.splice(at, 1)
           res.writeHead(204).end()
           return
+        }
+        const calls = voice.rest(req.method ?? '', accountSid, rest, form)
+        if (calls !== undefined) {
+          if (calls.afterAnswer !== undefined) res.once('finish', calls.afterAnswer)
+          return json(res, calls.status, calls.body)
         }
         return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
       })().catch((err: unknown) => { res.writeHead(500).end(String(err)) })
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
   standIn.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   return standIn
 }
