@@ -1,6 +1,7 @@
-// npm run bench:voice [-- --engine realtime|cascade] [--levels 10,50,100] — the voice engine under concurrent calls.
-// N simulated callers talk to the server (its own process, CALL_RUNTIME=voice) over the browser's WebSocket
-// protocol, as a microphone would: speech paced in real time, turn after turn. The providers are stand-ins in a
+// npm run bench:voice [-- --engine realtime|cascade] [--transport browser|twilio] [--levels 10,50,100] — the voice
+// engine under concurrent calls. N simulated callers talk to the server (its own process, CALL_RUNTIME=voice) over
+// the browser's WebSocket protocol, or phone it through a Twilio stand-in in this process (webhook, TwiML, Media
+// Streams in µ-law), as a microphone would: speech paced in real time, turn after turn. The providers are stand-ins in a
 // process of their own that answer at once, so what is measured is what the server adds: from the caller's end of
 // speech as our turn detection saw it (its `user_speaking` false event) to the first agent audio frame after
 // it; the share of outbound frames sent over 20 ms late (the server's own count, in `ended`); the server's
@@ -13,6 +14,7 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { createDb } from '../src/db/database.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
+import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
 import { benchDatabase, sampleRss, startServer, table } from './bench/lib.ts'
 import { seedAccount } from './seed-data.ts'
@@ -26,8 +28,8 @@ const { values } = parseArgs({
 })
 const engine = values.engine
 if (engine !== 'cascade' && engine !== 'realtime') throw new Error('--engine is cascade or realtime')
-// Phone calls (Twilio Media Streams) are not served yet: only the browser's stream can be measured.
-if (values.transport !== 'browser') throw new Error(`--transport ${values.transport}: only browser calls exist so far`)
+const transport = values.transport
+if (transport !== 'browser' && transport !== 'twilio') throw new Error('--transport is browser or twilio')
 const fixedLevels = values.levels?.split(',').map(Number)
 if (fixedLevels?.some((n) => !Number.isInteger(n) || n < 1) === true) throw new Error('--levels is a list of call counts, e.g. 5,10')
 
@@ -57,11 +59,32 @@ const standinUrl = await new Promise<string>((resolve, reject) => {
   standins.stdout.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { url: string }).url))
   standins.once('exit', (code) => reject(new Error(`the stand-ins exited with ${code}`)))
 })
+// Phone calls: Twilio is a stand-in in this process (it is the callers' side of the line), reached by the server
+// through its REST API and reaching the server at PUBLIC_BASE_URL through a route, as through a tunnel.
+const PUBLIC = 'https://voice.bench.test'
+const NUMBER = '+14155550100'
+const twilio = transport === 'twilio' ? await createTwilioStandIn() : undefined
+const twilioAccount = { sid: sid('AC'), token: 'bench-auth-token' }
+if (twilio !== undefined) {
+  twilio.addAccount(twilioAccount.sid, twilioAccount.token)
+  twilio.offer('US', [{ phone_number: NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
+  // Its records of requests and webhooks are emptied every second, so that its memory stays flat.
+  setInterval(() => { twilio.requests.length = 0; twilio.webhooks.length = 0 }, 1000).unref()
+}
 const env: Record<string, string> = {
   DATABASE_URL: database.url,
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: engine,
-  ...(engine === 'cascade' ? { STT_URL: standinUrl, LLM_URL: standinUrl, TTS_URL: standinUrl } : { REALTIME_URL: standinUrl })
+  ...(engine === 'cascade' ? { STT_URL: standinUrl, LLM_URL: standinUrl, TTS_URL: standinUrl } : { REALTIME_URL: standinUrl }),
+  ...(twilio !== undefined && {
+    PHONE_CARRIER: 'twilio',
+    TWILIO_ACCOUNT_SID: twilioAccount.sid,
+    TWILIO_AUTH_TOKEN: twilioAccount.token,
+    TWILIO_API_URL: twilio.url,
+    PUBLIC_BASE_URL: PUBLIC,
+    // The server's own count of late frames comes from its log line at each call's end (a phone has no `ended` event).
+    LOG_LEVEL: 'info'
+  })
 }
 
 async function api (url: string, path: string, body: unknown): Promise<any> {
@@ -191,6 +214,79 @@ async function caller (url: string, agentId: string, window: Window): Promise<Ca
   return result
 }
 
+/** Frames of the caller's turn (600 ms of speech, 700 ms of silence) and the one at which our turn detection ends it (500 ms of silence). */
+const TURN = speech(600, 700)
+const END_OF_TURN_FRAME = (600 + 500) / 20 - 1
+/** Agent audio that has played out with nothing after it for this long: the agent has finished its answer. */
+const QUIET_MS = 150
+
+/**
+ * One caller on the phone: Twilio (the stand-in) posts the voice webhook, follows the TwiML, opens the media
+ * stream; the caller waits for the begin message, then talks turn after turn until the window ends, and hangs
+ * up. Turn latency: from the moment the caller sent the frame that completes 500 ms of silence (where our turn
+ * detection ends the turn) to the first agent frame after it. Late frames: the server's own count, from its log.
+ */
+async function phoneCaller (window: Window): Promise<CallerResult> {
+  const result: CallerResult = { latencies: [], missed: 0, framesSent: 0, framesLate: 0, framesReceived: 0, underruns: 0 }
+  try {
+    const { call } = await twilio!.dialIn(`+1415555${String(Math.floor(Math.random() * 10_000)).padStart(4, '0')}`, NUMBER)
+    const stream = await call.waitForStream()
+    let endOfTurn: number | undefined
+    let playedUntil: number | undefined
+    let answers = 0
+    let quiet: NodeJS.Timeout | undefined
+    const waiters = new Set<() => void>()
+    stream.socket.on('message', () => {
+      // The stand-in's own listener ran first; only what this caller needs is kept, so that memory stays flat.
+      stream.messages.length = 0
+      const frame = stream.frames.at(-1)
+      if (frame === undefined) return
+      stream.frames.length = 0
+      result.framesReceived++
+      if (playedUntil !== undefined && frame.at > playedUntil && frame.at - playedUntil < QUIET_MS) result.underruns++
+      playedUntil = Math.max(playedUntil ?? frame.at, frame.at) + 20
+      if (endOfTurn !== undefined) {
+        if (endOfTurn >= window.start && endOfTurn < window.end) result.latencies.push(frame.at - endOfTurn)
+        endOfTurn = undefined
+      }
+      clearTimeout(quiet)
+      quiet = setTimeout(() => {
+        answers++
+        playedUntil = undefined
+        for (const waiter of waiters) waiter()
+      }, stream.bufferedMs() + QUIET_MS)
+    })
+    const answered = async (count: number) => await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`no answer played out within ${TURN_TIMEOUT_MS} ms`)) }, TURN_TIMEOUT_MS)
+      const check = () => {
+        if (answers < count) return
+        clearTimeout(timer)
+        waiters.delete(check)
+        resolve()
+      }
+      waiters.add(check)
+      check()
+    })
+    await answered(1)
+    while (performance.now() < window.end) {
+      const before = answers
+      // The answer may start before the last frames of silence are sent: the end of turn is known before.
+      endOfTurn = performance.now() + END_OF_TURN_FRAME * 20
+      await stream.sendAudio(TURN, { realtime: true })
+      await answered(before + 1)
+      if (endOfTurn !== undefined) result.missed++
+      await sleep(Math.min(Math.random() * 300, window.end - performance.now()))
+    }
+    clearTimeout(quiet)
+    await stream.hangup()
+    const row = await db.selectFrom('calls').select('id').where('carrier_call_id', '=', call.sid).executeTakeFirst()
+    result.callId = row?.id
+  } catch (err) {
+    result.error = err instanceof Error ? err.message : String(err)
+  }
+  return result
+}
+
 const quantile = (sorted: number[], q: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]
 const round = (n: number, digits = 1) => Number(n.toFixed(digits))
 
@@ -215,7 +311,18 @@ interface Level {
 }
 
 async function runLevel (calls: number, agentOf: (url: string) => Promise<string>): Promise<Level> {
-  const server = await startServer('src/main.ts', env, '/health')
+  // Each call's frames sent and late, from the server's log line at its end (phone calls).
+  const served = new Map<string, { sent: number, late: number }>()
+  const server = await startServer('src/main.ts', env, '/health', {
+    onLogLine: transport === 'twilio'
+      ? (line) => {
+          if (!line.includes('voice session ended')) return
+          const entry = JSON.parse(line) as { callId: string, framesSent: number, framesLate: number }
+          served.set(entry.callId, { sent: entry.framesSent, late: entry.framesLate })
+        }
+      : undefined
+  })
+  twilio?.route(PUBLIC, server.url)
   const pid = server.child.pid!
   try {
     const agentId = await agentOf(server.url)
@@ -226,7 +333,7 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
     const window = { start: start + ramp + WARMUP_MS, end: start + ramp + WARMUP_MS + WINDOW_SECONDS * 1000 }
     const running = Array.from({ length: calls }, async (_, i) => {
       await sleep(start + (i * ramp) / calls - performance.now())
-      return await caller(server.url, agentId, window)
+      return transport === 'twilio' ? await phoneCaller(window) : await caller(server.url, agentId, window)
     })
     await sleep(window.start - performance.now())
     const cpuBefore = await cpuMs(pid)
@@ -244,6 +351,10 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
         .where('id', 'in', ids).where('call_status', 'in', ['started', 'pending']).executeTakeFirstOrThrow()
       if (Number(n) === 0) break
       await sleep(100)
+    }
+    for (const result of results) {
+      const counts = result.callId === undefined ? undefined : served.get(result.callId)
+      if (counts !== undefined) Object.assign(result, { framesSent: counts.sent, framesLate: counts.late })
     }
 
     const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b)
@@ -288,6 +399,11 @@ const agentOf = async (url: string) => {
     call_settings: { reminder_after_seconds: 120, max_call_duration_minutes: 15 }
   })
   agentId = agent._id as string
+  // Phone calls reach the agent at a Twilio number of the account (bought once: the database is kept).
+  if (twilio !== undefined) {
+    await db.deleteFrom('phone_numbers').where('phone_number', '=', NUMBER).execute()
+    await api(url, '/v1/phone-number/buy', { phone_number: NUMBER, inbound_agent_id: agentId })
+  }
   return agentId
 }
 
@@ -306,8 +422,9 @@ for (let i = 0; ; i++) {
   if (level.errors.length > calls / 2) break
 }
 standins.kill()
+await twilio?.close()
 
-process.stdout.write(`\n${engine} engine, browser stream; ${WINDOW_SECONDS} s measured per level after ${WARMUP_MS / 1000} s of warm-up; stand-ins answer at once\n\n`)
+process.stdout.write(`\n${engine} engine, ${transport === 'twilio' ? 'phone calls over Twilio Media Streams' : 'browser stream'}; ${WINDOW_SECONDS} s measured per level after ${WARMUP_MS / 1000} s of warm-up; stand-ins answer at once\n\n`)
 process.stdout.write(table(levels.map((l) => ({
   calls: l.calls,
   turns: l.turns,
@@ -341,7 +458,7 @@ process.stdout.write(JSON.stringify({
   bench: 'voice',
   at: new Date().toISOString(),
   engine,
-  transport: 'browser',
+  transport,
   window_seconds: WINDOW_SECONDS,
   turn_latency_ms: Object.fromEntries(levels.map((l) => [String(l.calls), { p50: l.p50, p95: l.p95, p99: l.p99 }])),
   late_frame_share: Object.fromEntries(levels.map((l) => [String(l.calls), l.lateShare])),

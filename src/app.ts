@@ -28,7 +28,9 @@ import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { deliveryAgent } from './modules/deliveries/network.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes } from './modules/runtime/routes.ts'
-import { LiveCalls, webCallRoutes } from './modules/voice/routes.ts'
+import { LiveCalls } from './modules/voice/live-calls.ts'
+import { webCallRoutes } from './modules/voice/routes.ts'
+import { telephonyRoutes } from './modules/telephony/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 
 export interface Deps {
@@ -75,6 +77,11 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   // Live calls end properly on shutdown: this hook runs before the WebSocket plugin closes their sockets.
   const live = new LiveCalls()
   app.addHook('preClose', async () => { await live.endAll() })
+  // Closing waits for open connections, and closes idle keep-alive ones only once: a request that was being
+  // answered then (a Twilio webhook, a load balancer's) would hold the shutdown for the keep-alive time-out.
+  let idleSweep: NodeJS.Timeout | undefined
+  app.addHook('preClose', async () => { idleSweep = setInterval(() => app.server.closeIdleConnections(), 100) })
+  app.addHook('onClose', async () => { clearInterval(idleSweep) })
   // Before every route, so that an upgrade to a route without a WebSocket handler is refused.
   await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
   registerValidation(app)
@@ -129,6 +136,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })
       await open.register(recordingLinkRoutes, { db: deps.db })
     })
+    // Without the per-address limit: every call's webhooks come from Twilio's few addresses, signed.
+    await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live })
   }
 
   return app

@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
+import { createInterface } from 'node:readline'
 import autocannon from 'autocannon'
 import { loadConfig } from '../../src/config.ts'
 import { createPool } from '../../src/db/database.ts'
@@ -40,15 +41,16 @@ export async function freePort (): Promise<number> {
 export interface Server { url: string, child: ChildProcess, stop: () => Promise<void> }
 
 /** Starts a script (the real server, as `npm start` does, or the baseline) as its own process and waits until it answers. */
-export async function startServer (script: string, env: Record<string, string>, readyPath: string): Promise<Server> {
+export async function startServer (script: string, env: Record<string, string>, readyPath: string, options: { onLogLine?: (line: string) => void } = {}): Promise<Server> {
   const port = await freePort()
   const flags = script === 'src/main.ts' ? START_FLAGS : []
   const child = spawn(process.execPath, [...flags, path.join(ROOT, script)], {
     cwd: ROOT,
     // Rate limits off: a benchmark measures what the server can do, not the limits put on one client.
-    env: { ...process.env, SECRETS_KEY: BENCH_SECRETS_KEY, RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit']
+    env: { ...process.env, SECRETS_KEY: BENCH_SECRETS_KEY, RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', options.onLogLine === undefined ? 'ignore' : 'pipe', 'inherit']
   })
+  if (options.onLogLine !== undefined) createInterface({ input: child.stdout! }).on('line', options.onLogLine)
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}`)

@@ -266,6 +266,11 @@ export interface CallsTable {
   joined_at: Date | null
   speech_recognised_seconds: Generated<number>
   speech_synthesised_seconds: Generated<number>
+  carrier: 'twilio' | null
+  /** The carrier's id of the call (Twilio's CallSid). */
+  carrier_call_id: string | null
+  /** The conversation held while the call is forwarded to a phone number (voice/session.ts, Forwarding). */
+  forwarding: JsonNullable<AnyObject>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null

@@ -16,7 +16,9 @@ export const QUEUES = {
   /** One attempt of a post-call delivery; the next attempt is a new job, sent when this one is logged. */
   deliveryAttempt: 'delivery-attempt',
   /** Reads an uploaded knowledge-base file into searchable passages. */
-  extractKnowledgeFile: 'knowledge-extract'
+  extractKnowledgeFile: 'knowledge-extract',
+  /** Places an outbound phone call at the carrier (Twilio). */
+  placeCall: 'call-place'
 } as const
 
 /** What a job of each queue carries: `sendJob` and `workOn` take it from here, so a send and its worker agree. */
@@ -28,6 +30,7 @@ export interface QueuePayloads {
   /** `n`: the attempt's number, from 1. */
   [QUEUES.deliveryAttempt]: { id: string, n: number }
   [QUEUES.extractKnowledgeFile]: { fileId: string }
+  [QUEUES.placeCall]: { callId: string }
 }
 
 export type QueueName = keyof QueuePayloads
@@ -58,7 +61,9 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   // Retries here are for the server's own failures (database); the receiver's failures follow the delivery's schedule.
   [QUEUES.deliveryAttempt]: { retryLimit: 10, retryDelay: 5, retryDelayMax: 300 },
   // A document that cannot be read fails without a retry (the file says why); retries cover the database.
-  [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 }
+  [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 },
+  // Never retried: an attempt that failed after the carrier took the call would ring the person twice.
+  [QUEUES.placeCall]: { retryLimit: 0, retryDelay: 0 }
 }
 
 /**

@@ -13,6 +13,7 @@ import { createAnalyser } from '../modules/runtime/analysis/analyser.ts'
 import type { Analyser } from '../modules/runtime/analysis/types.ts'
 import { registerRuntimeWorkers } from '../modules/runtime/workers.ts'
 import { registerVoiceWorkers } from '../modules/voice/workers.ts'
+import { registerTelephonyWorkers } from '../modules/telephony/workers.ts'
 import { QUEUES, workOn } from './queues.ts'
 
 // The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like
@@ -36,6 +37,7 @@ export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promi
   await registerCallWorkers({ db, boss, config })
   await registerRuntimeWorkers({ db, boss, config, log, analyser: options.analyser ?? createAnalyser(config.analyser) })
   await registerVoiceWorkers({ db, boss, config, log })
+  await registerTelephonyWorkers({ db, boss, config, log })
   await registerDeliveryWorkers({ db, boss, config, log, agent, mailer })
   await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
   await registerHousekeeping(boss, { db, config, log })

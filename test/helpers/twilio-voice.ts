@@ -151,7 +151,7 @@ export interface VoiceStandIn {
   dialIn: (from: string, to: string, options?: { signature?: Signing, params?: Record<string, string> }) => Promise<{ call: LiveCall, webhook: Webhook }>
   /** The n-th outbound call to `to`, once answered (fails if it ended unanswered, or after 30 s). */
   waitForCall: (to: string, nth?: number) => Promise<LiveCall>
-  /** A POST (or GET) to any URL of the server, signed with the account's token unless told otherwise. */
+  /** A POST (or GET) to any URL of the server, signed with the token of the account it names (AccountSid) unless told otherwise. */
   post: (url: string, params: Record<string, string> | Array<[string, string]>, options?: { accountSid?: string, authToken?: string, signature?: Signing, method?: 'GET' | 'POST' }) => Promise<Webhook>
   /** The very same request again (Twilio retrying a webhook): same URL, parameters and headers. */
   resend: (webhook: Webhook) => Promise<Webhook>
@@ -684,8 +684,10 @@ export class TwilioVoice implements VoiceStandIn {
   }
 
   post (url: string, params: Record<string, string> | Array<[string, string]>, options: { accountSid?: string, authToken?: string, signature?: Signing, method?: 'GET' | 'POST' } = {}) {
-    const token = options.authToken ?? (options.accountSid === undefined ? undefined : this.#directory.token(options.accountSid))
     const pairs = Array.isArray(params) ? params : Object.entries(params)
+    // Signed by the account the request names, as Twilio does, unless another is given.
+    const accountSid = options.accountSid ?? pairs.find(([name]) => name === 'AccountSid')?.[1]
+    const token = options.authToken ?? (accountSid === undefined ? undefined : this.#directory.token(accountSid))
     return this.send('post', undefined, options.method ?? 'POST', url, pairs, options.signature ?? (token === undefined ? 'none' : 'valid'), undefined, token)
   }
 

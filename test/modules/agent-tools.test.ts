@@ -62,6 +62,10 @@ t.test('tool settings are validated per tool_type', async (t) => {
     [{ tool_type: 'agent_transfer', settings: { name: 'x', agent_id: agentId } }, 400, /^body\.settings\.agent_id must name another agent/],
     [{ tool_type: 'agent_transfer', settings: { name: 'x', agent_id: foreignAgent } }, 404, /^agent [0-9a-f]{24} \(body\.settings\.agent_id\) not found/],
     [{ tool_type: 'agent_transfer', settings: { name: 'x', agent_id: 'me' } }, 400, /^body\.settings\.agent_id must be a 24-character hexadecimal id/],
+    [{ tool_type: 'agent_transfer', settings: { name: 'x' } }, 400, /agent_id|phone_number/],
+    [{ tool_type: 'agent_transfer', settings: { name: 'x', agent_id: foreignAgent, phone_number: '+4930555000' } }, 400, /^body\.settings needs one of agent_id .* and phone_number .*, not both/],
+    [{ tool_type: 'agent_transfer', settings: { name: 'x', phone_number: '030 555' } }, 400, /^body\.settings\.phone_number must be/],
+    [{ tool_type: 'call_forwarding', settings: { name: 'x', phone_number: '+4930555000', timeout_seconds: 600 } }, 400, /^body\.settings\.timeout_seconds must be <= 120/],
     [{ tool_type: 'end_call', settings: {} }, 400, /^body\.settings\.name is required/]
   ]
   for (const [payload, status, message] of cases) {

@@ -118,9 +118,11 @@ t.test("twilio: import with the caller's own account; credentials kept, never re
   t.equal(imported.statusCode, 201)
   t.match(imported.json(), { phone_number: '+13125550188', source: 'imported', carrier: 'twilio', carrier_number_id: held.sid, nickname: 'own twilio' })
   t.notMatch(imported.body, /customer-secret-token|AC[0-9a-f]{32}/, 'neither the token nor the account SID is returned')
-  const lookup = twilio.requests.at(-1)!
+  const [lookup, pointed] = twilio.requests.slice(-2)
   t.match(lookup, { method: 'GET', path: '/IncomingPhoneNumbers.json', accountSid: customerSid })
   t.equal(lookup.query.get('PhoneNumber'), '+13125550188')
+  t.match(pointed, { method: 'POST', path: /^\/IncomingPhoneNumbers\/PN[0-9a-f]{32}\.json$/, accountSid: customerSid }, 'the number is pointed at this server')
+  t.match(Object.fromEntries(pointed.form), { VoiceUrl: /\/telephony\/twilio\/voice$/, VoiceMethod: 'POST', StatusCallback: /\/telephony\/twilio\/status$/ })
   const row = await db.selectFrom('phone_numbers').selectAll().where('id', '=', imported.json()._id).executeTakeFirstOrThrow()
   t.equal(row.carrier_account_id, customerSid)
   t.match(row.carrier_auth_token, /^enc:v1:[0-9a-f]{8}:/, 'the token is stored encrypted')

@@ -202,7 +202,7 @@ t.test('forged requests: unsigned or wrongly signed dial-ins and posts', async (
   const replayed = await twilio.resend(twilio.webhooks.at(-1)!)
   t.equal(replayed.status, 204)
   t.equal((await twilio.post(`${PUBLIC}/status`, params, { accountSid: ACCOUNT, signature: 'wrong' })).status, 403)
-  t.equal((await twilio.post(`${PUBLIC}/status`, params)).status, 403)
+  t.equal((await twilio.post(`${PUBLIC}/status`, params, { signature: 'none' })).status, 403)
   t.equal(twilioSignature(TOKEN, `${PUBLIC}/status?x=1`, params), expectedSignature(`${PUBLIC}/status?x=1`, new URLSearchParams(params)))
   t.equal(twilioSignature('t', 'u', [['b', '2'], ['a', '9'], ['a', '1'], ['B', '0']]), createHmac('sha1', 't').update('uB0a1a9b2').digest('base64'), 'names sorted case-sensitively, repeated names by value')
 })

@@ -152,6 +152,17 @@ t.test('a typed turn is a user message and a response', async (t) => {
   t.ok(h.of('audio').length > 0)
 })
 
+t.test('an engine started mid-call (a call taken back after forwarding) is given the conversation so far', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  await started(t, standin, { history: [{ role: 'assistant', text: 'Hello, this is Acme.' }, { role: 'user', text: 'Sales, please.' }] })
+  await until('the history', () => sent(standin, 'conversation.item.create').length === 2)
+  t.same(sent(standin, 'conversation.item.create'), [
+    { type: 'conversation.item.create', item: { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Hello, this is Acme.' }] } },
+    { type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Sales, please.' }] } }
+  ])
+  t.equal(sent(standin, 'response.create').length, 0, 'nothing is answered until asked')
+})
+
 t.test('say() speaks exactly the text and reports it', async (t) => {
   const standin = await startRealtimeStandin(t)
   const h = await started(t, standin)

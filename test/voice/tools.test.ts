@@ -52,11 +52,12 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   await addTool(ctx, account, agent._id, 'end_call', { name: 'Hang up' })
   await addTool(ctx, account, agent._id, 'end_call', { name: 'Hang up', description: 'when the caller is rude' })
   await addTool(ctx, account, agent._id, 'end_call', { name: 'Switched off' }, false)
-  await addTool(ctx, account, agent._id, 'call_forwarding', { name: 'To a human!', phone_number: '+4930123456', transfer_message: 'One moment please' })
+  await addTool(ctx, account, agent._id, 'call_forwarding', { name: 'To a human!', phone_number: '+4930123456', transfer_message: 'One moment please', timeout_seconds: 20, show_caller_number: true })
   await addTool(ctx, account, agent._id, 'call_forwarding', { name: 'Büro', phone_number: '+4930999999' })
   await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Billing', agent_id: billing._id })
   await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Retired', agent_id: retired._id })
   const stolen = await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Foreign', agent_id: retired._id })
+  await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Elsewhere', phone_number: '+4930555000' })
   await addTool(ctx, account, agent._id, 'appointment_booking', { name: 'Book', time_zone: 'UTC', duration_minutes: 30 })
   await addTool(ctx, account, agent._id, 'crm', { name: 'CRM', operations: ['log_call'] })
   // The API refuses another account's agent; a row changed behind its back must still not reach it.
@@ -68,7 +69,7 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   const { tools } = await loaded(t, context, agent._id)
   t.same(tools.map((tool) => [tool.type, tool.spec.name]), [
     ['end_call', 'Hang_up'], ['end_call', 'Hang_up_2'], ['call_forwarding', 'To_a_human'], ['call_forwarding', 'B_ro'],
-    ['agent_transfer', 'Billing'], ['agent_transfer', 'Retired'], ['agent_transfer', 'Foreign']
+    ['agent_transfer', 'Billing'], ['agent_transfer', 'Retired'], ['agent_transfer', 'Foreign'], ['agent_transfer', 'Elsewhere']
   ])
   t.ok(tools.every((tool) => SAFE_NAME.test(tool.spec.name)))
   t.same(logs.filter((entry) => /not live/.test(entry.msg)).map((entry) => entry.type), ['appointment_booking', 'crm'], 'skipped types are logged')
@@ -79,9 +80,11 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   t.same(await hangUp.run({ reason: 'goodbye' }, context), { output: 'The call is ending.', endCall: {} })
 
   t.same(await named(tools, 'To_a_human').run({}, context), {
-    output: 'The call is being forwarded to a person.', forwardTo: { phoneNumber: '+4930123456', message: 'One moment please' }
+    output: 'The call is put through to a person as soon as you have finished speaking: say exactly this to the caller: One moment please',
+    forwardTo: { type: 'call_forwarding', phoneNumber: '+4930123456', timeoutSeconds: 20, showCallerNumber: true }
   })
-  t.same((await named(tools, 'B_ro').run({ reason: 'billing' }, context)).forwardTo, { phoneNumber: '+4930999999' })
+  t.same((await named(tools, 'B_ro').run({ reason: 'billing' }, context)).forwardTo, { type: 'call_forwarding', phoneNumber: '+4930999999', timeoutSeconds: 30, showCallerNumber: false })
+  t.same((await named(tools, 'Elsewhere').run({}, context)).forwardTo, { type: 'agent_transfer', phoneNumber: '+4930555000', timeoutSeconds: 30, showCallerNumber: false })
 
   t.same(await named(tools, 'Billing').run({ reason: 'invoice question' }, context), { output: 'The call is being transferred to Billing.', transferTo: billing._id })
   await t.rejects(named(tools, 'Retired').run({}, context), /not active/)

@@ -55,7 +55,10 @@ async function checkToolSettings (db: DB, agent: AgentRow, type: string, setting
       if (await findKnowledgeBase(db, agent.user_id, id) === undefined) throw notFound(`knowledge base ${id} (body.settings.knowledge_base_ids)`)
     }
   }
-  if (type === 'agent_transfer') {
+  if (type === 'agent_transfer' && (settings.agent_id === undefined) === (settings.phone_number === undefined)) {
+    throw badRequest('body.settings needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both')
+  }
+  if (type === 'agent_transfer' && settings.agent_id !== undefined) {
     const target = String(settings.agent_id).toLowerCase()
     settings.agent_id = target
     if (target === agent.id) throw badRequest('body.settings.agent_id must name another agent than the one the tool belongs to')

@@ -15,6 +15,12 @@ const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4000 }), {
   description: 'sent with every request; values are write-only: answers show `********`, and a PATCH that sends `********` keeps the stored value'
 })
 
+/** How a phone call is put through to a number (call_forwarding, agent_transfer to a number). */
+const Dialling = {
+  timeout_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, description: 'how long the number rings before the agent takes the call back (default 30)' })),
+  show_caller_number: Type.Optional(Type.Boolean({ description: "show the caller's number to the person called (default false: the agent's number)" }))
+}
+
 /** What answers show instead of a stored header value. */
 export const MASK = '********'
 
@@ -70,7 +76,8 @@ export const TOOL_SETTINGS = {
     name: Name,
     description: Description,
     phone_number: E164,
-    transfer_message: Type.Optional(Type.String({ maxLength: 500, description: 'said before forwarding' }))
+    transfer_message: Type.Optional(Type.String({ maxLength: 500, description: 'said before forwarding' })),
+    ...Dialling
   }),
   end_call: Type.Object({ name: Name, description: Description }),
   calendar_one: calendarSettings(),
@@ -85,8 +92,10 @@ export const TOOL_SETTINGS = {
   agent_transfer: Type.Object({
     name: Name,
     description: Description,
-    agent_id: Type.String({ pattern: ID_PATTERN, description: 'the agent that takes over; another agent of the same account' })
-  }),
+    agent_id: Type.Optional(Type.String({ pattern: ID_PATTERN, description: 'the agent that takes over; another agent of the same account' })),
+    phone_number: Type.Optional({ ...E164, description: 'or: the number of an agent elsewhere (another platform, a team) that the call is put through to' }),
+    ...Dialling
+  }, { anyOf: [{ required: ['agent_id'] }, { required: ['phone_number'] }] }),
   mcp: Type.Object({
     name: Name,
     description: Description,

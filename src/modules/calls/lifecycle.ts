@@ -26,6 +26,10 @@ export interface NewCall {
   runtime: 'voice' | 'simulator' | 'external'
   access_token_hash?: string
   access_token_expires_at?: Date
+  /** The carrier that carries a phone call (its number's); none: the voice runtime simulates it. */
+  carrier?: 'twilio'
+  /** The carrier's id of an inbound call. */
+  carrier_call_id?: string
 }
 
 /** Stores a new `started` call of the agent and schedules what follows it, in one transaction. */
@@ -72,21 +76,27 @@ export const END_CLOCK_SKEW_MS = 5 * 60_000
 /** Seconds the deadline waits past the limit for a call the voice engine holds: it ends the call itself, transcript and all. */
 const VOICE_DEADLINE_GRACE_SECONDS = 30
 
-/** The call is a conversation simulated through the voice core: every call of the simulator, and phone calls the voice runtime cannot place. */
-function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type'>): boolean {
-  return call.runtime === 'simulator' || (call.runtime === 'voice' && call.call_type === 'phone')
+/**
+ * The call is a conversation simulated through the voice core: every call of the simulator, and phone calls
+ * of the voice runtime without a carrier (numbers of the sandbox or a SIP trunk).
+ */
+function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type' | 'carrier'>): boolean {
+  return call.runtime === 'simulator' || (call.runtime === 'voice' && call.call_type === 'phone' && call.carrier === null)
 }
 
 /**
  * Schedules what follows a new call, in the transaction that stores it: the deadline after the agent's
- * maximum duration, and for simulated calls the simulator's answer.
+ * maximum duration, for simulated calls the simulator's answer, and for an outbound call through a carrier
+ * its placing.
  */
-async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime' | 'call_type'>, maxMinutes: number): Promise<void> {
+async function scheduleCall (trx: Trx, jobs: JobSender, call: Pick<CallRow, 'id' | 'runtime' | 'call_type' | 'carrier' | 'direction'>, maxMinutes: number): Promise<void> {
   const scale = jobs.config.callTimeScale
   const grace = call.runtime === 'voice' ? VOICE_DEADLINE_GRACE_SECONDS : 0
   await sendJob(jobs.boss, trx, QUEUES.callDeadline, { callId: call.id, maxMs: maxMinutes * 60_000 }, { startAfter: Math.max(0, Math.round(maxMinutes * 60 * scale + grace)) })
   if (isSimulated(call)) {
     await sendJob(jobs.boss, trx, QUEUES.simulateCall, { callId: call.id }, { startAfter: Math.round(jobs.config.simulatorCallSeconds * scale) })
+  } else if (call.runtime === 'voice' && call.carrier !== null && call.direction === 'outbound') {
+    await sendJob(jobs.boss, trx, QUEUES.placeCall, { callId: call.id })
   }
 }
 

@@ -159,7 +159,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     schema: {
       tags: TAGS,
       summary: 'Place an outbound phone call',
-      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers.',
+      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers. With the built-in voice runtime a Twilio number\'s call is placed through Twilio (a person\'s phone rings); a sandbox or SIP number\'s call is simulated (docs/voice.md).',
       headers: IdempotencyHeaders,
       body: PhoneCallBody,
       response: { 201: PhoneCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
@@ -167,9 +167,8 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
   }, async (request, reply) => {
     const { body, userId } = request
     const agent = await callingAgent(db, userId, body.agent_id)
-    if (await findPhoneNumberByE164(db, userId, body.from_number) === undefined) {
-      throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
-    }
+    const number = await findPhoneNumberByE164(db, userId, body.from_number)
+    if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
       const call = await startCall(trx, jobs, agent, {
         call_type: 'phone',
@@ -178,7 +177,8 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
         call_to: body.to_number,
         custom_data: body.custom_data,
         dynamic_context: body.dynamic_context,
-        runtime: jobs.config.callRuntime
+        runtime: jobs.config.callRuntime,
+        ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
       })
       return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
     })

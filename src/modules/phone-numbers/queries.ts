@@ -58,6 +58,20 @@ export async function findPhoneNumberByE164 (db: DB, userId: string, phoneNumber
   return row === undefined ? undefined : opened(row)
 }
 
+/** The number at `phoneNumber` on this installation, whichever account holds it (the number a call reached). */
+export async function findNumberAnywhere (db: DB, phoneNumber: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('phone_number', '=', phoneNumber).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}
+
+/** The auth token kept with the numbers imported from a Twilio account, for checking that account's webhooks. */
+export async function findTwilioAuthToken (db: DB, accountSid: string): Promise<string | undefined> {
+  const row = await db.selectFrom('phone_numbers').select('carrier_auth_token')
+    .where('carrier', '=', 'twilio').where('carrier_account_id', '=', accountSid).where('carrier_auth_token', 'is not', null)
+    .orderBy('created_at', 'desc').limit(1).executeTakeFirst()
+  return row?.carrier_auth_token == null ? undefined : openSecret(row.carrier_auth_token)
+}
+
 /** Who holds a number on this installation, if anyone: numbers are unique across accounts. */
 export async function numberHolder (db: DB, phoneNumber: string): Promise<string | undefined> {
   const row = await db.selectFrom('phone_numbers').select('user_id').where('phone_number', '=', phoneNumber).executeTakeFirst()

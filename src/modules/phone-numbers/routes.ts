@@ -196,7 +196,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Buy a number',
-      description: "Buys `phone_number`, or the first number available in `area_code`, from this installation's carrier. A purchase that cannot be stored is given back to the carrier: a failed buy leaves nothing behind.",
+      description: "Buys `phone_number`, or the first number available in `area_code`, from this installation's carrier, with its calls sent to this server (PUBLIC_BASE_URL). A purchase that cannot be stored is given back to the carrier: a failed buy leaves nothing behind.",
       body: Type.Object({
         phone_number: Type.Optional(E164),
         area_code: Type.Optional(AreaCode),
@@ -218,7 +218,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     // Another account's number is one the carrier does not offer here, as search shows.
     const unavailable = conflict(`${phoneNumber} is not available`, 'number_unavailable')
     await ensureFree(request.userId, phoneNumber, unavailable)
-    const bought = await atCarrier(() => carrier.buy(phoneNumber))
+    const bought = await atCarrier(() => carrier.buy(phoneNumber, carriers.webhooks))
     try {
       const row = await insertPhoneNumber(db, {
         id: newId(),
@@ -243,7 +243,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Import a number from a carrier account',
-      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account. The credentials are kept for later carrier requests and never returned.',
+      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account, and its voice URL and status callback are pointed at this server (PUBLIC_BASE_URL). The credentials are kept for later carrier requests and never returned.',
       body: Type.Object({
         phone_number: E164,
         carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
@@ -270,6 +270,8 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     const carrier = carriers.get(name, credentials)
     const held = await atCarrier(() => carrier.findOwned(phoneNumber), credentials !== undefined)
     if (held === undefined) throw missing
+    // Its calls come here from now on; a number that cannot be pointed here is not imported.
+    await atCarrier(() => carrier.connect(held, carriers.webhooks), credentials !== undefined)
     const row = await insertPhoneNumber(db, {
       id: newId(),
       user_id: request.userId,

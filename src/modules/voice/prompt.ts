@@ -1,10 +1,19 @@
 // What the session adds to an agent's prompt, and the few lines it speaks itself, in the agent's language.
 
-interface Lines { reminder: string, timeUp: string }
+/** `notForwarded`: the agent takes the call back from a forwarding that nobody answered (or that failed). */
+interface Lines { reminder: string, timeUp: string, notForwarded: string }
 
 const LINES: Record<string, Lines> = {
-  en: { reminder: 'Are you still there?', timeUp: 'I am sorry, we have reached the time limit for this call. Goodbye!' },
-  de: { reminder: 'Sind Sie noch da?', timeUp: 'Es tut mir leid, die Zeit für dieses Gespräch ist abgelaufen. Auf Wiederhören!' }
+  en: {
+    reminder: 'Are you still there?',
+    timeUp: 'I am sorry, we have reached the time limit for this call. Goodbye!',
+    notForwarded: 'I am sorry, I could not reach anyone there. I am back with you: how else can I help?'
+  },
+  de: {
+    reminder: 'Sind Sie noch da?',
+    timeUp: 'Es tut mir leid, die Zeit für dieses Gespräch ist abgelaufen. Auf Wiederhören!',
+    notForwarded: 'Es tut mir leid, dort war niemand zu erreichen. Ich bin wieder für Sie da: Wie kann ich sonst helfen?'
+  }
 }
 
 /** The session's own lines in the agent's language (English when it has none of its own). */

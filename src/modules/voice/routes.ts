@@ -14,6 +14,7 @@ import { findCallByAccessToken, spendAccessToken } from '../calls/queries.ts'
 import { renderText } from '../deliveries/render.ts'
 import { hashToken } from '../users/keys.ts'
 import { chooseEngine } from './engines/index.ts'
+import type { LiveCalls } from './live-calls.ts'
 import { Session } from './session.ts'
 import { browserTransport, CLOSE, connectBrowser } from './transports/browser.ts'
 
@@ -61,23 +62,6 @@ function originAllowed (agent: Pick<AgentRow, 'widget_settings'>, origin: string
 function ownOrigins (config: Config, request: FastifyRequest): string[] {
   const host = request.headers.host
   return [new URL(config.publicBaseUrl).origin, ...(host === undefined ? [] : [`http://${host}`, `https://${host}`])]
-}
-
-/**
- * The calls this process holds, so that a shutdown ends each one properly (transcript, recording, analysis)
- * while the database is still there, rather than leaving them to the deadline job.
- */
-export class LiveCalls {
-  readonly #sessions = new Set<Session>()
-
-  add (session: Session): void {
-    this.#sessions.add(session)
-    void session.done.then(() => this.#sessions.delete(session))
-  }
-
-  async endAll (): Promise<void> {
-    await Promise.all([...this.#sessions].map(async (session) => { await session.end('server_shutdown') }))
-  }
 }
 
 /** The started call a web-call access token opens; 403 for a token unknown, expired or spent (a stream clears it). */

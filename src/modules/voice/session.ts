@@ -8,9 +8,9 @@ import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/querie
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
 import type { CallRow } from '../calls/queries.ts'
-import { recordingUrl, storeRecording } from '../calls/recordings.ts'
+import { findRecording, recordingUrl, storeRecording } from '../calls/recordings.ts'
 import { ignoreEnded } from '../calls/workers.ts'
-import { FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
+import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
 import { BUFFER_MS, pace, unpace } from './pacer.ts'
@@ -43,12 +43,72 @@ export interface Transport {
   send: (event: SessionEvent) => void
   /** The session ended: close the connection. */
   close: () => void
-  /** The far end can be put through to a phone number (the phone); a browser cannot. */
-  canDial: boolean
+  /**
+   * Puts the caller through to a phone number (the phone; a browser cannot): keeps `state` with the call
+   * and dials. Throws when it could not; once it resolves the call is the carrier's until it comes back.
+   */
+  forward?: (request: ForwardRequest) => Promise<void>
 }
 
 /** Why a session ended, as the call's disconnection_reason. */
-export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'server_shutdown'
+export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'stream_dropped' | 'server_shutdown'
+
+/** One transfer of the call, as its transfer_history lists it (docs/voice.md, "Transfers"). */
+export interface TransferRecord {
+  type: 'agent_transfer' | 'call_forwarding'
+  from_agent_id: string
+  to_agent_id?: string
+  to_agent_name?: string
+  /** A transfer to a phone number: the number dialled. */
+  to_number?: string
+  reason: string | null
+  timestamp: number
+  /** transferred (to another agent); dialing, answered, no_answer, busy, failed, canceled (to a number). */
+  outcome: string
+  /** How long the person at the number talked, for an answered forwarding. */
+  duration_seconds?: number
+}
+
+/** The conversation kept with a call while it is forwarded to a phone number (calls.forwarding). */
+export interface Forwarding {
+  /** The agent that held the call (after any agent_transfer). */
+  agent_id: string
+  transcript: TranscriptItem[]
+  tokens: Record<string, { input: number, output: number }>
+  speech: { recognised: number, synthesised: number }
+  /** The call's transfers; the last one is this forwarding. */
+  transfers: TransferRecord[]
+  /** Length of the recording stored so far (0: none). */
+  recording_ms: number
+}
+
+export interface ForwardRequest {
+  phoneNumber: string
+  /** How long the number rings before the agent takes the call back. */
+  timeoutSeconds: number
+  /** Show the caller's own number to the person called (else the agent's number). */
+  showCallerNumber: boolean
+  state: Forwarding
+}
+
+/** How a forwarded call ends without its session: the conversation kept, and what became of the forwarding. */
+export function forwardedCallEnd (config: Pick<SessionDeps['config'], 'publicBaseUrl'>, callId: string, state: Forwarding, end: { reason: string, outcome: string, seconds: number }): CallEnd {
+  const transfers = state.transfers.map((transfer, i) => i < state.transfers.length - 1
+    ? transfer
+    : { ...transfer, outcome: end.outcome, ...(end.outcome === 'answered' && { duration_seconds: end.seconds }) })
+  return {
+    outcome: 'completed',
+    disconnection_reason: end.reason,
+    transcription: state.transcript,
+    recording_url: state.recording_ms > 0 ? recordingUrl(config, callId) : undefined,
+    usage: {
+      tokens: state.tokens,
+      speech: { recognised_seconds: state.speech.recognised, synthesised_seconds: state.speech.synthesised },
+      forwarding_seconds: end.outcome === 'answered' ? end.seconds : 0
+    },
+    transfer_history: transfers
+  }
+}
 
 interface Queued { pcm: Int16Array, at: number }
 
@@ -69,11 +129,12 @@ export class Session {
   private tools = new Map<string, LiveTool>()
   private closeTools: () => Promise<void> = async () => {}
   private readonly abort = new AbortController()
-  private readonly startedAt = performance.now()
+  /** When the recording starts (performance.now() time): earlier than now for a call taken back after forwarding. */
+  private startedAt = performance.now()
   private readonly transcript: TranscriptItem[] = []
   private readonly tokens: Record<string, { input: number, output: number }> = {}
   private readonly speech = { recognised: 0, synthesised: 0 }
-  private readonly transfers: unknown[] = []
+  private readonly transfers: TransferRecord[] = []
   private detector!: TurnDetector
   private recorder: Recorder | undefined
   private readonly callerFrames = new Framer()
@@ -96,9 +157,12 @@ export class Session {
   private remindersSent = 0
   private silenceTimer: NodeJS.Timeout | undefined
   private readonly timers: NodeJS.Timeout[] = []
-  /** Set when the call is to end once the agent's current words are out. */
-  private ending: EndReason | undefined
+  /** Set when the call is to end (or be forwarded) once the agent's current words are out. */
+  private ending: EndReason | 'forward' | undefined
+  private forwardTo: (NonNullable<ToolOutcome['forwardTo']> & { reason: string | null }) | undefined
   private ended = false
+  private forwarding = false
+  private hungUp: EndReason | undefined
   readonly done: Promise<void>
   private resolveDone!: () => void
 
@@ -114,13 +178,18 @@ export class Session {
    * Opens the session of a started call on a transport; the conversation begins (engine connected, begin
    * message) in the background. Never throws: a session that cannot start ends its call `runtime_error`.
    */
-  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind } = {}): Session {
+  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind, resume?: Forwarding } = {}): Session {
     const session = new Session(deps, call, transport)
-    session.start(options.engine).catch(async (err: unknown) => {
+    session.start(options.engine, options.resume).catch(async (err: unknown) => {
       session.log.error({ err }, 'the voice session could not start')
       await session.end('runtime_error')
     })
     return session
+  }
+
+  /** The session is over: ended, or its call forwarded. */
+  get finished (): boolean {
+    return this.ended
   }
 
   /** The time scale of timers (CALL_TIME_SCALE: tests shorten reminders, time-outs and limits with it). */
@@ -132,9 +201,9 @@ export class Session {
     return settingsOf(this.agent)
   }
 
-  private async start (engine: EngineKind | undefined): Promise<void> {
+  private async start (engine: EngineKind | undefined, resume: Forwarding | undefined): Promise<void> {
     const { db, config } = this.deps
-    const agent = await findAgent(db, this.call.user_id, this.call.agent_id)
+    const agent = await findAgent(db, this.call.user_id, resume?.agent_id ?? this.call.agent_id)
     if (agent === undefined) throw new Error('the call\'s agent no longer exists')
     const llm = await findLlm(db, this.call.user_id, agent.llm_id)
     if (llm === undefined) throw new Error('the agent\'s LLM configuration no longer exists')
@@ -144,18 +213,41 @@ export class Session {
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
       this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
     }
+    if (resume !== undefined) await this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
     const setup = await this.setup(agent, llm)
     if (this.ended) return
-    await this.engine.start(setup)
+    await this.engine.start(resume === undefined ? setup : { ...setup, history: this.history() })
     if (this.ended) return
     this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
     this.timers.push(setTimeout(() => this.limitReached(), this.scaled(Math.max(0, left))))
+    if (resume !== undefined) return this.say(spokenLines(String(this.settings.language)).notForwarded)
     const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
     if (begin !== undefined) this.say(begin)
     else this.armSilence()
+  }
+
+  /** A call taken back after a forwarding nobody answered: the conversation and recording so far carry on. */
+  private async resume (state: Forwarding): Promise<void> {
+    this.transcript.push(...state.transcript)
+    Object.assign(this.tokens, state.tokens)
+    this.speech.recognised = state.speech.recognised
+    this.speech.synthesised = state.speech.synthesised
+    this.transfers.push(...state.transfers)
+    const earlier = this.recorder === undefined || state.recording_ms === 0 ? undefined : await findRecording(this.deps.db, this.call.user_id, this.call.id)
+    if (earlier !== undefined) {
+      this.recorder!.add('agent', decodeWav(await earlier.read()).pcm, 0)
+      this.startedAt -= earlier.durationMs
+    }
+  }
+
+  /** What was said so far, for an engine that starts mid-call. */
+  private history (): NonNullable<EngineSetup['history']> {
+    return this.transcript.flatMap((item) => item.speaker === 'user' || item.speaker === 'agent'
+      ? [{ role: item.speaker === 'user' ? 'user' as const : 'assistant' as const, text: item.content }]
+      : [])
   }
 
   /** The engine's setup for an agent: prompt with variables, the session's own lines, voice and live tools. */
@@ -220,7 +312,10 @@ export class Session {
 
   /** The caller hung up (or the connection closed); `reason` for a transport fault. */
   hangup (reason: EndReason = 'user_hangup'): void {
-    void this.end(reason)
+    // While the call is being forwarded the carrier closes the stream: the call is not over. Should the
+    // forwarding fail, a real hang-up then ends it.
+    if (this.forwarding) this.hungUp = reason
+    else void this.end(reason)
   }
 
   // The engine's events.
@@ -330,7 +425,7 @@ export class Session {
 
   private stoppedSpeaking (): void {
     this.setSpeaking(false)
-    if (this.ending !== undefined) this.hangup(this.ending)
+    if (this.ending !== undefined) this.finish()
     else this.armSilence()
   }
 
@@ -379,12 +474,17 @@ export class Session {
     this.finishWith('max_duration_reached', spokenLines(String(this.settings.language)).timeUp)
   }
 
-  /** Ends the call once the agent has said `words` (or at once), within LAST_WORDS_MS whatever happens. */
-  private finishWith (reason: EndReason, words?: string): void {
+  /** Ends (or forwards) the call once the agent has said `words` (or at once), within LAST_WORDS_MS whatever happens. */
+  private finishWith (reason: EndReason | 'forward', words?: string): void {
     this.ending = reason
-    this.timers.push(setTimeout(() => { void this.end(reason) }, this.scaled(LAST_WORDS_MS)))
+    this.timers.push(setTimeout(() => this.finish(), this.scaled(LAST_WORDS_MS)))
     if (words !== undefined) this.say(words)
-    else if (!this.speaking) void this.end(reason)
+    else if (!this.speaking) this.finish()
+  }
+
+  private finish (): void {
+    if (this.ending === 'forward') void this.forward()
+    else if (this.ending !== undefined) void this.end(this.ending)
   }
 
   // Live tools.
@@ -403,8 +503,12 @@ export class Session {
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the arguments must be a JSON object')
       outcome = await tool.run(parsed as Record<string, unknown>, { db: this.deps.db, config: this.deps.config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal })
-      if (outcome.forwardTo !== undefined && !this.transport.canDial) {
+      if (outcome.forwardTo !== undefined && this.transport.forward === undefined) {
         outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
+      }
+      if (outcome.forwardTo !== undefined && this.ending === undefined) {
+        const { reason } = parsed as { reason?: unknown }
+        this.forwardTo = { ...outcome.forwardTo, reason: typeof reason === 'string' ? reason : null }
       }
       if (outcome.transferTo !== undefined) outcome = { output: await this.transfer(outcome.transferTo, parsed as Record<string, unknown>) }
       event.output = outcome.output
@@ -415,7 +519,50 @@ export class Session {
     if (this.ended) return
     this.addTranscript({ speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event })
     if (outcome?.endCall !== undefined) this.finishWith('agent_hangup')
+    if (this.forwardTo !== undefined && this.ending === undefined) this.finishWith('forward')
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
+  }
+
+  /**
+   * Puts the caller through to the number the tool named, once the agent has said so: the recording so far
+   * is stored and the conversation kept with the call, and the session ends without ending the call. The
+   * telephony layer ends the call when the person hangs up, or takes it back to a new session (resume).
+   */
+  private async forward (): Promise<void> {
+    const target = this.forwardTo
+    if (this.ended || target === undefined || this.forwarding) return
+    this.forwarding = true
+    clearTimeout(this.silenceTimer)
+    for (const timer of this.timers.splice(0)) clearTimeout(timer)
+    const transfer: TransferRecord = { type: target.type, from_agent_id: this.agent.id, to_number: target.phoneNumber, reason: target.reason, timestamp: Date.now(), outcome: 'dialing' }
+    this.transfers.push(transfer)
+    try {
+      const recordingMs = await this.storeRecording()
+      if (this.ended) return
+      await this.transport.forward!({
+        phoneNumber: target.phoneNumber,
+        timeoutSeconds: target.timeoutSeconds,
+        showCallerNumber: target.showCallerNumber,
+        state: { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, recording_ms: recordingMs }
+      })
+    } catch (err) {
+      this.log.warn({ err }, 'the call could not be forwarded; the agent keeps it')
+      transfer.outcome = 'failed'
+      this.forwarding = false
+      this.forwardTo = undefined
+      this.ending = undefined
+      if (this.hungUp !== undefined) void this.end(this.hungUp)
+      else if (!this.ended) this.say(spokenLines(String(this.settings.language)).notForwarded)
+      return
+    }
+    this.ended = true
+    this.abort.abort()
+    unpace(this)
+    this.engine.close()
+    await this.closeTools()
+    this.transport.close()
+    this.log.info({ to: target.phoneNumber }, 'voice session forwarded the call')
+    this.resolveDone()
   }
 
   /** agent_transfer: the session goes on with the target agent's prompt, voice and tools. */
@@ -470,13 +617,16 @@ export class Session {
     this.resolveDone()
   }
 
+  /** Stores the recording so far; answers its length (0: nothing recorded). */
+  private async storeRecording (): Promise<number> {
+    if (this.recorder === undefined || this.recorder.durationMs === 0) return 0
+    await storeRecording(this.deps.db, { callId: this.call.id, userId: this.call.user_id, durationMs: this.recorder.durationMs, wav: this.recorder.wav() })
+    return this.recorder.durationMs
+  }
+
   private async callEnd (reason: EndReason): Promise<CallEnd> {
     const held = this.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent')
-    let recording: string | undefined
-    if (this.recorder !== undefined && this.recorder.durationMs > 0) {
-      await storeRecording(this.deps.db, { callId: this.call.id, userId: this.call.user_id, durationMs: Math.round(this.recorder.durationMs), wav: this.recorder.wav() })
-      recording = recordingUrl(this.deps.config, this.call.id)
-    }
+    const recording = await this.storeRecording() > 0 ? recordingUrl(this.deps.config, this.call.id) : undefined
     return {
       // A call that ended before a word was said never connected.
       outcome: held ? 'completed' : 'failed',

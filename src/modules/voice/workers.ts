@@ -38,7 +38,6 @@ function scriptedCaller (language: string, dynamicContext: Record<string, unknow
     else session().text(line)
   }
   return {
-    canDial: false,
     sendAudio () {},
     send (event: SessionEvent) {
       // An agent without a begin message waits for the caller, who then speaks first.

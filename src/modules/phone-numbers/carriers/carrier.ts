@@ -23,13 +23,19 @@ export interface CarrierNumber {
   phoneNumber: string
 }
 
+/** Where the carrier sends a number's calls: this server's voice webhook and status callback. */
+export interface NumberWebhooks { voiceUrl: string, statusCallback: string }
+
 /** What every carrier adapter does. Adapters answer facts or throw CarrierError; they never touch the database's records. */
 export interface Carrier {
   readonly name: CarrierName
   /** The account the adapter acts for (a Twilio account SID), stored with imported and bought numbers. */
   readonly accountId: string | null
   search: (query: NumberSearch) => Promise<AvailableNumber[]>
-  buy: (phoneNumber: string) => Promise<CarrierNumber>
+  /** Buys the number with its calls sent to `hooks`. */
+  buy: (phoneNumber: string, hooks: NumberWebhooks) => Promise<CarrierNumber>
+  /** Sends the calls of a number the account holds to `hooks` (an import). */
+  connect: (number: CarrierNumber, hooks: NumberWebhooks) => Promise<void>
   /** Gives a bought number back. A number the carrier no longer knows counts as released. */
   release: (number: CarrierNumber) => Promise<void>
   /** The number in the carrier account, for an import; undefined when the account does not hold it. */

@@ -2,9 +2,9 @@ import type { Config } from '../../../config.ts'
 import type { DB } from '../../../db/database.ts'
 import type { CarrierName } from '../../../db/schema.ts'
 import { badRequest } from '../../../http/errors.ts'
-import type { Carrier } from './carrier.ts'
+import type { Carrier, NumberWebhooks } from './carrier.ts'
 import { createSandboxCarrier } from './sandbox.ts'
-import { createTwilioCarrier } from './twilio.ts'
+import { createTwilioCarrier, TWILIO_WEBHOOKS } from './twilio.ts'
 
 export interface CarrierCredentials { accountSid: string, authToken: string }
 
@@ -13,14 +13,17 @@ export interface Carriers {
   readonly purchasing: CarrierName
   /** The adapter for a carrier, acting for the given account or, without one, the installation's. */
   get: (name: CarrierName, credentials?: CarrierCredentials) => Carrier
+  /** Where a carrier sends the calls of this installation's numbers. */
+  readonly webhooks: NumberWebhooks
 }
 
-export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 'twilio'>): Carriers {
+export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 'twilio' | 'publicBaseUrl'>): Carriers {
   const sandbox = createSandboxCarrier(db)
   const { apiUrl, accountSid, authToken } = config.twilio
   const installationTwilio = accountSid !== undefined && authToken !== undefined ? createTwilioCarrier({ apiUrl, accountSid, authToken }) : undefined
   return {
     purchasing: config.phoneCarrier,
+    webhooks: { voiceUrl: config.publicBaseUrl + TWILIO_WEBHOOKS.voice, statusCallback: config.publicBaseUrl + TWILIO_WEBHOOKS.status },
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       if (credentials !== undefined) return createTwilioCarrier({ apiUrl, ...credentials })

@@ -95,6 +95,8 @@ export function createSandboxCarrier (db: DB): Carrier {
       }
       return { carrierNumberId: `SB${phoneNumber.slice(1)}`, phoneNumber }
     },
+    // The sandbox places no calls: its numbers' calls are simulated.
+    async connect () {},
     async release () {},
     async findOwned (phoneNumber: string) {
       return blockOf(phoneNumber) === undefined ? undefined : { carrierNumberId: `SB${phoneNumber.slice(1)}`, phoneNumber }

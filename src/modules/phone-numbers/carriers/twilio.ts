@@ -1,4 +1,4 @@
-import { type AvailableNumber, type Carrier, CarrierError, type CarrierNumber, type NumberSearch } from './carrier.ts'
+import { type AvailableNumber, type Carrier, CarrierError, type CarrierNumber, type NumberSearch, type NumberWebhooks } from './carrier.ts'
 
 export interface TwilioAccount {
   /** `https://api.twilio.com`, or a stand-in. */
@@ -6,6 +6,9 @@ export interface TwilioAccount {
   accountSid: string
   authToken: string
 }
+
+/** Where Twilio reaches this server for a number's calls (paths under PUBLIC_BASE_URL; the telephony module serves them). */
+export const TWILIO_WEBHOOKS = { voice: '/telephony/twilio/voice', status: '/telephony/twilio/status' } as const
 
 // Twilio answers in well under a second; a hung connection must not hold the request much longer.
 const REQUEST_TIMEOUT_MS = 15_000
@@ -20,21 +23,21 @@ interface TwilioErrorBody { code?: number, message?: string, more_info?: string,
 interface TwilioIncomingNumber { sid: string, phone_number: string }
 interface TwilioAvailableNumber { phone_number: string, friendly_name?: string, locality?: string | null, region?: string | null, iso_country?: string }
 
-/**
- * Twilio's REST API (2010-04-01): AvailablePhoneNumbers to search, IncomingPhoneNumbers to buy, find
- * and release, with HTTP basic auth of the account SID and auth token.
- */
-export function createTwilioCarrier (account: TwilioAccount): Carrier {
+/** One request to an account's part of Twilio's REST API; undefined for 204, and for 404 of a GET or DELETE. */
+export type TwilioRequest = <T>(method: 'GET' | 'POST' | 'DELETE', path: string, form?: Record<string, string | string[]>) => Promise<T | undefined>
+
+/** Requests to Twilio's REST API (2010-04-01) for an account, with HTTP basic auth of its SID and auth token. */
+export function twilioRequester (account: TwilioAccount): TwilioRequest {
   const base = `${account.apiUrl}/2010-04-01/Accounts/${encodeURIComponent(account.accountSid)}`
   const authorization = 'Basic ' + Buffer.from(`${account.accountSid}:${account.authToken}`).toString('base64')
 
-  async function call<T> (method: 'GET' | 'POST' | 'DELETE', path: string, form?: Record<string, string>): Promise<T | undefined> {
+  return async function call<T> (method: 'GET' | 'POST' | 'DELETE', path: string, form?: Record<string, string | string[]>): Promise<T | undefined> {
     let response: Response
     try {
       response = await fetch(base + path, {
         method,
         headers: { authorization, accept: 'application/json', ...(form !== undefined && { 'content-type': 'application/x-www-form-urlencoded' }) },
-        body: form === undefined ? undefined : new URLSearchParams(form).toString(),
+        body: form === undefined ? undefined : formBody(form),
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)
       })
     } catch (err) {
@@ -52,7 +55,26 @@ export function createTwilioCarrier (account: TwilioAccount): Carrier {
     if (response.status === 404 && method !== 'POST') return undefined
     throw twilioError(response.status, (body ?? {}) as TwilioErrorBody)
   }
+}
 
+/** A form body; an array is the same field repeated (StatusCallbackEvent). */
+function formBody (form: Record<string, string | string[]>): string {
+  const params = new URLSearchParams()
+  for (const [name, value] of Object.entries(form)) for (const one of [value].flat()) params.append(name, one)
+  return params.toString()
+}
+
+/** A number's voice webhook and status callback, as Twilio's number resource takes them. */
+function webhookFields (hooks: NumberWebhooks): Record<string, string> {
+  return { VoiceUrl: hooks.voiceUrl, VoiceMethod: 'POST', StatusCallback: hooks.statusCallback, StatusCallbackMethod: 'POST' }
+}
+
+/**
+ * Twilio's REST API (2010-04-01): AvailablePhoneNumbers to search, IncomingPhoneNumbers to buy, find,
+ * point at this server and release.
+ */
+export function createTwilioCarrier (account: TwilioAccount): Carrier {
+  const call = twilioRequester(account)
   return {
     name: 'twilio',
     accountId: account.accountSid,
@@ -69,10 +91,14 @@ export function createTwilioCarrier (account: TwilioAccount): Carrier {
         region: n.region ?? null
       }))
     },
-    async buy (phoneNumber: string): Promise<CarrierNumber> {
-      const bought = await call<TwilioIncomingNumber>('POST', '/IncomingPhoneNumbers.json', { PhoneNumber: phoneNumber })
+    async buy (phoneNumber: string, hooks: NumberWebhooks): Promise<CarrierNumber> {
+      const bought = await call<TwilioIncomingNumber>('POST', '/IncomingPhoneNumbers.json', { PhoneNumber: phoneNumber, ...webhookFields(hooks) })
       if (bought?.sid === undefined) throw new CarrierError('failed', 'Twilio answered the purchase without the number\'s sid')
       return { carrierNumberId: bought.sid, phoneNumber: bought.phone_number }
+    },
+    async connect (number: CarrierNumber, hooks: NumberWebhooks): Promise<void> {
+      const updated = await call('POST', `/IncomingPhoneNumbers/${encodeURIComponent(number.carrierNumberId)}.json`, webhookFields(hooks))
+      if (updated === undefined) throw new CarrierError('failed', 'Twilio answered the number\'s update without the number')
     },
     async release (number: CarrierNumber): Promise<void> {
       await call('DELETE', `/IncomingPhoneNumbers/${encodeURIComponent(number.carrierNumberId)}.json`)

@@ -350,7 +350,10 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     }
 
     const engine: Engine = {
-      start: async (first) => { setup = first },
+      start: async (first) => {
+        setup = first
+        for (const item of first.history ?? []) history.push({ role: item.role, content: item.text })
+      },
       audio: (frame) => {
         turnAudio.push(frame.slice())
         turnSamples += frame.length

@@ -317,6 +317,10 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
             if (event.type !== 'session.updated') return
             ready = true
             clearTimeout(timer)
+            for (const item of given.history ?? []) {
+              const content = [{ type: item.role === 'user' ? 'input_text' : 'output_text', text: item.text }]
+              send({ type: 'conversation.item.create', item: { type: 'message', role: item.role, content } })
+            }
             resolve()
             return
           }

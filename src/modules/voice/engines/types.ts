@@ -27,6 +27,8 @@ export interface EngineSetup {
   model: string
   temperature: number
   maxTokens: number | null
+  /** What was said before this engine started (a call taken back after forwarding), oldest first. */
+  history?: Array<{ role: 'user' | 'assistant', text: string }>
 }
 
 export type EngineEvent =

@@ -23,8 +23,8 @@ export interface ToolOutcome {
   endCall?: { message?: string }
   /** agent_transfer: continue the call with this agent (same account; checked by the tool). */
   transferTo?: string
-  /** call_forwarding on a transport that can dial (the phone); the browser cannot. */
-  forwardTo?: { phoneNumber: string, message?: string }
+  /** call_forwarding, or agent_transfer to a number: on a transport that can dial (the phone); the browser cannot. */
+  forwardTo?: { type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, timeoutSeconds: number, showCallerNumber: boolean }
 }
 
 export interface LiveTool {

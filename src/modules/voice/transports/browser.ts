@@ -17,7 +17,6 @@ const MAX_TEXT_LENGTH = 2000
 
 export function browserTransport (socket: WebSocket): Transport & { reason: EndReason | undefined } {
   return {
-    canDial: false,
     reason: undefined,
     sendAudio (frame) {
       if (socket.readyState === socket.OPEN) socket.send(pcmToBuffer(frame), { binary: true })

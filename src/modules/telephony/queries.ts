@@ -1,0 +1,65 @@
+import { sql } from 'kysely'
+import type { DB } from '../../db/database.ts'
+import type { CallRow } from '../calls/queries.ts'
+import type { Forwarding } from '../voice/session.ts'
+
+// The telephony side of a call's row: the carrier's id of the call, the one-time token of its media stream,
+// and the conversation kept while the call is forwarded (calls.forwarding).
+
+/** The call a carrier's call id names (Twilio's CallSid). */
+export async function findCarrierCall (db: DB, callSid: string): Promise<CallRow | undefined> {
+  return await db.selectFrom('calls').selectAll().where('carrier', '=', 'twilio').where('carrier_call_id', '=', callSid).executeTakeFirst()
+}
+
+/** Records Twilio's id of an outbound call (once: a later, different id is refused). */
+export async function setCarrierCallId (db: DB, callId: string, callSid: string): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ carrier_call_id: callSid })
+    .where('id', '=', callId).where('carrier', '=', 'twilio')
+    .where((eb) => eb.or([eb('carrier_call_id', 'is', null), eb('carrier_call_id', '=', callSid)]))
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
+/** A new token for the call's next media stream (replacing any unspent one); false when the call has ended. */
+export async function setStreamToken (db: DB, callId: string, hash: string, expires: Date): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ access_token_hash: hash, access_token_expires_at: expires })
+    .where('id', '=', callId).where('call_status', '=', 'started')
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
+/**
+ * A media stream opens its call: the token is spent (one stream per token), and the conversation kept while
+ * the call was forwarded is handed over (and cleared), atomically.
+ */
+export async function takeStreamToken (db: DB, hash: string): Promise<{ call: CallRow, resume: Forwarding | undefined } | undefined> {
+  const result = await sql<CallRow & { held: Forwarding | null }>`
+    UPDATE calls c SET joined_at = coalesce(c.joined_at, now()), access_token_hash = NULL, forwarding = NULL
+    FROM (SELECT id, forwarding FROM calls WHERE access_token_hash = ${hash} FOR UPDATE) held
+    WHERE c.id = held.id AND c.call_status = 'started' AND c.carrier = 'twilio' AND c.access_token_expires_at > now()
+    RETURNING c.*, held.forwarding AS held`.execute(db)
+  const row = result.rows[0]
+  if (row === undefined) return undefined
+  const { held, ...call } = row
+  return { call, resume: held ?? undefined }
+}
+
+/** Keeps the conversation with a call that is being forwarded; false when the call is no longer started. */
+export async function holdForwarding (db: DB, callId: string, state: Forwarding): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state) })
+    .where('id', '=', callId).where('call_status', '=', 'started')
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
+export async function clearForwarding (db: DB, callId: string): Promise<void> {
+  await db.updateTable('calls').set({ forwarding: null }).where('id', '=', callId).execute()
+}
+
+/** A forwarding that nobody answered: its outcome is kept, and a token opens the stream that takes the call back. */
+export async function takeBack (db: DB, callId: string, state: Forwarding, hash: string, expires: Date): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), access_token_hash: hash, access_token_expires_at: expires })
+    .where('id', '=', callId).where('call_status', '=', 'started').where('forwarding', 'is not', null)
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}

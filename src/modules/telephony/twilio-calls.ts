@@ -1,0 +1,27 @@
+import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
+import type { TwilioRequest } from '../phone-numbers/carriers/twilio.ts'
+
+// Twilio's Calls resource: placing a call, changing a live one (a <Dial>, a hang-up), reading its status.
+
+export interface TwilioCall { sid: string, status: string }
+
+export function twilioCalls (request: TwilioRequest) {
+  return {
+    async create (call: { to: string, from: string, twiml: string, statusCallback: string }): Promise<TwilioCall> {
+      const created = await request<TwilioCall>('POST', '/Calls.json', {
+        To: call.to,
+        From: call.from,
+        Twiml: call.twiml,
+        StatusCallback: call.statusCallback,
+        StatusCallbackMethod: 'POST',
+        StatusCallbackEvent: ['completed']
+      })
+      if (created?.sid === undefined) throw new CarrierError('failed', 'Twilio answered the new call without its sid')
+      return created
+    },
+    /** New TwiML for a live call, or its end (`Status: completed`). */
+    async update (sid: string, change: { Twiml: string } | { Status: 'completed' }): Promise<void> {
+      await request('POST', `/Calls/${encodeURIComponent(sid)}.json`, change)
+    }
+  }
+}

@@ -1,0 +1,126 @@
+import type { WebSocket } from 'ws'
+import { mulawDecode, mulawEncode, resample } from '../audio.ts'
+import type { SessionEvent, Transport } from '../session.ts'
+
+// Twilio's Media Streams (bidirectional, <Connect><Stream>): JSON text messages; audio is base64 µ-law at
+// 8 kHz, converted here to and from the core's 16 kHz PCM16. In: connected, start, media, mark, dtmf, stop.
+// Out: media, mark, clear. The signalling around it (tokens, the call, forwarding) is the telephony module's.
+
+/** What one message from Twilio says, or why it is refused. */
+export type TwilioInput =
+  | { kind: 'connected' }
+  | { kind: 'start', streamSid: string, callSid: string, accountSid: string, parameters: Record<string, string> }
+  | { kind: 'media', pcm: Int16Array }
+  | { kind: 'mark', name: string }
+  /** Keypresses (dtmf) and tracks not asked for: not part of the conversation. */
+  | { kind: 'ignored' }
+  | { kind: 'stop' }
+  | { kind: 'invalid', problem: string }
+
+// 20 ms of 8 kHz µ-law is 160 bytes; Twilio sends one frame a message. More than a second in one is not Twilio.
+const MAX_MEDIA_BYTES = 8000
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+const str = (value: unknown): value is string => typeof value === 'string' && value !== ''
+
+export function parseTwilioMessage (data: Buffer, isBinary: boolean): TwilioInput {
+  if (isBinary) return { kind: 'invalid', problem: 'Media Streams messages are text' }
+  let message: any
+  try {
+    message = JSON.parse(data.toString('utf8'))
+  } catch {
+    return { kind: 'invalid', problem: 'a message must be JSON' }
+  }
+  if (typeof message !== 'object' || message === null) return { kind: 'invalid', problem: 'a message must be a JSON object' }
+  switch (message.event) {
+    case 'connected': return { kind: 'connected' }
+    case 'start': {
+      const start = message.start
+      if (typeof start !== 'object' || start === null || !str(start.streamSid) || !str(start.callSid) || !str(start.accountSid)) {
+        return { kind: 'invalid', problem: 'start needs start.streamSid, start.callSid and start.accountSid' }
+      }
+      const custom = typeof start.customParameters === 'object' && start.customParameters !== null ? start.customParameters as Record<string, unknown> : {}
+      const parameters = Object.fromEntries(Object.entries(custom).filter((entry): entry is [string, string] => typeof entry[1] === 'string'))
+      return { kind: 'start', streamSid: start.streamSid, callSid: start.callSid, accountSid: start.accountSid, parameters }
+    }
+    case 'media': {
+      const payload = message.media?.payload
+      // Only the caller's side is asked for (tracks: inbound); another track is not ours to hear.
+      if (message.media?.track !== undefined && message.media.track !== 'inbound') return { kind: 'ignored' }
+      if (typeof payload !== 'string' || payload.length > MAX_MEDIA_BYTES * 4 / 3 + 4 || !BASE64.test(payload)) {
+        return { kind: 'invalid', problem: 'media.payload must be base64 µ-law audio of at most one second' }
+      }
+      const bytes = Buffer.from(payload, 'base64')
+      return { kind: 'media', pcm: resample(mulawDecode(bytes), 8000, 16_000) }
+    }
+    case 'mark': return str(message.mark?.name) ? { kind: 'mark', name: message.mark.name } : { kind: 'invalid', problem: 'mark needs mark.name' }
+    case 'dtmf': return { kind: 'ignored' }
+    case 'stop': return { kind: 'stop' }
+    default: return { kind: 'invalid', problem: `unknown event ${JSON.stringify(message.event)}` }
+  }
+}
+
+/** 16 kHz to 8 kHz: each pair of samples averaged, a plain low-pass that keeps aliasing out of the phone band. */
+function halve (pcm: Int16Array): Int16Array {
+  const out = new Int16Array(pcm.length >> 1)
+  for (let i = 0; i < out.length; i++) out[i] = (pcm[2 * i] + pcm[2 * i + 1]) >> 1
+  return out
+}
+
+/** How long a close or a forwarding waits for Twilio to have played the agent's last words. */
+const DRAIN_MS = 2000
+
+export interface TwilioTransport extends Transport {
+  /** Twilio played everything sent before the mark `name`. */
+  marked: (name: string) => void
+  /** Resolves once Twilio has played all the agent audio sent so far (at most DRAIN_MS). */
+  drain: () => Promise<void>
+}
+
+/**
+ * The transport of one Media Stream. Marks tell when Twilio has played the audio: a close waits for the last
+ * one, so that a goodbye is not cut off when the stream (and with it the call) ends.
+ */
+export function twilioTransport (socket: WebSocket, streamSid: string, forward?: Transport['forward']): TwilioTransport {
+  const send = (message: unknown) => {
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message))
+  }
+  const pending = new Map<string, () => void>()
+  let marks = 0
+  let sentAudio = false
+  const transport: TwilioTransport = {
+    forward,
+    sendAudio (frame) {
+      sentAudio = true
+      send({ event: 'media', streamSid, media: { payload: mulawEncode(halve(frame)).toString('base64') } })
+    },
+    send (event: SessionEvent) {
+      if (event.type === 'clear') send({ event: 'clear', streamSid })
+    },
+    marked (name) {
+      pending.get(name)?.()
+    },
+    async drain () {
+      if (!sentAudio || socket.readyState !== socket.OPEN) return
+      const name = `played-${++marks}`
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer)
+          pending.delete(name)
+          socket.off('close', done)
+          resolve()
+        }
+        const timer = setTimeout(done, DRAIN_MS)
+        pending.set(name, done)
+        socket.once('close', done)
+        send({ event: 'mark', streamSid, mark: { name } })
+      })
+    },
+    close () {
+      void transport.drain().then(() => {
+        if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(1000)
+      })
+    }
+  }
+  return transport
+}

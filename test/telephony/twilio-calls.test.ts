@@ -1,0 +1,390 @@
+import t from 'tap'
+import { WebSocket } from 'ws'
+import type { Test } from 'tap'
+import { decodeWav, rms } from '../../src/modules/voice/audio.ts'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { poll } from '../helpers/poll.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import type { MediaStream } from '../helpers/twilio-voice.ts'
+import { finishedCall, speech } from '../helpers/voice-client.ts'
+
+// Phone calls through Twilio, end to end on loopback: the Twilio stand-in places and answers calls, posts
+// signed webhooks, follows our TwiML and speaks Media Streams (µ-law 8 kHz); the speech and chat providers are
+// the OpenAI-compatible stand-in (cascade engine). PUBLIC_BASE_URL is a public https address that the stand-in
+// reaches through a route to the server's loopback port, as Twilio would through a tunnel.
+
+const PUBLIC = 'https://voice.example.test'
+const ACCOUNT_SID = sid('AC')
+const AUTH_TOKEN = 'installation-auth-token'
+const OUR_NUMBER = '+14155550100'
+const CALLER = '+14155550199'
+
+type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
+
+async function listen (t: Test, env: Record<string, string> = {}): Promise<Ctx> {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
+  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
+  const openai = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, {
+    PHONE_CARRIER: 'twilio',
+    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
+    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TWILIO_API_URL: twilio.url,
+    PUBLIC_BASE_URL: PUBLIC,
+    VOICE_ENGINE: 'cascade',
+    STT_URL: openai.url,
+    LLM_URL: openai.url,
+    TTS_URL: openai.url,
+    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
+    DELIVERY_TIME_SCALE: '0.001',
+    ...env
+  }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  twilio.route(PUBLIC, url)
+  return { ...ctx, url, twilio, openai }
+}
+
+async function agentWith (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llm: Record<string, unknown> = {}) {
+  const config = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello, this is the clinic.', general_prompt: 'You are the clinic\'s receptionist.', ...llm } })).json()
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: config._id, ...body } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json() as { _id: string }
+}
+
+async function addTool (ctx: Ctx, account: Account, agentId: string, type: string, settings: Record<string, unknown>) {
+  const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: type, settings } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+}
+
+/** Buys OUR_NUMBER for the account with the agent answering it. */
+async function buyNumber (ctx: Ctx, account: Account, agentId: string) {
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: OUR_NUMBER, inbound_agent_id: agentId, outbound_agent_id: agentId } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json()
+}
+
+/** The agent has spoken (some audio) and stopped: nothing arrived for 300 ms and Twilio has played it all. */
+async function agentFinished (stream: MediaStream, after = 0): Promise<void> {
+  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, {
+    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
+  })
+}
+
+/**
+ * The caller says something (600 ms of speech, then silence that ends the turn) once the agent has spoken after
+ * frame `after` and stopped; answers the number of agent frames before the caller spoke (the answer comes after).
+ */
+async function say (stream: MediaStream, after = 0): Promise<number> {
+  await agentFinished(stream, after)
+  const heard = stream.frames.length
+  await stream.sendAudio(speech(600, 700))
+  return heard
+}
+
+const callsOf = async (ctx: Ctx) => await ctx.db.selectFrom('calls').selectAll().execute()
+
+t.test('an inbound call end to end: webhook, TwiML, stream, begin message heard, caller heard, end_call, analysed, delivered', async (t) => {
+  const ctx = await listen(t)
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { webhook_url: receiver.url })
+  await addTool(ctx, account, agent._id, 'end_call', { name: 'Hang up' })
+  await buyNumber(ctx, account, agent._id)
+  const [held] = ctx.twilio.incoming(ACCOUNT_SID)
+  t.match(held, { phone_number: OUR_NUMBER, voice_url: `${PUBLIC}/telephony/twilio/voice`, voice_method: 'POST', status_callback: `${PUBLIC}/telephony/twilio/status` }, 'buying points the number at this server')
+
+  ctx.openai.transcripts.push('I would like an appointment on Tuesday.', 'That is all, thanks.')
+  ctx.openai.replies.push({ text: 'Tuesday at ten is free. Shall I book it?' }, { toolCalls: [{ name: 'Hang_up', arguments: {} }] }, { text: 'Goodbye!' })
+
+  const { call, webhook } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  t.equal(webhook.status, 200)
+  t.match(webhook.body, /<Connect><Stream url="wss:\/\/voice\.example\.test\/telephony\/twilio\/stream"><Parameter name="token" value="mst_[A-Za-z0-9]+"\/><\/Stream><\/Connect>/)
+  const stream = await call.waitForStream()
+  t.match(stream.customParameters, { token: /^mst_/ })
+
+  await agentFinished(stream)
+  t.ok(rms(stream.audio16k()) > 300, 'the begin message is heard')
+  const answered = await say(stream)
+  await poll(() => ctx.openai.requests.transcriptions.length, (n) => n === 1, { message: 'the caller\'s turn is recognised' })
+  const heard = ctx.openai.requests.transcriptions[0]
+  t.ok(heard.rms > 500, `the recogniser got the caller's audio through µ-law (rms ${Math.round(heard.rms)})`)
+  await say(stream, answered)
+
+  t.equal(await call.ended, 'completed', 'the stream closed after the goodbye and Twilio hung up')
+  t.ok(stream.messages.some((m) => m.event === 'mark'), 'a mark before the close')
+  t.ok(stream.echoed.length > 0, 'the goodbye was played before the stream ended')
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_type: 'phone', direction: 'inbound', call_from: CALLER, call_to: OUR_NUMBER, call_status: 'success', disconnection_reason: 'agent_hangup' })
+  t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
+  t.match(done.transcription[1], { content: 'I would like an appointment on Tuesday.' })
+  t.ok(done.call_credits_details.phone_call_credits > 0, 'phone minutes charged')
+  const recording = await ctx.app.inject({ method: 'GET', url: `/v1/call/${done._id as string}/recording`, headers: account.headers })
+  t.ok(rms(decodeWav(recording.rawPayload).pcm) > 300, 'recorded')
+  const [delivery] = await receiver.waitFor(1)
+  t.match(delivery.json, { call_id: done._id, disconnection_reason: 'agent_hangup' })
+  t.same(ctx.twilio.errors, [])
+})
+
+t.test('outbound: make-phone-call rings the phone through the Calls API; answered, talked, hung up by the person', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, {}, { begin_message: 'Hi {{name}}, this is the clinic calling.' })
+  await buyNumber(ctx, account, agent._id)
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: '+14155550123', dynamic_context: { name: 'Ada' } } })
+  t.equal(res.statusCode, 201, res.body)
+  const callId = res.json()._id as string
+
+  const phone = await ctx.twilio.waitForCall('+14155550123')
+  const placed = ctx.twilio.requests.find((r) => r.path === '/Calls.json')!
+  t.equal(placed.form.get('From'), OUR_NUMBER)
+  t.equal(placed.form.get('StatusCallback'), `${PUBLIC}/telephony/twilio/status?call_id=${callId}`)
+  t.match(placed.form.get('Twiml'), /<Connect><Stream url="wss:\/\/voice\.example\.test\/telephony\/twilio\/stream">/)
+  const stream = await phone.waitForStream()
+  const answered = await say(stream)
+  await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the answer is asked for' })
+  t.match(ctx.openai.requests.speech[0].body, { input: 'Hi Ada, this is the clinic calling.' })
+  await agentFinished(stream, answered)
+  await stream.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.match(done, { direction: 'outbound', call_from: OUR_NUMBER, call_to: '+14155550123', call_status: 'success', disconnection_reason: 'user_hangup' })
+  const row = (await callsOf(ctx))[0]
+  t.equal(row.carrier_call_id, phone.sid, 'Twilio\'s CallSid is kept with the call')
+})
+
+t.test('outbound not answered, busy, or refused by Twilio: failed with the reason, nothing charged', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  ctx.twilio.callee('+14155550111', { answer: 'no-answer' })
+  ctx.twilio.callee('+14155550112', { answer: 'busy' })
+  const place = async (to: string) => {
+    const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: to } })
+    t.equal(res.statusCode, 201, res.body)
+    return res.json()._id as string
+  }
+  for (const [to, reason] of [['+14155550111', 'no_answer'], ['+14155550112', 'busy']]) {
+    const done = await finishedCall(ctx.app, account.headers, await place(to))
+    t.match(done, { call_status: 'failed', disconnection_reason: reason, call_credits_details: { phone_call_credits: 0 } }, reason)
+  }
+  ctx.twilio.failNext(400, 21211, "The 'To' number +999 is not a valid phone number.")
+  const refused = await finishedCall(ctx.app, account.headers, await place('+14155550113'))
+  t.match(refused, { call_status: 'failed', disconnection_reason: 'dial_failed' })
+  const charged = await ctx.db.selectFrom('calls').select((eb) => eb.fn.sum<number>('phone_call_credits').as('credits')).executeTakeFirstOrThrow()
+  t.equal(Number(charged.credits), 0, 'no credits charged for calls never answered')
+})
+
+t.test('barge-in on the phone: the caller talks over the agent and Twilio is told to clear its buffer', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { interruption_sensitivity: 1 }, { begin_message: 'Welcome to the clinic, where we have been caring for patients for more than fifty years, in this town and the next.' })
+  await buyNumber(ctx, account, agent._id)
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await poll(() => stream.frames.length, (n) => n > 10, { message: 'the agent is speaking' })
+  await stream.sendAudio(speech(300, 0))
+  await stream.waitFor('clear')
+  t.ok(stream.frames.some((f) => f.dropped), 'audio Twilio had buffered was dropped')
+  await stream.hangup()
+})
+
+t.test('forwarding with <Dial>: answered, the call ends when the person hangs up and the minutes are charged', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await addTool(ctx, account, agent._id, 'call_forwarding', { name: 'Front desk', phone_number: '+14155550142', transfer_message: 'Putting you through to the front desk.', timeout_seconds: 20 })
+  await buyNumber(ctx, account, agent._id)
+  ctx.twilio.delays.talkMs = 1500
+  ctx.openai.transcripts.push('Can I talk to a person?')
+  ctx.openai.replies.push({ toolCalls: [{ name: 'Front_desk', arguments: { reason: 'asked for a person' } }] }, { text: 'Putting you through to the front desk.' })
+
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await say(stream)
+  t.equal(await call.ended, 'completed')
+  t.match(call.dials, [{ number: '+14155550142', callerId: OUR_NUMBER, timeout: 20, status: 'completed', duration: 2 }])
+  t.ok(stream.echoed.length > 0, 'the transfer message was played before the <Dial>')
+
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_status: 'success', disconnection_reason: 'call_transfer', call_credits_details: { call_forwarding_credits: 8 } })
+  t.match(done.transfer_history, [{ type: 'call_forwarding', from_agent_id: agent._id, to_number: '+14155550142', reason: 'asked for a person', outcome: 'answered', duration_seconds: 2 }])
+  t.match(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'tool', 'agent'])
+  t.ok(done.recording_url !== null, 'the recording up to the forwarding is kept')
+})
+
+t.test('forwarding not answered: the agent takes the call back on a new stream, says so, and the conversation goes on', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Sales team', phone_number: '+14155550143', show_caller_number: true })
+  await buyNumber(ctx, account, agent._id)
+  ctx.twilio.callee('+14155550143', { answer: 'no-answer' })
+  ctx.openai.transcripts.push('Sales, please.', 'Then I will call back later.')
+  ctx.openai.replies.push({ toolCalls: [{ name: 'Sales_team', arguments: {} }] }, { text: 'One moment.' }, { text: 'Of course, goodbye.' })
+
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const first = await call.waitForStream()
+  await say(first)
+  const second = await call.waitForStream(1)
+  t.match(call.dials, [{ number: '+14155550143', callerId: CALLER, timeout: 30, status: 'no-answer' }])
+  await poll(() => ctx.openai.requests.speech.length, (n) => n >= 3, { message: 'the agent speaks again' })
+  t.match(ctx.openai.requests.speech[2].body, { input: /could not reach anyone/ }, 'the agent says nobody answered')
+  const answered = await say(second)
+  await poll(() => ctx.openai.requests.chat.length, (n) => n === 3, { message: 'the caller is answered after the take-back' })
+  t.match(ctx.openai.requests.chat[2].body.messages.map((m: { role: string, content: string | null }) => m.content), [/receptionist/, 'Hello, this is the clinic.', 'Sales, please.', 'One moment.', /could not reach anyone/, 'Then I will call back later.'],
+    'the new session knows the conversation so far')
+  await agentFinished(second, answered)
+  await second.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_status: 'success', disconnection_reason: 'user_hangup', call_credits_details: { call_forwarding_credits: 0 } })
+  t.match(done.transfer_history, [{ type: 'agent_transfer', to_number: '+14155550143', outcome: 'no_answer' }])
+  t.notOk('duration_seconds' in done.transfer_history[0])
+  t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'tool', 'agent', 'agent', 'user', 'agent'])
+})
+
+t.test('a stream that drops mid-call ends the call stream_dropped with its transcript; Twilio is told to hang up', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await agentFinished(stream)
+  await stream.drop()
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_status: 'success', disconnection_reason: 'stream_dropped', transcription: [{ speaker: 'agent', content: 'Hello, this is the clinic.' }] })
+  await poll(() => ctx.twilio.requests.find((r) => r.path === `/Calls/${call.sid}.json` && r.form.get('Status') === 'completed'), (r) => r !== undefined, { message: 'Twilio is told to hang up' })
+})
+
+t.test('forged and replayed webhooks: 403 without a valid signature, one call for Twilio\'s retries, 404 for an unknown call', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+
+  for (const signature of ['none', 'wrong'] as const) {
+    const { webhook } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER, { signature })
+    t.equal(webhook.status, 403, `signature ${signature}`)
+    t.match(JSON.parse(webhook.body), { code: 'invalid_signature' })
+  }
+  const json = await ctx.app.inject({ method: 'POST', url: '/telephony/twilio/voice', payload: { AccountSid: ACCOUNT_SID, CallSid: sid('CA') } })
+  t.equal(json.statusCode, 403, 'a JSON body is not a signed form')
+  const otherAccount = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, { AccountSid: sid('AC'), CallSid: sid('CA'), From: CALLER, To: OUR_NUMBER }, { accountSid: sid('AC'), authToken: 'not-ours' })
+  t.equal(otherAccount.status, 403, 'an account this server does not know')
+  t.equal((await callsOf(ctx)).length, 0, 'no call from a forged webhook')
+
+  // Twilio retries the voice webhook (the same request): before the stream opens, the same call gets a new stream token.
+  ctx.twilio.callee(OUR_NUMBER, { answer: 'answer' })
+  const params = { AccountSid: ACCOUNT_SID, ApiVersion: '2010-04-01', CallSid: sid('CA'), CallStatus: 'ringing', Direction: 'inbound', From: CALLER, To: OUR_NUMBER }
+  const first = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params)
+  const retry = await ctx.twilio.resend(first)
+  t.equal(retry.status, 200)
+  t.match(retry.body, /<Stream /)
+  t.not(/value="([^"]+)"/.exec(retry.body)![1], /value="([^"]+)"/.exec(first.body)![1], 'a fresh token')
+  t.equal((await callsOf(ctx)).length, 1, 'one call for the webhook and its retry')
+  const [stored] = await callsOf(ctx)
+
+  // A stream with a spent or unknown token is refused.
+  const status = async (extra: Record<string, string>, url = `${PUBLIC}/telephony/twilio/status`) => await ctx.twilio.post(url, { ...params, CallStatus: 'completed', CallDuration: '3', ...extra })
+  const unknown = await status({ CallSid: sid('CA') })
+  t.equal(unknown.status, 404, 'a status callback for a call that is not here')
+  t.equal((await callsOf(ctx))[0].call_status, 'started', 'and nothing changed')
+  const forged = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/status`, { ...params, CallStatus: 'completed' }, { signature: 'wrong' })
+  t.equal(forged.status, 403)
+  t.equal((await callsOf(ctx))[0].call_status, 'started', 'a forged status changes nothing')
+  const elsewhere = await status({}, `${PUBLIC}/telephony/twilio/status?call_id=${'0'.repeat(24)}`)
+  t.equal(elsewhere.status, 404)
+
+  // The call ends before its stream opened (the caller hung up while it connected).
+  const ended = await status({})
+  t.equal(ended.status, 204)
+  const done = await finishedCall(ctx.app, account.headers, stored.id)
+  t.match(done, { call_status: 'failed', disconnection_reason: 'stream_not_connected' })
+  const replayed = await ctx.twilio.resend(ended)
+  t.equal(replayed.status, 204, 'a replayed status callback is answered and changes nothing')
+  const late = await ctx.twilio.resend(first)
+  t.match(late.body, /<Hangup\/>/, 'the voice webhook replayed after the call ended hangs up')
+  t.equal((await callsOf(ctx)).length, 1)
+})
+
+t.test('numbers imported with their own Twilio account: pointed at this server, their calls checked with that account\'s token', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  const own = sid('AC')
+  ctx.twilio.addAccount(own, 'customer-token')
+  ctx.twilio.hold(own, '+14155550177')
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers: account.headers, payload: { phone_number: '+14155550177', account_sid: own, auth_token: 'customer-token', inbound_agent_id: agent._id } })
+  t.equal(res.statusCode, 201, res.body)
+  t.match(ctx.twilio.incoming(own)[0], { voice_url: `${PUBLIC}/telephony/twilio/voice`, status_callback: `${PUBLIC}/telephony/twilio/status` })
+  const { call, webhook } = await ctx.twilio.dialIn(CALLER, '+14155550177')
+  t.equal(webhook.status, 200)
+  const stream = await call.waitForStream()
+  await agentFinished(stream)
+  await stream.hangup()
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_status: 'success', call_to: '+14155550177', disconnection_reason: 'user_hangup' })
+  // Signed with the installation's token for the customer's account: refused.
+  const wrong = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, { AccountSid: own, CallSid: sid('CA'), From: CALLER, To: '+14155550177' }, { accountSid: own, authToken: AUTH_TOKEN })
+  t.equal(wrong.status, 403)
+})
+
+t.test('CALL_RUNTIME=external: Twilio is left to the runtime outside the server', async (t) => {
+  const ctx = await listen(t, { CALL_RUNTIME: 'external' })
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const { webhook } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  t.match(webhook.body, /<Reject\/>/, 'calls reaching the webhook are rejected')
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: '+14155550123' } })
+  t.equal(res.statusCode, 201)
+  const end = await ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${res.json()._id as string}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup' } })
+  t.equal(end.statusCode, 202, 'the runtime API ends it as before')
+  t.notOk(ctx.twilio.requests.some((r) => r.path === '/Calls.json'), 'nothing is placed through Twilio')
+})
+
+t.test('the media stream: an unknown or spent token is refused; a broken message ends the call protocol_error; a number without an agent rejects its calls', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const open = async () => {
+    const socket = new WebSocket(`${ctx.url.replace('http', 'ws')}/telephony/twilio/stream`)
+    await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
+    const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)))
+    return { socket, closed, send: (message: unknown) => socket.send(typeof message === 'string' ? message : JSON.stringify(message)) }
+  }
+  const start = (token: string, callSid = sid('CA')) => ({ event: 'start', sequenceNumber: '1', start: { accountSid: ACCOUNT_SID, streamSid: sid('MZ'), callSid, tracks: ['inbound'], mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 }, customParameters: { token } }, streamSid: 'MZ' })
+
+  const bogus = await open()
+  bogus.send({ event: 'connected', protocol: 'Call', version: '1.0.0' })
+  bogus.send(start('mst_not-a-token'))
+  t.equal(await bogus.closed, 4403, 'an unknown token')
+
+  const { call, webhook } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await agentFinished(stream)
+  const token = /value="([^"]+)"/.exec(webhook.body)![1]
+  const again = await open()
+  again.send(start(token, call.sid))
+  t.equal(await again.closed, 4403, 'a spent token')
+
+  stream.socket.send('{"event": "media", "media": {"payload": "%%%"}}')
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { disconnection_reason: 'protocol_error' })
+  t.equal((await stream.closed).code, 4400)
+
+  const garbage = await open()
+  garbage.send('not json')
+  t.equal(await garbage.closed, 4400, 'garbage before any start')
+
+  await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${(await ctx.db.selectFrom('phone_numbers').select('id').executeTakeFirstOrThrow()).id}`, headers: account.headers, payload: { inbound_agent_id: null } })
+  const rejected = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  t.match(rejected.webhook.body, /<Reject\/>/)
+  t.equal((await callsOf(ctx)).length, 1, 'no call for a number without an inbound agent')
+})
