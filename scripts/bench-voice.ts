@@ -13,6 +13,7 @@ import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { createDb } from '../src/db/database.ts'
+import { FRAME_SAMPLES } from '../src/modules/voice/audio.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
 import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
@@ -214,7 +215,7 @@ async function caller (url: string, agentId: string, window: Window): Promise<Ca
   return result
 }
 
-/** Frames of the caller's turn (600 ms of speech, 700 ms of silence) and the one at which our turn detection ends it (500 ms of silence). */
+/** The caller's turn (600 ms of speech, 700 ms of silence) and the frame at which our turn detection ends it (500 ms of silence). */
 const TURN = speech(600, 700)
 const END_OF_TURN_FRAME = (600 + 500) / 20 - 1
 /** Agent audio that has played out with nothing after it for this long: the agent has finished its answer. */
@@ -223,8 +224,8 @@ const QUIET_MS = 150
 /**
  * One caller on the phone: Twilio (the stand-in) posts the voice webhook, follows the TwiML, opens the media
  * stream; the caller waits for the begin message, then talks turn after turn until the window ends, and hangs
- * up. Turn latency: from the moment the caller sent the frame that completes 500 ms of silence (where our turn
- * detection ends the turn) to the first agent frame after it. Late frames: the server's own count, from its log.
+ * up. Turn latency: from the moment the caller sends the frame that completes 500 ms of silence (where our turn
+ * detection ends the turn) to the arrival of the first agent frame after it. Late frames: the server's own count, from its log.
  */
 async function phoneCaller (window: Window): Promise<CallerResult> {
   const result: CallerResult = { latencies: [], missed: 0, framesSent: 0, framesLate: 0, framesReceived: 0, underruns: 0 }
@@ -270,9 +271,14 @@ async function phoneCaller (window: Window): Promise<CallerResult> {
     await answered(1)
     while (performance.now() < window.end) {
       const before = answers
-      // The answer may start before the last frames of silence are sent: the end of turn is known before.
-      endOfTurn = performance.now() + END_OF_TURN_FRAME * 20
-      await stream.sendAudio(TURN, { realtime: true })
+      // Frame by frame in real time, so that the end of turn is when its frame actually left (this process may
+      // be late too): the server cannot answer before it has that frame.
+      const started = performance.now()
+      for (let i = 0; i < TURN.length / FRAME_SAMPLES; i++) {
+        await sleep(started + i * 20 - performance.now())
+        if (i === END_OF_TURN_FRAME) endOfTurn = performance.now()
+        await stream.sendAudio(TURN.subarray(i * FRAME_SAMPLES, (i + 1) * FRAME_SAMPLES))
+      }
       await answered(before + 1)
       if (endOfTurn !== undefined) result.missed++
       await sleep(Math.min(Math.random() * 300, window.end - performance.now()))

@@ -18,7 +18,9 @@ export const QUEUES = {
   /** Reads an uploaded knowledge-base file into searchable passages. */
   extractKnowledgeFile: 'knowledge-extract',
   /** Places an outbound phone call at the carrier (Twilio). */
-  placeCall: 'call-place'
+  placeCall: 'call-place',
+  /** Ends a phone call the carrier reported over whose session did not (its process died). */
+  carrierEnded: 'call-carrier-ended'
 } as const
 
 /** What a job of each queue carries: `sendJob` and `workOn` take it from here, so a send and its worker agree. */
@@ -31,6 +33,8 @@ export interface QueuePayloads {
   [QUEUES.deliveryAttempt]: { id: string, n: number }
   [QUEUES.extractKnowledgeFile]: { fileId: string }
   [QUEUES.placeCall]: { callId: string }
+  /** `status`: the carrier's final status of the call (Twilio's CallStatus). */
+  [QUEUES.carrierEnded]: { callId: string, status: string }
 }
 
 export type QueueName = keyof QueuePayloads
@@ -63,7 +67,8 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   // A document that cannot be read fails without a retry (the file says why); retries cover the database.
   [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 },
   // Never retried: an attempt that failed after the carrier took the call would ring the person twice.
-  [QUEUES.placeCall]: { retryLimit: 0, retryDelay: 0 }
+  [QUEUES.placeCall]: { retryLimit: 0, retryDelay: 0 },
+  [QUEUES.carrierEnded]: { retryLimit: 5, retryDelay: 5 }
 }
 
 /**

@@ -37,9 +37,11 @@ t.test('Media Streams messages in', async (t) => {
     t.equal(media.pcm.length, 320, '160 µ-law bytes at 8 kHz are 320 samples at 16 kHz')
     t.ok(rms(media.pcm) > 1000)
   }
-  t.match(parseTwilioMessage(message({ event: 'start', start: { streamSid: 'MZ1', callSid: 'CA1', accountSid: 'AC1', customParameters: { token: 'x', n: 3 } } }), false),
-    { kind: 'start', streamSid: 'MZ1', callSid: 'CA1', parameters: { token: 'x' } })
+  const sids = { streamSid: `MZ${'a'.repeat(32)}`, callSid: `CA${'b'.repeat(32)}`, accountSid: `AC${'c'.repeat(32)}` }
+  t.match(parseTwilioMessage(message({ event: 'start', start: { ...sids, customParameters: { token: 'x', n: 3 } } }), false),
+    { kind: 'start', ...sids, parameters: { token: 'x' } })
   t.same(parseTwilioMessage(message({ event: 'start', start: { parameters: {} } }), false).kind, 'invalid')
+  t.same(parseTwilioMessage(message({ event: 'start', start: { ...sids, streamSid: 'MZ1","x":"' } }), false).kind, 'invalid', 'a stream sid that is not Twilio\'s')
   t.same(parseTwilioMessage(message({ event: 'mark', mark: { name: 'played-1' } }), false), { kind: 'mark', name: 'played-1' })
   t.same(parseTwilioMessage(message({ event: 'dtmf', dtmf: { digit: '1' } }), false), { kind: 'ignored' })
   t.same(parseTwilioMessage(message({ event: 'media', media: { track: 'outbound', payload: '' } }), false), { kind: 'ignored' })

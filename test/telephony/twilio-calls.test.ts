@@ -155,19 +155,20 @@ t.test('outbound: make-phone-call rings the phone through the Calls API; answere
   t.equal(row.carrier_call_id, phone.sid, 'Twilio\'s CallSid is kept with the call')
 })
 
-t.test('outbound not answered, busy, or refused by Twilio: failed with the reason, nothing charged', async (t) => {
+t.test('outbound not answered, busy, failed, or refused by Twilio: failed with the reason, nothing charged', async (t) => {
   const ctx = await listen(t)
   const account = await createAccount(ctx.db)
   const agent = await agentWith(ctx, account)
   await buyNumber(ctx, account, agent._id)
   ctx.twilio.callee('+14155550111', { answer: 'no-answer' })
   ctx.twilio.callee('+14155550112', { answer: 'busy' })
+  ctx.twilio.callee('+14155550114', { answer: 'failed' })
   const place = async (to: string) => {
     const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: to } })
     t.equal(res.statusCode, 201, res.body)
     return res.json()._id as string
   }
-  for (const [to, reason] of [['+14155550111', 'no_answer'], ['+14155550112', 'busy']]) {
+  for (const [to, reason] of [['+14155550111', 'no_answer'], ['+14155550112', 'busy'], ['+14155550114', 'failed']]) {
     const done = await finishedCall(ctx.app, account.headers, await place(to))
     t.match(done, { call_status: 'failed', disconnection_reason: reason, call_credits_details: { phone_call_credits: 0 } }, reason)
   }
@@ -259,6 +260,22 @@ t.test('a stream that drops mid-call ends the call stream_dropped with its trans
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
   t.match(done, { call_status: 'success', disconnection_reason: 'stream_dropped', transcription: [{ speaker: 'agent', content: 'Hello, this is the clinic.' }] })
   await poll(() => ctx.twilio.requests.find((r) => r.path === `/Calls/${call.sid}.json` && r.form.get('Status') === 'completed'), (r) => r !== undefined, { message: 'Twilio is told to hang up' })
+})
+
+t.test('a call whose voice process died: Twilio\'s final status ends it once its session had its time', async (t) => {
+  const ctx = await listen(t, { VOICE_STREAM_TIMEOUT_MS: '200' })
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const params = { AccountSid: ACCOUNT_SID, ApiVersion: '2010-04-01', CallSid: sid('CA'), CallStatus: 'ringing', Direction: 'inbound', From: CALLER, To: OUR_NUMBER }
+  t.equal((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params)).status, 200)
+  // Its stream opened in a process that is gone now: nobody holds the session.
+  await ctx.db.updateTable('calls').set({ joined_at: new Date(), access_token_hash: null }).execute()
+  const [call] = await callsOf(ctx)
+  t.equal((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/status`, { ...params, CallStatus: 'completed', CallDuration: '40' })).status, 204)
+  t.equal((await callsOf(ctx))[0].call_status, 'started', 'the session is given its time first')
+  const done = await finishedCall(ctx.app, account.headers, call.id)
+  t.match(done, { disconnection_reason: 'stream_dropped' })
 })
 
 t.test('forged and replayed webhooks: 403 without a valid signature, one call for Twilio\'s retries, 404 for an unknown call', async (t) => {

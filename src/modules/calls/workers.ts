@@ -16,7 +16,9 @@ export interface CallWorkerDeps extends JobSender { db: DB }
 async function endAtDeadline (deps: CallWorkerDeps, job: Job<QueuePayloads[typeof QUEUES.callDeadline]>): Promise<void> {
   const call = await findCallRow(deps.db, job.data.callId)
   if (call === undefined || call.call_status !== 'started') return
-  const transcription: TranscriptItem[] = call.transcription
+  // A call forwarded to a person keeps its conversation so far with the forwarding (voice/session.ts, Forwarding).
+  const held = call.forwarding?.transcript
+  const transcription: TranscriptItem[] = Array.isArray(held) ? held as TranscriptItem[] : call.transcription
   const connected = call.direction === 'inbound' || transcription.length > 0
   await endCall(deps.db, deps, call.user_id, job.data.callId, {
     outcome: connected ? 'completed' : 'failed',

@@ -22,6 +22,10 @@ export interface TelephonyDeps extends JobSender { db: DB, log: Logger }
 /** How long a stream token opens its call: an outbound call rings for up to a minute before it is answered. */
 const STREAM_TOKEN_TTL_MS = 5 * 60_000
 
+/** Twilio's final call statuses, and the disconnection_reason of a call that ended in one before it was answered. */
+export const UNANSWERED: Record<string, string> = { busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
+export const FINAL = new Set(['completed', ...Object.keys(UNANSWERED)])
+
 export const TELEPHONY_PATHS = { ...TWILIO_WEBHOOKS, stream: '/telephony/twilio/stream', dialResult: '/telephony/twilio/dial-result' } as const
 
 /** A new one-time token for a call's media stream: the token, and what is stored of it. */
@@ -67,6 +71,17 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
     if (!(err instanceof CarrierError)) throw err
     await fail(err.message)
   }
+}
+
+/**
+ * Ends a call Twilio reported over whose session never did (the carrierEnded job): its process died with the
+ * conversation, so only Twilio's final status is known. A call still started now lost its stream.
+ */
+export async function endReportedCall (deps: TelephonyDeps, callId: string, status: string): Promise<void> {
+  const call = await findCallRow(deps.db, callId)
+  if (call === undefined || call.call_status !== 'started') return
+  const reason = status === 'completed' ? 'stream_dropped' : UNANSWERED[status] ?? 'stream_dropped'
+  await endCall(deps.db, deps, call.user_id, call.id, { outcome: status === 'completed' ? 'completed' : 'failed', disconnection_reason: reason }).catch(ignoreEnded)
 }
 
 /**

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { HttpError, notFound, PG } from '../../http/errors.ts'
 import { errors, ObjectId } from '../../http/schemas.ts'
+import { QUEUES, sendJob } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
 import { endCall, startCall } from '../calls/lifecycle.ts'
 import { findCallRow, type CallRow } from '../calls/queries.ts'
@@ -24,9 +25,7 @@ import { hangupTwiml, rejectTwiml } from './twiml.ts'
 
 const TAGS = ['telephony']
 
-/** Twilio's final call statuses, and the disconnection_reason of a call that ended in one before it was answered. */
-const UNANSWERED: Record<string, string> = { busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
-const FINAL = new Set(['completed', ...Object.keys(UNANSWERED)])
+import { FINAL, UNANSWERED } from './calls.ts'
 /** A <Dial>'s DialCallStatus as a transfer's outcome. */
 const DIAL_OUTCOMES: Record<string, string> = { completed: 'answered', answered: 'answered', busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
 
@@ -147,8 +146,12 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     } else if (call.joined_at === null) {
       // Never connected to a stream: not answered, or answered and gone before the stream opened.
       await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' }).catch(ignoreEnded)
+    } else {
+      // A call with a live stream is ended by its session (the stream's stop or drop at once, a silent stream
+      // after the stream time-out); should its process have died, this job ends it once the session had its time.
+      const after = new Date(Date.now() + 2 * config.voice.streamTimeoutMs)
+      await sendJob(deps.boss, undefined, QUEUES.carrierEnded, { callId: call.id, status }, { startAfter: after })
     }
-    // A call with a live stream is ended by its session (the stream's stop, or its drop).
     return reply.code(204).send(null)
   })
 

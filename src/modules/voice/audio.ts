@@ -169,6 +169,13 @@ export function mulawEncode (pcm: Int16Array): Buffer {
   return out
 }
 
+/** 16 kHz PCM16 to 8 kHz µ-law in one pass: each pair of samples averaged (a plain low-pass against aliasing), then encoded. */
+export function mulawEncodeHalved (pcm: Int16Array): Buffer {
+  const out = Buffer.allocUnsafe(pcm.length >> 1)
+  for (let i = 0; i < out.length; i++) out[i] = mulawByte((pcm[2 * i] + pcm[2 * i + 1]) >> 1)
+  return out
+}
+
 export function mulawDecode (bytes: Uint8Array): Int16Array {
   const out = new Int16Array(bytes.length)
   for (let i = 0; i < bytes.length; i++) out[i] = MULAW_DECODE[bytes[i]]
