@@ -80,6 +80,8 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl }
   })
 
   await app.register(async (pages) => {
+    // Forms only: a page's POST is a form; a JSON body (which a plain cross-site form cannot send anyway) answers 415.
+    pages.removeAllContentTypeParsers()
     pages.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, body, done) => {
       try {
         const form: Record<string, string> = {}
