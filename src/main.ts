@@ -49,7 +49,9 @@ async function main (): Promise<void> {
   // The owner is made once the port is ours: a start that fails before never makes a key nobody saw.
   const owner = await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey)
   // The owner has no password yet: a one-time link signs them in to the console to set one.
-  const link = owner === undefined ? undefined : loginLinkUrl(config.publicBaseUrl, await createLoginLink(db, owner.userId))
+  // PORT=0 without PUBLIC_BASE_URL: the default base names port 0; the port picked is the one to link to.
+  const linkBase = config.publicBaseUrl.endsWith(':0') ? address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost') : config.publicBaseUrl
+  const link = owner === undefined ? undefined : loginLinkUrl(linkBase, await createLoginLink(db, owner.userId))
   announce(address, owner === undefined ? undefined : { ...owner, link })
 
   let stopping = false
