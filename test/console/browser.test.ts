@@ -36,7 +36,7 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   await page.goto(`${url}/`)
   t.equal(new URL(page.url()).pathname, '/login', 'signed out: the sign-in page')
   t.equal(await page.locator('h1').textContent(), 'Sign in')
-  t.equal(await page.evaluate(() => getComputedStyle(document.body).fontFamily.includes('system-ui')), true, 'the stylesheet applies')
+  t.equal(await page.evaluate('getComputedStyle(document.body).fontFamily.includes("system-ui")'), true, 'the stylesheet applies')
 
   await page.getByLabel('E-mail address').fill(user.email)
   await page.getByLabel('Password').fill(PASSWORD)
@@ -45,13 +45,13 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   t.equal(await page.locator('h1').textContent(), 'API keys')
   const cookie = (await context.cookies()).find((c) => c.name === 'switchboard_session')
   t.match(cookie, { httpOnly: true, sameSite: 'Lax', path: '/' })
-  t.equal(await page.evaluate(() => document.cookie), '', 'no script sees the session')
+  t.equal(await page.evaluate('document.cookie'), '', 'no script sees the session')
 
   await page.getByLabel('Name').fill('from the browser')
   await page.getByRole('button', { name: 'Create key' }).click()
   const shown = (await page.locator('#new-key').textContent())!
   t.match(shown, /^sk_[0-9A-Za-z]{40}$/, 'the new key is shown')
-  t.equal(await page.evaluate(() => [localStorage.length, sessionStorage.length]).then((n) => n.join()), '0,0', 'nothing kept in the browser\'s storage')
+  t.equal(await page.evaluate('[localStorage.length, sessionStorage.length].join()'), '0,0', 'nothing kept in the browser\'s storage')
 
   await page.goto(`${url}/keys`)
   t.equal(await page.locator('#new-key').count(), 0, 'not shown again')
@@ -61,7 +61,7 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
 
   // Keyboard: the first Tab lands on the skip link, which is visible when focused.
   await page.keyboard.press('Tab')
-  t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to content')
+  t.equal(await page.evaluate('document.activeElement?.textContent'), 'Skip to content')
   t.ok(await page.locator('.skip').isVisible())
 
   await page.getByRole('button', { name: 'Sign out' }).click()

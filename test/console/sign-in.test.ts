@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import t from 'tap'
 import { hashToken } from '../../src/modules/users/keys.ts'
 import { createLoginLink } from '../../src/modules/console/queries.ts'
@@ -207,7 +208,7 @@ t.test('changing the password needs the current one and ends every other session
   const linked = new ConsoleClient(ctx.app)
   await linked.get(`/login/link/${await createLoginLink(ctx.db, user.id)}`)
   t.notMatch((await linked.get('/account/password')).body, /current_password/)
-  await ctx.db.updateTable('console_sessions').set({ created_at: new Date(Date.now() - 16 * 60_000) }).where('via_link', '=', true).execute()
+  await sql`UPDATE console_sessions SET created_at = now() - interval '16 minutes' WHERE via_link`.execute(ctx.db)
   t.match((await linked.get('/account/password')).body, /current_password/, 'the grace is over')
 })
 
