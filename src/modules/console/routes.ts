@@ -141,7 +141,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl }
       const email = field(request, 'email').trim()
       const password = field(request, 'password')
       const csrfToken = field(request, 'csrf_token')
-      const buckets = [`email:${email.toLowerCase()}`, `address:${request.ip}`]
+      const buckets = [`email:${email.toLowerCase().slice(0, 320)}`, `address:${request.ip}`]
       const failures = await countFailures(db, buckets, FAILURE_WINDOW_MS)
       const limits = [MAX_FAILURES_PER_EMAIL, MAX_FAILURES_PER_ADDRESS]
       const over = buckets.map((bucket, i) => ({ ...failures.get(bucket), max: limits[i] })).find((f) => f.count !== undefined && f.count >= f.max)
