@@ -1,6 +1,7 @@
 // Manages users and API keys against the server's database, embedded or not:
 //   npm run cli -- user create --email a@example.com [--name "Ada"] [--language de]
 //   npm run cli -- user list
+//   npm run cli -- user login-link --email a@example.com
 //   npm run cli -- key create --user <id|email> [--name ci]
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
@@ -14,11 +15,13 @@ import { createCipher, isSealed, keyFileOf, newSecretsKey, SecretsKeyError, stag
 import { prepareSecrets, rewriteSecrets } from '../src/db/stored-secrets.ts'
 import { HttpError } from '../src/http/errors.ts'
 import { createLogger } from '../src/logger.ts'
+import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
 
 const USAGE = `usage:
   cli user create --email <address> [--name <name>] [--language <en|de|…>]
   cli user list
+  cli user login-link --email <address>
   cli key create --user <id|email> [--name <label>]
   cli key list --user <id|email>
   cli key revoke <prefix|key>
@@ -88,6 +91,11 @@ async function command (db: DB, config: Config, cipher: Cipher, embeddedInUse: b
     case 'user list': {
       const users = await db.selectFrom('users').selectAll().orderBy('created_at').execute()
       return users.map((u) => `${u.id}  ${u.email}  ${u.language}  ${iso(u.created_at)}`).join('\n') || 'no users'
+    }
+    case 'user login-link': {
+      const user = await userOf(db, required(values.email, 'email'))
+      const link = loginLinkUrl(config.publicBaseUrl, await createLoginLink(db, user.id))
+      return `${link}\n(signs ${user.email} in to the console once, within ${LOGIN_LINK_MS / 60_000} minutes)`
     }
     case 'key create': {
       const user = await userOf(db, required(values.user, 'user'))

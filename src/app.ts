@@ -10,7 +10,6 @@ import type { Config } from './config.ts'
 import type { DB } from './db/database.ts'
 import { registerAuth, registerRateLimit } from './modules/users/auth.ts'
 import { frameworkError, registerErrorHandler } from './http/errors.ts'
-import { homeRoutes } from './http/home.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
@@ -19,6 +18,7 @@ import { accountRoutes } from './modules/account/routes.ts'
 import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
+import { consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
@@ -89,7 +89,6 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   await registerOpenApi(app)
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
 
-  await app.register(homeRoutes)
   app.get('/health', {
     schema: {
       tags: ['health'],
@@ -129,6 +128,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer })
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
+    // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
+    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl })
   }
   if (config.role !== 'worker') {
     await app.register(async (open) => {

@@ -10,6 +10,7 @@ import { createBoss } from './jobs/boss.ts'
 import { createQueues } from './jobs/queues.ts'
 import { startWorkers } from './jobs/workers.ts'
 import { createLogger, logFormat } from './logger.ts'
+import { createLoginLink, loginLinkUrl } from './modules/console/queries.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
 import { chooseEngine } from './modules/voice/engines/index.ts'
 
@@ -46,7 +47,12 @@ async function main (): Promise<void> {
   const app = await buildApp(config, { db, boss, logger: log })
   const address = await app.listen({ port: config.port, host: config.host })
   // The owner is made once the port is ours: a start that fails before never makes a key nobody saw.
-  announce(address, await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey))
+  const owner = await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey)
+  // The owner has no password yet: a one-time link signs them in to the console to set one.
+  // PORT=0 without PUBLIC_BASE_URL: the default base names port 0; the port picked is the one to link to.
+  const linkBase = config.publicBaseUrl.endsWith(':0') ? address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost') : config.publicBaseUrl
+  const link = owner === undefined ? undefined : loginLinkUrl(linkBase, await createLoginLink(db, owner.userId))
+  announce(address, owner === undefined ? undefined : { ...owner, link })
 
   let stopping = false
   const shutdown = async (signal: string) => {
@@ -71,12 +77,12 @@ async function main (): Promise<void> {
 }
 
 /** JSON mode: one log line each. A terminal: a banner with the links and the owner's key. */
-function announce (address: string, owner: { email: string, key: string } | undefined): void {
+function announce (address: string, owner: { email: string, key: string, link?: string } | undefined): void {
   const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
   const listening = `Switchboard (${config.role}) listening on ${address}${everywhere}`
   const key = config.bootstrapApiKey === undefined ? owner?.key : 'the one in BOOTSTRAP_API_KEY'
   if (logFormat(config) === 'json') {
-    if (owner !== undefined) log.warn(`created the owner account ${owner.email}; its API key (shown only now): ${key}`)
+    if (owner !== undefined) log.warn(`created the owner account ${owner.email}; its API key (shown only now): ${key}; console sign-in link (once, 15 minutes): ${owner.link}`)
     log.info(listening)
     return
   }
@@ -86,9 +92,13 @@ function announce (address: string, owner: { email: string, key: string } | unde
   const voice = engine === 'simulator'
     ? 'offline simulator, typed turns (set OPENAI_API_KEY or the voice variables for spoken calls: docs/voice.md)'
     : `${engine} engine, spoken`
-  const lines = [listening, '', `API      ${base}/v1  (header x-api-key)`, `Docs     ${base}/docs`, `Health   ${base}/health`]
+  const consoleLine = config.role === 'all' || config.role === 'api' ? [`Console  ${base}/`] : []
+  const lines = [listening, '', ...consoleLine, `API      ${base}/v1  (header x-api-key)`, `Docs     ${base}/docs`, `Health   ${base}/health`]
   if (config.callRuntime === 'voice') lines.push(`Calls    ${base}/web-call#access_token=<make-web-call's token>  (${voice})`)
-  if (owner !== undefined) lines.push('', `Created the owner account ${owner.email}.`, `API key  ${key}  (shown only now: keep it)`)
+  if (owner !== undefined) {
+    lines.push('', `Created the owner account ${owner.email}.`, `API key  ${key}  (shown only now: keep it)`,
+      `Sign-in  ${owner.link}  (once, within 15 minutes; then set a password)`)
+  }
   log.info({ banner: lines }, listening)
 }
 

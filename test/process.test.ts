@@ -72,6 +72,11 @@ t.test('LOG_FORMAT=pretty: readable lines and a banner with the address, the doc
   const home = await fetch(server.url + '/')
   t.equal(home.status, 200)
   t.match(await home.text(), /href="\/docs"/)
+  const link = new RegExp(`Sign-in  (${server.url}/login/link/sl_[0-9A-Za-z]{40})  \\(once, within 15 minutes`).exec(server.output())?.[1]
+  t.ok(link, 'a one-time console sign-in link for the owner')
+  const signedIn = await fetch(link!, { redirect: 'manual' })
+  t.equal(signedIn.status, 303)
+  t.equal(signedIn.headers.get('location'), '/account/password', 'it signs the owner in to set a password')
   t.equal(await stop(server), 0)
 
   const output = server.output()
@@ -79,6 +84,7 @@ t.test('LOG_FORMAT=pretty: readable lines and a banner with the address, the doc
   t.ok(key, 'the owner key is in the banner')
   t.equal(output.split(key!).length, 2, 'and printed once')
   t.match(output, new RegExp(`Docs +${server.url}/docs\n`))
+  t.match(output, new RegExp(`Console +${server.url}/\n`))
   t.match(output, new RegExp(`API +${server.url}/v1 `))
   t.match(output, /^\d\d:\d\d:\d\d INFO {2}SIGTERM: finishing in-flight requests and jobs$/m)
   t.notMatch(output, /"level":/, 'no JSON')

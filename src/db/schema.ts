@@ -30,7 +30,33 @@ export interface UsersTable {
   email: string
   name: Generated<string>
   language: Generated<string>
+  /** scrypt, self-describing (console/passwords.ts); null: no password set. */
+  password_hash: Generated<string | null>
   created_at: CreatedAt
+}
+
+export interface ConsoleSessionsTable {
+  id_hash: string
+  user_id: string
+  csrf_token: string
+  via_link: Generated<boolean>
+  created_at: CreatedAt
+  last_seen_at: UpdatedAt
+  expires_at: Date
+}
+
+export interface LoginLinksTable {
+  token_hash: string
+  user_id: string
+  created_at: CreatedAt
+  expires_at: Date
+  used_at: Date | null
+}
+
+export interface SignInFailuresTable {
+  id: Generated<number>
+  bucket: string
+  failed_at: CreatedAt
 }
 
 export interface ApiKeysTable {
@@ -427,6 +453,9 @@ export interface KnowledgeBaseAgentsTable {
 export interface Database {
   users: UsersTable
   api_keys: ApiKeysTable
+  console_sessions: ConsoleSessionsTable
+  login_links: LoginLinksTable
+  sign_in_failures: SignInFailuresTable
   voices: VoicesTable
   customers: CustomersTable
   workspaces: WorkspacesTable

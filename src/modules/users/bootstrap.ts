@@ -9,14 +9,14 @@ const BOOTSTRAP_LOCK = 7_202_612
  * replicas starting together take a lock so that exactly one owner is made. Answers the new key,
  * which is shown once and then only its hash is kept.
  */
-export async function ensureOwner (db: DB, email: string, apiKey: string | undefined): Promise<{ email: string, key: string } | undefined> {
+export async function ensureOwner (db: DB, email: string, apiKey: string | undefined): Promise<{ userId: string, email: string, key: string } | undefined> {
   return await db.connection().execute(async (conn) => {
     await sql`SELECT pg_advisory_lock(${BOOTSTRAP_LOCK})`.execute(conn)
     try {
       if (await countUsers(conn) > 0) return undefined
       const user = await createUser(conn, { email, name: 'Owner' })
       const { key } = await createApiKey(conn, user.id, { name: 'bootstrap', key: apiKey })
-      return { email: user.email, key }
+      return { userId: user.id, email: user.email, key }
     } finally {
       await sql`SELECT pg_advisory_unlock(${BOOTSTRAP_LOCK})`.execute(conn)
     }

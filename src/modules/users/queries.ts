@@ -8,11 +8,14 @@ export const MAX_ACTIVE_KEYS = 3
 
 export interface User { id: string, email: string, name: string, language: string, created_at: Date }
 
+// Named, not `*`: the password hash (console module) never travels with a user.
+const USER_COLUMNS = ['id', 'email', 'name', 'language', 'created_at'] as const
+
 export async function createUser (db: DB, input: { email: string, name?: string, language?: string }): Promise<User> {
   try {
     return await db.insertInto('users')
       .values({ id: newId(), email: input.email, name: input.name ?? '', language: input.language ?? 'en' })
-      .returningAll()
+      .returning(USER_COLUMNS)
       .executeTakeFirstOrThrow()
   } catch (err) {
     if ((err as { code?: string }).code === PG.UNIQUE_VIOLATION) throw conflict(`a user with e-mail ${input.email} exists`)
@@ -22,7 +25,7 @@ export async function createUser (db: DB, input: { email: string, name?: string,
 
 /** A user by id or e-mail address (case-insensitive). */
 export async function findUser (db: DB, idOrEmail: string): Promise<User | undefined> {
-  return await db.selectFrom('users').selectAll()
+  return await db.selectFrom('users').select(USER_COLUMNS)
     .where((eb) => eb.or([eb('id', '=', idOrEmail), eb(sql`lower(email)`, '=', idOrEmail.toLowerCase())]))
     .executeTakeFirst()
 }

@@ -1,0 +1,157 @@
+import { html, type SafeHtml } from './html.ts'
+import { MIN_PASSWORD_LENGTH } from './passwords.ts'
+
+/** The console's sections; a new page adds its entry here. */
+const NAV = [
+  { href: '/keys', label: 'API keys' }
+]
+
+// What whoever opens the server in a browser may want besides the console.
+const LINKS = [
+  { href: '/docs', label: 'API reference', note: 'every /v1 route, tried out with your x-api-key' },
+  { href: '/openapi.json', label: 'OpenAPI document', note: 'for client generators' },
+  { href: '/health', label: 'Health', note: 'whether the server and its database are up' }
+]
+
+export interface Viewer { email: string, csrfToken: string }
+
+export interface PageOptions {
+  title: string
+  /** The signed-in person; undefined on the sign-in pages. */
+  viewer?: Viewer
+  /** The NAV entry to mark as the current page. */
+  current?: string
+  body: SafeHtml
+}
+
+export const csrfField = (token: string) => html`<input type="hidden" name="csrf_token" value="${token}">`
+
+export function layout ({ title, viewer, current, body }: PageOptions): string {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Switchboard</title>
+<link rel="stylesheet" href="/console/console.css">
+<link rel="icon" href="data:,">
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top">
+  <a class="brand" href="/">Switchboard</a>
+  ${viewer !== undefined && html`<nav aria-label="Console">
+    <ul>${NAV.map((item) => html`<li><a href="${item.href}"${item.href === current && html` aria-current="page"`}>${item.label}</a></li>`)}</ul>
+  </nav>
+  <div class="account">
+    <a href="/account/password">${viewer.email}</a>
+    <form method="post" action="/logout">${csrfField(viewer.csrfToken)}<button type="submit" class="link">Sign out</button></form>
+  </div>`}
+</header>
+<main id="main" tabindex="-1">
+<h1>${title}</h1>
+${body}
+</main>
+<footer>
+  <ul>${LINKS.slice(0, 2).map((link) => html`<li><a href="${link.href}">${link.label}</a></li>`)}</ul>
+</footer>
+</body>
+</html>
+`.value
+}
+
+export const notice = (kind: 'error' | 'success', text: string | SafeHtml) =>
+  html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`
+
+export function signInPage (options: { csrfToken: string, email?: string, error?: string }): string {
+  return layout({
+    title: 'Sign in',
+    body: html`
+${options.error !== undefined && notice('error', options.error)}
+<form method="post" action="/login" class="stack">
+  ${csrfField(options.csrfToken)}
+  <label for="email">E-mail address</label>
+  <input id="email" name="email" type="email" autocomplete="username" required value="${options.email ?? ''}">
+  <label for="password">Password</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" required>
+  <button type="submit">Sign in</button>
+</form>
+<p>No password yet, or forgotten? Whoever runs the server can make a one-time sign-in link:
+<code>npm run cli -- user login-link --email you@example.com</code></p>
+<h2>Also on this server</h2>
+<ul>${LINKS.map((link) => html`<li><a href="${link.href}">${link.label}</a>: ${link.note}</li>`)}</ul>
+`
+  })
+}
+
+export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, needsCurrent: boolean, error?: string, done?: boolean }): string {
+  const { viewer, hasPassword, needsCurrent } = options
+  return layout({
+    title: hasPassword ? 'Change your password' : 'Set a password',
+    viewer,
+    body: html`
+${options.done === true && notice('success', 'Your password is saved. Every other browser signed in as you has been signed out.')}
+${options.error !== undefined && notice('error', options.error)}
+${!hasPassword && html`<p>Set a password to sign in with your e-mail address next time.</p>`}
+<form method="post" action="/account/password" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <input type="text" name="username" autocomplete="username" value="${viewer.email}" hidden>
+  ${needsCurrent && html`<label for="current">Current password</label>
+  <input id="current" name="current_password" type="password" autocomplete="current-password" required>`}
+  <label for="new">New password</label>
+  <input id="new" name="new_password" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required aria-describedby="new-hint">
+  <p id="new-hint" class="hint">At least ${MIN_PASSWORD_LENGTH} characters. Other browsers signed in as you are signed out.</p>
+  <label for="confirm">New password again</label>
+  <input id="confirm" name="confirm_password" type="password" autocomplete="new-password" required>
+  <button type="submit">Save password</button>
+</form>`
+  })
+}
+
+export interface KeyRow { id: string, prefix: string, name: string, created_at: Date, last_used_at: Date | null }
+
+const when = (date: Date | null) => date === null
+  ? 'never'
+  : html`<time datetime="${date.toISOString()}">${date.toISOString().slice(0, 16).replace('T', ' ')} UTC</time>`
+
+export function keysPage (options: { viewer: Viewer, keys: KeyRow[], max: number, created?: { key: string, name: string }, error?: string }): string {
+  const { viewer, keys, max, created } = options
+  return layout({
+    title: 'API keys',
+    viewer,
+    current: '/keys',
+    body: html`
+${created !== undefined && html`<section class="notice success created" aria-labelledby="created-title">
+  <h2 id="created-title">New key${created.name !== '' && html` “${created.name}”`}</h2>
+  <p>Copy it now: it is shown only this once. Switchboard keeps only a hash of it.</p>
+  <p><code id="new-key" class="secret">${created.key}</code></p>
+</section>`}
+${options.error !== undefined && notice('error', options.error)}
+<p>Requests to <code>/v1</code> carry one of these keys in the <code>x-api-key</code> header.
+You have ${keys.length} of at most ${max} active keys.</p>
+${keys.length === 0
+  ? html`<p>No active keys.</p>`
+  : html`<div class="table"><table>
+  <caption>Active keys</caption>
+  <thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+  <tbody>${keys.map((key) => html`<tr>
+    <td><code>${key.prefix}…</code></td><td>${key.name}</td><td>${when(key.created_at)}</td><td>${when(key.last_used_at)}</td>
+    <td><form method="post" action="/keys/${key.id}/revoke">${csrfField(viewer.csrfToken)}<button type="submit" class="danger" aria-label="Revoke ${key.prefix}…">Revoke</button></form></td>
+  </tr>`)}</tbody>
+</table></div>`}
+<h2>Create a key</h2>
+${keys.length >= max
+  ? html`<p>Revoke a key to create another: at most ${max} may be active.</p>`
+  : html`<form method="post" action="/keys" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <label for="name">Name</label>
+  <input id="name" name="name" maxlength="100" aria-describedby="name-hint">
+  <p id="name-hint" class="hint">Optional, to tell keys apart, such as “crm integration”.</p>
+  <button type="submit">Create key</button>
+</form>`}`
+  })
+}
+
+export function messagePage (title: string, text: string, viewer?: Viewer): string {
+  return layout({ title, viewer, body: html`<p>${text}</p><p><a href="/">Back to the console</a></p>` })
+}

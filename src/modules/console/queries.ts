@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto'
+import { sql } from 'kysely'
+import type { DB } from '../../db/database.ts'
+import { generateToken, hashToken } from '../users/keys.ts'
+
+// A session ends after 14 days without a request, and 30 days after sign-in whatever happens.
+export const SESSION_IDLE_MS = 14 * 24 * 3600_000
+export const SESSION_MAX_MS = 30 * 24 * 3600_000
+// last_seen_at only needs to tell days apart: one write a minute per session at most.
+const TOUCH_INTERVAL_MS = 60_000
+
+export const LOGIN_LINK_MS = 15 * 60_000
+/** How long after signing in by a link a password may be set without the current one. */
+export const LINK_GRACE_MS = 15 * 60_000
+
+export interface ConsoleSession {
+  idHash: string
+  userId: string
+  email: string
+  hasPassword: boolean
+  csrfToken: string
+  viaLink: boolean
+  createdAt: Date
+  lastSeenAt: Date
+}
+
+export const newSecret = () => randomBytes(32).toString('base64url')
+
+/**
+ * A new session for the user (its id is answered once, for the cookie, and kept only as a hash). Expired
+ * sessions of the same user go at the same time, so the table does not grow with abandoned browsers.
+ */
+export async function createSession (db: DB, userId: string, options: { viaLink: boolean }): Promise<{ id: string, csrfToken: string }> {
+  const id = newSecret()
+  const csrfToken = newSecret()
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('console_sessions').where('user_id', '=', userId)
+      .where((eb) => eb.or([eb('expires_at', '<=', new Date()), eb('last_seen_at', '<=', new Date(Date.now() - SESSION_IDLE_MS))]))
+      .execute()
+    await trx.insertInto('console_sessions').values({
+      id_hash: hashToken(id), user_id: userId, csrf_token: csrfToken, via_link: options.viaLink, expires_at: new Date(Date.now() + SESSION_MAX_MS)
+    }).execute()
+  })
+  return { id, csrfToken }
+}
+
+/** The live session whose cookie holds `id`; undefined when unknown, idle too long or past its end. */
+export async function findSession (db: DB, id: string): Promise<ConsoleSession | undefined> {
+  const row = await db.selectFrom('console_sessions as s').innerJoin('users as u', 'u.id', 's.user_id')
+    .select(['s.id_hash', 's.user_id', 'u.email', 'u.password_hash', 's.csrf_token', 's.via_link', 's.created_at', 's.last_seen_at'])
+    .where('s.id_hash', '=', hashToken(id))
+    .where('s.expires_at', '>', new Date())
+    .where('s.last_seen_at', '>', new Date(Date.now() - SESSION_IDLE_MS))
+    .executeTakeFirst()
+  if (row === undefined) return undefined
+  const session = {
+    idHash: row.id_hash,
+    userId: row.user_id,
+    email: row.email,
+    hasPassword: row.password_hash !== null,
+    csrfToken: row.csrf_token,
+    viaLink: row.via_link,
+    createdAt: row.created_at,
+    lastSeenAt: row.last_seen_at
+  }
+  if (Date.now() - session.lastSeenAt.getTime() > TOUCH_INTERVAL_MS) {
+    await db.updateTable('console_sessions').set({ last_seen_at: new Date() }).where('id_hash', '=', session.idHash).execute()
+  }
+  return session
+}
+
+export async function deleteSession (db: DB, idHash: string): Promise<void> {
+  await db.deleteFrom('console_sessions').where('id_hash', '=', idHash).execute()
+}
+
+/** The user's stored password hash, by e-mail address (case-insensitive); null when there is none yet. */
+export async function findSignIn (db: DB, email: string): Promise<{ userId: string, passwordHash: string | null } | undefined> {
+  const row = await db.selectFrom('users').select(['id', 'password_hash'])
+    .where(sql`lower(email)`, '=', email.toLowerCase()).executeTakeFirst()
+  return row === undefined ? undefined : { userId: row.id, passwordHash: row.password_hash }
+}
+
+export async function passwordHashOf (db: DB, userId: string): Promise<string | null> {
+  const row = await db.selectFrom('users').select('password_hash').where('id', '=', userId).executeTakeFirstOrThrow()
+  return row.password_hash
+}
+
+/**
+ * Stores a new password and ends every other session of the user (a browser someone else may hold); the
+ * session that made the change stays, and loses the link's grace.
+ */
+export async function setPassword (db: DB, userId: string, passwordHash: string, keepSessionHash: string): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', userId).execute()
+    await trx.deleteFrom('console_sessions').where('user_id', '=', userId).where('id_hash', '<>', keepSessionHash).execute()
+    await trx.updateTable('console_sessions').set({ via_link: false }).where('id_hash', '=', keepSessionHash).execute()
+  })
+}
+
+/** A one-time sign-in link's token (kept as a hash), valid LOGIN_LINK_MS. Spent and expired links of the user go. */
+export async function createLoginLink (db: DB, userId: string): Promise<string> {
+  const token = generateToken('sl_')
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('login_links').where('user_id', '=', userId)
+      .where((eb) => eb.or([eb('used_at', 'is not', null), eb('expires_at', '<=', new Date())]))
+      .execute()
+    await trx.insertInto('login_links').values({ token_hash: hashToken(token), user_id: userId, expires_at: new Date(Date.now() + LOGIN_LINK_MS) }).execute()
+  })
+  return token
+}
+
+export const loginLinkUrl = (publicBaseUrl: string, token: string) => `${publicBaseUrl}/login/link/${token}`
+
+/** Spends the link: its user the first time, within its time; undefined ever after (one UPDATE, so two clicks cannot both win). */
+export async function spendLoginLink (db: DB, token: string): Promise<string | undefined> {
+  const row = await db.updateTable('login_links').set({ used_at: new Date() })
+    .where('token_hash', '=', hashToken(token)).where('used_at', 'is', null).where('expires_at', '>', new Date())
+    .returning('user_id').executeTakeFirst()
+  return row?.user_id
+}
+
+/** Failures of each bucket within the window, and when the oldest of them stops counting. */
+export async function countFailures (db: DB, buckets: string[], windowMs: number): Promise<Map<string, { count: number, oldest: Date }>> {
+  const rows = await db.selectFrom('sign_in_failures')
+    .select((eb) => ['bucket', eb.fn.countAll<number>().as('count'), eb.fn.min('failed_at').as('oldest')])
+    .where('bucket', 'in', buckets).where('failed_at', '>', new Date(Date.now() - windowMs))
+    .groupBy('bucket').execute()
+  return new Map(rows.map((row) => [row.bucket, { count: Number(row.count), oldest: row.oldest }]))
+}
+
+/** Records a failure in each bucket and drops what has left the window, so the table stays small. */
+export async function recordFailure (db: DB, buckets: string[], windowMs: number): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('sign_in_failures').where('bucket', 'in', buckets).where('failed_at', '<=', new Date(Date.now() - windowMs)).execute()
+    await trx.insertInto('sign_in_failures').values(buckets.map((bucket) => ({ bucket }))).execute()
+  })
+}
+
+export async function clearFailures (db: DB, bucket: string): Promise<void> {
+  await db.deleteFrom('sign_in_failures').where('bucket', '=', bucket).execute()
+}

@@ -1,0 +1,248 @@
+import { readFileSync } from 'node:fs'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { HttpError } from '../../http/errors.ts'
+import { checkText } from '../../http/validation.ts'
+import { forgetApiKeys } from '../users/auth.ts'
+import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
+import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
+import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
+import {
+  clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
+  recordFailure, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
+} from './queries.ts'
+import { LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE } from './security.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The console session of the request's cookie, when it is live. */
+    consoleSession: ConsoleSession | undefined
+  }
+}
+
+// Failed sign-ins counted over 15 minutes: 10 per e-mail address stops guessing one account's password; a
+// client address gets more, since an office behind one address holds many people who mistype.
+export const FAILURE_WINDOW_MS = 15 * 60_000
+export const MAX_FAILURES_PER_EMAIL = 10
+export const MAX_FAILURES_PER_ADDRESS = 30
+
+const FORM_LIMIT = 16 * 1024
+const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
+const HIDDEN = { schema: { hide: true } }
+
+/** An answer meant for the person at the browser, rendered as a page by the console's error handler. */
+class PageError extends Error {
+  readonly statusCode: number
+  readonly title: string
+
+  constructor (statusCode: number, title: string, message: string) {
+    super(message)
+    this.statusCode = statusCode
+    this.title = title
+  }
+}
+
+const viewerOf = (session: ConsoleSession | undefined): Viewer | undefined =>
+  session === undefined ? undefined : { email: session.email, csrfToken: session.csrfToken }
+
+/** A form field as text: '' when missing or not a string (a JSON body, a repeated field). */
+function field (request: FastifyRequest, name: string): string {
+  const value = (request.body as Record<string, unknown> | undefined)?.[name]
+  return typeof value === 'string' ? value : ''
+}
+
+function sendPage (reply: FastifyReply, status: number, page: string): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').send(page)
+}
+
+/**
+ * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
+ * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
+ */
+export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl }: { db: DB, publicBaseUrl: string }): Promise<void> {
+  const secure = publicBaseUrl.startsWith('https:')
+  const sessionCookie = (value: string, maxAgeSeconds: number) => serializeCookie(SESSION_COOKIE, value, { maxAgeSeconds, secure })
+
+  app.addHook('onRequest', async (_request, reply) => { reply.headers(PAGE_HEADERS) })
+
+  // Errors of a console route are pages, not the API's JSON; 5xx text is logged, never shown.
+  app.setErrorHandler((err: FastifyError | HttpError | PageError, request, reply) => {
+    const viewer = viewerOf(request.consoleSession)
+    if (err instanceof PageError) return sendPage(reply, err.statusCode, messagePage(err.title, err.message, viewer))
+    const status = err.statusCode ?? 500
+    if (status < 500) return sendPage(reply, status, messagePage('That did not work', err instanceof HttpError ? err.message : 'The request could not be read.', viewer))
+    request.log.error({ err }, 'console request failed')
+    return sendPage(reply, 500, messagePage('Something went wrong', `It was logged with request id ${request.id}. Try again in a moment.`, viewer))
+  })
+
+  app.get('/console/console.css', HIDDEN, async (_request, reply) => {
+    return reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CSS)
+  })
+
+  await app.register(async (pages) => {
+    // Forms only: a page's POST is a form; a JSON body (which a plain cross-site form cannot send anyway) answers 415.
+    pages.removeAllContentTypeParsers()
+    pages.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, body, done) => {
+      try {
+        const form: Record<string, string> = {}
+        for (const [name, value] of new URLSearchParams(body as string)) form[name] ??= checkText(value, `the field ${checkText(name, 'a field name')}`)
+        done(null, form)
+      } catch (err) {
+        done(err as Error)
+      }
+    })
+    pages.decorateRequest('consoleSession', undefined)
+
+    pages.addHook('onRequest', async (request) => {
+      if (request.method === 'POST' && !originAllowed(request.headers.origin, publicBaseUrl, request.headers.host)) {
+        throw new PageError(403, 'Refused', 'This form was sent from another site. Open the console at its own address and try again.')
+      }
+      const id = parseCookies(request.headers.cookie).get(SESSION_COOKIE)
+      if (id !== undefined && id !== '') request.consoleSession = await findSession(db, id)
+    })
+
+    // Every POST carries the CSRF token: the session's, or before sign-in the one of the sign-in form's cookie.
+    pages.addHook('preHandler', async (request) => {
+      if (request.method !== 'POST') return
+      const expected = request.routeOptions.url === '/login'
+        ? parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE)
+        : request.consoleSession?.csrfToken
+      if (!sameToken(field(request, 'csrf_token'), expected)) {
+        throw new PageError(403, 'Refused', request.consoleSession === undefined && request.routeOptions.url !== '/login'
+          ? 'You are signed out. Sign in and try again.'
+          : 'This form has expired. Reload the page and send it again.')
+      }
+    })
+
+    /** The signed-in session; signed out, the browser goes to the sign-in page. */
+    const sessionOf = (request: FastifyRequest, reply: FastifyReply): ConsoleSession | undefined => {
+      if (request.consoleSession === undefined) void reply.redirect('/login', 303)
+      return request.consoleSession
+    }
+
+    /** A new session (a new id: rotation) replaces whatever session the browser had. */
+    const signIn = async (request: FastifyRequest, reply: FastifyReply, userId: string, viaLink: boolean) => {
+      if (request.consoleSession !== undefined) await deleteSession(db, request.consoleSession.idHash)
+      const { id } = await createSession(db, userId, { viaLink })
+      reply.header('set-cookie', sessionCookie(id, SESSION_MAX_MS / 1000))
+      reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, '', { path: '/login', maxAgeSeconds: 0, secure }))
+    }
+
+    pages.get('/', HIDDEN, async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : '/keys', 303))
+
+    pages.get('/login', HIDDEN, async (request, reply) => {
+      if (request.consoleSession !== undefined) return reply.redirect('/keys', 303)
+      const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()
+      reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, token, { path: '/login', secure }))
+      return sendPage(reply, 200, signInPage({ csrfToken: token }))
+    })
+
+    pages.post('/login', HIDDEN, async (request, reply) => {
+      const email = field(request, 'email').trim()
+      const password = field(request, 'password')
+      const csrfToken = field(request, 'csrf_token')
+      const buckets = [`email:${email.toLowerCase().slice(0, 320)}`, `address:${request.ip}`]
+      const failures = await countFailures(db, buckets, FAILURE_WINDOW_MS)
+      const limits = [MAX_FAILURES_PER_EMAIL, MAX_FAILURES_PER_ADDRESS]
+      const over = buckets.map((bucket, i) => ({ ...failures.get(bucket), max: limits[i] })).find((f) => f.count !== undefined && f.count >= f.max)
+      if (over?.oldest !== undefined) {
+        const seconds = Math.max(1, Math.ceil((over.oldest.getTime() + FAILURE_WINDOW_MS - Date.now()) / 1000))
+        reply.header('retry-after', String(seconds))
+        return sendPage(reply, 429, signInPage({ csrfToken, email, error: `Too many failed sign-ins. Try again in ${Math.ceil(seconds / 60)} minutes, or sign in with a one-time link.` }))
+      }
+      const account = email === '' || email.length > 320 || password.length > MAX_PASSWORD_LENGTH ? undefined : await findSignIn(db, email)
+      const valid = account?.passwordHash != null ? await verifyPassword(password, account.passwordHash) : await verifyNothing(password)
+      if (!valid || account === undefined) {
+        await recordFailure(db, buckets, FAILURE_WINDOW_MS)
+        return sendPage(reply, 401, signInPage({ csrfToken, email, error: 'The e-mail address or the password is wrong.' }))
+      }
+      await clearFailures(db, buckets[0])
+      await signIn(request, reply, account.userId, false)
+      return reply.redirect('/keys', 303)
+    })
+
+    pages.get<{ Params: { token: string } }>('/login/link/:token', HIDDEN, async (request, reply) => {
+      const userId = await spendLoginLink(db, request.params.token)
+      if (userId === undefined) {
+        throw new PageError(404, 'This link does not work', 'The sign-in link is unknown, was used already, or is older than 15 minutes. Ask for a new one: npm run cli -- user login-link --email <address>')
+      }
+      await signIn(request, reply, userId, true)
+      return reply.redirect('/account/password', 303)
+    })
+
+    pages.post('/logout', HIDDEN, async (request, reply) => {
+      await deleteSession(db, request.consoleSession!.idHash)
+      reply.header('set-cookie', sessionCookie('', 0))
+      return reply.redirect('/login', 303)
+    })
+
+    /** Whether changing the password needs the current one: not right after a sign-in by link. */
+    const needsCurrent = (session: ConsoleSession) =>
+      session.hasPassword && !(session.viaLink && Date.now() - session.createdAt.getTime() < LINK_GRACE_MS)
+
+    pages.get('/account/password', HIDDEN, async (request, reply) => {
+      const session = sessionOf(request, reply)
+      if (session === undefined) return reply
+      return sendPage(reply, 200, passwordPage({ viewer: viewerOf(session)!, hasPassword: session.hasPassword, needsCurrent: needsCurrent(session) }))
+    })
+
+    pages.post('/account/password', HIDDEN, async (request, reply) => {
+      const session = request.consoleSession!
+      const viewer = viewerOf(session)!
+      const refuse = (status: number, error: string) =>
+        sendPage(reply, status, passwordPage({ viewer, hasPassword: session.hasPassword, needsCurrent: needsCurrent(session), error }))
+      const next = field(request, 'new_password')
+      if (needsCurrent(session)) {
+        // The same limit as sign-in: a browser left signed in must not become a way to guess the password.
+        const bucket = `email:${session.email.toLowerCase()}`
+        if (((await countFailures(db, [bucket], FAILURE_WINDOW_MS)).get(bucket)?.count ?? 0) >= MAX_FAILURES_PER_EMAIL) {
+          return refuse(429, 'Too many wrong passwords. Try again in 15 minutes.')
+        }
+        const current = field(request, 'current_password')
+        const stored = await passwordHashOf(db, session.userId)
+        if (stored === null || current.length > MAX_PASSWORD_LENGTH || !await verifyPassword(current, stored)) {
+          await recordFailure(db, [bucket], FAILURE_WINDOW_MS)
+          return refuse(400, 'The current password is wrong.')
+        }
+      }
+      const problem = passwordProblem(next) ?? (next !== field(request, 'confirm_password') ? 'The two new passwords differ.' : undefined)
+      if (problem !== undefined) return refuse(400, problem)
+      await setPassword(db, session.userId, await hashPassword(next), session.idHash)
+      return sendPage(reply, 200, passwordPage({ viewer, hasPassword: true, needsCurrent: true, done: true }))
+    })
+
+    const activeKeys = async (userId: string) => (await listApiKeys(db, userId)).filter((key) => key.revoked_at === null)
+
+    pages.get('/keys', HIDDEN, async (request, reply) => {
+      const session = sessionOf(request, reply)
+      if (session === undefined) return reply
+      return sendPage(reply, 200, keysPage({ viewer: viewerOf(session)!, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS }))
+    })
+
+    pages.post('/keys', HIDDEN, async (request, reply) => {
+      const session = request.consoleSession!
+      const viewer = viewerOf(session)!
+      const name = field(request, 'name').trim()
+      const refuse = async (status: number, error: string) =>
+        sendPage(reply, status, keysPage({ viewer, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS, error }))
+      if (name.length > 100) return await refuse(400, 'The name may be at most 100 characters long.')
+      let created
+      try {
+        created = await createApiKey(db, session.userId, { name })
+      } catch (err) {
+        if (err instanceof HttpError && err.code === 'key_limit_reached') return await refuse(409, `You have ${MAX_ACTIVE_KEYS} active keys already: revoke one first.`)
+        throw err
+      }
+      // The key itself is in this answer only (never stored, never in a URL); a reload of /keys shows its prefix.
+      return sendPage(reply, 201, keysPage({ viewer, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS, created: { key: created.key, name } }))
+    })
+
+    pages.post<{ Params: { id: string } }>('/keys/:id/revoke', HIDDEN, async (request, reply) => {
+      if (!await revokeKeyOfUser(db, request.consoleSession!.userId, request.params.id)) {
+        throw new PageError(404, 'No such key', 'You have no active API key with that id.')
+      }
+      forgetApiKeys()
+      return reply.redirect('/keys', 303)
+    })
+  })
+}

@@ -1,0 +1,58 @@
+import { timingSafeEqual } from 'node:crypto'
+
+// What a console page may do: nothing but load this server's own styles and scripts and post its own forms.
+export const PAGE_HEADERS = {
+  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+  'cache-control': 'no-store'
+}
+
+export const SESSION_COOKIE = 'switchboard_session'
+/** The sign-in form's CSRF token before there is a session (double submit: cookie and form field must agree). */
+export const LOGIN_CSRF_COOKIE = 'switchboard_login_csrf'
+
+/** `a=1; b=2` as a map; the first of repeated names wins, and a value that is not valid %-encoding is skipped. */
+export function parseCookies (header: string | undefined): Map<string, string> {
+  const cookies = new Map<string, string>()
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=')
+    if (eq < 0) continue
+    const name = part.slice(0, eq).trim()
+    if (name === '' || cookies.has(name)) continue
+    try {
+      cookies.set(name, decodeURIComponent(part.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1')))
+    } catch {}
+  }
+  return cookies
+}
+
+export interface CookieOptions { path?: string, maxAgeSeconds?: number, secure: boolean }
+
+/** HttpOnly and SameSite=Lax always: no script reads it, and other sites' forms do not send it. */
+export function serializeCookie (name: string, value: string, options: CookieOptions): string {
+  const parts = [`${name}=${value}`, `Path=${options.path ?? '/'}`, 'HttpOnly', 'SameSite=Lax']
+  if (options.maxAgeSeconds !== undefined) parts.push(`Max-Age=${options.maxAgeSeconds}`)
+  if (options.secure) parts.push('Secure')
+  return parts.join('; ')
+}
+
+/** Constant-time comparison of two tokens; false for a missing one. */
+export function sameToken (given: string | undefined, expected: string | undefined): boolean {
+  if (given === undefined || expected === undefined || expected === '') return false
+  const a = Buffer.from(given)
+  const b = Buffer.from(expected)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+/**
+ * A POST from a page of another site carries that site's Origin. Browsers send it on every cross-origin
+ * POST (and modern ones on same-origin POSTs too); a request without one (curl, an old browser) relies on
+ * the CSRF token alone.
+ */
+export function originAllowed (origin: string | undefined, publicBaseUrl: string, host: string | undefined): boolean {
+  if (origin === undefined) return true
+  const own = [new URL(publicBaseUrl).origin, ...(host === undefined ? [] : [`http://${host.toLowerCase()}`, `https://${host.toLowerCase()}`])]
+  return own.includes(origin.toLowerCase())
+}

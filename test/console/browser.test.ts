@@ -1,0 +1,72 @@
+import { existsSync } from 'node:fs'
+import { chromium } from 'playwright-core'
+import t from 'tap'
+import { setup } from '../helpers/app.ts'
+import { createConsoleUser, PASSWORD } from './client.ts'
+
+// The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
+// only its prefix afterwards, sign out. The CSP is enforced by the browser here: a violation would show up
+// as a console error.
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+
+t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or set CHROMIUM_PATH)`)
+  const ctx = await setup(t)
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
+      // Nothing leaves this machine: every host name but localhost fails to resolve.
+      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1'
+    ]
+  })
+  t.teardown(() => browser.close())
+  const context = await browser.newContext()
+  const page = await context.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(err.message))
+  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+
+  await page.goto(`${url}/`)
+  t.equal(new URL(page.url()).pathname, '/login', 'signed out: the sign-in page')
+  t.equal(await page.locator('h1').textContent(), 'Sign in')
+  t.equal(await page.evaluate('getComputedStyle(document.body).fontFamily.includes("system-ui")'), true, 'the stylesheet applies')
+
+  await page.getByLabel('E-mail address').fill(user.email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/keys`)
+  t.equal(await page.locator('h1').textContent(), 'API keys')
+  const cookie = (await context.cookies()).find((c) => c.name === 'switchboard_session')
+  t.match(cookie, { httpOnly: true, sameSite: 'Lax', path: '/' })
+  t.equal(await page.evaluate('document.cookie'), '', 'no script sees the session')
+
+  await page.getByLabel('Name').fill('from the browser')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const shown = (await page.locator('#new-key').textContent())!
+  t.match(shown, /^sk_[0-9A-Za-z]{40}$/, 'the new key is shown')
+  t.equal(await page.evaluate('[localStorage.length, sessionStorage.length].join()'), '0,0', 'nothing kept in the browser\'s storage')
+
+  await page.goto(`${url}/keys`)
+  t.equal(await page.locator('#new-key').count(), 0, 'not shown again')
+  t.notMatch(await page.content(), shown)
+  t.equal(await page.locator('tbody code').textContent(), `${shown.slice(0, 11)}…`)
+  t.equal(await page.locator('tbody td').nth(1).textContent(), 'from the browser')
+
+  // Keyboard: the first Tab lands on the skip link, which is visible when focused.
+  await page.keyboard.press('Tab')
+  t.equal(await page.evaluate('document.activeElement?.textContent'), 'Skip to content')
+  t.ok(await page.locator('.skip').isVisible())
+
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.waitForURL(`${url}/login`)
+  await page.goto(`${url}/keys`)
+  t.equal(new URL(page.url()).pathname, '/login', 'signed out for good')
+  t.same(problems, [], 'no script errors and no CSP violations')
+})

@@ -1,0 +1,69 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import type { DB } from '../../src/db/database.ts'
+import { hashPassword } from '../../src/modules/console/passwords.ts'
+import { createUser, type User } from '../../src/modules/users/queries.ts'
+
+/** A browser's view of the console through app.inject: it keeps cookies and reads forms' CSRF tokens. */
+export class ConsoleClient {
+  readonly app: FastifyInstance
+  readonly cookies = new Map<string, string>()
+
+  constructor (app: FastifyInstance) {
+    this.app = app
+  }
+
+  #keep (res: LightMyRequestResponse): LightMyRequestResponse {
+    for (const line of [res.headers['set-cookie'] ?? []].flat()) {
+      const [pair] = line.split(';')
+      const eq = pair.indexOf('=')
+      const name = pair.slice(0, eq)
+      if (/;\s*Max-Age=0/i.test(line)) this.cookies.delete(name)
+      else this.cookies.set(name, pair.slice(eq + 1))
+    }
+    return res
+  }
+
+  get cookieHeader (): string {
+    return [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ')
+  }
+
+  async get (url: string): Promise<LightMyRequestResponse> {
+    return this.#keep(await this.app.inject({ method: 'GET', url, headers: { cookie: this.cookieHeader } }))
+  }
+
+  async post (url: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+    return this.#keep(await this.app.inject({
+      method: 'POST',
+      url,
+      headers: { cookie: this.cookieHeader, 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      payload: new URLSearchParams(form).toString()
+    }))
+  }
+
+  /** Loads `url` and posts `form` with the page's CSRF token, as a person filling in the form would. */
+  async submit (url: string, action: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+    const page = await this.get(url)
+    return await this.post(action, { csrf_token: csrfOf(page.body), ...form }, headers)
+  }
+
+  async signIn (email: string, password: string): Promise<LightMyRequestResponse> {
+    return await this.submit('/login', '/login', { email, password })
+  }
+}
+
+export function csrfOf (body: string): string {
+  const token = /name="csrf_token" value="([^"]+)"/.exec(body)?.[1]
+  if (token === undefined) throw new Error(`no CSRF token in the page:\n${body}`)
+  return token
+}
+
+export const PASSWORD = 'correct horse battery'
+
+let users = 0
+
+/** A user with a password, ready to sign in. */
+export async function createConsoleUser (db: DB, password = PASSWORD): Promise<User> {
+  const user = await createUser(db, { email: `console${++users}-${Date.now()}@example.com` })
+  await db.updateTable('users').set({ password_hash: await hashPassword(password) }).where('id', '=', user.id).execute()
+  return user
+}
