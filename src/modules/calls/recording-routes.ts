@@ -1,11 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
-import { HttpError, notFound } from '../../http/errors.ts'
+import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, errorSchema, IdParams, ObjectId } from '../../http/schemas.ts'
-import { findLinkedRecording, findRecording, signRecordingLink, verifyRecordingLink, type StoredRecording } from './recordings.ts'
+import { findLinkedRecording, findRecording, sendRecording, signRecordingLink, verifyRecordingLink } from './recordings.ts'
 
 const TAGS = ['calls']
 
@@ -18,38 +17,6 @@ const recordingAnswers = {
   200: WavFile,
   206: { ...WavFile, description: 'the part the `Range` header asked for' },
   416: { ...errorSchema(416), description: 'the range starts past the end of the file (`Content-Range: bytes */<size>`)' }
-}
-
-/** A single byte range of a file of `size` bytes: 'whole' for no (or an unusable) range, 'unsatisfiable' past the end. */
-function byteRange (header: string | undefined, size: number): { start: number, end: number } | 'whole' | 'unsatisfiable' {
-  const match = header === undefined ? null : /^bytes=(\d{0,15})-(\d{0,15})$/.exec(header.trim())
-  if (match === null || (match[1] === '' && match[2] === '')) return 'whole'
-  if (match[1] === '') {
-    // `-n`: the last n bytes.
-    const suffix = Number(match[2])
-    return suffix === 0 || size === 0 ? 'unsatisfiable' : { start: Math.max(0, size - suffix), end: size - 1 }
-  }
-  const start = Number(match[1])
-  const end = match[2] === '' ? Infinity : Number(match[2])
-  if (end < start) return 'whole' // invalid: RFC 9110 says to ignore it
-  if (start >= size) return 'unsatisfiable'
-  return { start, end: Math.min(end, size - 1) }
-}
-
-/** Answers the recording, or the part of it that the `Range` header asks for. */
-async function sendRecording (reply: FastifyReply, recording: StoredRecording, range: string | undefined) {
-  reply.header('accept-ranges', 'bytes')
-  const part = byteRange(range, recording.size)
-  if (part === 'unsatisfiable') {
-    reply.header('content-range', `bytes */${recording.size}`)
-    throw new HttpError(416, 'range_not_satisfiable', `the recording has ${recording.size} bytes; the range ${range} lies past its end`)
-  }
-  reply.header('content-disposition', `inline; filename="${recording.callId}.wav"`)
-  reply.header('cache-control', 'private, no-store')
-  reply.type('audio/wav')
-  if (part === 'whole') return reply.send(await recording.read() as never) // bytes; the schema documents the WAV they are
-  reply.header('content-range', `bytes ${part.start}-${part.end}/${recording.size}`)
-  return reply.code(206).send(await recording.read(part.start, part.end - part.start + 1) as never)
 }
 
 /** The recording routes of the API (x-api-key), registered by the calls routes. */

@@ -3,6 +3,7 @@ import { MIN_PASSWORD_LENGTH } from './passwords.ts'
 
 /** The console's sections; a new page adds its entry here. */
 const NAV = [
+  { href: '/calls', label: 'Calls' },
   { href: '/keys', label: 'API keys' }
 ]
 

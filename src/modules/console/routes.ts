@@ -5,6 +5,7 @@ import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
+import { consoleCallRoutes } from './calls.ts'
 import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
 import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
@@ -244,5 +245,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl }
       forgetApiKeys()
       return reply.redirect('/keys', 303)
     })
+
+    await pages.register(consoleCallRoutes, { db })
   })
 }

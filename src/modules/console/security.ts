@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto'
 
-// What a console page may do: nothing but load this server's own styles and scripts and post its own forms.
+// What a console page may do: nothing but load this server's own styles, scripts and recordings and post its own forms.
 export const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',

@@ -1,0 +1,288 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Static } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { ID_PATTERN } from '../../db/ids.ts'
+import { optionalDateRange } from '../../http/dates.ts'
+import { listAgents } from '../agents/queries.ts'
+import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.ts'
+import { findRecording, sendRecording } from '../calls/recordings.ts'
+import type { CallDetail, CallListItem } from '../calls/schemas.ts'
+import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
+import { html, type SafeHtml } from './html.ts'
+import { layout, messagePage, notice, type Viewer } from './pages.ts'
+
+type ListItem = Static<typeof CallListItem>
+type Detail = Static<typeof CallDetail>
+
+export const PAGE_SIZE = 50
+const HIDDEN = { schema: { hide: true } }
+const ID = new RegExp(ID_PATTERN)
+const DAY = /^\d{4}-\d{2}-\d{2}$/
+// The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
+const MAX_AGENT_OPTIONS = 500
+
+const STATUSES = ['started', 'pending', 'success', 'failed']
+const TYPES = ['phone', 'web']
+const DIRECTIONS = ['inbound', 'outbound']
+
+/** The list's filters as the form sends them: '' means any. */
+interface Filters { agent: string, status: string, type: string, direction: string, from: string, to: string, skip: number }
+
+const FILTER_NAMES = ['agent', 'status', 'type', 'direction', 'from', 'to'] as const
+
+/** The query's filters, or the reason they cannot be used (shown on the page). */
+function parseFilters (query: Record<string, unknown>): { filters: Filters, problem?: string } {
+  const text = (name: string) => typeof query[name] === 'string' ? (query[name] as string).trim() : ''
+  const filters: Filters = { agent: text('agent').toLowerCase(), status: text('status'), type: text('type'), direction: text('direction'), from: text('from'), to: text('to'), skip: 0 }
+  const problem = (message: string) => ({ filters, problem: message })
+  const repeated = [...FILTER_NAMES, 'skip'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
+  if (repeated !== undefined) return problem(`The filter “${repeated}” was given more than once.`)
+  if (filters.agent !== '' && !ID.test(filters.agent)) return problem('That agent is not a valid agent id.')
+  if (filters.status !== '' && !STATUSES.includes(filters.status)) return problem(`The status must be one of ${STATUSES.join(', ')}.`)
+  if (filters.type !== '' && !TYPES.includes(filters.type)) return problem(`The type must be one of ${TYPES.join(', ')}.`)
+  if (filters.direction !== '' && !DIRECTIONS.includes(filters.direction)) return problem(`The direction must be one of ${DIRECTIONS.join(', ')}.`)
+  for (const name of ['from', 'to'] as const) {
+    if (filters[name] !== '' && !DAY.test(filters[name])) return problem(`“${name === 'from' ? 'From' : 'To'}” must be a day written YYYY-MM-DD.`)
+  }
+  try {
+    optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
+  } catch {
+    return problem('“From” and “to” must be calendar days, and “to” must not be before “from”.')
+  }
+  const skip = text('skip')
+  if (skip !== '' && !/^\d{1,9}$/.test(skip)) return problem('The page position must be a whole number.')
+  filters.skip = Number(skip)
+  return { filters }
+}
+
+/** The query string of the filters (only those set) at `skip`. */
+function queryOf (filters: Filters, skip: number): string {
+  const params = new URLSearchParams()
+  for (const name of FILTER_NAMES) if (filters[name] !== '') params.set(name, filters[name])
+  if (skip > 0) params.set('skip', String(skip))
+  const query = params.toString()
+  return query === '' ? '' : `?${query}`
+}
+
+const when = (epochMs: number | null) => {
+  if (epochMs === null) return '—'
+  const iso = new Date(epochMs).toISOString()
+  return html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`
+}
+
+/** m:ss, or h:mm:ss from an hour. */
+function duration (ms: number | null): string {
+  if (ms === null) return '—'
+  const total = Math.round(ms / 1000)
+  const [h, m, s] = [Math.floor(total / 3600), Math.floor(total / 60) % 60, total % 60]
+  const pad = (n: number) => String(n).padStart(2, '0')
+  return h > 0 ? `${h}:${pad(m)}:${pad(s)}` : `${m}:${pad(s)}`
+}
+
+const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1)
+
+const choices = (values: string[], selected: string, any: string) => html`<option value="">${any}</option>${values.map((value) =>
+  html`<option value="${value}"${value === selected && html` selected`}>${capital(value)}</option>`)}`
+
+interface ListedCall extends ListItem { duration_ms: number | null, credits: number }
+
+function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{ id: string, name: string }>, calls?: ListedCall[], hasNext?: boolean, error?: string }): string {
+  const { viewer, filters, agents, calls } = options
+  const agentOptions = agents.some((agent) => agent.id === filters.agent) || filters.agent === ''
+    ? agents
+    : [...agents, { id: filters.agent, name: filters.agent }]
+  const previous = Math.max(0, filters.skip - PAGE_SIZE)
+  return layout({
+    title: 'Calls',
+    viewer,
+    current: '/calls',
+    body: html`
+<form method="get" action="/calls" aria-label="Filter calls">
+  <div class="stack">
+    <label for="agent">Agent</label>
+    <select id="agent" name="agent"><option value="">Any agent</option>${agentOptions.map((agent) =>
+      html`<option value="${agent.id}"${agent.id === filters.agent && html` selected`}>${agent.name}</option>`)}</select>
+    <label for="status">Status</label>
+    <select id="status" name="status">${choices(STATUSES, filters.status, 'Any status')}</select>
+    <label for="type">Type</label>
+    <select id="type" name="type">${choices(TYPES, filters.type, 'Any type')}</select>
+    <label for="direction">Direction</label>
+    <select id="direction" name="direction">${choices(DIRECTIONS, filters.direction, 'Any direction')}</select>
+    <label for="from">From (UTC day)</label>
+    <input id="from" name="from" type="date" value="${filters.from}">
+    <label for="to">To (UTC day, included)</label>
+    <input id="to" name="to" type="date" value="${filters.to}">
+    <button type="submit">Show calls</button>
+  </div>
+</form>
+${options.error !== undefined && notice('error', options.error)}
+${calls !== undefined && (calls.length === 0
+  ? html`<p>${filters.skip > 0 ? 'No more calls.' : 'No calls match.'}</p>`
+  : html`<div class="table"><table>
+  <caption>Calls ${filters.skip + 1}–${filters.skip + calls.length}, newest first</caption>
+  <thead><tr><th scope="col">Started</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Sentiment</th><th scope="col">Credits</th></tr></thead>
+  <tbody>${calls.map((call) => html`<tr>
+    <td><a href="/calls/${call._id}">${when(call.start_timestamp)}</a></td>
+    <td>${call.agent_name}</td>
+    <td>${capital(call.call_type)}, ${call.direction}</td>
+    <td>${call.call_status}</td>
+    <td>${duration(call.duration_ms)}</td>
+    <td>${call.sentiment?.sentiment ?? '—'}</td>
+    <td>${call.credits}</td>
+  </tr>`)}</tbody>
+</table></div>`)}
+${calls !== undefined && (filters.skip > 0 || options.hasNext === true) && html`<nav aria-label="Pages of calls"><ul class="pager">
+  ${filters.skip > 0 && html`<li><a href="/calls${queryOf(filters, previous)}" rel="prev">Newer calls</a></li>`}
+  ${options.hasNext === true && html`<li><a href="/calls${queryOf(filters, filters.skip + PAGE_SIZE)}" rel="next">Older calls</a></li>`}
+</ul></nav>`}`
+  })
+}
+
+const speakers: Record<string, string> = { agent: 'Agent', user: 'Caller', tool: 'Tool' }
+
+function transcriptLine (item: Detail['transcription'][number], start: number): SafeHtml {
+  const offset = html`<span class="hint">${duration(Math.max(0, item.timestamp - start))}</span>`
+  if (item.speaker === 'tool' && item.tool !== undefined) {
+    const { tool } = item
+    return html`<li class="tool">${offset} <strong>Tool</strong> <code>${tool.name}</code> (${tool.type}): arguments <code>${tool.arguments}</code>${
+      tool.output !== undefined && html`; answered <code>${tool.output}</code>`}${tool.error !== undefined && html`; failed: ${tool.error}`}</li>`
+  }
+  return html`<li>${offset} <strong>${speakers[item.speaker] ?? item.speaker}:</strong> ${item.content}</li>`
+}
+
+const valueText = (value: unknown) => typeof value === 'string' ? value : JSON.stringify(value)
+
+function lastAttempt (row: DeliveryRow) {
+  const attempts = row.attempts ?? []
+  const last = attempts[attempts.length - 1]
+  if (last === undefined) return '—'
+  return html`${when(Date.parse(last.at))}${last.status_code !== undefined && html` (HTTP ${last.status_code})`}${last.error !== undefined && html` ${last.error}`}`
+}
+
+function callPage (options: { viewer: Viewer, call: Detail, hasRecording: boolean, deliveries: DeliveryRow[] }): string {
+  const { viewer, call, deliveries } = options
+  const credits = call.call_credits_details
+  const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
+  const extracted = Object.entries(call.custom_analysis_data ?? {})
+  const fact = (label: string, value: unknown) => html`<dt>${label}</dt><dd>${value}</dd>`
+  return layout({
+    title: `Call of ${new Date(call.start_timestamp).toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    viewer,
+    current: '/calls',
+    body: html`
+<p><a href="/calls">All calls</a></p>
+<dl class="facts">
+  ${fact('Agent', call.agent_name)}
+  ${fact('Type', `${capital(call.call_type)}, ${call.direction}`)}
+  ${call.call_type === 'phone' && html`${fact('From', call.call_from ?? '—')}${fact('To', call.call_to ?? '—')}`}
+  ${fact('Started', when(call.start_timestamp))}
+  ${fact('Ended', when(call.end_timestamp))}
+  ${fact('Duration', duration(call.duration_ms))}
+  ${fact('Status', call.call_status)}
+  ${fact('Disconnection reason', call.disconnection_reason ?? '—')}
+  ${call.task_achieved !== null && fact('Task achieved', call.task_achieved ? 'yes' : 'no')}
+  ${fact('Call id', html`<code>${call._id}</code>`)}
+</dl>
+${options.hasRecording && html`<h2>Recording</h2>
+<audio controls preload="none" src="/calls/${call._id}/recording.wav"><a href="/calls/${call._id}/recording.wav">Download the recording</a></audio>
+<p><a href="/calls/${call._id}/recording.wav" download>Download the recording (WAV)</a></p>`}
+<h2>Summary</h2>
+<p>${call.call_summary ?? 'No summary (not analysed yet, or summaries are off for this agent).'}</p>
+<h2>Sentiment</h2>
+${call.sentiment === null
+  ? html`<p>Not analysed.</p>`
+  : html`<p><strong>${capital(call.sentiment.sentiment)}</strong>${call.sentiment.explanation !== '' && html`: ${call.sentiment.explanation}`}</p>`}
+${extracted.length > 0 && html`<h2>Extracted fields</h2>
+<div class="table"><table>
+  <thead><tr><th scope="col">Field</th><th scope="col">Value</th></tr></thead>
+  <tbody>${extracted.map(([name, value]) => html`<tr><td>${name}</td><td>${valueText(value)}</td></tr>`)}</tbody>
+</table></div>`}
+<h2>Transcript</h2>
+${call.transcription.length === 0
+  ? html`<p>No transcript.</p>`
+  : html`<ol class="transcript">${call.transcription.map((item) => transcriptLine(item, call.start_timestamp))}</ol>`}
+<h2>Credits</h2>
+<div class="table"><table>
+  <thead><tr><th scope="col">Phone</th><th scope="col">Web</th><th scope="col">SMS</th><th scope="col">Forwarding</th><th scope="col">Total</th></tr></thead>
+  <tbody><tr><td>${credits.phone_call_credits}</td><td>${credits.web_call_credits}</td><td>${credits.text_message_credits}</td><td>${credits.call_forwarding_credits}</td><td>${total}</td></tr></tbody>
+</table></div>
+<p class="hint">1 credit = 1 US cent.</p>
+${deliveries.length > 0 && html`<h2>Deliveries</h2>
+<div class="table"><table>
+  <thead><tr><th scope="col">Kind</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th></tr></thead>
+  <tbody>${deliveries.map((row) => html`<tr><td>${row.kind === 'agent_webhook' ? 'Webhook' : 'API call'}</td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
+</table></div>`}`
+  })
+}
+
+// At most this many of a call's deliveries are shown: one per action and webhook, so a few in practice.
+const MAX_DELIVERIES = 100
+
+/**
+ * The console's Calls pages (docs/console.md), registered inside the console's session scope: the list with
+ * the API's main filters, a call's page, and its recording streamed to the signed-in owner (the API key never
+ * reaches the browser).
+ */
+export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
+  const viewerOf = (request: FastifyRequest): Viewer | undefined => request.consoleSession === undefined
+    ? undefined
+    : { email: request.consoleSession.email, csrfToken: request.consoleSession.csrfToken }
+  const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
+  const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
+    sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', viewerOf(request)))
+
+  app.get('/calls', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession
+    if (session === undefined) return reply.redirect('/login', 303)
+    const viewer = viewerOf(request)!
+    const agents = (await listAgents(db, session.userId, { limit: MAX_AGENT_OPTIONS })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
+    const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
+    if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, error: problem }))
+
+    const filter: CallFilter = {
+      agentIds: filters.agent === '' ? undefined : [filters.agent],
+      callStatus: filters.status === '' ? undefined : [filters.status],
+      callType: filters.type === '' ? undefined : [filters.type],
+      direction: filters.direction === '' ? undefined : [filters.direction]
+    }
+    const range = optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
+    // One more than a page tells whether an older page exists.
+    const listed = JSON.parse(await listCallsJson(db, session.userId, filter, { ...range, order: 'desc', limit: PAGE_SIZE + 1, skip: filters.skip })) as ListItem[]
+    const page = listed.slice(0, PAGE_SIZE)
+    // The list view leaves out durations and credits: one query for the page's calls adds them.
+    const figures = page.length === 0
+      ? []
+      : await db.selectFrom('calls')
+        .select(['id', 'duration_ms', 'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits'])
+        .where('user_id', '=', session.userId).where('id', 'in', page.map((call) => call._id)).execute()
+    const byId = new Map(figures.map((row) => [row.id, row]))
+    const calls = page.map((call) => {
+      const row = byId.get(call._id)
+      const credits = row === undefined ? 0 : row.phone_call_credits + row.web_call_credits + row.text_message_credits + row.call_forwarding_credits
+      return { ...call, duration_ms: row?.duration_ms ?? null, credits }
+    })
+    return sendPage(reply, 200, callsPage({ viewer, filters, agents, calls, hasNext: listed.length > PAGE_SIZE }))
+  })
+
+  app.get<{ Params: { id: string } }>('/calls/:id', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession
+    if (session === undefined) return reply.redirect('/login', 303)
+    const id = request.params.id.toLowerCase()
+    const json = ID.test(id) ? await findCallJson(db, session.userId, id) : undefined
+    if (json === undefined) return noSuchCall(request, reply)
+    const [recording, deliveries] = await Promise.all([
+      findRecording(db, session.userId, id),
+      listDeliveries(db, session.userId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
+    ])
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(request)!, call: JSON.parse(json) as Detail, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
+  })
+
+  app.get<{ Params: { id: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession
+    if (session === undefined) return reply.redirect('/login', 303)
+    const id = request.params.id.toLowerCase()
+    const recording = ID.test(id) ? await findRecording(db, session.userId, id) : undefined
+    if (recording === undefined) return noSuchCall(request, reply)
+    return await sendRecording(reply, recording, request.headers.range)
+  })
+}
