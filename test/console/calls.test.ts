@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto'
+import t from 'tap'
+import { newId } from '../../src/db/ids.ts'
+import { storeRecording } from '../../src/modules/calls/recordings.ts'
+import { createApiKey } from '../../src/modules/users/queries.ts'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { createAgent, insertCalls } from '../helpers/calls.ts'
+import { ConsoleClient, createConsoleUser, PASSWORD } from './client.ts'
+
+const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'"
+
+/** A console user who also has an API key (to make agents through the API), signed in. */
+async function signedIn (ctx: TestContext) {
+  const user = await createConsoleUser(ctx.db)
+  const { key } = await createApiKey(ctx.db, user.id)
+  const account: Account = { user, key, headers: { 'x-api-key': key } }
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  return { user, account, browser }
+}
+
+const callIdsOf = (body: string) => [...body.matchAll(/<a href="\/calls\/([0-9a-f]{24})">/g)].map((m) => m[1])
+
+t.test('the list: only one\'s own calls, newest first, with their columns; filters; a bad filter is a 400 page', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedIn(ctx)
+  const one = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
+  const two = await createAgent(ctx.app, account, { agent_name: 'Sales <b>' })
+  const [c1, c2] = await insertCalls(ctx.db, user.id, one, [
+    { start_timestamp: new Date('2026-05-01T09:30:00Z'), direction: 'inbound', call_type: 'phone', call_status: 'success', duration_ms: 65_000, sentiment: 'positive', phone_call_credits: 7, call_forwarding_credits: 3 },
+    { start_timestamp: new Date('2026-05-02T10:00:00Z'), direction: 'outbound', call_type: 'web', call_from: null, call_to: null, call_status: 'failed', duration_ms: 3_723_000, web_call_credits: 2 }
+  ])
+  const [c3] = await insertCalls(ctx.db, user.id, two, [{ start_timestamp: new Date('2026-05-03T00:00:00Z'), call_status: 'started', end_timestamp: null, duration_ms: null }])
+  const other = await createAccount(ctx.db)
+  const [foreign] = await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other, { agent_name: 'Not mine' }), [{ start_timestamp: new Date('2026-05-02T12:00:00Z') }])
+
+  const page = await browser.get('/calls')
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-type'], 'text/html')
+  t.match(page.body, /<a href="\/calls" aria-current="page">Calls<\/a>/)
+  t.same(callIdsOf(page.body), [c3, c2, c1], 'newest first, only the account\'s')
+  t.notMatch(page.body, foreign)
+  t.notMatch(page.body, 'Not mine')
+  t.match(page.body, '<time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30:00 UTC</time>')
+  t.match(page.body, /<td>Front desk<\/td>\s*<td>Phone, inbound<\/td>\s*<td>success<\/td>\s*<td>1:05<\/td>\s*<td>positive<\/td>\s*<td>10<\/td>/)
+  t.match(page.body, /<td>Web, outbound<\/td>\s*<td>failed<\/td>\s*<td>1:02:03<\/td>\s*<td>—<\/td>\s*<td>2<\/td>/)
+  t.match(page.body, /<td>Sales &lt;b&gt;<\/td>/, 'names are text')
+  t.match(page.body, `<option value="${two._id}">Sales &lt;b&gt;</option>`, 'the agent filter lists the agents')
+  t.match(page.body, '<div class="table"><table>', 'the table scrolls on a small screen')
+
+  const list = async (query: string) => {
+    const res = await browser.get(`/calls${query}`)
+    t.equal(res.statusCode, 200, query)
+    return callIdsOf(res.body)
+  }
+  t.same(await list(`?agent=${one._id}`), [c2, c1])
+  t.same(await list(`?agent=${one._id.toUpperCase()}`), [c2, c1], 'ids in either case')
+  t.same(await list('?status=started'), [c3])
+  t.same(await list('?type=web'), [c2])
+  t.same(await list('?direction=inbound'), [c1])
+  t.same(await list('?from=2026-05-02'), [c3, c2])
+  t.same(await list('?to=2026-05-02'), [c2, c1], '"to" includes its whole day')
+  t.same(await list('?from=2026-05-02&to=2026-05-02&status=&type=&direction=&agent='), [c2], 'empty fields mean any')
+  t.same(await list(`?agent=${newId()}`), [], 'an agent without calls')
+  const filtered = await browser.get(`/calls?agent=${one._id}&status=failed&from=2026-05-01`)
+  t.match(filtered.body, `<option value="${one._id}" selected>Front desk</option>`, 'the form keeps the filters')
+  t.match(filtered.body, '<option value="failed" selected>Failed</option>')
+  t.match(filtered.body, 'name="from" type="date" value="2026-05-01"')
+  t.match((await browser.get('/calls?status=success&to=2026-04-01')).body, /No calls match/)
+
+  for (const [query, message] of [
+    ['?status=done', /The status must be one of/],
+    ['?type=fax', /The type must be one of/],
+    ['?direction=sideways', /The direction must be one of/],
+    ['?agent=xyz', /not a valid agent id/],
+    ['?from=yesterday', /“From” must be a day written YYYY-MM-DD/],
+    ['?from=2026-02-30', /must be calendar days/],
+    ['?from=2026-05-02&to=2026-05-01', /“to” must not be before “from”/],
+    ['?skip=-1', /page position must be a whole number/],
+    ['?status=success&status=failed', /“status” was given more than once/],
+    ['?from=%22%3E%3Cscript%3E', /must be a day/]
+  ] as const) {
+    const res = await browser.get(`/calls${query}`)
+    t.equal(res.statusCode, 400, query)
+    t.match(res.body, message, query)
+    t.match(res.body, /<p class="notice error" role="alert">/)
+    t.match(res.body, /<form method="get" action="\/calls"/, 'the form is there to correct it')
+    t.notMatch(res.body, /<table>/, 'no calls listed')
+    t.notMatch(res.body, /<script/i)
+  }
+
+  const signedOut = await ctx.app.inject({ method: 'GET', url: '/calls' })
+  t.equal(signedOut.statusCode, 303)
+  t.equal(signedOut.headers.location, '/login')
+})
+
+t.test('paging: 50 a page, next and previous links keep the filters', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedIn(ctx)
+  const agent = await createAgent(ctx.app, account)
+  const seeds = Array.from({ length: 120 }, (_, i) => ({ start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, i)), direction: i % 3 === 0 ? 'inbound' as const : 'outbound' as const }))
+  const ids = await insertCalls(ctx.db, user.id, agent, seeds)
+  const outbound = ids.filter((_, i) => i % 3 !== 0).reverse()
+  t.equal(outbound.length, 80)
+
+  const first = await browser.get('/calls?direction=outbound')
+  t.same(callIdsOf(first.body), outbound.slice(0, 50))
+  t.match(first.body, 'Calls 1–50, newest first')
+  t.match(first.body, '<a href="/calls?direction=outbound&amp;skip=50" rel="next">Older calls</a>')
+  t.notMatch(first.body, 'rel="prev"', 'no newer page')
+
+  const second = await browser.get('/calls?direction=outbound&skip=50')
+  t.same(callIdsOf(second.body), outbound.slice(50))
+  t.match(second.body, 'Calls 51–80, newest first')
+  t.match(second.body, '<a href="/calls?direction=outbound" rel="prev">Newer calls</a>')
+  t.notMatch(second.body, 'rel="next"', 'the last page')
+
+  const all = await browser.get('/calls?skip=50')
+  t.same(callIdsOf(all.body), [...ids].reverse().slice(50, 100))
+  t.match(all.body, 'rel="next"')
+  t.match((await browser.get('/calls?skip=500')).body, /No more calls/)
+})
+
+t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript (escaped), credits, deliveries', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedIn(ctx)
+  const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
+  const start = Date.parse('2026-05-01T09:30:00Z')
+  const [id] = await insertCalls(ctx.db, user.id, agent, [{
+    start_timestamp: new Date(start),
+    direction: 'inbound',
+    call_from: '+14155550100',
+    call_to: '+14155550199',
+    duration_ms: 95_000,
+    disconnection_reason: 'user_hangup',
+    call_summary: 'The caller <em>booked</em> a table for two.',
+    sentiment: 'positive',
+    sentiment_explanation: 'Thanked the agent & said "great".',
+    task_achieved: true,
+    custom_analysis_data: JSON.stringify({ party_size: 2, name: '<img src=x onerror=alert(1)>' }),
+    phone_call_credits: 12,
+    text_message_credits: 1,
+    call_forwarding_credits: 4,
+    transcription: [
+      { speaker: 'agent', content: 'Hello, how can I help?', timestamp: start + 1_000 },
+      { speaker: 'user', content: '<script>alert(1)</script>', timestamp: start + 5_000 }
+    ]
+  }])
+  // A tool line, as the voice engine stores it (the helper's seed type knows only speech).
+  await ctx.db.updateTable('calls').set({
+    transcription: JSON.stringify([
+      { speaker: 'agent', content: 'Hello, how can I help?', timestamp: start + 1_000 },
+      { speaker: 'user', content: '<script>alert(1)</script>', timestamp: start + 5_000 },
+      { speaker: 'tool', content: '', timestamp: start + 70_000, tool: { name: 'book_table', type: 'api_call', arguments: '{"size":2}', output: 'booked' } }
+    ])
+  }).where('id', '=', id).execute()
+  await ctx.db.insertInto('webhook_deliveries').values({
+    id: newId(), user_id: user.id, delivery_id: randomUUID(), correlation_id: randomUUID(), call_id: id, agent_id: agent._id, kind: 'agent_webhook',
+    name: 'call_analyzed', status: 'failed', method: 'POST', url: 'https://hooks.example.test/x', body: JSON.stringify({}), variables: null,
+    schedule: [0], attempts_max: 2, attempts_made: 2,
+    attempts: JSON.stringify([{ n: 1, at: '2026-05-01T09:32:00.000Z', duration_ms: 20, status_code: 500 }, { n: 2, at: '2026-05-01T09:33:00.000Z', duration_ms: 20, status_code: 503 }])
+  }).execute()
+
+  const page = await browser.get(`/calls/${id}`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, '<title>Call of 2026-05-01 09:30 UTC · Switchboard</title>')
+  t.match(page.body, /<a href="\/calls" aria-current="page">Calls<\/a>/)
+  for (const [label, value] of [['Agent', 'Front desk'], ['Type', 'Phone, inbound'], ['From', '+14155550100'], ['To', '+14155550199'],
+    ['Duration', '1:35'], ['Status', 'success'], ['Disconnection reason', 'user_hangup'], ['Task achieved', 'yes']]) {
+    t.match(page.body, `<dt>${label}</dt><dd>${value}</dd>`, label)
+  }
+  t.match(page.body, '<dt>Started</dt><dd><time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30:00 UTC</time></dd>')
+  t.match(page.body, '<p>The caller &lt;em&gt;booked&lt;/em&gt; a table for two.</p>', 'the summary, as text')
+  t.match(page.body, '<strong>Positive</strong>: Thanked the agent &amp; said &quot;great&quot;.')
+  t.match(page.body, '<tr><td>party_size</td><td>2</td></tr>')
+  t.match(page.body, '<tr><td>name</td><td>&lt;img src=x onerror=alert(1)&gt;</td></tr>')
+  t.match(page.body, /<li><span class="hint">0:01<\/span> <strong>Agent:<\/strong> Hello, how can I help\?<\/li>/)
+  t.match(page.body, /<strong>Caller:<\/strong> &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/li>/, 'the transcript, escaped')
+  t.match(page.body, /<li class="tool"><span class="hint">1:10<\/span> <strong>Tool<\/strong> <code>book_table<\/code> \(api_call\): arguments <code>\{&quot;size&quot;:2\}<\/code>; answered <code>booked<\/code><\/li>/)
+  t.notMatch(page.body, /<script|<img|<em>/i, 'nothing of the user\'s content is markup')
+  t.match(page.body, '<tr><td>12</td><td>0</td><td>1</td><td>4</td><td>17</td></tr>', 'credits and their total')
+  t.match(page.body, /<td>Webhook<\/td><td>call_analyzed<\/td><td>failed<\/td><td>2 of 2<\/td><td><time datetime="2026-05-01T09:33:00.000Z">2026-05-01 09:33:00 UTC<\/time> \(HTTP 503\)<\/td>/)
+  t.notMatch(page.body, /<audio/, 'no recording, no player')
+
+  const web = (await insertCalls(ctx.db, user.id, agent, [{ call_type: 'web', call_from: null, call_to: null, end_timestamp: null, duration_ms: null, call_status: 'started' }]))[0]
+  const running = await browser.get(`/calls/${web}`)
+  t.equal(running.statusCode, 200)
+  t.notMatch(running.body, '<dt>From</dt>', 'a web call has no numbers')
+  t.match(running.body, '<dt>Ended</dt><dd>—</dd>')
+  t.match(running.body, /No summary/)
+  t.match(running.body, /<h2>Sentiment<\/h2>\s*<p>Not analysed.<\/p>/)
+  t.match(running.body, /No transcript/)
+  t.notMatch(running.body, /Extracted fields|Deliveries/)
+})
+
+t.test('another account\'s call, an unknown id and a malformed one are the console\'s 404 page', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const other = await createAccount(ctx.db)
+  const [foreign] = await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other), [{ call_summary: 'their secret' }])
+  for (const id of [foreign, newId(), 'not-an-id']) {
+    const res = await browser.get(`/calls/${id}`)
+    t.equal(res.statusCode, 404, id)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, /<h1>No such call<\/h1>/)
+    t.match(res.body, /Sign out/, 'in the signed-in layout')
+    t.notMatch(res.body, 'their secret')
+  }
+})
+
+t.test('the recording: a player on the call\'s page; the WAV (ranges too) for the owner only', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedIn(ctx)
+  const [id] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}])
+  const wav = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(996, 7)])
+  t.ok(await storeRecording(ctx.db, { callId: id, userId: user.id, durationMs: 1000, wav }))
+
+  const page = await browser.get(`/calls/${id}`)
+  t.match(page.body, `<audio controls preload="none" src="/calls/${id}/recording.wav">`)
+  t.notMatch(page.body, account.key, 'no API key on the page')
+
+  const whole = await browser.get(`/calls/${id}/recording.wav`)
+  t.equal(whole.statusCode, 200)
+  t.equal(whole.headers['content-type'], 'audio/wav')
+  t.equal(whole.headers['accept-ranges'], 'bytes')
+  t.same(whole.rawPayload, wav)
+  const part = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav`, headers: { cookie: browser.cookieHeader, range: 'bytes=0-3' } })
+  t.equal(part.statusCode, 206)
+  t.equal(part.headers['content-range'], 'bytes 0-3/1000')
+  t.equal(part.body, 'RIFF')
+  const past = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav`, headers: { cookie: browser.cookieHeader, range: 'bytes=5000-' } })
+  t.equal(past.statusCode, 416)
+  t.equal(past.headers['content-range'], 'bytes */1000')
+
+  const stranger = await signedIn(ctx)
+  const refused = await stranger.browser.get(`/calls/${id}/recording.wav`)
+  t.equal(refused.statusCode, 404)
+  t.match(refused.headers['content-type'], 'text/html')
+  t.notMatch(refused.body, 'RIFF')
+  const noRecording = (await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}]))[0]
+  t.equal((await browser.get(`/calls/${noRecording}/recording.wav`)).statusCode, 404, 'a call without a recording')
+  const signedOut = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav` })
+  t.equal(signedOut.statusCode, 303)
+  t.equal(signedOut.headers.location, '/login')
+})
+
+t.test('the Calls pages carry the console\'s security headers and nothing inline', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedIn(ctx)
+  const [id] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{ transcription: [{ speaker: 'user', content: 'hi', timestamp: Date.now() }] }])
+  const answers = [await browser.get('/calls'), await browser.get('/calls?status=bad'), await browser.get(`/calls/${id}`), await browser.get(`/calls/${newId()}`)]
+  for (const res of answers) {
+    t.match(res.headers, {
+      'content-security-policy': CSP,
+      'x-frame-options': 'DENY',
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'same-origin',
+      'cache-control': 'no-store'
+    }, `${res.statusCode}`)
+    t.match(res.body, /<main id="main"/)
+    t.notMatch(res.body, /<script|<style|style=/i, 'nothing inline that the CSP would block')
+  }
+})
