@@ -160,8 +160,7 @@ ${agents.length === 0
   <caption>Your agents${agents.length === LIST_LIMIT && html` (the first ${LIST_LIMIT})`}</caption>
   <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Language</th><th scope="col">Voice</th><th scope="col">Updated</th></tr></thead>
   <tbody>${agents.map((agent) => html`<tr>
-    <td><a href="/agents/${agent.id}">${agent.agent_name}</a></td><td>${agent.status}</td>
-    <td>${agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language}</td><td>${voiceNames.get(agent.voice_id) ?? agent.voice_id}</td><td>${when(agent.updated_at)}</td>
+    <td><a href="/agents/${agent.id}">${agent.agent_name}</a></td><td>${agent.status}</td><td>${agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language}</td><td>${voiceNames.get(agent.voice_id) ?? agent.voice_id}</td><td>${when(agent.updated_at)}</td>
   </tr>`)}</tbody>
 </table></div>`}`
     }))
