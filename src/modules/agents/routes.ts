@@ -196,4 +196,3 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     return reply.code(204).send(null)
   })
 }
-
