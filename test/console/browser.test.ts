@@ -1,32 +1,20 @@
-import { existsSync } from 'node:fs'
-import { chromium } from 'playwright-core'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { setup } from '../helpers/app.ts'
+import { launchChromium } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from './client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
 // only its prefix afterwards, sign out. The CSP is enforced by the browser here: a violation would show up
 // as a console error.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const launch = async (t: Test) => await launchChromium(t)
 
 t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or set CHROMIUM_PATH)`)
   const ctx = await setup(t)
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const user = await createConsoleUser(ctx.db)
 
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
-      // Nothing leaves this machine: every host name but localhost fails to resolve.
-      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1'
-    ]
-  })
-  t.teardown(() => browser.close())
+  const browser = await launch(t)
   const context = await browser.newContext()
   const page = await context.newPage()
   const problems: string[] = []
@@ -68,5 +56,46 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   await page.waitForURL(`${url}/login`)
   await page.goto(`${url}/keys`)
   t.equal(new URL(page.url()).pathname, '/login', 'signed out for good')
+  t.same(problems, [], 'no script errors and no CSP violations')
+})
+
+t.test('create an agent in the form, press Talk, and hear it out in the web-call page: in Chromium', async (t) => {
+  // No speech providers: the call is typed, on the simulator engine, run by this process's workers.
+  const ctx = await setup(t, { VOICE_ENGINE: 'simulator' }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+  const browser = await launch(t)
+  const page = await browser.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(err.message))
+  // The web-call page names no icon, so Chromium asks for /favicon.ico (a 404): every other failed load counts.
+  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
+  page.on('response', (res) => { if (res.status() >= 400 && new URL(res.url()).pathname !== '/favicon.ico') problems.push(`${res.status()} ${res.url()}`) })
+
+  await page.goto(`${url}/login`)
+  await page.getByLabel('E-mail address').fill(user.email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/keys`)
+  await page.getByRole('link', { name: 'Agents' }).click()
+  await page.getByRole('link', { name: 'New agent' }).click()
+  await page.getByLabel('Name').fill('Clinic')
+  await page.getByLabel('Begin message').fill('Hello from the clinic, how can I help?')
+  await page.getByLabel('Prompt').fill('You book appointments.')
+  await page.getByLabel('Voice').selectOption({ label: 'Echo (openai, male, en-US)' })
+  await page.getByRole('button', { name: 'Create agent' }).click()
+  await page.waitForURL(/\/agents\/[0-9a-f]{24}\?saved=1$/)
+  t.equal(await page.locator('h1').textContent(), 'Clinic')
+  t.equal(await page.getByLabel('Voice').inputValue(), '65a0f0000000000000000004', 'the chosen voice is kept')
+
+  await page.getByRole('button', { name: 'Talk to this agent' }).click()
+  await page.waitForURL(/\/web-call#access_token=wct_/)
+  await page.click('#start')
+  await page.locator('#transcript li.agent', { hasText: 'Hello from the clinic, how can I help?' }).waitFor()
+  await page.locator('#status', { hasText: 'Type below' }).waitFor()
+  await page.click('#hangup')
+  await page.locator('#status', { hasText: 'The call ended' }).waitFor()
+  const calls = await ctx.db.selectFrom('calls').select(['agent_name', 'call_type']).where('user_id', '=', user.id).execute()
+  t.match(calls, [{ agent_name: 'Clinic', call_type: 'web' }])
   t.same(problems, [], 'no script errors and no CSP violations')
 })

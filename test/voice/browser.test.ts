@@ -1,9 +1,8 @@
-import { existsSync } from 'node:fs'
 import path from 'node:path'
-import { chromium, type Browser } from 'playwright-core'
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, setup } from '../helpers/app.ts'
+import { launchChromium } from '../helpers/chromium.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
@@ -12,26 +11,12 @@ import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 // test/fixtures/audio/caller.wav: the page joins, the provider stand-in receives the caller's (non-silent)
 // audio, the page plays the agent and shows the transcript, hang-up ends the call. Both engines.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const CALLER = path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')
 
-async function launch (t: Test): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or set CHROMIUM_PATH)`)
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
-      // Nothing leaves this machine: every host name but localhost fails to resolve.
-      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
-      '--autoplay-policy=no-user-gesture-required'
-    ]
-  })
-  t.teardown(() => browser.close())
-  return browser
-}
+const launch = async (t: Test) => await launchChromium(t, [
+  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
+  '--autoplay-policy=no-user-gesture-required'
+])
 
 for (const engine of ['cascade', 'realtime'] as const) {
   t.test(`a browser call in Chromium on the ${engine} engine: microphone in, agent heard, live transcript, hang-up`, async (t) => {

@@ -34,11 +34,17 @@ export async function updateLlm (db: DB, userId: string, id: string, changes: Pa
     .where('user_id', '=', userId).where('id', '=', id.toLowerCase()).returningAll().executeTakeFirst()
 }
 
+/** How many of the account's agents use the configuration (an edit of it changes them all). */
+export async function countAgentsOfLlm (db: Executor, userId: string, llmId: string): Promise<number> {
+  const { n } = await db.selectFrom('agents').select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('user_id', '=', userId).where('llm_id', '=', llmId.toLowerCase()).executeTakeFirstOrThrow()
+  return Number(n)
+}
+
 /** Deletes a configuration no agent uses; one still behind an agent is a 409 naming how many. */
 export async function deleteLlm (db: DB, userId: string, id: string): Promise<boolean> {
   const llmId = id.toLowerCase()
-  const { n } = await db.selectFrom('agents').select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('user_id', '=', userId).where('llm_id', '=', llmId).executeTakeFirstOrThrow()
+  const n = await countAgentsOfLlm(db, userId, llmId)
   if (n > 0) throw conflict(`LLM configuration ${llmId} is used by ${n} agent${n === 1 ? '' : 's'}; point them at another one first`, 'llm_in_use')
   try {
     const result = await db.deleteFrom('llm_configs').where('user_id', '=', userId).where('id', '=', llmId).executeTakeFirst()

@@ -11,8 +11,7 @@ import {
   updateAgent, type AgentChanges
 } from './queries.ts'
 import {
-  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS,
-  WIDGET_SETTINGS_DEFAULTS, type AgentUpdateBody
+  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults, type AgentUpdateBody
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 
@@ -196,16 +195,4 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     if (!await deleteAgent(db, request.userId, request.params.id)) throw notFound(`agent ${request.params.id}`)
     return reply.code(204).send(null)
   })
-}
-
-/** The columns a new agent takes when nothing else is said. */
-function newAgentDefaults () {
-  return {
-    voice_id: AGENT_DEFAULTS.voice_id,
-    interruption_sensitivity: AGENT_DEFAULTS.interruption_sensitivity,
-    webhook_url: null,
-    is_data_collection_active: false,
-    widget_settings: WIDGET_SETTINGS_DEFAULTS,
-    callback_settings: CALLBACK_SETTINGS_DEFAULTS
-  }
 }

@@ -60,6 +60,18 @@ export const AGENT_DEFAULTS = {
   interruption_sensitivity: 0.5
 }
 
+/** The columns a new agent takes when nothing else is said (the API's create, and the console's). */
+export function newAgentDefaults () {
+  return {
+    voice_id: AGENT_DEFAULTS.voice_id,
+    interruption_sensitivity: AGENT_DEFAULTS.interruption_sensitivity,
+    webhook_url: null,
+    is_data_collection_active: false,
+    widget_settings: WIDGET_SETTINGS_DEFAULTS,
+    callback_settings: CALLBACK_SETTINGS_DEFAULTS
+  }
+}
+
 const WidgetSettingsInput = Type.Object({
   enabled: Type.Optional(Type.Boolean({ description: 'offer the web-call widget (default false)' })),
   theme: Type.Optional(Type.Union([Type.Literal('light'), Type.Literal('dark')])),

@@ -1,18 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { DateRangeQuery, dateRange, optionalDateRange } from '../../http/dates.ts'
-import { HttpError, notFound } from '../../http/errors.ts'
+import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
-import { findAgent } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
-import { generateToken, hashToken } from '../users/keys.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { phoneCallCreated, startCall } from './lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, renewAccessToken, sentimentCounts
+  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
@@ -21,22 +19,12 @@ import {
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
 import { recordingRoutes } from './recording-routes.ts'
+import { callingAgent, startWebCall, WEB_CALL_TOKEN_TTL_MS } from './web-calls.ts'
 
 const TAGS = ['calls']
 
-/** How long a web call's access token may be used to join it. */
-export const WEB_CALL_TOKEN_TTL_MS = 5 * 60_000
-
 /** Seconds with millisecond precision. */
 const seconds = (ms: number) => Math.round(ms) / 1000
-
-/** The agent that places a call: the account's, and active. */
-async function callingAgent (db: DB, userId: string, agentId: string) {
-  const agent = await findAgent(db, userId, agentId)
-  if (agent === undefined) throw notFound(`agent ${agentId}`)
-  if (agent.status !== 'active') throw new HttpError(409, 'agent_inactive', `agent ${agent.id} is inactive; set its status to active to place calls`)
-  return agent
-}
 
 const Credits = Type.Object({ phone_call: Type.Integer(), web_call: Type.Integer(), text_message: Type.Integer(), call_forwarding: Type.Integer(), total: Type.Integer() })
 const Tokens = Type.Object({ input: Type.Integer(), output: Type.Integer(), total: Type.Integer() })
@@ -195,40 +183,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
       response: { 201: WebCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
     }
   }, async (request, reply) => {
-    const { body, userId } = request
-    const agent = await callingAgent(db, userId, body.agent_id)
-    const newToken = () => {
-      const token = generateToken('wct_')
-      return { token, hash: hashToken(token), expires: new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS) }
-    }
-    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-web-call', body, async (trx) => {
-      const { token, hash, expires } = newToken()
-      const call = await startCall(trx, jobs, agent, {
-        call_type: 'web',
-        direction: 'outbound',
-        custom_data: body.custom_data,
-        dynamic_context: body.dynamic_context,
-        runtime: jobs.config.callRuntime,
-        access_token_hash: hash,
-        access_token_expires_at: expires
-      })
-      const created = {
-        _id: call.id,
-        call_type: 'web' as const,
-        agent_id: call.agent_id,
-        call_status: 'started' as const,
-        start_timestamp: call.start_timestamp.getTime()
-      }
-      // The token is a credential: retries get a fresh one rather than a stored copy (docs/calls.md).
-      return { callId: call.id, stored: created, response: { ...created, access_token: token, access_token_expires_at: expires.getTime() } }
-    }, async (trx, callId, stored) => {
-      const { token, hash, expires } = newToken()
-      if (!await renewAccessToken(trx, userId, callId, hash, expires)) {
-        throw new HttpError(409, 'web_call_ended', `the web call ${callId} that this Idempotency-Key started has ended; send another key to start a new call`)
-      }
-      return { ...stored as Omit<Static<typeof WebCallCreated>, 'access_token' | 'access_token_expires_at'>, access_token: token, access_token_expires_at: expires.getTime() }
-    })
-    return reply.code(201).send(response)
+    return reply.code(201).send(await startWebCall(db, jobs, request.userId, request.body, request.headers['idempotency-key']))
   })
 
   await app.register(callExportRoutes, { db, limits: jobs.config.concurrency })

@@ -3,6 +3,7 @@ import { MIN_PASSWORD_LENGTH } from './passwords.ts'
 
 /** The console's sections; a new page adds its entry here. */
 const NAV = [
+  { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
   { href: '/keys', label: 'API keys' }
 ]
@@ -111,7 +112,7 @@ ${!hasPassword && html`<p>Set a password to sign in with your e-mail address nex
 
 export interface KeyRow { id: string, prefix: string, name: string, created_at: Date, last_used_at: Date | null }
 
-const when = (date: Date | null) => date === null
+export const when = (date: Date | null) => date === null
   ? 'never'
   : html`<time datetime="${date.toISOString()}">${date.toISOString().slice(0, 16).replace('T', ' ')} UTC</time>`
 
