@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from './client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
 
 /** Echo, a voice of the catalogue other than the default, so that choosing it shows. */
 const ECHO = '65a0f0000000000000000004'

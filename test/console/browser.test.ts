@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { setup } from '../helpers/app.ts'
 import { launchChromium } from '../helpers/chromium.ts'
-import { createConsoleUser, PASSWORD } from './client.ts'
+import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
 // only its prefix afterwards, sign out. The CSP is enforced by the browser here: a violation would show up

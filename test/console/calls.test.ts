@@ -5,7 +5,7 @@ import { storeRecording } from '../../src/modules/calls/recordings.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, PASSWORD } from './client.ts'
+import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'"
 

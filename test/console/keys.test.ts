@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from './client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
 
 const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 

@@ -6,7 +6,7 @@ import { MAX_FAILURES_PER_ADDRESS, MAX_FAILURES_PER_EMAIL } from '../../src/modu
 import { createUser } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { runScript } from '../helpers/scripts.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from './client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
 
 const PAGE_HEADERS = {
   'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
