@@ -1,9 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
-
-const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, PAGE_HEADERS } from '../helpers/console-client.ts'
 
 t.test('API keys: a new key is shown once, then only its prefix; the API takes it; at most 3', async (t) => {
   const ctx = await setup(t)
@@ -18,7 +16,7 @@ t.test('API keys: a new key is shown once, then only its prefix; the API takes i
 
   const created = await browser.submit('/keys', '/keys', { name: 'crm integration' })
   t.equal(created.statusCode, 201)
-  t.match(created.headers, { 'content-security-policy': CSP, 'x-frame-options': 'DENY', 'cache-control': 'no-store' })
+  t.match(created.headers, PAGE_HEADERS)
   const key = /<code id="new-key" class="secret">(sk_[0-9A-Za-z]{40})<\/code>/.exec(created.body)?.[1]
   t.ok(key, 'the key is on the answer page')
   t.match(created.body, /shown only this once/)
@@ -108,13 +106,7 @@ t.test('every page and answer carries the security headers', async (t) => {
   answers.push(await browser.get('/'), await browser.get('/keys'), await browser.get('/account/password'), await browser.submit('/keys', '/keys', { name: 'x' }))
   answers.push(await browser.get('/login/link/sl_unknown'), await browser.post('/keys', {}), await browser.submit('/keys', '/logout', {}))
   for (const res of answers) {
-    t.match(res.headers, {
-      'content-security-policy': CSP,
-      'x-frame-options': 'DENY',
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'same-origin',
-      'cache-control': 'no-store'
-    }, `${res.statusCode} ${res.headers.location ?? ''}`)
+    t.match(res.headers, PAGE_HEADERS, `${res.statusCode} ${res.headers.location ?? ''}`)
   }
   for (const res of answers.filter((r) => r.statusCode !== 303)) {
     t.match(res.body, /<main id="main"/)
