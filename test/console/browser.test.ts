@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { setup } from '../helpers/app.ts'
-import { launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
@@ -98,4 +98,52 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   const calls = await ctx.db.selectFrom('calls').select(['agent_name', 'call_type']).where('user_id', '=', user.id).execute()
   t.match(calls, [{ agent_name: 'Clinic', call_type: 'web' }])
   t.same(problems, [], 'no script errors and no CSP violations')
+})
+
+t.test('every console page, and the web-call page it opens, passes axe-core (WCAG 2.1 A and AA)', async (t) => {
+  const ctx = await setup(t, { VOICE_ENGINE: 'simulator' })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+  const browser = await launch(t)
+  const page = await browser.newPage()
+  const checked: Record<string, unknown> = {}
+  const check = async (name: string) => { checked[name] = await axeViolations(page) }
+
+  await page.goto(`${url}/login`)
+  await check('sign-in')
+  await page.getByLabel('E-mail address').fill(user.email)
+  await page.getByLabel('Password').fill('wrong password!')
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await check('sign-in refused')
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/keys`)
+  await check('API keys')
+  await page.getByLabel('Name').fill('ci')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  await check('a new key')
+  await page.goto(`${url}/account/password`)
+  await check('password')
+  await page.goto(`${url}/agents/new`)
+  await check('new agent')
+  await page.getByRole('button', { name: 'Create agent' }).click()
+  await check('new agent with errors')
+  await page.getByLabel('Name').fill('Clinic')
+  await page.getByRole('button', { name: 'Create agent' }).click()
+  await page.waitForURL(/\/agents\/[0-9a-f]{24}/)
+  await check('an agent')
+  await page.goto(`${url}/agents`)
+  await check('agents')
+  await page.goto(`${url}/calls`)
+  await check('calls')
+  await page.goto(`${url}/calls?status=bad`)
+  await check('calls with a bad filter')
+  await page.goto(`${url}/calls/${'0'.repeat(24)}`)
+  await check('no such call')
+  await page.goto(`${url}/web-call`)
+  await check('the web-call page')
+  t.same(checked, Object.fromEntries(Object.keys(checked).map((name) => [name, []])), 'no violations')
+  // The checker does see them where they are.
+  await page.setContent('<html><body><img src="/console/console.css"><input type="text"></body></html>')
+  t.match((await axeViolations(page)).map((v) => v.id).sort(), ['document-title', 'html-has-lang', 'image-alt', 'label'])
 })

@@ -1,5 +1,6 @@
-import { existsSync } from 'node:fs'
-import { chromium, type Browser } from 'playwright-core'
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { chromium, type Browser, type Page } from 'playwright-core'
 import type { Test } from 'tap'
 
 // Debian's `chromium`, headless, for the tests that drive real pages (the console, browser calls).
@@ -22,4 +23,18 @@ export async function launchChromium (t: Test, args: string[] = []): Promise<Bro
   })
   t.teardown(() => browser.close())
   return browser
+}
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+
+export interface AxeViolation { id: string, impact: string | null, help: string, targets: string[] }
+
+/**
+ * What axe-core finds against WCAG 2.1 A and AA in the page as it is now. The script is evaluated over the
+ * DevTools protocol, which the page's CSP does not govern, so the page keeps its own policy.
+ */
+export async function axeViolations (page: Page): Promise<AxeViolation[]> {
+  await page.evaluate(AXE)
+  return await page.evaluate(`axe.run(document, { runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }).then((result) =>
+    result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(' ')) })))`)
 }
