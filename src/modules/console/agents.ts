@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
+import { ID_PATTERN } from '../../db/ids.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
@@ -13,6 +14,7 @@ import { AgentUpdate, CALL_SETTINGS_DEFAULTS, LLM_DEFAULTS, LlmWrite, newAgentDe
 import { startWebCall } from '../calls/web-calls.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, when, type Viewer } from './pages.ts'
+import { sessionOf } from './security.ts'
 import type { ConsoleSession } from './queries.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
@@ -22,7 +24,7 @@ import type { ConsoleSession } from './queries.ts'
 const AGENT_FORM_LIMIT = 512 * 1024
 const LIST_LIMIT = 200
 const HIDDEN = { schema: { hide: true } }
-const ID = /^[0-9a-f]{24}$/i
+const ID = new RegExp(ID_PATTERN)
 
 const FIELDS = ['agent_name', 'begin_message', 'general_prompt', 'language', 'voice_id', 'webhook_url', 'status'] as const
 type Field = typeof FIELDS[number]
@@ -102,12 +104,6 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
   }
 
   const voices = async () => await listVoices(db, { limit: 1000 })
-
-  /** The signed-in session; signed out, the browser goes to the sign-in page. */
-  const sessionOf = (request: FastifyRequest, reply: FastifyReply): ConsoleSession | undefined => {
-    if (request.consoleSession === undefined) void reply.redirect('/login', 303)
-    return request.consoleSession
-  }
 
   async function ownAgent (userId: string, id: string) {
     const agent = ID.test(id) ? await findAgent(db, userId, id) : undefined

@@ -10,6 +10,7 @@ import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, type Viewer } from './pages.ts'
+import { sessionOf } from './security.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -232,8 +233,8 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
     sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', viewerOf(request)))
 
   app.get('/calls', HIDDEN, async (request, reply) => {
-    const session = request.consoleSession
-    if (session === undefined) return reply.redirect('/login', 303)
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
     const viewer = viewerOf(request)!
     const agents = (await listAgents(db, session.userId, { limit: MAX_AGENT_OPTIONS })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
     const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
@@ -265,8 +266,8 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id', HIDDEN, async (request, reply) => {
-    const session = request.consoleSession
-    if (session === undefined) return reply.redirect('/login', 303)
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
     const id = request.params.id.toLowerCase()
     const json = ID.test(id) ? await findCallJson(db, session.userId, id) : undefined
     if (json === undefined) return noSuchCall(request, reply)
@@ -278,8 +279,8 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {
-    const session = request.consoleSession
-    if (session === undefined) return reply.redirect('/login', 303)
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
     const id = request.params.id.toLowerCase()
     const recording = ID.test(id) ? await findRecording(db, session.userId, id) : undefined
     if (recording === undefined) return noSuchCall(request, reply)

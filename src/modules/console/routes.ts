@@ -14,7 +14,7 @@ import {
   clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
   recordFailure, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
 } from './queries.ts'
-import { LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE } from './security.ts'
+import { LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -116,12 +116,6 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
           : 'This form has expired. Reload the page and send it again.')
       }
     })
-
-    /** The signed-in session; signed out, the browser goes to the sign-in page. */
-    const sessionOf = (request: FastifyRequest, reply: FastifyReply): ConsoleSession | undefined => {
-      if (request.consoleSession === undefined) void reply.redirect('/login', 303)
-      return request.consoleSession
-    }
 
     /** A new session (a new id: rotation) replaces whatever session the browser had. */
     const signIn = async (request: FastifyRequest, reply: FastifyReply, userId: string, viaLink: boolean) => {

@@ -1,4 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { ConsoleSession } from './queries.ts'
 
 // What a console page may do: nothing but load this server's own styles, scripts and recordings and post its own forms.
 export const PAGE_HEADERS = {
@@ -55,4 +57,10 @@ export function originAllowed (origin: string | undefined, publicBaseUrl: string
   if (origin === undefined) return true
   const own = [new URL(publicBaseUrl).origin, ...(host === undefined ? [] : [`http://${host.toLowerCase()}`, `https://${host.toLowerCase()}`])]
   return own.includes(origin.toLowerCase())
+}
+
+/** The signed-in session of a page's request; signed out, the browser is sent to the sign-in page. */
+export function sessionOf (request: FastifyRequest, reply: FastifyReply): ConsoleSession | undefined {
+  if (request.consoleSession === undefined) void reply.redirect('/login', 303)
+  return request.consoleSession
 }

@@ -80,8 +80,10 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
 export async function endReportedCall (deps: TelephonyDeps, callId: string, status: string): Promise<void> {
   const call = await findCallRow(deps.db, callId)
   if (call === undefined || call.call_status !== 'started') return
-  const reason = status === 'completed' ? 'stream_dropped' : UNANSWERED[status] ?? 'stream_dropped'
-  await endCall(deps.db, deps, call.user_id, call.id, { outcome: status === 'completed' ? 'completed' : 'failed', disconnection_reason: reason }).catch(ignoreEnded)
+  await endCall(deps.db, deps, call.user_id, call.id, {
+    outcome: status === 'completed' ? 'completed' : 'failed',
+    disconnection_reason: UNANSWERED[status] ?? 'stream_dropped'
+  }).catch(ignoreEnded)
 }
 
 /**

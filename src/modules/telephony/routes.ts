@@ -11,9 +11,10 @@ import { ignoreEnded } from '../calls/workers.ts'
 import { findNumberAnywhere } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
-import { forwardedCallEnd, type Forwarding } from '../voice/session.ts'
+import { forwardedCallEnd, settledTransfers, type Forwarding } from '../voice/session.ts'
+import { CALL_SID } from '../voice/transports/twilio.ts'
 import { webhookAccount } from './accounts.ts'
-import { connectTwiml, newStreamToken, TELEPHONY_PATHS, type TelephonyDeps } from './calls.ts'
+import { connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
 import { findCarrierCall, setCarrierCallId, setStreamToken, takeBack } from './queries.ts'
 import { signatureValid } from './signature.ts'
 import { acceptTwilioStream } from './stream.ts'
@@ -25,11 +26,9 @@ import { hangupTwiml, rejectTwiml } from './twiml.ts'
 
 const TAGS = ['telephony']
 
-import { FINAL, UNANSWERED } from './calls.ts'
 /** A <Dial>'s DialCallStatus as a transfer's outcome. */
-const DIAL_OUTCOMES: Record<string, string> = { completed: 'answered', answered: 'answered', busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
+const DIAL_OUTCOMES: Record<string, string> = { completed: 'answered', answered: 'answered', ...UNANSWERED }
 
-const CALL_SID = /^CA[0-9a-fA-F]{32}$/
 const FORM_LIMIT = 64 * 1024
 
 const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by Twilio for the account it names (X-Twilio-Signature)')
@@ -176,7 +175,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason, outcome, seconds })).catch(ignoreEnded)
       return twiml(reply, hangupTwiml())
     }
-    const transfers = state.transfers.map((transfer, i) => i === state.transfers.length - 1 ? { ...transfer, outcome } : transfer)
+    const transfers = settledTransfers(state, outcome)
     const { token, hash, expires } = newStreamToken()
     if (!await takeBack(db, call.id, { ...state, transfers }, hash, expires)) return twiml(reply, hangupTwiml())
     return twiml(reply, connectTwiml(config, token))

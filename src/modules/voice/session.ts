@@ -91,11 +91,16 @@ export interface ForwardRequest {
   state: Forwarding
 }
 
+/** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
+export function settledTransfers (state: Forwarding, outcome: string, seconds = 0): TransferRecord[] {
+  return state.transfers.map((transfer, i) => i < state.transfers.length - 1
+    ? transfer
+    : { ...transfer, outcome, ...(outcome === 'answered' && { duration_seconds: seconds }) })
+}
+
 /** How a forwarded call ends without its session: the conversation kept, and what became of the forwarding. */
 export function forwardedCallEnd (config: Pick<SessionDeps['config'], 'publicBaseUrl'>, callId: string, state: Forwarding, end: { reason: string, outcome: string, seconds: number }): CallEnd {
-  const transfers = state.transfers.map((transfer, i) => i < state.transfers.length - 1
-    ? transfer
-    : { ...transfer, outcome: end.outcome, ...(end.outcome === 'answered' && { duration_seconds: end.seconds }) })
+  const transfers = settledTransfers(state, end.outcome, end.seconds)
   return {
     outcome: 'completed',
     disconnection_reason: end.reason,

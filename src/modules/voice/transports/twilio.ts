@@ -24,7 +24,7 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 const str = (value: unknown): value is string => typeof value === 'string' && value !== ''
 // Twilio's sids: two letters and 32 hex digits. The stream's is written into every message out as it is.
 const STREAM_SID = /^MZ[0-9a-fA-F]{32}$/
-const CALL_SID = /^CA[0-9a-fA-F]{32}$/
+export const CALL_SID = /^CA[0-9a-fA-F]{32}$/
 const ACCOUNT_SID = /^AC[0-9a-fA-F]{32}$/
 
 export function parseTwilioMessage (data: Buffer, isBinary: boolean): TwilioInput {
