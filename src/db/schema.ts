@@ -43,6 +43,7 @@ export interface ConsoleSessionsTable {
   created_at: CreatedAt
   last_seen_at: UpdatedAt
   expires_at: Date
+  workspace_id: Generated<string | null>
 }
 
 export interface LoginLinksTable {
@@ -111,6 +112,8 @@ export interface WorkspaceMembersTable {
   member_user_id: string | null
   invited_at: CreatedAt
   joined_at: Date | null
+  invite_token_hash: Generated<string | null>
+  invite_expires_at: Generated<Date | null>
 }
 
 export interface SubscriptionsTable {

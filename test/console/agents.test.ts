@@ -192,8 +192,8 @@ t.test('without the CSRF token, or signed out: 403, nothing created or changed',
   t.equal((await ctx.db.selectFrom('calls').select('id').execute()).length, 0)
 
   const stranger = new ConsoleClient(ctx.app)
-  t.equal((await stranger.get('/agents')).headers.location, '/login')
-  t.equal((await stranger.get(`/agents/${id}`)).headers.location, '/login')
+  t.equal((await stranger.get('/agents')).headers.location, '/login?next=%2Fagents')
+  t.equal((await stranger.get(`/agents/${id}`)).headers.location, `/login?next=%2Fagents%2F${id}`)
   t.equal((await stranger.post('/agents', FORM)).statusCode, 403)
 })
 

@@ -89,7 +89,7 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
 
   const signedOut = await ctx.app.inject({ method: 'GET', url: '/calls' })
   t.equal(signedOut.statusCode, 303)
-  t.equal(signedOut.headers.location, '/login')
+  t.equal(signedOut.headers.location, '/login?next=%2Fcalls')
 })
 
 t.test('paging: 50 a page, next and previous links keep the filters', async (t) => {
@@ -239,7 +239,7 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   t.equal((await browser.get(`/calls/${noRecording}/recording.wav`)).statusCode, 404, 'a call without a recording')
   const signedOut = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav` })
   t.equal(signedOut.statusCode, 303)
-  t.equal(signedOut.headers.location, '/login')
+  t.equal(signedOut.headers.location, `/login?next=%2Fcalls%2F${id}%2Frecording.wav`)
 })
 
 t.test('the Calls pages carry the console\'s security headers and nothing inline', async (t) => {

@@ -24,7 +24,7 @@ t.test('signed out: every page sends the browser to the sign-in page, which link
   for (const url of ['/', '/keys', '/account/password']) {
     const res = await app.inject({ method: 'GET', url })
     t.equal(res.statusCode, 303, url)
-    t.equal(res.headers.location, '/login', url)
+    t.equal(res.headers.location, url === '/' ? '/login' : `/login?next=${encodeURIComponent(url)}`, url)
     t.match(res.headers, PAGE_HEADERS, `${url}: the console's headers`)
   }
   const login = await app.inject({ method: 'GET', url: '/login' })
@@ -61,7 +61,7 @@ t.test('sign-in: a wrong password answers as an unknown address; the right one m
 
   const ok = await browser.signIn(user.email.toUpperCase(), PASSWORD)
   t.equal(ok.statusCode, 303)
-  t.equal(ok.headers.location, '/keys')
+  t.equal(ok.headers.location, '/agents')
   const cookies = [ok.headers['set-cookie']].flat() as string[]
   const session = cookies.find((c) => c.startsWith('switchboard_session='))!
   t.match(session, /^switchboard_session=[\w-]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=2592000$/, 'HttpOnly, Lax, whole site, no Secure on http')
@@ -74,8 +74,8 @@ t.test('sign-in: a wrong password answers as an unknown address; the right one m
   const keys = await browser.get('/keys')
   t.equal(keys.statusCode, 200)
   t.match(keys.body, user.email)
-  t.equal((await browser.get('/login')).headers.location, '/keys', 'signed in: the sign-in page sends you on')
-  t.equal((await browser.get('/')).headers.location, '/keys')
+  t.equal((await browser.get('/login')).headers.location, '/agents', 'signed in: the sign-in page sends you on')
+  t.equal((await browser.get('/')).headers.location, '/agents')
 
   const stranger = await browser.post('/login', { csrf_token: csrfOf((await ctx.app.inject({ method: 'GET', url: '/login' })).body), email: user.email, password: PASSWORD })
   t.equal(stranger.statusCode, 403, 'the sign-in form needs the token of its own cookie')
@@ -112,7 +112,7 @@ t.test('sign-out ends the session', async (t) => {
   t.match(out.headers['set-cookie'], /^switchboard_session=; Path=\/; HttpOnly; SameSite=Lax; Max-Age=0$/)
   t.equal(await sessionCount(ctx, user.id), 0)
   const stale = await ctx.app.inject({ method: 'GET', url: '/keys', headers: { cookie: `switchboard_session=${id}` } })
-  t.equal(stale.headers.location, '/login', 'the old cookie opens nothing')
+  t.equal(stale.headers.location, '/login?next=%2Fkeys', 'the old cookie opens nothing')
 })
 
 t.test('too many failed sign-ins: 429 per e-mail address and per client address, even with the right password', async (t) => {
@@ -199,7 +199,7 @@ t.test('changing the password needs the current one and ends every other session
   t.equal(changed.statusCode, 200)
   t.match(changed.body, /Every other browser signed in as you has been signed out/)
   t.equal((await laptop.get('/keys')).statusCode, 200, 'the browser that changed it stays signed in')
-  t.equal((await phone.get('/keys')).headers.location, '/login', 'the other one is signed out')
+  t.equal((await phone.get('/keys')).headers.location, '/login?next=%2Fkeys', 'the other one is signed out')
   t.equal(await sessionCount(ctx, user.id), 1)
   t.equal((await new ConsoleClient(ctx.app).signIn(user.email, PASSWORD)).statusCode, 401, 'the old password is gone')
   t.equal((await new ConsoleClient(ctx.app).signIn(user.email, 'new password 1')).statusCode, 303)
@@ -264,4 +264,22 @@ t.test('console errors are pages, not JSON', async (t) => {
   t.equal(big.statusCode, 413)
   t.match(big.headers['content-type'], 'text/html')
   t.match(big.headers, PAGE_HEADERS)
+})
+
+t.test('a page opened signed out comes back after sign-in; `next` never leaves the site', async (t) => {
+  const ctx = await setup(t)
+  const user = await createConsoleUser(ctx.db)
+  const browser = new ConsoleClient(ctx.app)
+  const asked = await browser.get('/calls?status=failed')
+  t.equal(asked.headers.location, '/login?next=%2Fcalls%3Fstatus%3Dfailed')
+  const form = await browser.get(asked.headers.location as string)
+  t.match(form.body, '<input type="hidden" name="next" value="/calls?status=failed">')
+  const back = await browser.post('/login', { csrf_token: csrfOf(form.body), email: user.email, password: PASSWORD, next: '/calls?status=failed' })
+  t.equal(back.headers.location, '/calls?status=failed')
+
+  for (const next of ['//evil.example/x', 'https://evil.example/', '/\\evil.example', '/\t/evil.example', 'calls', '']) {
+    const res = await new ConsoleClient(ctx.app).submit('/login', '/login', { email: user.email, password: PASSWORD, next })
+    t.equal(res.headers.location, '/agents', JSON.stringify(next))
+  }
+  t.equal((await browser.get('/login?next=%2F%2Fevil.example')).headers.location, '/agents', 'signed in already: home, not the other site')
 })

@@ -14,8 +14,8 @@ import { AgentUpdate, CALL_SETTINGS_DEFAULTS, LLM_DEFAULTS, LlmWrite, newAgentDe
 import { startWebCall } from '../calls/web-calls.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, when, type Viewer } from './pages.ts'
-import { sessionOf } from './security.ts'
 import type { ConsoleSession } from './queries.ts'
+import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
 // agents' and calls' module functions, with the API's validation schemas and the same ownership rule.
@@ -105,16 +105,17 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
 
   const voices = async () => await listVoices(db, { limit: 1000 })
 
-  async function ownAgent (userId: string, id: string) {
-    const agent = ID.test(id) ? await findAgent(db, userId, id) : undefined
-    if (agent === undefined) throw noSuchAgent()
+  async function agentInScope (scope: Scope, id: string) {
+    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
+    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
     return agent
   }
 
   /** The agent's page: its form, and the button that starts a web call. */
   async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean, talkError?: string }) {
-    const llm = await findLlm(db, session.userId, agent.llm_id)
-    const sharedWith = await countAgentsOfLlm(db, session.userId, agent.llm_id) - 1
+    const scope = scopeOf(session)
+    const llm = await findLlm(db, scope.ownerId, agent.llm_id)
+    const sharedWith = await countAgentsOfLlm(db, scope.ownerId, agent.llm_id) - 1
     const viewer = viewerOf(session)
     return layout({
       title: agent.agent_name,
@@ -131,7 +132,8 @@ ${options.saved === true && notice('success', 'Saved.')}
 </section>
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message and prompt belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
-${agentForm({ viewer, action: `/agents/${agent.id}`, submit: 'Save', form: options.form ?? formFromRows(agent, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
+${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
+${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows(agent, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
 <p class="hint">Agent id <code>${agent.id}</code>. Tools, actions, data retrieval and the other settings are in the API (<a href="/docs">API reference</a>).</p>`
     })
   }
@@ -140,16 +142,17 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: 'Save', form: optio
   const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
 
   app.get('/agents', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
-    const [agents, catalogue] = await Promise.all([listAgents(db, session.userId, { limit: LIST_LIMIT }), voices()])
+    const page = viewScope(request, reply)
+    if (page === undefined) return reply
+    const { session, scope } = page
+    const [agents, catalogue] = await Promise.all([listAgents(db, scope.ownerId, { limit: LIST_LIMIT, workspace_id: scope.workspaceId }), voices()])
     const voiceNames = new Map(catalogue.map((voice) => [voice.id, voice.name]))
     return sendPage(reply, 200, layout({
       title: 'Agents',
       viewer: viewerOf(session),
       current: '/agents',
       body: html`
-<p><a href="/agents/new">New agent</a></p>
+${scope.canChange && html`<p><a href="/agents/new">New agent</a></p>`}
 ${agents.length === 0
   ? html`<p>No agents yet.</p>`
   : html`<div class="table"><table>
@@ -171,23 +174,25 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
   })
 
   app.get('/agents/new', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
-    return sendPage(reply, 200, await newPage(session, NEW_AGENT, {}))
+    const page = viewScope(request, reply)
+    if (page === undefined) return reply
+    if (!page.scope.canChange) return changeScope(request)
+    return sendPage(reply, 200, await newPage(page.session, NEW_AGENT, {}))
   })
 
   app.post('/agents', FORM_ROUTE, async (request, reply) => {
     const session = request.consoleSession!
+    const scope = changeScope(request)
     const form = formOf(request)
     const checked = await check(form)
     if ('problems' in checked) return sendPage(reply, 400, await newPage(session, form, checked.problems))
     const { values } = checked
     const agent = await db.transaction().execute(async (trx) => {
-      const llm = await insertLlm(trx, session.userId, { ...LLM_DEFAULTS, begin_message: values.begin_message, general_prompt: values.general_prompt })
-      const row = await insertAgent(trx, session.userId, {
+      const llm = await insertLlm(trx, scope.ownerId, { ...LLM_DEFAULTS, begin_message: values.begin_message, general_prompt: values.general_prompt })
+      const row = await insertAgent(trx, scope.ownerId, {
         ...newAgentDefaults(),
         customer_id: null,
-        workspace_id: null,
+        workspace_id: scope.workspaceId ?? null,
         agent_name: values.agent_name,
         llm_id: llm.id,
         voice_id: values.voice_id,
@@ -196,31 +201,32 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         webhook_url: values.webhook_url
       })
       // A new agent is active; the API's create has no status either, its PATCH sets it.
-      return values.status === 'active' ? row : await updateAgent(trx, session.userId, row.id, { status: values.status })
+      return values.status === 'active' ? row : await updateAgent(trx, scope.ownerId, row.id, { status: values.status })
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
   app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
-    const agent = await ownAgent(session.userId, request.params.id)
-    return sendPage(reply, 200, await agentPage(session, agent, { saved: request.query.saved !== undefined }))
+    const page = viewScope(request, reply)
+    if (page === undefined) return reply
+    const agent = await agentInScope(page.scope, request.params.id)
+    return sendPage(reply, 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
     const session = request.consoleSession!
-    const agent = await ownAgent(session.userId, request.params.id)
+    const scope = changeScope(request)
+    const agent = await agentInScope(scope, request.params.id)
     const form = formOf(request)
     const checked = await check(form)
     if ('problems' in checked) return sendPage(reply, 400, await agentPage(session, agent, { form, problems: checked.problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change.
-      const current = await lockAgent(trx, session.userId, agent.id)
+      const current = await lockAgent(trx, scope.ownerId, agent.id)
       if (current === undefined) throw noSuchAgent()
-      await updateLlm(trx, session.userId, current.llm_id, { begin_message: values.begin_message, general_prompt: values.general_prompt })
-      await updateAgent(trx, session.userId, current.id, {
+      await updateLlm(trx, scope.ownerId, current.llm_id, { begin_message: values.begin_message, general_prompt: values.general_prompt })
+      await updateAgent(trx, scope.ownerId, current.id, {
         agent_name: values.agent_name,
         voice_id: values.voice_id,
         webhook_url: values.webhook_url,
@@ -232,11 +238,13 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id/talk', HIDDEN, async (request, reply) => {
+    // A member may talk to the workspace's agents: a call changes no setting (its credits are the owner's).
     const session = request.consoleSession!
-    const agent = await ownAgent(session.userId, request.params.id)
+    const scope = scopeOf(session)
+    const agent = await agentInScope(scope, request.params.id)
     let started
     try {
-      started = await startWebCall(db, jobs, session.userId, { agent_id: agent.id })
+      started = await startWebCall(db, jobs, scope.ownerId, { agent_id: agent.id })
     } catch (err) {
       if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, await agentPage(session, agent, { talkError: `No call: ${err.message}.` }))
       throw err
@@ -246,7 +254,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
   })
 }
 
-interface FormOptions { viewer: Viewer, action: string, submit: string, form: AgentForm, problems: Problems, voices: VoiceOption[] }
+interface FormOptions { viewer: Viewer, action: string, /** undefined: the form is shown read-only */ submit: string | undefined, form: AgentForm, problems: Problems, voices: VoiceOption[] }
 
 const HINTS: Partial<Record<Field, string>> = {
   begin_message: 'What the agent says first. Empty: it waits for the other party to speak.',
@@ -271,6 +279,8 @@ function agentForm ({ viewer, action, submit, form, problems, voices }: FormOpti
   return html`${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
 <form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
+  <fieldset class="plain"${submit === undefined && html` disabled`}>
+  <legend class="visually-hidden">Agent settings</legend>
   <label for="agent_name">Name</label>
   <input id="agent_name" name="agent_name" value="${form.agent_name}" maxlength="200" required${described('agent_name')}>
   ${after('agent_name')}
@@ -299,6 +309,7 @@ ${form.general_prompt}</textarea>
     ${['active', 'inactive'].map((status) => html`<option value="${status}"${status === form.status && html` selected`}>${status}</option>`)}
   </select>
   ${after('status')}
-  <button type="submit">${submit}</button>
+  </fieldset>
+  ${submit !== undefined && html`<button type="submit">${submit}</button>`}
 </form>`
 }

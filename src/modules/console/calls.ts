@@ -10,7 +10,7 @@ import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, type Viewer } from './pages.ts'
-import { sessionOf } from './security.ts'
+import { inScope, viewScope, type Scope } from './scope.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -231,12 +231,18 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
   const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
   const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
     sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', viewerOf(request)))
+  const callInScope = async (scope: Scope, id: string): Promise<Detail | undefined> => {
+    const json = ID.test(id) ? await findCallJson(db, scope.ownerId, id) : undefined
+    const call = json === undefined ? undefined : JSON.parse(json) as Detail
+    return call !== undefined && inScope(scope, call) ? call : undefined
+  }
 
   app.get('/calls', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const { scope } = scoped
     const viewer = viewerOf(request)!
-    const agents = (await listAgents(db, session.userId, { limit: MAX_AGENT_OPTIONS })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
+    const agents = (await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
     const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
     if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, error: problem }))
 
@@ -244,18 +250,19 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
       agentIds: filters.agent === '' ? undefined : [filters.agent],
       callStatus: filters.status === '' ? undefined : [filters.status],
       callType: filters.type === '' ? undefined : [filters.type],
-      direction: filters.direction === '' ? undefined : [filters.direction]
+      direction: filters.direction === '' ? undefined : [filters.direction],
+      workspaceId: scope.workspaceId
     }
     const range = optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
     // One more than a page tells whether an older page exists.
-    const listed = JSON.parse(await listCallsJson(db, session.userId, filter, { ...range, order: 'desc', limit: PAGE_SIZE + 1, skip: filters.skip })) as ListItem[]
+    const listed = JSON.parse(await listCallsJson(db, scope.ownerId, filter, { ...range, order: 'desc', limit: PAGE_SIZE + 1, skip: filters.skip })) as ListItem[]
     const page = listed.slice(0, PAGE_SIZE)
     // The list view leaves out durations and credits: one query for the page's calls adds them.
     const figures = page.length === 0
       ? []
       : await db.selectFrom('calls')
         .select(['id', 'duration_ms', 'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits'])
-        .where('user_id', '=', session.userId).where('id', 'in', page.map((call) => call._id)).execute()
+        .where('user_id', '=', scope.ownerId).where('id', 'in', page.map((call) => call._id)).execute()
     const byId = new Map(figures.map((row) => [row.id, row]))
     const calls = page.map((call) => {
       const row = byId.get(call._id)
@@ -266,23 +273,24 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const { scope } = scoped
     const id = request.params.id.toLowerCase()
-    const json = ID.test(id) ? await findCallJson(db, session.userId, id) : undefined
-    if (json === undefined) return noSuchCall(request, reply)
+    const call = await callInScope(scope, id)
+    if (call === undefined) return noSuchCall(request, reply)
     const [recording, deliveries] = await Promise.all([
-      findRecording(db, session.userId, id),
-      listDeliveries(db, session.userId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
+      findRecording(db, scope.ownerId, id),
+      listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
     ])
-    return sendPage(reply, 200, callPage({ viewer: viewerOf(request)!, call: JSON.parse(json) as Detail, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(request)!, call, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {
-    const session = sessionOf(request, reply)
-    if (session === undefined) return reply
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
     const id = request.params.id.toLowerCase()
-    const recording = ID.test(id) ? await findRecording(db, session.userId, id) : undefined
+    const recording = await callInScope(scoped.scope, id) === undefined ? undefined : await findRecording(db, scoped.scope.ownerId, id)
     if (recording === undefined) return noSuchCall(request, reply)
     return await sendRecording(reply, recording, request.headers.range)
   })

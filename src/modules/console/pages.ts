@@ -1,5 +1,6 @@
 import { html, type SafeHtml } from './html.ts'
 import { MIN_PASSWORD_LENGTH } from './passwords.ts'
+import { HOME } from './security.ts'
 
 /** The console's sections; a new page adds its entry here. */
 const NAV = [
@@ -65,13 +66,14 @@ ${body}
 export const notice = (kind: 'error' | 'success', text: string | SafeHtml) =>
   html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`
 
-export function signInPage (options: { csrfToken: string, email?: string, error?: string }): string {
+export function signInPage (options: { csrfToken: string, email?: string, next: string, error?: string }): string {
   return layout({
     title: 'Sign in',
     body: html`
 ${options.error !== undefined && notice('error', options.error)}
 <form method="post" action="/login" class="stack">
   ${csrfField(options.csrfToken)}
+  ${options.next !== HOME && html`<input type="hidden" name="next" value="${options.next}">`}
   <label for="email">E-mail address</label>
   <input id="email" name="email" type="email" autocomplete="username" required value="${options.email ?? ''}">
   <label for="password">Password</label>

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
 import type { DB } from '../../db/database.ts'
+import type { WorkspaceRole } from '../../db/schema.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 
 // A session ends after 14 days without a request, and 30 days after sign-in whatever happens.
@@ -22,7 +23,11 @@ export interface ConsoleSession {
   viaLink: boolean
   createdAt: Date
   lastSeenAt: Date
+  /** The workspace the session works in, while the user is an active member of it; undefined: their own account. */
+  workspace: SessionWorkspace | undefined
 }
+
+export interface SessionWorkspace { id: string, name: string, ownerId: string, role: WorkspaceRole }
 
 export const newSecret = () => randomBytes(32).toString('base64url')
 
@@ -47,7 +52,12 @@ export async function createSession (db: DB, userId: string, options: { viaLink:
 /** The live session whose cookie holds `id`; undefined when unknown, idle too long or past its end. */
 export async function findSession (db: DB, id: string): Promise<ConsoleSession | undefined> {
   const row = await db.selectFrom('console_sessions as s').innerJoin('users as u', 'u.id', 's.user_id')
-    .select(['s.id_hash', 's.user_id', 'u.email', 'u.password_hash', 's.csrf_token', 's.via_link', 's.created_at', 's.last_seen_at'])
+    // The membership is checked here, on every request: a member removed (or a workspace deleted) loses it at once.
+    .leftJoin('workspace_members as m', (join) => join.onRef('m.workspace_id', '=', 's.workspace_id')
+      .onRef('m.member_user_id', '=', 's.user_id').on('m.status', '=', 'active'))
+    .leftJoin('workspaces as w', 'w.id', 'm.workspace_id')
+    .select(['s.id_hash', 's.user_id', 'u.email', 'u.password_hash', 's.csrf_token', 's.via_link', 's.created_at', 's.last_seen_at',
+      'w.id as workspace_id', 'w.name as workspace_name', 'w.user_id as workspace_owner', 'm.role'])
     .where('s.id_hash', '=', hashToken(id))
     .where('s.expires_at', '>', new Date())
     .where('s.last_seen_at', '>', new Date(Date.now() - SESSION_IDLE_MS))
@@ -61,7 +71,10 @@ export async function findSession (db: DB, id: string): Promise<ConsoleSession |
     csrfToken: row.csrf_token,
     viaLink: row.via_link,
     createdAt: row.created_at,
-    lastSeenAt: row.last_seen_at
+    lastSeenAt: row.last_seen_at,
+    workspace: row.workspace_id === null
+      ? undefined
+      : { id: row.workspace_id, name: row.workspace_name!, ownerId: row.workspace_owner!, role: row.role! }
   }
   if (Date.now() - session.lastSeenAt.getTime() > TOUCH_INTERVAL_MS) {
     await db.updateTable('console_sessions').set({ last_seen_at: new Date() }).where('id_hash', '=', session.idHash).execute()

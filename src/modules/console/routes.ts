@@ -14,7 +14,7 @@ import {
   clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
   recordFailure, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
 } from './queries.ts'
-import { LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
+import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -125,19 +125,21 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
       reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, '', { path: '/login', maxAgeSeconds: 0, secure }))
     }
 
-    pages.get('/', HIDDEN, async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : '/keys', 303))
+    pages.get('/', HIDDEN, async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : HOME, 303))
 
-    pages.get('/login', HIDDEN, async (request, reply) => {
-      if (request.consoleSession !== undefined) return reply.redirect('/keys', 303)
+    pages.get<{ Querystring: { next?: unknown } }>('/login', HIDDEN, async (request, reply) => {
+      const next = typeof request.query.next === 'string' ? afterSignIn(request.query.next) : HOME
+      if (request.consoleSession !== undefined) return reply.redirect(next, 303)
       const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()
       reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, token, { path: '/login', secure }))
-      return sendPage(reply, 200, signInPage({ csrfToken: token }))
+      return sendPage(reply, 200, signInPage({ csrfToken: token, next }))
     })
 
     pages.post('/login', HIDDEN, async (request, reply) => {
       const email = field(request, 'email').trim()
       const password = field(request, 'password')
       const csrfToken = field(request, 'csrf_token')
+      const next = afterSignIn(field(request, 'next') || undefined)
       const buckets = [`email:${email.toLowerCase().slice(0, 320)}`, `address:${request.ip}`]
       const failures = await countFailures(db, buckets, FAILURE_WINDOW_MS)
       const limits = [MAX_FAILURES_PER_EMAIL, MAX_FAILURES_PER_ADDRESS]
@@ -145,17 +147,17 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
       if (over?.oldest !== undefined) {
         const seconds = Math.max(1, Math.ceil((over.oldest.getTime() + FAILURE_WINDOW_MS - Date.now()) / 1000))
         reply.header('retry-after', String(seconds))
-        return sendPage(reply, 429, signInPage({ csrfToken, email, error: `Too many failed sign-ins. Try again in ${Math.ceil(seconds / 60)} minutes, or sign in with a one-time link.` }))
+        return sendPage(reply, 429, signInPage({ csrfToken, email, next, error: `Too many failed sign-ins. Try again in ${Math.ceil(seconds / 60)} minutes, or sign in with a one-time link.` }))
       }
       const account = email === '' || email.length > 320 || password.length > MAX_PASSWORD_LENGTH ? undefined : await findSignIn(db, email)
       const valid = account?.passwordHash != null ? await verifyPassword(password, account.passwordHash) : await verifyNothing(password)
       if (!valid || account === undefined) {
         await recordFailure(db, buckets, FAILURE_WINDOW_MS)
-        return sendPage(reply, 401, signInPage({ csrfToken, email, error: 'The e-mail address or the password is wrong.' }))
+        return sendPage(reply, 401, signInPage({ csrfToken, email, next, error: 'The e-mail address or the password is wrong.' }))
       }
       await clearFailures(db, buckets[0])
       await signIn(request, reply, account.userId, false)
-      return reply.redirect('/keys', 303)
+      return reply.redirect(next, 303)
     })
 
     pages.get<{ Params: { token: string } }>('/login/link/:token', HIDDEN, async (request, reply) => {

@@ -59,8 +59,20 @@ export function originAllowed (origin: string | undefined, publicBaseUrl: string
   return own.includes(origin.toLowerCase())
 }
 
-/** The signed-in session of a page's request; signed out, the browser is sent to the sign-in page. */
+/** Where a browser goes after signing in: `next` when it is a path of this site, else the agents. */
+export function afterSignIn (next: string | undefined): string {
+  if (next === undefined || next.length > 2000 || !next.startsWith('/') || /[\\\x00-\x1f]/.test(next)) return HOME
+  const url = new URL(next, 'http://console.invalid')
+  return url.origin === 'http://console.invalid' ? `${url.pathname}${url.search}` : HOME
+}
+
+export const HOME = '/agents'
+
+/**
+ * The signed-in session of a page's request; signed out, the browser is sent to the sign-in page, which
+ * brings it back here afterwards (a failure e-mail's link to the delivery log, say).
+ */
 export function sessionOf (request: FastifyRequest, reply: FastifyReply): ConsoleSession | undefined {
-  if (request.consoleSession === undefined) void reply.redirect('/login', 303)
+  if (request.consoleSession === undefined) void reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303)
   return request.consoleSession
 }
