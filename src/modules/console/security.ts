@@ -61,7 +61,8 @@ export function originAllowed (origin: string | undefined, publicBaseUrl: string
 
 /** Where a browser goes after signing in: `next` when it is a path of this site, else the agents. */
 export function afterSignIn (next: string | undefined): string {
-  if (next === undefined || next.length > 2000 || !next.startsWith('/') || /[\\\x00-\x1f]/.test(next)) return HOME
+  // Browsers read a backslash as a slash and drop tabs and line breaks: `/\\evil` and `/\t/evil` lead off the site.
+  if (next === undefined || next.length > 2000 || !next.startsWith('/') || [...next].some((c) => c === '\\' || c < ' ')) return HOME
   const url = new URL(next, 'http://console.invalid')
   return url.origin === 'http://console.invalid' ? `${url.pathname}${url.search}` : HOME
 }
