@@ -121,7 +121,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(capabilityRoutes(ACTIONS), { db: deps.db })
       await v1.register(capabilityRoutes(TOOLS), { db: deps.db })
       await v1.register(integrationRoutes, { db: deps.db })
-      await v1.register(accountRoutes, { db: deps.db, mailer })
+      await v1.register(accountRoutes, { db: deps.db, mailer, publicBaseUrl: config.publicBaseUrl })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
@@ -129,7 +129,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
-    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs })
+    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer })
   }
   if (config.role !== 'worker') {
     await app.register(async (open) => {

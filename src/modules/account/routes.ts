@@ -29,9 +29,9 @@ const VoiceQuery = Type.Object({
 })
 
 /** Voices here; customers, workspaces and the subscription in their own files. */
-export const accountRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer }> = async (app, { db, mailer }) => {
+export const accountRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer, publicBaseUrl: string }> = async (app, { db, mailer, publicBaseUrl }) => {
   await app.register(customerRoutes, { db })
-  await app.register(workspaceRoutes, { db, mailer })
+  await app.register(workspaceRoutes, { db, mailer, publicBaseUrl })
   await app.register(subscriptionRoutes, { db })
 
   app.get('/voice/list', {

@@ -2,7 +2,16 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { WorkspaceRole } from '../../db/schema.ts'
 import { conflict, notFound, PG } from '../../http/errors.ts'
+import { generateToken, hashToken } from '../users/keys.ts'
 import { ownedRecords } from './owned-records.ts'
+
+/** How long an invitation e-mail's link works; the owner can send a new one. */
+export const INVITATION_MS = 7 * 24 * 3600_000
+
+const invitationToken = () => {
+  const token = generateToken('wi_')
+  return { token, invite_token_hash: hashToken(token), invite_expires_at: new Date(Date.now() + INVITATION_MS) }
+}
 
 export async function listWorkspaces (db: DB, userId: string, page: { limit?: number, skip?: number }) {
   return await db.selectFrom('workspaces').selectAll()
@@ -78,19 +87,20 @@ export async function deleteWorkspace (db: DB, userId: string, id: string): Prom
 }
 
 /**
- * Invites an address; answers whether this is a new invitation (and so an e-mail is due). Inviting
+ * Invites an address; answers whether this is a new invitation, with the token of its e-mail's link. Inviting
  * an address again changes nothing but its role, and sends nothing.
  */
-export async function inviteMember (db: DB, userId: string, workspaceId: string, email: string, role: Exclude<WorkspaceRole, 'owner'>): Promise<{ invited: boolean }> {
+export async function inviteMember (db: DB, userId: string, workspaceId: string, email: string, role: Exclude<WorkspaceRole, 'owner'>): Promise<{ invited: true, token: string } | { invited: false }> {
   return await db.transaction().execute(async (trx) => {
     // The key-share lock holds off a concurrent delete of the workspace until the member is stored.
     const workspace = await trx.selectFrom('workspaces').select('id').where('user_id', '=', userId).where('id', '=', workspaceId).forKeyShare().executeTakeFirst()
     if (workspace === undefined) throw notFound('workspace')
+    const { token, ...link } = invitationToken()
     const inserted = await trx.insertInto('workspace_members')
-      .values({ workspace_id: workspaceId, email, role, status: 'invited' })
+      .values({ workspace_id: workspaceId, email, role, status: 'invited', ...link })
       .onConflict((oc) => oc.columns(['workspace_id', 'email']).doNothing())
       .returning('email').executeTakeFirst()
-    if (inserted !== undefined) return { invited: true }
+    if (inserted !== undefined) return { invited: true, token }
     const existing = await trx.selectFrom('workspace_members').select('role')
       .where('workspace_id', '=', workspaceId).where('email', '=', email).forUpdate().executeTakeFirstOrThrow()
     if (existing.role === 'owner') throw conflict(`${email} owns this workspace`, 'member_is_owner')
@@ -118,7 +128,7 @@ export async function acceptInvitation (db: DB, userId: string, workspaceId: str
   const user = await db.selectFrom('users').select('email').where('id', '=', userId).executeTakeFirstOrThrow()
   const email = user.email.toLowerCase()
   await db.updateTable('workspace_members')
-    .set({ status: 'active', member_user_id: userId, joined_at: new Date() })
+    .set({ status: 'active', member_user_id: userId, joined_at: new Date(), invite_token_hash: null, invite_expires_at: null })
     .where('workspace_id', '=', workspaceId).where('email', '=', email).where('status', '=', 'invited')
     .execute()
   const member = await db.selectFrom('workspace_members')
@@ -128,4 +138,51 @@ export async function acceptInvitation (db: DB, userId: string, workspaceId: str
     .executeTakeFirst()
   if (member === undefined) throw notFound('invitation')
   return member
+}
+
+/** A new link (and time) for an invitation not yet accepted, to send again; undefined when there is none. */
+export async function renewInvitation (db: DB, userId: string, workspaceId: string, email: string): Promise<string | undefined> {
+  await requireWorkspace(db, userId, workspaceId)
+  const { token, ...link } = invitationToken()
+  const row = await db.updateTable('workspace_members').set(link)
+    .where('workspace_id', '=', workspaceId).where('email', '=', email).where('status', '=', 'invited')
+    .returning('email').executeTakeFirst()
+  return row === undefined ? undefined : token
+}
+
+export interface Invitation { workspaceId: string, workspaceName: string, ownerEmail: string, email: string, role: WorkspaceRole }
+
+/** The open invitation of an e-mail's link: not accepted, not withdrawn, not expired. */
+export async function findInvitation (db: DB, token: string): Promise<Invitation | undefined> {
+  const row = await db.selectFrom('workspace_members as m')
+    .innerJoin('workspaces as w', 'w.id', 'm.workspace_id').innerJoin('users as u', 'u.id', 'w.user_id')
+    .select(['w.id', 'w.name', 'u.email as owner_email', 'm.email', 'm.role'])
+    .where('m.invite_token_hash', '=', hashToken(token)).where('m.status', '=', 'invited').where('m.invite_expires_at', '>', new Date())
+    .executeTakeFirst()
+  return row === undefined ? undefined : { workspaceId: row.id, workspaceName: row.name, ownerEmail: row.owner_email, email: row.email, role: row.role }
+}
+
+/**
+ * Accepts the invitation of a link for the account `userId` (whose e-mail it is addressed to): one UPDATE,
+ * so that the link works once. Answers the workspace's id, or undefined when the link no longer works.
+ */
+export async function acceptInvitationLink (db: DB, token: string, userId: string): Promise<string | undefined> {
+  const row = await db.updateTable('workspace_members')
+    .set({ status: 'active', member_user_id: userId, joined_at: new Date(), invite_token_hash: null, invite_expires_at: null })
+    .where('invite_token_hash', '=', hashToken(token)).where('status', '=', 'invited').where('invite_expires_at', '>', new Date())
+    .returning('workspace_id').executeTakeFirst()
+  return row?.workspace_id
+}
+
+export interface Membership { workspaceId: string, workspaceName: string, ownerEmail: string, role: WorkspaceRole }
+
+/** The workspaces a user is an active member of (their own ones too, as `owner`), by name. */
+export async function listMemberships (db: DB, userId: string): Promise<Membership[]> {
+  const rows = await db.selectFrom('workspace_members as m')
+    .innerJoin('workspaces as w', 'w.id', 'm.workspace_id').innerJoin('users as u', 'u.id', 'w.user_id')
+    .select(['w.id', 'w.name', 'u.email as owner_email', 'm.role'])
+    .where('m.member_user_id', '=', userId).where('m.status', '=', 'active')
+    .orderBy('w.name').orderBy('w.id')
+    .execute()
+  return rows.map((row) => ({ workspaceId: row.id, workspaceName: row.name, ownerEmail: row.owner_email, role: row.role }))
 }

@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.ts'
 import type { WorkspacesTable } from '../../db/schema.ts'
 import { badRequest } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, Email, EpochMs, errors, ObjectId, Paging } from '../../http/schemas.ts'
-import type { Mailer } from '../../mail/mailer.ts'
+import type { Mailer, MailStatus } from '../../mail/mailer.ts'
 import {
   acceptInvitation, createWorkspace, deleteWorkspace, inviteMember, listMembers, listWorkspaces, removeMember,
   requireWorkspace, updateWorkspace
@@ -55,7 +55,30 @@ async function withMembers (db: DB, workspace: Selectable<WorkspacesTable>) {
   return workspaceView(workspace, await listMembers(db, [workspace.id]))
 }
 
-export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer }> = async (app, { db, mailer }) => {
+export interface InvitationMail { userId: string, workspaceId: string, workspaceName: string, inviter: string, email: string, role: 'admin' | 'member', token: string }
+
+/** The invitation e-mail: a link to the console (a password for a new person), or the API's accept route. */
+export async function sendInvitation (mailer: Mailer, publicBaseUrl: string, invitation: InvitationMail): Promise<MailStatus> {
+  const { workspaceId, workspaceName, inviter, email, role } = invitation
+  const { status } = await mailer.sendMail({
+    userId: invitation.userId,
+    kind: 'workspace_invitation',
+    to: email,
+    subject: `You are invited to the workspace "${workspaceName}"`,
+    text: [
+      `${inviter} invited you to the Switchboard workspace "${workspaceName}" as ${role === 'admin' ? 'an admin' : 'a member'}.`,
+      '',
+      'To accept, open this link (it works once, for 7 days); if you are new to this server, you choose a password there:',
+      `${publicBaseUrl}/invitations/${invitation.token}`,
+      '',
+      `With the API instead: POST /v1/workspaces/${workspaceId}/accept-invitation with the API key of your own`,
+      `Switchboard account registered with ${email}.`
+    ].join('\n')
+  })
+  return status
+}
+
+export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer, publicBaseUrl: string }> = async (app, { db, mailer, publicBaseUrl }) => {
   app.get('/workspaces/list', {
     schema: {
       tags: ['workspaces'],
@@ -131,22 +154,11 @@ export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer
     const { workspace_id: workspaceId } = request.params
     const email = request.body.email.toLowerCase()
     const role = request.body.role ?? 'member'
-    const { invited } = await inviteMember(db, request.userId, workspaceId, email, role)
+    const invitation = await inviteMember(db, request.userId, workspaceId, email, role)
     const workspace = await withMembers(db, await requireWorkspace(db, request.userId, workspaceId))
-    if (!invited) return reply.code(200).send(workspace)
+    if (!invitation.invited) return reply.code(200).send(workspace)
     const inviter = workspace.members.find((m) => m.role === 'owner')?.email ?? 'the workspace owner'
-    await mailer.sendMail({
-      userId: request.userId,
-      kind: 'workspace_invitation',
-      to: email,
-      subject: `You are invited to the workspace "${workspace.workspace_name}"`,
-      text: [
-        `${inviter} invited you to the Switchboard workspace "${workspace.workspace_name}" as ${role === 'admin' ? 'an admin' : 'a member'}.`,
-        '',
-        `To accept, call POST /v1/workspaces/${workspaceId}/accept-invitation with the API key of your own`,
-        `Switchboard account registered with ${email}.`
-      ].join('\n')
-    })
+    await sendInvitation(mailer, publicBaseUrl, { userId: request.userId, workspaceId, workspaceName: workspace.workspace_name, inviter, email, role, token: invitation.token })
     return reply.code(201).send(workspace)
   })
 

@@ -13,7 +13,7 @@ import {
 import { AgentUpdate, CALL_SETTINGS_DEFAULTS, LLM_DEFAULTS, LlmWrite, newAgentDefaults } from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
 import { html, type SafeHtml } from './html.ts'
-import { csrfField, layout, notice, when, type Viewer } from './pages.ts'
+import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 
@@ -53,8 +53,6 @@ interface Checked {
 }
 
 type VoiceOption = Awaited<ReturnType<typeof listVoices>>[number]
-
-const viewerOf = (session: ConsoleSession): Viewer => ({ email: session.email, csrfToken: session.csrfToken })
 
 const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
 

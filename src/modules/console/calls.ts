@@ -9,7 +9,7 @@ import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
-import { layout, messagePage, notice, type Viewer } from './pages.ts'
+import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
 
 type ListItem = Static<typeof CallListItem>
@@ -225,12 +225,9 @@ const MAX_DELIVERIES = 100
  * reaches the browser).
  */
 export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  const viewerOf = (request: FastifyRequest): Viewer | undefined => request.consoleSession === undefined
-    ? undefined
-    : { email: request.consoleSession.email, csrfToken: request.consoleSession.csrfToken }
   const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
   const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
-    sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', viewerOf(request)))
+    sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', request.consoleSession && viewerOf(request.consoleSession)))
   const callInScope = async (scope: Scope, id: string): Promise<Detail | undefined> => {
     const json = ID.test(id) ? await findCallJson(db, scope.ownerId, id) : undefined
     const call = json === undefined ? undefined : JSON.parse(json) as Detail
@@ -241,7 +238,7 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const { scope } = scoped
-    const viewer = viewerOf(request)!
+    const viewer = viewerOf(scoped.session)
     const agents = (await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
     const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
     if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, error: problem }))
@@ -283,7 +280,7 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
       findRecording(db, scope.ownerId, id),
       listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
     ])
-    return sendPage(reply, 200, callPage({ viewer: viewerOf(request)!, call, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {

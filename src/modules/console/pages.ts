@@ -1,12 +1,18 @@
 import { html, type SafeHtml } from './html.ts'
+import type { WorkspaceRole } from '../../db/schema.ts'
 import { MIN_PASSWORD_LENGTH } from './passwords.ts'
+import type { ConsoleSession } from './queries.ts'
 import { HOME } from './security.ts'
 
-/** The console's sections; a new page adds its entry here. */
-const NAV = [
+/**
+ * The console's sections; a new page adds its entry here. `account`: about the person's own account, so not
+ * listed while they work in a workspace (docs/console.md, "Workspaces and members").
+ */
+const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
-  { href: '/keys', label: 'API keys' }
+  { href: '/workspaces', label: 'Workspaces' },
+  { href: '/keys', label: 'API keys', account: true }
 ]
 
 // What whoever opens the server in a browser may want besides the console.
@@ -16,7 +22,18 @@ const LINKS = [
   { href: '/health', label: 'Health', note: 'whether the server and its database are up' }
 ]
 
-export interface Viewer { email: string, csrfToken: string }
+export interface Viewer {
+  email: string
+  csrfToken: string
+  /** The workspace the person works in; undefined: their own account. */
+  workspace?: { name: string, role: WorkspaceRole }
+}
+
+export const viewerOf = (session: ConsoleSession): Viewer => ({
+  email: session.email,
+  csrfToken: session.csrfToken,
+  workspace: session.workspace === undefined ? undefined : { name: session.workspace.name, role: session.workspace.role }
+})
 
 export interface PageOptions {
   title: string
@@ -44,9 +61,10 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <header class="top">
   <a class="brand" href="/">Switchboard</a>
   ${viewer !== undefined && html`<nav aria-label="Console">
-    <ul>${NAV.map((item) => html`<li><a href="${item.href}"${item.href === current && html` aria-current="page"`}>${item.label}</a></li>`)}</ul>
+    <ul>${NAV.filter((item) => viewer.workspace === undefined || item.account !== true).map((item) => html`<li><a href="${item.href}"${item.href === current && html` aria-current="page"`}>${item.label}</a></li>`)}</ul>
   </nav>
   <div class="account">
+    <a href="/workspaces" class="context">${viewer.workspace === undefined ? 'Your account' : html`Workspace ${viewer.workspace.name} (${viewer.workspace.role})`}</a>
     <a href="/account/password">${viewer.email}</a>
     <form method="post" action="/logout">${csrfField(viewer.csrfToken)}<button type="submit" class="link">Sign out</button></form>
   </div>`}

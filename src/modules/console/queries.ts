@@ -35,7 +35,7 @@ export const newSecret = () => randomBytes(32).toString('base64url')
  * A new session for the user (its id is answered once, for the cookie, and kept only as a hash). Expired
  * sessions of the same user go at the same time, so the table does not grow with abandoned browsers.
  */
-export async function createSession (db: DB, userId: string, options: { viaLink: boolean }): Promise<{ id: string, csrfToken: string }> {
+export async function createSession (db: DB, userId: string, options: { viaLink: boolean, workspaceId?: string }): Promise<{ id: string, csrfToken: string }> {
   const id = newSecret()
   const csrfToken = newSecret()
   await db.transaction().execute(async (trx) => {
@@ -43,7 +43,8 @@ export async function createSession (db: DB, userId: string, options: { viaLink:
       .where((eb) => eb.or([eb('expires_at', '<=', new Date()), eb('last_seen_at', '<=', new Date(Date.now() - SESSION_IDLE_MS))]))
       .execute()
     await trx.insertInto('console_sessions').values({
-      id_hash: hashToken(id), user_id: userId, csrf_token: csrfToken, via_link: options.viaLink, expires_at: new Date(Date.now() + SESSION_MAX_MS)
+      id_hash: hashToken(id), user_id: userId, csrf_token: csrfToken, via_link: options.viaLink, expires_at: new Date(Date.now() + SESSION_MAX_MS),
+      workspace_id: options.workspaceId ?? null
     }).execute()
   })
   return { id, csrfToken }
@@ -80,6 +81,11 @@ export async function findSession (db: DB, id: string): Promise<ConsoleSession |
     await db.updateTable('console_sessions').set({ last_seen_at: new Date() }).where('id_hash', '=', session.idHash).execute()
   }
   return session
+}
+
+/** The workspace the session works in (null: the user's own account); the membership is checked by findSession. */
+export async function setSessionWorkspace (db: DB, idHash: string, workspaceId: string | null): Promise<void> {
+  await db.updateTable('console_sessions').set({ workspace_id: workspaceId }).where('id_hash', '=', idHash).execute()
 }
 
 export async function deleteSession (db: DB, idHash: string): Promise<void> {

@@ -2,13 +2,15 @@ import { readFileSync } from 'node:fs'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import type { Mailer } from '../../mail/mailer.ts'
 import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleCallRoutes } from './calls.ts'
-import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
+import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
+import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
 import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
   clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
@@ -45,9 +47,6 @@ class PageError extends Error {
   }
 }
 
-const viewerOf = (session: ConsoleSession | undefined): Viewer | undefined =>
-  session === undefined ? undefined : { email: session.email, csrfToken: session.csrfToken }
-
 /** A form field as text: '' when missing or not a string (a JSON body, a repeated field). */
 function field (request: FastifyRequest, name: string): string {
   const value = (request.body as Record<string, unknown> | undefined)?.[name]
@@ -62,7 +61,7 @@ function sendPage (reply: FastifyReply, status: number, page: string): FastifyRe
  * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
  * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
  */
-export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, jobs }: { db: DB, publicBaseUrl: string, jobs: JobSender }): Promise<void> {
+export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, jobs, mailer }: { db: DB, publicBaseUrl: string, jobs: JobSender, mailer: Mailer }): Promise<void> {
   const secure = publicBaseUrl.startsWith('https:')
   const sessionCookie = (value: string, maxAgeSeconds: number) => serializeCookie(SESSION_COOKIE, value, { maxAgeSeconds, secure })
 
@@ -70,7 +69,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
   // Errors of a console route are pages, not the API's JSON; 5xx text is logged, never shown.
   app.setErrorHandler((err: FastifyError | HttpError | PageError, request, reply) => {
-    const viewer = viewerOf(request.consoleSession)
+    const viewer = request.consoleSession && viewerOf(request.consoleSession)
     if (err instanceof PageError) return sendPage(reply, err.statusCode, messagePage(err.title, err.message, viewer))
     const status = err.statusCode ?? 500
     if (status < 500) return sendPage(reply, status, messagePage('That did not work', err instanceof HttpError ? err.message : 'The request could not be read.', viewer))
@@ -104,23 +103,26 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
       if (id !== undefined && id !== '') request.consoleSession = await findSession(db, id)
     })
 
-    // Every POST carries the CSRF token: the session's, or before sign-in the one of the sign-in form's cookie.
+    // Every POST carries the CSRF token: the session's, or before sign-in the one of the form's cookie (the sign-in
+    // form always; an invitation's form when nobody is signed in).
     pages.addHook('preHandler', async (request) => {
       if (request.method !== 'POST') return
-      const expected = request.routeOptions.url === '/login'
-        ? parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE)
-        : request.consoleSession?.csrfToken
+      const route = request.routeOptions.url
+      const cookieToken = () => parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE)
+      const expected = route === '/login'
+        ? cookieToken()
+        : request.consoleSession?.csrfToken ?? (route === INVITATION_ROUTE ? cookieToken() : undefined)
       if (!sameToken(field(request, 'csrf_token'), expected)) {
-        throw new PageError(403, 'Refused', request.consoleSession === undefined && request.routeOptions.url !== '/login'
+        throw new PageError(403, 'Refused', request.consoleSession === undefined && route !== '/login' && route !== INVITATION_ROUTE
           ? 'You are signed out. Sign in and try again.'
           : 'This form has expired. Reload the page and send it again.')
       }
     })
 
     /** A new session (a new id: rotation) replaces whatever session the browser had. */
-    const signIn = async (request: FastifyRequest, reply: FastifyReply, userId: string, viaLink: boolean) => {
+    const signIn: SignIn = async (request, reply, userId, options) => {
       if (request.consoleSession !== undefined) await deleteSession(db, request.consoleSession.idHash)
-      const { id } = await createSession(db, userId, { viaLink })
+      const { id } = await createSession(db, userId, options)
       reply.header('set-cookie', sessionCookie(id, SESSION_MAX_MS / 1000))
       reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, '', { path: '/login', maxAgeSeconds: 0, secure }))
     }
@@ -156,7 +158,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
         return sendPage(reply, 401, signInPage({ csrfToken, email, next, error: 'The e-mail address or the password is wrong.' }))
       }
       await clearFailures(db, buckets[0])
-      await signIn(request, reply, account.userId, false)
+      await signIn(request, reply, account.userId, { viaLink: false })
       return reply.redirect(next, 303)
     })
 
@@ -165,7 +167,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
       if (userId === undefined) {
         throw new PageError(404, 'This link does not work', 'The sign-in link is unknown, was used already, or is older than 15 minutes. Ask for a new one: npm run cli -- user login-link --email <address>')
       }
-      await signIn(request, reply, userId, true)
+      await signIn(request, reply, userId, { viaLink: true })
       return reply.redirect('/account/password', 303)
     })
 
@@ -182,12 +184,12 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
     pages.get('/account/password', HIDDEN, async (request, reply) => {
       const session = sessionOf(request, reply)
       if (session === undefined) return reply
-      return sendPage(reply, 200, passwordPage({ viewer: viewerOf(session)!, hasPassword: session.hasPassword, needsCurrent: needsCurrent(session) }))
+      return sendPage(reply, 200, passwordPage({ viewer: viewerOf(session), hasPassword: session.hasPassword, needsCurrent: needsCurrent(session) }))
     })
 
     pages.post('/account/password', HIDDEN, async (request, reply) => {
       const session = request.consoleSession!
-      const viewer = viewerOf(session)!
+      const viewer = viewerOf(session)
       const refuse = (status: number, error: string) =>
         sendPage(reply, status, passwordPage({ viewer, hasPassword: session.hasPassword, needsCurrent: needsCurrent(session), error }))
       const next = field(request, 'new_password')
@@ -215,12 +217,12 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
     pages.get('/keys', HIDDEN, async (request, reply) => {
       const session = sessionOf(request, reply)
       if (session === undefined) return reply
-      return sendPage(reply, 200, keysPage({ viewer: viewerOf(session)!, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS }))
+      return sendPage(reply, 200, keysPage({ viewer: viewerOf(session), keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS }))
     })
 
     pages.post('/keys', HIDDEN, async (request, reply) => {
       const session = request.consoleSession!
-      const viewer = viewerOf(session)!
+      const viewer = viewerOf(session)
       const name = field(request, 'name').trim()
       const refuse = async (status: number, error: string) =>
         sendPage(reply, status, keysPage({ viewer, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS, error }))
@@ -246,5 +248,6 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db })
+    await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
   })
 }

@@ -1,0 +1,347 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { ID_PATTERN } from '../../db/ids.ts'
+import type { WorkspaceRole } from '../../db/schema.ts'
+import { HttpError } from '../../http/errors.ts'
+import { EMAIL_PATTERN } from '../../http/schemas.ts'
+import type { Mailer } from '../../mail/mailer.ts'
+import {
+  acceptInvitationLink, createWorkspace, deleteWorkspace, findInvitation, inviteMember, listMembers, listMemberships, listWorkspaces,
+  removeMember, renewInvitation, requireWorkspace, updateWorkspace, type Invitation
+} from '../account/workspace-queries.ts'
+import { sendInvitation } from '../account/workspaces.ts'
+import { createUser, findUser } from '../users/queries.ts'
+import { html } from './html.ts'
+import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
+import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from './passwords.ts'
+import { newSecret, setSessionWorkspace, type ConsoleSession } from './queries.ts'
+import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } from './security.ts'
+
+// Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
+// or a workspace they belong to), their own workspaces with members and invitations, and the invitation e-mail's
+// link, which makes a new person's account. What a member may see and change is scope.ts's one rule.
+
+const HIDDEN = { schema: { hide: true } }
+const ID = new RegExp(ID_PATTERN)
+const EMAIL = new RegExp(EMAIL_PATTERN)
+export const INVITATION_ROUTE = '/invitations/:token'
+const ROLES = ['member', 'admin'] as const
+
+const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
+const noSuchWorkspace = () => new HttpError(404, 'not_found', 'You own no workspace with that id.')
+const field = (request: FastifyRequest, name: string) => (request.body as Record<string, string | undefined>)[name] ?? ''
+
+/** The name and description of a form, or what is wrong with them. */
+function workspaceFields (request: FastifyRequest): { name: string, description: string, problem?: string } {
+  const name = field(request, 'workspace_name').trim()
+  const description = field(request, 'description').trim()
+  const problem = name === '' || name.length > 100
+    ? 'The name must be 1 to 100 characters long.'
+    : description.length > 500 ? 'The description may be at most 500 characters long.' : undefined
+  return { name, description, problem }
+}
+
+const roleText = (role: WorkspaceRole) => ({ owner: 'owner', admin: 'admin: views and changes', member: 'member: views' })[role]
+
+export interface SignIn { (request: FastifyRequest, reply: FastifyReply, userId: string, options: { viaLink: boolean, workspaceId?: string }): Promise<void> }
+
+export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { db: DB, mailer: Mailer, publicBaseUrl: string, signIn: SignIn }): Promise<void> {
+  const { db, mailer, publicBaseUrl, signIn } = options
+  const secure = publicBaseUrl.startsWith('https:')
+
+  async function workspacesPage (session: ConsoleSession, extra: { error?: string, form?: { name: string, description: string } } = {}) {
+    const viewer = viewerOf(session)
+    const [memberships, owned] = await Promise.all([listMemberships(db, session.userId), listWorkspaces(db, session.userId, { limit: 100 })])
+    const members = await listMembers(db, owned.map((w) => w.id))
+    const current = session.workspace?.id ?? ''
+    return layout({
+      title: 'Workspaces',
+      viewer,
+      current: '/workspaces',
+      body: html`
+<h2>Where you work</h2>
+<p>In your own account you see all your records. In a workspace you belong to, you see its agents, calls, deliveries and
+knowledge bases: an admin changes them, a member views them.</p>
+<form method="post" action="/workspace" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <fieldset class="plain">
+    <legend>Work in</legend>
+    <label class="choice"><input type="radio" name="workspace_id" value=""${current === '' && html` checked`}> Your account (${session.email})</label>
+    ${memberships.map((m) => html`<label class="choice"><input type="radio" name="workspace_id" value="${m.workspaceId}"${current === m.workspaceId && html` checked`}> ${m.workspaceName} (${m.role}${m.role !== 'owner' && html` · owned by ${m.ownerEmail}`})</label>`)}
+  </fieldset>
+  <button type="submit">Switch</button>
+</form>
+<h2>Your workspaces</h2>
+${owned.length === 0
+  ? html`<p>You own no workspace yet. A workspace groups agents and their calls, deliveries and knowledge bases, and lets you invite people to them.</p>`
+  : html`<div class="table"><table>
+  <thead><tr><th scope="col">Name</th><th scope="col">Description</th><th scope="col">Members</th><th scope="col">Created</th></tr></thead>
+  <tbody>${owned.map((w) => html`<tr><td><a href="/workspaces/${w.id}">${w.name}</a></td><td>${w.description}</td><td>${members.filter((m) => m.workspace_id === w.id).length}</td><td>${when(w.created_at)}</td></tr>`)}</tbody>
+</table></div>`}
+<h2>Create a workspace</h2>
+${extra.error !== undefined && notice('error', extra.error)}
+<form method="post" action="/workspaces" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <label for="workspace_name">Name</label>
+  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${extra.form?.name ?? ''}">
+  <label for="description">Description</label>
+  <input id="description" name="description" maxlength="500" value="${extra.form?.description ?? ''}">
+  <button type="submit">Create workspace</button>
+</form>`
+    })
+  }
+
+  async function workspacePage (session: ConsoleSession, id: string, extra: { error?: string, done?: string, link?: string } = {}) {
+    const viewer = viewerOf(session)
+    const workspace = await requireOwned(session, id)
+    const members = await listMembers(db, [workspace.id])
+    return layout({
+      title: workspace.name,
+      viewer,
+      current: '/workspaces',
+      body: html`
+<p><a href="/workspaces">All workspaces</a></p>
+${extra.done !== undefined && notice('success', extra.done)}
+${extra.link !== undefined && html`<section class="notice success" aria-labelledby="link-title">
+  <h2 id="link-title">Pass this link on</h2>
+  <p>No e-mail could be sent (SMTP_URL is not set, or the mail server refused it): send this invitation link to the person yourself. It works once, for 7 days.</p>
+  <p><code class="secret">${extra.link}</code></p>
+</section>`}
+${extra.error !== undefined && notice('error', extra.error)}
+<h2>Members</h2>
+<div class="table"><table>
+  <thead><tr><th scope="col">E-mail</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Invited</th><th scope="col">Joined</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+  <tbody>${members.map((m) => html`<tr>
+    <td>${m.email}</td><td>${roleText(m.role)}</td><td>${m.status}</td><td>${when(m.invited_at)}</td><td>${when(m.joined_at)}</td>
+    <td>${m.role !== 'owner' && html`<div class="actions">
+      ${m.status === 'invited' && html`<form method="post" action="/workspaces/${workspace.id}/members/resend">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="link" aria-label="Send the invitation to ${m.email} again">Send again</button></form>`}
+      <form method="post" action="/workspaces/${workspace.id}/members/remove">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button></form>
+    </div>`}</td>
+  </tr>`)}</tbody>
+</table></div>
+<h2>Invite someone</h2>
+<form method="post" action="/workspaces/${workspace.id}/members" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <label for="email">E-mail address</label>
+  <input id="email" name="email" type="email" maxlength="254" required>
+  <label for="role">Role</label>
+  <select id="role" name="role">${ROLES.map((role) => html`<option value="${role}">${roleText(role)}</option>`)}</select>
+  <button type="submit">Invite</button>
+</form>
+<h2>Settings</h2>
+<form method="post" action="/workspaces/${workspace.id}" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  <label for="workspace_name">Name</label>
+  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${workspace.name}">
+  <label for="description">Description</label>
+  <input id="description" name="description" maxlength="500" value="${workspace.description}">
+  <button type="submit">Save</button>
+</form>
+<h2>Delete the workspace</h2>
+<p>Its members lose it. Records that still belong to it must be deleted or moved first.</p>
+<form method="post" action="/workspaces/${workspace.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete ${workspace.name}</button></form>
+<p class="hint">Workspace id <code>${workspace.id}</code>.</p>`
+    })
+  }
+
+  /** Workspaces are managed by their owner only: anyone else's id is a 404, as in the API. */
+  async function requireOwned (session: ConsoleSession, id: string) {
+    if (!ID.test(id)) throw noSuchWorkspace()
+    try {
+      return await requireWorkspace(db, session.userId, id.toLowerCase())
+    } catch (err) {
+      if (err instanceof HttpError && err.statusCode === 404) throw noSuchWorkspace()
+      throw err
+    }
+  }
+
+  /** The page again with the outcome of a change: an HttpError of the workspaces' functions becomes its message. */
+  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: () => Promise<{ done: string, link?: string } | undefined>) {
+    await requireOwned(session, id)
+    try {
+      const result = await change()
+      return sendPage(reply, 200, await workspacePage(session, id, result))
+    } catch (err) {
+      if (!(err instanceof HttpError) || err.statusCode >= 500 || err.statusCode === 404) throw err
+      return sendPage(reply, err.statusCode, await workspacePage(session, id, { error: `${err.message[0].toUpperCase()}${err.message.slice(1)}.` }))
+    }
+  }
+
+  app.get('/workspaces', HIDDEN, async (request, reply) => {
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
+    return sendPage(reply, 200, await workspacesPage(session))
+  })
+
+  app.post('/workspaces', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const { name, description, problem } = workspaceFields(request)
+    if (problem !== undefined) return sendPage(reply, 400, await workspacesPage(session, { error: problem, form: { name, description } }))
+    const workspace = await createWorkspace(db, session.userId, { name, description })
+    return reply.redirect(`/workspaces/${workspace.id}`, 303)
+  })
+
+  app.post('/workspace', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const id = field(request, 'workspace_id').toLowerCase()
+    if (id !== '' && !(await listMemberships(db, session.userId)).some((m) => m.workspaceId === id)) {
+      throw new HttpError(404, 'not_found', 'You are not a member of that workspace (any more).')
+    }
+    await setSessionWorkspace(db, session.idHash, id === '' ? null : id)
+    return reply.redirect(HOME, 303)
+  })
+
+  app.get<{ Params: { id: string } }>('/workspaces/:id', HIDDEN, async (request, reply) => {
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
+    return sendPage(reply, 200, await workspacePage(session, request.params.id))
+  })
+
+  app.post<{ Params: { id: string } }>('/workspaces/:id', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const { name, description, problem } = workspaceFields(request)
+    return await outcome(reply, session, request.params.id, async () => {
+      if (problem !== undefined) throw new HttpError(400, 'validation_error', problem.replace(/\.$/, ''))
+      await updateWorkspace(db, session.userId, request.params.id.toLowerCase(), { name, description })
+      return { done: 'Saved.' }
+    })
+  })
+
+  app.post<{ Params: { id: string } }>('/workspaces/:id/delete', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const id = (await requireOwned(session, request.params.id)).id
+    try {
+      await deleteWorkspace(db, session.userId, id)
+    } catch (err) {
+      if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, await workspacePage(session, id, { error: `Not deleted: ${err.message}.` }))
+      throw err
+    }
+    return reply.redirect('/workspaces', 303)
+  })
+
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const email = field(request, 'email').trim().toLowerCase()
+    const role = field(request, 'role')
+    return await outcome(reply, session, request.params.id, async () => {
+      if (email.length > 254 || !EMAIL.test(email)) throw new HttpError(400, 'validation_error', 'the e-mail address is not valid')
+      if (!(ROLES as readonly string[]).includes(role)) throw new HttpError(400, 'validation_error', 'choose the role member or admin')
+      const workspace = await requireOwned(session, request.params.id)
+      const invitation = await inviteMember(db, session.userId, workspace.id, email, role as typeof ROLES[number])
+      if (!invitation.invited) return { done: `${email} was invited already; their role is now ${role}.` }
+      return await mailed(session, workspace, email, role as typeof ROLES[number], invitation.token)
+    })
+  })
+
+  /** Sends the invitation; when no e-mail left this server, the owner gets the link to pass on. */
+  async function mailed (session: ConsoleSession, workspace: { id: string, name: string }, email: string, role: 'admin' | 'member', token: string) {
+    const status = await sendInvitation(mailer, publicBaseUrl, { userId: session.userId, workspaceId: workspace.id, workspaceName: workspace.name, inviter: session.email, email, role, token })
+    return status === 'sent'
+      ? { done: `Invitation e-mailed to ${email}.` }
+      : { done: `${email} is invited.`, link: `${publicBaseUrl}/invitations/${token}` }
+  }
+
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const email = field(request, 'email').toLowerCase()
+    return await outcome(reply, session, request.params.id, async () => {
+      const workspace = await requireOwned(session, request.params.id)
+      const member = (await listMembers(db, [workspace.id])).find((m) => m.email === email && m.status === 'invited')
+      const token = member === undefined ? undefined : await renewInvitation(db, session.userId, workspace.id, email)
+      if (member === undefined || token === undefined) throw new HttpError(409, 'conflict', `${email} has no open invitation to this workspace`)
+      return await mailed(session, workspace, email, member.role === 'admin' ? 'admin' : 'member', token)
+    })
+  })
+
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const email = field(request, 'email').toLowerCase()
+    return await outcome(reply, session, request.params.id, async () => {
+      try {
+        await removeMember(db, session.userId, request.params.id.toLowerCase(), email)
+      } catch (err) {
+        if (err instanceof HttpError && err.statusCode === 404) throw new HttpError(409, 'conflict', `${email} is not a member of this workspace`)
+        throw err
+      }
+      return { done: `${email} is no longer a member.` }
+    })
+  })
+
+  // The invitation e-mail's link. A new person chooses a password here; an existing account must be signed in to
+  // accept, so that whoever else sees the link (the owner, when no e-mail could be sent) cannot take that account over.
+
+  const invitationTokenCookie = (request: FastifyRequest, reply: FastifyReply) => {
+    const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()
+    reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, token, { path: '/invitations', secure }))
+    return token
+  }
+
+  async function invitationPage (request: FastifyRequest, reply: FastifyReply, status: number, token: string, invitation: Invitation, error?: string) {
+    const session = request.consoleSession
+    const account = await findUser(db, invitation.email)
+    const who = html`<p><strong>${invitation.ownerEmail}</strong> invited <strong>${invitation.email}</strong> to the workspace
+<strong>${invitation.workspaceName}</strong> as ${invitation.role === 'admin' ? 'an admin (views and changes its agents, calls, deliveries and knowledge bases)' : 'a member (views its agents, calls, deliveries and knowledge bases)'}.</p>`
+    const action = `/invitations/${encodeURIComponent(token)}`
+    let body
+    if (account === undefined) {
+      const csrfToken = session?.csrfToken ?? invitationTokenCookie(request, reply)
+      body = html`${who}${error !== undefined && notice('error', error)}
+<p>Choose a password for your new account; you sign in with ${invitation.email} and it.</p>
+<form method="post" action="${action}" class="stack">
+  ${csrfField(csrfToken)}
+  <input type="text" name="username" autocomplete="username" value="${invitation.email}" hidden>
+  <label for="new">Password</label>
+  <input id="new" name="new_password" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required aria-describedby="new-hint">
+  <p id="new-hint" class="hint">At least ${MIN_PASSWORD_LENGTH} characters.</p>
+  <label for="confirm">Password again</label>
+  <input id="confirm" name="confirm_password" type="password" autocomplete="new-password" required>
+  <button type="submit">Accept and create my account</button>
+</form>`
+    } else if (session?.userId === account.id) {
+      body = html`${who}${error !== undefined && notice('error', error)}
+<form method="post" action="${action}">${csrfField(session.csrfToken)}<button type="submit">Accept the invitation</button></form>`
+    } else {
+      body = html`${who}
+${session !== undefined && html`<p>You are signed in as ${session.email}. Sign out first, then open the link again.</p>`}
+<p>${invitation.email} has an account on this server: <a href="/login?next=${encodeURIComponent(action)}">sign in as ${invitation.email}</a> to accept.</p>`
+    }
+    return sendPage(reply, status, layout({ title: 'Invitation', viewer: session && viewerOf(session), body }))
+  }
+
+  const deadLink = () => new HttpError(404, 'not_found', 'This invitation link does not work: it was used already, withdrawn, or is older than 7 days. Ask the workspace\'s owner to send it again.')
+
+  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN, async (request, reply) => {
+    const invitation = await findInvitation(db, request.params.token)
+    if (invitation === undefined) throw deadLink()
+    return await invitationPage(request, reply, 200, request.params.token, invitation)
+  })
+
+  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN, async (request, reply) => {
+    const { token } = request.params
+    const invitation = await findInvitation(db, token)
+    if (invitation === undefined) throw deadLink()
+    const account = await findUser(db, invitation.email)
+    const session = request.consoleSession
+    if (account !== undefined) {
+      if (session?.userId !== account.id) return await invitationPage(request, reply, 403, token, invitation)
+      const workspaceId = await acceptInvitationLink(db, token, account.id)
+      if (workspaceId === undefined) throw deadLink()
+      await setSessionWorkspace(db, session.idHash, workspaceId)
+      return reply.redirect(HOME, 303)
+    }
+    const password = field(request, 'new_password')
+    const problem = passwordProblem(password) ?? (password !== field(request, 'confirm_password') ? 'The two passwords differ.' : undefined)
+    if (problem !== undefined) return await invitationPage(request, reply, 400, token, invitation, problem)
+    const passwordHash = await hashPassword(password)
+    const userId = await db.transaction().execute(async (trx) => {
+      const user = await createUser(trx, { email: invitation.email })
+      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', user.id).execute()
+      // The link works once: a second click (or a race) finds it spent, and the new account is not kept.
+      if (await acceptInvitationLink(trx, token, user.id) === undefined) throw deadLink()
+      return user.id
+    })
+    await signIn(request, reply, userId, { viaLink: false, workspaceId: invitation.workspaceId })
+    reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, '', { path: '/invitations', maxAgeSeconds: 0, secure }))
+    return reply.redirect(HOME, 303)
+  })
+}
