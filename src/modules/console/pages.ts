@@ -5,7 +5,11 @@ import { MIN_PASSWORD_LENGTH } from './passwords.ts'
 const NAV = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
-  { href: '/keys', label: 'API keys' }
+  { href: '/keys', label: 'API keys' },
+  { href: '/phone-numbers', label: 'Phone numbers' },
+  { href: '/customers', label: 'Customers' },
+  { href: '/subscription', label: 'Subscription' },
+  { href: '/settings', label: 'Settings' }
 ]
 
 // What whoever opens the server in a browser may want besides the console.
