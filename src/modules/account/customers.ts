@@ -6,8 +6,8 @@ import type { CustomersTable } from '../../db/schema.ts'
 import { AUTH_ERRORS, COMPONENT, E164, Email, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { createCustomer, deleteCustomer, listCustomers, requireCustomer, updateCustomer } from './customer-queries.ts'
 
-const CustomerName = Type.String({ minLength: 1, maxLength: 200, description: 'the name an agency knows its client by' })
-const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'free-form data of the integrator, returned as given' })
+export const CustomerName = Type.String({ minLength: 1, maxLength: 200, description: 'the name an agency knows its client by' })
+export const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'free-form data of the integrator, returned as given' })
 
 const Customer = Type.Object({
   _id: ObjectId,

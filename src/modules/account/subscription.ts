@@ -5,10 +5,10 @@ import { AUTH_ERRORS, COMPONENT, EpochMs, errors, ObjectId, Paging } from '../..
 import { getSubscription, listCreditEntries, updateSubscription, type Subscription as SubscriptionData } from './credits.ts'
 
 // Credits are whole numbers; the limits keep an amount far inside what a person would mean.
-const MAX_CREDITS = 100_000_000
+export const MAX_CREDITS = 100_000_000
 
-const Credits = Type.Integer({ minimum: 0, maximum: MAX_CREDITS, description: 'credits (1 credit = 1 US cent of usage)' })
-const PositiveCredits = Type.Integer({ minimum: 1, maximum: MAX_CREDITS, description: 'credits (1 credit = 1 US cent of usage)' })
+export const Credits = Type.Integer({ minimum: 0, maximum: MAX_CREDITS, description: 'credits (1 credit = 1 US cent of usage)' })
+export const PositiveCredits = Type.Integer({ minimum: 1, maximum: MAX_CREDITS, description: 'credits (1 credit = 1 US cent of usage)' })
 
 const Subscription = Type.Object({
   plan: Type.Enum(['free', 'pro', 'enterprise']),

@@ -12,7 +12,11 @@ const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
   { href: '/workspaces', label: 'Workspaces' },
-  { href: '/keys', label: 'API keys', account: true }
+  { href: '/phone-numbers', label: 'Phone numbers', account: true },
+  { href: '/customers', label: 'Customers', account: true },
+  { href: '/subscription', label: 'Subscription', account: true },
+  { href: '/keys', label: 'API keys', account: true },
+  { href: '/settings', label: 'Settings', account: true }
 ]
 
 // What whoever opens the server in a browser may want besides the console.

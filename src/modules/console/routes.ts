@@ -3,19 +3,24 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
+import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleCallRoutes } from './calls.ts'
+import { consoleCustomerRoutes } from './customers.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
+import { consolePhoneNumberRoutes } from './phone-numbers.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
 import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
   clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
   recordFailure, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
 } from './queries.ts'
+import { consoleSettingsRoutes } from './settings.ts'
+import { consoleSubscriptionRoutes } from './subscription.ts'
 import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
 
 declare module 'fastify' {
@@ -61,7 +66,8 @@ function sendPage (reply: FastifyReply, status: number, page: string): FastifyRe
  * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
  * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
  */
-export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, jobs, mailer }: { db: DB, publicBaseUrl: string, jobs: JobSender, mailer: Mailer }): Promise<void> {
+export async function consoleRoutes (app: FastifyInstance, options: { db: DB, publicBaseUrl: string, jobs: JobSender, mailer: Mailer, carriers: Carriers }): Promise<void> {
+  const { db, publicBaseUrl, jobs, mailer, carriers } = options
   const secure = publicBaseUrl.startsWith('https:')
   const sessionCookie = (value: string, maxAgeSeconds: number) => serializeCookie(SESSION_COOKIE, value, { maxAgeSeconds, secure })
 
@@ -249,5 +255,9 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
+    await pages.register(consolePhoneNumberRoutes, { db, carriers })
+    await pages.register(consoleCustomerRoutes, { db })
+    await pages.register(consoleSubscriptionRoutes, { db })
+    await pages.register(consoleSettingsRoutes, { db })
   })
 }

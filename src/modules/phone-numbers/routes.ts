@@ -4,25 +4,20 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
-import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
+import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
-import { agentExists } from '../agents/queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
-import { CarrierError } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
-import {
-  deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, insertPhoneNumber, listPhoneNumbers, numberHolder, numberTaken,
-  updatePhoneNumber
-} from './queries.ts'
+import { assignmentColumns, assignNumber, buyNumber, checkAssignment, importNumber, releaseNumber, searchNumbers } from './numbers.ts'
+import { findPhoneNumber, findPhoneNumberByE164, insertPhoneNumber, listPhoneNumbers, numberHolder, updatePhoneNumber } from './queries.ts'
+import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from './schemas.ts'
 
 export interface PhoneNumberOptions {
   db: DB
   carriers: Carriers
 }
 
-const Nickname = Type.String({ maxLength: 100, description: 'a label for people' })
-const CarrierName = Type.Enum(['sandbox', 'twilio'])
 const NullableId = (description: string) => Type.Optional(Type.Union([ObjectId, Type.Null()], { description }))
 
 /** What a number is used for and whom it belongs to; settable on every route that makes or changes one. */
@@ -64,9 +59,6 @@ const AvailableNumber = Type.Object({
   carrier: CarrierName
 }, { [COMPONENT]: 'AvailablePhoneNumber' })
 
-const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code', examples: ['US'] })
-const AreaCode = Type.String({ pattern: '^[0-9]{2,4}$', description: 'area code (NPA in the US and Canada)', examples: ['415'] })
-
 const CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }]
 
 /** import-carrier's rules as the document states them (the handler enforces them: see CHECKED_IN_HANDLER). */
@@ -102,53 +94,7 @@ function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
   }
 }
 
-/** Carrier outcomes as client errors. Rejected credentials are the caller's when they gave them, else the installation's. */
-async function atCarrier<T> (work: () => Promise<T>, callerCredentials = false): Promise<T> {
-  try {
-    return await work()
-  } catch (err) {
-    if (!(err instanceof CarrierError)) throw err
-    if (err.kind === 'unavailable') throw conflict(err.message, 'number_unavailable')
-    if (err.kind === 'rejected') throw badRequest(err.message, 'carrier_rejected')
-    if (err.kind === 'credentials' && callerCredentials) throw badRequest(err.message, 'carrier_credentials_rejected')
-    throw new HttpError(502, 'carrier_error', err.message)
-  }
-}
-
-type AssignmentInput = { [K in keyof typeof Assignment]?: K extends 'nickname' ? string : string | null }
-
 export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = async (app, { db, carriers }) => {
-  /** 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored. */
-  async function checkAssignment (userId: string, a: AssignmentInput): Promise<void> {
-    for (const [field, label] of [['inbound_agent_id', 'inbound agent'], ['outbound_agent_id', 'outbound agent']] as const) {
-      const agentId = a[field]
-      if (agentId != null && !await agentExists(db, userId, agentId)) throw notFound(label)
-    }
-    if (a.customer_id != null) await requireCustomer(db, userId, a.customer_id)
-    if (a.workspace_id != null) await requireWorkspace(db, userId, a.workspace_id)
-  }
-
-  function assignmentColumns (a: AssignmentInput) {
-    return {
-      ...(a.nickname !== undefined && { nickname: a.nickname }),
-      ...(a.inbound_agent_id !== undefined && { inbound_agent_id: a.inbound_agent_id }),
-      ...(a.outbound_agent_id !== undefined && { outbound_agent_id: a.outbound_agent_id }),
-      ...(a.customer_id !== undefined && { customer_id: a.customer_id }),
-      ...(a.workspace_id !== undefined && { workspace_id: a.workspace_id })
-    }
-  }
-
-  /**
-   * Refuses a number already on the installation: the caller's own is `409 number_taken`; another
-   * account's answers `elsewhere`, what the route answers for a number it cannot see, so that nothing
-   * tells that the number is held here.
-   */
-  async function ensureFree (userId: string, phoneNumber: string, elsewhere: HttpError): Promise<void> {
-    const holder = await numberHolder(db, phoneNumber)
-    if (holder === userId) throw numberTaken(phoneNumber)
-    if (holder !== undefined) throw elsewhere
-  }
-
   app.get('/phone-number/list', {
     schema: {
       tags: ['phone numbers'],
@@ -180,16 +126,14 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       querystring: Type.Object({
         country: Type.Optional({ ...Country, default: 'US' }),
         area_code: Type.Optional(AreaCode),
-        contains: Type.Optional(Type.String({ pattern: '^[0-9]{1,10}$', description: 'digits the number must contain' })),
+        contains: Type.Optional(Contains),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 50, default: 20 }))
       }),
       response: { 200: Type.Array(AvailableNumber), ...errors(...AUTH_ERRORS, 502) }
     }
   }, async (request) => {
-    const carrier = carriers.get(carriers.purchasing)
-    const { country = 'US', area_code: areaCode, contains, limit = 20 } = request.query
-    const found = await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, contains, limit }))
-    return found.map((n) => ({ phone_number: n.phoneNumber, friendly_name: n.friendlyName, country: n.country, locality: n.locality, region: n.region, carrier: carrier.name }))
+    const { carrier, numbers } = await searchNumbers(carriers, request.query)
+    return numbers.map((n) => ({ phone_number: n.phoneNumber, friendly_name: n.friendlyName, country: n.country, locality: n.locality, region: n.region, carrier }))
   })
 
   app.post('/phone-number/buy', {
@@ -206,37 +150,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
-    const { phone_number: wanted, area_code: areaCode, country = 'US', ...assignment } = request.body
-    await checkAssignment(request.userId, assignment)
-    const carrier = carriers.get(carriers.purchasing)
-    let phoneNumber = wanted
-    if (phoneNumber === undefined) {
-      const [first] = await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, limit: 1 }))
-      if (first === undefined) throw conflict(`no number is available in area code ${areaCode} (${country.toUpperCase()})`, 'number_unavailable')
-      phoneNumber = first.phoneNumber
-    }
-    // Another account's number is one the carrier does not offer here, as search shows.
-    const unavailable = conflict(`${phoneNumber} is not available`, 'number_unavailable')
-    await ensureFree(request.userId, phoneNumber, unavailable)
-    const bought = await atCarrier(() => carrier.buy(phoneNumber, carriers.webhooks))
-    try {
-      const row = await insertPhoneNumber(db, {
-        id: newId(),
-        user_id: request.userId,
-        phone_number: bought.phoneNumber,
-        source: 'purchased',
-        carrier: carrier.name,
-        carrier_number_id: bought.carrierNumberId,
-        carrier_account_id: carrier.accountId,
-        ...assignmentColumns(assignment)
-      }, unavailable)
-      return reply.code(201).send(phoneNumberView(row))
-    } catch (err) {
-      await carrier.release(bought).catch((releaseErr: unknown) => {
-        request.log.error({ err: releaseErr, phoneNumber: bought.phoneNumber, carrierNumberId: bought.carrierNumberId }, 'a bought number could not be stored nor given back: release it at the carrier by hand')
-      })
-      throw err
-    }
+    return reply.code(201).send(phoneNumberView(await buyNumber(db, carriers, request.userId, request.body, request.log)))
   })
 
   app.post('/phone-number/import-carrier', {
@@ -247,43 +161,14 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       body: Type.Object({
         phone_number: E164,
         carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
-        account_sid: Type.Optional(Type.String({ pattern: '^AC[0-9a-fA-F]{32}$', description: 'Twilio account SID' })),
-        auth_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Twilio auth token' })),
+        account_sid: Type.Optional(AccountSid),
+        auth_token: Type.Optional(AuthToken),
         ...Assignment
       }, { [CHECKED_IN_HANDLER]: { oneOf: IMPORT_CARRIER_RULES } }),
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
-    const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = request.body
-    if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
-    const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
-    // Credentials are Twilio's: given without a carrier, they name it.
-    const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
-    if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
-    // A sandbox installation is one without telephony: a fuzzer or a trial must never make it call a real carrier.
-    if (name === 'twilio' && carriers.purchasing === 'sandbox') {
-      throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
-    }
-    await checkAssignment(request.userId, assignment)
-    const missing = notFound(`${phoneNumber} in the ${name} account`)
-    await ensureFree(request.userId, phoneNumber, missing)
-    const carrier = carriers.get(name, credentials)
-    const held = await atCarrier(() => carrier.findOwned(phoneNumber), credentials !== undefined)
-    if (held === undefined) throw missing
-    // Its calls come here from now on; a number that cannot be pointed here is not imported.
-    await atCarrier(() => carrier.connect(held, carriers.webhooks), credentials !== undefined)
-    const row = await insertPhoneNumber(db, {
-      id: newId(),
-      user_id: request.userId,
-      phone_number: phoneNumber,
-      source: 'imported',
-      carrier: name,
-      carrier_number_id: held.carrierNumberId,
-      carrier_account_id: carrier.accountId,
-      carrier_auth_token: credentials?.authToken ?? null,
-      ...assignmentColumns(assignment)
-    }, missing)
-    return reply.code(201).send(phoneNumberView(row))
+    return reply.code(201).send(phoneNumberView(await importNumber(db, carriers, request.userId, request.body)))
   })
 
   app.patch('/phone-number/connect-to-sip', {
@@ -307,7 +192,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = request.body
     if (!SIP_URI.test(terminationUri)) throw badRequest('body.termination_uri must be a SIP URI such as sip:trunk.example.com:5060')
     if (password !== undefined && username === undefined) throw badRequest('body.sip_trunk_auth_password needs body.sip_trunk_auth_username')
-    await checkAssignment(request.userId, assignment)
+    await checkAssignment(db, request.userId, assignment)
     const trunk = { sip_termination_uri: terminationUri, sip_username: username ?? null, sip_password: password ?? null }
     const existing = await findPhoneNumberByE164(db, request.userId, phoneNumber)
     if (existing !== undefined) {
@@ -344,8 +229,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       response: { 200: PhoneNumber, ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    await checkAssignment(request.userId, request.body)
-    return phoneNumberView(await updatePhoneNumber(db, request.userId, request.params.id, assignmentColumns(request.body)))
+    return phoneNumberView(await assignNumber(db, request.userId, request.params.id, request.body))
   })
 
   app.delete('/phone-number/:id', {
@@ -357,14 +241,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
       response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404, 502) }
     }
   }, async (request, reply) => {
-    const row = await findPhoneNumber(db, request.userId, request.params.id)
-    if (row === undefined) throw notFound('phone number')
-    if (row.source === 'purchased' && row.carrier !== 'sip' && row.carrier_number_id !== null) {
-      const carrier = carriers.get(row.carrier)
-      const held = { carrierNumberId: row.carrier_number_id, phoneNumber: row.phone_number }
-      await atCarrier(() => carrier.release(held))
-    }
-    await deletePhoneNumber(db, request.userId, row.id)
+    await releaseNumber(db, carriers, request.userId, request.params.id)
     return reply.code(204).send(null)
   })
 }

@@ -1,0 +1,307 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { ID_PATTERN } from '../../db/ids.ts'
+import { HttpError } from '../../http/errors.ts'
+import { E164, ObjectId } from '../../http/schemas.ts'
+import { listAgents } from '../agents/queries.ts'
+import type { AvailableNumber } from '../phone-numbers/carriers/carrier.ts'
+import type { Carriers } from '../phone-numbers/carriers/index.ts'
+import { assignNumber, buyNumber, importNumber, releaseNumber, searchNumbers } from '../phone-numbers/numbers.ts'
+import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
+import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from '../phone-numbers/schemas.ts'
+import {
+  fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, sendPage, type Problems
+} from './forms.ts'
+import { html } from './html.ts'
+import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
+import type { ConsoleSession } from './queries.ts'
+import { sessionOf } from './security.ts'
+
+// The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
+// Buy button per number, an import from a carrier account, and a number's page to assign its agents and
+// nickname or release it. The phone-numbers module's own functions do the work, as for the API.
+
+const HIDDEN = { schema: { hide: true } }
+const ID = new RegExp(ID_PATTERN)
+const LIST_LIMIT = 200
+const SEARCH_LIMIT = 20
+
+const SEARCH_FIELDS = ['country', 'area_code', 'contains'] as const
+const IMPORT_FIELDS = ['phone_number', 'carrier', 'account_sid', 'auth_token', 'nickname'] as const
+const ASSIGN_FIELDS = ['nickname', 'inbound_agent_id', 'outbound_agent_id'] as const
+type SearchForm = Record<typeof SEARCH_FIELDS[number], string>
+type ImportForm = Record<typeof IMPORT_FIELDS[number], string>
+type AssignForm = Record<typeof ASSIGN_FIELDS[number], string>
+
+const noSuchNumber = () => new HttpError(404, 'not_found', 'You have no phone number with that id.')
+
+interface ListOptions {
+  search?: SearchForm
+  searchProblems?: Problems
+  found?: AvailableNumber[]
+  searchError?: string
+  importForm?: ImportForm
+  importProblems?: Problems
+  importError?: string
+  released?: boolean
+}
+
+export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carriers }: { db: DB, carriers: Carriers }): Promise<void> {
+  const checks = {
+    country: fieldCheck('The country', Country, 'Give a two-letter country code such as US.'),
+    area_code: fieldCheck('The area code', AreaCode, 'An area code is 2 to 4 digits, such as 415.'),
+    contains: fieldCheck('The digits', Contains, 'Give 1 to 10 digits, or leave it empty.'),
+    phone_number: fieldCheck('The number', E164),
+    carrier: fieldCheck('The carrier', CarrierName, 'Choose one of the listed carriers.'),
+    account_sid: fieldCheck('The account SID', AccountSid, 'A Twilio account SID is AC followed by 32 hexadecimal characters.'),
+    auth_token: fieldCheck('The auth token', AuthToken),
+    nickname: fieldCheck('The nickname', Nickname),
+    agent: fieldCheck('The agent', ObjectId, 'Choose one of the listed agents.')
+  }
+  /** The checks of optional fields: an empty one is simply not given. */
+  const optional = (check: (value: unknown) => string | undefined, value: string) => value === '' ? undefined : check(value)
+
+  const agentsOf = async (userId: string) => await listAgents(db, userId, { limit: LIST_LIMIT })
+
+  async function listPage (session: ConsoleSession, options: ListOptions): Promise<string> {
+    const viewer = viewerOf(session)
+    const [numbers, agents] = await Promise.all([listPhoneNumbers(db, session.userId, { limit: LIST_LIMIT }), agentsOf(session.userId)])
+    const agentName = (id: string | null) => id === null ? html`<span class="hint">none</span>` : agents.find((agent) => agent.id === id)?.agent_name ?? id
+    const search = options.search ?? { country: 'US', area_code: '', contains: '' }
+    const searchProblems = options.searchProblems ?? {}
+    const form = options.importForm ?? { phone_number: '', carrier: '', account_sid: '', auth_token: '', nickname: '' }
+    const importProblems = options.importProblems ?? {}
+    return layout({
+      title: 'Phone numbers',
+      viewer,
+      current: '/phone-numbers',
+      body: html`
+${options.released === true && notice('success', 'The number is released.')}
+${numbers.length === 0
+  ? html`<p>No phone numbers yet: buy one or import one below.</p>`
+  : html`<div class="table"><table>
+  <caption>Your phone numbers${numbers.length === LIST_LIMIT && html` (the first ${LIST_LIMIT})`}</caption>
+  <thead><tr><th scope="col">Number</th><th scope="col">Nickname</th><th scope="col">Carrier</th><th scope="col">Inbound agent</th><th scope="col">Outbound agent</th></tr></thead>
+  <tbody>${numbers.map((number) => html`<tr>
+    <td><a href="/phone-numbers/${number.id}">${number.phone_number}</a></td><td>${number.nickname}</td><td>${number.carrier} (${number.source})</td>
+    <td>${agentName(number.inbound_agent_id)}</td><td>${agentName(number.outbound_agent_id)}</td>
+  </tr>`)}</tbody>
+</table></div>`}
+<section aria-labelledby="buy-title">
+<h2 id="buy-title">Buy a number</h2>
+<p>Local numbers offered by this server's carrier (${carriers.purchasing}). A number bought here has its calls sent to this server.</p>
+${problemsNotice(searchProblems)}
+<form method="get" action="/phone-numbers" class="stack">
+  ${inputField({ name: 'country', label: 'Country', value: search.country, problems: searchProblems, hint: 'Two letters, such as US, CA or GB.', attrs: html` maxlength="2" required autocomplete="off"` })}
+  ${inputField({ name: 'area_code', label: 'Area code', value: search.area_code, problems: searchProblems, hint: 'Optional, such as 415.', attrs: html` maxlength="4" inputmode="numeric" autocomplete="off"` })}
+  ${inputField({ name: 'contains', label: 'Digits it contains', value: search.contains, problems: searchProblems, hint: 'Optional.', attrs: html` maxlength="10" inputmode="numeric" autocomplete="off"` })}
+  <button type="submit">Search</button>
+</form>
+${options.searchError !== undefined && notice('error', options.searchError)}
+${options.found !== undefined && (options.found.length === 0
+  ? html`<p role="status">No numbers match: try another area code.</p>`
+  : html`<div class="table"><table>
+  <caption>Numbers to buy</caption>
+  <thead><tr><th scope="col">Number</th><th scope="col">Place</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+  <tbody>${options.found.map((offer) => html`<tr>
+    <td>${offer.phoneNumber}</td><td>${[offer.locality, offer.region, offer.country].filter(Boolean).join(', ')}</td>
+    <td><form method="post" action="/phone-numbers/buy">${csrfField(viewer.csrfToken)}
+      <input type="hidden" name="phone_number" value="${offer.phoneNumber}">
+      ${SEARCH_FIELDS.map((name) => html`<input type="hidden" name="${name}" value="${search[name]}">`)}
+      <button type="submit" aria-label="Buy ${offer.phoneNumber}">Buy</button></form></td>
+  </tr>`)}</tbody>
+</table></div>`)}
+</section>
+<section aria-labelledby="import-title">
+<h2 id="import-title">Import a number</h2>
+<p>A number you already hold at a carrier: its calls are pointed at this server. For Twilio give the account SID and
+auth token of the account holding it, or leave both empty to use this server's own Twilio account.</p>
+${options.importError !== undefined && notice('error', options.importError)}
+${problemsNotice(importProblems)}
+<form method="post" action="/phone-numbers/import" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${inputField({ name: 'phone_number', label: 'Number', value: form.phone_number, problems: importProblems, hint: 'E.164, such as +14155550123.', prefix: 'import-', attrs: html` type="tel" maxlength="16" required autocomplete="off"` })}
+  ${selectField({
+    name: 'carrier',
+    label: 'Carrier',
+    value: form.carrier,
+    problems: importProblems,
+    prefix: 'import-',
+    choices: [{ value: '', label: `This server's carrier (${carriers.purchasing})` }, { value: 'twilio', label: 'twilio' }, { value: 'sandbox', label: 'sandbox' }]
+  })}
+  ${inputField({ name: 'account_sid', label: 'Twilio account SID', value: form.account_sid, problems: importProblems, hint: 'Optional: AC and 32 characters.', prefix: 'import-', attrs: html` maxlength="34" autocomplete="off"` })}
+  ${inputField({ name: 'auth_token', label: 'Twilio auth token', value: '', problems: importProblems, hint: 'With the account SID. Kept for the carrier\'s requests and never shown again, so it is asked anew after a problem.', prefix: 'import-', attrs: html` type="password" maxlength="200" autocomplete="off"` })}
+  ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems: importProblems, hint: 'Optional, such as “front desk”.', prefix: 'import-', attrs: html` maxlength="100"` })}
+  <button type="submit">Import number</button>
+</form>
+</section>`
+    })
+  }
+
+  /** The search's fields checked; the search itself when they pass and one was asked for. */
+  async function searchOf (query: unknown): Promise<Pick<ListOptions, 'search' | 'searchProblems' | 'found' | 'searchError'>> {
+    const asked = SEARCH_FIELDS.some((name) => (query as Record<string, unknown>)[name] !== undefined)
+    if (!asked) return {}
+    const search = formFields(query, SEARCH_FIELDS)
+    const searchProblems: Problems = {
+      country: checks.country(search.country),
+      area_code: optional(checks.area_code, search.area_code),
+      contains: optional(checks.contains, search.contains)
+    }
+    if (hasProblems(searchProblems)) return { search, searchProblems }
+    try {
+      const { numbers } = await searchNumbers(carriers, { country: search.country, area_code: search.area_code || undefined, contains: search.contains || undefined, limit: SEARCH_LIMIT })
+      return { search, found: numbers }
+    } catch (err) {
+      if (err instanceof HttpError) return { search, searchError: `The carrier did not answer the search: ${err.message}.` }
+      throw err
+    }
+  }
+
+  app.get<{ Querystring: Record<string, unknown> }>('/phone-numbers', HIDDEN, async (request, reply) => {
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
+    const searched = await searchOf(request.query)
+    const status = searched.searchProblems !== undefined ? 400 : 200
+    return sendPage(reply, status, await listPage(session, { ...searched, released: request.query.released !== undefined }))
+  })
+
+  /** A carrier's or the module's refusal, shown on the page that asked, with its status. */
+  const refusal = (err: unknown): HttpError => {
+    if (err instanceof HttpError) return err
+    throw err
+  }
+
+  app.post('/phone-numbers/buy', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const { phone_number: phoneNumber } = formOf(request, ['phone_number'])
+    if (checks.phone_number(phoneNumber) !== undefined) throw new HttpError(400, 'bad_request', 'Choose a number from the search results.')
+    try {
+      const row = await buyNumber(db, carriers, session.userId, { phone_number: phoneNumber }, request.log)
+      return reply.redirect(`/phone-numbers/${row.id}?saved=bought`, 303)
+    } catch (err) {
+      const refused = refusal(err)
+      const searched = await searchOf(request.body)
+      return sendPage(reply, refused.statusCode, await listPage(session, { ...searched, searchError: `${phoneNumber} was not bought: ${refused.message}.` }))
+    }
+  })
+
+  app.post('/phone-numbers/import', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const form = formOf(request, IMPORT_FIELDS)
+    const problems: Problems = {
+      phone_number: checks.phone_number(form.phone_number),
+      carrier: optional(checks.carrier, form.carrier),
+      account_sid: optional(checks.account_sid, form.account_sid),
+      auth_token: optional(checks.auth_token, form.auth_token),
+      nickname: checks.nickname(form.nickname)
+    }
+    // The import's rules (importNumber checks them too), said where the person can act on them.
+    const credentials = form.account_sid !== '' || form.auth_token !== ''
+    if (form.account_sid === '' && form.auth_token !== '') problems.account_sid ??= 'Give the account SID with the auth token.'
+    if (form.account_sid !== '' && form.auth_token === '') problems.auth_token ??= 'Give the auth token with the account SID.'
+    if (form.carrier === 'sandbox' && credentials) problems.carrier ??= 'The sandbox takes no account SID or auth token.'
+    const twilio = form.carrier === 'twilio' || (form.carrier === '' && credentials)
+    if (twilio && carriers.purchasing === 'sandbox') problems.carrier ??= 'This server runs the sandbox carrier: numbers cannot be imported from Twilio.'
+    if (hasProblems(problems)) return sendPage(reply, 400, await listPage(session, { importForm: form, importProblems: problems }))
+    try {
+      const row = await importNumber(db, carriers, session.userId, {
+        phone_number: form.phone_number,
+        ...(form.carrier !== '' && { carrier: form.carrier as 'twilio' | 'sandbox' }),
+        ...(credentials && { account_sid: form.account_sid, auth_token: form.auth_token }),
+        nickname: form.nickname
+      })
+      return reply.redirect(`/phone-numbers/${row.id}?saved=imported`, 303)
+    } catch (err) {
+      const refused = refusal(err)
+      return sendPage(reply, refused.statusCode, await listPage(session, { importForm: form, importError: `${form.phone_number} was not imported: ${refused.message}.` }))
+    }
+  })
+
+  async function ownNumber (userId: string, id: string) {
+    const row = ID.test(id) ? await findPhoneNumber(db, userId, id) : undefined
+    if (row === undefined) throw noSuchNumber()
+    return row
+  }
+
+  const SAVED: Record<string, string> = {
+    bought: 'Bought: the number is yours. Choose the agents that answer and place its calls.',
+    imported: 'Imported: its calls come to this server now. Choose the agents that answer and place them.',
+    1: 'Saved.'
+  }
+
+  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string }) {
+    const viewer = viewerOf(session)
+    const number = await ownNumber(session.userId, id)
+    const agents = await agentsOf(session.userId)
+    const form = options.form ?? { nickname: number.nickname, inbound_agent_id: number.inbound_agent_id ?? '', outbound_agent_id: number.outbound_agent_id ?? '' }
+    const problems = options.problems ?? {}
+    const choices = [{ value: '', label: 'None' }, ...agents.map((agent) => ({ value: agent.id, label: agent.agent_name }))]
+    const purchased = number.source === 'purchased' && number.carrier !== 'sip'
+    return sendPage(reply, status, layout({
+      title: number.phone_number,
+      viewer,
+      current: '/phone-numbers',
+      body: html`
+<p><a href="/phone-numbers">All phone numbers</a></p>
+${options.saved !== undefined && SAVED[options.saved] !== undefined && notice('success', SAVED[options.saved])}
+${options.error !== undefined && notice('error', options.error)}
+<dl class="facts">
+  <dt>Carrier</dt><dd>${number.carrier}</dd>
+  <dt>Source</dt><dd>${number.source}</dd>
+  ${number.carrier_number_id !== null && html`<dt>Carrier's id</dt><dd><code>${number.carrier_number_id}</code></dd>`}
+  <dt>Added</dt><dd>${when(number.created_at)}</dd>
+</dl>
+<h2>Agents and nickname</h2>
+${problemsNotice(problems)}
+<form method="post" action="/phone-numbers/${number.id}" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems, attrs: html` maxlength="100"` })}
+  ${selectField({ name: 'inbound_agent_id', label: 'Inbound agent', value: form.inbound_agent_id, problems, hint: 'Answers calls to this number.', choices })}
+  ${selectField({ name: 'outbound_agent_id', label: 'Outbound agent', value: form.outbound_agent_id, problems, hint: 'Places calls from this number.', choices })}
+  <button type="submit">Save</button>
+</form>
+<h2>Release</h2>
+<p>${purchased ? 'The number is given back to the carrier and removed from Switchboard.' : 'The number is removed from Switchboard; it stays in your carrier account.'}</p>
+<form method="post" action="/phone-numbers/${number.id}/release">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Release ${number.phone_number}</button></form>
+<p class="hint">Number id <code>${number.id}</code>. Customers, workspaces and SIP trunks are set through the API (<a href="/docs">API reference</a>).</p>`
+    }))
+  }
+
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
+    return await numberPage(reply, 200, session, request.params.id, { saved: typeof request.query.saved === 'string' ? request.query.saved : undefined })
+  })
+
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const number = await ownNumber(session.userId, request.params.id)
+    const form = formOf(request, ASSIGN_FIELDS)
+    const problems: Problems = {
+      nickname: checks.nickname(form.nickname),
+      inbound_agent_id: optional(checks.agent, form.inbound_agent_id),
+      outbound_agent_id: optional(checks.agent, form.outbound_agent_id)
+    }
+    if (hasProblems(problems)) return await numberPage(reply, 400, session, number.id, { form, problems })
+    // Another account's agent is a 404, as in the API.
+    await assignNumber(db, session.userId, number.id, {
+      nickname: form.nickname,
+      inbound_agent_id: form.inbound_agent_id === '' ? null : form.inbound_agent_id.toLowerCase(),
+      outbound_agent_id: form.outbound_agent_id === '' ? null : form.outbound_agent_id.toLowerCase()
+    })
+    return reply.redirect(`/phone-numbers/${number.id}?saved=1`, 303)
+  })
+
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id/release', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const number = await ownNumber(session.userId, request.params.id)
+    try {
+      await releaseNumber(db, carriers, session.userId, number.id)
+    } catch (err) {
+      const refused = refusal(err)
+      return await numberPage(reply, refused.statusCode, session, number.id, { error: `The number was not released: ${refused.message}.` })
+    }
+    return reply.redirect('/phone-numbers?released=1', 303)
+  })
+}

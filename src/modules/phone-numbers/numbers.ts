@@ -1,0 +1,168 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { newId } from '../../db/ids.ts'
+import type { CarrierName } from '../../db/schema.ts'
+import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
+import { requireCustomer } from '../account/customer-queries.ts'
+import { requireWorkspace } from '../account/workspace-queries.ts'
+import { agentExists } from '../agents/queries.ts'
+import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
+import type { Carriers } from './carriers/index.ts'
+import { deletePhoneNumber, findPhoneNumber, insertPhoneNumber, numberHolder, numberTaken, updatePhoneNumber } from './queries.ts'
+
+// Searching, buying, importing, assigning and releasing numbers: what the API's routes and the console's pages
+// both do, with the same checks and the same answers.
+
+/** What a number is used for and whom it belongs to; null removes an assignment, undefined leaves it. */
+export interface AssignmentInput {
+  nickname?: string
+  inbound_agent_id?: string | null
+  outbound_agent_id?: string | null
+  customer_id?: string | null
+  workspace_id?: string | null
+}
+
+/** Carrier outcomes as client errors. Rejected credentials are the caller's when they gave them, else the installation's. */
+export async function atCarrier<T> (work: () => Promise<T>, callerCredentials = false): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    if (!(err instanceof CarrierError)) throw err
+    if (err.kind === 'unavailable') throw conflict(err.message, 'number_unavailable')
+    if (err.kind === 'rejected') throw badRequest(err.message, 'carrier_rejected')
+    if (err.kind === 'credentials' && callerCredentials) throw badRequest(err.message, 'carrier_credentials_rejected')
+    throw new HttpError(502, 'carrier_error', err.message)
+  }
+}
+
+/** 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored. */
+export async function checkAssignment (db: DB, userId: string, a: AssignmentInput): Promise<void> {
+  for (const [field, label] of [['inbound_agent_id', 'inbound agent'], ['outbound_agent_id', 'outbound agent']] as const) {
+    const agentId = a[field]
+    if (agentId != null && !await agentExists(db, userId, agentId)) throw notFound(label)
+  }
+  if (a.customer_id != null) await requireCustomer(db, userId, a.customer_id)
+  if (a.workspace_id != null) await requireWorkspace(db, userId, a.workspace_id)
+}
+
+export function assignmentColumns (a: AssignmentInput) {
+  return {
+    ...(a.nickname !== undefined && { nickname: a.nickname }),
+    ...(a.inbound_agent_id !== undefined && { inbound_agent_id: a.inbound_agent_id }),
+    ...(a.outbound_agent_id !== undefined && { outbound_agent_id: a.outbound_agent_id }),
+    ...(a.customer_id !== undefined && { customer_id: a.customer_id }),
+    ...(a.workspace_id !== undefined && { workspace_id: a.workspace_id })
+  }
+}
+
+/**
+ * Refuses a number already on the installation: the caller's own is `409 number_taken`; another
+ * account's answers `elsewhere`, what the route answers for a number it cannot see, so that nothing
+ * tells that the number is held here.
+ */
+async function ensureFree (db: DB, userId: string, phoneNumber: string, elsewhere: HttpError): Promise<void> {
+  const holder = await numberHolder(db, phoneNumber)
+  if (holder === userId) throw numberTaken(phoneNumber)
+  if (holder !== undefined) throw elsewhere
+}
+
+export interface NumberSearch { country?: string, area_code?: string, contains?: string, limit?: number }
+
+/** Numbers the installation's carrier (PHONE_CARRIER) offers, and that carrier's name. */
+export async function searchNumbers (carriers: Carriers, query: NumberSearch): Promise<{ carrier: CarrierName, numbers: AvailableNumber[] }> {
+  const carrier = carriers.get(carriers.purchasing)
+  const { country = 'US', area_code: areaCode, contains, limit = 20 } = query
+  return { carrier: carrier.name, numbers: await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, contains, limit })) }
+}
+
+export interface BuyInput extends AssignmentInput { phone_number?: string, area_code?: string, country?: string }
+
+/**
+ * Buys `phone_number`, or the first number available in `area_code`. A purchase that cannot be stored is
+ * given back to the carrier: a failed buy leaves nothing behind.
+ */
+export async function buyNumber (db: DB, carriers: Carriers, userId: string, input: BuyInput, log: FastifyBaseLogger) {
+  const { phone_number: wanted, area_code: areaCode, country = 'US', ...assignment } = input
+  await checkAssignment(db, userId, assignment)
+  const carrier = carriers.get(carriers.purchasing)
+  let phoneNumber = wanted
+  if (phoneNumber === undefined) {
+    const [first] = await atCarrier(() => carrier.search({ country: country.toUpperCase(), areaCode, limit: 1 }))
+    if (first === undefined) throw conflict(`no number is available in area code ${areaCode} (${country.toUpperCase()})`, 'number_unavailable')
+    phoneNumber = first.phoneNumber
+  }
+  // Another account's number is one the carrier does not offer here, as search shows.
+  const unavailable = conflict(`${phoneNumber} is not available`, 'number_unavailable')
+  await ensureFree(db, userId, phoneNumber, unavailable)
+  const bought = await atCarrier(() => carrier.buy(phoneNumber, carriers.webhooks))
+  try {
+    return await insertPhoneNumber(db, {
+      id: newId(),
+      user_id: userId,
+      phone_number: bought.phoneNumber,
+      source: 'purchased',
+      carrier: carrier.name,
+      carrier_number_id: bought.carrierNumberId,
+      carrier_account_id: carrier.accountId,
+      ...assignmentColumns(assignment)
+    }, unavailable)
+  } catch (err) {
+    await carrier.release(bought).catch((releaseErr: unknown) => {
+      log.error({ err: releaseErr, phoneNumber: bought.phoneNumber, carrierNumberId: bought.carrierNumberId }, 'a bought number could not be stored nor given back: release it at the carrier by hand')
+    })
+    throw err
+  }
+}
+
+export interface ImportInput extends AssignmentInput { phone_number: string, carrier?: CarrierName, account_sid?: string, auth_token?: string }
+
+/** Adds a number the caller holds at a carrier, its calls pointed here; the auth token is kept for later carrier requests. */
+export async function importNumber (db: DB, carriers: Carriers, userId: string, input: ImportInput) {
+  const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = input
+  if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
+  const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
+  // Credentials are Twilio's: given without a carrier, they name it.
+  const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
+  if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
+  // A sandbox installation is one without telephony: a fuzzer or a trial must never make it call a real carrier.
+  if (name === 'twilio' && carriers.purchasing === 'sandbox') {
+    throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
+  }
+  await checkAssignment(db, userId, assignment)
+  const missing = notFound(`${phoneNumber} in the ${name} account`)
+  await ensureFree(db, userId, phoneNumber, missing)
+  const carrier = carriers.get(name, credentials)
+  const held = await atCarrier(() => carrier.findOwned(phoneNumber), credentials !== undefined)
+  if (held === undefined) throw missing
+  // Its calls come here from now on; a number that cannot be pointed here is not imported.
+  await atCarrier(() => carrier.connect(held, carriers.webhooks), credentials !== undefined)
+  return await insertPhoneNumber(db, {
+    id: newId(),
+    user_id: userId,
+    phone_number: phoneNumber,
+    source: 'imported',
+    carrier: name,
+    carrier_number_id: held.carrierNumberId,
+    carrier_account_id: carrier.accountId,
+    carrier_auth_token: credentials?.authToken ?? null,
+    ...assignmentColumns(assignment)
+  }, missing)
+}
+
+/** Only the fields given change. */
+export async function assignNumber (db: DB, userId: string, id: string, assignment: AssignmentInput) {
+  await checkAssignment(db, userId, assignment)
+  return await updatePhoneNumber(db, userId, id, assignmentColumns(assignment))
+}
+
+/** A number bought here is given back to the carrier first; if the carrier fails, the number stays (502). */
+export async function releaseNumber (db: DB, carriers: Carriers, userId: string, id: string): Promise<void> {
+  const row = await findPhoneNumber(db, userId, id)
+  if (row === undefined) throw notFound('phone number')
+  if (row.source === 'purchased' && row.carrier !== 'sip' && row.carrier_number_id !== null) {
+    const carrier = carriers.get(row.carrier)
+    const held = { carrierNumberId: row.carrier_number_id, phoneNumber: row.phone_number }
+    await atCarrier(() => carrier.release(held))
+  }
+  await deletePhoneNumber(db, userId, row.id)
+}
