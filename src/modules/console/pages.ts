@@ -5,6 +5,7 @@ import { MIN_PASSWORD_LENGTH } from './passwords.ts'
 const NAV = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
+  { href: '/analytics', label: 'Analytics' },
   { href: '/keys', label: 'API keys' }
 ]
 

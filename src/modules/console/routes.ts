@@ -7,6 +7,7 @@ import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentRoutes } from './agents.ts'
+import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
 import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
@@ -244,5 +245,6 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db })
+    await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
   })
 }
