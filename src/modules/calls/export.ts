@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises'
 import { format } from 'fast-csv'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ConcurrencyLimits } from '../../config.ts'
 import { Type } from 'typebox'
 import { cursorStream, type DB } from '../../db/database.ts'
@@ -8,8 +9,8 @@ import { Slots } from '../../http/concurrency.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
-import { callDetailsQuery } from './queries.ts'
-import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
+import { callDetailsQuery, type CallFilter, type GroupBy } from './queries.ts'
+import { callFilter, CostsQuery, costsBreakdown, type CostsReport } from './reports.ts'
 import { MetricsQuery } from './schemas.ts'
 
 const TAGS = ['calls']
@@ -30,17 +31,62 @@ const TEXT_CELLS = ['agent_name', 'call_from', 'call_to', 'disconnection_reason'
 
 const CsvFile = Type.String({ description: 'CSV, UTF-8, with a header row' })
 
-function attachment (reply: { header: (name: string, value: string) => unknown }, name: string, range: DateRange): void {
+function attachment (reply: FastifyReply, name: string, range: DateRange): void {
   reply.header('content-type', 'text/csv; charset=utf-8')
   reply.header('content-disposition', `attachment; filename="${name}_${range.dateFrom}_${range.dateTo}.csv"`)
 }
 
-export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: ConcurrencyLimits }> = async (app, { db, limits }) => {
-  // A streaming export holds a connection until its client has read the last row: bounded per account, and in
-  // all below the pool size, so that slow readers cannot take every connection; one whose client takes no rows
-  // for EXPORT_STALL_TIMEOUT_MS is ended, which frees both.
-  const exports = new Slots('exports', limits.exportsPerAccount, limits.exportsTotal)
+// A streaming export holds a connection until its client has read the last row: bounded per account, and in
+// all below the pool size, so that slow readers cannot take every connection; one whose client takes no rows
+// for EXPORT_STALL_TIMEOUT_MS is ended, which frees both. One set of slots per configuration (per app), which
+// the API's exports and the console's downloads share.
+const slotsOf = new WeakMap<ConcurrencyLimits, Slots>()
 
+function exportSlots (limits: ConcurrencyLimits): Slots {
+  let slots = slotsOf.get(limits)
+  if (slots === undefined) slotsOf.set(limits, slots = new Slots('exports', limits.exportsPerAccount, limits.exportsTotal))
+  return slots
+}
+
+/**
+ * Sends the call-details CSV of the account's calls in the range (`call-details_<from>_<to>.csv`), streamed
+ * from a cursor while it holds an export slot (429 or 503 when none is free). Owners named by filters must
+ * have been checked: a 404 cannot follow a 200 whose rows are streaming.
+ */
+export function sendCallDetailsCsv (db: DB, request: FastifyRequest, reply: FastifyReply, userId: string, filter: CallFilter, range: DateRange, limits: ConcurrencyLimits): FastifyReply {
+  const release = exportSlots(limits).take(userId, reply)
+  const query = callDetailsQuery(db, userId, filter, range)
+  const rows = cursorStream(db, query, 1000, (row) => {
+    for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
+    return row
+  }, limits.exportStallMs)
+  const csv = format({ headers: CALL_HEADERS })
+  // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
+  pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early')).finally(release)
+  attachment(reply, 'call-details', range)
+  return reply.send(csv)
+}
+
+/** Sends the costs breakdown as CSV (`costs-breakdown_<from>_<to>.csv`): one row per group, then a `total` row. */
+export function sendCostsCsv (reply: FastifyReply, groupBy: GroupBy, report: CostsReport, range: DateRange): FastifyReply {
+  const { breakdown, totals } = report
+  const keys = groupBy === 'agent' ? ['agent_id', 'agent_name'] : groupBy === 'workspace' ? ['workspace_id', 'workspace_name'] : ['user_id']
+  const csv = format({
+    headers: [...keys, 'total_calls', 'total_duration_minutes', 'phone_call_credits', 'web_call_credits', 'text_message_credits',
+      'call_forwarding_credits', 'total_credits', 'input_tokens', 'output_tokens', 'total_tokens']
+  })
+  for (const row of breakdown) {
+    const identity = keys.map((key) => safeCell((row as Record<string, unknown>)[key] as string | null))
+    csv.write([...identity, row.total_calls, row.total_duration_minutes, row.credits.phone_call, row.credits.web_call,
+      row.credits.text_message, row.credits.call_forwarding, row.credits.total, row.tokens.input, row.tokens.output, row.tokens.total])
+  }
+  csv.write(['total', ...keys.slice(1).map(() => ''), totals.total_calls, totals.total_duration_minutes, '', '', '', '', totals.total_credits, '', '', totals.total_tokens])
+  csv.end()
+  attachment(reply, 'costs-breakdown', range)
+  return reply.send(csv)
+}
+
+export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: ConcurrencyLimits }> = async (app, { db, limits }) => {
   app.get('/call/list/export', {
     schema: {
       tags: TAGS,
@@ -54,19 +100,8 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
     }
   }, async (request, reply) => {
     const range = dateRange(request.query)
-    // Before the first byte: a 404 cannot follow a 200 whose rows are streaming.
     await requireOwners(db, request.userId, request.query)
-    const release = exports.take(request.userId, reply)
-    const query = callDetailsQuery(db, request.userId, callFilter(request.query), range)
-    const rows = cursorStream(db, query, 1000, (row) => {
-      for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)
-      return row
-    }, limits.exportStallMs)
-    const csv = format({ headers: CALL_HEADERS })
-    // The pipeline closes the cursor (and frees its connection) when the client goes away mid-download.
-    pipeline(rows, csv).catch((err: Error) => request.log.warn({ err }, 'call export ended early')).finally(release)
-    attachment(reply, 'call-details', range)
-    return reply.send(csv as never) // a stream; the schema documents the CSV it carries
+    return sendCallDetailsCsv(db, request, reply, request.userId, callFilter(request.query), range, limits)
   })
 
   app.get('/call/costs-breakdown/export', {
@@ -81,21 +116,8 @@ export const callExportRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Concu
   }, async (request, reply) => {
     const range = dateRange(request.query)
     const groupBy = request.query.group_by ?? 'user'
-    const { breakdown, totals } = await costsBreakdown(db, request.userId, groupBy, callFilter(request.query), range)
-    if (breakdown.length === 0) await requireOwners(db, request.userId, request.query)
-    const keys = groupBy === 'agent' ? ['agent_id', 'agent_name'] : groupBy === 'workspace' ? ['workspace_id', 'workspace_name'] : ['user_id']
-    const csv = format({
-      headers: [...keys, 'total_calls', 'total_duration_minutes', 'phone_call_credits', 'web_call_credits', 'text_message_credits',
-        'call_forwarding_credits', 'total_credits', 'input_tokens', 'output_tokens', 'total_tokens']
-    })
-    for (const row of breakdown) {
-      const identity = keys.map((key) => safeCell((row as Record<string, unknown>)[key] as string | null))
-      csv.write([...identity, row.total_calls, row.total_duration_minutes, row.credits.phone_call, row.credits.web_call,
-        row.credits.text_message, row.credits.call_forwarding, row.credits.total, row.tokens.input, row.tokens.output, row.tokens.total])
-    }
-    csv.write(['total', ...keys.slice(1).map(() => ''), totals.total_calls, totals.total_duration_minutes, '', '', '', '', totals.total_credits, '', '', totals.total_tokens])
-    csv.end()
-    attachment(reply, 'costs-breakdown', range)
-    return reply.send(csv as never) // a stream; the schema documents the CSV it carries
+    const report = await costsBreakdown(db, request.userId, groupBy, callFilter(request.query), range)
+    if (report.breakdown.length === 0) await requireOwners(db, request.userId, request.query)
+    return sendCostsCsv(reply, groupBy, report, range)
   })
 }

@@ -245,6 +245,16 @@ export async function dailyMetrics (db: DB, userId: string, filter: CallFilter, 
   return await dailySums(db, userId, filter, range) ?? []
 }
 
+/** Calls per UTC day and agent over the range; only the days and agents that had calls (the console's analytics). */
+export async function dailyCallsByAgent (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<Array<{ date: string, agent_id: string, calls: number }>> {
+  return await queryPrepared<{ date: string, agent_id: string, calls: number }>(db, sql`
+    SELECT day::text AS date, agent_id, sum(calls)::bigint AS calls
+    FROM ${rollupFor(filter)} WHERE ${statsConditions(userId, filter, range)}
+    GROUP BY day, agent_id
+    HAVING sum(calls) > 0
+    ORDER BY day, agent_id`.compile(db))
+}
+
 export async function sentimentCounts (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<Record<string, number>> {
   const rows = await queryPrepared<{ sentiment: string, calls: number }>(db, db.selectFrom('call_daily_stats')
     .select('sentiment').select(sql<number>`sum(calls)::bigint`.as('calls'))

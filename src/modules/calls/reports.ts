@@ -59,3 +59,5 @@ export async function costsBreakdown (db: DB, userId: string, groupBy: GroupBy, 
     period: { from: range.from.getTime(), to: range.until.getTime() - 1 }
   }
 }
+
+export type CostsReport = Awaited<ReturnType<typeof costsBreakdown>>

@@ -9,6 +9,7 @@ import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentRoutes } from './agents.ts'
+import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleCustomerRoutes } from './customers.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
@@ -259,5 +260,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleCustomerRoutes, { db })
     await pages.register(consoleSubscriptionRoutes, { db })
     await pages.register(consoleSettingsRoutes, { db })
+    await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
   })
 }
