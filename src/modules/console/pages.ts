@@ -6,6 +6,7 @@ import { HOME } from './security.ts'
 const NAV = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
+  { href: '/deliveries', label: 'Deliveries' },
   { href: '/keys', label: 'API keys' }
 ]
 
