@@ -73,6 +73,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   // Resends and action tests send from the API process, through the same guarded agent as the workers.
   const agent = deliveryAgent(config.delivery)
   app.addHook('onClose', async () => agent.close())
+  // The API's resend and the console's Send again share them.
+  const deliveries = { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer }
 
   // Live calls end properly on shutdown: this hook runs before the WebSocket plugin closes their sockets.
   const live = new LiveCalls()
@@ -125,11 +127,11 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
-      await v1.register(deliveryRoutes, { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer })
+      await v1.register(deliveryRoutes, deliveries)
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
-    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers })
+    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })
   }
   if (config.role !== 'worker') {
     await app.register(async (open) => {

@@ -152,8 +152,9 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
       { speaker: 'tool', content: '', timestamp: start + 70_000, tool: { name: 'book_table', type: 'api_call', arguments: '{"size":2}', output: 'booked' } }
     ])
   }).where('id', '=', id).execute()
+  const deliveryId = newId()
   await ctx.db.insertInto('webhook_deliveries').values({
-    id: newId(), user_id: user.id, delivery_id: randomUUID(), correlation_id: randomUUID(), call_id: id, agent_id: agent._id, kind: 'agent_webhook',
+    id: deliveryId, user_id: user.id, delivery_id: randomUUID(), correlation_id: randomUUID(), call_id: id, agent_id: agent._id, kind: 'agent_webhook',
     name: 'call_analyzed', status: 'failed', method: 'POST', url: 'https://hooks.example.test/x', body: JSON.stringify({}), variables: null,
     schedule: [0], attempts_max: 2, attempts_made: 2,
     attempts: JSON.stringify([{ n: 1, at: '2026-05-01T09:32:00.000Z', duration_ms: 20, status_code: 500 }, { n: 2, at: '2026-05-01T09:33:00.000Z', duration_ms: 20, status_code: 503 }])
@@ -177,7 +178,7 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
   t.match(page.body, /<li class="tool"><span class="hint">1:10<\/span> <strong>Tool<\/strong> <code>book_table<\/code> \(api_call\): arguments <code>\{&quot;size&quot;:2\}<\/code>; answered <code>booked<\/code><\/li>/)
   t.notMatch(page.body, /<script|<img|<em>/i, 'nothing of the user\'s content is markup')
   t.match(page.body, '<tr><td>12</td><td>0</td><td>1</td><td>4</td><td>17</td></tr>', 'credits and their total')
-  t.match(page.body, /<td>Webhook<\/td><td>call_analyzed<\/td><td>failed<\/td><td>2 of 2<\/td><td><time datetime="2026-05-01T09:33:00.000Z">2026-05-01 09:33:00 UTC<\/time> \(HTTP 503\)<\/td>/)
+  t.match(page.body, `<td><a href="/deliveries/${deliveryId}">Webhook</a></td><td>call_analyzed</td><td>failed</td><td>2 of 2</td><td><time datetime="2026-05-01T09:33:00.000Z">2026-05-01 09:33:00 UTC</time> (HTTP 503)</td>`, 'a delivery links to its page')
   t.notMatch(page.body, /<audio/, 'no recording, no player')
 
   const web = (await insertCalls(ctx.db, user.id, agent, [{ call_type: 'web', call_from: null, call_to: null, end_timestamp: null, duration_ms: null, call_status: 'started' }]))[0]
@@ -188,7 +189,7 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
   t.match(running.body, /No summary/)
   t.match(running.body, /<h2>Sentiment<\/h2>\s*<p>Not analysed.<\/p>/)
   t.match(running.body, /No transcript/)
-  t.notMatch(running.body, /Extracted fields|Deliveries/)
+  t.notMatch(running.body, /Extracted fields|<h2>Deliveries/)
 })
 
 t.test('another account\'s call, an unknown id and a malformed one are the console\'s 404 page', async (t) => {

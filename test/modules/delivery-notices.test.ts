@@ -106,7 +106,8 @@ t.test('after the last attempt (default): one e-mail to the owner, with what the
   t.match(mail.body_text, /Attempt 2 of 2\. This was the last attempt\./)
   t.match(mail.body_text, /kept until \d{4}-\d{2}-\d{2} and can be sent again/)
   t.match(mail.body_text, new RegExp(`POST https://sb\\.example\\.com/v1/webhook-deliveries/${delivery.id}/resend`))
-  t.match(mail.body_text, new RegExp(`Delivery log: https://sb\\.example\\.com/v1/webhook-deliveries/${delivery.id}`))
+  t.match(mail.body_text, /can be sent again until then with "Send again" on the delivery's page below, or through the API:/)
+  t.match(mail.body_text, new RegExp(`Delivery log: https://sb\\.example\\.com/deliveries/${delivery.id}$`), 'the console\'s page of the delivery')
 
   // A manual resend that fails sends nothing.
   const resend = await ctx.app.inject({ method: 'POST', url: `/v1/webhook-deliveries/${delivery.id}/resend`, headers: ctx.account.headers })
@@ -133,6 +134,8 @@ t.test('every_attempt to notify_email, with the next attempt; never sends none; 
   t.match(mails[1].subject, /^Nicht zugestellt: „laut“/)
   t.match(mails[1].body_text, /Das war der letzte Versuch\./)
   t.match(mails[1].body_text, /Antwort des Empfängers: HTTP 503/)
+  t.match(mails[1].body_text, /mit „Send again“ auf der Seite der Zustellung unten oder über die API:/)
+  t.match(mails[1].body_text, /Zustellprotokoll: https:\/\/sb\.example\.com\/deliveries\/[0-9a-f]{24}$/)
 })
 
 t.test('at most 10 e-mails an hour and 30 a day per action; the last before a pause says until when', async (t) => {

@@ -211,7 +211,7 @@ ${call.transcription.length === 0
 ${deliveries.length > 0 && html`<h2>Deliveries</h2>
 <div class="table"><table>
   <thead><tr><th scope="col">Kind</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th></tr></thead>
-  <tbody>${deliveries.map((row) => html`<tr><td>${row.kind === 'agent_webhook' ? 'Webhook' : 'API call'}</td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
+  <tbody>${deliveries.map((row) => html`<tr><td><a href="/deliveries/${row.id}">${row.kind === 'agent_webhook' ? 'Webhook' : 'API call'}</a></td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
 </table></div>`}`
   })
 }

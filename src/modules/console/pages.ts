@@ -11,6 +11,7 @@ import { HOME } from './security.ts'
 const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/agents', label: 'Agents' },
   { href: '/calls', label: 'Calls' },
+  { href: '/deliveries', label: 'Deliveries' },
   { href: '/analytics', label: 'Analytics', account: true },
   { href: '/workspaces', label: 'Workspaces' },
   { href: '/phone-numbers', label: 'Phone numbers', account: true },

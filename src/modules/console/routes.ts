@@ -4,6 +4,7 @@ import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
+import type { DeliveryDeps } from '../deliveries/engine.ts'
 import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
@@ -12,6 +13,7 @@ import { consoleAgentRoutes } from './agents.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleCustomerRoutes } from './customers.ts'
+import { consoleDeliveryRoutes } from './deliveries.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
@@ -67,8 +69,8 @@ function sendPage (reply: FastifyReply, status: number, page: string): FastifyRe
  * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
  * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
  */
-export async function consoleRoutes (app: FastifyInstance, options: { db: DB, publicBaseUrl: string, jobs: JobSender, mailer: Mailer, carriers: Carriers }): Promise<void> {
-  const { db, publicBaseUrl, jobs, mailer, carriers } = options
+export async function consoleRoutes (app: FastifyInstance, options: { db: DB, publicBaseUrl: string, jobs: JobSender, mailer: Mailer, carriers: Carriers, deliveries: DeliveryDeps }): Promise<void> {
+  const { db, publicBaseUrl, jobs, mailer, carriers, deliveries } = options
   const secure = publicBaseUrl.startsWith('https:')
   const sessionCookie = (value: string, maxAgeSeconds: number) => serializeCookie(SESSION_COOKIE, value, { maxAgeSeconds, secure })
 
@@ -261,5 +263,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleSubscriptionRoutes, { db })
     await pages.register(consoleSettingsRoutes, { db })
     await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
+    await pages.register(consoleDeliveryRoutes, { deliveries })
   })
 }

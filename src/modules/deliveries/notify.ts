@@ -42,7 +42,7 @@ const TEXTS: Record<'en' | 'de', Texts> = {
       '',
       `The receiver's answer: ${f.answer}`,
       `Attempt ${f.n} of ${f.max}.${f.next === null ? ' This was the last attempt.' : ` The next attempt is due at ${f.next}.`}`,
-      ...(f.next === null ? ['', `The request is kept until ${f.keptUntil} and can be sent again until then:`, `  POST ${f.resend}`] : []),
+      ...(f.next === null ? ['', `The request is kept until ${f.keptUntil} and can be sent again until then with "Send again" on the delivery's page below, or through the API:`, `  POST ${f.resend}`] : []),
       '',
       `Delivery log: ${f.log}`
     ],
@@ -56,7 +56,7 @@ const TEXTS: Record<'en' | 'de', Texts> = {
       '',
       `Antwort des Empfängers: ${f.answer}`,
       `Versuch ${f.n} von ${f.max}.${f.next === null ? ' Das war der letzte Versuch.' : ` Der nächste Versuch folgt um ${f.next}.`}`,
-      ...(f.next === null ? ['', `Die Anfrage wird bis ${f.keptUntil} aufbewahrt und kann bis dahin erneut gesendet werden:`, `  POST ${f.resend}`] : []),
+      ...(f.next === null ? ['', `Die Anfrage wird bis ${f.keptUntil} aufbewahrt und kann bis dahin erneut gesendet werden, mit „Send again“ auf der Seite der Zustellung unten oder über die API:`, `  POST ${f.resend}`] : []),
       '',
       `Zustellprotokoll: ${f.log}`
     ],
@@ -117,7 +117,8 @@ async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttemp
   }
 
   const texts = owner.language.toLowerCase().startsWith('de') ? TEXTS.de : TEXTS.en
-  const log = `${deps.config.publicBaseUrl}/v1/webhook-deliveries/${row.id}`
+  // The console's page of the delivery: a browser that is signed out signs in and comes back to it.
+  const log = `${deps.config.publicBaseUrl}/deliveries/${row.id}`
   const facts: Facts = {
     name: row.name,
     agent: agent ?? row.agent_id,
@@ -128,7 +129,7 @@ async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttemp
     next: next === null ? null : time(next),
     keptUntil: day(new Date(Date.now() + deps.config.delivery.retentionDays * 86_400_000)),
     log,
-    resend: `${log}/resend`
+    resend: `${deps.config.publicBaseUrl}/v1/webhook-deliveries/${row.id}/resend`
   }
   const lines = texts.body(facts)
   if (claim.pauseUntil !== undefined) lines.push('', texts.pause(row.name, time(claim.pauseUntil)))

@@ -1,4 +1,4 @@
-import { sql, type Insertable, type Selectable, type Transaction } from 'kysely'
+import { sql, type ExpressionBuilder, type Insertable, type Selectable, type Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
@@ -56,12 +56,17 @@ export async function insertDelivery (trx: Trx, values: Omit<Insertable<WebhookD
   return row.id
 }
 
-export interface DeliveryFilter { status?: DeliveryRow['status'], agentId?: string, callId?: string }
+/** `workspaceId`: only deliveries of that workspace's calls (a delivery belongs to its call's workspace). */
+export interface DeliveryFilter { status?: DeliveryRow['status'], agentId?: string, callId?: string, workspaceId?: string }
+
+const ofWorkspace = (workspaceId: string) => (eb: ExpressionBuilder<Database, 'webhook_deliveries'>) =>
+  eb('call_id', 'in', eb.selectFrom('calls').select('id').where('workspace_id', '=', workspaceId))
 
 /** The account's deliveries, newest first, and how many match the filter. */
 export async function listDeliveries (db: DB, userId: string, filter: DeliveryFilter, paging: { limit: number, offset: number }): Promise<{ rows: DeliveryRow[], total: number }> {
-  const { status, agentId, callId } = filter
+  const { status, agentId, callId, workspaceId } = filter
   const filtered = db.selectFrom('webhook_deliveries').where('user_id', '=', userId)
+    .$if(workspaceId !== undefined, (q) => q.where(ofWorkspace(workspaceId!)))
     .$if(status !== undefined, (q) => q.where('status', '=', status!))
     .$if(agentId !== undefined, (q) => q.where('agent_id', '=', agentId!.toLowerCase()))
     .$if(callId !== undefined, (q) => q.where('call_id', '=', callId!.toLowerCase()))
@@ -72,8 +77,10 @@ export async function listDeliveries (db: DB, userId: string, filter: DeliveryFi
   return { rows, total: count.n }
 }
 
-export async function findDelivery (db: DB, userId: string, id: string): Promise<DeliveryRow | undefined> {
-  return await db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+/** One of the account's deliveries; with `workspaceId`, only one of that workspace's calls. */
+export async function findDelivery (db: DB, userId: string, id: string, workspaceId?: string): Promise<DeliveryRow | undefined> {
+  return await db.selectFrom('webhook_deliveries').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase())
+    .$if(workspaceId !== undefined, (q) => q.where(ofWorkspace(workspaceId!))).executeTakeFirst()
 }
 
 /** A delivery as an attempt reads it: the body stays JSON text, sent as stored without a parse and re-serialisation. */
