@@ -5,6 +5,7 @@ import { HOME } from './security.ts'
 /** The console's sections; a new page adds its entry here. */
 const NAV = [
   { href: '/agents', label: 'Agents' },
+  { href: '/knowledge-bases', label: 'Knowledge bases' },
   { href: '/calls', label: 'Calls' },
   { href: '/keys', label: 'API keys' }
 ]

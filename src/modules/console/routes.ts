@@ -8,6 +8,7 @@ import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleCallRoutes } from './calls.ts'
+import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
 import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
@@ -20,6 +21,13 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The console session of the request's cookie, when it is live. */
     consoleSession: ConsoleSession | undefined
+  }
+  interface FastifyContextConfig {
+    /**
+     * A multipart form (an upload): its handler checks the CSRF token itself, as the form's first field and
+     * before any file is read (knowledge-bases.ts), since the body is not parsed before the handler.
+     */
+    multipartForm?: true
   }
 }
 
@@ -106,7 +114,7 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
     // Every POST carries the CSRF token: the session's, or before sign-in the one of the sign-in form's cookie.
     pages.addHook('preHandler', async (request) => {
-      if (request.method !== 'POST') return
+      if (request.method !== 'POST' || request.routeOptions.config.multipartForm === true) return
       const expected = request.routeOptions.url === '/login'
         ? parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE)
         : request.consoleSession?.csrfToken
@@ -246,5 +254,6 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db })
+    await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
   })
 }
