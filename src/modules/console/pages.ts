@@ -10,6 +10,7 @@ import { HOME } from './security.ts'
  */
 const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/agents', label: 'Agents' },
+  { href: '/knowledge-bases', label: 'Knowledge bases' },
   { href: '/calls', label: 'Calls' },
   { href: '/deliveries', label: 'Deliveries' },
   { href: '/analytics', label: 'Analytics', account: true },

@@ -14,6 +14,7 @@ import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleCustomerRoutes } from './customers.ts'
 import { consoleDeliveryRoutes } from './deliveries.ts'
+import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
@@ -30,6 +31,13 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The console session of the request's cookie, when it is live. */
     consoleSession: ConsoleSession | undefined
+  }
+  interface FastifyContextConfig {
+    /**
+     * A multipart form (an upload): its handler checks the CSRF token itself, as the form's first field and
+     * before any file is read (knowledge-bases.ts), since the body is not parsed before the handler.
+     */
+    multipartForm?: true
   }
 }
 
@@ -115,7 +123,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     // Every POST carries the CSRF token: the session's, or before sign-in the one of the form's cookie (the sign-in
     // form always; an invitation's form when nobody is signed in).
     pages.addHook('preHandler', async (request) => {
-      if (request.method !== 'POST') return
+      if (request.method !== 'POST' || request.routeOptions.config.multipartForm === true) return
       const route = request.routeOptions.url
       const cookieToken = () => parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE)
       const expected = route === '/login'
@@ -264,5 +272,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleSettingsRoutes, { db })
     await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleDeliveryRoutes, { deliveries })
+    await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
   })
 }

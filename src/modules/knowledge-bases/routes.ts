@@ -19,7 +19,7 @@ import {
   type OwnerFilter
 } from './queries.ts'
 import { search, searchConfigFor } from './search.ts'
-import { ACCEPTED_TYPES, storeFiles, withUpload, type ReceivedFile } from './upload.ts'
+import { ACCEPTED_TYPES, FormFields, storeFiles, withUpload, type ReceivedFile } from './upload.ts'
 
 const TAGS = ['knowledge bases']
 
@@ -64,13 +64,6 @@ const SearchResults = Type.Object({
   }), { description: 'best first' })
 }, { [COMPONENT]: 'KnowledgeSearchResults' })
 
-/** The form fields besides the file; checked by the handler once the streamed form has been read. */
-const FormFields = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 100 }),
-  description: Type.String({ minLength: 1, maxLength: 300 }),
-  folder: Type.Optional(Type.String({ maxLength: 50, description: 'default ""' })),
-  language: Type.Optional(Type.String({ format: 'language-tag', maxLength: 35, description: 'BCP-47 tag of the documents\' language; default: the account\'s' }))
-})
 const checkFormFields = compileBodySchema(FormFields)
 
 const FileField = (description: string) => Type.String({ format: 'binary', description: `${description}: ${ACCEPTED_TYPES}` })

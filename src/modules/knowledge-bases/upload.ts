@@ -7,6 +7,7 @@ import type { MultipartFile } from '@fastify/multipart'
 import type { FastifyRequest } from 'fastify'
 import { fileTypeFromBuffer } from 'file-type'
 import type { Transaction } from 'kysely'
+import { Type } from 'typebox'
 import { newId } from '../../db/ids.ts'
 import type { Database, KnowledgeFileType } from '../../db/schema.ts'
 import { badRequest, HttpError } from '../../http/errors.ts'
@@ -14,6 +15,14 @@ import { checkText } from '../../http/validation.ts'
 import { insertFile, insertFilePart } from './queries.ts'
 
 export const ACCEPTED_TYPES = 'PDF, DOCX, TXT, Markdown, CSV or HTML'
+
+/** The create form's fields besides the file (the API's and the console's); checked once the streamed form has been read. */
+export const FormFields = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 100 }),
+  description: Type.String({ minLength: 1, maxLength: 300 }),
+  folder: Type.Optional(Type.String({ maxLength: 50, description: 'default ""' })),
+  language: Type.Optional(Type.String({ format: 'language-tag', maxLength: 35, description: 'BCP-47 tag of the documents\' language; default: the account\'s' }))
+})
 
 /** A file is written in rows of this size, so an upload holds at most about this much of it in memory. */
 const PART_BYTES = 1024 * 1024
@@ -31,6 +40,12 @@ export interface UploadOptions {
   maxFiles: number
   tooManyFiles: string
   maxFileBytes: number
+  /**
+   * Runs on the first part before any other part is read: with it when that part is a text field, with
+   * undefined when it is a file or the form is empty. The console checks its CSRF token here, so that no
+   * byte of a forged upload is written anywhere.
+   */
+  firstPart?: (field: { name: string, value: string } | undefined) => void
 }
 
 export interface ReceivedFile { id: string, file_name: string, file_type: KnowledgeFileType, file_size: number }
@@ -72,8 +87,16 @@ async function receiveUpload (request: FastifyRequest, options: UploadOptions, d
   })[Symbol.asyncIterator]()
   const fields: Record<string, string> = {}
   const files: SpooledFile[] = []
+  let first = true
   for (let next = await clientInput(parts.next()); next.done !== true; next = await clientInput(parts.next())) {
     const part = next.value
+    if (first) {
+      first = false
+      if (options.firstPart !== undefined) {
+        options.firstPart(part.type === 'field' ? { name: part.fieldname, value: String(part.value) } : undefined)
+        continue
+      }
+    }
     if (part.type === 'field') {
       if (part.fieldname === options.fileField) throw badRequest(`body.${options.fileField} must be a file, not a text value`, 'validation_error')
       if (!options.fieldNames.includes(part.fieldname)) continue
@@ -87,6 +110,7 @@ async function receiveUpload (request: FastifyRequest, options: UploadOptions, d
     if (files.length === options.maxFiles) throw new HttpError(413, 'too_many_files', options.tooManyFiles)
     files.push(await spoolFile(part, options, path.join(dir, String(files.length))))
   }
+  if (first) options.firstPart?.(undefined)
   return { fields, files }
 }
 

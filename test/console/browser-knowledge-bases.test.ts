@@ -1,0 +1,82 @@
+import t from 'tap'
+import { startWorkers } from '../../src/jobs/workers.ts'
+import { createLogger } from '../../src/logger.ts'
+import { setup } from '../helpers/app.ts'
+import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+
+// The knowledge bases' pages in real Chromium: a file chosen through the file input, its state followed by the
+// page's script (under the page's CSP) until it is ready, a search showing the snippet, and axe-core on each page.
+
+const HOURS = 'The front desk opens at eight in the morning.\n\nParking is free for visitors in the blue garage on Elm Street.\n'
+
+t.test('create a knowledge base with a file, watch it become ready, search it: in Chromium', async (t) => {
+  const ctx = await setup(t)
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+  const browser = await launchChromium(t)
+  const page = await browser.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(err.message))
+  // A refused upload is a 4xx page, which Chromium reports as a failed load: those are counted apart.
+  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
+  const refused: string[] = []
+  page.on('response', (res) => { if (res.status() >= 400) refused.push(`${res.status()} ${res.request().method()} ${new URL(res.url()).pathname}`) })
+  const checked: Record<string, unknown> = {}
+  const check = async (name: string) => { checked[name] = await axeViolations(page) }
+
+  await page.goto(`${url}/login`)
+  await page.getByLabel('E-mail address').fill(user.email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/agents`)
+  await page.getByRole('link', { name: 'Knowledge bases' }).click()
+  t.equal(await page.locator('h1').textContent(), 'Knowledge bases')
+  await check('knowledge bases, none')
+
+  await page.getByRole('link', { name: 'New knowledge base' }).click()
+  await check('new knowledge base')
+  await page.getByLabel('Name').fill('Front desk')
+  await page.getByLabel('Description').fill('What callers ask the front desk')
+  await page.getByLabel('File').setInputFiles({ name: 'tool.exe', mimeType: 'application/octet-stream', buffer: Buffer.from('plain words') })
+  await page.getByRole('button', { name: 'Create knowledge base' }).click()
+  await page.locator('#file-error').waitFor()
+  t.match(await page.locator('#file-error').textContent(), /\.exe files are not supported/)
+  t.equal(await page.getByLabel('Name').inputValue(), '', 'a refused file: the form again, with the reason under the file')
+  await check('new knowledge base, file refused')
+
+  await page.getByLabel('Name').fill('Front desk')
+  await page.getByLabel('Description').fill('What callers ask the front desk')
+  await page.getByLabel('Folder').fill('clinic')
+  await page.getByLabel('File').setInputFiles({ name: 'hours.txt', mimeType: 'text/plain', buffer: Buffer.from(HOURS) })
+  await page.getByRole('button', { name: 'Create knowledge base' }).click()
+  await page.waitForURL(/\/knowledge-bases\/[0-9a-f]{24}\?done=created$/)
+  t.equal(await page.locator('h1').textContent(), 'Front desk')
+  // No worker yet: the file waits, and the page says it will update.
+  t.equal(await page.locator('td.file-state').textContent(), 'Queued')
+  t.match(await page.locator('#reading').textContent(), /updates their state by itself/)
+  await check('a knowledge base, its file queued')
+
+  // Workers start now: the page's script sees the file become ready without a reload.
+  const stop = await startWorkers(ctx.boss, { db: ctx.db, config: ctx.config, log: createLogger(ctx.config) })
+  t.teardown(stop)
+  await page.locator('td.file-state', { hasText: 'Ready' }).waitFor({ timeout: 30_000 })
+  await page.locator('#reading', { hasText: 'Every file has been read.' }).waitFor()
+  t.equal(new URL(page.url()).search, '?done=created', 'the same page, not reloaded')
+
+  await page.getByLabel('Words to find').fill('Where can visitors park?')
+  await page.getByRole('button', { name: 'Search' }).click()
+  await page.waitForURL(/\?q=/)
+  const result = page.getByRole('list', { name: 'Search results' }).locator('li').first()
+  t.match(await result.textContent(), /Parking is free for visitors in the blue garage/)
+  t.same(await result.locator('mark').allTextContents(), ['Parking', 'visitors'])
+  await check('a knowledge base, search results')
+
+  await page.getByRole('link', { name: 'All knowledge bases' }).click()
+  t.equal(await page.locator('tbody td').nth(4).textContent(), '1 ready')
+  await check('knowledge bases')
+
+  t.same(checked, Object.fromEntries(Object.keys(checked).map((name) => [name, []])), 'axe-core finds nothing on any page')
+  t.same(problems, [], 'no script errors and no CSP violations')
+  t.same(refused, ['415 POST /knowledge-bases'], 'the refused file alone failed')
+})

@@ -1,0 +1,337 @@
+import t, { type Test } from 'tap'
+import { newId } from '../../src/db/ids.ts'
+import { createApiKey } from '../../src/modules/users/queries.ts'
+import { setup, type Account, type TestContext } from '../helpers/app.ts'
+import { createAgent } from '../helpers/calls.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { upload, type FormFile } from '../helpers/documents.ts'
+import { poll } from '../helpers/poll.ts'
+
+const HOURS = 'The front desk opens at eight in the morning.\n\nParking is free for visitors in the blue garage on Elm Street.\n'
+const FORM = { name: 'Front desk', description: 'What callers ask the front desk', folder: 'clinic', language: '' }
+const TEXT: FormFile = { name: 'hours.txt', content: HOURS, type: 'text/plain' }
+
+async function signedIn (ctx: TestContext) {
+  const user = await createConsoleUser(ctx.db)
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  const { key } = await createApiKey(ctx.db, user.id, { name: 'test' })
+  const account: Account = { user, key, headers: { 'x-api-key': key } }
+  return { user, browser, account }
+}
+
+/** Posts a multipart form as the browser does: the page's CSRF token first (unless `token` says otherwise), then fields, then files. */
+async function send (browser: ConsoleClient, url: string, fields: Record<string, string>, files: FormFile[], token?: string | null, filesFirst = false) {
+  const csrf: Record<string, string> = token === null ? {} : { csrf_token: token ?? csrfOf((await browser.get('/knowledge-bases')).body) }
+  return await upload(browser.app, url, { cookie: browser.cookieHeader }, { ...csrf, ...fields }, files, filesFirst)
+}
+
+async function createThroughForm (t: Test, browser: ConsoleClient, fields: Record<string, string> = FORM, file: FormFile = TEXT): Promise<string> {
+  const res = await send(browser, '/knowledge-bases', fields, [file])
+  const id = /^\/knowledge-bases\/([0-9a-f]{24})\?done=created$/.exec(res.headers.location as string ?? '')?.[1]
+  if (res.statusCode !== 303 || id === undefined) throw new Error(`not created: ${res.statusCode}\n${res.body}`)
+  t.pass(`created ${fields.name}`)
+  return id
+}
+
+/** Polls the page's JSON until no file is being read. */
+async function whenRead (browser: ConsoleClient, id: string) {
+  const state = await poll(async () => (await browser.get(`/knowledge-bases/${id}/files.json`)).json(), (s) => s.reading === false, { intervalMs: 50, message: (s) => `still reading: ${JSON.stringify(s)}` })
+  return state as { reading: boolean, files: Array<{ id: string, state: string, passages: number }> }
+}
+
+async function stored (ctx: TestContext) {
+  const count = async (table: 'knowledge_bases' | 'knowledge_base_files' | 'knowledge_base_file_parts') =>
+    (await ctx.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n
+  return { knowledge_bases: await count('knowledge_bases'), files: await count('knowledge_base_files'), parts: await count('knowledge_base_file_parts') }
+}
+const NOTHING = { knowledge_bases: 0, files: 0, parts: 0 }
+
+t.test('create with a text file, see it read, search it, add and remove files, delete it', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const { browser, account } = await signedIn(ctx)
+
+  const empty = await browser.get('/knowledge-bases')
+  t.equal(empty.statusCode, 200)
+  t.match(empty.body, /<a href="\/knowledge-bases" aria-current="page">Knowledge bases<\/a>/)
+  t.match(empty.body, /No knowledge bases yet/)
+  const form = await browser.get('/knowledge-bases/new')
+  t.equal(form.statusCode, 200)
+  t.match(form.body, 'enctype="multipart/form-data"')
+  t.match(form.body, /<form method="post" action="\/knowledge-bases" enctype="multipart\/form-data" class="stack wide">\s*<input type="hidden" name="csrf_token"/, 'the token is the first field')
+  for (const field of ['name', 'description', 'folder', 'language', 'file']) t.match(form.body, `<label for="${field}">`)
+
+  const id = await createThroughForm(t, browser)
+  const page = await browser.get(`/knowledge-bases/${id}?done=created`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, /<h1>Front desk<\/h1>/)
+  t.match(page.body, /Created\./)
+  t.match(page.body, /<td>hours\.txt<\/td><td>txt<\/td><td>\d+ B<\/td>/)
+  t.match(page.headers['content-security-policy'], /connect-src 'self'$/, 'the page may ask for its files\' states')
+
+  const read = await whenRead(browser, id)
+  t.match(read.files, [{ state: 'Ready', passages: Number }])
+  const ready = await browser.get(`/knowledge-bases/${id}`)
+  t.match(ready.body, /<td class="file-state">Ready<\/td>/)
+  t.notMatch(ready.body, /data-poll|knowledge-bases\.js|id="reading"/, 'nothing left to read: no polling')
+  const kb = (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${id}`, headers: account.headers })).json()
+  t.match(kb, { knowledge_base_name: 'Front desk', knowledge_base_description: FORM.description, folder: 'clinic', language: 'en', workspace_id: null, files: [{ file_name: 'hours.txt', status: 'ready' }] })
+
+  const list = await browser.get('/knowledge-bases')
+  t.match(list.body, `<td><a href="/knowledge-bases/${id}">Front desk</a></td><td>What callers ask the front desk</td><td>clinic</td><td>1</td><td>1 ready</td>`)
+
+  const found = await browser.get(`/knowledge-bases/${id}?q=${encodeURIComponent('Where can visitors park?')}`)
+  t.equal(found.statusCode, 200)
+  t.match(found.body, /<mark>Parking<\/mark> is free for <mark>visitors<\/mark> in the blue garage/)
+  t.match(found.body, 'value="Where can visitors park?"')
+  const nothing = await browser.get(`/knowledge-bases/${id}?q=zeppelin`)
+  t.match(nothing.body, /No passage matches “zeppelin”/)
+  const long = await browser.get(`/knowledge-bases/${id}?q=${'a'.repeat(1001)}`)
+  t.equal(long.statusCode, 400)
+  t.match(long.body, /<p id="q-error" class="field-error">Search for at most 1000 characters\.<\/p>/)
+  t.equal((await browser.get(`/knowledge-bases/${id}?q=a&q=b`)).statusCode, 400, 'a repeated query: 400, not 500')
+
+  const added = await send(browser, `/knowledge-bases/${id}/files`, {}, [
+    { field: 'files', name: 'prices.md', content: '# Prices\n\nA check-up costs forty dollars.\n' },
+    { field: 'files', name: 'staff.csv', content: 'name,role\nAda,nurse\n' }
+  ])
+  t.equal(added.statusCode, 303, added.body)
+  t.equal(added.headers.location, `/knowledge-bases/${id}?done=added`)
+  const three = await whenRead(browser, id)
+  t.same(three.files.map((f) => f.state), ['Ready', 'Ready', 'Ready'])
+  t.match((await browser.get(`/knowledge-bases/${id}?q=check-up`)).body, /prices\.md, passage 1/)
+
+  const prices = three.files[1].id
+  const removed = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${prices}/delete`, {})
+  t.equal(removed.statusCode, 303)
+  const after = await browser.get(`/knowledge-bases/${id}?done=removed`)
+  t.notMatch(after.body, 'prices.md')
+  t.match(after.body, /The file is removed/)
+  t.match((await browser.get(`/knowledge-bases/${id}?q=check-up`)).body, /No passage matches/)
+  const again = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${prices}/delete`, {})
+  t.equal(again.statusCode, 404, 'a removed file: 404')
+
+  const deleted = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/delete`, {})
+  t.equal(deleted.statusCode, 303)
+  t.equal(deleted.headers.location, '/knowledge-bases?deleted=1')
+  t.match((await browser.get('/knowledge-bases?deleted=1')).body, /The knowledge base is deleted\.[\s\S]*No knowledge bases yet/)
+  t.same(await stored(ctx), NOTHING, 'files and their bytes went with it')
+  t.equal((await browser.get(`/knowledge-bases/${id}`)).statusCode, 404)
+})
+
+t.test('names, file names and snippets are shown as text, never as markup', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(t, browser, { ...FORM, name: 'Sales <b>', description: '<img src=x onerror=alert(1)>', folder: '"><script>' },
+    // ts_headline drops what looks like a tag from a snippet; comparison signs and quotes stay, to be escaped.
+    { name: '<img src=x onerror=alert(2)>.txt', content: 'Tulips bloom in April when 1 < 2 & "sun" > rain.\n' })
+  await whenRead(browser, id)
+  const pages = [await browser.get('/knowledge-bases'), await browser.get(`/knowledge-bases/${id}?q=tulips+april`)]
+  for (const page of pages) {
+    t.equal(page.statusCode, 200)
+    t.match(page.body, 'Sales &lt;b&gt;')
+    t.notMatch(page.body, /<script>|<img/, 'no markup of the user\'s')
+  }
+  const search = pages[1].body
+  t.match(search, '<td>&lt;img src=x onerror=alert(2)&gt;.txt</td>')
+  t.match(search, /<mark>Tulips<\/mark> bloom in <mark>April<\/mark> when 1 &lt; 2 &amp; &quot;sun&quot; &gt; rain/, 'the snippet escaped, the matches marked')
+})
+
+t.test('uploads without the CSRF token as their first field are refused before anything is stored', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const token = csrfOf((await browser.get('/knowledge-bases/new')).body)
+
+  for (const [what, res] of [
+    ['no token', await send(browser, '/knowledge-bases', FORM, [TEXT], null)],
+    ['a wrong token', await send(browser, '/knowledge-bases', FORM, [TEXT], 'x'.repeat(token.length))],
+    ['the token after the file', await send(browser, '/knowledge-bases', FORM, [TEXT], token, true)],
+    ['the token after another field', await upload(ctx.app, '/knowledge-bases', { cookie: browser.cookieHeader }, { name: 'x', csrf_token: token }, [TEXT])],
+    ['no session', await upload(ctx.app, '/knowledge-bases', {}, { csrf_token: token, ...FORM }, [TEXT])],
+    ['a cross-site Origin', await upload(ctx.app, '/knowledge-bases', { cookie: browser.cookieHeader, origin: 'https://evil.example.test' }, { csrf_token: token, ...FORM }, [TEXT])]
+  ] as const) {
+    t.equal(res.statusCode, 403, what)
+    t.match(res.headers['content-type'], /^text\/html/)
+    if (what !== 'a cross-site Origin') t.equal(res.headers.connection, 'close', 'the unread body: the connection closes')
+  }
+  t.same(await stored(ctx), NOTHING)
+
+  const id = await createThroughForm(t, browser)
+  const before = await stored(ctx)
+  const add = await send(browser, `/knowledge-bases/${id}/files`, {}, [{ ...TEXT, field: 'files' }], 'wrong')
+  t.equal(add.statusCode, 403)
+  const late = await send(browser, `/knowledge-bases/${id}/files`, {}, [{ ...TEXT, field: 'files' }], token, true)
+  t.equal(late.statusCode, 403)
+  t.same(await stored(ctx), before, 'no file added')
+
+  // The urlencoded forms: the pages' own check.
+  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`]) {
+    t.equal((await browser.post(action, {})).statusCode, 403, `${action} without a token`)
+    t.equal((await browser.post(action, { csrf_token: 'wrong' })).statusCode, 403, `${action} with a wrong token`)
+  }
+  t.equal((await stored(ctx)).knowledge_bases, 1)
+  const urlencoded = await browser.post('/knowledge-bases', { csrf_token: token, ...FORM })
+  t.equal(urlencoded.statusCode, 415, 'a create without a file part (urlencoded)')
+  t.equal((await stored(ctx)).knowledge_bases, 1)
+  const elsewhere = await upload(ctx.app, '/keys', { cookie: browser.cookieHeader }, { csrf_token: token, name: 'multipart' }, [])
+  t.equal(elsewhere.statusCode, 415, 'multipart is parsed by the knowledge bases\' routes alone')
+  const removal = await upload(ctx.app, `/knowledge-bases/${id}/delete`, { cookie: browser.cookieHeader }, { csrf_token: token }, [])
+  t.equal(removal.statusCode, 403, 'a multipart body to a urlencoded form of this plugin has no token the hook can read')
+  t.equal((await stored(ctx)).knowledge_bases, 1)
+})
+
+t.test('bad uploads answer 4xx pages with the reason; nothing is stored', async (t) => {
+  const ctx = await setup(t, { KB_MAX_FILE_MB: '1', KB_MAX_FILES_PER_UPLOAD: '2' })
+  const { browser } = await signedIn(ctx)
+
+  const large = await send(browser, '/knowledge-bases', FORM, [{ name: 'big.txt', content: 'a'.repeat(1024 * 1024 + 1) }])
+  t.equal(large.statusCode, 413)
+  t.match(large.body, /<p id="file-error" class="field-error">big\.txt is larger than 1 MB, the most a file may have<\/p>/)
+  t.match(large.body, 'aria-describedby="file-hint file-error" aria-invalid="true"')
+  t.equal(large.headers.connection, 'close')
+
+  const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4e00000000049454e44ae426082', 'hex')
+  const image = await send(browser, '/knowledge-bases', FORM, [{ name: 'photo.txt', content: png }])
+  t.equal(image.statusCode, 415)
+  t.match(image.body, /photo\.txt is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files/)
+  const exe = await send(browser, '/knowledge-bases', FORM, [{ name: 'tool.exe', content: 'plain words' }])
+  t.equal(exe.statusCode, 415)
+  t.match(exe.body, /\.exe files are not supported/)
+  const empty = await send(browser, '/knowledge-bases', FORM, [{ name: 'empty.txt', content: '' }])
+  t.equal(empty.statusCode, 400)
+  t.match(empty.body, /empty\.txt is empty/)
+  const two = await send(browser, '/knowledge-bases', FORM, [TEXT, TEXT])
+  t.equal(two.statusCode, 413)
+  t.match(two.body, /A knowledge base is created with one file; add more on its page\./)
+  const noFile = await send(browser, '/knowledge-bases', FORM, [])
+  t.equal(noFile.statusCode, 400)
+  t.match(noFile.body, /<p id="file-error" class="field-error">Choose a file\.<\/p>/)
+
+  const fields = await send(browser, '/knowledge-bases', { name: '', description: 'd'.repeat(301), folder: 'f'.repeat(51), language: 'not a language!' }, [TEXT])
+  t.equal(fields.statusCode, 400)
+  t.match(fields.body, /Some fields need another look/)
+  t.match(fields.body, /<p id="name-error" class="field-error">The name is required\.<\/p>/)
+  t.match(fields.body, /<p id="description-error" class="field-error">The description must NOT have more than 300 characters\.<\/p>/)
+  t.match(fields.body, /<p id="folder-error" class="field-error">The folder must NOT have more than 50 characters\.<\/p>/)
+  t.match(fields.body, /<p id="language-error" class="field-error">The language must be a BCP-47 language tag/)
+  t.match(fields.body, 'value="not a language!"', 'values kept')
+  const nul = await send(browser, '/knowledge-bases', { ...FORM, name: 'a\u0000b' }, [TEXT])
+  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: 400, not 500')
+  t.same(await stored(ctx), NOTHING)
+
+  const id = await createThroughForm(t, browser)
+  const before = await stored(ctx)
+  const three = await send(browser, `/knowledge-bases/${id}/files`, {}, [1, 2, 3].map((n) => ({ field: 'files', name: `n${n}.txt`, content: 'words' })))
+  t.equal(three.statusCode, 413)
+  t.match(three.body, /One upload carries at most 2 files\./)
+  t.match(three.body, /<h1>Front desk<\/h1>/, 'the knowledge base\'s page, with the reason')
+  const bad = await send(browser, `/knowledge-bases/${id}/files`, {}, [{ field: 'files', name: 'x.pdf', content: 'not a pdf' }])
+  t.equal(bad.statusCode, 415)
+  t.match(bad.body, /x\.pdf is not a PDF document by its content/)
+  const wrongField = await send(browser, `/knowledge-bases/${id}/files`, {}, [{ name: 'x.txt', content: 'words' }])
+  t.equal(wrongField.statusCode, 400)
+  t.same(await stored(ctx), before)
+})
+
+t.test('another account\'s knowledge base is 404 on every page and form', async (t) => {
+  const ctx = await setup(t)
+  const owner = await signedIn(ctx)
+  const id = await createThroughForm(t, owner.browser)
+  const fileId = (await ctx.db.selectFrom('knowledge_base_files').select('id').executeTakeFirstOrThrow()).id
+  const { browser } = await signedIn(ctx)
+  t.equal((await browser.get('/knowledge-bases')).body.includes('Front desk'), false, 'not listed')
+  for (const url of [`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files.json`, `/knowledge-bases/${id}?q=parking`, '/knowledge-bases/not-an-id', `/knowledge-bases/${newId()}`]) {
+    t.equal((await browser.get(url)).statusCode, 404, url)
+  }
+  const token = csrfOf((await browser.get('/knowledge-bases')).body)
+  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
+    t.equal((await browser.post(action, { csrf_token: token })).statusCode, 404, action)
+  }
+  t.equal((await send(browser, `/knowledge-bases/${id}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 404)
+  t.same(await stored(ctx), { knowledge_bases: 1, files: 1, parts: 1 })
+  t.equal((await owner.browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${newId()}/delete`, {})).statusCode, 404, 'not a file of it')
+})
+
+t.test('agents: choose the agents that use it; another account\'s agent is 404', async (t) => {
+  const ctx = await setup(t)
+  const { browser, account } = await signedIn(ctx)
+  const front = await createAgent(ctx.app, account, { agent_name: 'Front <desk>' })
+  const night = await createAgent(ctx.app, account, { agent_name: 'Night desk' })
+  const id = await createThroughForm(t, browser)
+  const page = await browser.get(`/knowledge-bases/${id}`)
+  t.match(page.body, `<input type="checkbox" id="agent_${front._id}" name="agent_${front._id}"><label for="agent_${front._id}">Front &lt;desk&gt;</label>`)
+
+  const saved = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${front._id}`]: 'on', [`agent_${night._id}`]: 'on' })
+  t.equal(saved.statusCode, 303)
+  const api = async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${id}`, headers: account.headers })).json()
+  t.same((await api()).agent_names, ['Front <desk>', 'Night desk'])
+  t.match((await browser.get(`/knowledge-bases/${id}?done=agents`)).body, `id="agent_${night._id}" name="agent_${night._id}" checked>`)
+  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${night._id}`]: 'on' })
+  t.same((await api()).agent_names, ['Night desk'])
+
+  const other = await signedIn(ctx)
+  const stranger = await createAgent(ctx.app, other.account)
+  const refused = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${stranger._id}`]: 'on' })
+  t.equal(refused.statusCode, 404)
+  t.same((await api()).agent_names, ['Night desk'], 'unchanged')
+  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, {})
+  t.same((await api()).agent_names, [], 'none chosen: none')
+})
+
+t.test('a workspace: only its knowledge bases; an admin creates in it; a member reads and searches, changes nothing', async (t) => {
+  const ctx = await setup(t, {}, { workers: true })
+  const owner = await signedIn(ctx)
+  const workspaceId = newId()
+  await ctx.db.insertInto('workspaces').values({ id: workspaceId, user_id: owner.user.id, name: 'Clinic' }).execute()
+  const own = await createThroughForm(t, owner.browser, { ...FORM, name: 'Private notes' })
+  const agentInside = await createAgent(ctx.app, owner.account, { agent_name: 'Inside' }, `?workspace_id=${workspaceId}`)
+  const agentOutside = await createAgent(ctx.app, owner.account, { agent_name: 'Outside' })
+
+  async function joined (role: 'admin' | 'member') {
+    const person = await createConsoleUser(ctx.db)
+    await ctx.db.insertInto('workspace_members').values({ workspace_id: workspaceId, email: person.email, role, status: 'active', member_user_id: person.id, joined_at: new Date() }).execute()
+    const browser = new ConsoleClient(ctx.app)
+    await browser.signIn(person.email, PASSWORD)
+    await ctx.db.updateTable('console_sessions').set({ workspace_id: workspaceId }).where('user_id', '=', person.id).execute()
+    return browser
+  }
+
+  const admin = await joined('admin')
+  const shared = await createThroughForm(t, admin, { ...FORM, name: 'Shared handbook' })
+  t.equal((await ctx.db.selectFrom('knowledge_bases').select(['user_id', 'workspace_id']).where('id', '=', shared).executeTakeFirstOrThrow()).workspace_id, workspaceId)
+  t.equal((await ctx.db.selectFrom('knowledge_bases').select('user_id').where('id', '=', shared).executeTakeFirstOrThrow()).user_id, owner.user.id, 'the owner\'s')
+  const adminPage = await admin.get(`/knowledge-bases/${shared}`)
+  t.match(adminPage.body, 'Inside</label>')
+  t.notMatch(adminPage.body, 'Outside', 'agents outside the workspace are not offered')
+  // The owner assigns the outside agent through the API; the admin's form keeps it.
+  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${shared}/agents`, headers: owner.account.headers, payload: { agent_ids: [agentOutside._id] } })
+  await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentInside._id}`]: 'on' })
+  const assigned = await ctx.db.selectFrom('knowledge_base_agents').select('agent_id').where('knowledge_base_id', '=', shared).execute()
+  t.same(assigned.map((a) => a.agent_id).sort(), [agentInside._id, agentOutside._id].sort())
+  t.equal((await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentOutside._id}`]: 'on' })).statusCode, 404, 'an agent outside the workspace: 404')
+  await whenRead(admin, shared)
+
+  const member = await joined('member')
+  const list = await member.get('/knowledge-bases')
+  t.match(list.body, 'Shared handbook')
+  t.notMatch(list.body, 'Private notes', 'the owner\'s own knowledge base is not in the workspace')
+  t.notMatch(list.body, 'New knowledge base')
+  t.equal((await member.get(`/knowledge-bases/${own}`)).statusCode, 404)
+  const page = await member.get(`/knowledge-bases/${shared}?q=parking`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, /<mark>Parking<\/mark>/, 'a member searches')
+  t.match(page.body, /you can see and search this knowledge base, not change it/)
+  t.notMatch(page.body, /method="post" action="\/knowledge-bases/, 'no change forms')
+  t.match(page.body, /<li>Inside<\/li>/)
+  t.equal((await member.get('/knowledge-bases/new')).statusCode, 403)
+
+  const token = csrfOf(page.body)
+  const before = await stored(ctx)
+  t.equal((await send(member, '/knowledge-bases', FORM, [TEXT], token)).statusCode, 403)
+  t.equal((await send(member, `/knowledge-bases/${shared}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 403)
+  const fileId = (await ctx.db.selectFrom('knowledge_base_files').select('id').where('knowledge_base_id', '=', shared).executeTakeFirstOrThrow()).id
+  for (const action of [`/knowledge-bases/${shared}/delete`, `/knowledge-bases/${shared}/agents`, `/knowledge-bases/${shared}/files/${fileId}/delete`]) {
+    t.equal((await member.post(action, { csrf_token: token })).statusCode, 403, action)
+  }
+  t.same(await stored(ctx), before, 'the member changed nothing')
+})
