@@ -129,7 +129,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
-    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs })
+    await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, deliveries: { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer } })
   }
   if (config.role !== 'worker') {
     await app.register(async (open) => {

@@ -6,6 +6,8 @@ import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
+import type { DeliveryDeps } from '../deliveries/engine.ts'
+import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { keysPage, messagePage, passwordPage, signInPage, type Viewer } from './pages.ts'
@@ -62,7 +64,7 @@ function sendPage (reply: FastifyReply, status: number, page: string): FastifyRe
  * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
  * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
  */
-export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, jobs }: { db: DB, publicBaseUrl: string, jobs: JobSender }): Promise<void> {
+export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, jobs, deliveries }: { db: DB, publicBaseUrl: string, jobs: JobSender, deliveries: DeliveryDeps }): Promise<void> {
   const secure = publicBaseUrl.startsWith('https:')
   const sessionCookie = (value: string, maxAgeSeconds: number) => serializeCookie(SESSION_COOKIE, value, { maxAgeSeconds, secure })
 
@@ -246,5 +248,6 @@ export async function consoleRoutes (app: FastifyInstance, { db, publicBaseUrl, 
 
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db })
+    await pages.register(consoleCapabilityRoutes, { deliveries })
   })
 }
