@@ -1,4 +1,4 @@
-import { spawn, execFile, type ChildProcess } from 'node:child_process'
+import { spawn, execFile } from 'node:child_process'
 import { chmod, cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, realpath, rm, stat, symlink } from 'node:fs/promises'
 import net from 'node:net'
 import os from 'node:os'
@@ -8,37 +8,7 @@ import t from 'tap'
 import { stopEmbedded } from '../src/db/embedded.ts'
 import { generateApiKey } from '../src/modules/users/keys.ts'
 import { createTestDatabase } from './helpers/database.ts'
-
-const ROOT = path.resolve(import.meta.dirname, '..')
-
-interface Server { child: ChildProcess, url: string, output: () => string, exited: Promise<number | null> }
-
-/** Starts `node src/start.js` as `npm start` would and waits for its "listening on" line. */
-async function start (env: Record<string, string>, cwd = ROOT): Promise<Server> {
-  const child = spawn(process.execPath, ['src/start.js'], {
-    cwd,
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  let output = ''
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /listening on (http:\/\/[^"\s]+)/.exec(output)
-      if (match !== null) resolve(match[1])
-    }
-    child.stdout!.on('data', onData)
-    child.stderr!.on('data', onData)
-    exited.then((code) => reject(new Error(`server exited with ${code} before listening:\n${output}`)))
-  })
-  return { child, url, output: () => output, exited }
-}
-
-async function stop (server: Server): Promise<number | null> {
-  server.child.kill('SIGTERM')
-  return await server.exited
-}
+import { ROOT, start, stop, type Server } from './helpers/server-process.ts'
 
 async function get (server: Server, route: string, key?: string): Promise<{ status: number, body: unknown }> {
   const res = await fetch(server.url + route, { headers: key === undefined ? {} : { 'x-api-key': key } })

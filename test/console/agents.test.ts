@@ -222,3 +222,78 @@ t.test('Talk to this agent: a web call, its token only in the redirect\'s fragme
   t.match(refused.body, 'role="alert"')
   t.equal((await ctx.db.selectFrom('calls').select('id').where('user_id', '=', user.id).execute()).length, 1, 'no second call')
 })
+
+t.test('every other setting of the API: language model, calls, behaviour, widget, call-backs and data retrieval', async (t) => {
+  const ctx = await setup(t)
+  const { browser, api } = await signedIn(ctx)
+  const form = await browser.get('/agents/new')
+  for (const id of ['llm-model', 'llm-temperature', 'llm-max_tokens', 'llm-engine', 'call_settings-max_call_duration_minutes', 'call_settings-stt_languages',
+    'call_settings-recording_enabled', 'interruption_sensitivity', 'folder', 'widget_settings-primary_color', 'callback_settings-max_attempts', 'data_retrieval-0-name', 'data_retrieval-0-type']) {
+    t.match(form.body, `<label for="${id}">`, `${id} has a label`)
+  }
+  t.match(form.body, '<legend>Call back after</legend>')
+  t.match(form.body, 'id="call_settings-sentiment_analysis" name="call_settings.sentiment_analysis" value="true" checked', 'the defaults are shown')
+
+  const settings = {
+    ...FORM,
+    'llm.model': 'gpt-4o', 'llm.temperature': '0.2', 'llm.max_tokens': '300', 'llm.engine': 'simulator',
+    'call_settings.sentiment_analysis': 'false', 'call_settings.call_summary': 'true', 'call_settings.max_call_duration_minutes': '12.5',
+    'call_settings.reminder_after_seconds': '20', 'call_settings.reminder_max_count': '0', 'call_settings.silence_timeout_seconds': '60',
+    'call_settings.recording_enabled': 'false', 'call_settings.stt_languages': 'de-DE\nen-US',
+    interruption_sensitivity: '0.8', is_data_collection_active: 'true', is_customer_memory_active: 'true', folder: 'Sales <team>',
+    'widget_settings.enabled': 'true', 'widget_settings.theme': 'dark', 'widget_settings.primary_color': '#112233', 'widget_settings.position': 'bottom-left',
+    'widget_settings.greeting': 'Hi!', 'widget_settings.allowed_origins': 'https://www.example.test',
+    'callback_settings.enabled': 'true', 'callback_settings.max_attempts': '3', 'callback_settings.retry_delay_minutes': '15', 'callback_settings.on_outcomes': '',
+    'callback_settings.on_outcomes.busy': 'true', 'callback_settings.on_outcomes.voicemail': 'true',
+    data_retrieval: '3',
+    'data_retrieval.0.name': 'people', 'data_retrieval.0.type': 'number', 'data_retrieval.0.description': 'How many people', 'data_retrieval.0.required': 'true',
+    'data_retrieval.1.name': 'mood', 'data_retrieval.1.type': 'enum', 'data_retrieval.1.enum_values': 'happy\nangry', 'data_retrieval.1.required': 'false',
+    'data_retrieval.2.name': '', 'data_retrieval.2.type': 'string', 'data_retrieval.2.description': '', 'data_retrieval.2.required': 'false'
+  }
+  const created = await browser.submit('/agents/new', '/agents', settings)
+  t.equal(created.statusCode, 303, created.body)
+  const id = /^\/agents\/([0-9a-f]{24})/.exec(created.headers.location as string)![1]
+  const agent = (await api('GET', `/v1/agent/${id}`)).json()
+  t.match(agent, {
+    interruption_sensitivity: 0.8, is_data_collection_active: true, is_customer_memory_active: true, folder: 'Sales <team>',
+    call_settings: { language: 'de-DE', sentiment_analysis: false, call_summary: true, max_call_duration_minutes: 12.5, reminder_after_seconds: 20, reminder_max_count: 0, silence_timeout_seconds: 60, recording_enabled: false, stt_languages: ['de-DE', 'en-US'] },
+    widget_settings: { enabled: true, theme: 'dark', primary_color: '#112233', position: 'bottom-left', greeting: 'Hi!', allowed_origins: ['https://www.example.test'] },
+    callback_settings: { enabled: true, max_attempts: 3, retry_delay_minutes: 15, on_outcomes: ['busy', 'voicemail'] }
+  })
+  t.same(agent.data_retrieval, [
+    { name: 'people', type: 'number', description: 'How many people', required: true },
+    { name: 'mood', type: 'enum', description: '', required: false, enum_values: ['happy', 'angry'] }
+  ], 'the empty row is no field')
+  t.match((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json(), { model: 'gpt-4o', temperature: 0.2, max_tokens: 300, engine: 'simulator' })
+
+  const page = await browser.get(`/agents/${id}`)
+  t.match(page.body, 'value="Sales &lt;team&gt;"')
+  t.match(page.body, '<legend>Field 3</legend>', 'the stored fields and an empty one')
+  t.match(page.body, '>\nhappy\nangry</textarea>')
+
+  // Edit: the first field removed, the members emptied where the API allows it.
+  const edited = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.remove': 'true', 'llm.max_tokens': '', 'llm.engine': '', folder: '', 'widget_settings.greeting': '', 'call_settings.stt_languages': '' })
+  t.equal(edited.statusCode, 303, edited.body)
+  const after = (await api('GET', `/v1/agent/${id}`)).json()
+  t.match(after, { folder: null, widget_settings: { greeting: '' }, call_settings: { stt_languages: [] } })
+  t.same(after.data_retrieval.map((f: { name: string }) => f.name), ['mood'])
+  t.match((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json(), { max_tokens: null, engine: null })
+
+  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, {
+    ...settings, 'call_settings.max_call_duration_minutes': '20', 'call_settings.stt_languages': 'en-US\nnot a tag', 'widget_settings.primary_color': 'blue',
+    'llm.temperature': '', 'data_retrieval.1.name': 'people'
+  })
+  t.equal(bad.statusCode, 400)
+  t.match(bad.body, '<p id="call_settings-max_call_duration_minutes-error" class="field-error">The longest call (minutes) must be &lt;= 15.</p>')
+  t.match(bad.body, 'Line 2 of the languages the speech recogniser listens for must be a BCP-47 language tag such as en-US.')
+  t.match(bad.body, 'id="widget_settings-primary_color-error"')
+  t.match(bad.body, 'The temperature is required.')
+  const twice = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.name': 'people' })
+  t.equal(twice.statusCode, 400)
+  t.match(twice.body, '<p id="data_retrieval-1-name-error" class="field-error">The name &quot;people&quot; is used twice; names must be unique.</p>')
+  const enumless = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
+  t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">Type enum needs its allowed values, one per line.</p>')
+  const builtIn = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
+  t.match(builtIn.body, 'is a built-in call variable')
+  t.same((await api('GET', `/v1/agent/${id}`)).json().data_retrieval.map((f: { name: string }) => f.name), ['mood'], 'nothing changed')
+})

@@ -83,11 +83,11 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   await page.getByLabel('Name').fill('Clinic')
   await page.getByLabel('Begin message').fill('Hello from the clinic, how can I help?')
   await page.getByLabel('Prompt').fill('You book appointments.')
-  await page.getByLabel('Voice').selectOption({ label: 'Echo (openai, male, en-US)' })
+  await page.getByLabel('Voice', { exact: true }).selectOption({ label: 'Echo (openai, male, en-US)' })
   await page.getByRole('button', { name: 'Create agent' }).click()
   await page.waitForURL(/\/agents\/[0-9a-f]{24}\?saved=1$/)
   t.equal(await page.locator('h1').textContent(), 'Clinic')
-  t.equal(await page.getByLabel('Voice').inputValue(), '65a0f0000000000000000004', 'the chosen voice is kept')
+  t.equal(await page.getByLabel('Voice', { exact: true }).inputValue(), '65a0f0000000000000000004', 'the chosen voice is kept')
 
   await page.getByRole('button', { name: 'Talk to this agent' }).click()
   await page.waitForURL(/\/web-call#access_token=wct_/)
@@ -98,6 +98,14 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   await page.locator('#status', { hasText: 'The call ended' }).waitFor()
   const calls = await ctx.db.selectFrom('calls').select(['agent_name', 'call_type']).where('user_id', '=', user.id).execute()
   t.match(calls, [{ agent_name: 'Clinic', call_type: 'web' }])
+
+  // The finished call in the console: its page with the transcript.
+  await page.goto(`${url}/calls`)
+  await page.locator('main tbody a').first().click()
+  await page.waitForURL(/\/calls\/[0-9a-f]{24}$/)
+  t.match(await page.locator('h1').textContent(), /^Call of \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/)
+  t.match(await page.locator('.facts').textContent(), /Agent\s*Clinic/)
+  t.match(await page.locator('ol.transcript li').first().textContent(), /Agent: Hello from the clinic, how can I help\?/, 'the transcript, the agent\'s greeting first')
   t.same(problems, [], 'no script errors and no CSP violations')
 })
 

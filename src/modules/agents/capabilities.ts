@@ -18,7 +18,7 @@ import { ACTION_SETTINGS, headerProblem, maskSettings, MASK, NEEDS_INTEGRATION, 
 
 type Settings = Record<string, unknown>
 
-interface Kind extends CapabilityTable {
+export interface Kind extends CapabilityTable {
   path: 'actions' | 'tools'
   idParam: 'agentActionId' | 'agentToolId'
   noun: 'action' | 'tool'
@@ -114,6 +114,47 @@ function validateSettings (schema: TObject, settings: Settings): void {
   if (!validate(settings)) throw invalidInput('body.settings', validate.errors![0] as AjvIssue)
 }
 
+/**
+ * Adds an action or tool to an agent (the API's and the console's rule): the settings with the type's defaults
+ * filled in, validated against its schema, checked, and counted against the limit under the agent's row lock,
+ * so that concurrent requests cannot pass the cap together.
+ */
+export async function addCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, type: string, input: Settings, active: boolean): Promise<CapabilityRow> {
+  const settings = { ...kind.defaults[type], ...input }
+  const masked = unmaskSettings(settings, undefined)
+  if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} must be the header's value, not the mask`)
+  validateSettings(kind.schemas[type], settings)
+  await kind.check(db, agent, type, settings, active)
+  return await db.transaction().execute(async (trx) => {
+    if (await lockAgent(trx, userId, agent.id) === undefined) throw notFound(`agent ${agent.id}`)
+    if (await countCapabilities(trx, userId, kind, agent.id) >= kind.max) {
+      throw new HttpError(409, `${kind.noun}_limit_reached`, `an agent has at most ${kind.max} ${kind.path}; delete one before adding another`)
+    }
+    return await insertCapability(trx, userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+  })
+}
+
+/**
+ * Changes an action or tool: `settings` members merge with the stored ones (a null member returns to its
+ * default; a header value sent as the mask keeps its stored value) and are validated against the type's schema.
+ */
+export async function changeCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, id: string, changes: { settings?: Settings, is_active?: boolean }): Promise<CapabilityRow> {
+  return await db.transaction().execute(async (trx) => {
+    const current = await findCapability(trx, userId, kind, agent.id, id, true)
+    if (current === undefined) throw notFound(`${kind.noun} ${id}`)
+    const active = changes.is_active ?? current.is_active
+    let settings = current.settings
+    if (changes.settings !== undefined) {
+      settings = { ...kind.defaults[current.type], ...withoutNulls({ ...current.settings, ...changes.settings }) }
+      const masked = unmaskSettings(settings, current.settings)
+      if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} has no stored value to keep; send the value itself`)
+      validateSettings(kind.schemas[current.type], settings)
+    }
+    await kind.check(db, agent, current.type, settings, active)
+    return await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
+  })
+}
+
 export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: DB }> {
   const types = Object.keys(kind.schemas)
   const Type_ = Type.Union(types.map((type) => Type.Literal(type)))
@@ -187,19 +228,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
     }, async (request, reply) => {
       const agent = await agentOf(request.userId, request.params.id)
       const type = request.body[kind.typeColumn] as string
-      const settings = { ...kind.defaults[type], ...request.body.settings }
-      const masked = unmaskSettings(settings, undefined)
-      if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} must be the header's value, not the mask`)
-      const active = request.body.is_active ?? true
-      await kind.check(db, agent, type, settings, active)
-      // Counted under the agent's row lock, so that concurrent requests cannot pass the cap together.
-      const row = await db.transaction().execute(async (trx) => {
-        if (await lockAgent(trx, request.userId, agent.id) === undefined) throw notFound(`agent ${agent.id}`)
-        if (await countCapabilities(trx, request.userId, kind, agent.id) >= kind.max) {
-          throw new HttpError(409, `${kind.noun}_limit_reached`, `an agent has at most ${kind.max} ${kind.path}; delete one before adding another`)
-        }
-        return await insertCapability(trx, request.userId, kind, { agent_id: agent.id, type, settings, is_active: active })
-      })
+      const row = await addCapability(db, request.userId, kind, agent, type, request.body.settings, request.body.is_active ?? true)
       return reply.code(201).send(toBody(row))
     })
 
@@ -215,20 +244,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
     }, async (request) => {
       const params = request.params as Record<string, string>
       const agent = await agentOf(request.userId, params.id)
-      const row = await db.transaction().execute(async (trx) => {
-        const current = await findCapability(trx, request.userId, kind, agent.id, params[kind.idParam], true)
-        if (current === undefined) throw notFound(`${kind.noun} ${params[kind.idParam]}`)
-        const active = request.body.is_active ?? current.is_active
-        let settings = current.settings
-        if (request.body.settings !== undefined) {
-          settings = { ...kind.defaults[current.type], ...withoutNulls({ ...current.settings, ...request.body.settings }) }
-          const masked = unmaskSettings(settings, current.settings)
-          if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} has no stored value to keep; send the value itself`)
-          validateSettings(kind.schemas[current.type], settings)
-        }
-        await kind.check(db, agent, current.type, settings, active)
-        return await updateCapability(trx, request.userId, kind, current.id, { settings, is_active: active })
-      })
+      const row = await changeCapability(db, request.userId, kind, agent, params[kind.idParam], request.body)
       return toBody(row)
     })
 

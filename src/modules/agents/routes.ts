@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import type { RetrievalField } from '../../db/schema.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, OwnerQuery, Paging } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
@@ -11,38 +10,12 @@ import {
   updateAgent, type AgentChanges
 } from './queries.ts'
 import {
-  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults, type AgentUpdateBody
+  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
+import { dataRetrieval } from './data-retrieval.ts'
 
 const TAGS = ['agents']
-
-/** Variables every action can use already; a retrieval field of the same name would shadow them. */
-const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_phone', 'customer_email', 'call_direction',
-  'call_type', 'call_start', 'call_end', 'call_duration', 'call_summary', 'call_transcription', 'call_sentiment',
-  'call_task_achieved', 'call_recording_url', 'agent_id'])
-
-type DataRetrievalInput = NonNullable<AgentUpdateBody['data_retrieval']>
-
-/** Checks what the schema cannot (unique names, enum_values with enum only) and fills in the defaults. */
-function dataRetrieval (items: DataRetrievalInput): RetrievalField[] {
-  const names = new Set<string>()
-  return items.map((item, i) => {
-    const field = `body.data_retrieval.${i}`
-    if (names.has(item.name)) throw badRequest(`${field}.name "${item.name}" is used twice; names must be unique`)
-    if (CALL_VARIABLES.has(item.name)) throw badRequest(`${field}.name "${item.name}" is a built-in call variable; choose another name`)
-    names.add(item.name)
-    if (item.type === 'enum' && item.enum_values === undefined) throw badRequest(`${field}.enum_values is required for type enum`)
-    if (item.type !== 'enum' && item.enum_values !== undefined) throw badRequest(`${field}.enum_values is allowed only for type enum`)
-    return {
-      name: item.name,
-      type: item.type,
-      description: item.description ?? '',
-      required: item.required ?? false,
-      ...(item.enum_values === undefined ? {} : { enum_values: item.enum_values })
-    }
-  })
-}
 
 /** The ids a body names must be the account's (LLM configuration: 404) or the catalogue's (voice: 400). */
 async function checkReferences (db: DB, userId: string, body: { llm_id?: string, voice?: { voice_id: string } }): Promise<void> {

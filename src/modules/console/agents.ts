@@ -1,21 +1,27 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
+import type { RetrievalField } from '../../db/schema.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { listVoices, voiceExists } from '../account/queries.ts'
+import { dataRetrieval } from '../agents/data-retrieval.ts'
 import {
-  countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgent, updateAgent, updateLlm, type AgentRow
+  countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgent, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
 } from '../agents/queries.ts'
-import { AgentUpdate, CALL_SETTINGS_DEFAULTS, LLM_DEFAULTS, LlmWrite, newAgentDefaults } from '../agents/schemas.ts'
+import {
+  AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, WIDGET_SETTINGS_DEFAULTS
+} from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
+import { capabilitySection } from './agent-capabilities.ts'
+import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
 // agents' and calls' module functions, with the API's validation schemas and the same ownership rule.
@@ -23,13 +29,60 @@ import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts
 /** A prompt may be 50,000 characters (LlmWrite): more than the console's usual 16 KB form, once URL-encoded. */
 const AGENT_FORM_LIMIT = 512 * 1024
 const LIST_LIMIT = 200
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 
-const FIELDS = ['agent_name', 'begin_message', 'general_prompt', 'language', 'voice_id', 'webhook_url', 'status'] as const
-type Field = typeof FIELDS[number]
-type AgentForm = Record<Field, string>
-type Problems = Partial<Record<Field, string>>
+type Field = 'agent_name' | 'begin_message' | 'general_prompt' | 'language' | 'voice_id' | 'webhook_url' | 'status'
+/** The form's text by field name: the fields above, and the schema-drawn sections' (forms.ts). */
+type AgentForm = FormValues
+type Problems = Record<string, string>
+
+// The other settings, drawn from the API's schemas. A field missing from a form keeps its value (or default).
+const LLM_FIELDS = objectFields(LlmWrite, 'llm.', {
+  omit: ['begin_message', 'general_prompt'],
+  required: ['model', 'temperature'],
+  labels: { model: 'Model', max_tokens: 'Most tokens per reply', engine: 'Engine' },
+  hints: { max_tokens: 'Empty: the model\'s own limit.' }
+})
+const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_settings.', {
+  omit: ['language'],
+  required: 'all',
+  labels: {
+    sentiment_analysis: 'Analyse sentiment', call_summary: 'Write a summary', max_call_duration_minutes: 'Longest call (minutes)',
+    reminder_after_seconds: 'Check in after silence of (seconds)', reminder_max_count: 'Check-ins', silence_timeout_seconds: 'End the call after silence of (seconds)',
+    recording_enabled: 'Record calls', stt_languages: 'Languages the speech recogniser listens for'
+  },
+  hints: { stt_languages: 'One BCP-47 tag per line, at most 4; none: the agent\'s language.' }
+})
+const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
+  only: ['interruption_sensitivity', 'is_data_collection_active', 'is_customer_memory_active', 'folder'],
+  required: ['interruption_sensitivity'],
+  labels: { is_data_collection_active: 'Collect data during calls', is_customer_memory_active: 'Remember earlier calls with the same customer' },
+  hints: { folder: 'Groups agents; empty: none.' }
+})
+const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widget_settings.', {
+  required: ['enabled', 'theme', 'primary_color', 'position'],
+  labels: { enabled: 'Offer the web-call widget', primary_color: 'Primary colour', allowed_origins: 'Sites that may embed it' },
+  hints: { allowed_origins: 'One origin per line, such as https://www.example.com; none: any site.' }
+})
+const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, 'callback_settings.', {
+  required: 'all',
+  labels: { enabled: 'Call back automatically', max_attempts: 'Most call-backs', retry_delay_minutes: 'Pause before a call-back (minutes)', on_outcomes: 'Call back after' }
+})
+const SECTIONS: Array<{ legend: string, fields: FormField[] }> = [
+  { legend: 'Language model', fields: LLM_FIELDS },
+  { legend: 'Calls', fields: CALL_FIELDS },
+  { legend: 'Behaviour', fields: BEHAVIOUR_FIELDS },
+  { legend: 'Web-call widget', fields: WIDGET_FIELDS },
+  { legend: 'Call-backs', fields: CALLBACK_FIELDS }
+]
+const MAX_RETRIEVAL_FIELDS = (AgentUpdate.properties.data_retrieval as { maxItems?: number }).maxItems ?? 50
+const RETRIEVAL: Rows = {
+  name: 'data_retrieval',
+  legend: (i) => `Field ${i + 1}`,
+  fields: (i) => objectFields(DataRetrievalItem, `data_retrieval.${i}.`, {
+    labels: { name: 'Variable', enum_values: 'Allowed values', required: 'Required for the task to count as achieved' },
+    hints: { name: 'Its name: letters, digits and _; becomes {{name}} in actions.', enum_values: 'One per line; for type enum only.' }
+  })
+}
 
 /** Each field is checked by the schema the API checks it with; '' means null where the API allows null. */
 const CHECKS: Array<{ field: Field, label: string, schema: TSchema, empty?: null, message?: string }> = [
@@ -50,37 +103,73 @@ interface Checked {
   voice_id: string
   webhook_url: string | null
   status: 'active' | 'inactive'
+  /** The sections' members the form held. */
+  llm: Partial<LlmValues>
+  agent: Pick<AgentChanges, 'interruption_sensitivity' | 'is_data_collection_active' | 'is_customer_memory_active' | 'folder' | 'data_retrieval'>
+  call_settings: Record<string, unknown>
+  widget_settings: Record<string, unknown>
+  callback_settings: Record<string, unknown>
 }
 
 type VoiceOption = Awaited<ReturnType<typeof listVoices>>[number]
 
-const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
-
 const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 
 function formOf (request: FastifyRequest): AgentForm {
-  const body = request.body as Record<string, string | undefined>
-  return Object.fromEntries(FIELDS.map((name) => [name, body[name] ?? ''])) as AgentForm
+  return { ...request.body as AgentForm }
 }
 
-const formFromRows = (agent: AgentRow, llm: { begin_message: string | null, general_prompt: string }): AgentForm => ({
-  agent_name: agent.agent_name,
-  begin_message: llm.begin_message ?? '',
-  general_prompt: llm.general_prompt,
-  language: agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language,
-  voice_id: agent.voice_id,
-  webhook_url: agent.webhook_url ?? '',
-  status: agent.status
-})
+/** A basic field's text: '' when the form did not hold it. */
+const text = (form: AgentForm, field: Field) => form[field] ?? ''
 
-const NEW_AGENT: AgentForm = {
+/** The stored agent as form text. */
+function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'general_prompt' | 'model' | 'temperature' | 'max_tokens'> & { engine?: LlmRow['engine'] }): AgentForm {
+  return {
+    agent_name: agent.agent_name,
+    begin_message: llm.begin_message ?? '',
+    general_prompt: llm.general_prompt,
+    language: agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language,
+    voice_id: agent.voice_id,
+    webhook_url: agent.webhook_url ?? '',
+    status: agent.status,
+    ...fieldValues(LLM_FIELDS, llm),
+    ...fieldValues(CALL_FIELDS, { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings }),
+    ...fieldValues(BEHAVIOUR_FIELDS, agent),
+    ...fieldValues(WIDGET_FIELDS, { ...WIDGET_SETTINGS_DEFAULTS, ...agent.widget_settings }),
+    ...fieldValues(CALLBACK_FIELDS, { ...CALLBACK_SETTINGS_DEFAULTS, ...agent.callback_settings }),
+    ...rowValues(RETRIEVAL, agent.data_retrieval as unknown as Array<Record<string, unknown>>, 1)
+  }
+}
+
+const NEW_AGENT: AgentForm = formFromRows({
+  ...newAgentDefaults(),
   agent_name: '',
-  begin_message: '',
-  general_prompt: '',
-  language: CALL_SETTINGS_DEFAULTS.language,
-  voice_id: newAgentDefaults().voice_id,
-  webhook_url: '',
-  status: 'active'
+  call_settings: CALL_SETTINGS_DEFAULTS,
+  data_retrieval: [],
+  status: 'active',
+  folder: null,
+  is_customer_memory_active: false
+} as unknown as AgentRow, LLM_DEFAULTS)
+
+/** The data-retrieval rows as the API's rule makes them, or the problems under the rows' fields. */
+function retrievalOf (form: AgentForm): { fields?: RetrievalField[], problems: Problems } {
+  const { rows, problems } = readRows(RETRIEVAL, form)
+  if (rows === undefined || Object.keys(problems).length > 0) return { problems }
+  if (rows.length > MAX_RETRIEVAL_FIELDS) return { problems: { data_retrieval: `An agent extracts at most ${MAX_RETRIEVAL_FIELDS} fields.` } }
+  // An emptied description or list of values is the member left out.
+  const items = rows.map(({ values }) => Object.fromEntries(Object.entries(values).filter(([, value]) => value !== null))) as Parameters<typeof dataRetrieval>[0]
+  try {
+    return { fields: dataRetrieval(items), problems }
+  } catch (err) {
+    // "body.data_retrieval.<i>.<member> <text>": under that member of the row the form showed as <i>.
+    const found = err instanceof HttpError ? /^body\.data_retrieval\.(\d+)\.(\w+) (.*)$/.exec(err.message) : null
+    if (found === null) throw err
+    const index = rows[Number(found[1])].index
+    const text = found[2] === 'name'
+      ? `The name ${found[3]}.`
+      : found[3].startsWith('is required') ? 'Type enum needs its allowed values, one per line.' : 'Only type enum has allowed values: remove them or choose enum.'
+    return { problems: { [`data_retrieval.${index}.${found[2]}`]: text } }
+  }
 }
 
 export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
@@ -91,14 +180,29 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
     const problems: Problems = {}
     const values: Record<string, unknown> = {}
     for (const { field, label, empty, message } of CHECKS) {
-      const value = form[field] === '' && empty !== undefined ? empty : form[field]
+      const value = text(form, field) === '' && empty !== undefined ? empty : text(form, field)
       const validate = validators.get(field)!
       if (validate(value)) values[field] = value
-      else problems[field] = message ?? (form[field] === '' ? `${label} is required.` : `${invalidInput(label, validate.errors![0] as AjvIssue).message}.`)
+      else problems[field] = message ?? (text(form, field) === '' ? `${label} is required.` : `${invalidInput(label, validate.errors![0] as AjvIssue).message}.`)
     }
-    if (problems.voice_id === undefined && !await voiceExists(db, form.voice_id)) problems.voice_id = 'Choose one of the listed voices.'
+    if (problems.voice_id === undefined && !await voiceExists(db, text(form, 'voice_id'))) problems.voice_id = 'Choose one of the listed voices.'
+    const [llm, calls, behaviour, widget, callback] = SECTIONS.map(({ fields }) => readFields(fields, form))
+    const retrieval = retrievalOf(form)
+    for (const section of [llm, calls, behaviour, widget, callback, retrieval]) Object.assign(problems, section.problems)
     if (Object.keys(problems).length > 0) return { problems }
-    return { values: { ...values, voice_id: form.voice_id.toLowerCase() } as Checked }
+    // An emptied greeting is no greeting (the other emptied members are null where the API allows it).
+    if (widget.values.greeting === null) widget.values.greeting = ''
+    return {
+      values: {
+        ...values,
+        voice_id: text(form, 'voice_id').toLowerCase(),
+        llm: llm.values,
+        agent: { ...behaviour.values, data_retrieval: retrieval.fields },
+        call_settings: calls.values,
+        widget_settings: widget.values,
+        callback_settings: callback.values
+      } as Checked
+    }
   }
 
   const voices = async () => await listVoices(db, { limit: 1000 })
@@ -109,7 +213,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
     return agent
   }
 
-  /** The agent's page: its form, and the button that starts a web call. */
+  /** The agent's page: its form, its actions and tools, and the button that starts a web call. */
   async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean, talkError?: string }) {
     const scope = scopeOf(session)
     const llm = await findLlm(db, scope.ownerId, agent.llm_id)
@@ -128,11 +232,12 @@ ${options.saved === true && notice('success', 'Saved.')}
   <p>Starts a web call in this browser: typed turns, or your microphone when speech providers are configured.</p>
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
 </section>
+${await capabilitySection(db, scope, agent)}
 <h2>Settings</h2>
-${sharedWith > 0 && html`<p class="hint">Its begin message and prompt belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
+${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
 ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows(agent, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
-<p class="hint">Agent id <code>${agent.id}</code>. Tools, actions, data retrieval and the other settings are in the API (<a href="/docs">API reference</a>).</p>`
+<p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration, knowledge bases and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
   }
 
@@ -186,7 +291,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     if ('problems' in checked) return sendPage(reply, 400, await newPage(session, form, checked.problems))
     const { values } = checked
     const agent = await db.transaction().execute(async (trx) => {
-      const llm = await insertLlm(trx, scope.ownerId, { ...LLM_DEFAULTS, begin_message: values.begin_message, general_prompt: values.general_prompt })
+      const llm = await insertLlm(trx, scope.ownerId, { ...LLM_DEFAULTS, ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
       const row = await insertAgent(trx, scope.ownerId, {
         ...newAgentDefaults(),
         customer_id: null,
@@ -194,12 +299,19 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         agent_name: values.agent_name,
         llm_id: llm.id,
         voice_id: values.voice_id,
-        call_settings: { ...CALL_SETTINGS_DEFAULTS, language: values.language },
-        data_retrieval: [],
+        interruption_sensitivity: values.agent.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
+        is_data_collection_active: values.agent.is_data_collection_active ?? false,
+        call_settings: { ...CALL_SETTINGS_DEFAULTS, ...values.call_settings, language: values.language },
+        widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...values.widget_settings },
+        callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...values.callback_settings },
+        data_retrieval: values.agent.data_retrieval ?? [],
         webhook_url: values.webhook_url
       })
-      // A new agent is active; the API's create has no status either, its PATCH sets it.
-      return values.status === 'active' ? row : await updateAgent(trx, scope.ownerId, row.id, { status: values.status })
+      // What the API's create does not take (it is active, in no folder): its PATCH sets them.
+      const { folder, is_customer_memory_active: memory } = values.agent
+      return values.status === 'active' && folder == null && memory !== true
+        ? row
+        : await updateAgent(trx, scope.ownerId, row.id, { status: values.status, folder, is_customer_memory_active: memory })
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
@@ -223,13 +335,16 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change.
       const current = await lockAgent(trx, scope.ownerId, agent.id)
       if (current === undefined) throw noSuchAgent()
-      await updateLlm(trx, scope.ownerId, current.llm_id, { begin_message: values.begin_message, general_prompt: values.general_prompt })
+      await updateLlm(trx, scope.ownerId, current.llm_id, { ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
       await updateAgent(trx, scope.ownerId, current.id, {
+        ...values.agent,
         agent_name: values.agent_name,
         voice_id: values.voice_id,
         webhook_url: values.webhook_url,
         status: values.status,
-        call_settings: { ...current.call_settings, language: values.language }
+        call_settings: { ...current.call_settings, ...values.call_settings, language: values.language },
+        widget_settings: { ...current.widget_settings, ...values.widget_settings },
+        callback_settings: { ...current.callback_settings, ...values.callback_settings }
       })
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
@@ -273,40 +388,49 @@ function agentForm ({ viewer, action, submit, form, problems, voices }: FormOpti
   }
   const after = (field: Field) => html`${HINTS[field] !== undefined && html`<p id="${field}-hint" class="hint">${HINTS[field]}</p>`}
   ${problems[field] !== undefined && html`<p id="${field}-error" class="field-error">${problems[field]}</p>`}`
-  const known = voices.some((voice) => voice.id === form.voice_id.toLowerCase())
+  const voiceId = text(form, 'voice_id')
+  const known = voices.some((voice) => voice.id === voiceId.toLowerCase())
   return html`${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
 <form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <fieldset class="plain"${submit === undefined && html` disabled`}>
   <legend class="visually-hidden">Agent settings</legend>
   <label for="agent_name">Name</label>
-  <input id="agent_name" name="agent_name" value="${form.agent_name}" maxlength="200" required${described('agent_name')}>
+  <input id="agent_name" name="agent_name" value="${text(form, 'agent_name')}" maxlength="200" required${described('agent_name')}>
   ${after('agent_name')}
   <label for="begin_message">Begin message</label>
   <textarea id="begin_message" name="begin_message" rows="2" maxlength="2000"${described('begin_message')}>
-${form.begin_message}</textarea>
+${text(form, 'begin_message')}</textarea>
   ${after('begin_message')}
   <label for="general_prompt">Prompt</label>
   <textarea id="general_prompt" name="general_prompt" rows="10" maxlength="50000"${described('general_prompt')}>
-${form.general_prompt}</textarea>
+${text(form, 'general_prompt')}</textarea>
   ${after('general_prompt')}
   <label for="language">Language</label>
-  <input id="language" name="language" value="${form.language}" maxlength="35" required autocomplete="off"${described('language')}>
+  <input id="language" name="language" value="${text(form, 'language')}" maxlength="35" required autocomplete="off"${described('language')}>
   ${after('language')}
   <label for="voice_id">Voice</label>
   <select id="voice_id" name="voice_id"${described('voice_id')}>
-    ${!known && html`<option value="${form.voice_id}" selected>Choose a voice</option>`}
-    ${voices.map((voice) => html`<option value="${voice.id}"${voice.id === form.voice_id.toLowerCase() && html` selected`}>${voice.name} (${voice.provider}, ${voice.gender}, ${voice.languages.join(', ')})</option>`)}
+    ${!known && html`<option value="${voiceId}" selected>Choose a voice</option>`}
+    ${voices.map((voice) => html`<option value="${voice.id}"${voice.id === voiceId.toLowerCase() && html` selected`}>${voice.name} (${voice.provider}, ${voice.gender}, ${voice.languages.join(', ')})</option>`)}
   </select>
   ${after('voice_id')}
   <label for="webhook_url">Webhook URL</label>
-  <input id="webhook_url" name="webhook_url" type="url" value="${form.webhook_url}" maxlength="2000" inputmode="url"${described('webhook_url')}>
+  <input id="webhook_url" name="webhook_url" type="url" value="${text(form, 'webhook_url')}" maxlength="2000" inputmode="url"${described('webhook_url')}>
   ${after('webhook_url')}
   <label for="status">Status</label>
   <select id="status" name="status"${described('status')}>
-    ${['active', 'inactive'].map((status) => html`<option value="${status}"${status === form.status && html` selected`}>${status}</option>`)}
+    ${['active', 'inactive'].map((status) => html`<option value="${status}"${status === text(form, 'status') && html` selected`}>${status}</option>`)}
   </select>
   ${after('status')}
+  ${SECTIONS.map(({ legend, fields }) => html`<fieldset class="group"><legend>${legend}</legend>
+  ${renderFields(fields, form, problems)}
+  </fieldset>`)}
+  <fieldset class="group" aria-describedby="data_retrieval-hint${problems.data_retrieval !== undefined ? ' data_retrieval-error' : ''}"><legend>Data retrieval</legend>
+  <p id="data_retrieval-hint" class="hint">Fields extracted from each call after it ends: in the call's results and, as {{name}}, in actions. Save to get another empty row.</p>
+  ${problems.data_retrieval !== undefined && html`<p id="data_retrieval-error" class="field-error">${problems.data_retrieval}</p>`}
+  ${renderRows(RETRIEVAL, form, problems)}
+  </fieldset>
   </fieldset>
   ${submit !== undefined && html`<button type="submit">${submit}</button>`}
 </form>`

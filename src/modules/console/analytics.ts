@@ -1,8 +1,7 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ConcurrencyLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { DAY_MS, type DateRange } from '../../db/days.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
 import { badRequest } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
@@ -13,9 +12,7 @@ import { barChart, columnChart, formatNumber, keepLargest, SERIES_COLOURS, stack
 import { html } from './html.ts'
 import { layout, notice, viewerOf, type Viewer } from './pages.ts'
 import { sessionOf } from './security.ts'
-
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
+import { HIDDEN, ID, sendPage } from './reply.ts'
 const DAY = /^\d{4}-\d{2}-\d{2}$/
 /** Days the page shows when the form names none: the last 30, today included. */
 export const DEFAULT_DAYS = 30
@@ -183,8 +180,6 @@ ${charts(form, figures)}`}`
  * from the same queries as the API's metrics, and the API's two CSV exports for the session.
  */
 export async function consoleAnalyticsRoutes (app: FastifyInstance, { db, limits }: { db: DB, limits: ConcurrencyLimits }): Promise<void> {
-  const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
-
   /** The range and filter of a CSV link; a bad one is a 400 page (the links are made by the page, so rarely). */
   const csvRequest = (request: FastifyRequest) => {
     const { range, filter, problem } = parseForm(request.query as Record<string, unknown>, Date.now())

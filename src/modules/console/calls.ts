@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { optionalDateRange } from '../../http/dates.ts'
 import { listAgents } from '../agents/queries.ts'
 import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.ts'
@@ -11,13 +10,12 @@ import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
 
 export const PAGE_SIZE = 50
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 const DAY = /^\d{4}-\d{2}-\d{2}$/
 // The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
 const MAX_AGENT_OPTIONS = 500
@@ -225,7 +223,6 @@ const MAX_DELIVERIES = 100
  * reaches the browser).
  */
 export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
   const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
     sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', request.consoleSession && viewerOf(request.consoleSession)))
   const callInScope = async (scope: Scope, id: string): Promise<Detail | undefined> => {

@@ -1,25 +1,22 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { Selectable } from 'kysely'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import type { CustomersTable } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
 import { E164, Email } from '../../http/schemas.ts'
 import { MAX_JSON_DEPTH } from '../../http/validation.ts'
 import { createCustomer, deleteCustomer, findCustomer, listCustomers, updateCustomer } from '../account/customer-queries.ts'
 import { CustomerName, Metadata } from '../account/customers.ts'
-import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, sendPage, textareaField, type Problems } from './forms.ts'
+import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, textareaField, type Problems } from './fields.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, type Viewer, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's customers (docs/console.md): list and create on one page, edit and delete on the customer's
 // own. The fields and their checks are the API's; deleting a customer that records still name is refused with
 // the API's reason.
-
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 const LIST_LIMIT = 200
 /** Metadata is free-form JSON; a form of the usual 16 KB holds less once URL-encoded, so these take more. */
 const FORM_ROUTE = { ...HIDDEN, bodyLimit: 128 * 1024 }

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DeliveryAttempt } from '../../db/schema.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { HttpError } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
 import { resend, type DeliveryDeps } from '../deliveries/engine.ts'
@@ -9,13 +8,12 @@ import { displayUrl, type ApiCallSettings } from '../deliveries/render.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's delivery log: the API's GET /v1/webhook-deliveries with its filters, one delivery with every
 // attempt, and Send again, which calls the same resend() as POST /v1/webhook-deliveries/:id/resend.
 
 export const PAGE_SIZE = 50
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 // The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
 const MAX_AGENT_OPTIONS = 500
 // An answer's preview is kept up to 1 KiB; the table shows its start.
@@ -178,8 +176,6 @@ ${row.url === null
     : html`<p>An admin of this workspace can send it again.</p>`}`
   })
 }
-
-const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
 const noSuchDelivery = () => new HttpError(404, 'not_found', 'You have no delivery with that id.')
 
 /**

@@ -1,92 +1,408 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { ValidateFunction } from 'ajv'
 import type { TSchema } from 'typebox'
 import { invalidInput, type AjvIssue } from '../../http/errors.ts'
+import { EMAIL_PATTERN } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { html, type SafeHtml } from './html.ts'
-import { notice } from './pages.ts'
 
-// What the account pages' forms share: reading fields, checking each with the API's schema, and rendering an
-// input with its label, hint and problem (tied to it by aria-describedby and aria-invalid).
+// Forms drawn from the API's TypeBox schemas: each member of an object schema becomes a labelled control, and
+// what comes back is checked by the same schema, so that the console accepts exactly what the API accepts.
+// Every value travels as the text of a form field (FormValues) both ways: stored records are turned into that
+// text to be shown, and a refused form is shown again with the text that was sent.
 
-export type Problems = Record<string, string | undefined>
+/** A form's fields by name, as sent or as shown; a name that is missing was not in the form. */
+export type FormValues = Record<string, string | undefined>
+/** What is wrong, by field name. */
+export type Problems = Record<string, string>
 
-export const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
+export interface Option { value: string, label: string }
 
-/** The named fields of the posted form (or of a GET form's query), '' for a missing or repeated one. */
-export function formFields<F extends string> (source: unknown, names: readonly F[]): Record<F, string> {
-  const values = (source ?? {}) as Record<string, unknown>
-  return Object.fromEntries(names.map((name) => [name, typeof values[name] === 'string' ? values[name].trim() : ''])) as Record<F, string>
+export interface Field {
+  /** The control's name, e.g. `call_settings.reminder_max_count`; its id is the name with dashes for dots. */
+  name: string
+  /** The schema member it fills. */
+  key: string
+  label: string
+  schema: TSchema
+  /** Empty is refused; otherwise empty means null (the member's default, or "none" where null is allowed). */
+  required: boolean
+  hint?: string
+  /** Choices known only at run time (the account's agents): a select, or checkboxes for an array. */
+  options?: Option[]
+  /** A textarea, whatever the schema's length. */
+  multiline?: boolean
 }
 
-export const formOf = <F extends string>(request: FastifyRequest, names: readonly F[]) => formFields(request.body, names)
+export interface FieldOptions {
+  labels?: Record<string, string>
+  hints?: Record<string, string>
+  options?: Record<string, Option[]>
+  /** Only these members; and members left out (drawn by hand, or not editable here). */
+  only?: readonly string[]
+  omit?: readonly string[]
+  /** Members that may not be empty although the schema has them optional (the form shows their effective value). */
+  required?: readonly string[] | 'all'
+  multiline?: readonly string[]
+}
+
+type Schema = TSchema & {
+  type?: string, anyOf?: Schema[], enum?: unknown[], const?: unknown, items?: Schema, properties?: Record<string, Schema>,
+  required?: string[], maxLength?: number, minimum?: number, maximum?: number, format?: string, pattern?: string, minItems?: number, description?: string
+}
+
+/** Text over this length gets a textarea. */
+const LONG_TEXT = 1000
+/** More rows than any schema allows (50 headers, 50 fields): what a form may claim to hold. */
+const MAX_ROWS = 60
+
+export const idOf = (name: string) => name.replaceAll('.', '-')
+
+/** `max_call_duration_minutes` → "Max call duration minutes". */
+const humanize = (key: string) => key.charAt(0).toUpperCase() + key.slice(1).replaceAll('_', ' ')
+
+/** "Name" → "The name", "URL" stays "The URL". */
+export const the = (label: string) => `The ${/^[A-Z][a-z]/.test(label) ? label.charAt(0).toLowerCase() + label.slice(1) : label}`
+
+/** The schema without its null branch, and whether null is allowed. */
+function unwrap (schema: Schema): { base: Schema, nullable: boolean } {
+  const branches = schema.anyOf
+  if (branches === undefined || !branches.some((branch) => branch.type === 'null')) return { base: schema, nullable: false }
+  const rest = branches.filter((branch) => branch.type !== 'null')
+  return { base: rest.length === 1 ? rest[0] : { ...schema, anyOf: rest }, nullable: true }
+}
+
+/** The allowed values of an enumeration (`Type.Enum`, a union of literals), or undefined. */
+function enumValues (schema: Schema | undefined): string[] | undefined {
+  if (schema === undefined) return undefined
+  if (schema.enum !== undefined) return schema.enum.map(String)
+  if (schema.anyOf !== undefined && schema.anyOf.every((branch) => branch.const !== undefined)) return schema.anyOf.map((branch) => String(branch.const))
+  return undefined
+}
+
+type Control = 'checkbox' | 'number' | 'select' | 'choices' | 'lines' | 'textarea' | 'text'
+
+function controlOf (field: Field): Control {
+  const { base } = unwrap(field.schema as Schema)
+  if (base.type === 'boolean') return 'checkbox'
+  if (base.type === 'integer' || base.type === 'number') return 'number'
+  if (base.type === 'array') return field.options !== undefined || enumValues(base.items) !== undefined ? 'choices' : 'lines'
+  if (field.options !== undefined || enumValues(base) !== undefined) return 'select'
+  // A URL or an address is one line, however long it may be.
+  return field.multiline === true || (base.format === undefined && (base.maxLength ?? 0) >= LONG_TEXT) ? 'textarea' : 'text'
+}
+
+function optionsOf (field: Field): Option[] {
+  if (field.options !== undefined) return field.options
+  const { base } = unwrap(field.schema as Schema)
+  return (enumValues(base.type === 'array' ? base.items : base) ?? []).map((value) => ({ value, label: value }))
+}
+
+/** The fields of an object schema's members, in the schema's order, named `<prefix><member>`. */
+export function objectFields (schema: TSchema, prefix: string, options: FieldOptions = {}): Field[] {
+  const object = schema as Schema
+  const required = new Set(options.required === 'all' ? Object.keys(object.properties ?? {}) : [...object.required ?? [], ...options.required ?? []])
+  const fields = Object.entries(object.properties ?? {}).filter(([key]) => options.omit?.includes(key) !== true && (options.only?.includes(key) ?? true)).map(([key, member]): Field => ({
+    name: `${prefix}${key}`,
+    key,
+    label: options.labels?.[key] ?? humanize(key),
+    schema: member,
+    // Null is a value, never "missing": a nullable member may always be emptied.
+    required: required.has(key) && !unwrap(member).nullable,
+    hint: options.hints?.[key] ?? sentence(member.description),
+    options: options.options?.[key],
+    multiline: options.multiline?.includes(key)
+  }))
+  for (const field of fields) {
+    if (controlOf(field) === 'lines' && field.hint?.includes('per line') !== true) field.hint = `${field.hint ?? ''} One per line.`.trimStart()
+  }
+  return fields
+}
+
+/** A schema's description as a hint: "the call is ended …" → "The call is ended ….". */
+function sentence (text: string | undefined): string | undefined {
+  if (text === undefined || text === '') return undefined
+  const capital = text.charAt(0).toUpperCase() + text.slice(1)
+  return /[.!?)]$/.test(capital) ? capital : `${capital}.`
+}
+
+/** A stored object as the text of its fields (the inverse of readFields). */
+export function fieldValues (fields: Field[], stored: Record<string, unknown>): FormValues {
+  const values: FormValues = {}
+  for (const field of fields) {
+    const value = stored[field.key]
+    const control = controlOf(field)
+    if (control === 'choices') {
+      values[field.name] = ''
+      const chosen = new Set((value as unknown[] | undefined ?? []).map(String))
+      for (const option of optionsOf(field)) values[`${field.name}.${option.value}`] = String(chosen.has(option.value))
+    } else if (control === 'lines') values[field.name] = (value as unknown[] | undefined ?? []).join('\n')
+    else values[field.name] = value === undefined || value === null ? (control === 'checkbox' ? 'false' : '') : String(value)
+  }
+  return values
+}
+
+const validators = new WeakMap<TSchema, ValidateFunction>()
+
+function validatorOf (schema: TSchema): ValidateFunction {
+  let validate = validators.get(schema)
+  if (validate === undefined) {
+    validate = compileBodySchema(schema)
+    validators.set(schema, validate)
+  }
+  return validate
+}
+
+/** A schema's complaint about a field, as a sentence: "The language must be …", "Line 2 of the origins must be …". */
+export function problemOf (label: string, issue: AjvIssue): string {
+  const item = /^\/(\d+)/.exec(issue.instancePath)
+  const where = item === null ? the(label) : `Line ${Number(item[1]) + 1} of ${the(label).charAt(0).toLowerCase()}${the(label).slice(1)}`
+  return `${invalidInput(where, { ...issue, instancePath: item === null ? issue.instancePath : issue.instancePath.slice(item[0].length) }).message}.`
+}
+
+type Read = { absent: true } | { value: unknown } | { problem: string }
+
+function readField (field: Field, form: FormValues): Read {
+  const control = controlOf(field)
+  const raw = form[field.name]
+  if (raw === undefined) return { absent: true }
+  if (control === 'checkbox') return { value: raw === 'true' }
+  if (control === 'choices') return { value: optionsOf(field).filter((option) => form[`${field.name}.${option.value}`] === 'true').map((option) => option.value) }
+  if (control === 'lines') {
+    const lines = raw.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '')
+    // No lines: none, or (where a list may not be empty) the member left out.
+    return { value: lines.length === 0 && !field.required && (unwrap(field.schema as Schema).base.minItems ?? 0) > 0 ? null : lines }
+  }
+  const text = control === 'textarea' ? raw : raw.trim()
+  if (text === '') return field.required ? { problem: `${the(field.label)} is required.` } : { value: null }
+  if (control === 'number') {
+    return /^-?\d+(\.\d+)?$/.test(text) ? { value: Number(text) } : { problem: `${the(field.label)} must be a number.` }
+  }
+  return { value: text }
+}
 
 /**
- * A check of one field by the schema the API checks it with: undefined when the value passes, else the
- * sentence to show under the field (`message` replaces the schema's wording where it would puzzle a person).
+ * The members a form sent, checked by their schemas: a field missing from the form is left out (unchanged), an
+ * emptied optional one is null (its default, or none). Choices from `options` must be among them.
  */
-export function fieldCheck (label: string, schema: TSchema, message?: string): (value: unknown) => string | undefined {
-  const validate = compileBodySchema(schema)
-  return (value) => {
-    if (validate(value)) return undefined
-    if (message !== undefined) return message
-    return value === '' ? `${label} is required.` : `${invalidInput(label, validate.errors![0] as AjvIssue).message}.`
+export function readFields (fields: Field[], form: FormValues): { values: Record<string, unknown>, problems: Problems } {
+  const values: Record<string, unknown> = {}
+  const problems: Problems = {}
+  for (const field of fields) {
+    const read = readField(field, form)
+    if ('absent' in read) continue
+    if ('problem' in read) {
+      problems[field.name] = read.problem
+      continue
+    }
+    if (read.value !== null) {
+      const control = controlOf(field)
+      if ((control === 'select' || control === 'choices') && ![read.value].flat().every((value) => optionsOf(field).some((option) => option.value === value))) {
+        problems[field.name] = `${the(field.label)} must be one of the listed choices.`
+        continue
+      }
+      const validate = validatorOf(field.schema)
+      if (!validate(read.value)) {
+        problems[field.name] = problemOf(field.label, validate.errors![0] as AjvIssue)
+        continue
+      }
+    }
+    values[field.key] = read.value
+  }
+  return { values, problems }
+}
+
+/** How a field tells its hint and its problem to assistive technology. */
+function described (id: string, hint: string | undefined, problem: string | undefined): SafeHtml {
+  const ids = [hint !== undefined && `${id}-hint`, problem !== undefined && `${id}-error`].filter(Boolean).join(' ')
+  return html`${ids !== '' && html` aria-describedby="${ids}"`}${problem !== undefined && html` aria-invalid="true"`}`
+}
+
+export const after = (id: string, hint: string | undefined, problem: string | undefined) =>
+  html`${hint !== undefined && html`<p id="${id}-hint" class="hint">${hint}</p>`}${problem !== undefined && html`<p id="${id}-error" class="field-error">${problem}</p>`}`
+
+/**
+ * One field: its label, control, hint and problem. A checkbox is followed by a hidden `false` of the same name:
+ * the console reads the first value of a name, so an unticked box says false rather than nothing.
+ */
+export function renderField (field: Field, values: FormValues, problems: Problems): SafeHtml {
+  const id = idOf(field.name)
+  const problem = problems[field.name]
+  const value = values[field.name] ?? ''
+  const aria = described(id, field.hint, problem)
+  const { base, nullable } = unwrap(field.schema as Schema)
+  const required = field.required && html` required`
+  switch (controlOf(field)) {
+    case 'checkbox':
+      return html`<div class="check"><input type="checkbox" id="${id}" name="${field.name}" value="true"${value === 'true' && html` checked`}${aria}><input type="hidden" name="${field.name}" value="false"><label for="${id}">${field.label}</label></div>
+${after(id, field.hint, problem)}`
+    case 'choices':
+      return html`<fieldset class="choices"${aria}><legend>${field.label}</legend><input type="hidden" name="${field.name}" value="">
+${optionsOf(field).map((option) => {
+  const optionId = idOf(`${field.name}.${option.value}`)
+  return html`<div class="check"><input type="checkbox" id="${optionId}" name="${field.name}.${option.value}" value="true"${values[`${field.name}.${option.value}`] === 'true' && html` checked`}><label for="${optionId}">${option.label}</label></div>`
+})}</fieldset>
+${after(id, field.hint, problem)}`
+    case 'select': {
+      const options = optionsOf(field)
+      const known = options.some((option) => option.value === value)
+      return html`<label for="${id}">${field.label}</label>
+<select id="${id}" name="${field.name}"${aria}>
+${(nullable || !field.required) && html`<option value=""${value === '' && html` selected`}>${nullable ? 'None (the default)' : 'Choose one'}</option>`}
+${!known && value !== '' && html`<option value="${value}" selected>${value}</option>`}
+${options.map((option) => html`<option value="${option.value}"${option.value === value && html` selected`}>${option.label}</option>`)}
+</select>
+${after(id, field.hint, problem)}`
+    }
+    case 'number':
+      return html`<label for="${id}">${field.label}</label>
+<input id="${id}" name="${field.name}" type="number" value="${value}"${base.minimum !== undefined && html` min="${base.minimum}"`}${base.maximum !== undefined && html` max="${base.maximum}"`} step="${base.type === 'integer' ? '1' : 'any'}"${required}${aria}>
+${after(id, field.hint, problem)}`
+    case 'lines':
+    case 'textarea': {
+      // The text starts after a line break, which the HTML parser drops: text starting with one keeps it.
+      // An empty list is a list: lines are never `required`.
+      const lines = controlOf(field) === 'lines'
+      return html`<label for="${id}">${field.label}</label>
+<textarea id="${id}" name="${field.name}" rows="${lines ? 3 : 4}"${base.maxLength !== undefined && html` maxlength="${base.maxLength}"`}${!lines && required}${aria}>
+${value}</textarea>
+${after(id, field.hint, problem)}`
+    }
+    default: {
+      const type = base.format === 'http-url' ? 'url' : base.pattern === EMAIL_PATTERN ? 'email' : 'text'
+      return html`<label for="${id}">${field.label}</label>
+<input id="${id}" name="${field.name}" type="${type}" value="${value}"${base.maxLength !== undefined && html` maxlength="${base.maxLength}"`}${required}${aria}>
+${after(id, field.hint, problem)}`
+    }
   }
 }
 
-/** A whole number as a number (so that the schema sees its range), anything else as the text it is. */
-export const integerOf = (text: string): number | string => /^-?\d{1,15}$/.test(text) ? Number(text) : text
+export const renderFields = (fields: Field[], values: FormValues, problems: Problems): SafeHtml =>
+  html`${fields.map((field) => renderField(field, values, problems))}`
 
-export const hasProblems = (problems: Problems) => Object.values(problems).some((problem) => problem !== undefined)
+// Rows: a list of objects (data-retrieval fields), each row a fieldset of its members named `<name>.<i>.<member>`,
+// with a box that removes it. The hidden `<name>` holds the number of rows shown, so that a form without it
+// leaves the list unchanged.
 
-export const problemsNotice = (problems: Problems) =>
-  hasProblems(problems) && notice('error', 'Some fields need another look: see the messages below them.')
-
-interface FieldOptions {
-  /** The input's name; its id is `${prefix}${name}` so that two forms of one page may share names. */
+export interface Rows {
   name: string
-  label: string
-  value: string
-  problems: Problems
-  hint?: string
-  prefix?: string
-  /** Extra attributes (type, maxlength, required …), written by this code. */
-  attrs?: SafeHtml
+  /** "Field 2" */
+  legend: (index: number) => string
+  fields: (index: number) => Field[]
 }
 
-function described ({ name, hint, problems, prefix = '' }: FieldOptions): { attrs: SafeHtml, after: SafeHtml } {
-  const id = prefix + name
-  const ids = [hint !== undefined && `${id}-hint`, problems[name] !== undefined && `${id}-error`].filter(Boolean).join(' ')
-  return {
-    attrs: html`${ids !== '' && html` aria-describedby="${ids}"`}${problems[name] !== undefined && html` aria-invalid="true"`}`,
-    after: html`${hint !== undefined && html`<p id="${id}-hint" class="hint">${hint}</p>`}
-  ${problems[name] !== undefined && html`<p id="${id}-error" class="field-error">${problems[name]}</p>`}`
+const rowCount = (name: string, form: FormValues) => Math.min(MAX_ROWS, Math.max(0, Number.parseInt(form[name] ?? '0', 10) || 0))
+
+/** Stored rows as form text, and `blank` empty rows after them for new entries. */
+export function rowValues (rows: Rows, stored: Array<Record<string, unknown>>, blank: number): FormValues {
+  const values: FormValues = { [rows.name]: String(stored.length + blank) }
+  stored.forEach((row, i) => Object.assign(values, fieldValues(rows.fields(i), row)))
+  for (let i = stored.length; i < stored.length + blank; i++) Object.assign(values, fieldValues(rows.fields(i), {}))
+  return values
+}
+
+/** Rows; their controls are not `required`, since an empty row is simply no row. */
+export function renderRows (rows: Rows, values: FormValues, problems: Problems): SafeHtml {
+  const count = rowCount(rows.name, values)
+  return html`<input type="hidden" name="${rows.name}" value="${count}">
+${Array.from({ length: count }, (_, i) => {
+  const remove = `${rows.name}.${i}.remove`
+  return html`<fieldset class="row"><legend>${rows.legend(i)}</legend>
+${renderFields(rows.fields(i).map((field) => ({ ...field, required: false })), values, problems)}
+<div class="check"><input type="checkbox" id="${idOf(remove)}" name="${remove}" value="true"${values[remove] === 'true' && html` checked`}><label for="${idOf(remove)}">Remove ${rows.legend(i).toLowerCase()}</label></div>
+</fieldset>`
+})}`
+}
+
+/**
+ * The rows a form sent, without the removed and the empty ones; `undefined` when the form did not hold the list.
+ * `index` is each row's position in the form, to put a later problem under the right row.
+ */
+export function readRows (rows: Rows, form: FormValues): { rows: Array<{ index: number, values: Record<string, unknown> }> | undefined, problems: Problems } {
+  if (form[rows.name] === undefined) return { rows: undefined, problems: {} }
+  const kept = []
+  const problems: Problems = {}
+  for (let i = 0; i < rowCount(rows.name, form); i++) {
+    if (form[`${rows.name}.${i}.remove`] === 'true') continue
+    const fields = rows.fields(i)
+    const blank = fields.every((field) => {
+      const value = form[field.name]
+      return value === undefined || value.trim() === '' || value === 'false' || controlOf(field) === 'select'
+    })
+    if (blank) continue
+    const read = readFields(fields, form)
+    Object.assign(problems, read.problems)
+    kept.push({ index: i, values: read.values })
   }
+  return { rows: kept, problems }
 }
 
-export function inputField (options: FieldOptions): SafeHtml {
-  const { attrs, after } = described(options)
-  const id = (options.prefix ?? '') + options.name
-  return html`<label for="${id}">${options.label}</label>
-  <input id="${id}" name="${options.name}" value="${options.value}"${options.attrs}${attrs}>
-  ${after}`
+// Pairs: a name and a value per row (headers, query parameters). Write-only pairs (header values) never show a
+// value: a stored row shows its name, an empty value keeps the stored one, and a box removes the row.
+
+export interface Pairs {
+  name: string
+  /** "header", "parameter" */
+  noun: string
+  caption: string
+  /** Set for write-only values: what a stored value left empty is read as ("keep it": the API's mask). */
+  keep?: string
 }
 
-export function selectField (options: FieldOptions & { choices: Array<{ value: string, label: string }> }): SafeHtml {
-  const { attrs, after } = described(options)
-  const id = (options.prefix ?? '') + options.name
-  return html`<label for="${id}">${options.label}</label>
-  <select id="${id}" name="${options.name}"${options.attrs}${attrs}>
-    ${options.choices.map((choice) => html`<option value="${choice.value}"${choice.value === options.value && html` selected`}>${choice.label}</option>`)}
-  </select>
-  ${after}`
+export function pairValues (pairs: Pairs, stored: Record<string, string> | undefined, blank = 2): FormValues {
+  const entries = Object.entries(stored ?? {})
+  const values: FormValues = { [pairs.name]: String(entries.length + blank) }
+  entries.forEach(([key, value], i) => {
+    values[`${pairs.name}.${i}.name`] = key
+    if (pairs.keep !== undefined) values[`${pairs.name}.${i}.stored`] = 'true'
+    else values[`${pairs.name}.${i}.value`] = value
+  })
+  return values
 }
 
-export function textareaField (options: FieldOptions): SafeHtml {
-  const { attrs, after } = described(options)
-  const id = (options.prefix ?? '') + options.name
-  // The text starts after a line break, which the HTML parser drops, so that text starting with one keeps it.
-  return html`<label for="${id}">${options.label}</label>
-  <textarea id="${id}" name="${options.name}"${options.attrs}${attrs}>
-${options.value}</textarea>
-  ${after}`
+export function renderPairs (pairs: Pairs, values: FormValues, problems: Problems): SafeHtml {
+  const count = rowCount(pairs.name, values)
+  const writeOnly = pairs.keep !== undefined
+  const cell = (i: number, part: 'name' | 'value', label: string, stored: boolean) => {
+    const name = `${pairs.name}.${i}.${part}`
+    const id = idOf(name)
+    const problem = problems[name]
+    const hint = part === 'value' && stored ? 'Stored; empty keeps it' : undefined
+    return html`<td><input id="${id}" name="${name}" value="${part === 'value' && writeOnly ? '' : values[name] ?? ''}" aria-label="${label}"${part === 'value' && writeOnly && html` autocomplete="off"`}${described(id, hint, problem)}>${after(id, hint, problem)}</td>`
+  }
+  return html`<input type="hidden" name="${pairs.name}" value="${count}">
+<div class="table"><table class="pairs">
+<caption>${pairs.caption}</caption>
+<thead><tr><th scope="col">Name</th><th scope="col">Value</th>${writeOnly && html`<th scope="col">Remove</th>`}</tr></thead>
+<tbody>${Array.from({ length: count }, (_, i) => {
+  const stored = values[`${pairs.name}.${i}.stored`] === 'true'
+  const name = values[`${pairs.name}.${i}.name`] ?? ''
+  const remove = `${pairs.name}.${i}.remove`
+  return html`<tr>${stored
+    ? html`<td><code>${name}</code><input type="hidden" name="${pairs.name}.${i}.name" value="${name}"><input type="hidden" name="${pairs.name}.${i}.stored" value="true"></td>`
+    : cell(i, 'name', `Name of ${pairs.noun} ${i + 1}`, false)}
+${cell(i, 'value', stored ? `New value of ${name}` : `Value of ${pairs.noun} ${i + 1}`, stored)}
+${writeOnly && html`<td>${stored && html`<input type="checkbox" id="${idOf(remove)}" name="${remove}" value="true" aria-label="Remove ${name}"${values[remove] === 'true' && html` checked`}>`}</td>`}</tr>`
+})}</tbody>
+</table></div>`
+}
+
+/** The pairs a form sent as one object (stored write-only values as `keep`); undefined when the form did not hold them. */
+export function readPairs (pairs: Pairs, form: FormValues): { value: Record<string, string> | undefined, problems: Problems } {
+  if (form[pairs.name] === undefined) return { value: undefined, problems: {} }
+  const value = new Map<string, string>()
+  const problems: Problems = {}
+  for (let i = 0; i < rowCount(pairs.name, form); i++) {
+    const at = (part: string) => form[`${pairs.name}.${i}.${part}`] ?? ''
+    if (at('remove') === 'true') continue
+    const name = at('name').trim()
+    const text = at('value')
+    const stored = at('stored') === 'true'
+    if (name === '' && text === '') continue
+    if (name === '') problems[`${pairs.name}.${i}.name`] = `Give this ${pairs.noun} a name.`
+    else if (value.has(name)) problems[`${pairs.name}.${i}.name`] = `${humanize(pairs.noun)} ${name} is given twice.`
+    else if (text === '' && pairs.keep !== undefined && !stored) problems[`${pairs.name}.${i}.value`] = `Give ${name} a value.`
+    else value.set(name, text === '' && stored && pairs.keep !== undefined ? pairs.keep : text)
+  }
+  // fromEntries defines own properties: a row named __proto__ stays a row.
+  return { value: Object.fromEntries(value), problems }
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN, newId } from '../../db/ids.ts'
+import { newId } from '../../db/ids.ts'
 import { Slots } from '../../http/concurrency.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { compileBodySchema } from '../../http/validation.ts'
@@ -20,13 +20,11 @@ import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 import { PAGE_HEADERS, sameToken } from './security.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's knowledge bases (docs/console.md, "Knowledge bases"): list, create with a first file, a knowledge
 // base's page (files and their reading state, add and remove files, agents, search, delete). Uploads go through the
 // knowledge-bases module's upload.ts, so the console has the API's limits, types and messages.
-
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 const LIST_LIMIT = 200
 /** The agents a knowledge base's form offers (the first by creation); an assigned agent past them stays assigned. */
 const AGENT_OPTIONS = 200
@@ -69,8 +67,6 @@ const DONE: Record<string, string> = {
 }
 
 interface Uploader { session: ConsoleSession, scope: Scope }
-
-const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
 
 const noSuchKnowledgeBase = () => new HttpError(404, 'not_found', 'You have no knowledge base with that id.')
 

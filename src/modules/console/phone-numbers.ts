@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { HttpError } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
 import { listAgents } from '../agents/queries.ts'
@@ -10,19 +9,17 @@ import { assignNumber, buyNumber, importNumber, releaseNumber, searchNumbers } f
 import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from '../phone-numbers/schemas.ts'
 import {
-  fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, sendPage, type Problems
-} from './forms.ts'
+  fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems
+} from './fields.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
 // Buy button per number, an import from a carrier account, and a number's page to assign its agents and
 // nickname or release it. The phone-numbers module's own functions do the work, as for the API.
-
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 const LIST_LIMIT = 200
 const SEARCH_LIMIT = 20
 

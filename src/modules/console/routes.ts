@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
@@ -9,6 +9,7 @@ import { HttpError } from '../../http/errors.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
+import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
@@ -26,6 +27,7 @@ import {
 import { consoleSettingsRoutes } from './settings.ts'
 import { consoleSubscriptionRoutes } from './subscription.ts'
 import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
+import { HIDDEN, sendPage } from './reply.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -49,7 +51,6 @@ export const MAX_FAILURES_PER_ADDRESS = 30
 
 const FORM_LIMIT = 16 * 1024
 const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
-const HIDDEN = { schema: { hide: true } }
 
 /** An answer meant for the person at the browser, rendered as a page by the console's error handler. */
 class PageError extends Error {
@@ -67,10 +68,6 @@ class PageError extends Error {
 function field (request: FastifyRequest, name: string): string {
   const value = (request.body as Record<string, unknown> | undefined)?.[name]
   return typeof value === 'string' ? value : ''
-}
-
-function sendPage (reply: FastifyReply, status: number, page: string): FastifyReply {
-  return reply.code(status).type('text/html; charset=utf-8').send(page)
 }
 
 /**
@@ -273,5 +270,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleDeliveryRoutes, { deliveries })
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
+    await pages.register(consoleCapabilityRoutes, { deliveries })
   })
 }

@@ -2,16 +2,14 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import { previousSecretExpiry } from '../deliveries/queries.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret } from '../deliveries/signing.ts'
-import { sendPage } from './forms.ts'
 import { html } from './html.ts'
 import { csrfField, layout, when, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
+import { HIDDEN, sendPage } from './reply.ts'
 
 // The console's settings (docs/console.md): the webhook signing secret, revealed or rotated by a POST whose
 // answer is the only page that shows it (never a GET page, never a URL), and the way to the password page.
-
-const HIDDEN = { schema: { hide: true } }
 
 interface Shown { secret: string, rotated: boolean }
 

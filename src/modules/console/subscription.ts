@@ -3,16 +3,15 @@ import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { getSubscription, listCreditEntries, updateSubscription } from '../account/credits.ts'
 import { Credits, MAX_CREDITS, PositiveCredits } from '../account/subscription.ts'
-import { fieldCheck, formOf, hasProblems, inputField, integerOf, problemsNotice, sendPage, type Problems } from './forms.ts'
+import { fieldCheck, formOf, hasProblems, inputField, integerOf, problemsNotice, type Problems } from './fields.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
+import { HIDDEN, sendPage } from './reply.ts'
 
 // The console's subscription (docs/console.md): plan, balance and period, the auto top-up settings (both of the
 // API's PATCH routes in one form), and the credit ledger, newest first, a page at a time.
-
-const HIDDEN = { schema: { hide: true } }
 const PAGE_SIZE = 50
 
 const FIELDS = ['auto_top_up_enabled', 'auto_top_up_threshold', 'top_up_amount'] as const

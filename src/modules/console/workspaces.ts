@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import type { WorkspaceRole } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
 import { EMAIL_PATTERN } from '../../http/schemas.ts'
@@ -16,18 +15,14 @@ import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from './passwords.ts'
 import { newSecret, setSessionWorkspace, type ConsoleSession } from './queries.ts'
 import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } from './security.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
 // or a workspace they belong to), their own workspaces with members and invitations, and the invitation e-mail's
 // link, which makes a new person's account. What a member may see and change is scope.ts's one rule.
-
-const HIDDEN = { schema: { hide: true } }
-const ID = new RegExp(ID_PATTERN)
 const EMAIL = new RegExp(EMAIL_PATTERN)
 export const INVITATION_ROUTE = '/invitations/:token'
 const ROLES = ['member', 'admin'] as const
-
-const sendPage = (reply: FastifyReply, status: number, page: string) => reply.code(status).type('text/html; charset=utf-8').send(page)
 const noSuchWorkspace = () => new HttpError(404, 'not_found', 'You own no workspace with that id.')
 const field = (request: FastifyRequest, name: string) => (request.body as Record<string, string | undefined>)[name] ?? ''
 
@@ -114,7 +109,7 @@ ${extra.error !== undefined && notice('error', extra.error)}
   <tbody>${members.map((m) => html`<tr>
     <td>${m.email}</td><td>${roleText(m.role)}</td><td>${m.status}</td><td>${when(m.invited_at)}</td><td>${when(m.joined_at)}</td>
     <td>${m.role !== 'owner' && html`<div class="actions">
-      ${m.status === 'invited' && html`<form method="post" action="/workspaces/${workspace.id}/members/resend">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="link" aria-label="Send the invitation to ${m.email} again">Send again</button></form>`}
+      ${m.status === 'invited' && html`<form method="post" action="/workspaces/${workspace.id}/members/resend">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="link" aria-label="Send again to ${m.email}">Send again</button></form>`}
       <form method="post" action="/workspaces/${workspace.id}/members/remove">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button></form>
     </div>`}</td>
   </tr>`)}</tbody>

@@ -1,17 +1,15 @@
-import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { DeliveryAttempt } from '../../db/shapes.ts'
-import { badRequest, notFound } from '../../http/errors.ts'
+import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
 import { ACTIONS } from '../agents/capabilities.ts'
-import type { CallRow } from '../calls/queries.ts'
-import { attemptRequest, resend, type DeliveryDeps } from './engine.ts'
+import { testApiCall } from './action-test.ts'
+import { resend, type DeliveryDeps } from './engine.ts'
 import { actionSettings, findDelivery, listDeliveries, previousSecretExpiry, type DeliveryRow } from './queries.ts'
-import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
-import { send } from './send.ts'
-import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, signingSecrets } from './signing.ts'
+import { displayUrl, type ApiCallSettings } from './render.ts'
+import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret } from './signing.ts'
 
 const TAGS = ['webhook deliveries']
 
@@ -78,68 +76,6 @@ async function toDetail (deps: DeliveryDeps, row: DeliveryRow) {
     request: row.url === null
       ? null
       : { method: row.method, url: displayUrl(row.url, row.method, settings), header_names: Object.keys(settings?.headers ?? {}), body: row.body }
-  }
-}
-
-/** A call as the test button sends it: every field filled with a sample value, data_retrieval fields too. */
-function sampleCall (userId: string, agentId: string, fields: Array<{ name: string, type: string, enum_values?: string[] }>): CallRow {
-  const now = Date.now()
-  const samples: Record<string, unknown> = { string: 'sample', number: 42, boolean: true, date: new Date(now).toISOString().slice(0, 10) }
-  const start = new Date(now - 95_000)
-  return {
-    id: '000000000000000000000000',
-    user_id: userId,
-    agent_id: agentId,
-    agent_name: 'Sample',
-    customer_id: null,
-    workspace_id: null,
-    call_type: 'phone',
-    direction: 'inbound',
-    call_status: 'success',
-    call_from: '+14155550100',
-    call_to: '+14155550199',
-    start_timestamp: start,
-    end_timestamp: new Date(now),
-    duration_ms: 95_000,
-    recording_url: 'https://example.com/sample-recording.mp3',
-    disconnection_reason: 'user_hangup',
-    sentiment: 'positive',
-    sentiment_explanation: 'This is a sample call sent by the test button.',
-    call_summary: 'A sample call: the caller booked an appointment.',
-    task_achieved: true,
-    transcription: [
-      { speaker: 'agent', content: 'Hello, how can I help?', timestamp: start.getTime() + 1000 },
-      { speaker: 'user', content: 'I would like to book an appointment.', timestamp: start.getTime() + 4000 }
-    ],
-    phone_call_credits: 20,
-    web_call_credits: 0,
-    text_message_credits: 0,
-    call_forwarding_credits: 0,
-    token_usage: {},
-    input_tokens: 0,
-    output_tokens: 0,
-    sms_count: 0,
-    forwarding_seconds: 0,
-    custom_data: {},
-    dynamic_context: { customer_email: 'customer@example.com' },
-    custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
-    collected_data: {},
-    transfer_history: [],
-    runtime: 'external',
-    access_token_hash: null,
-    access_token_expires_at: null,
-    joined_at: null,
-    carrier: null,
-    carrier_call_id: null,
-    forwarding: null,
-    speech_recognised_seconds: 0,
-    speech_synthesised_seconds: 0,
-    outcome: 'completed',
-    analysis_status: 'completed',
-    analysis_error: null,
-    list_json: '', // no delivery sends it
-    created_at: new Date(now),
-    updated_at: new Date(now)
   }
 }
 
@@ -230,15 +166,6 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     if (agent === undefined) throw notFound(`agent ${request.params.id}`)
     const action = await findCapability(db, request.userId, ACTIONS, agent.id, request.params.agentActionId)
     if (action === undefined) throw notFound(`action ${request.params.agentActionId}`)
-    if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
-    const call = sampleCall(request.userId, agent.id, agent.data_retrieval)
-    const settings = action.settings as ApiCallSettings // checked just above
-    const variables = callVariables(call)
-    const shaped = actionRequest(settings, call, variables)
-    const secrets = (await signingSecrets(db, [request.userId])).get(request.userId) ?? []
-    const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
-      renderHeaders(settings.headers, variables), secrets, 1)
-    const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, request.log)
-    return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
+    return await testApiCall(deps, agent, action, request.log)
   })
 }

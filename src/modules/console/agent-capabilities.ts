@@ -1,0 +1,471 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { Type } from 'typebox'
+import type { DB } from '../../db/database.ts'
+import { HttpError, type AjvIssue } from '../../http/errors.ts'
+import { compileBodySchema, MAX_JSON_DEPTH } from '../../http/validation.ts'
+import { ACTIONS, addCapability, changeCapability, TOOLS, type Kind } from '../agents/capabilities.ts'
+import { countCapabilities, deleteCapability, findAgent, findCapability, listAgents, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
+import { ACTION_SETTINGS, headerProblem, MASK } from '../agents/settings.ts'
+import { testApiCall } from '../deliveries/action-test.ts'
+import type { DeliveryDeps } from '../deliveries/engine.ts'
+import type { Outcome } from '../deliveries/send.ts'
+import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
+import {
+  after, fieldValues, objectFields, pairValues, readFields, readPairs, renderField, renderFields, renderPairs, the,
+  type Field, type FormValues, type Option, type Pairs, type Problems
+} from './forms.ts'
+import { html, type SafeHtml } from './html.ts'
+import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
+import type { ConsoleSession } from './queries.ts'
+import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
+
+// An agent's actions (what happens after a call) and tools (what the agent may do during one) in the console:
+// listed on the agent's page, each created, edited and deleted on its own page with a form drawn from its type's
+// settings schema. They go through the API's functions (addCapability, changeCapability), so the limits, the
+// checks and the write-only header values are the API's; an api_call action's Test button sends through the
+// function of POST /v1/agent/:id/actions/:agentActionId/test.
+/** A JSON body or a prompt-sized description is longer than the console's usual 16 KB form. */
+const FORM_ROUTE = { ...HIDDEN, bodyLimit: 512 * 1024 }
+const KINDS = [ACTIONS, TOOLS]
+
+const TYPE_LABELS: Record<string, string> = {
+  send_email: 'Send an e-mail',
+  send_sms: 'Send an SMS',
+  send_chat: 'Send a chat message',
+  api_call: 'API call',
+  api_rag: 'Knowledge-base search',
+  appointment_booking: 'Appointment booking',
+  call_forwarding: 'Call forwarding',
+  end_call: 'End the call',
+  calendar_one: 'Calendar (first provider)',
+  calendar_two: 'Calendar (second provider)',
+  booking_one: 'Booking (first provider)',
+  booking_two: 'Booking (second provider)',
+  crm: 'CRM',
+  agent_transfer: 'Agent transfer',
+  mcp: 'MCP server'
+}
+const typeLabel = (type: string) => TYPE_LABELS[type] ?? type
+
+const LABELS: Record<string, string> = {
+  url: 'URL',
+  send_only_custom_fields: 'Send only my fields (the query and the body, without the call)',
+  notify: 'Failure e-mails',
+  notify_email: 'Failure e-mail recipient',
+  knowledge_base_ids: 'Knowledge bases',
+  top_k: 'Passages per search',
+  duration_minutes: 'Length (minutes)',
+  timeout_seconds: 'Ring for (seconds)',
+  show_caller_number: "Show the caller's number",
+  send_to_customer: 'Send to the other party of the call',
+  direct_recipients: 'Further recipients',
+  calendar_id: 'Calendar id',
+  event_type_id: 'Event type id',
+  agent_id: 'Agent',
+  server_url: 'Server URL',
+  allowed_tools: 'Allowed tools'
+}
+const HINTS: Record<string, string> = {
+  url: 'Absolute http:// or https:// URL; {{variables}} are filled in.',
+  notify_email: 'Empty: the account owner.',
+  condition: 'In plain language: only calls that meet it are sent (judged by the call analysis). Empty: every call.',
+  agent_id: 'Another agent of yours that takes the call over; or give a phone number below.'
+}
+
+/** The write-only headers of api_call actions and mcp tools; the query parameters of api_call actions. */
+const HEADERS: Pairs = { name: 'settings.headers', noun: 'header', caption: 'Headers (values are never shown)', keep: MASK }
+const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Query parameters ({{variables}} allowed)' }
+const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule']
+/** An API call's members drawn before its headers, query and body. */
+const FIRST = ['name', 'url', 'method']
+
+/** A hand-drawn field's hint and problem, for assistive technology. */
+const described = (id: string, problem: string | undefined) =>
+  html` aria-describedby="${id}-hint${problem !== undefined ? ` ${id}-error` : ''}"${problem !== undefined && html` aria-invalid="true"`}`
+
+const ACTIVE = objectFields(Type.Object({ is_active: Type.Boolean() }), '', { labels: { is_active: 'Active' }, hints: { is_active: 'An inactive one is kept but not used.' } })
+const RETRY_MODE: Field = {
+  name: 'retry',
+  key: 'retry',
+  label: 'Retries',
+  schema: Type.Union([Type.Literal('default'), Type.Literal('none'), Type.Literal('custom')]),
+  required: true,
+  options: [
+    { value: 'default', label: 'The default schedule (8 attempts over 3 days)' },
+    { value: 'none', label: 'None: one attempt' },
+    { value: 'custom', label: 'My own pauses' }
+  ]
+}
+const RETRY_SCHEDULE = ACTION_SETTINGS.api_call.properties.retry_schedule
+const RETRY_LABEL = 'Pauses before each retry (seconds)'
+const validateRetries = compileBodySchema(RETRY_SCHEDULE)
+
+interface Choices { agents: Option[], knowledgeBases: Option[] }
+
+function settingsFields (kind: Kind, type: string, choices: Choices): Field[] {
+  return objectFields(kind.schemas[type], 'settings.', {
+    omit: HAND_DRAWN,
+    labels: LABELS,
+    hints: HINTS,
+    options: { agent_id: choices.agents, knowledge_base_ids: choices.knowledgeBases },
+    multiline: ['message']
+  })
+}
+
+const hasHeaders = (kind: Kind, type: string) => kind.schemas[type].properties.headers !== undefined
+const isApiCall = (kind: Kind, type: string) => kind === ACTIONS && type === 'api_call'
+
+/** A stored (or default) settings object as form text; header values never leave the server. */
+function formOf (kind: Kind, type: string, settings: Record<string, unknown>, active: boolean, choices: Choices): FormValues {
+  const values: FormValues = { ...fieldValues(settingsFields(kind, type, choices), settings), ...fieldValues(ACTIVE, { is_active: active }) }
+  if (hasHeaders(kind, type)) Object.assign(values, pairValues(HEADERS, settings.headers as Record<string, string> | undefined))
+  if (isApiCall(kind, type)) {
+    const schedule = settings.retry_schedule as number[] | undefined
+    Object.assign(values, pairValues(QUERY, settings.query as Record<string, string> | undefined), {
+      'settings.body': JSON.stringify(settings.body ?? {}, null, 2),
+      retry: schedule === undefined ? 'default' : schedule.length === 0 ? 'none' : 'custom',
+      'settings.retry_schedule': schedule?.join(', ') ?? ''
+    })
+  }
+  return values
+}
+
+/** Where a JSON value cannot be stored or sent: too deep, or text PostgreSQL refuses. */
+function jsonProblem (value: unknown, depth = 0): string | undefined {
+  if (depth > MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
+  if (typeof value === 'string') return value.isWellFormed() && !value.includes('\0') ? undefined : 'holds a NUL character or an unpaired surrogate'
+  if (value === null || typeof value !== 'object') return undefined
+  for (const [key, item] of Object.entries(value)) {
+    const problem = jsonProblem(key, depth + 1) ?? jsonProblem(item, depth + 1)
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+function readBody (form: FormValues): { value?: unknown, problem?: string } {
+  const text = form['settings.body']
+  if (text === undefined) return {}
+  if (text.trim() === '') return { value: {} }
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (err) {
+    return { problem: `The body is not valid JSON: ${(err as Error).message}.` }
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { problem: 'The body must be a JSON object, such as {"name": "{{name}}"}.' }
+  const problem = jsonProblem(value)
+  return problem === undefined ? { value } : { problem: `The body ${problem}.` }
+}
+
+function readRetries (form: FormValues): { value?: number[] | null, problem?: string } {
+  const mode = form.retry
+  if (mode === undefined) return {}
+  if (mode === 'default') return { value: null }
+  if (mode === 'none') return { value: [] }
+  const parts = (form['settings.retry_schedule'] ?? '').split(/[\s,]+/).filter((part) => part !== '')
+  if (parts.length === 0) return { problem: 'Give the pauses, such as 60, 300, 3600; or choose another kind of retries.' }
+  if (!parts.every((part) => /^\d+$/.test(part))) return { problem: 'The pauses must be whole numbers of seconds, separated by commas.' }
+  const value = parts.map(Number)
+  if (validateRetries(value)) return { value }
+  const issue = validateRetries.errors![0] as AjvIssue
+  return { problem: issue.keyword === 'maxItems' ? `At most ${(RETRY_SCHEDULE as { maxItems?: number }).maxItems ?? 10} retries.` : 'Each pause must be 60 to 604800 seconds.' }
+}
+
+/** The API's rule on header names (headerProblem), under each row's name. */
+function headerNameProblems (form: FormValues): Problems {
+  const problems: Problems = {}
+  for (const [field, value] of Object.entries(form)) {
+    const name = /^settings\.headers\.\d+\.name$/.test(field) ? value?.trim() ?? '' : ''
+    const problem = name === '' ? undefined : headerProblem({ [name]: '' })
+    if (problem === undefined) continue
+    // Either the name is not a token of HTTP, or it is one Switchboard sets itself.
+    problems[field] = problem.includes('invalid header name') ? 'This is not a valid header name.' : `${name} is set by Switchboard and cannot be configured.`
+  }
+  return problems
+}
+
+/**
+ * The settings a form sent: each member checked by its schema, null for an emptied optional member (its default),
+ * headers with `MASK` for a stored value left empty. The whole object is then checked by addCapability or
+ * changeCapability, as the API's are.
+ */
+function readSettings (kind: Kind, type: string, form: FormValues, choices: Choices): { settings: Record<string, unknown>, active?: boolean, problems: Problems } {
+  const { values, problems } = readFields(settingsFields(kind, type, choices), form)
+  const active = readFields(ACTIVE, form).values.is_active as boolean | undefined
+  if (hasHeaders(kind, type)) {
+    const headers = readPairs(HEADERS, form)
+    Object.assign(problems, headers.problems, headerNameProblems(form))
+    if (headers.value !== undefined) values.headers = headers.value
+  }
+  if (isApiCall(kind, type)) {
+    const query = readPairs(QUERY, form)
+    Object.assign(problems, query.problems)
+    if (query.value !== undefined) values.query = query.value
+    const body = readBody(form)
+    if (body.problem !== undefined) problems['settings.body'] = body.problem
+    else if (body.value !== undefined) values.body = body.value
+    const retries = readRetries(form)
+    if (retries.problem !== undefined) problems['settings.retry_schedule'] = retries.problem
+    else if (retries.value !== undefined) values.retry_schedule = retries.value
+  }
+  return { settings: values, active, problems }
+}
+
+/**
+ * The API's message about settings as the console shows it: under the field it names ("body.settings.url must
+ * be …"), or above the form ("body.settings needs a recipient …", a limit, a missing integration).
+ */
+function problemsOfError (kind: Kind, err: HttpError): Problems {
+  const found = /^body\.settings\.([a-z_]+) (.*)$/.exec(err.message)
+  if (found !== null && !found[2].includes('body.settings')) {
+    const member = found[1]
+    return { [`settings.${member}`]: `${the(LABELS[member] ?? member.replaceAll('_', ' '))} ${found[2]}.` }
+  }
+  const text = err.message.replace(/ \(body\.settings\.[^)]*\)/g, '').replace(/^body\.settings /, `This ${kind.noun} `).replaceAll('body.settings.', '')
+  return { '': `${text.charAt(0).toUpperCase()}${text.slice(1)}.` }
+}
+const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
+const base = (agent: AgentRow, kind: Kind) => `/agents/${agent.id}/${kind.path}`
+
+async function agentInScope (db: DB, scope: Scope, id: string): Promise<AgentRow> {
+  const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
+  if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
+  return agent
+}
+
+async function capabilityOf (db: DB, scope: Scope, kind: Kind, agent: AgentRow, id: string): Promise<CapabilityRow> {
+  const row = ID.test(id) ? await findCapability(db, scope.ownerId, kind, agent.id, id) : undefined
+  if (row === undefined) throw new HttpError(404, 'not_found', `This agent has no ${kind.noun} with that id.`)
+  return row
+}
+
+/** What the selects offer: the scope's other agents (transfer targets) and knowledge bases. */
+async function choicesOf (db: DB, scope: Scope, agent: AgentRow): Promise<Choices> {
+  const [agents, knowledgeBases] = await Promise.all([
+    listAgents(db, scope.ownerId, { limit: 1000, workspace_id: scope.workspaceId }),
+    listKnowledgeBaseRows(db, scope.ownerId, { limit: 1000, workspace_id: scope.workspaceId })
+  ])
+  return {
+    agents: agents.filter((other) => other.id !== agent.id).map((other) => ({ value: other.id, label: other.agent_name })),
+    knowledgeBases: knowledgeBases.map((base) => ({ value: base.id, label: base.name }))
+  }
+}
+
+/** The agent page's section: its actions and tools, and (for those who may change it) forms to add one of a type. */
+export async function capabilitySection (db: DB, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
+  const lists = await Promise.all(KINDS.map(async (kind) => ({ kind, rows: await listCapabilities(db, scope.ownerId, kind, agent.id) })))
+  return html`${lists.map(({ kind, rows }) => html`<section aria-labelledby="${kind.path}-title">
+<h2 id="${kind.path}-title">${kind === ACTIONS ? 'Actions' : 'Tools'}</h2>
+<p class="hint">${kind === ACTIONS ? 'What happens after each call.' : 'What the agent may do during a call.'} ${rows.length} of at most ${kind.max}.</p>
+${rows.length === 0
+  ? html`<p>No ${kind.path} yet.</p>`
+  : html`<div class="table"><table>
+  <caption>${kind === ACTIONS ? 'Actions' : 'Tools'} of ${agent.agent_name}</caption>
+  <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col">State</th></tr></thead>
+  <tbody>${rows.map((row) => html`<tr><td><a href="${base(agent, kind)}/${row.id}">${String(row.settings.name)}</a></td><td>${typeLabel(row.type)}</td><td>${row.is_active ? 'active' : 'inactive'}</td></tr>`)}</tbody>
+</table></div>`}
+${scope.canChange && rows.length < kind.max && html`<form method="get" action="${base(agent, kind)}/new" class="inline">
+  <label for="new-${kind.noun}-type">New ${kind.noun} of type</label>
+  <select id="new-${kind.noun}-type" name="type">${Object.keys(kind.schemas).map((type) => html`<option value="${type}">${typeLabel(type)}</option>`)}</select>
+  <button type="submit">Add ${kind.noun === 'action' ? 'an action' : 'a tool'}</button>
+</form>`}
+</section>`)}`
+}
+
+/** What the Test button got: the outcome of the request, or why none was sent (a URL its variables break). */
+type TestResult = { outcome: Outcome, request: { method: string, url: string } } | { error: string }
+
+function testSection (viewer: Viewer, action: string, result: TestResult | undefined): SafeHtml {
+  const outcome = result !== undefined && 'outcome' in result ? result.outcome : undefined
+  return html`<section aria-labelledby="test-title">
+<h2 id="test-title">Test</h2>
+<p>Sends one request with the saved settings, now: the call's variables and the agent's data-retrieval fields get sample values. Nothing is stored or retried.</p>
+${result !== undefined && 'error' in result && html`<p class="notice error" role="status" id="test-outcome">Not sent: ${result.error}</p>`}
+${result !== undefined && 'outcome' in result && outcome !== undefined && html`<div class="notice ${outcome.ok ? 'success' : 'error'}" role="status" id="test-outcome">
+  <p><strong>${outcome.ok ? 'Delivered' : 'Not delivered'}</strong>: ${result.request.method} <code>${result.request.url}</code></p>
+  <dl class="facts">
+    ${outcome.status_code !== undefined && html`<dt>Status</dt><dd>${outcome.status_code}</dd>`}
+    ${outcome.error !== undefined && html`<dt>Error</dt><dd>${outcome.error}</dd>`}
+    <dt>Duration</dt><dd>${outcome.duration_ms} ms</dd>
+    ${outcome.response_preview !== undefined && outcome.response_preview !== '' && html`<dt>Start of the answer</dt><dd><pre class="preview">${outcome.response_preview}</pre></dd>`}
+  </dl>
+</div>`}
+<form method="post" action="${action}">${csrfField(viewer.csrfToken)}<button type="submit">Test</button></form>
+</section>`
+}
+
+interface FormPage {
+  session: ConsoleSession
+  scope: Scope
+  kind: Kind
+  agent: AgentRow
+  type: string
+  /** Unset: a new one. */
+  row?: CapabilityRow
+  form: FormValues
+  problems: Problems
+  choices: Choices
+  saved?: boolean
+  test?: TestResult
+}
+
+function capabilityPage ({ session, scope, kind, agent, type, row, form, problems, choices, saved, test }: FormPage): string {
+  const viewer = viewerOf(session)
+  const readOnly = !scope.canChange
+  const action = row === undefined ? base(agent, kind) : `${base(agent, kind)}/${row.id}`
+  const title = row === undefined ? `New ${kind.noun}: ${typeLabel(type)}` : `${typeLabel(type)}: ${String(row.settings.name)}`
+  const fields = settingsFields(kind, type, choices)
+  const headers = hasHeaders(kind, type)
+  const apiCall = isApiCall(kind, type)
+  const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
+  return layout({
+    title,
+    viewer,
+    current: '/agents',
+    body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
+${saved === true && notice('success', 'Saved.')}
+${general !== undefined && notice('error', general)}
+${readOnly && html`<p>You are a member of this workspace: you can see this ${kind.noun}, not change it.</p>`}
+<form method="post" action="${action}" class="stack wide">
+  ${csrfField(viewer.csrfToken)}
+  ${row === undefined && html`<input type="hidden" name="type" value="${type}">`}
+  <fieldset class="plain"${readOnly && html` disabled`}>
+  <legend class="visually-hidden">${typeLabel(type)} settings</legend>
+  ${renderFields(apiCall ? fields.filter((field) => FIRST.includes(field.key)) : fields, form, problems)}
+  ${headers && html`${renderPairs(HEADERS, form, problems)}
+  <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.</p>
+  ${problems['settings.headers'] !== undefined && html`<p class="field-error">${problems['settings.headers']}</p>`}`}
+  ${apiCall && html`${renderPairs(QUERY, form, problems)}
+  ${problems['settings.query'] !== undefined && html`<p class="field-error">${problems['settings.query']}</p>`}
+  <label for="settings-body">Body (JSON)</label>
+  <textarea id="settings-body" name="settings.body" rows="8" class="code"${described('settings-body', problems['settings.body'])}>
+${form['settings.body'] ?? ''}</textarea>
+  ${after('settings-body', 'A JSON object (sent as the query string for GET and DELETE). A value that is exactly one {{variable}} keeps its type, such as {"people": "{{people}}"}.', problems['settings.body'])}
+  ${renderFields(fields.filter((field) => !FIRST.includes(field.key)), form, problems)}
+  ${renderField(RETRY_MODE, form, problems)}
+  <label for="settings-retry_schedule">${RETRY_LABEL}</label>
+  <input id="settings-retry_schedule" name="settings.retry_schedule" value="${form['settings.retry_schedule'] ?? ''}" inputmode="numeric"${described('settings-retry_schedule', problems['settings.retry_schedule'])}>
+  ${after('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])}`}
+  ${renderFields(ACTIVE, form, problems)}
+  </fieldset>
+  ${!readOnly && html`<button type="submit">${row === undefined ? `Add ${kind.noun}` : 'Save'}</button>`}
+</form>
+${row !== undefined && !readOnly && apiCall && testSection(viewer, `${action}/test`, test)}
+${row !== undefined && !readOnly && html`<section aria-labelledby="delete-title">
+<h2 id="delete-title">Delete</h2>
+<form method="post" action="${action}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this ${kind.noun}</button></form>
+</section>`}`
+  })
+}
+
+export async function consoleCapabilityRoutes (app: FastifyInstance, { deliveries }: { deliveries: DeliveryDeps }): Promise<void> {
+  const { db } = deliveries
+
+  for (const kind of KINDS) {
+    const path = `/agents/:id/${kind.path}`
+    const item = `${path}/:itemId`
+    const typeOf = (type: string | undefined) => {
+      if (type === undefined || !Object.hasOwn(kind.schemas, type)) {
+        throw new HttpError(400, 'bad_request', `Choose one of the ${kind.noun} types: ${Object.keys(kind.schemas).map(typeLabel).join(', ')}.`)
+      }
+      return type
+    }
+
+    /** The form again with what is wrong, 400; or 409 when the API refuses it for a limit or a missing integration. */
+    const refuse = async (reply: FastifyReply, page: Omit<FormPage, 'problems'>, err: unknown) => {
+      if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
+      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err) }))
+    }
+
+    app.get<{ Params: { id: string }, Querystring: { type?: string } }>(`${path}/new`, HIDDEN, async (request, reply) => {
+      const page = viewScope(request, reply)
+      if (page === undefined) return reply
+      if (!page.scope.canChange) return changeScope(request)
+      const agent = await agentInScope(db, page.scope, request.params.id)
+      const type = typeOf(request.query.type)
+      if (await countCapabilities(db, page.scope.ownerId, kind, agent.id) >= kind.max) {
+        throw new HttpError(409, 'conflict', `An agent has at most ${kind.max} ${kind.path}: delete one before adding another.`)
+      }
+      const choices = await choicesOf(db, page.scope, agent)
+      const form = formOf(kind, type, kind.defaults[type] ?? {}, true, choices)
+      return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type, form, problems: {}, choices }))
+    })
+
+    app.post<{ Params: { id: string } }>(path, FORM_ROUTE, async (request, reply) => {
+      const session = request.consoleSession!
+      const scope = changeScope(request)
+      const agent = await agentInScope(db, scope, request.params.id)
+      const form = request.body as FormValues
+      const type = typeOf(form.type)
+      const choices = await choicesOf(db, scope, agent)
+      const page = { session, scope, kind, agent, type, form, choices }
+      const read = readSettings(kind, type, form, choices)
+      if (Object.keys(read.problems).length > 0) return sendPage(reply, 400, capabilityPage({ ...page, problems: read.problems }))
+      // A new one has nothing to return to: an emptied member is simply left out (and takes its default).
+      const settings = Object.fromEntries(Object.entries(read.settings).filter(([, value]) => value !== null))
+      let row
+      try {
+        row = await addCapability(db, scope.ownerId, kind, agent, type, settings, read.active ?? true)
+      } catch (err) {
+        return await refuse(reply, page, err)
+      }
+      return reply.redirect(`${base(agent, kind)}/${row.id}?saved=1`, 303)
+    })
+
+    app.get<{ Params: { id: string, itemId: string }, Querystring: { saved?: string } }>(item, HIDDEN, async (request, reply) => {
+      const page = viewScope(request, reply)
+      if (page === undefined) return reply
+      const agent = await agentInScope(db, page.scope, request.params.id)
+      const row = await capabilityOf(db, page.scope, kind, agent, request.params.itemId)
+      const choices = await choicesOf(db, page.scope, agent)
+      const form = formOf(kind, row.type, row.settings, row.is_active, choices)
+      return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
+    })
+
+    app.post<{ Params: { id: string, itemId: string } }>(item, FORM_ROUTE, async (request, reply) => {
+      const session = request.consoleSession!
+      const scope = changeScope(request)
+      const agent = await agentInScope(db, scope, request.params.id)
+      const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
+      const form = request.body as FormValues
+      const choices = await choicesOf(db, scope, agent)
+      const page = { session, scope, kind, agent, type: row.type, row, form, choices }
+      const read = readSettings(kind, row.type, form, choices)
+      if (Object.keys(read.problems).length > 0) return sendPage(reply, 400, capabilityPage({ ...page, problems: read.problems }))
+      try {
+        await changeCapability(db, scope.ownerId, kind, agent, row.id, { settings: read.settings, is_active: read.active })
+      } catch (err) {
+        return await refuse(reply, page, err)
+      }
+      return reply.redirect(`${base(agent, kind)}/${row.id}?saved=1`, 303)
+    })
+
+    app.post<{ Params: { id: string, itemId: string } }>(`${item}/delete`, HIDDEN, async (request, reply) => {
+      const scope = changeScope(request)
+      const agent = await agentInScope(db, scope, request.params.id)
+      const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
+      await deleteCapability(db, scope.ownerId, kind, agent.id, row.id)
+      return reply.redirect(`/agents/${agent.id}`, 303)
+    })
+  }
+
+  // Sends the stored request, which carries the owner's header values: a change, not a view (a member may not).
+  app.post<{ Params: { id: string, itemId: string } }>('/agents/:id/actions/:itemId/test', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const scope = changeScope(request)
+    const agent = await agentInScope(db, scope, request.params.id)
+    const row = await capabilityOf(db, scope, ACTIONS, agent, request.params.itemId)
+    if (row.type !== 'api_call') throw new HttpError(400, 'bad_request', 'Only API call actions send a request to test.')
+    let test: TestResult
+    try {
+      test = await testApiCall(deliveries, agent, row, request.log)
+    } catch (err) {
+      if (!(err instanceof HttpError) || err.statusCode !== 422) throw err
+      test = { error: `${err.message}.` }
+    }
+    const choices = await choicesOf(db, scope, agent)
+    const form = formOf(ACTIONS, row.type, row.settings, row.is_active, choices)
+    return sendPage(reply, 200, capabilityPage({ session, scope, kind: ACTIONS, agent, type: row.type, row, form, problems: {}, choices, test }))
+  })
+}

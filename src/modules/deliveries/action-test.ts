@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import { badRequest } from '../../http/errors.ts'
+import type { AgentRow, CapabilityRow } from '../agents/queries.ts'
+import type { CallRow } from '../calls/queries.ts'
+import { attemptRequest, type DeliveryDeps } from './engine.ts'
+import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
+import { send, type Outcome } from './send.ts'
+import { signingSecrets } from './signing.ts'
+
+// The test button of an api_call action (the API's POST /v1/agent/:id/actions/:agentActionId/test, and the console's).
+
+/** A call as the test button sends it: every field filled with a sample value, data_retrieval fields too. */
+function sampleCall (userId: string, agentId: string, fields: Array<{ name: string, type: string, enum_values?: string[] }>): CallRow {
+  const now = Date.now()
+  const samples: Record<string, unknown> = { string: 'sample', number: 42, boolean: true, date: new Date(now).toISOString().slice(0, 10) }
+  const start = new Date(now - 95_000)
+  return {
+    id: '000000000000000000000000',
+    user_id: userId,
+    agent_id: agentId,
+    agent_name: 'Sample',
+    customer_id: null,
+    workspace_id: null,
+    call_type: 'phone',
+    direction: 'inbound',
+    call_status: 'success',
+    call_from: '+14155550100',
+    call_to: '+14155550199',
+    start_timestamp: start,
+    end_timestamp: new Date(now),
+    duration_ms: 95_000,
+    recording_url: 'https://example.com/sample-recording.mp3',
+    disconnection_reason: 'user_hangup',
+    sentiment: 'positive',
+    sentiment_explanation: 'This is a sample call sent by the test button.',
+    call_summary: 'A sample call: the caller booked an appointment.',
+    task_achieved: true,
+    transcription: [
+      { speaker: 'agent', content: 'Hello, how can I help?', timestamp: start.getTime() + 1000 },
+      { speaker: 'user', content: 'I would like to book an appointment.', timestamp: start.getTime() + 4000 }
+    ],
+    phone_call_credits: 20,
+    web_call_credits: 0,
+    text_message_credits: 0,
+    call_forwarding_credits: 0,
+    token_usage: {},
+    input_tokens: 0,
+    output_tokens: 0,
+    sms_count: 0,
+    forwarding_seconds: 0,
+    custom_data: {},
+    dynamic_context: { customer_email: 'customer@example.com' },
+    custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
+    collected_data: {},
+    transfer_history: [],
+    runtime: 'external',
+    access_token_hash: null,
+    access_token_expires_at: null,
+    joined_at: null,
+    carrier: null,
+    carrier_call_id: null,
+    forwarding: null,
+    speech_recognised_seconds: 0,
+    speech_synthesised_seconds: 0,
+    outcome: 'completed',
+    analysis_status: 'completed',
+    analysis_error: null,
+    list_json: '', // no delivery sends it
+    created_at: new Date(now),
+    updated_at: new Date(now)
+  }
+}
+
+/**
+ * Renders an api_call action with a sample call (its agent's data_retrieval fields filled with sample values) and
+ * sends it once, now, through the deliveries' guarded agent; nothing is stored or retried. The caller has found
+ * the agent and the action for its account. The URL answered has its query values masked as in a delivery's request.
+ */
+export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'config'>, agent: AgentRow, action: CapabilityRow, log: Pick<Logger, 'info'>): Promise<{ outcome: Outcome, request: { method: string, url: string } }> {
+  if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
+  const call = sampleCall(agent.user_id, agent.id, agent.data_retrieval)
+  const settings = action.settings as ApiCallSettings // checked just above
+  const variables = callVariables(call)
+  const shaped = actionRequest(settings, call, variables)
+  const secrets = (await signingSecrets(deps.db, [agent.user_id])).get(agent.user_id) ?? []
+  const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
+    renderHeaders(settings.headers, variables), secrets, 1)
+  const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, log)
+  return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
+}

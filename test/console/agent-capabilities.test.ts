@@ -1,0 +1,436 @@
+import net from 'node:net'
+import t from 'tap'
+import { newId } from '../../src/db/ids.ts'
+import { ACTIONS } from '../../src/modules/agents/capabilities.ts'
+import { findCapability } from '../../src/modules/agents/queries.ts'
+import { createApiKey, type User } from '../../src/modules/users/queries.ts'
+import { setup, type TestContext } from '../helpers/app.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+
+// An agent's actions and tools in the console (docs/console.md, "Agents: settings, actions and tools").
+// Deliveries may reach 127.0.0.1 here (DELIVERY_ALLOW_PRIVATE_NETWORKS, as in the deliveries' tests): the Test
+// button's receiver is a local server.
+
+const LOCAL = { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIMEOUT_MS: '2000' }
+
+const AGENT = { agent_name: 'Front desk', begin_message: '', general_prompt: 'Be kind.', language: 'en-US', voice_id: '65a0f0000000000000000001', webhook_url: '', status: 'active' }
+
+async function signedIn (ctx: TestContext) {
+  const user = await createConsoleUser(ctx.db)
+  const { key } = await createApiKey(ctx.db, user.id, { name: 'test' })
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  const api = async (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object) =>
+    await ctx.app.inject({ method, url, headers: { 'x-api-key': key }, ...(payload !== undefined && { payload }) })
+  return { user, browser, api }
+}
+
+const idIn = (location: unknown, pattern: RegExp) => {
+  const id = pattern.exec(String(location))?.[1]
+  if (id === undefined) throw new Error(`no id in ${String(location)}`)
+  return id
+}
+
+async function newAgent (browser: ConsoleClient, name = AGENT.agent_name): Promise<string> {
+  const res = await browser.submit('/agents/new', '/agents', { ...AGENT, agent_name: name })
+  return idIn(res.headers.location, /^\/agents\/([0-9a-f]{24})\?saved=1$/)
+}
+
+/** The form of a new action or tool of `type`, filled in with `fields` and sent; answers the response. */
+async function create (browser: ConsoleClient, agentId: string, path: 'actions' | 'tools', type: string, fields: Record<string, string>) {
+  const page = await browser.get(`/agents/${agentId}/${path}/new?type=${type}`)
+  if (page.statusCode !== 200) throw new Error(`${type}: ${page.statusCode}\n${page.body}`)
+  return await browser.post(`/agents/${agentId}/${path}`, { csrf_token: csrfOf(page.body), type, ...fields })
+}
+
+const API_CALL = (url: string) => ({
+  'settings.name': 'Sync <CRM>',
+  'settings.url': `${url}/calls/{{call_id}}`,
+  'settings.method': 'POST',
+  'settings.headers': '2',
+  'settings.headers.0.name': 'Authorization',
+  'settings.headers.0.value': 'Bearer s3cret-value',
+  'settings.headers.1.name': '',
+  'settings.headers.1.value': '',
+  'settings.query': '1',
+  'settings.query.0.name': 'source',
+  'settings.query.0.value': 'console',
+  'settings.body': '{"people": "{{people}}", "note": "from the console"}',
+  'settings.send_only_custom_fields': 'true',
+  retry: 'custom',
+  'settings.retry_schedule': '60, 300',
+  'settings.notify': 'every_attempt',
+  'settings.notify_email': 'ops@example.com',
+  'settings.condition': 'The caller booked a table.',
+  is_active: 'true'
+})
+
+async function storedHeaders (ctx: TestContext, user: User, agentId: string, actionId: string) {
+  return (await findCapability(ctx.db, user.id, ACTIONS, agentId, actionId))!.settings.headers
+}
+
+t.test('an API call action: created, shown without its header values, edited, its headers kept, replaced and removed, deleted', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { user, browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+
+  const agentPage = await browser.get(`/agents/${agentId}`)
+  t.match(agentPage.body, /<h2 id="actions-title">Actions<\/h2>/)
+  t.match(agentPage.body, 'No actions yet.')
+  t.match(agentPage.body, `<form method="get" action="/agents/${agentId}/actions/new" class="inline">`)
+  t.match(agentPage.body, '<option value="api_call">API call</option>')
+
+  const form = await browser.get(`/agents/${agentId}/actions/new?type=api_call`)
+  t.equal(form.statusCode, 200)
+  for (const label of ['settings-name', 'settings-url', 'settings-method', 'settings-body', 'settings-send_only_custom_fields', 'retry', 'settings-retry_schedule', 'settings-notify', 'settings-notify_email', 'settings-condition', 'is_active']) {
+    t.match(form.body, `<label for="${label}">`, `${label} has a label`)
+  }
+  t.match(form.body, 'aria-label="Name of header 1"')
+  t.match(form.body, '<option value="POST" selected>POST</option>', 'the defaults are filled in')
+
+  const created = await create(browser, agentId, 'actions', 'api_call', API_CALL('https://hooks.example.test'))
+  t.equal(created.statusCode, 303, created.body)
+  const actionId = idIn(created.headers.location, new RegExp(`^/agents/${agentId}/actions/([0-9a-f]{24})\\?saved=1$`))
+  const [action] = (await api('GET', `/v1/agent/${agentId}/actions`)).json()
+  t.match(action, {
+    _id: actionId,
+    action_type: 'api_call',
+    is_active: true,
+    settings: {
+      name: 'Sync <CRM>', url: 'https://hooks.example.test/calls/{{call_id}}', method: 'POST', headers: { Authorization: '********' },
+      query: { source: 'console' }, body: { people: '{{people}}', note: 'from the console' }, send_only_custom_fields: true,
+      retry_schedule: [60, 300], notify: 'every_attempt', notify_email: 'ops@example.com', condition: 'The caller booked a table.'
+    }
+  })
+  t.same(await storedHeaders(ctx, user, agentId, actionId), { Authorization: 'Bearer s3cret-value' })
+
+  const page = await browser.get(`/agents/${agentId}/actions/${actionId}?saved=1`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, /<h1>API call: Sync &lt;CRM&gt;<\/h1>/)
+  t.match(page.body, 'Saved.')
+  t.notMatch(page.body, 's3cret', 'a header value is never rendered')
+  t.notMatch(page.body, '********', 'not even masked')
+  t.match(page.body, '<code>Authorization</code>')
+  t.match(page.body, 'aria-label="Remove Authorization"')
+  t.match(page.body, '&quot;people&quot;: &quot;{{people}}&quot;')
+  t.match(page.body, 'value="60, 300"')
+  t.match(page.body, '<option value="custom" selected>')
+  t.match((await browser.get(`/agents/${agentId}`)).body, `<a href="/agents/${agentId}/actions/${actionId}">Sync &lt;CRM&gt;</a></td><td>API call</td><td>active</td>`)
+
+  // Kept: the stored value left empty; a new header beside it; optional members emptied return to their defaults.
+  const edit = {
+    'settings.name': 'Sync', 'settings.url': 'https://hooks.example.test/v2', 'settings.method': 'PUT',
+    'settings.headers': '3', 'settings.headers.0.name': 'Authorization', 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '',
+    'settings.headers.1.name': 'X-Extra', 'settings.headers.1.value': 'extra-value', 'settings.headers.2.name': '', 'settings.headers.2.value': '',
+    'settings.query': '1', 'settings.query.0.name': '', 'settings.query.0.value': '', 'settings.body': '',
+    'settings.send_only_custom_fields': 'false', retry: 'default', 'settings.retry_schedule': '', 'settings.notify': 'never',
+    'settings.notify_email': '', 'settings.condition': '', is_active: 'false'
+  }
+  const edited = await browser.submit(`/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}`, edit)
+  t.equal(edited.statusCode, 303, edited.body)
+  const after = (await api('GET', `/v1/agent/${agentId}/actions`)).json()[0]
+  t.same(after.settings, {
+    name: 'Sync', url: 'https://hooks.example.test/v2', method: 'PUT', headers: { Authorization: '********', 'X-Extra': '********' }, query: {}, body: {},
+    send_only_custom_fields: false, notify: 'never', notify_email: null, condition: null
+  }, 'no retry_schedule: the default schedule')
+  t.equal(after.is_active, false)
+  t.same(await storedHeaders(ctx, user, agentId, actionId), { Authorization: 'Bearer s3cret-value', 'X-Extra': 'extra-value' })
+
+  const removed = await browser.submit(`/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}`, {
+    ...edit, 'settings.headers.0.remove': 'true', 'settings.headers.1.stored': 'true', 'settings.headers.1.value': 'replaced', retry: 'none'
+  })
+  t.equal(removed.statusCode, 303)
+  t.same(await storedHeaders(ctx, user, agentId, actionId), { 'X-Extra': 'replaced' })
+  t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.retry_schedule, [], 'none: one attempt')
+
+  const deleted = await browser.post(`/agents/${agentId}/actions/${actionId}/delete`, { csrf_token: csrfOf(page.body) })
+  t.equal(deleted.statusCode, 303)
+  t.equal(deleted.headers.location, `/agents/${agentId}`)
+  t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json(), [])
+  t.equal((await browser.get(`/agents/${agentId}/actions/${actionId}`)).statusCode, 404)
+})
+
+t.test('bad inputs: 400 with each message under its field, values kept but header values; nothing stored', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  const good = API_CALL('https://hooks.example.test')
+
+  const res = await create(browser, agentId, 'actions', 'api_call', {
+    ...good,
+    'settings.name': '',
+    'settings.url': 'ftp://files.example.test',
+    'settings.body': '{"people": ',
+    'settings.headers.1.name': 'X-Second',
+    'settings.query.0.name': '',
+    'settings.retry_schedule': '60, 5',
+    'settings.notify': 'sometimes',
+    'settings.notify_email': 'nobody'
+  })
+  t.equal(res.statusCode, 400)
+  t.match(res.body, 'Some fields need another look')
+  t.match(res.body, '<p id="settings-name-error" class="field-error">The name is required.</p>')
+  t.match(res.body, '<p id="settings-url-error" class="field-error">The URL must be an absolute http:// or https:// URL ({{variables}} allowed).</p>')
+  t.match(res.body, /<p id="settings-body-error" class="field-error">The body is not valid JSON: [^<]+\.<\/p>/)
+  t.match(res.body, 'aria-describedby="settings-body-hint settings-body-error" aria-invalid="true"')
+  t.match(res.body, '<p id="settings-headers-1-value-error" class="field-error">Give X-Second a value.</p>')
+  t.match(res.body, '<p id="settings-query-0-name-error" class="field-error">Give this parameter a name.</p>')
+  t.match(res.body, '<p id="settings-retry_schedule-error" class="field-error">Each pause must be 60 to 604800 seconds.</p>')
+  t.match(res.body, '<p id="settings-notify-error" class="field-error">The failure e-mails must be one of the listed choices.</p>')
+  t.match(res.body, '<p id="settings-notify_email-error" class="field-error">The failure e-mail recipient must be an e-mail address.</p>')
+  t.match(res.body, 'value="ftp://files.example.test"', 'the values sent are kept')
+  t.match(res.body, '>\n{&quot;people&quot;: </textarea>')
+  t.notMatch(res.body, 's3cret', 'but never a header value')
+
+  const notObject = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': '[1, 2]' })
+  t.match(notObject.body, 'The body must be a JSON object')
+  const nul = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': '{"a": "\\u0000"}' })
+  t.equal(nul.statusCode, 400)
+  t.match(nul.body, 'The body holds a NUL character or an unpaired surrogate.')
+  const deep = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': `${'{"a":'.repeat(100)}1${'}'.repeat(100)}` })
+  t.match(deep.body, 'The body nests deeper than 64 levels.')
+  const reserved = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.headers.0.name': 'Host' })
+  t.equal(reserved.statusCode, 400)
+  t.match(reserved.body, '<p id="settings-headers-0-name-error" class="field-error">Host is set by Switchboard and cannot be configured.</p>')
+  const invalid = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.headers.0.name': 'Bad Name' })
+  t.match(invalid.body, '<p id="settings-headers-0-name-error" class="field-error">This is not a valid header name.</p>')
+  const sms = await create(browser, agentId, 'actions', 'send_sms', { 'settings.name': 'Text', 'settings.message': 'Hi', 'settings.send_to_customer': 'false', 'settings.direct_recipients': '', is_active: 'true' })
+  t.equal(sms.statusCode, 400, 'a check of the API beyond the schema')
+  t.match(sms.body, 'This action needs a recipient: send_to_customer true or at least one direct_recipients number.')
+  t.equal((await browser.get(`/agents/${agentId}/actions/new?type=teleport`)).statusCode, 400)
+  t.match((await create(browser, agentId, 'actions', 'api_call', good)).statusCode, 303)
+  t.equal((await api('GET', `/v1/agent/${agentId}/actions`)).json().length, 1, 'only the good one was stored')
+})
+
+t.test('the other action types and a tool of each type: created, edited, deleted; the limits answer 409', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { user, browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  const otherId = await newAgent(browser, 'Billing')
+  const kb = newId()
+  await ctx.db.insertInto('knowledge_bases').values({ id: kb, user_id: user.id, name: 'Prices', description: 'The price list', language: 'en', search_config: 'simple' }).execute()
+
+  const actions: Record<string, Record<string, string>> = {
+    send_email: { 'settings.name': 'Mail', 'settings.subject': 'Your call', 'settings.message': 'Thanks, {{customer_email}}', 'settings.direct_recipients': 'a@example.com\nb@example.com' },
+    send_sms: { 'settings.name': 'Text', 'settings.message': 'Thanks!', 'settings.send_to_customer': 'true', 'settings.direct_recipients': '+14155550100' },
+    send_chat: { 'settings.name': 'Chat', 'settings.message': 'Thanks!', 'settings.send_to_customer': 'true', 'settings.direct_recipients': '' }
+  }
+  const tools: Record<string, Record<string, string>> = {
+    api_rag: { 'settings.name': 'Prices', 'settings.knowledge_base_ids': '', [`settings.knowledge_base_ids.${kb}`]: 'true', 'settings.top_k': '5' },
+    appointment_booking: { 'settings.name': 'Book', 'settings.time_zone': 'Europe/Berlin', 'settings.duration_minutes': '30', 'settings.notify_email': '' },
+    call_forwarding: { 'settings.name': 'Forward', 'settings.phone_number': '+14155550123', 'settings.transfer_message': 'One moment', 'settings.timeout_seconds': '20', 'settings.show_caller_number': 'true' },
+    end_call: { 'settings.name': 'Bye', 'settings.description': 'When the caller is done' },
+    calendar_one: { 'settings.name': 'Cal 1', 'settings.calendar_id': 'primary', 'settings.time_zone': 'UTC', 'settings.duration_minutes': '15' },
+    calendar_two: { 'settings.name': 'Cal 2', 'settings.calendar_id': 'team', 'settings.time_zone': 'UTC', 'settings.duration_minutes': '45' },
+    booking_one: { 'settings.name': 'Booking 1', 'settings.event_type_id': '123', 'settings.time_zone': 'UTC', is_active: 'false' },
+    booking_two: { 'settings.name': 'Booking 2', 'settings.event_type_id': '456', 'settings.time_zone': 'UTC', is_active: 'false' },
+    crm: { 'settings.name': 'CRM', 'settings.operations': '', 'settings.operations.lookup_contact': 'true', 'settings.operations.log_call': 'true' },
+    agent_transfer: { 'settings.name': 'To billing', 'settings.agent_id': otherId, 'settings.phone_number': '' },
+    mcp: { 'settings.name': 'Tools', 'settings.server_url': 'https://mcp.example.test/sse', 'settings.allowed_tools': 'lookup\nbook', 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.value': 'mcp-secret' }
+  }
+  const expected: Record<string, object> = {
+    send_email: { subject: 'Your call', direct_recipients: ['a@example.com', 'b@example.com'] },
+    send_sms: { send_to_customer: true, direct_recipients: ['+14155550100'] },
+    send_chat: { direct_recipients: [] },
+    api_rag: { knowledge_base_ids: [kb], top_k: 5 },
+    appointment_booking: { time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: null },
+    call_forwarding: { phone_number: '+14155550123', timeout_seconds: 20, show_caller_number: true },
+    crm: { operations: ['lookup_contact', 'log_call'] },
+    agent_transfer: { agent_id: otherId },
+    mcp: { allowed_tools: ['lookup', 'book'], headers: { 'X-Key': '********' } }
+  }
+  for (const [path, types] of [['actions', actions], ['tools', tools]] as const) {
+    for (const [type, fields] of Object.entries(types)) {
+      const res = await create(browser, agentId, path, type, { is_active: 'true', ...fields })
+      t.equal(res.statusCode, 303, `${type} created: ${res.body.slice(0, 2000)}`)
+      const id = idIn(res.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
+      const item = (await api('GET', `/v1/agent/${agentId}/${path}`)).json().find((row: { _id: string }) => row._id === id)
+      t.match(item.settings, { name: fields['settings.name'], ...expected[type] }, `${type} stored as the API stores it`)
+      const page = await browser.get(`/agents/${agentId}/${path}/${id}`)
+      t.equal(page.statusCode, 200, `${type} page`)
+      t.notMatch(page.body, 'mcp-secret')
+      const renamed = await browser.post(`/agents/${agentId}/${path}/${id}`, { csrf_token: csrfOf(page.body), 'settings.name': `${fields['settings.name']} (2)` })
+      t.equal(renamed.statusCode, 303, `${type} edited`)
+      t.match((await api('GET', `/v1/agent/${agentId}/${path}`)).json().find((row: { _id: string }) => row._id === id).settings, { name: `${fields['settings.name']} (2)`, ...expected[type] }, `${type}: the other members kept`)
+    }
+  }
+  const listed = await browser.get(`/agents/${agentId}`)
+  t.match(listed.body, '<td>Knowledge-base search</td>')
+  t.match(listed.body, '11 of at most 30.')
+
+  const both = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Both', 'settings.agent_id': otherId, 'settings.phone_number': '+14155550123', is_active: 'true' })
+  t.equal(both.statusCode, 400)
+  t.match(both.body, 'This tool needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both.')
+  const self = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Self', 'settings.agent_id': agentId, is_active: 'true' })
+  t.match(self.body, 'The agent must be one of the listed choices.', 'only the other agents are offered')
+  const unconnected = await create(browser, agentId, 'tools', 'booking_one', { ...tools.booking_one, is_active: 'true' })
+  t.equal(unconnected.statusCode, 409)
+  t.match(unconnected.body, 'Booking_one tools need the booking_one integration connected first')
+
+  // Up to the limit through the API, then the console's form answers 409 with the API's message.
+  for (let i = 11; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
+  t.notMatch((await browser.get(`/agents/${agentId}`)).body, `/agents/${agentId}/tools/new`, 'no add form at the limit')
+  t.equal((await browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 409)
+  const full = await create(browser, otherId, 'tools', 'end_call', { 'settings.name': 'Fine' })
+  t.equal(full.statusCode, 303, 'the limit is per agent')
+  const page = await browser.get(`/agents/${otherId}/tools/new?type=end_call`)
+  const over = await browser.post(`/agents/${agentId}/tools`, { csrf_token: csrfOf(page.body), type: 'end_call', 'settings.name': 'One more' })
+  t.equal(over.statusCode, 409)
+  t.match(over.body, 'An agent has at most 30 tools; delete one before adding another.')
+
+  const tool = (await api('GET', `/v1/agent/${agentId}/tools`)).json()[0]
+  t.equal((await browser.post(`/agents/${agentId}/tools/${tool._id as string}/delete`, { csrf_token: csrfOf(page.body) })).statusCode, 303)
+  t.equal((await api('GET', `/v1/agent/${agentId}/tools`)).json().length, 29)
+})
+
+t.test('the Test button: a local receiver\'s outcome on the page; a 500 answer and a refused connection too', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  // A data-retrieval field: the sample call fills {{people}} with a sample number.
+  t.equal((await api('PATCH', `/v1/agent/${agentId}`, { data_retrieval: [{ name: 'people', type: 'number' }] })).statusCode, 200)
+  const receiver = await startReceiver(t)
+  receiver.answers.push({ status: 200, body: '{"received": "<yes>"}' }, { status: 500, body: 'receiver broke' })
+  const created = await create(browser, agentId, 'actions', 'api_call', API_CALL(receiver.url))
+  const actionUrl = `/agents/${agentId}/actions/${idIn(created.headers.location, /\/([0-9a-f]{24})\?saved=1$/)}`
+
+  const page = await browser.get(actionUrl)
+  t.match(page.body, `<form method="post" action="${actionUrl}/test">`)
+  const ok = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
+  t.equal(ok.statusCode, 200)
+  t.match(ok.body, /<div class="notice success" role="status" id="test-outcome">\s*<p><strong>Delivered<\/strong>: POST <code>http:\/\/127\.0\.0\.1:\d+\/calls\/0{24}\?source=\*{8}<\/code>/)
+  t.match(ok.body, '<dt>Status</dt><dd>200</dd>')
+  t.match(ok.body, /<dt>Duration<\/dt><dd>\d+ ms<\/dd>/)
+  t.match(ok.body, '<pre class="preview">{&quot;received&quot;: &quot;&lt;yes&gt;&quot;}</pre>', 'the answer escaped')
+  const [sent] = await receiver.waitFor(1)
+  t.equal(sent.headers.authorization, 'Bearer s3cret-value', 'the stored header value is sent')
+  t.same(sent.json, { people: 42, note: 'from the console' }, 'only my fields, {{people}} with its type')
+
+  const failed = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
+  t.equal(failed.statusCode, 200)
+  t.match(failed.body, /<div class="notice error" role="status" id="test-outcome">\s*<p><strong>Not delivered<\/strong>/)
+  t.match(failed.body, '<dt>Status</dt><dd>500</dd>')
+  t.match(failed.body, 'receiver broke')
+
+  // A port that nobody listens on: taken, then freed.
+  const closed = await new Promise<number>((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+  const edit = { ...API_CALL(`http://127.0.0.1:${closed}`), 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
+  t.equal((await browser.post(actionUrl, { csrf_token: csrfOf(page.body), ...edit })).statusCode, 303)
+  const refused = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
+  t.equal(refused.statusCode, 200)
+  t.match(refused.body, '<dt>Error</dt><dd>the receiver could not be reached</dd>')
+  t.notMatch(refused.body, '<dt>Status</dt>')
+  t.equal(receiver.received.length, 2, 'nothing more reached the receiver')
+
+  const email = await create(browser, agentId, 'actions', 'send_email', { 'settings.name': 'Mail', 'settings.subject': 'S', 'settings.message': 'M', 'settings.direct_recipients': 'a@example.com' })
+  const emailUrl = String(email.headers.location).replace(/\?saved=1$/, '')
+  t.notMatch((await browser.get(emailUrl)).body, '>Test</button>', 'only an API call has a Test button')
+  t.equal((await browser.post(`${emailUrl}/test`, { csrf_token: csrfOf(page.body) })).statusCode, 400)
+})
+
+t.test('CSRF: without or with a wrong token, 403 and nothing changes', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  const created = await create(browser, agentId, 'actions', 'api_call', API_CALL('https://hooks.example.test'))
+  const actionUrl = String(created.headers.location).replace(/\?saved=1$/, '')
+  for (const [url, form] of [
+    [`/agents/${agentId}/actions`, { type: 'api_call', ...API_CALL('https://hooks.example.test') }],
+    [actionUrl, { 'settings.name': 'Forged' }],
+    [`${actionUrl}/delete`, {}],
+    [`${actionUrl}/test`, {}],
+    [`/agents/${agentId}/tools`, { type: 'end_call', 'settings.name': 'Forged' }]
+  ] as const) {
+    t.equal((await browser.post(url, form)).statusCode, 403, `${url} without a token`)
+    t.equal((await browser.post(url, { ...form, csrf_token: 'wrong' })).statusCode, 403, `${url} with a wrong token`)
+  }
+  const actions = (await api('GET', `/v1/agent/${agentId}/actions`)).json()
+  t.equal(actions.length, 1)
+  t.equal(actions[0].settings.name, 'Sync <CRM>')
+  t.same((await api('GET', `/v1/agent/${agentId}/tools`)).json(), [])
+})
+
+t.test('another account\'s agents and actions, and unknown ids: 404 for every page and form', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const owner = await signedIn(ctx)
+  const agentId = await newAgent(owner.browser)
+  const created = await create(owner.browser, agentId, 'actions', 'api_call', API_CALL('https://hooks.example.test'))
+  const actionId = idIn(created.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
+  const tool = await create(owner.browser, agentId, 'tools', 'end_call', { 'settings.name': 'Bye' })
+  const toolId = idIn(tool.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
+
+  const { browser } = await signedIn(ctx)
+  const mine = await newAgent(browser, 'Mine')
+  const csrf = csrfOf((await browser.get('/agents')).body)
+  const gets = [
+    `/agents/${agentId}/actions/new?type=api_call`, `/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/tools/${toolId}`,
+    `/agents/${mine}/actions/${actionId}`, `/agents/${mine}/tools/${toolId}`, `/agents/${mine}/actions/not-an-id`, '/agents/ffffffffffffffffffffffff/tools/new?type=end_call'
+  ]
+  for (const url of gets) t.equal((await browser.get(url)).statusCode, 404, `GET ${url}`)
+  const posts = [
+    `/agents/${agentId}/actions`, `/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}/delete`, `/agents/${agentId}/actions/${actionId}/test`,
+    `/agents/${mine}/actions/${actionId}`, `/agents/${mine}/actions/${actionId}/delete`, `/agents/${mine}/actions/${actionId}/test`, `/agents/${mine}/tools/${toolId}/delete`
+  ]
+  for (const url of posts) {
+    const res = await browser.post(url, { csrf_token: csrf, type: 'api_call', 'settings.name': 'Taken over' })
+    t.equal(res.statusCode, 404, `POST ${url}`)
+    t.match(res.body, /You have no agent with that id|This agent has no (action|tool) with that id/)
+  }
+  t.equal((await owner.api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.name, 'Sync <CRM>')
+  t.equal((await owner.api('GET', `/v1/agent/${agentId}/tools`)).json().length, 1)
+})
+
+t.test('a workspace member sees the workspace agent\'s actions and tools read-only and gets 403 on every change', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const owner = await signedIn(ctx)
+  const agentId = await newAgent(owner.browser)
+  const outside = await newAgent(owner.browser, 'Private')
+  const created = await create(owner.browser, agentId, 'actions', 'api_call', API_CALL('https://hooks.example.test'))
+  const actionUrl = String(created.headers.location).replace(/\?saved=1$/, '')
+  const tool = await create(owner.browser, agentId, 'tools', 'mcp', { 'settings.name': 'Tools', 'settings.server_url': 'https://mcp.example.test', 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.value': 'mcp-secret' })
+  const toolUrl = String(tool.headers.location).replace(/\?saved=1$/, '')
+  const outsideTool = String((await create(owner.browser, outside, 'tools', 'end_call', { 'settings.name': 'Bye' })).headers.location).replace(/\?saved=1$/, '')
+  const workspace = newId()
+  await ctx.db.insertInto('workspaces').values({ id: workspace, user_id: owner.user.id, name: 'Team' }).execute()
+  await ctx.db.updateTable('agents').set({ workspace_id: workspace }).where('id', '=', agentId).execute()
+
+  const member = await signedIn(ctx)
+  await ctx.db.insertInto('workspace_members').values({ workspace_id: workspace, email: member.user.email, role: 'member', status: 'active', member_user_id: member.user.id, joined_at: new Date() }).execute()
+  await ctx.db.updateTable('console_sessions').set({ workspace_id: workspace }).where('user_id', '=', member.user.id).execute()
+
+  const agentPage = await member.browser.get(`/agents/${agentId}`)
+  t.equal(agentPage.statusCode, 200)
+  t.match(agentPage.body, 'Sync &lt;CRM&gt;</a>')
+  t.match(agentPage.body, '>Tools</a>')
+  t.notMatch(agentPage.body, '/actions/new', 'no add form')
+  const action = await member.browser.get(actionUrl)
+  t.equal(action.statusCode, 200)
+  t.match(action.body, 'You are a member of this workspace: you can see this action, not change it.')
+  t.match(action.body, '<fieldset class="plain" disabled>')
+  t.notMatch(action.body, /<button type="submit">(Save|Test)<\/button>|Delete this action/, 'no change forms')
+  t.notMatch(action.body, 's3cret')
+  t.notMatch((await member.browser.get(toolUrl)).body, 'mcp-secret')
+  t.equal((await member.browser.get(outsideTool)).statusCode, 404, 'outside the workspace: as if it did not exist')
+  t.equal((await member.browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 403)
+
+  const csrf = csrfOf(agentPage.body)
+  for (const [url, form] of [
+    [`/agents/${agentId}/actions`, { type: 'api_call', ...API_CALL('https://hooks.example.test') }],
+    [actionUrl, { 'settings.name': 'Changed' }],
+    [`${actionUrl}/delete`, {}],
+    [`${actionUrl}/test`, {}],
+    [`${toolUrl}/delete`, {}]
+  ] as const) {
+    const res = await member.browser.post(url, { csrf_token: csrf, ...form })
+    t.equal(res.statusCode, 403, `POST ${url}`)
+    t.match(res.body, 'You can view this workspace but not change it.')
+  }
+  t.equal((await owner.api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.name, 'Sync <CRM>')
+  t.equal((await owner.api('GET', `/v1/agent/${agentId}/tools`)).json().length, 1)
+})

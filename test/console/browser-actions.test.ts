@@ -1,0 +1,74 @@
+import t from 'tap'
+import { setup } from '../helpers/app.ts'
+import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+
+// In real Chromium: create an agent, give it an API call action whose body carries a {{variable}}, press Test
+// and read the outcome; axe-core finds nothing on the agent page or the action's form. Deliveries may reach
+// 127.0.0.1 here (DELIVERY_ALLOW_PRIVATE_NETWORKS), where the receiver listens.
+
+t.test('an agent with an API call action, tested against a local receiver: in Chromium', async (t) => {
+  const ctx = await setup(t, { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIMEOUT_MS: '2000' })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+  const receiver = await startReceiver(t)
+  receiver.answers.push({ status: 201, body: '{"stored":true}' })
+  const browser = await launchChromium(t)
+  const page = await browser.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(err.message))
+  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const axe: Record<string, unknown> = {}
+  const check = async (name: string) => { axe[name] = await axeViolations(page) }
+
+  await page.goto(`${url}/login`)
+  await page.getByLabel('E-mail address').fill(user.email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/agents`)
+  await page.getByRole('link', { name: 'New agent' }).click()
+  await page.locator('#agent_name').fill('Bistro')
+  await page.getByLabel('Prompt').fill('You take table reservations.')
+  // A field of data retrieval, for the action's body.
+  await page.getByLabel('Variable').fill('people')
+  await page.locator('#data_retrieval-0-type').selectOption('number')
+  await page.getByRole('button', { name: 'Create agent' }).click()
+  await page.waitForURL(/\/agents\/[0-9a-f]{24}\?saved=1$/)
+  t.equal(await page.locator('h1').textContent(), 'Bistro')
+  await check('agent page')
+
+  await page.getByLabel('New action of type').selectOption({ label: 'API call' })
+  await page.getByRole('button', { name: 'Add an action' }).click()
+  await page.waitForURL(/\/actions\/new\?type=api_call$/)
+  await check('new API call action')
+  await page.locator('#settings-name').fill('Reservations')
+  await page.getByLabel('URL').fill(`${receiver.url}/reservations`)
+  await page.getByLabel('Name of header 1').fill('Authorization')
+  await page.getByLabel('Value of header 1').fill('Bearer from-chromium')
+  await page.getByLabel('Body (JSON)').fill('{"guests": "{{people}}", "agent": "{{agent_id}}"}')
+  await page.getByRole('button', { name: 'Add action' }).click()
+  await page.waitForURL(/\/actions\/[0-9a-f]{24}\?saved=1$/)
+  t.equal(await page.locator('h1').textContent(), 'API call: Reservations')
+  t.notMatch(await page.content(), 'from-chromium', 'the header value is not in the page')
+  await check('API call action')
+
+  await page.getByRole('button', { name: 'Test' }).click()
+  await page.locator('#test-outcome').waitFor()
+  const outcome = (await page.locator('#test-outcome').textContent())!
+  t.match(outcome, 'Delivered')
+  t.match(outcome, /Status\s*201/)
+  t.match(outcome, '{"stored":true}')
+  await check('tested action')
+  const [received] = await receiver.waitFor(1)
+  t.equal(received.url, '/reservations')
+  t.equal(received.headers.authorization, 'Bearer from-chromium')
+  t.match(received.json, { guests: 42, agent: /^[0-9a-f]{24}$/ })
+
+  // Back on the agent's page, the action is listed.
+  await page.getByRole('link', { name: 'Back to Bistro' }).click()
+  t.equal(await page.getByRole('link', { name: 'Reservations' }).count(), 1)
+
+  for (const [name, violations] of Object.entries(axe)) t.same(violations, [], `${name}: no axe-core violations`)
+  t.same(problems, [], 'no script errors and no CSP violations')
+})

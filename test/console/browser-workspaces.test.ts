@@ -1,0 +1,77 @@
+import t from 'tap'
+import { createApiKey } from '../../src/modules/users/queries.ts'
+import { setup } from '../helpers/app.ts'
+import { createAgent } from '../helpers/calls.ts'
+import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+
+// Workspaces in real Chromium: the owner creates one and invites a person; no SMTP here, so the owner is shown the
+// link; the person follows it in another browser, chooses a password, and sees only the workspace's agent.
+
+t.test('invite a member who then signs in and sees only that workspace: in Chromium', async (t) => {
+  const ctx = await setup(t)
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const owner = await createConsoleUser(ctx.db)
+  const { key } = await createApiKey(ctx.db, owner.id)
+  const account = { user: owner, key, headers: { 'x-api-key': key } }
+  const browser = await launchChromium(t)
+  const problems: string[] = []
+  const axe: Record<string, unknown> = {}
+  const watch = (page: import('playwright-core').Page) => {
+    page.on('pageerror', (err) => problems.push(err.message))
+    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  }
+
+  const ownerPage = await (await browser.newContext()).newPage()
+  watch(ownerPage)
+  await ownerPage.goto(`${url}/login`)
+  await ownerPage.getByLabel('E-mail address').fill(owner.email)
+  await ownerPage.getByLabel('Password').fill(PASSWORD)
+  await ownerPage.getByRole('button', { name: 'Sign in' }).click()
+  await ownerPage.waitForURL(`${url}/agents`)
+  await ownerPage.getByRole('link', { name: 'Workspaces' }).first().click()
+  axe.workspaces = await axeViolations(ownerPage)
+  await ownerPage.getByLabel('Name').fill('Front office')
+  await ownerPage.getByRole('button', { name: 'Create workspace' }).click()
+  await ownerPage.waitForURL(/\/workspaces\/[0-9a-f]{24}$/)
+  const workspaceId = new URL(ownerPage.url()).pathname.split('/')[2]
+  await createAgent(ctx.app, account, { agent_name: 'Receptionist' }, `?workspace_id=${workspaceId}`)
+  await createAgent(ctx.app, account, { agent_name: 'Owner only' })
+
+  await ownerPage.getByLabel('E-mail address').fill('colleague@example.com')
+  await ownerPage.getByLabel('Role').selectOption('member')
+  await ownerPage.getByRole('button', { name: 'Invite' }).click()
+  await ownerPage.getByText('colleague@example.com is invited.').waitFor()
+  axe.workspace = await axeViolations(ownerPage)
+  const link = (await ownerPage.locator('code.secret').textContent())!
+  t.match(link, /^http:\/\/localhost:3000\/invitations\/wi_\w+$/, 'the link to pass on (PUBLIC_BASE_URL of the test)')
+
+  const memberPage = await (await browser.newContext()).newPage()
+  watch(memberPage)
+  await memberPage.goto(`${url}${new URL(link).pathname}`)
+  t.match(await memberPage.locator('main').textContent(), /invited colleague@example.com to the workspace\s+Front office as a member/)
+  axe.invitation = await axeViolations(memberPage)
+  await memberPage.getByLabel('Password', { exact: true }).fill(PASSWORD)
+  await memberPage.getByLabel('Password again').fill(PASSWORD)
+  await memberPage.getByRole('button', { name: 'Accept and create my account' }).click()
+  await memberPage.waitForURL(`${url}/agents`)
+  t.equal(await memberPage.locator('.account .context').textContent(), 'Workspace Front office (member)')
+  const names = await memberPage.locator('main tbody td:first-child').allTextContents()
+  t.same(names, ['Receptionist'], 'only the workspace\'s agent')
+  t.equal(await memberPage.getByRole('link', { name: 'New agent' }).count(), 0, 'a member creates nothing')
+  t.equal(await memberPage.getByRole('link', { name: 'API keys' }).count(), 0, 'the account pages are not listed in a workspace')
+  axe.memberAgents = await axeViolations(memberPage)
+  await memberPage.getByRole('link', { name: 'Receptionist' }).click()
+  t.ok(await memberPage.getByLabel('Name', { exact: true }).isDisabled(), 'the agent\'s settings are read-only')
+  axe.memberAgent = await axeViolations(memberPage)
+
+  // The owner removes the member: their next page is their own, empty account.
+  await ownerPage.getByRole('button', { name: 'Remove colleague@example.com' }).click()
+  await ownerPage.getByText('colleague@example.com is no longer a member.').waitFor()
+  await memberPage.goto(`${url}/agents`)
+  t.equal(await memberPage.locator('.account .context').textContent(), 'Your account')
+  t.equal(await memberPage.locator('main tbody tr').count(), 0)
+
+  t.same(axe, { workspaces: [], workspace: [], invitation: [], memberAgents: [], memberAgent: [] }, 'axe-core: no WCAG 2.1 A/AA violations')
+  t.same(problems, [], 'no script errors and no CSP violations')
+})
