@@ -1,20 +1,9 @@
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { MAX_RANGE_DAYS } from '../../src/http/dates.ts'
-import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, PASSWORD, PAGE_HEADERS } from '../helpers/console-client.ts'
-
-/** A console user who also has an API key (to make agents and compare with the API's exports), signed in. */
-async function signedIn (ctx: TestContext) {
-  const user = await createConsoleUser(ctx.db)
-  const { key } = await createApiKey(ctx.db, user.id)
-  const account: Account = { user, key, headers: { 'x-api-key': key } }
-  const browser = new ConsoleClient(ctx.app)
-  await browser.signIn(user.email, PASSWORD)
-  return { user, account, browser }
-}
+import { PAGE_HEADERS, signedInWithKey } from '../helpers/console-client.ts'
 
 /** The rows of a chart's table (`id`-table): header row first, each row's cells as text. */
 function tableOf (body: string, id: string): string[][] {
@@ -46,7 +35,7 @@ async function seed (ctx: TestContext, user: { id: string }, account: Account) {
 
 t.test('the figures of one\'s own calls in the range, in four charts and their tables; the agent filter', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const { desk, sales } = await seed(ctx, user, account)
 
   const page = await browser.get('/analytics?from=2026-05-01&to=2026-05-03')
@@ -101,7 +90,7 @@ t.test('the figures of one\'s own calls in the range, in four charts and their t
 
 t.test('the default range is the last 30 days, today included', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Today' })
   const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10)
   await insertCalls(ctx.db, user.id, agent, [{ start_timestamp: new Date(), duration_ms: 60_000 }, { start_timestamp: new Date(`${day(30)}T12:00:00Z`) }])
@@ -118,7 +107,7 @@ t.test('the default range is the last 30 days, today included', async (t) => {
 
 t.test('bad ranges and filters are a 400 page with the reason and the form', async (t) => {
   const ctx = await setup(t)
-  const { browser } = await signedIn(ctx)
+  const { browser } = await signedInWithKey(ctx)
   for (const [query, message] of [
     ['?from=yesterday&to=2026-05-01', /“From” must be a day written YYYY-MM-DD/],
     ['?from=2026-05-01&to=soon', /“To” must be a day written YYYY-MM-DD/],
@@ -148,7 +137,7 @@ t.test('bad ranges and filters are a 400 page with the reason and the form', asy
 
 t.test('CSV downloads: the API\'s exports for the session, with their headers and rows, one\'s own calls only', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const { sales } = await seed(ctx, user, account)
 
   const calls = await browser.get('/analytics/calls.csv?from=2026-05-01&to=2026-05-03')

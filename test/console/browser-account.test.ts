@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -35,11 +35,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   const checked: Record<string, unknown> = {}
   const check = async (name: string) => { checked[name] = await axeViolations(page) }
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
 
   // Buy a number from the search results and give it an inbound agent.
   await page.getByRole('link', { name: 'Phone numbers' }).click()

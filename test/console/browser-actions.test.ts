@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 
@@ -22,11 +22,7 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
   const axe: Record<string, unknown> = {}
   const check = async (name: string) => { axe[name] = await axeViolations(page) }
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()
   await page.locator('#agent_name').fill('Bistro')
   await page.getByLabel('Prompt').fill('You take table reservations.')

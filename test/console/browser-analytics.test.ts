@@ -3,7 +3,7 @@ import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The Analytics page in real Chromium, which enforces the CSP: the charts must be styled from console.css alone.
@@ -31,11 +31,7 @@ t.test('analytics: change the range, see the four charts, open their figures, do
   page.on('pageerror', (err) => problems.push(err.message))
   page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Analytics' }).click()
   await page.waitForURL(`${url}/analytics`)
   t.equal(await page.locator('h1').textContent(), 'Analytics')

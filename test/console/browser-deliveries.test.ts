@@ -3,7 +3,7 @@ import { createApiKey } from '../../src/modules/users/queries.ts'
 import type { Account } from '../helpers/app.ts'
 import { setup } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { analysedCall, FAST, settled } from '../helpers/deliveries.ts'
 import { startReceiver } from '../helpers/receiver.ts'
@@ -34,11 +34,7 @@ t.test('filter the log by Not delivered, open the failed delivery, Send again on
   page.on('pageerror', (err) => problems.push(err.message))
   page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Deliveries' }).click()
   await page.waitForURL(`${url}/deliveries`)
   t.equal(await page.locator('h1').textContent(), 'Deliveries')

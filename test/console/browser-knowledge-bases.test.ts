@@ -2,7 +2,7 @@ import t from 'tap'
 import { startWorkers } from '../../src/jobs/workers.ts'
 import { createLogger } from '../../src/logger.ts'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The knowledge bases' pages in real Chromium: a file chosen through the file input, its state followed by the
@@ -25,11 +25,7 @@ t.test('create a knowledge base with a file, watch it become ready, search it: i
   const checked: Record<string, unknown> = {}
   const check = async (name: string) => { checked[name] = await axeViolations(page) }
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Knowledge bases' }).click()
   t.equal(await page.locator('h1').textContent(), 'Knowledge bases')
   await check('knowledge bases, none')

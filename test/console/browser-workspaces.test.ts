@@ -2,7 +2,7 @@ import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // Workspaces in real Chromium: the owner creates one and invites a person; no SMTP here, so the owner is shown the
@@ -24,11 +24,7 @@ t.test('invite a member who then signs in and sees only that workspace: in Chrom
 
   const ownerPage = await (await browser.newContext()).newPage()
   watch(ownerPage)
-  await ownerPage.goto(`${url}/login`)
-  await ownerPage.getByLabel('E-mail address').fill(owner.email)
-  await ownerPage.getByLabel('Password').fill(PASSWORD)
-  await ownerPage.getByRole('button', { name: 'Sign in' }).click()
-  await ownerPage.waitForURL(`${url}/agents`)
+  await signInAt(ownerPage, url, owner.email, PASSWORD)
   await ownerPage.getByRole('link', { name: 'Workspaces' }).first().click()
   axe.workspaces = await axeViolations(ownerPage)
   await ownerPage.getByLabel('Name').fill('Front office')

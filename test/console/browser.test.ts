@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
@@ -73,11 +73,7 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
   page.on('response', (res) => { if (res.status() >= 400 && new URL(res.url()).pathname !== '/favicon.ico') problems.push(`${res.status()} ${res.url()}`) })
 
-  await page.goto(`${url}/login`)
-  await page.getByLabel('E-mail address').fill(user.email)
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(`${url}/agents`)
+  await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Agents' }).click()
   await page.getByRole('link', { name: 'New agent' }).click()
   await page.getByLabel('Name').fill('Clinic')

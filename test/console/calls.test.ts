@@ -2,26 +2,15 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { storeRecording } from '../../src/modules/calls/recordings.ts'
-import { createApiKey } from '../../src/modules/users/queries.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { createAccount, setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, PASSWORD, PAGE_HEADERS } from '../helpers/console-client.ts'
-
-/** A console user who also has an API key (to make agents through the API), signed in. */
-async function signedIn (ctx: TestContext) {
-  const user = await createConsoleUser(ctx.db)
-  const { key } = await createApiKey(ctx.db, user.id)
-  const account: Account = { user, key, headers: { 'x-api-key': key } }
-  const browser = new ConsoleClient(ctx.app)
-  await browser.signIn(user.email, PASSWORD)
-  return { user, account, browser }
-}
+import { PAGE_HEADERS, signedInWithKey } from '../helpers/console-client.ts'
 
 const callIdsOf = (body: string) => [...body.matchAll(/<a href="\/calls\/([0-9a-f]{24})">/g)].map((m) => m[1])
 
 t.test('the list: only one\'s own calls, newest first, with their columns; filters; a bad filter is a 400 page', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const one = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const two = await createAgent(ctx.app, account, { agent_name: 'Sales <b>' })
   const [c1, c2] = await insertCalls(ctx.db, user.id, one, [
@@ -94,7 +83,7 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
 
 t.test('paging: 50 a page, next and previous links keep the filters', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account)
   const seeds = Array.from({ length: 120 }, (_, i) => ({ start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, i)), direction: i % 3 === 0 ? 'inbound' as const : 'outbound' as const }))
   const ids = await insertCalls(ctx.db, user.id, agent, seeds)
@@ -121,7 +110,7 @@ t.test('paging: 50 a page, next and previous links keep the filters', async (t) 
 
 t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript (escaped), credits, deliveries', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const start = Date.parse('2026-05-01T09:30:00Z')
   const [id] = await insertCalls(ctx.db, user.id, agent, [{
@@ -194,7 +183,7 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
 
 t.test('another account\'s call, an unknown id and a malformed one are the console\'s 404 page', async (t) => {
   const ctx = await setup(t)
-  const { browser } = await signedIn(ctx)
+  const { browser } = await signedInWithKey(ctx)
   const other = await createAccount(ctx.db)
   const [foreign] = await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other), [{ call_summary: 'their secret' }])
   for (const id of [foreign, newId(), 'not-an-id']) {
@@ -209,7 +198,7 @@ t.test('another account\'s call, an unknown id and a malformed one are the conso
 
 t.test('the recording: a player on the call\'s page; the WAV (ranges too) for the owner only', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const [id] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}])
   const wav = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(996, 7)])
   t.ok(await storeRecording(ctx.db, { callId: id, userId: user.id, durationMs: 1000, wav }))
@@ -231,7 +220,7 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   t.equal(past.statusCode, 416)
   t.equal(past.headers['content-range'], 'bytes */1000')
 
-  const stranger = await signedIn(ctx)
+  const stranger = await signedInWithKey(ctx)
   const refused = await stranger.browser.get(`/calls/${id}/recording.wav`)
   t.equal(refused.statusCode, 404)
   t.match(refused.headers['content-type'], 'text/html')
@@ -245,7 +234,7 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
 
 t.test('the Calls pages carry the console\'s security headers and nothing inline', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const [id] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{ transcription: [{ speaker: 'user', content: 'hi', timestamp: Date.now() }] }])
   const answers = [await browser.get('/calls'), await browser.get('/calls?status=bad'), await browser.get(`/calls/${id}`), await browser.get(`/calls/${newId()}`)]
   for (const res of answers) {

@@ -4,22 +4,12 @@ import type { DB } from '../../src/db/database.ts'
 import { newId } from '../../src/db/ids.ts'
 import type { DeliveryAttempt, WebhookDeliveriesTable } from '../../src/db/schema.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { createAccount, setup, type Account } from '../helpers/app.ts'
 import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
 import { analysedCall, FAST, settled } from '../helpers/deliveries.ts'
 import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-
-/** A console user who also has an API key (to make agents through the API), signed in. */
-async function signedIn (ctx: TestContext) {
-  const user = await createConsoleUser(ctx.db)
-  const { key } = await createApiKey(ctx.db, user.id)
-  const account: Account = { user, key, headers: { 'x-api-key': key } }
-  const browser = new ConsoleClient(ctx.app)
-  await browser.signIn(user.email, PASSWORD)
-  return { user, account, browser }
-}
 
 interface Seed { status?: WebhookDeliveriesTable['status'], attempts?: Array<Omit<DeliveryAttempt, 'n'>>, url?: string | null, name?: string, kind?: 'agent_webhook' | 'api_call', created?: Date, next?: Date | null, attemptsMax?: number }
 
@@ -61,7 +51,7 @@ const deliveryIdsOf = (body: string) => [...body.matchAll(/<td><a href="\/delive
 
 t.test('the log: only one\'s own deliveries, newest first; Delivered, Retrying and Not delivered, agent and call filters', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const one = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const two = await createAgent(ctx.app, account, { agent_name: 'Sales <b>' })
   const [c1] = await insertCalls(ctx.db, user.id, one, [{}])
@@ -132,7 +122,7 @@ t.test('the log: only one\'s own deliveries, newest first; Delivered, Retrying a
 
 t.test('paging: 50 a page of the total; next and previous links keep the filters', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account)
   const [call] = await insertCalls(ctx.db, user.id, agent, [{}])
   const ids: string[] = []
@@ -157,7 +147,7 @@ t.test('paging: 50 a page of the total; next and previous links keep the filters
 
 t.test('a delivery\'s page: every attempt with its answer (escaped), the next attempt, the masked receiver; others\' are 404', async (t) => {
   const ctx = await setup(t)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const [call] = await insertCalls(ctx.db, user.id, agent, [{}])
   const next = new Date('2026-05-01T10:00:00Z')
@@ -206,7 +196,7 @@ t.test('a delivery\'s page: every attempt with its answer (escaped), the next at
 
 t.test('Send again: CSRF checked, the outcome shown from the logged attempt, success makes it Delivered; a purged one is a 409 page', async (t) => {
   const ctx = await setup(t, FAST)
-  const { user, account, browser } = await signedIn(ctx)
+  const { user, account, browser } = await signedInWithKey(ctx)
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, account)
   const [call] = await insertCalls(ctx.db, user.id, agent, [{}])
@@ -256,7 +246,7 @@ t.test('Send again: CSRF checked, the outcome shown from the logged attempt, suc
 
 t.test('a workspace: its members see the deliveries of its calls only, read-only; an admin sends again', async (t) => {
   const ctx = await setup(t, FAST)
-  const { user: owner, account } = await signedIn(ctx)
+  const { user: owner, account } = await signedInWithKey(ctx)
   const receiver = await startReceiver(t)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Shared' })
   const workspaceId = newId()

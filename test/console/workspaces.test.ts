@@ -1,20 +1,10 @@
 import t from 'tap'
-import { createApiKey } from '../../src/modules/users/queries.ts'
-import { setup, type Account, type TestContext } from '../helpers/app.ts'
+import { setup, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
 
 // Workspaces in the console: the owner invites, the invited person follows the e-mail's link, and the one rule of
 // scope.ts decides what they see (the workspace's agents, calls, deliveries, knowledge bases) and change (admins).
-
-async function owner (ctx: TestContext) {
-  const user = await createConsoleUser(ctx.db)
-  const { key } = await createApiKey(ctx.db, user.id)
-  const account: Account = { user, key, headers: { 'x-api-key': key } }
-  const browser = new ConsoleClient(ctx.app)
-  await browser.signIn(user.email, PASSWORD)
-  return { user, account, browser }
-}
 
 /** The link of the newest invitation e-mail to `email` (recorded: the tests send no mail). */
 async function invitationLink (ctx: TestContext, email: string): Promise<string> {
@@ -27,7 +17,7 @@ async function invitationLink (ctx: TestContext, email: string): Promise<string>
 
 /** An owner with a workspace holding one agent and its call, and an agent and a call outside it. */
 async function seeded (ctx: TestContext, name = 'Sales <b>') {
-  const o = await owner(ctx)
+  const o = await signedInWithKey(ctx)
   const created = await o.browser.submit('/workspaces', '/workspaces', { workspace_name: name, description: 'the sales team' })
   t.equal(created.statusCode, 303)
   const workspaceId = /^\/workspaces\/([0-9a-f]{24})$/.exec(created.headers.location as string)![1]
@@ -191,7 +181,7 @@ t.test('the owner\'s page: validation, repeat and resend of invitations, removal
   t.equal((await s.browser.post(`${url}/members`, { email: 'b@example.com', role: 'member' })).statusCode, 403, 'no CSRF token')
   t.equal((await s.browser.submit('/workspaces', '/workspaces', { workspace_name: '', description: '' })).statusCode, 400)
 
-  const stranger = await owner(ctx)
+  const stranger = await signedInWithKey(ctx)
   t.equal((await stranger.browser.get(url)).statusCode, 404, 'another account\'s workspace')
   t.equal((await stranger.browser.get('/workspaces/zzz')).statusCode, 404)
   t.equal((await stranger.browser.submit('/workspaces', `${url}/members`, { email: 'c@example.com', role: 'member' })).statusCode, 404)

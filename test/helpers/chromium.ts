@@ -38,3 +38,12 @@ export async function axeViolations (page: Page): Promise<AxeViolation[]> {
   return await page.evaluate(`axe.run(document, { runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }).then((result) =>
     result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(' ')) })))`)
 }
+
+/** Signs in on the console's sign-in page and waits for the page it leads to (the agents). */
+export async function signInAt (page: Page, url: string, email: string, password: string): Promise<void> {
+  await page.goto(`${url}/login`)
+  await page.getByLabel('E-mail address').fill(email)
+  await page.getByLabel('Password').fill(password)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${url}/agents`)
+}

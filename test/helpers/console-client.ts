@@ -1,7 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import type { DB } from '../../src/db/database.ts'
 import { hashPassword } from '../../src/modules/console/passwords.ts'
-import { createUser, type User } from '../../src/modules/users/queries.ts'
+import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
+import type { Account } from './app.ts'
 
 /** A browser's view of the console through app.inject: it keeps cookies and reads forms' CSRF tokens. */
 export class ConsoleClient {
@@ -75,4 +76,13 @@ export const PAGE_HEADERS = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   'cache-control': 'no-store'
+}
+
+/** A console user who also has an API key (to make records through the API), signed in. */
+export async function signedInWithKey (ctx: { app: FastifyInstance, db: DB }): Promise<{ user: User, account: Account, browser: ConsoleClient }> {
+  const user = await createConsoleUser(ctx.db)
+  const { key } = await createApiKey(ctx.db, user.id)
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  return { user, account: { user, key, headers: { 'x-api-key': key } }, browser }
 }

@@ -10,7 +10,7 @@ import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { HIDDEN, ID, sendPage, listQuery } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -52,15 +52,6 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
   if (skip !== '' && !/^\d{1,9}$/.test(skip)) return problem('The page position must be a whole number.')
   filters.skip = Number(skip)
   return { filters }
-}
-
-/** The query string of the filters (only those set) at `skip`. */
-function queryOf (filters: Filters, skip: number): string {
-  const params = new URLSearchParams()
-  for (const name of FILTER_NAMES) if (filters[name] !== '') params.set(name, filters[name])
-  if (skip > 0) params.set('skip', String(skip))
-  const query = params.toString()
-  return query === '' ? '' : `?${query}`
 }
 
 const when = (epochMs: number | null) => {
@@ -131,8 +122,8 @@ ${calls !== undefined && (calls.length === 0
   </tr>`)}</tbody>
 </table></div>`)}
 ${calls !== undefined && (filters.skip > 0 || options.hasNext === true) && html`<nav aria-label="Pages of calls"><ul class="pager">
-  ${filters.skip > 0 && html`<li><a href="/calls${queryOf(filters, previous)}" rel="prev">Newer calls</a></li>`}
-  ${options.hasNext === true && html`<li><a href="/calls${queryOf(filters, filters.skip + PAGE_SIZE)}" rel="next">Older calls</a></li>`}
+  ${filters.skip > 0 && html`<li><a href="/calls${listQuery(filters, FILTER_NAMES, previous)}" rel="prev">Newer calls</a></li>`}
+  ${options.hasNext === true && html`<li><a href="/calls${listQuery(filters, FILTER_NAMES, filters.skip + PAGE_SIZE)}" rel="next">Older calls</a></li>`}
 </ul></nav>`}`
   })
 }

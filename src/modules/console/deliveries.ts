@@ -8,7 +8,7 @@ import { displayUrl, type ApiCallSettings } from '../deliveries/render.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { HIDDEN, ID, sendPage, listQuery } from './reply.ts'
 
 // The console's delivery log: the API's GET /v1/webhook-deliveries with its filters, one delivery with every
 // attempt, and Send again, which calls the same resend() as POST /v1/webhook-deliveries/:id/resend.
@@ -46,15 +46,6 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
   if (skip !== '' && !/^\d{1,9}$/.test(skip)) return problem('The page position must be a whole number.')
   filters.skip = Number(skip)
   return { filters }
-}
-
-/** The query string of the filters (only those set) at `skip`. */
-function queryOf (filters: Filters, skip: number): string {
-  const params = new URLSearchParams()
-  for (const name of FILTER_NAMES) if (filters[name] !== '') params.set(name, filters[name])
-  if (skip > 0) params.set('skip', String(skip))
-  const query = params.toString()
-  return query === '' ? '' : `?${query}`
 }
 
 interface ListOptions { viewer: Viewer, filters: Filters, agents: Map<string, string>, rows?: DeliveryRow[], total?: number, error?: string }
@@ -102,8 +93,8 @@ ${rows !== undefined && (rows.length === 0
   </tr>`)}</tbody>
 </table></div>`)}
 ${rows !== undefined && (filters.skip > 0 || hasNext) && html`<nav aria-label="Pages of deliveries"><ul class="pager">
-  ${filters.skip > 0 && html`<li><a href="/deliveries${queryOf(filters, previous)}" rel="prev">Newer deliveries</a></li>`}
-  ${hasNext && html`<li><a href="/deliveries${queryOf(filters, filters.skip + PAGE_SIZE)}" rel="next">Older deliveries</a></li>`}
+  ${filters.skip > 0 && html`<li><a href="/deliveries${listQuery(filters, FILTER_NAMES, previous)}" rel="prev">Newer deliveries</a></li>`}
+  ${hasNext && html`<li><a href="/deliveries${listQuery(filters, FILTER_NAMES, filters.skip + PAGE_SIZE)}" rel="next">Older deliveries</a></li>`}
 </ul></nav>`}`
   })
 }

@@ -11,3 +11,12 @@ export const ID = new RegExp(ID_PATTERN)
 
 export const sendPage = (reply: FastifyReply, status: number, page: string): FastifyReply =>
   reply.code(status).type('text/html; charset=utf-8').send(page)
+
+/** The query string of a list's filters (only those set) at `skip`: the list's paging links. */
+export function listQuery<F extends string> (filters: Record<F, string>, names: readonly F[], skip: number): string {
+  const params = new URLSearchParams()
+  for (const name of names) if (filters[name] !== '') params.set(name, filters[name])
+  if (skip > 0) params.set('skip', String(skip))
+  const query = params.toString()
+  return query === '' ? '' : `?${query}`
+}
