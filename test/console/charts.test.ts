@@ -1,5 +1,5 @@
 import t from 'tap'
-import { barChart, columnChart, formatNumber, keepLargest, niceScale, SERIES_COLOURS, stackedColumnChart } from '../../src/modules/console/charts.ts'
+import { barChart, columnChart, formatNumber, keepLargest, niceScale, SERIES_COLOURS, stackedColumnChart, tickLabel } from '../../src/modules/console/charts.ts'
 
 const text = { id: 'c', title: 'Calls', description: 'Calls per day.', labelHeader: 'Day', valueHeader: 'Calls', unit: 'calls' }
 
@@ -103,4 +103,13 @@ t.test('horizontal bars: widths in proportion, values beside them, kinds as clas
   t.match(chart, 'viewBox="0 0 640 92"', 'a row per bar')
   t.same(tableRows(chart), [['Positive', '8'], ['Negative', '2'], ['Unknown', '0']])
   t.equal(formatNumber(1234.567), '1,234.57')
+})
+
+t.test('axis labels: a short call\'s fraction of a minute is not rounded to 0; large values are compact', async (t) => {
+  const { ticks } = niceScale(0.03)
+  t.same(ticks.map(tickLabel), ['0', '0.01', '0.02', '0.03'], 'distinct labels below 1')
+  t.equal(new Set(ticks.map(tickLabel)).size, ticks.length)
+  t.equal(tickLabel(1_250), '1.3K')
+  t.equal(tickLabel(35_000_000), '35M')
+  t.equal(tickLabel(2.5), '2.5')
 })

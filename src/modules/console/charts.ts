@@ -37,8 +37,10 @@ const at = (n: number) => Math.round(n * 100) / 100
 /** A figure for people: thousands separated, at most 2 decimals. */
 export const formatNumber = (value: number) => value.toLocaleString('en-US', { maximumFractionDigits: 2 })
 
-/** An axis label: 1.2K, 35M. */
-const tickLabel = (value: number) => value.toLocaleString('en-US', { notation: 'compact', maximumFractionDigits: 1 })
+/** An axis label: 1.2K, 35M; below 1 its two significant digits (a few seconds of calls are 0.025 minutes, not 0). */
+export const tickLabel = (value: number) => Math.abs(value) < 1
+  ? value.toLocaleString('en-US', { maximumSignificantDigits: 2 })
+  : value.toLocaleString('en-US', { notation: 'compact', maximumFractionDigits: 1 })
 
 export interface Scale { max: number, ticks: number[] }
 
