@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify'
+import type { ConcurrencyLimits } from '../config.ts'
 import { HttpError } from './errors.ts'
 
 /** Seconds a refused client is told to wait: long enough for an upload or export to end, short enough to retry. */
@@ -42,4 +43,19 @@ export class Slots {
       else this.#byAccount.set(userId, left)
     }
   }
+}
+
+const shared = new WeakMap<ConcurrencyLimits, { uploads: Slots, exports: Slots }>()
+
+/**
+ * The app's one set of upload or export slots (one per configuration, so per app): the API's routes and the
+ * console's pages draw on the same ones, so that an account's limit holds whichever way it comes in.
+ */
+export function sharedSlots (what: 'uploads' | 'exports', limits: ConcurrencyLimits): Slots {
+  let slots = shared.get(limits)
+  if (slots === undefined) {
+    slots = { uploads: new Slots('uploads', limits.uploadsPerAccount), exports: new Slots('exports', limits.exportsPerAccount, limits.exportsTotal) }
+    shared.set(limits, slots)
+  }
+  return slots[what]
 }

@@ -5,7 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ConcurrencyLimits } from '../../config.ts'
 import { Type } from 'typebox'
 import { cursorStream, type DB } from '../../db/database.ts'
-import { Slots } from '../../http/concurrency.ts'
+import { sharedSlots } from '../../http/concurrency.ts'
 import { dateRange, type DateRange } from '../../http/dates.ts'
 import { AUTH_ERRORS, errors } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
@@ -38,15 +38,8 @@ function attachment (reply: FastifyReply, name: string, range: DateRange): void 
 
 // A streaming export holds a connection until its client has read the last row: bounded per account, and in
 // all below the pool size, so that slow readers cannot take every connection; one whose client takes no rows
-// for EXPORT_STALL_TIMEOUT_MS is ended, which frees both. One set of slots per configuration (per app), which
-// the API's exports and the console's downloads share.
-const slotsOf = new WeakMap<ConcurrencyLimits, Slots>()
-
-function exportSlots (limits: ConcurrencyLimits): Slots {
-  let slots = slotsOf.get(limits)
-  if (slots === undefined) slotsOf.set(limits, slots = new Slots('exports', limits.exportsPerAccount, limits.exportsTotal))
-  return slots
-}
+// for EXPORT_STALL_TIMEOUT_MS is ended, which frees both. The API's exports and the console's downloads share the
+// slots (sharedSlots).
 
 /**
  * Sends the call-details CSV of the account's calls in the range (`call-details_<from>_<to>.csv`), streamed
@@ -54,7 +47,7 @@ function exportSlots (limits: ConcurrencyLimits): Slots {
  * have been checked: a 404 cannot follow a 200 whose rows are streaming.
  */
 export function sendCallDetailsCsv (db: DB, request: FastifyRequest, reply: FastifyReply, userId: string, filter: CallFilter, range: DateRange, limits: ConcurrencyLimits): FastifyReply {
-  const release = exportSlots(limits).take(userId, reply)
+  const release = sharedSlots('exports', limits).take(userId, reply)
   const query = callDetailsQuery(db, userId, filter, range)
   const rows = cursorStream(db, query, 1000, (row) => {
     for (const i of TEXT_CELLS) row[i] = safeCell(row[i] as string | null)

@@ -11,9 +11,10 @@ import type { DeliveryDeps } from '../deliveries/engine.ts'
 import type { Outcome } from '../deliveries/send.ts'
 import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
 import {
-  after, fieldValues, objectFields, pairValues, readFields, readPairs, renderField, renderFields, renderPairs, the,
+  fieldValues, objectFields, pairValues, readFields, readPairs, renderField, renderFields, renderPairs, the,
   type Field, type FormValues, type Option, type Pairs, type Problems
 } from './forms.ts'
+import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -79,10 +80,6 @@ const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Quer
 const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule']
 /** An API call's members drawn before its headers, query and body. */
 const FIRST = ['name', 'url', 'method']
-
-/** A hand-drawn field's hint and problem, for assistive technology. */
-const described = (id: string, problem: string | undefined) =>
-  html` aria-describedby="${id}-hint${problem !== undefined ? ` ${id}-error` : ''}"${problem !== undefined && html` aria-invalid="true"`}`
 
 const ACTIVE = objectFields(Type.Object({ is_active: Type.Boolean() }), '', { labels: { is_active: 'Active' }, hints: { is_active: 'An inactive one is kept but not used.' } })
 const RETRY_MODE: Field = {
@@ -318,6 +315,8 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
   const fields = settingsFields(kind, type, choices)
   const headers = hasHeaders(kind, type)
   const apiCall = isApiCall(kind, type)
+  const body = describe('settings-body', 'A JSON object (sent as the query string for GET and DELETE). A value that is exactly one {{variable}} keeps its type, such as {"people": "{{people}}"}.', problems['settings.body'])
+  const retry = describe('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])
   const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   return layout({
     title,
@@ -339,14 +338,14 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   ${apiCall && html`${renderPairs(QUERY, form, problems)}
   ${problems['settings.query'] !== undefined && html`<p class="field-error">${problems['settings.query']}</p>`}
   <label for="settings-body">Body (JSON)</label>
-  <textarea id="settings-body" name="settings.body" rows="8" class="code"${described('settings-body', problems['settings.body'])}>
+  <textarea id="settings-body" name="settings.body" rows="8" class="code"${body.attrs}>
 ${form['settings.body'] ?? ''}</textarea>
-  ${after('settings-body', 'A JSON object (sent as the query string for GET and DELETE). A value that is exactly one {{variable}} keeps its type, such as {"people": "{{people}}"}.', problems['settings.body'])}
+  ${body.after}
   ${renderFields(fields.filter((field) => !FIRST.includes(field.key)), form, problems)}
   ${renderField(RETRY_MODE, form, problems)}
   <label for="settings-retry_schedule">${RETRY_LABEL}</label>
-  <input id="settings-retry_schedule" name="settings.retry_schedule" value="${form['settings.retry_schedule'] ?? ''}" inputmode="numeric"${described('settings-retry_schedule', problems['settings.retry_schedule'])}>
-  ${after('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])}`}
+  <input id="settings-retry_schedule" name="settings.retry_schedule" value="${form['settings.retry_schedule'] ?? ''}" inputmode="numeric"${retry.attrs}>
+  ${retry.after}`}
   ${renderFields(ACTIVE, form, problems)}
   </fieldset>
   ${!readOnly && html`<button type="submit">${row === undefined ? `Add ${kind.noun}` : 'Save'}</button>`}

@@ -17,6 +17,7 @@ import {
 import { startWebCall } from '../calls/web-calls.ts'
 import { capabilitySection } from './agent-capabilities.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
+import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -382,12 +383,8 @@ const HINTS: Partial<Record<Field, string>> = {
  * starts after a line break, which the HTML parser drops, so that text starting with one keeps it.
  */
 function agentForm ({ viewer, action, submit, form, problems, voices }: FormOptions): SafeHtml {
-  const described = (field: Field) => {
-    const ids = [HINTS[field] !== undefined && `${field}-hint`, problems[field] !== undefined && `${field}-error`].filter(Boolean).join(' ')
-    return html`${ids !== '' && html` aria-describedby="${ids}"`}${problems[field] !== undefined && html` aria-invalid="true"`}`
-  }
-  const after = (field: Field) => html`${HINTS[field] !== undefined && html`<p id="${field}-hint" class="hint">${HINTS[field]}</p>`}
-  ${problems[field] !== undefined && html`<p id="${field}-error" class="field-error">${problems[field]}</p>`}`
+  const described = (field: Field) => describe(field, HINTS[field], problems[field]).attrs
+  const after = (field: Field) => describe(field, HINTS[field], problems[field]).after
   const voiceId = text(form, 'voice_id')
   const known = voices.some((voice) => voice.id === voiceId.toLowerCase())
   return html`${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}

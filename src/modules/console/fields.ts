@@ -51,15 +51,20 @@ interface FieldOptions {
   attrs?: SafeHtml
 }
 
-function described ({ name, hint, problems, prefix = '' }: FieldOptions): { attrs: SafeHtml, after: SafeHtml } {
-  const id = prefix + name
-  const ids = [hint !== undefined && `${id}-hint`, problems[name] !== undefined && `${id}-error`].filter(Boolean).join(' ')
+/**
+ * How the control `id` tells its hint and its problem: the attributes for the control (aria-describedby,
+ * aria-invalid) and the paragraphs to put after it, with the ids those attributes name. Every console form uses it.
+ */
+export function describe (id: string, hint: string | undefined, problem: string | undefined): { attrs: SafeHtml, after: SafeHtml } {
+  const ids = [hint !== undefined && `${id}-hint`, problem !== undefined && `${id}-error`].filter(Boolean).join(' ')
   return {
-    attrs: html`${ids !== '' && html` aria-describedby="${ids}"`}${problems[name] !== undefined && html` aria-invalid="true"`}`,
+    attrs: html`${ids !== '' && html` aria-describedby="${ids}"`}${problem !== undefined && html` aria-invalid="true"`}`,
     after: html`${hint !== undefined && html`<p id="${id}-hint" class="hint">${hint}</p>`}
-  ${problems[name] !== undefined && html`<p id="${id}-error" class="field-error">${problems[name]}</p>`}`
+  ${problem !== undefined && html`<p id="${id}-error" class="field-error">${problem}</p>`}`
   }
 }
+
+const described = ({ name, hint, problems, prefix = '' }: FieldOptions) => describe(prefix + name, hint, problems[name])
 
 export function inputField (options: FieldOptions): SafeHtml {
   const { attrs, after } = described(options)

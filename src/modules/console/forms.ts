@@ -3,6 +3,7 @@ import type { TSchema } from 'typebox'
 import { invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { EMAIL_PATTERN } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
+import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 
 // Forms drawn from the API's TypeBox schemas: each member of an object schema becomes a labelled control, and
@@ -211,15 +212,6 @@ export function readFields (fields: Field[], form: FormValues): { values: Record
   return { values, problems }
 }
 
-/** How a field tells its hint and its problem to assistive technology. */
-function described (id: string, hint: string | undefined, problem: string | undefined): SafeHtml {
-  const ids = [hint !== undefined && `${id}-hint`, problem !== undefined && `${id}-error`].filter(Boolean).join(' ')
-  return html`${ids !== '' && html` aria-describedby="${ids}"`}${problem !== undefined && html` aria-invalid="true"`}`
-}
-
-export const after = (id: string, hint: string | undefined, problem: string | undefined) =>
-  html`${hint !== undefined && html`<p id="${id}-hint" class="hint">${hint}</p>`}${problem !== undefined && html`<p id="${id}-error" class="field-error">${problem}</p>`}`
-
 /**
  * One field: its label, control, hint and problem. A checkbox is followed by a hidden `false` of the same name:
  * the console reads the first value of a name, so an unticked box says false rather than nothing.
@@ -228,20 +220,20 @@ export function renderField (field: Field, values: FormValues, problems: Problem
   const id = idOf(field.name)
   const problem = problems[field.name]
   const value = values[field.name] ?? ''
-  const aria = described(id, field.hint, problem)
+  const { attrs: aria, after } = describe(id, field.hint, problem)
   const { base, nullable } = unwrap(field.schema as Schema)
   const required = field.required && html` required`
   switch (controlOf(field)) {
     case 'checkbox':
       return html`<div class="check"><input type="checkbox" id="${id}" name="${field.name}" value="true"${value === 'true' && html` checked`}${aria}><input type="hidden" name="${field.name}" value="false"><label for="${id}">${field.label}</label></div>
-${after(id, field.hint, problem)}`
+${after}`
     case 'choices':
       return html`<fieldset class="choices"${aria}><legend>${field.label}</legend><input type="hidden" name="${field.name}" value="">
 ${optionsOf(field).map((option) => {
   const optionId = idOf(`${field.name}.${option.value}`)
   return html`<div class="check"><input type="checkbox" id="${optionId}" name="${field.name}.${option.value}" value="true"${values[`${field.name}.${option.value}`] === 'true' && html` checked`}><label for="${optionId}">${option.label}</label></div>`
 })}</fieldset>
-${after(id, field.hint, problem)}`
+${after}`
     case 'select': {
       const options = optionsOf(field)
       const known = options.some((option) => option.value === value)
@@ -251,12 +243,12 @@ ${(nullable || !field.required) && html`<option value=""${value === '' && html` 
 ${!known && value !== '' && html`<option value="${value}" selected>${value}</option>`}
 ${options.map((option) => html`<option value="${option.value}"${option.value === value && html` selected`}>${option.label}</option>`)}
 </select>
-${after(id, field.hint, problem)}`
+${after}`
     }
     case 'number':
       return html`<label for="${id}">${field.label}</label>
 <input id="${id}" name="${field.name}" type="number" value="${value}"${base.minimum !== undefined && html` min="${base.minimum}"`}${base.maximum !== undefined && html` max="${base.maximum}"`} step="${base.type === 'integer' ? '1' : 'any'}"${required}${aria}>
-${after(id, field.hint, problem)}`
+${after}`
     case 'lines':
     case 'textarea': {
       // The text starts after a line break, which the HTML parser drops: text starting with one keeps it.
@@ -265,13 +257,13 @@ ${after(id, field.hint, problem)}`
       return html`<label for="${id}">${field.label}</label>
 <textarea id="${id}" name="${field.name}" rows="${lines ? 3 : 4}"${base.maxLength !== undefined && html` maxlength="${base.maxLength}"`}${!lines && required}${aria}>
 ${value}</textarea>
-${after(id, field.hint, problem)}`
+${after}`
     }
     default: {
       const type = base.format === 'http-url' ? 'url' : base.pattern === EMAIL_PATTERN ? 'email' : 'text'
       return html`<label for="${id}">${field.label}</label>
 <input id="${id}" name="${field.name}" type="${type}" value="${value}"${base.maxLength !== undefined && html` maxlength="${base.maxLength}"`}${required}${aria}>
-${after(id, field.hint, problem)}`
+${after}`
     }
   }
 }
@@ -367,7 +359,8 @@ export function renderPairs (pairs: Pairs, values: FormValues, problems: Problem
     const id = idOf(name)
     const problem = problems[name]
     const hint = part === 'value' && stored ? 'Stored; empty keeps it' : undefined
-    return html`<td><input id="${id}" name="${name}" value="${part === 'value' && writeOnly ? '' : values[name] ?? ''}" aria-label="${label}"${part === 'value' && writeOnly && html` autocomplete="off"`}${described(id, hint, problem)}>${after(id, hint, problem)}</td>`
+    const { attrs, after } = describe(id, hint, problem)
+    return html`<td><input id="${id}" name="${name}" value="${part === 'value' && writeOnly ? '' : values[name] ?? ''}" aria-label="${label}"${part === 'value' && writeOnly && html` autocomplete="off"`}${attrs}>${after}</td>`
   }
   return html`<input type="hidden" name="${pairs.name}" value="${count}">
 <div class="table"><table class="pairs">

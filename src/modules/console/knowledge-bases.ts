@@ -3,7 +3,7 @@ import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
-import { Slots } from '../../http/concurrency.ts'
+import { sharedSlots } from '../../http/concurrency.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
@@ -15,6 +15,7 @@ import {
 import { search, searchConfigFor } from '../knowledge-bases/search.ts'
 import { ACCEPTED_TYPES, FormFields, storeFiles, withUpload, type Upload, type UploadOptions } from '../knowledge-bases/upload.ts'
 import { findUser } from '../users/queries.ts'
+import { describe } from './fields.ts'
 import { escapeHtml, html, raw, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -90,24 +91,14 @@ function summary (files: FileRow[]): string {
 const snippetHtml = (snippet: string): SafeHtml =>
   raw(escapeHtml(snippet).replaceAll('&lt;b&gt;', '<mark>').replaceAll('&lt;/b&gt;', '</mark>'))
 
-/** A form's hint and error, tied to its input. */
-function described (id: string, hint: string | undefined, problem: string | undefined): { attributes: SafeHtml, after: SafeHtml } {
-  const ids = [hint !== undefined && `${id}-hint`, problem !== undefined && `${id}-error`].filter(Boolean).join(' ')
-  return {
-    attributes: html`${ids !== '' && html` aria-describedby="${ids}"`}${problem !== undefined && html` aria-invalid="true"`}`,
-    after: html`${hint !== undefined && html`<p id="${id}-hint" class="hint">${hint}</p>`}
-  ${problem !== undefined && html`<p id="${id}-error" class="field-error">${problem}</p>`}`
-  }
-}
-
 export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
   // Over the size limit the parser only cuts a file short; upload.ts notices that and answers 413 (as the API does).
   await app.register(multipart, { throwFileSizeLimit: false })
   const limits = jobs.config.knowledgeBases
   const maxMb = limits.maxFileBytes / 1024 / 1024
   const fileHint = `${ACCEPTED_TYPES}; at most ${maxMb} MB a file.`
-  // The console's uploads have slots of their own, as many per account as the API's.
-  const uploads = new Slots('uploads', jobs.config.concurrency.uploadsPerAccount)
+  // The same upload slots as the API's: an account's KB_UPLOADS_PER_ACCOUNT holds across both.
+  const uploads = sharedSlots('uploads', jobs.config.concurrency)
   const validators = new Map(FIELDS.map((field) => [field, compileBodySchema(FormFields.properties[field])]))
 
   async function inScopeKb (scope: Scope, id: string): Promise<KnowledgeBaseRow> {
@@ -165,11 +156,11 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
 
   function createPage (session: ConsoleSession, form: CreateForm, problems: Problems): string {
     const viewer = viewerOf(session)
-    const name = described('name', undefined, problems.name)
-    const description = described('description', 'What it holds, for you and the people you work with.', problems.description)
-    const folder = described('folder', 'Optional, to group knowledge bases.', problems.folder)
-    const language = described('language', 'The documents\' language, a BCP-47 tag such as en or de-DE; it decides how words are matched. Empty: your account\'s language.', problems.language)
-    const file = described('file', `The first document: ${fileHint} Add more on the knowledge base's page.`, problems.file)
+    const name = describe('name', undefined, problems.name)
+    const description = describe('description', 'What it holds, for you and the people you work with.', problems.description)
+    const folder = describe('folder', 'Optional, to group knowledge bases.', problems.folder)
+    const language = describe('language', 'The documents\' language, a BCP-47 tag such as en or de-DE; it decides how words are matched. Empty: your account\'s language.', problems.language)
+    const file = describe('file', `The first document: ${fileHint} Add more on the knowledge base's page.`, problems.file)
     return layout({
       title: 'New knowledge base',
       viewer,
@@ -179,19 +170,19 @@ ${Object.keys(problems).length > 0 && notice('error', 'Some fields need another 
 <form method="post" action="/knowledge-bases" enctype="multipart/form-data" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <label for="name">Name</label>
-  <input id="name" name="name" value="${form.name}" maxlength="100" required${name.attributes}>
+  <input id="name" name="name" value="${form.name}" maxlength="100" required${name.attrs}>
   ${name.after}
   <label for="description">Description</label>
-  <input id="description" name="description" value="${form.description}" maxlength="300" required${description.attributes}>
+  <input id="description" name="description" value="${form.description}" maxlength="300" required${description.attrs}>
   ${description.after}
   <label for="folder">Folder</label>
-  <input id="folder" name="folder" value="${form.folder}" maxlength="50"${folder.attributes}>
+  <input id="folder" name="folder" value="${form.folder}" maxlength="50"${folder.attrs}>
   ${folder.after}
   <label for="language">Language</label>
-  <input id="language" name="language" value="${form.language}" maxlength="35" autocomplete="off"${language.attributes}>
+  <input id="language" name="language" value="${form.language}" maxlength="35" autocomplete="off"${language.attrs}>
   ${language.after}
   <label for="file">File</label>
-  <input id="file" name="file" type="file" accept="${ACCEPT}" required${file.attributes}>
+  <input id="file" name="file" type="file" accept="${ACCEPT}" required${file.attrs}>
   ${file.after}
   <button type="submit">Create knowledge base</button>
 </form>`
@@ -210,8 +201,8 @@ ${Object.keys(problems).length > 0 && notice('error', 'Some fields need another 
     const shown = assigned.filter((agent) => agents.some((a) => a.id === agent.id))
     const hidden = assigned.length - shown.length
     const q = options.q ?? ''
-    const search = described('q', undefined, options.searchError)
-    const upload = described('files', fileHint, options.uploadError)
+    const search = describe('q', undefined, options.searchError)
+    const upload = describe('files', fileHint, options.uploadError)
     return layout({
       title: kb.name,
       viewer,
@@ -229,7 +220,7 @@ ${!scope.canChange && html`<p>You are a member of this workspace: you can see an
 <h2 id="search-title">Search</h2>
 <form method="get" action="/knowledge-bases/${kb.id}" class="stack wide" role="search" aria-labelledby="search-title">
   <label for="q">Words to find</label>
-  <input id="q" name="q" type="search" value="${q}" maxlength="${MAX_QUERY}"${search.attributes}>
+  <input id="q" name="q" type="search" value="${q}" maxlength="${MAX_QUERY}"${search.attrs}>
   ${search.after}
   <button type="submit">Search</button>
 </form>
@@ -258,7 +249,7 @@ ${options.uploadError !== undefined && notice('error', options.uploadError)}
 <form method="post" action="/knowledge-bases/${kb.id}/files" enctype="multipart/form-data" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <label for="files">Files</label>
-  <input id="files" name="files" type="file" accept="${ACCEPT}" multiple required${upload.attributes}>
+  <input id="files" name="files" type="file" accept="${ACCEPT}" multiple required${upload.attrs}>
   ${upload.after}
   <p class="hint">At most ${limits.maxFilesPerUpload} files at once and ${limits.maxFiles} in a knowledge base.</p>
   <button type="submit">Add files</button>

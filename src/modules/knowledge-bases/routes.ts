@@ -6,7 +6,7 @@ import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database } from '../../db/schema.ts'
-import { Slots } from '../../http/concurrency.ts'
+import { sharedSlots } from '../../http/concurrency.ts'
 import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, EpochMs, errors, IdParams, Nullable, ObjectId, OwnerQuery, Paging } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
@@ -125,7 +125,7 @@ export const knowledgeBaseRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobS
   await app.register(multipart, { throwFileSizeLimit: false })
   const limits = jobs.config.knowledgeBases
 
-  const uploads = new Slots('uploads', jobs.config.concurrency.uploadsPerAccount)
+  const uploads = sharedSlots('uploads', jobs.config.concurrency)
 
   /** Runs an upload in one of the account's upload slots; its body is read before the handler's transaction opens. */
   async function upload<T> (request: FastifyRequest, reply: FastifyReply, run: () => Promise<T>): Promise<T> {
