@@ -12,7 +12,7 @@ import { barChart, columnChart, formatNumber, keepLargest, SERIES_COLOURS, stack
 import { html } from './html.ts'
 import { layout, notice, viewerOf, type Viewer } from './pages.ts'
 import { sessionOf } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { HIDDEN, ID, sendPage, withChosen } from './reply.ts'
 const DAY = /^\d{4}-\d{2}-\d{2}$/
 /** Days the page shows when the form names none: the last 30, today included. */
 export const DEFAULT_DAYS = 30
@@ -148,7 +148,7 @@ ${barChart({
 
 function analyticsPage (options: { viewer: Viewer, form: Form, agents: Array<{ id: string, name: string }>, figures?: Figures, error?: string }): string {
   const { viewer, form, agents, figures } = options
-  const agentOptions = form.agent === '' || agents.some((agent) => agent.id === form.agent) ? agents : [...agents, { id: form.agent, name: form.agent }]
+  const agentOptions = withChosen(agents, form.agent)
   return layout({
     title: 'Analytics',
     viewer,

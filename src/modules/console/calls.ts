@@ -10,7 +10,7 @@ import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage, listQuery } from './reply.ts'
+import { HIDDEN, ID, sendPage, listQuery, withChosen } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -78,9 +78,7 @@ interface ListedCall extends ListItem { duration_ms: number | null, credits: num
 
 function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{ id: string, name: string }>, calls?: ListedCall[], hasNext?: boolean, error?: string }): string {
   const { viewer, filters, agents, calls } = options
-  const agentOptions = agents.some((agent) => agent.id === filters.agent) || filters.agent === ''
-    ? agents
-    : [...agents, { id: filters.agent, name: filters.agent }]
+  const agentOptions = withChosen(agents, filters.agent)
   const previous = Math.max(0, filters.skip - PAGE_SIZE)
   return layout({
     title: 'Calls',

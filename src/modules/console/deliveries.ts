@@ -8,7 +8,7 @@ import { displayUrl, type ApiCallSettings } from '../deliveries/render.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage, listQuery } from './reply.ts'
+import { HIDDEN, ID, sendPage, listQuery, withChosen } from './reply.ts'
 
 // The console's delivery log: the API's GET /v1/webhook-deliveries with its filters, one delivery with every
 // attempt, and Send again, which calls the same resend() as POST /v1/webhook-deliveries/:id/resend.
@@ -51,8 +51,7 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
 interface ListOptions { viewer: Viewer, filters: Filters, agents: Map<string, string>, rows?: DeliveryRow[], total?: number, error?: string }
 
 function listPage ({ viewer, filters, agents, rows, total = 0, error }: ListOptions): string {
-  const agentOptions = [...agents].map(([id, name]) => ({ id, name }))
-  if (filters.agent !== '' && !agents.has(filters.agent)) agentOptions.push({ id: filters.agent, name: filters.agent })
+  const agentOptions = withChosen([...agents].map(([id, name]) => ({ id, name })), filters.agent)
   const previous = Math.max(0, filters.skip - PAGE_SIZE)
   const hasNext = rows !== undefined && filters.skip + rows.length < total
   return layout({

@@ -20,3 +20,8 @@ export function listQuery<F extends string> (filters: Record<F, string>, names: 
   const query = params.toString()
   return query === '' ? '' : `?${query}`
 }
+
+/** A list's agents for its filter select, plus the chosen id when it is not among them (a deleted agent's filter). */
+export function withChosen (agents: Array<{ id: string, name: string }>, chosen: string): Array<{ id: string, name: string }> {
+  return chosen === '' || agents.some((agent) => agent.id === chosen) ? agents : [...agents, { id: chosen, name: chosen }]
+}

@@ -151,10 +151,10 @@ ${extra.error !== undefined && notice('error', extra.error)}
   }
 
   /** The page again with the outcome of a change: an HttpError of the workspaces' functions becomes its message. */
-  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: () => Promise<{ done: string, link?: string } | undefined>) {
-    await requireOwned(session, id)
+  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: string, link?: string } | undefined>) {
+    const workspace = await requireOwned(session, id)
     try {
-      const result = await change()
+      const result = await change(workspace)
       return sendPage(reply, 200, await workspacePage(session, id, result))
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode >= 500 || err.statusCode === 404) throw err
@@ -218,10 +218,9 @@ ${extra.error !== undefined && notice('error', extra.error)}
     const session = request.consoleSession!
     const email = field(request, 'email').trim().toLowerCase()
     const role = field(request, 'role')
-    return await outcome(reply, session, request.params.id, async () => {
+    return await outcome(reply, session, request.params.id, async (workspace) => {
       if (email.length > 254 || !EMAIL.test(email)) throw new HttpError(400, 'validation_error', 'the e-mail address is not valid')
       if (!(ROLES as readonly string[]).includes(role)) throw new HttpError(400, 'validation_error', 'choose the role member or admin')
-      const workspace = await requireOwned(session, request.params.id)
       const invitation = await inviteMember(db, session.userId, workspace.id, email, role as typeof ROLES[number])
       if (!invitation.invited) return { done: `${email} was invited already; their role is now ${role}.` }
       return await mailed(session, workspace, email, role as typeof ROLES[number], invitation.token)
@@ -239,8 +238,7 @@ ${extra.error !== undefined && notice('error', extra.error)}
   app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', HIDDEN, async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
-    return await outcome(reply, session, request.params.id, async () => {
-      const workspace = await requireOwned(session, request.params.id)
+    return await outcome(reply, session, request.params.id, async (workspace) => {
       const member = (await listMembers(db, [workspace.id])).find((m) => m.email === email && m.status === 'invited')
       const token = member === undefined ? undefined : await renewInvitation(db, session.userId, workspace.id, email)
       if (member === undefined || token === undefined) throw new HttpError(409, 'conflict', `${email} has no open invitation to this workspace`)
