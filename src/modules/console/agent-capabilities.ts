@@ -213,7 +213,11 @@ function readSettings (kind: Kind, type: string, form: FormValues, choices: Choi
  * The API's message about settings as the console shows it: under the field it names ("body.settings.url must
  * be …"), or above the form ("body.settings needs a recipient …", a limit, a missing integration).
  */
-function problemsOfError (kind: Kind, err: HttpError): Problems {
+function problemsOfError (kind: Kind, err: HttpError, form: FormValues): Problems {
+  // A header's problem goes under its row's value.
+  const header = /^body\.settings\.headers\.(\S+) (.*)$/.exec(err.message)
+  const row = header === null ? undefined : Object.keys(form).find((field) => /^settings\.headers\.\d+\.name$/.test(field) && form[field]?.trim() === header[1])
+  if (header !== null && row !== undefined) return { [row.replace(/name$/, 'value')]: `${header[2].charAt(0).toUpperCase()}${header[2].slice(1)}.` }
   const found = /^body\.settings\.([a-z_]+) (.*)$/.exec(err.message)
   if (found !== null && !found[2].includes('body.settings')) {
     const member = found[1]
@@ -374,7 +378,7 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     /** The form again with what is wrong, 400; or 409 when the API refuses it for a limit or a missing integration. */
     const refuse = async (reply: FastifyReply, page: Omit<FormPage, 'problems'>, err: unknown) => {
       if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
-      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err) }))
+      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err, page.form) }))
     }
 
     app.get<{ Params: { id: string }, Querystring: { type?: string } }>(`${path}/new`, HIDDEN, async (request, reply) => {

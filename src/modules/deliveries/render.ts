@@ -1,6 +1,6 @@
 import { HttpError } from '../../http/errors.ts'
 import type { Static } from 'typebox'
-import { ACTION_SETTINGS, MASK } from '../agents/settings.ts'
+import { ACTION_SETTINGS, MASK, VARIABLE } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
 import type { TranscriptItem } from '../../db/schema.ts'
 
@@ -69,7 +69,6 @@ export function callVariables (call: CallRow): Record<string, unknown> {
 }
 
 const ONE_VARIABLE = /^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$/
-const VARIABLE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g
 
 const text = (value: unknown) => (value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value))
 
