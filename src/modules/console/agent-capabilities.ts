@@ -337,7 +337,8 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   <legend class="visually-hidden">${typeLabel(type)} settings</legend>
   ${renderFields(apiCall ? fields.filter((field) => FIRST.includes(field.key)) : fields, form, problems)}
   ${headers && html`${renderPairs(HEADERS, form, problems)}
-  <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.</p>
+  <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.
+  Stored values go only to the origin (scheme, host and port) of the URL they were given with: a change of origin needs each one typed again or removed.</p>
   ${problems['settings.headers'] !== undefined && html`<p class="field-error">${problems['settings.headers']}</p>`}`}
   ${apiCall && html`${renderPairs(QUERY, form, problems)}
   ${problems['settings.query'] !== undefined && html`<p class="field-error">${problems['settings.query']}</p>`}
