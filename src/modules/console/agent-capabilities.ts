@@ -8,6 +8,7 @@ import { countCapabilities, deleteCapability, findAgent, findCapability, listAge
 import { ACTION_SETTINGS, headerProblem, MASK } from '../agents/settings.ts'
 import { testApiCall } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
+import { maskUrlTemplate, viewerApiCallSettings, type ApiCallSettings } from '../deliveries/render.ts'
 import type { Outcome } from '../deliveries/send.ts'
 import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
 import {
@@ -126,6 +127,15 @@ function formOf (kind: Kind, type: string, settings: Record<string, unknown>, ac
     })
   }
   return values
+}
+
+/**
+ * Stored settings as someone who may only view them (a workspace `member`) sees them: the URLs and query values masked
+ * as the delivery log masks them, since a key in a query parameter is a credential like a header value.
+ */
+function viewedSettings (kind: Kind, type: string, settings: Record<string, unknown>): Record<string, unknown> {
+  if (isApiCall(kind, type)) return viewerApiCallSettings(settings as ApiCallSettings)
+  return typeof settings.server_url === 'string' ? { ...settings, server_url: maskUrlTemplate(settings.server_url) } : settings
 }
 
 /** Where a JSON value cannot be stored or sent: too deep, or text PostgreSQL refuses. */
@@ -423,7 +433,8 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       const agent = await agentInScope(db, page.scope, request.params.id)
       const row = await capabilityOf(db, page.scope, kind, agent, request.params.itemId)
       const choices = await choicesOf(db, page.scope, agent)
-      const form = formOf(kind, row.type, row.settings, row.is_active, choices)
+      const settings = page.scope.canChange ? row.settings : viewedSettings(kind, row.type, row.settings)
+      const form = formOf(kind, row.type, settings, row.is_active, choices)
       return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
     })
 
