@@ -504,6 +504,23 @@ t.test('a workspace member sees the workspace agent\'s actions and tools read-on
   t.notMatch(action.body, /<button type="submit">(Save|Test)<\/button>|Delete this action/, 'no change forms')
   t.notMatch(action.body, 's3cret')
   t.notMatch((await member.browser.get(toolUrl)).body, 'mcp-secret')
+
+  // Query values, and a user name, password or query in a URL, are masked as the delivery log masks them.
+  const keyed = { ...API_CALL('https://bot:pw-secret@hooks.example.test'), 'settings.url': 'https://bot:pw-secret@hooks.example.test/c?api_key=url-key-secret', 'settings.query.0.value': 'query-key-secret', 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
+  t.equal((await owner.browser.post(actionUrl, { csrf_token: csrfOf((await owner.browser.get(actionUrl)).body), ...keyed })).statusCode, 303)
+  const ownView = await owner.browser.get(actionUrl)
+  t.match(ownView.body, 'query-key-secret', 'the owner, who may change them, sees them')
+  const masked = await member.browser.get(actionUrl)
+  t.notMatch(masked.body, /query-key-secret|url-key-secret|pw-secret|bot:/, 'the member sees no value')
+  t.match(masked.body, 'value="https://********:********@hooks.example.test/c?api_key=********"')
+  t.match(masked.body, /name="settings\.query\.0\.value" value="\*{8}"/)
+  const getAction = await owner.api('PATCH', `/v1/agent/${agentId}/actions/${idIn(actionUrl, /\/([0-9a-f]{24})$/)}`, { settings: { method: 'GET', body: { token: 'body-key-secret' } } })
+  t.equal(getAction.statusCode, 200)
+  t.notMatch((await member.browser.get(actionUrl)).body, 'body-key-secret', 'a GET\'s body travels in the query string: masked too')
+  await owner.api('PATCH', `/v1/agent/${agentId}`, { webhook_url: 'https://hooks.example.test/agent?token=webhook-key-secret' })
+  const agentView = await member.browser.get(`/agents/${agentId}`)
+  t.notMatch(agentView.body, 'webhook-key-secret')
+  t.match(agentView.body, 'https://hooks.example.test/agent?token=********')
   t.equal((await member.browser.get(outsideTool)).statusCode, 404, 'outside the workspace: as if it did not exist')
   t.equal((await member.browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 403)
 
