@@ -2,6 +2,7 @@
 //   npm run cli -- user create --email a@example.com [--name "Ada"] [--language de]
 //   npm run cli -- user list
 //   npm run cli -- user login-link --email a@example.com
+//   npm run cli -- workspace invite-link --workspace <id> --email a@example.com
 //   npm run cli -- key create --user <id|email> [--name ci]
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
@@ -15,6 +16,8 @@ import { createCipher, isSealed, keyFileOf, newSecretsKey, SecretsKeyError, stag
 import { prepareSecrets, rewriteSecrets } from '../src/db/stored-secrets.ts'
 import { HttpError } from '../src/http/errors.ts'
 import { createLogger } from '../src/logger.ts'
+import { INVITATION_MS, renewInvitation, workspaceOwner } from '../src/modules/account/workspace-queries.ts'
+import { publicInvitationUrl } from '../src/modules/account/workspaces.ts'
 import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
 
@@ -22,6 +25,7 @@ const USAGE = `usage:
   cli user create --email <address> [--name <name>] [--language <en|de|…>]
   cli user list
   cli user login-link --email <address>
+  cli workspace invite-link --workspace <id> --email <address>
   cli key create --user <id|email> [--name <label>]
   cli key list --user <id|email>
   cli key revoke <prefix|key>
@@ -32,7 +36,7 @@ class UsageError extends Error {}
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, 'new-key': { type: 'string' } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -96,6 +100,16 @@ async function command (db: DB, config: Config, cipher: Cipher, embeddedInUse: b
       const user = await userOf(db, required(values.email, 'email'))
       const link = loginLinkUrl(config.publicBaseUrl, await createLoginLink(db, user.id))
       return `${link}\n(signs ${user.email} in to the console once, within ${LOGIN_LINK_MS / 60_000} minutes)`
+    }
+    case 'workspace invite-link': {
+      // For an invitation whose e-mail could not be sent: the operator hands the link to the invited person.
+      const workspaceId = required(values.workspace, 'workspace').toLowerCase()
+      const email = required(values.email, 'email').toLowerCase()
+      const owner = await workspaceOwner(db, workspaceId)
+      if (owner === undefined) throw new UsageError(`no workspace ${workspaceId}`)
+      const token = await renewInvitation(db, owner, workspaceId, email)
+      if (token === undefined) throw new UsageError(`${email} has no open invitation to workspace ${workspaceId}`)
+      return `${publicInvitationUrl(config.publicBaseUrl, token)}\n(for ${email} only: it makes their account or joins it to the workspace, once, within ${INVITATION_MS / 86_400_000} days; earlier links stop working)`
     }
     case 'key create': {
       const user = await userOf(db, required(values.user, 'user'))

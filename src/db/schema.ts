@@ -376,6 +376,12 @@ export interface WebhookSecretsTable {
   expires_at: Date | null
 }
 
+export interface WebhookTestSecretsTable {
+  user_id: string
+  secret: string
+  created_at: CreatedAt
+}
+
 export interface DeliveryNotificationsTable {
   id: string
   user_id: string
@@ -480,6 +486,7 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_secrets: WebhookSecretsTable
+  webhook_test_secrets: WebhookTestSecretsTable
   delivery_notifications: DeliveryNotificationsTable
   knowledge_bases: KnowledgeBasesTable
   knowledge_base_files: KnowledgeBaseFilesTable

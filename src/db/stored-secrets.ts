@@ -22,6 +22,7 @@ export const SECRET_LOCATIONS: Location[] = [
   { table: 'phone_numbers', keys: ['id'], column: 'carrier_auth_token' },
   { table: 'phone_numbers', keys: ['id'], column: 'sip_password' },
   { table: 'webhook_secrets', keys: ['id'], column: 'secret' },
+  { table: 'webhook_test_secrets', keys: ['user_id'], column: 'secret' },
   { table: 'integrations', keys: ['user_id', 'provider'], column: 'credentials', map: {} },
   { table: 'agent_actions', keys: ['id'], column: 'settings', map: { member: 'headers' } },
   { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } }

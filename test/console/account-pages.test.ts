@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { insertPhoneNumber } from '../../src/modules/phone-numbers/queries.ts'
-import { signingSecrets } from '../../src/modules/deliveries/signing.ts'
+import { signingSecrets, testSecret } from '../../src/modules/deliveries/signing.ts'
 import { conflict } from '../../src/http/errors.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
@@ -336,6 +336,7 @@ t.test('settings: the signing secret only in the answer of a POST; rotation keep
   t.equal(revealed.statusCode, 200)
   t.match(revealed.body, `<code id="signing-secret" class="secret">${current}</code>`)
   t.notMatch(revealed.body, (await secretOf(other.user.id))[0], 'never another account\'s')
+  t.match(revealed.body, `<code id="test-signing-secret" class="secret">${await testSecret(ctx.db, me.user.id)}</code>`, 'the Test button\'s own secret beside it')
   t.notMatch((await me.browser.get('/settings')).body, /whsec_/, 'not shown again on the GET page')
 
   t.equal((await me.browser.post('/settings/signing-secret/rotate', {})).statusCode, 403, 'no CSRF token')

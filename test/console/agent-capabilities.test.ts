@@ -1,8 +1,10 @@
 import net from 'node:net'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
-import { ACTIONS } from '../../src/modules/agents/capabilities.ts'
+import { Webhook } from 'standardwebhooks'
+import { ACTIONS, TOOLS } from '../../src/modules/agents/capabilities.ts'
 import { findCapability } from '../../src/modules/agents/queries.ts'
+import { PRIVATE_ADDRESS_REFUSED } from '../../src/modules/deliveries/network.ts'
 import { createApiKey, type User } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
@@ -320,7 +322,8 @@ t.test('the Test button: a local receiver\'s outcome on the page; a 500 answer a
       server.close(() => resolve(port))
     })
   })
-  const edit = { ...API_CALL(`http://127.0.0.1:${closed}`), 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
+  // Another origin: the stored header value must be typed again.
+  const edit = { ...API_CALL(`http://127.0.0.1:${closed}`), 'settings.headers.0.stored': 'true', 'settings.headers.0.value': 'Bearer s3cret-value' }
   t.equal((await browser.post(actionUrl, { csrf_token: csrfOf(page.body), ...edit })).statusCode, 303)
   const refused = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
   t.equal(refused.statusCode, 200)
@@ -386,6 +389,91 @@ t.test('another account\'s agents and actions, and unknown ids: 404 for every pa
   t.equal((await owner.api('GET', `/v1/agent/${agentId}/tools`)).json().length, 1)
 })
 
+/** An owner with an agent in a workspace, and a second person signed in to that workspace with `role`. */
+async function inWorkspace (ctx: TestContext, role: 'admin' | 'member') {
+  const owner = await signedIn(ctx)
+  const agentId = await newAgent(owner.browser)
+  const workspace = newId()
+  await ctx.db.insertInto('workspaces').values({ id: workspace, user_id: owner.user.id, name: 'Team' }).execute()
+  await ctx.db.updateTable('agents').set({ workspace_id: workspace }).where('id', '=', agentId).execute()
+  const other = await signedIn(ctx)
+  await ctx.db.insertInto('workspace_members').values({ workspace_id: workspace, email: other.user.email, role, status: 'active', member_user_id: other.user.id, joined_at: new Date() }).execute()
+  await ctx.db.updateTable('console_sessions').set({ workspace_id: workspace }).where('user_id', '=', other.user.id).execute()
+  return { owner, agentId, other }
+}
+
+t.test('a workspace admin who moves the owner\'s action or tool to another origin never gets the stored header values', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { owner, agentId, other: admin } = await inWorkspace(ctx, 'admin')
+  const owners = await startReceiver(t)
+  const admins = await startReceiver(t)
+  const created = await create(owner.browser, agentId, 'actions', 'api_call', API_CALL(owners.url))
+  const actionId = idIn(created.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
+  const actionUrl = `/agents/${agentId}/actions/${actionId}`
+  const page = await admin.browser.get(actionUrl)
+  t.equal(page.statusCode, 200)
+  t.notMatch(page.body, 's3cret', 'the admin never sees the value')
+  const csrf = csrfOf(page.body)
+  const form = (url: string, value: string, extra: Record<string, string> = {}) =>
+    ({ csrf_token: csrf, ...API_CALL(url), 'settings.headers.0.stored': 'true', 'settings.headers.0.value': value, ...extra })
+
+  // The URL alone changes (the header's value left empty, "keep it"): refused, under the header, and nothing changes.
+  const urlOnly = await admin.browser.post(actionUrl, form(admins.url, ''))
+  t.equal(urlOnly.statusCode, 400)
+  t.match(urlOnly.body, /<input id="settings-headers-0-value"[^>]*aria-invalid="true"/)
+  t.match(urlOnly.body, 'Cannot keep its stored value: stored header values go only to the origin they were given for')
+  t.equal((await findCapability(ctx.db, owner.user.id, ACTIONS, agentId, actionId))!.settings.url, `${owners.url}/calls/{{call_id}}`)
+  const test = async () => await admin.browser.post(`${actionUrl}/test`, { csrf_token: csrf })
+  t.equal((await test()).statusCode, 200)
+  t.equal(admins.received.length, 0, 'the admin\'s receiver got nothing')
+
+  // The URL changes and the header is removed: saved, and the admin's receiver gets no Authorization.
+  t.equal((await admin.browser.post(actionUrl, form(admins.url, '', { 'settings.headers.0.remove': 'true' }))).statusCode, 303)
+  t.match((await test()).body, /<strong>Delivered<\/strong>/)
+  const [bare] = await admins.waitFor(1)
+  t.notOk('authorization' in bare.headers, 'no stored credential reached the admin\'s receiver')
+
+  // Typed again with the new URL: sent (it is the admin's own value now).
+  t.equal((await admin.browser.post(actionUrl, form(owners.url, '', { 'settings.headers.0.stored': 'false', 'settings.headers.0.value': 'Bearer typed-by-admin' }))).statusCode, 303)
+  await test()
+  t.equal(owners.received.at(-1)!.headers.authorization, 'Bearer typed-by-admin')
+
+  // Only the path changes: the stored value is kept and sent.
+  t.equal((await admin.browser.post(actionUrl, { ...form(owners.url, ''), 'settings.url': `${owners.url}/v2/{{call_id}}` })).statusCode, 303)
+  await test()
+  t.match(owners.received.at(-1), { url: /^\/v2\//, headers: { authorization: 'Bearer typed-by-admin' } })
+
+  // The Test the admin pressed does not verify with the owner's delivery secret, only with the test secret.
+  const secrets = (await owner.api('GET', '/v1/webhook-secret')).json()
+  const last = owners.received.at(-1)!
+  t.throws(() => new Webhook(secrets.secret).verify(last.body, last.headers as Record<string, string>))
+  t.ok(new Webhook(secrets.test_secret).verify(last.body, last.headers as Record<string, string>))
+
+  // An MCP tool: a new server origin with the header left empty is refused; removed, the new server gets nothing stored.
+  const mcp = await create(owner.browser, agentId, 'tools', 'mcp', { 'settings.name': 'Tools', 'settings.server_url': `${owners.url}/mcp`, 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.value': 'mcp-secret' })
+  const toolId = idIn(mcp.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
+  const toolUrl = `/agents/${agentId}/tools/${toolId}`
+  const toolForm = { csrf_token: csrf, 'settings.name': 'Tools', 'settings.server_url': `${admins.url}/mcp`, 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
+  t.equal((await admin.browser.post(toolUrl, toolForm)).statusCode, 400)
+  t.equal((await admin.browser.post(toolUrl, { ...toolForm, 'settings.headers.0.remove': 'true' })).statusCode, 303)
+  t.match((await findCapability(ctx.db, owner.user.id, TOOLS, agentId, toolId))!.settings, { server_url: `${admins.url}/mcp`, headers: {} }, 'what a call would send to the admin\'s server holds no stored value')
+})
+
+t.test('Test to a private address with DELIVERY_ALLOW_PRIVATE_NETWORKS off: the page says so and names the setting', async (t) => {
+  const ctx = await setup(t, { DELIVERY_TIMEOUT_MS: '2000' })
+  const { browser } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  const receiver = await startReceiver(t)
+  const created = await create(browser, agentId, 'actions', 'api_call', API_CALL(receiver.url))
+  const actionUrl = String(created.headers.location).replace(/\?saved=1$/, '')
+  const page = await browser.get(actionUrl)
+  const tested = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
+  t.equal(tested.statusCode, 200)
+  t.match(tested.body, `<dt>Error</dt><dd>${PRIVATE_ADDRESS_REFUSED.replaceAll("'", '&#39;')}</dd>`)
+  t.match(tested.body, 'DELIVERY_ALLOW_PRIVATE_NETWORKS=true')
+  t.equal(receiver.received.length, 0)
+})
+
 t.test('a workspace member sees the workspace agent\'s actions and tools read-only and gets 403 on every change', async (t) => {
   const ctx = await setup(t, LOCAL)
   const owner = await signedIn(ctx)
@@ -416,6 +504,23 @@ t.test('a workspace member sees the workspace agent\'s actions and tools read-on
   t.notMatch(action.body, /<button type="submit">(Save|Test)<\/button>|Delete this action/, 'no change forms')
   t.notMatch(action.body, 's3cret')
   t.notMatch((await member.browser.get(toolUrl)).body, 'mcp-secret')
+
+  // Query values, and a user name, password or query in a URL, are masked as the delivery log masks them.
+  const keyed = { ...API_CALL('https://bot:pw-secret@hooks.example.test'), 'settings.url': 'https://bot:pw-secret@hooks.example.test/c?api_key=url-key-secret', 'settings.query.0.value': 'query-key-secret', 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
+  t.equal((await owner.browser.post(actionUrl, { csrf_token: csrfOf((await owner.browser.get(actionUrl)).body), ...keyed })).statusCode, 303)
+  const ownView = await owner.browser.get(actionUrl)
+  t.match(ownView.body, 'query-key-secret', 'the owner, who may change them, sees them')
+  const masked = await member.browser.get(actionUrl)
+  t.notMatch(masked.body, /query-key-secret|url-key-secret|pw-secret|bot:/, 'the member sees no value')
+  t.match(masked.body, 'value="https://********:********@hooks.example.test/c?api_key=********"')
+  t.match(masked.body, /name="settings\.query\.0\.value" value="\*{8}"/)
+  const getAction = await owner.api('PATCH', `/v1/agent/${agentId}/actions/${idIn(actionUrl, /\/([0-9a-f]{24})$/)}`, { settings: { method: 'GET', body: { token: 'body-key-secret' } } })
+  t.equal(getAction.statusCode, 200)
+  t.notMatch((await member.browser.get(actionUrl)).body, 'body-key-secret', 'a GET\'s body travels in the query string: masked too')
+  await owner.api('PATCH', `/v1/agent/${agentId}`, { webhook_url: 'https://hooks.example.test/agent?token=webhook-key-secret' })
+  const agentView = await member.browser.get(`/agents/${agentId}`)
+  t.notMatch(agentView.body, 'webhook-key-secret')
+  t.match(agentView.body, 'https://hooks.example.test/agent?token=********')
   t.equal((await member.browser.get(outsideTool)).statusCode, 404, 'outside the workspace: as if it did not exist')
   t.equal((await member.browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 403)
 

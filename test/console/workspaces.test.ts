@@ -2,6 +2,8 @@ import t from 'tap'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
+import { runScript } from '../helpers/scripts.ts'
+import { startInbox, type Inbox } from '../helpers/smtp.ts'
 
 // Workspaces in the console: the owner invites, the invited person follows the e-mail's link, and the one rule of
 // scope.ts decides what they see (the workspace's agents, calls, deliveries, knowledge bases) and change (admins).
@@ -12,6 +14,14 @@ async function invitationLink (ctx: TestContext, email: string): Promise<string>
     .orderBy('created_at', 'desc').executeTakeFirstOrThrow()
   const link = /http:\/\/[^\s]+\/invitations\/(wi_\w+)/.exec(mail.text)
   if (link === null) throw new Error(`no link in:\n${mail.text}`)
+  return `/invitations/${link[1]}`
+}
+
+/** The link of the newest e-mail the SMTP server received for `email` (quoted-printable lines joined). */
+async function mailedLink (inbox: Inbox, email: string, count: number): Promise<string> {
+  const mail = (await inbox.waitFor(count)).findLast((m) => m.to.includes(email))
+  const link = /\/invitations\/(wi_\w+)/.exec(mail?.raw.replace(/=\r\n/g, '') ?? '')
+  if (link === null) throw new Error(`no link mailed to ${email}`)
   return `/invitations/${link[1]}`
 }
 
@@ -30,13 +40,14 @@ async function seeded (ctx: TestContext, name = 'Sales <b>') {
 }
 
 t.test('invite a new person: the e-mail\'s link makes their account, and they see only the workspace', async (t) => {
-  const ctx = await setup(t)
+  const inbox = await startInbox(t)
+  const ctx = await setup(t, { SMTP_URL: inbox.url })
   const s = await seeded(ctx)
   const invited = await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'New.Person@Example.com', role: 'member' })
   t.equal(invited.statusCode, 200)
-  t.match(invited.body, 'new.person@example.com is invited.')
-  const link = await invitationLink(ctx, 'new.person@example.com')
-  t.match(invited.body, `<code class="secret">http://localhost:3000${link}</code>`, 'no mail left the server: the owner gets the link to pass on')
+  t.match(invited.body, 'Invitation e-mailed to new.person@example.com.')
+  const link = await mailedLink(inbox, 'new.person@example.com', 1)
+  t.notMatch(invited.body, '/invitations/', 'the owner never sees the link')
   t.match(invited.body, /<td>new\.person@example\.com<\/td><td>member: views<\/td><td>invited<\/td>/)
   t.match(invited.body, '<h1>Sales &lt;b&gt;</h1>', 'the name is text')
 
@@ -97,6 +108,62 @@ t.test('invite a new person: the e-mail\'s link makes their account, and they se
   t.match(after.body, 'Your account')
   t.equal((await person.get(`/agents/${s.inside._id}`)).statusCode, 404)
   t.equal((await person.submit('/workspaces', '/workspace', { workspace_id: s.workspaceId })).statusCode, 404, 'cannot switch back in')
+})
+
+t.test('without SMTP the inviter gets no link, only word that e-mail is not configured; the operator issues one with the CLI', async (t) => {
+  const ctx = await setup(t)
+  const s = await seeded(ctx)
+  const url = `/workspaces/${s.workspaceId}`
+  const invited = await s.browser.submit(url, `${url}/members`, { email: 'squat@example.com', role: 'admin' })
+  t.equal(invited.statusCode, 200)
+  t.match(invited.body, 'The invitation e-mail was not sent')
+  t.match(invited.body, 'E-mail is not configured on this server (SMTP_URL is not set).')
+  t.match(invited.body, `<code>npm run cli -- workspace invite-link --workspace ${s.workspaceId} --email squat@example.com</code>`)
+  t.notMatch(invited.body, /wi_\w/, 'no link, no token on the page')
+  const resent = await s.browser.submit(url, `${url}/members/resend`, { email: 'squat@example.com' })
+  t.notMatch(resent.body, /wi_\w/, 'nor when sent again')
+  t.match(resent.body, 'The invitation e-mail was not sent')
+  t.equal(await ctx.db.selectFrom('users').select('id').where('email', '=', 'squat@example.com').executeTakeFirst(), undefined, 'no account is made for the address')
+
+  // The API's answer carries no link either.
+  const api = await ctx.app.inject({ method: 'POST', url: `/v1/workspaces/${s.workspaceId}/invite-member`, headers: s.account.headers, payload: { email: 'other@example.com' } })
+  t.equal(api.statusCode, 201)
+  t.notMatch(api.body, /wi_\w|invitations/)
+
+  // The operator hands out a link: it works for that address; the earlier ones stop working.
+  const earlier = await invitationLink(ctx, 'squat@example.com')
+  const issued = await runScript('cli.ts', ctx.url, 'workspace', 'invite-link', '--workspace', s.workspaceId, '--email', 'Squat@Example.com')
+  t.equal(issued.code, 0, issued.stderr)
+  const link = /^http:\/\/localhost:3000(\/invitations\/wi_\w+)\n/.exec(issued.stdout)?.[1]
+  t.ok(link, issued.stdout)
+  t.match(issued.stdout, 'for squat@example.com only')
+  t.equal((await new ConsoleClient(ctx.app).get(earlier)).statusCode, 404, 'the recorded e-mail\'s link is dead')
+  const person = new ConsoleClient(ctx.app)
+  const page = await person.get(link!)
+  t.equal(page.statusCode, 200)
+  const accepted = await person.post(link!, { csrf_token: csrfOf(page.body), new_password: PASSWORD, confirm_password: PASSWORD })
+  t.equal(accepted.statusCode, 303)
+  t.ok(await ctx.db.selectFrom('users').select('id').where('email', '=', 'squat@example.com').executeTakeFirst(), 'the account exists once the person set a password')
+
+  for (const [args, message] of [
+    [['--workspace', s.workspaceId, '--email', 'nobody@example.com'], 'nobody@example.com has no open invitation'],
+    [['--workspace', '0123456789abcdef01234567', '--email', 'other@example.com'], 'no workspace 0123456789abcdef01234567'],
+    [['--email', 'other@example.com'], '--workspace is required']
+  ] as const) {
+    const refused = await runScript('cli.ts', ctx.url, 'workspace', 'invite-link', ...args)
+    t.equal(refused.code, 2)
+    t.match(refused.stderr, message)
+  }
+})
+
+t.test('a mail server that refuses the invitation: the inviter is told, and still gets no link', async (t) => {
+  const inbox = await startInbox(t, { reject: true })
+  const ctx = await setup(t, { SMTP_URL: inbox.url })
+  const s = await seeded(ctx)
+  const invited = await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'x@example.com', role: 'member' })
+  t.equal(invited.statusCode, 200)
+  t.match(invited.body, 'The mail server refused it or could not be reached.')
+  t.notMatch(invited.body, /wi_\w/)
 })
 
 t.test('an admin with an account signs in to accept, then changes the workspace\'s agents (and nothing else)', async (t) => {

@@ -34,8 +34,8 @@ async function storeEverything (t: Test, ctx: TestContext, account: Account, rec
   const action = await addAction(app, account, agent._id, { url: `${receiver.url}/hook`, headers: { Authorization: plain.action } })
   const tool = await app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers, payload: { tool_type: 'mcp', settings: { name: 'mcp', server_url: 'https://mcp.example.com/', headers: { Authorization: plain.mcp } } } })
   t.equal(tool.statusCode, 201, tool.body)
-  const signing = (await app.inject({ method: 'GET', url: '/v1/webhook-secret', headers })).json().secret as string
-  return { plain: { ...plain, signing }, agent, action }
+  const secrets = (await app.inject({ method: 'GET', url: '/v1/webhook-secret', headers })).json()
+  return { plain: { ...plain, signing: secrets.secret as string, test: secrets.test_secret as string }, agent, action }
 }
 
 /** Every stored secret value, read with SQL. */
@@ -44,20 +44,23 @@ async function storedValues (db: DB): Promise<string[]> {
     SELECT sip_password AS v FROM phone_numbers WHERE sip_password IS NOT NULL
     UNION ALL SELECT carrier_auth_token FROM phone_numbers WHERE carrier_auth_token IS NOT NULL
     UNION ALL SELECT secret FROM webhook_secrets
+    UNION ALL SELECT secret FROM webhook_test_secrets
     UNION ALL SELECT e.value FROM integrations, jsonb_each_text(credentials) e
     UNION ALL SELECT e.value FROM agent_actions, jsonb_each_text(settings -> 'headers') e
     UNION ALL SELECT e.value FROM agent_tools, jsonb_each_text(settings -> 'headers') e`.execute(db)
   return rows.map((r) => r.v)
 }
 
-/** The action's test send: its real header and a signature that verifies with the account's secret. */
+/** The action's test send: its real header and a signature that verifies with the account's test secret; the delivery secret reads as stored. */
 async function checkDelivery (t: Test, ctx: TestContext, account: Account, receiver: Receiver, ids: { agent: string, action: string }, header: string, signing: string) {
   const before = receiver.received.length
   const sent = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${ids.agent}/actions/${ids.action}/test`, headers: account.headers })
   t.equal(sent.statusCode, 200, sent.body)
   const [request] = await receiver.waitFor(before + 1).then((all) => all.slice(before))
   t.equal(request.headers.authorization, header, 'the receiver gets the real header value')
-  t.doesNotThrow(() => new Webhook(signing).verify(request.body, request.headers as Record<string, string>), 'the signature verifies with the real secret')
+  const secrets = (await ctx.app.inject({ method: 'GET', url: '/v1/webhook-secret', headers: account.headers })).json()
+  t.equal(secrets.secret, signing, 'the delivery secret reads as it was made')
+  t.doesNotThrow(() => new Webhook(secrets.test_secret).verify(request.body, request.headers as Record<string, string>), 'the signature verifies with the real test secret')
 }
 
 t.test('every kind of secret is stored encrypted, answers stay masked, deliveries use the real values', async (t) => {
@@ -67,13 +70,14 @@ t.test('every kind of secret is stored encrypted, answers stay masked, deliverie
   const { plain, agent, action } = await storeEverything(t, ctx, account, receiver)
 
   const stored = await storedValues(ctx.db)
-  t.equal(stored.length, 5)
+  t.equal(stored.length, 6)
   for (const value of stored) {
     t.match(value, SEALED)
     t.equal(value.split(':')[2], keyIdOf(Buffer.from(TEST_SECRETS_KEY, 'base64')), 'sealed with the configured key')
   }
   const all = JSON.stringify(await sql`SELECT row_to_json(x) FROM (SELECT * FROM phone_numbers) x UNION ALL SELECT row_to_json(i) FROM integrations i
-    UNION ALL SELECT row_to_json(a) FROM agent_actions a UNION ALL SELECT row_to_json(o) FROM agent_tools o UNION ALL SELECT row_to_json(w) FROM webhook_secrets w`.execute(ctx.db))
+    UNION ALL SELECT row_to_json(a) FROM agent_actions a UNION ALL SELECT row_to_json(o) FROM agent_tools o UNION ALL SELECT row_to_json(w) FROM webhook_secrets w
+    UNION ALL SELECT row_to_json(s) FROM webhook_test_secrets s`.execute(ctx.db))
   for (const value of Object.values(plain)) t.notOk(all.includes(value.replace(/^Bearer /, '')), `no plaintext ${value.slice(0, 12)}… in any row`)
 
   const actions = await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })
@@ -124,7 +128,7 @@ t.test('rotation re-encrypts every secret; the server then reads with the new ke
   const rotated = await runScript('cli.ts', ctx.url, 'secrets', 'rotate', '--new-key', OTHER_KEY)
   t.equal(rotated.code, 0, rotated.stderr)
   const rotatedId = keyIdOf(Buffer.from(OTHER_KEY, 'base64'))
-  t.match(rotated.stdout, `re-encrypted 5 stored secrets with key ${rotatedId}`)
+  t.match(rotated.stdout, `re-encrypted 6 stored secrets with key ${rotatedId}`)
   t.match(rotated.stdout, `now set SECRETS_KEY=${OTHER_KEY} on every process`)
   const stored = await storedValues(ctx.db)
   t.ok(stored.every((v) => v.startsWith(`enc:v1:${rotatedId}:`)), 'every secret is sealed with the new key')

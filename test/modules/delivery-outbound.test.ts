@@ -3,9 +3,9 @@ import { Writable } from 'node:stream'
 import pino from 'pino'
 import { Webhook } from 'standardwebhooks'
 import t from 'tap'
-import { Agent } from 'undici'
+import { Agent, buildConnector } from 'undici'
 import { enqueuePostCall } from '../../src/modules/deliveries/engine.ts'
-import { isPrivateAddress } from '../../src/modules/deliveries/network.ts'
+import { isPrivateAddress, PRIVATE_ADDRESS_REFUSED } from '../../src/modules/deliveries/network.ts'
 import { displayUrl } from '../../src/modules/deliveries/render.ts'
 import { send, UNREACHABLE } from '../../src/modules/deliveries/send.ts'
 import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
@@ -66,7 +66,7 @@ t.test('with private networks refused, no connection at all reaches a loopback r
   t.same(list.map((d: { status: string, attempts: Array<{ error?: string }> }) => [d.status, d.attempts[0].error]), new Array(5).fill(['failed', UNREACHABLE]))
 
   const test = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/actions/${actions[0]._id}/test`, headers: ctx.account.headers })
-  t.match(test.json(), { outcome: { ok: false, error: UNREACHABLE } }, 'the test button says the same')
+  t.match(test.json(), { outcome: { ok: false, error: PRIVATE_ADDRESS_REFUSED } }, 'the test button says why: the typed host is private')
   t.equal(connections, 0, 'not one TCP connection was opened')
 
   // The counter does count: a connection of the test's own arrives.
@@ -102,6 +102,17 @@ t.test('refused, not public, DNS and TLS failures show one message; the reason g
     t.match(lines.join(''), '"receiver":"https://receiver.example"')
     t.notMatch(lines.join(''), /query-secret|\/path/, 'and neither the path nor the query')
   }
+
+  // A Test (typedUrl) names the refusal of the host the user typed; a host a redirect named stays unexplained.
+  const request = { method: 'GET', url: 'https://receiver.example/path', headers: {}, configured: {}, signing: { id: 'x', secrets: [] } }
+  t.match(await send(fail(failures.blocked), request, 2000, capturingLog().log, { typedUrl: true }), { ok: false, error: PRIVATE_ADDRESS_REFUSED })
+  t.match(await send(fail(failures.dns), request, 2000, capturingLog().log, { typedUrl: true }), { ok: false, error: UNREACHABLE }, 'other failures say what they said')
+  const redirecting = await startReceiver(t)
+  redirecting.answers.push({ status: 307, headers: { location: 'http://internal.example/x' } })
+  const direct = buildConnector({})
+  const blockedBehind = new Agent({ connect: (options, callback) => options.hostname === 'internal.example' ? callback(failures.blocked, null) : direct(options, callback) })
+  t.match(await send(blockedBehind, { ...request, url: `${redirecting.url}/start` }, 2000, capturingLog().log, { typedUrl: true }), { ok: false, error: UNREACHABLE },
+    'a redirect to a private address is not the user\'s input: no detail')
 })
 
 t.test('a redirect to another origin loses the action\'s headers; HTTPS to HTTP is refused', async (t) => {

@@ -28,6 +28,12 @@ export async function requireWorkspace (db: DB, userId: string, id: string) {
   return workspace
 }
 
+/** The account that owns a workspace (for the operator's CLI, which acts for no account); undefined when there is none. */
+export async function workspaceOwner (db: DB, id: string): Promise<string | undefined> {
+  const workspace = await db.selectFrom('workspaces').select('user_id').where('id', '=', id).executeTakeFirst()
+  return workspace?.user_id
+}
+
 /** Members of the given workspaces: the owner first, then by invitation time. */
 export async function listMembers (db: DB, workspaceIds: string[]) {
   if (workspaceIds.length === 0) return []

@@ -57,6 +57,9 @@ async function withMembers (db: DB, workspace: Selectable<WorkspacesTable>) {
 
 export interface InvitationMail { userId: string, workspaceId: string, workspaceName: string, inviter: string, email: string, role: 'admin' | 'member', token: string }
 
+/** The link of an invitation: the console's page that accepts it. */
+export const publicInvitationUrl = (publicBaseUrl: string, token: string) => `${publicBaseUrl}/invitations/${token}`
+
 /** The invitation e-mail: a link to the console (a password for a new person), or the API's accept route. */
 export async function sendInvitation (mailer: Mailer, publicBaseUrl: string, invitation: InvitationMail): Promise<MailStatus> {
   const { workspaceId, workspaceName, inviter, email, role } = invitation
@@ -69,7 +72,7 @@ export async function sendInvitation (mailer: Mailer, publicBaseUrl: string, inv
       `${inviter} invited you to the Switchboard workspace "${workspaceName}" as ${role === 'admin' ? 'an admin' : 'a member'}.`,
       '',
       'To accept, open this link (it works once, for 7 days); if you are new to this server, you choose a password there:',
-      `${publicBaseUrl}/invitations/${invitation.token}`,
+      publicInvitationUrl(publicBaseUrl, invitation.token),
       '',
       `With the API instead: POST /v1/workspaces/${workspaceId}/accept-invitation with the API key of your own`,
       `Switchboard account registered with ${email}.`
@@ -77,6 +80,12 @@ export async function sendInvitation (mailer: Mailer, publicBaseUrl: string, inv
   })
   return status
 }
+
+/**
+ * The operator's command that prints a new link of an open invitation (scripts/cli.ts), for an invitation whose
+ * e-mail could not be sent: the link itself is never shown to the inviter.
+ */
+export const inviteLinkCommand = (workspaceId: string, email: string) => `npm run cli -- workspace invite-link --workspace ${workspaceId} --email ${email}`
 
 export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer, publicBaseUrl: string }> = async (app, { db, mailer, publicBaseUrl }) => {
   app.get('/workspaces/list', {
@@ -145,7 +154,7 @@ export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer
     schema: {
       tags: ['workspaces'],
       summary: 'Invite a member',
-      description: 'A new invitation answers 201 and sends an invitation e-mail. Inviting the same address again answers 200 and sends nothing; a different `role` replaces the earlier one.',
+      description: 'A new invitation answers 201 and sends an invitation e-mail, whose link alone makes a new account: it is never in an answer. Without SMTP (or when the mail server refuses it) the operator issues the link with `npm run cli -- workspace invite-link`. Inviting the same address again answers 200 and sends nothing; a different `role` replaces the earlier one.',
       params: WorkspaceParams,
       body: Type.Object({ email: Email, role: Type.Optional(InvitedRole) }),
       response: { 200: Workspace, 201: Workspace, ...errors(...AUTH_ERRORS, 404, 409) }
@@ -158,7 +167,9 @@ export const workspaceRoutes: FastifyPluginAsyncTypebox<{ db: DB, mailer: Mailer
     const workspace = await withMembers(db, await requireWorkspace(db, request.userId, workspaceId))
     if (!invitation.invited) return reply.code(200).send(workspace)
     const inviter = workspace.members.find((m) => m.role === 'owner')?.email ?? 'the workspace owner'
-    await sendInvitation(mailer, publicBaseUrl, { userId: request.userId, workspaceId, workspaceName: workspace.workspace_name, inviter, email, role, token: invitation.token })
+    const status = await sendInvitation(mailer, publicBaseUrl, { userId: request.userId, workspaceId, workspaceName: workspace.workspace_name, inviter, email, role, token: invitation.token })
+    // The answer never carries the link (only the invited address may receive it); the operator can issue one.
+    if (status !== 'sent') request.log.warn({ workspaceId, status }, `invitation e-mail not sent; the operator can issue its link: ${inviteLinkCommand(workspaceId, '<address>')}`)
     return reply.code(201).send(workspace)
   })
 

@@ -11,7 +11,9 @@ import {
   countCapabilities, deleteCapability, findAgent, findCapability, insertCapability, listCapabilities, lockAgent, updateCapability,
   type AgentRow, type CapabilityRow, type CapabilityTable
 } from './queries.ts'
-import { ACTION_SETTINGS, headerProblem, maskSettings, MASK, NEEDS_INTEGRATION, TOOL_SETTINGS, unmaskSettings } from './settings.ts'
+import {
+  ACTION_SETTINGS, forgetStoredCredentials, headerProblem, maskSettings, MASK, movesOrigin, NEEDS_INTEGRATION, TOOL_SETTINGS, unmaskSettings
+} from './settings.ts'
 
 // Actions and tools are the same resource twice: a typed `settings` object under an agent. One set of
 // routes serves both, told apart by a descriptor.
@@ -137,6 +139,7 @@ export async function addCapability (db: DB, userId: string, kind: Kind, agent: 
 /**
  * Changes an action or tool: `settings` members merge with the stored ones (a null member returns to its
  * default; a header value sent as the mask keeps its stored value) and are validated against the type's schema.
+ * A change that moves the URL to another origin keeps no stored header value: only those it sends itself.
  */
 export async function changeCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, id: string, changes: { settings?: Settings, is_active?: boolean }): Promise<CapabilityRow> {
   return await db.transaction().execute(async (trx) => {
@@ -146,6 +149,12 @@ export async function changeCapability (db: DB, userId: string, kind: Kind, agen
     let settings = current.settings
     if (changes.settings !== undefined) {
       settings = { ...kind.defaults[current.type], ...withoutNulls({ ...current.settings, ...changes.settings }) }
+      if (movesOrigin(current.type, current.settings, settings)) {
+        const kept = forgetStoredCredentials(settings, changes.settings)
+        if (kept !== undefined) {
+          throw badRequest(`body.settings.headers.${kept} cannot keep its stored value: stored header values go only to the origin they were given for, and the URL now points to another (scheme, host or port); send the value itself`)
+        }
+      }
       const masked = unmaskSettings(settings, current.settings)
       if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} has no stored value to keep; send the value itself`)
       validateSettings(kind.schemas[current.type], settings)
@@ -236,7 +245,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
       schema: {
         tags,
         summary: `Update ${kind.noun === 'action' ? 'an' : 'a'} ${kind.noun}`,
-        description: `\`settings\` members merge with the stored ones; header values sent as \`${MASK}\` keep their stored value.`,
+        description: `\`settings\` members merge with the stored ones; header values sent as \`${MASK}\` keep their stored value. A change that moves the URL (\`url\`, \`server_url\`) to another origin keeps no stored header value: only those it sends.`,
         params: ItemParams,
         body: UpdateBody,
         response: { 200: Capability, ...errors(...AUTH_ERRORS, 404, 409) }

@@ -168,3 +168,49 @@ export function unmaskSettings (settings: Settings, stored: Settings | undefined
   }
   return undefined
 }
+
+/**
+ * The member holding the URL that a type's stored credentials (its write-only header values) are sent to.
+ * Types absent here keep no credentials.
+ */
+const CREDENTIALS_URL: Record<string, string> = { api_call: 'url', mcp: 'server_url' }
+
+/** A {{variable}} in a template (URL, query, body, header value). */
+export const VARIABLE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g
+
+/**
+ * The origin (scheme, host, port) of a URL that may hold {{variables}}: each variable stands for itself (its name,
+ * hex-encoded so that case and spelling survive the host's lower-casing), so `https://{{a}}.example` and
+ * `https://{{b}}.example` are two origins. Text that is no URL at all is its own origin.
+ */
+function templateOrigin (template: unknown): string {
+  const text = String(template).replace(VARIABLE, (_, name: string) => `v${Buffer.from(name).toString('hex')}v`)
+  return URL.parse(text)?.origin ?? text
+}
+
+/**
+ * Whether a change moves a type's URL to another origin. Its stored credentials must not follow it there: they were
+ * given for the old receiver, and whoever may change the URL (a workspace admin) need not be who typed them (the
+ * owner). `settings` is the merged result; `stored` what was there before.
+ */
+export function movesOrigin (type: string, stored: Settings, settings: Settings): boolean {
+  const member = CREDENTIALS_URL[type]
+  return member !== undefined && templateOrigin(stored[member]) !== templateOrigin(settings[member])
+}
+
+/**
+ * Drops the stored credentials of a change that moved the URL to another origin: only header values the change
+ * itself sends stay (a change without `headers` keeps none). Answers the name of a header the change asked to keep
+ * (sent as the mask), which cannot be honoured, so that the caller refuses it and says why.
+ */
+export function forgetStoredCredentials (settings: Settings, changes: Settings): string | undefined {
+  if (settings.headers === undefined) return undefined
+  if (!Object.hasOwn(changes, 'headers')) {
+    settings.headers = {}
+    return undefined
+  }
+  // The change's own headers (or the default, for null); anything but an object is left to the schema to refuse.
+  const typed = settings.headers
+  if (typed === null || typeof typed !== 'object') return undefined
+  return Object.entries(typed).find(([, value]) => value === MASK)?.[0]
+}

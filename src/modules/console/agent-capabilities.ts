@@ -8,6 +8,7 @@ import { countCapabilities, deleteCapability, findAgent, findCapability, listAge
 import { ACTION_SETTINGS, headerProblem, MASK } from '../agents/settings.ts'
 import { testApiCall } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
+import { maskUrlTemplate, viewerApiCallSettings, type ApiCallSettings } from '../deliveries/render.ts'
 import type { Outcome } from '../deliveries/send.ts'
 import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
 import {
@@ -128,6 +129,15 @@ function formOf (kind: Kind, type: string, settings: Record<string, unknown>, ac
   return values
 }
 
+/**
+ * Stored settings as someone who may only view them (a workspace `member`) sees them: the URLs and query values masked
+ * as the delivery log masks them, since a key in a query parameter is a credential like a header value.
+ */
+function viewedSettings (kind: Kind, type: string, settings: Record<string, unknown>): Record<string, unknown> {
+  if (isApiCall(kind, type)) return viewerApiCallSettings(settings as ApiCallSettings)
+  return typeof settings.server_url === 'string' ? { ...settings, server_url: maskUrlTemplate(settings.server_url) } : settings
+}
+
 /** Where a JSON value cannot be stored or sent: too deep, or text PostgreSQL refuses. */
 function jsonProblem (value: unknown, depth = 0): string | undefined {
   if (depth > MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
@@ -213,7 +223,11 @@ function readSettings (kind: Kind, type: string, form: FormValues, choices: Choi
  * The API's message about settings as the console shows it: under the field it names ("body.settings.url must
  * be …"), or above the form ("body.settings needs a recipient …", a limit, a missing integration).
  */
-function problemsOfError (kind: Kind, err: HttpError): Problems {
+function problemsOfError (kind: Kind, err: HttpError, form: FormValues): Problems {
+  // A header's problem goes under its row's value.
+  const header = /^body\.settings\.headers\.(\S+) (.*)$/.exec(err.message)
+  const row = header === null ? undefined : Object.keys(form).find((field) => /^settings\.headers\.\d+\.name$/.test(field) && form[field]?.trim() === header[1])
+  if (header !== null && row !== undefined) return { [row.replace(/name$/, 'value')]: `${header[2].charAt(0).toUpperCase()}${header[2].slice(1)}.` }
   const found = /^body\.settings\.([a-z_]+) (.*)$/.exec(err.message)
   if (found !== null && !found[2].includes('body.settings')) {
     const member = found[1]
@@ -333,7 +347,8 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   <legend class="visually-hidden">${typeLabel(type)} settings</legend>
   ${renderFields(apiCall ? fields.filter((field) => FIRST.includes(field.key)) : fields, form, problems)}
   ${headers && html`${renderPairs(HEADERS, form, problems)}
-  <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.</p>
+  <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.
+  Stored values go only to the origin (scheme, host and port) of the URL they were given with: a change of origin needs each one typed again or removed.</p>
   ${problems['settings.headers'] !== undefined && html`<p class="field-error">${problems['settings.headers']}</p>`}`}
   ${apiCall && html`${renderPairs(QUERY, form, problems)}
   ${problems['settings.query'] !== undefined && html`<p class="field-error">${problems['settings.query']}</p>`}
@@ -374,7 +389,7 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     /** The form again with what is wrong, 400; or 409 when the API refuses it for a limit or a missing integration. */
     const refuse = async (reply: FastifyReply, page: Omit<FormPage, 'problems'>, err: unknown) => {
       if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
-      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err) }))
+      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err, page.form) }))
     }
 
     app.get<{ Params: { id: string }, Querystring: { type?: string } }>(`${path}/new`, HIDDEN, async (request, reply) => {
@@ -418,7 +433,8 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       const agent = await agentInScope(db, page.scope, request.params.id)
       const row = await capabilityOf(db, page.scope, kind, agent, request.params.itemId)
       const choices = await choicesOf(db, page.scope, agent)
-      const form = formOf(kind, row.type, row.settings, row.is_active, choices)
+      const settings = page.scope.canChange ? row.settings : viewedSettings(kind, row.type, row.settings)
+      const form = formOf(kind, row.type, settings, row.is_active, choices)
       return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
     })
 

@@ -15,6 +15,7 @@ import {
   AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, WIDGET_SETTINGS_DEFAULTS
 } from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
+import { maskUrlTemplate } from '../deliveries/render.ts'
 import { capabilitySection } from './agent-capabilities.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
@@ -237,7 +238,7 @@ ${await capabilitySection(db, scope, agent)}
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
-${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows(agent, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
+${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
 <p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration, knowledge bases and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
   }

@@ -8,7 +8,7 @@ import {
   acceptInvitationLink, createWorkspace, deleteWorkspace, findInvitation, inviteMember, listMembers, listMemberships, listWorkspaces,
   removeMember, renewInvitation, requireWorkspace, updateWorkspace, type Invitation
 } from '../account/workspace-queries.ts'
-import { sendInvitation } from '../account/workspaces.ts'
+import { inviteLinkCommand, sendInvitation } from '../account/workspaces.ts'
 import { createUser, findUser } from '../users/queries.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
@@ -35,6 +35,9 @@ function workspaceFields (request: FastifyRequest): { name: string, description:
     : description.length > 500 ? 'The description may be at most 500 characters long.' : undefined
   return { name, description, problem }
 }
+
+/** An invitation whose e-mail did not leave this server: not configured (`recorded`) or refused (`failed`). */
+interface Unsent { status: 'recorded' | 'failed', email: string }
 
 const roleText = (role: WorkspaceRole) => ({ owner: 'owner', admin: 'admin: views and changes', member: 'member: views' })[role]
 
@@ -86,7 +89,7 @@ ${extra.error !== undefined && notice('error', extra.error)}
     })
   }
 
-  async function workspacePage (session: ConsoleSession, id: string, extra: { error?: string, done?: string, link?: string } = {}) {
+  async function workspacePage (session: ConsoleSession, id: string, extra: { error?: string, done?: string, unsent?: Unsent } = {}) {
     const viewer = viewerOf(session)
     const workspace = await requireOwned(session, id)
     const members = await listMembers(db, [workspace.id])
@@ -97,10 +100,12 @@ ${extra.error !== undefined && notice('error', extra.error)}
       body: html`
 <p><a href="/workspaces">All workspaces</a></p>
 ${extra.done !== undefined && notice('success', extra.done)}
-${extra.link !== undefined && html`<section class="notice success" aria-labelledby="link-title">
-  <h2 id="link-title">Pass this link on</h2>
-  <p>No e-mail could be sent (SMTP_URL is not set, or the mail server refused it): send this invitation link to the person yourself. It works once, for 7 days.</p>
-  <p><code class="secret">${extra.link}</code></p>
+${extra.unsent !== undefined && html`<section class="notice error" aria-labelledby="unsent-title">
+  <h2 id="unsent-title">The invitation e-mail was not sent</h2>
+  <p>${extra.unsent.status === 'recorded' ? 'E-mail is not configured on this server (SMTP_URL is not set).' : 'The mail server refused it or could not be reached.'}
+  The invitation's link goes only to ${extra.unsent.email} by e-mail, so that only whoever holds that address can make an
+  account with it. Ask the operator of this server to configure e-mail and press Send again, or to hand the person a link:</p>
+  <p><code>${inviteLinkCommand(workspace.id, extra.unsent.email)}</code></p>
 </section>`}
 ${extra.error !== undefined && notice('error', extra.error)}
 <h2>Members</h2>
@@ -151,7 +156,7 @@ ${extra.error !== undefined && notice('error', extra.error)}
   }
 
   /** The page again with the outcome of a change: an HttpError of the workspaces' functions becomes its message. */
-  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: string, link?: string } | undefined>) {
+  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: string, unsent?: Unsent } | undefined>) {
     const workspace = await requireOwned(session, id)
     try {
       const result = await change(workspace)
@@ -227,12 +232,15 @@ ${extra.error !== undefined && notice('error', extra.error)}
     })
   })
 
-  /** Sends the invitation; when no e-mail left this server, the owner gets the link to pass on. */
+  /**
+   * Sends the invitation. The link never reaches the inviter, not even when no e-mail left this server: whoever
+   * holds the link makes the account, so only the address's holder (or the operator, with the CLI) may have it.
+   */
   async function mailed (session: ConsoleSession, workspace: { id: string, name: string }, email: string, role: 'admin' | 'member', token: string) {
     const status = await sendInvitation(mailer, publicBaseUrl, { userId: session.userId, workspaceId: workspace.id, workspaceName: workspace.name, inviter: session.email, email, role, token })
     return status === 'sent'
       ? { done: `Invitation e-mailed to ${email}.` }
-      : { done: `${email} is invited.`, link: `${publicBaseUrl}/invitations/${token}` }
+      : { done: `${email} is invited.`, unsent: { status, email } }
   }
 
   app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', HIDDEN, async (request, reply) => {
@@ -260,8 +268,9 @@ ${extra.error !== undefined && notice('error', extra.error)}
     })
   })
 
-  // The invitation e-mail's link. A new person chooses a password here; an existing account must be signed in to
-  // accept, so that whoever else sees the link (the owner, when no e-mail could be sent) cannot take that account over.
+  // The invitation e-mail's link. A new person chooses a password here: opening the e-mail's link proves the address,
+  // and the account is made only then. An existing account must be signed in to accept, so that whoever else sees the
+  // link (a mail scanner, the operator who issued it) cannot take that account over.
 
   const invitationTokenCookie = (request: FastifyRequest, reply: FastifyReply) => {
     const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()

@@ -6,7 +6,7 @@ import type { CallRow } from '../calls/queries.ts'
 import { attemptRequest, type DeliveryDeps } from './engine.ts'
 import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
 import { send, type Outcome } from './send.ts'
-import { signingSecrets } from './signing.ts'
+import { testSecret } from './signing.ts'
 
 // The test button of an api_call action (the API's POST /v1/agent/:id/actions/:agentActionId/test, and the console's).
 
@@ -76,6 +76,7 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
  * Renders an api_call action with a sample call (its agent's data_retrieval fields filled with sample values) and
  * sends it once, now, through the deliveries' guarded agent; nothing is stored or retried. The caller has found
  * the agent and the action for its account. The URL answered has its query values masked as in a delivery's request.
+ * It is signed with the account's test secret, never its delivery secret: a workspace admin may write what it sends.
  */
 export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'config'>, agent: AgentRow, action: CapabilityRow, log: Pick<Logger, 'info'>): Promise<{ outcome: Outcome, request: { method: string, url: string } }> {
   if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
@@ -83,9 +84,8 @@ export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'co
   const settings = action.settings as ApiCallSettings // checked just above
   const variables = callVariables(call)
   const shaped = actionRequest(settings, call, variables)
-  const secrets = (await signingSecrets(deps.db, [agent.user_id])).get(agent.user_id) ?? []
   const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
-    renderHeaders(settings.headers, variables), secrets, 1)
-  const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, log)
+    renderHeaders(settings.headers, variables), [await testSecret(deps.db, agent.user_id)], 1)
+  const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, log, { typedUrl: true })
   return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
 }

@@ -66,10 +66,24 @@ export function isPrivateAddress (address: string): boolean {
   return blocked6.check(plain, 'ipv6')
 }
 
+const BLOCKED_ADDRESS = 'SB_BLOCKED_ADDRESS'
+
 /** A receiver refused by the address check; its message names the address, for the server log only. */
 export class BlockedAddressError extends Error {
-  code = 'SB_BLOCKED_ADDRESS'
+  code = BLOCKED_ADDRESS
 }
+
+/** Whether an error of a request is the address check's refusal. */
+export const isBlockedAddress = (err: unknown): boolean =>
+  (err as { code?: string } | undefined)?.code === BLOCKED_ADDRESS || (err as { cause?: { code?: string } } | undefined)?.cause?.code === BLOCKED_ADDRESS
+
+/**
+ * What an action's Test says when the host of the URL the user typed is not public (an IP literal, or a name that
+ * resolves to such an address). That host is the user's own input, so saying so tells them nothing about the
+ * server's network; no port, connection or reachability detail is added, so that it answers no other question.
+ */
+export const PRIVATE_ADDRESS_REFUSED = 'private addresses are refused: the URL\'s host is a loopback, private, link-local or other non-public address; ' +
+  'DELIVERY_ALLOW_PRIVATE_NETWORKS=true on the server allows them (development only)'
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
 

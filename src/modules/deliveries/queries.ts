@@ -217,6 +217,13 @@ export async function activeSecrets (db: DB, userIds: string[]): Promise<Array<{
     .orderBy('created_at', 'desc').execute()
 }
 
+/** The account's test signing secret (sealed), stored first unless it has one (two first uses at once store one). */
+export async function testSecretOf (db: DB, userId: string, sealed: string): Promise<string> {
+  await db.insertInto('webhook_test_secrets').values({ user_id: userId, secret: sealed }).onConflict((oc) => oc.column('user_id').doNothing()).execute()
+  const row = await db.selectFrom('webhook_test_secrets').select('secret').where('user_id', '=', userId).executeTakeFirstOrThrow()
+  return row.secret
+}
+
 /** Until when the account's previous secret still signs; undefined when none does. */
 export async function previousSecretExpiry (db: DB, userId: string): Promise<Date | undefined> {
   const previous = await db.selectFrom('webhook_secrets').select('expires_at').where('user_id', '=', userId)

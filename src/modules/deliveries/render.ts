@@ -1,6 +1,6 @@
 import { HttpError } from '../../http/errors.ts'
 import type { Static } from 'typebox'
-import { ACTION_SETTINGS, MASK } from '../agents/settings.ts'
+import { ACTION_SETTINGS, MASK, VARIABLE } from '../agents/settings.ts'
 import type { CallRow } from '../calls/queries.ts'
 import type { TranscriptItem } from '../../db/schema.ts'
 
@@ -69,7 +69,6 @@ export function callVariables (call: CallRow): Record<string, unknown> {
 }
 
 const ONE_VARIABLE = /^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$/
-const VARIABLE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g
 
 const text = (value: unknown) => (value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value))
 
@@ -156,6 +155,32 @@ export function displayUrl (url: string, method: string, settings: ApiCallSettin
     parsed.search = masked.toString()
   }
   return parsed.toString()
+}
+
+/**
+ * A URL as displayUrl masks it (a user name, a password and every query value as `********`), for a URL that may
+ * still hold {{variables}} and so need not parse: the URL as stored in an action or agent, shown to someone who may
+ * only view it (a workspace member).
+ */
+export function maskUrlTemplate (template: string): string {
+  const parts = /^([^:/?#]+:\/\/)(?:([^/?#@]*)@)?([^?#]*)(?:\?([^#]*))?(#.*)?$/.exec(template)
+  if (parts === null) return MASK
+  const [, scheme, userinfo, rest, query, fragment] = parts
+  const credentials = userinfo === undefined ? '' : `${userinfo.includes(':') ? `${MASK}:${MASK}` : MASK}@`
+  const masked = query === undefined ? '' : `?${query.split('&').map((pair) => `${pair.split('=')[0]}=${MASK}`).join('&')}`
+  return `${scheme}${credentials}${rest}${masked}${fragment ?? ''}`
+}
+
+const maskValues = (values: Record<string, unknown> | undefined) => Object.fromEntries(Object.keys(values ?? {}).map((name) => [name, MASK]))
+
+/**
+ * An api_call action's settings as a workspace member sees them: what a delivery's URL masks, masked here too — the
+ * URL's credentials and query values, the query parameters' values, and for GET and DELETE (which carry the body in
+ * the query string) the body's values. Header values are write-only everywhere anyway.
+ */
+export function viewerApiCallSettings (settings: ApiCallSettings): ApiCallSettings {
+  const inQuery = settings.method === 'GET' || settings.method === 'DELETE'
+  return { ...settings, url: maskUrlTemplate(settings.url), query: maskValues(settings.query), ...(inQuery && { body: maskValues(settings.body) }) }
 }
 
 /** The action's headers with variables, as read at the time of the attempt. */

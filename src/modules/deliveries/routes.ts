@@ -9,7 +9,7 @@ import { testApiCall } from './action-test.ts'
 import { resend, type DeliveryDeps } from './engine.ts'
 import { actionSettings, findDelivery, listDeliveries, previousSecretExpiry, type DeliveryRow } from './queries.ts'
 import { displayUrl, type ApiCallSettings } from './render.ts'
-import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret } from './signing.ts'
+import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from './signing.ts'
 
 const TAGS = ['webhook deliveries']
 
@@ -125,7 +125,8 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
   const Secret = Type.Object({
     secret: Type.String({ description: 'whsec_ and the base64 key: give it to your receiver to verify webhook-signature' }),
     created_at: Type.Integer({ description: 'epoch ms' }),
-    previous_expires_at: Type.Optional(Type.Integer({ description: 'epoch ms: the previous secret signs too until then' }))
+    previous_expires_at: Type.Optional(Type.Integer({ description: 'epoch ms: the previous secret signs too until then' })),
+    test_secret: Type.String({ description: 'whsec_…: signs only the requests of an action\'s Test (POST /v1/agent/:id/actions/:agentActionId/test), never a delivery; not rotated' })
   }, { [COMPONENT]: 'WebhookSecret' })
 
   app.get('/webhook-secret', {
@@ -138,7 +139,12 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
   }, async (request) => {
     const current = await currentSecret(db, request.userId)
     const previous = await previousSecretExpiry(db, request.userId)
-    return { secret: current.secret, created_at: current.created_at.getTime(), ...(previous === undefined ? {} : { previous_expires_at: previous.getTime() }) }
+    return {
+      secret: current.secret,
+      created_at: current.created_at.getTime(),
+      ...(previous === undefined ? {} : { previous_expires_at: previous.getTime() }),
+      test_secret: await testSecret(db, request.userId)
+    }
   })
 
   app.post('/webhook-secret/rotate', {
@@ -150,14 +156,14 @@ export const deliveryRoutes: FastifyPluginAsyncTypebox<DeliveryDeps> = async (ap
     }
   }, async (request) => {
     const rotated = await rotateSecret(db, request.userId)
-    return { secret: rotated.secret, created_at: rotated.created_at.getTime(), previous_expires_at: rotated.previous_expires_at.getTime() }
+    return { secret: rotated.secret, created_at: rotated.created_at.getTime(), previous_expires_at: rotated.previous_expires_at.getTime(), test_secret: await testSecret(db, request.userId) }
   })
 
   app.post('/agent/:id/actions/:agentActionId/test', {
     schema: {
       tags: ['agent actions'],
       summary: 'Send a sample request of an api_call action',
-      description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried.',
+      description: 'Renders the action with a sample call (its data_retrieval fields filled with sample values) and sends it once, now; nothing is stored or retried. Signed with the account\'s `test_secret` (GET /v1/webhook-secret), never its delivery secret.',
       params: Type.Object({ id: ObjectId, agentActionId: ObjectId }),
       response: { 200: Type.Object({ outcome: OutcomeSchema, request: Type.Object({ method: Type.String(), url: Type.String({ description: 'query values masked as in a delivery\'s request' }) }) }), ...errors(...AUTH_ERRORS, 404, 422) }
     }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import { errors, request, type Agent } from 'undici'
+import { isBlockedAddress, PRIVATE_ADDRESS_REFUSED } from './network.ts'
 import { signatureHeaders } from './signing.ts'
 
 export interface OutgoingRequest {
@@ -57,13 +58,15 @@ function describe (err: unknown, timeoutMs: number): { error: string, reason: st
  * another origin loses the action's headers; one from HTTPS to HTTP is refused. A 2xx is success;
  * everything else is a failure with its status or error. `log` gets the reason of a failure without an
  * answer, with the delivery id and the receiver's origin (never a path or query: they carry variables and keys).
+ * `typedUrl` (an action's Test): a refusal of the URL's own host says that private addresses are refused.
  */
-export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>): Promise<Outcome> {
+export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>, options: { typedUrl?: boolean } = {}): Promise<Outcome> {
   const started = performance.now()
   const signal = AbortSignal.timeout(timeoutMs)
   let { method, url, body, configured } = outgoing
+  let hop = 0
   try {
-    for (let hop = 0; ; hop++) {
+    for (; ; hop++) {
       const headers: Record<string, string> = {
         ...configured,
         ...signatureHeaders(outgoing.signing.secrets, outgoing.signing.id, url, body),
@@ -102,7 +105,9 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
   } catch (err) {
     const { error, reason } = describe(err, timeoutMs)
     log.info({ deliveryId: outgoing.signing.id, receiver: originOf(url), method, reason }, 'delivery request got no answer')
-    return { ok: false, error, duration_ms: elapsed(started) }
+    // The URL's own host, typed by the user: saying it is not public tells them only about their input.
+    const typedHostRefused = options.typedUrl === true && hop === 0 && isBlockedAddress(err)
+    return { ok: false, error: typedHostRefused ? PRIVATE_ADDRESS_REFUSED : error, duration_ms: elapsed(started) }
   }
 }
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Webhook } from 'standardwebhooks'
 import type { DB } from '../../db/database.ts'
 import { openSecret, sealSecret } from '../../db/secrets.ts'
-import { activeSecrets, expireCurrentSecret, findCurrentSecret, insertSecret, insertSecretIfNone } from './queries.ts'
+import { activeSecrets, expireCurrentSecret, findCurrentSecret, insertSecret, insertSecretIfNone, testSecretOf } from './queries.ts'
 
 // Every delivery is signed the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature:
 // HMAC-SHA256 over "id.timestamp.content") with a per-account secret. The content is what the request
@@ -21,6 +21,16 @@ export async function currentSecret (db: DB, userId: string): Promise<{ secret: 
   await insertSecretIfNone(db, userId, newSecret())
   const row = await findCurrentSecret(db, userId)
   return { ...row, secret: openSecret(row.secret) }
+}
+
+/**
+ * The account's test secret, made on first use: it alone signs Test requests (action-test.ts). Whoever may press
+ * Test (a workspace admin) chooses what it sends, so a receiver must be able to tell it from a delivery: a Test
+ * request never verifies with the account's delivery secret. It is not rotated: nothing a receiver acts on
+ * should be signed with it.
+ */
+export async function testSecret (db: DB, userId: string): Promise<string> {
+  return openSecret(await testSecretOf(db, userId, newSecret()))
 }
 
 /** Replaces the current secret; the previous one signs too until the overlap ends. */
