@@ -8,9 +8,10 @@ import type { Logger } from 'pino'
 import { Type } from 'typebox'
 import type { Config } from './config.ts'
 import type { DB } from './db/database.ts'
-import { registerAuth, registerRateLimit } from './modules/users/auth.ts'
+import { registerAuth } from './modules/users/auth.ts'
 import { frameworkError, registerErrorHandler } from './http/errors.ts'
 import { registerOpenApi } from './http/openapi.ts'
+import { registerKeylessLimit, trustHops } from './http/rate-limit.ts'
 import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
 import { createMailer, type Mailer } from './mail/mailer.ts'
@@ -61,7 +62,9 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     // `__proto__` and `constructor.prototype` are dropped like any unknown property, not refused as invalid JSON.
     onProtoPoisoning: 'remove',
     onConstructorPoisoning: 'remove',
-    frameworkErrors: frameworkError
+    frameworkErrors: frameworkError,
+    // request.ip: the client's address behind the proxies TRUST_PROXY names (config.ts); a hop count trusts any peer.
+    trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy
   }).withTypeProvider<TypeBoxTypeProvider>()
   // Bodies are JSON (or multipart where a route registers it): a text/plain body answers 415, not a 400 about its type.
   app.removeContentTypeParser('text/plain')
@@ -88,6 +91,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
   registerValidation(app)
   registerErrorHandler(app)
+  registerKeylessLimit(app, config.rateLimit)
   await registerOpenApi(app)
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
 
@@ -134,12 +138,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })
   }
   if (config.role !== 'worker') {
-    await app.register(async (open) => {
-      await registerRateLimit(open, config.rateLimit)
-      await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })
-      await open.register(recordingLinkRoutes, { db: deps.db })
-    })
-    // Without the per-address limit: every call's webhooks come from Twilio's few addresses, signed.
+    await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })
+    await app.register(recordingLinkRoutes, { db: deps.db })
     await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live })
   }
 

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import path from 'node:path'
 
 /** Every environment variable Switchboard reads, parsed once. No other module reads process.env. */
@@ -61,6 +62,13 @@ export interface Config {
   http: HttpLimits
   concurrency: ConcurrencyLimits
   rateLimit: RateLimitConfig
+  /**
+   * TRUST_PROXY: which proxies' X-Forwarded-For to believe, so that a client's address (every per-address limit)
+   * is the client's and not the load balancer's. `false` (unset): none, the address is the connection's peer.
+   * A number n: the last n hops, whoever connects (only when nothing but the proxies reaches this server).
+   * A list: the proxies' own addresses or CIDR ranges, so that a client connecting directly cannot pose as one.
+   */
+  trustProxy: false | number | string[]
   /** Where people reach this server: links in e-mails (the delivery log) start with it. */
   publicBaseUrl: string
   voice: VoiceConfig
@@ -164,7 +172,10 @@ export interface ConcurrencyLimits {
 export interface RateLimitConfig {
   /** Per API key found active (RATE_LIMIT_PER_KEY). */
   perKey: number
-  /** Per client address, for /v1 requests without a known key: missing, unknown, revoked (RATE_LIMIT_PER_ADDRESS). */
+  /**
+   * Per client address (RATE_LIMIT_PER_ADDRESS): /v1 requests without a known key (missing, unknown, revoked), and
+   * every keyless route (src/http/rate-limit.ts) in a budget of its own.
+   */
   perAddress: number
   /** RATE_LIMIT_WINDOW_MS. */
   windowMs: number
@@ -306,6 +317,28 @@ function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
   return Object.freeze(config)
 }
 
+const TRUST_PROXY_HELP = 'TRUST_PROXY must be the number of proxies in front of this server (1 for one load balancer) or a comma-separated list of their addresses or CIDR ranges (10.0.0.0/8, fd00::/8)'
+
+function trustProxy (env: Env): false | number | string[] {
+  const raw = optional(env, 'TRUST_PROXY')
+  if (raw === undefined) return false
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw)
+    if (hops > 10) throw new ConfigError(`${TRUST_PROXY_HELP}, got "${raw}"`)
+    return hops === 0 ? false : hops
+  }
+  const ranges = raw.split(',').map((entry) => entry.trim())
+  for (const range of ranges) {
+    const [address, prefix, ...rest] = range.split('/')
+    const family = isIP(address)
+    const bits = family === 4 ? 32 : 128
+    if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
+      throw new ConfigError(`${TRUST_PROXY_HELP}, got "${range}"`)
+    }
+  }
+  return ranges
+}
+
 function positive (env: Env, name: string, fallback: number, max: number): number {
   const raw = optional(env, name)
   if (raw === undefined) return fallback
@@ -414,6 +447,7 @@ export function loadConfig (env: Env = process.env): Config {
       perAddress: int(env, 'RATE_LIMIT_PER_ADDRESS', 120, 0, 10_000_000),
       windowMs: int(env, 'RATE_LIMIT_WINDOW_MS', 60_000, 100, 3_600_000)
     }),
+    trustProxy: trustProxy(env),
     knowledgeBases: Object.freeze({
       maxFileBytes: int(env, 'KB_MAX_FILE_MB', 20, 1, 1024) * 1024 * 1024,
       maxFiles: int(env, 'KB_MAX_FILES', 100, 1, 10_000),

@@ -57,3 +57,13 @@ t.test('SECRETS_KEY: 32 bytes as base64 or hex; required with DATABASE_URL', asy
     new ConfigError('DATABASE_URL needs SECRETS_KEY, the key that encrypts stored credentials on every process: make one with `openssl rand -base64 32`'))
   t.ok(loadConfig({ DATABASE_URL: 'postgres://localhost/x', SECRETS_KEY: base64 }).secretsKey)
 })
+
+t.test('TRUST_PROXY: off by default, a hop count, or the proxies\' addresses and ranges', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false)
+  t.equal(loadConfig({ TRUST_PROXY: '0' }).trustProxy, false)
+  t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
+  t.same(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 192.0.2.7,fd00::/8' }).trustProxy, ['10.0.0.0/8', '192.0.2.7', 'fd00::/8'])
+  for (const bad of ['true', '11', '-1', '10.0.0.0/33', 'fd00::/129', 'proxy.example.com', '10.0.0.1,', '10.0.0.0/8/1']) {
+    t.throws(() => loadConfig({ TRUST_PROXY: bad }), { message: /^TRUST_PROXY must be the number of proxies in front of this server \(1 for one load balancer\) or a comma-separated list/ }, bad)
+  }
+})

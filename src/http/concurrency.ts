@@ -6,42 +6,59 @@ import { HttpError } from './errors.ts'
 const RETRY_AFTER_SECONDS = 5
 
 /**
- * Work that may run only so many times at once in this process, per account and in all (uploads, exports).
- * `take` answers a function that gives the slot back (calling it again does nothing), or throws 429 when
- * the account has all its slots and 503 when the process has, both with Retry-After.
+ * Work that may run only so many times at once in this process, per key and in all. `tryTake` answers a
+ * function that gives the slot back (calling it again does nothing), or which limit is full.
  */
-export class Slots {
-  readonly #perAccount: number
+export class KeyedSlots {
+  readonly #perKey: number
   readonly #total: number
-  readonly #what: 'uploads' | 'exports'
-  readonly #byAccount = new Map<string, number>()
+  readonly #byKey = new Map<string, number>()
   #inUse = 0
 
-  constructor (what: 'uploads' | 'exports', perAccount: number, total = Infinity) {
-    this.#what = what
-    this.#perAccount = perAccount
+  constructor (perKey: number, total = Infinity) {
+    this.#perKey = perKey
     this.#total = total
   }
 
-  take (userId: string, reply: FastifyReply): () => void {
-    const mine = this.#byAccount.get(userId) ?? 0
-    if (mine >= this.#perAccount || this.#inUse >= this.#total) {
-      reply.header('retry-after', String(RETRY_AFTER_SECONDS))
-      throw mine >= this.#perAccount
-        ? new HttpError(429, `too_many_concurrent_${this.#what}`, `at most ${this.#perAccount} ${this.#what} of one account run at once; retry when one has ended`)
-        : new HttpError(503, `${this.#what}_busy`, `the server runs as many ${this.#what} as it can; retry in ${RETRY_AFTER_SECONDS} seconds`)
-    }
-    this.#byAccount.set(userId, mine + 1)
+  tryTake (key: string): (() => void) | 'key' | 'total' {
+    const mine = this.#byKey.get(key) ?? 0
+    if (mine >= this.#perKey) return 'key'
+    if (this.#inUse >= this.#total) return 'total'
+    this.#byKey.set(key, mine + 1)
     this.#inUse++
     let released = false
     return () => {
       if (released) return
       released = true
       this.#inUse--
-      const left = this.#byAccount.get(userId)! - 1
-      if (left === 0) this.#byAccount.delete(userId)
-      else this.#byAccount.set(userId, left)
+      const left = this.#byKey.get(key)! - 1
+      if (left === 0) this.#byKey.delete(key)
+      else this.#byKey.set(key, left)
     }
+  }
+}
+
+/**
+ * Uploads or exports, per account and in all. `take` answers a function that gives the slot back, or throws
+ * 429 when the account has all its slots and 503 when the process has, both with Retry-After.
+ */
+export class Slots extends KeyedSlots {
+  readonly #perAccount: number
+  readonly #what: 'uploads' | 'exports'
+
+  constructor (what: 'uploads' | 'exports', perAccount: number, total = Infinity) {
+    super(perAccount, total)
+    this.#what = what
+    this.#perAccount = perAccount
+  }
+
+  take (userId: string, reply: FastifyReply): () => void {
+    const taken = this.tryTake(userId)
+    if (typeof taken === 'function') return taken
+    reply.header('retry-after', String(RETRY_AFTER_SECONDS))
+    throw taken === 'key'
+      ? new HttpError(429, `too_many_concurrent_${this.#what}`, `at most ${this.#perAccount} ${this.#what} of one account run at once; retry when one has ended`)
+      : new HttpError(503, `${this.#what}_busy`, `the server runs as many ${this.#what} as it can; retry in ${RETRY_AFTER_SECONDS} seconds`)
   }
 }
 

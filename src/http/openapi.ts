@@ -51,8 +51,8 @@ function describeRoute (route: RouteOptions): void {
   const response = schema.response ??= {}
   const shared = [
     ...(BODY_METHODS.has(method) ? [400, 413, 415] : []),
-    // Rate-limited: the API, and the routes a browser reaches without a key.
-    ...(route.url.startsWith('/v1/') || route.url.startsWith('/web-call/') ? [429] : []),
+    // Rate-limited: the API, and the routes reached without a key (rate-limit.ts).
+    ...(route.url.startsWith('/v1/') || route.config?.keyless === true ? [429] : []),
     // Any route that reads the database answers 503 when it is down or its pool stays exhausted.
     ...(route.url === '/health/live' ? [] : [503])
   ]

@@ -3,6 +3,7 @@ import { Type } from 'typebox'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
 import { AUTH_ERRORS, errors, errorSchema, IdParams, ObjectId } from '../../http/schemas.ts'
 import { findLinkedRecording, findRecording, sendRecording, signRecordingLink, verifyRecordingLink } from './recordings.ts'
 
@@ -59,12 +60,10 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
   })
 }
 
-/**
- * The route a signed recording link points to: no API key, the signature is the credential. app.ts registers
- * it beside the other keyless routes, rate-limited per address.
- */
+/** The route a signed recording link points to: no API key, the signature is the credential (KEYLESS: limited per address). */
 export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
   app.get('/v1/recordings/:id.wav', {
+    config: KEYLESS,
     schema: {
       tags: TAGS,
       summary: 'Open a recording through a signed link',

@@ -138,23 +138,37 @@ export async function spendLoginLink (db: DB, token: string): Promise<string | u
   return row?.user_id
 }
 
-/** Failures of each bucket within the window, and when the oldest of them stops counting. */
-export async function countFailures (db: DB, buckets: string[], windowMs: number): Promise<Map<string, { count: number, oldest: Date }>> {
-  const rows = await db.selectFrom('sign_in_failures')
-    .select((eb) => ['bucket', eb.fn.countAll<number>().as('count'), eb.fn.min('failed_at').as('oldest')])
-    .where('bucket', 'in', buckets).where('failed_at', '>', new Date(Date.now() - windowMs))
-    .groupBy('bucket').execute()
-  return new Map(rows.map((row) => [row.bucket, { count: Number(row.count), oldest: row.oldest }]))
-}
+/** A count of sign-in attempts (`email:…`, `address:…`) and how many it allows within the window. */
+export interface AttemptBucket { bucket: string, max: number }
 
-/** Records a failure in each bucket and drops what has left the window, so the table stays small. */
-export async function recordFailure (db: DB, buckets: string[], windowMs: number): Promise<void> {
-  await db.transaction().execute(async (trx) => {
-    await trx.deleteFrom('sign_in_failures').where('bucket', 'in', buckets).where('failed_at', '<=', new Date(Date.now() - windowMs)).execute()
-    await trx.insertInto('sign_in_failures').values(buckets.map((bucket) => ({ bucket }))).execute()
+/**
+ * Counts an attempt in each of `buckets` before its password is checked, or refuses it when one of them, or one of
+ * `alsoFull` (read, not counted), holds `max` attempts within the window: then `retryAfterMs`, until its oldest
+ * leaves it. A row of sign_in_failures is an attempt running or failed; a success gives its rows back
+ * (giveBackAttempt). Each bucket is locked for the transaction (in one order, so that two attempts cannot
+ * deadlock), so concurrent attempts are counted one after the other and no more than `max` get through.
+ */
+export async function reserveAttempt (db: DB, buckets: AttemptBucket[], windowMs: number, alsoFull: AttemptBucket[] = []): Promise<{ ids: number[] } | { retryAfterMs: number }> {
+  const names = buckets.map((b) => b.bucket).sort()
+  return await db.transaction().execute(async (trx) => {
+    for (const name of names) await sql`SELECT pg_advisory_xact_lock(hashtextextended(${name}, 0))`.execute(trx)
+    const since = new Date(Date.now() - windowMs)
+    // What has left the window goes, so the table stays small: at most `max` rows per bucket.
+    await trx.deleteFrom('sign_in_failures').where('bucket', 'in', names).where('failed_at', '<=', since).execute()
+    const rows = await trx.selectFrom('sign_in_failures')
+      .select((eb) => ['bucket', eb.fn.countAll<number>().as('count'), eb.fn.min('failed_at').as('oldest')])
+      .where('bucket', 'in', [...names, ...alsoFull.map((b) => b.bucket)]).where('failed_at', '>', since)
+      .groupBy('bucket').execute()
+    for (const { bucket, max } of [...buckets, ...alsoFull]) {
+      const row = rows.find((r) => r.bucket === bucket)
+      if (row !== undefined && Number(row.count) >= max) return { retryAfterMs: row.oldest.getTime() + windowMs - Date.now() }
+    }
+    const ids = await trx.insertInto('sign_in_failures').values(names.map((bucket) => ({ bucket }))).returning('id').execute()
+    return { ids: ids.map((row) => row.id) }
   })
 }
 
-export async function clearFailures (db: DB, bucket: string): Promise<void> {
-  await db.deleteFrom('sign_in_failures').where('bucket', '=', bucket).execute()
+/** The attempt succeeded: it does not count. */
+export async function giveBackAttempt (db: DB, ids: number[]): Promise<void> {
+  await db.deleteFrom('sign_in_failures').where('id', 'in', ids).execute()
 }

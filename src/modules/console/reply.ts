@@ -1,10 +1,14 @@
 import type { FastifyReply } from 'fastify'
 import { ID_PATTERN } from '../../db/ids.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
 
 // What every console route shares.
 
 /** Console routes are pages, not API: they stay out of the OpenAPI document. */
 export const HIDDEN = { schema: { hide: true } }
+
+/** A page reached without a session whose token or password costs a lookup: limited per client address first. */
+export const HIDDEN_KEYLESS = { ...HIDDEN, config: KEYLESS }
 
 /** A record id in a console URL or form (either case, as the API takes it). */
 export const ID = new RegExp(ID_PATTERN)

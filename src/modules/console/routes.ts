@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs'
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
 import { HttpError } from '../../http/errors.ts'
+import { clientAddress } from '../../http/rate-limit.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
@@ -19,15 +20,15 @@ import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
-import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
+import { hashPassword, hashSlots, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
-  clearFailures, countFailures, createSession, deleteSession, findSession, findSignIn, LINK_GRACE_MS, newSecret, passwordHashOf,
-  recordFailure, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
+  createSession, deleteSession, findSession, findSignIn, giveBackAttempt, LINK_GRACE_MS, newSecret, passwordHashOf,
+  reserveAttempt, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
 } from './queries.ts'
 import { consoleSettingsRoutes } from './settings.ts'
 import { consoleSubscriptionRoutes } from './subscription.ts'
 import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
-import { HIDDEN, sendPage } from './reply.ts'
+import { HIDDEN, HIDDEN_KEYLESS, sendPage } from './reply.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -44,10 +45,14 @@ declare module 'fastify' {
 }
 
 // Failed sign-ins counted over 15 minutes: 10 per e-mail address stops guessing one account's password; a
-// client address gets more, since an office behind one address holds many people who mistype.
+// client address gets more, since an office behind one address holds many people who mistype. An attempt is
+// counted before its password is checked (reserveAttempt), and a success gives it back.
 export const FAILURE_WINDOW_MS = 15 * 60_000
 export const MAX_FAILURES_PER_EMAIL = 10
 export const MAX_FAILURES_PER_ADDRESS = 30
+
+/** Whole seconds (at least one) until a refused attempt may try again. */
+const retryIn = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 const FORM_LIMIT = 16 * 1024
 const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
@@ -151,32 +156,56 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       return sendPage(reply, 200, signInPage({ csrfToken: token, next }))
     })
 
-    pages.post('/login', HIDDEN, async (request, reply) => {
+    /**
+     * Runs `check` (which hashes a password) in one of the hash slots of the client's address, or refuses at once
+     * with `refuse` when the address (429) or the process (503) has all of them.
+     */
+    async function withHashSlot (request: FastifyRequest, reply: FastifyReply, refuse: (status: number, error: string) => FastifyReply, check: () => Promise<FastifyReply>) {
+      const slot = hashSlots.tryTake(clientAddress(request.ip))
+      if (typeof slot !== 'function') {
+        reply.header('retry-after', '1')
+        return slot === 'key'
+          ? refuse(429, 'Too many sign-ins from your address at once. Try again in a moment.')
+          : refuse(503, 'The server is checking as many passwords as it can. Try again in a moment.')
+      }
+      try {
+        return await check()
+      } finally {
+        slot()
+      }
+    }
+
+    pages.post('/login', HIDDEN_KEYLESS, async (request, reply) => {
       const email = field(request, 'email').trim()
       const password = field(request, 'password')
       const csrfToken = field(request, 'csrf_token')
       const next = afterSignIn(field(request, 'next') || undefined)
-      const buckets = [`email:${email.toLowerCase().slice(0, 320)}`, `address:${request.ip}`]
-      const failures = await countFailures(db, buckets, FAILURE_WINDOW_MS)
-      const limits = [MAX_FAILURES_PER_EMAIL, MAX_FAILURES_PER_ADDRESS]
-      const over = buckets.map((bucket, i) => ({ ...failures.get(bucket), max: limits[i] })).find((f) => f.count !== undefined && f.count >= f.max)
-      if (over?.oldest !== undefined) {
-        const seconds = Math.max(1, Math.ceil((over.oldest.getTime() + FAILURE_WINDOW_MS - Date.now()) / 1000))
-        reply.header('retry-after', String(seconds))
-        return sendPage(reply, 429, signInPage({ csrfToken, email, next, error: `Too many failed sign-ins. Try again in ${Math.ceil(seconds / 60)} minutes, or sign in with a one-time link.` }))
-      }
-      const account = email === '' || email.length > 320 || password.length > MAX_PASSWORD_LENGTH ? undefined : await findSignIn(db, email)
-      const valid = account?.passwordHash != null ? await verifyPassword(password, account.passwordHash) : await verifyNothing(password)
-      if (!valid || account === undefined) {
-        await recordFailure(db, buckets, FAILURE_WINDOW_MS)
-        return sendPage(reply, 401, signInPage({ csrfToken, email, next, error: 'The e-mail address or the password is wrong.' }))
-      }
-      await clearFailures(db, buckets[0])
-      await signIn(request, reply, account.userId, { viaLink: false })
-      return reply.redirect(next, 303)
+      const refuse = (status: number, error: string) => sendPage(reply, status, signInPage({ csrfToken, email, next, error }))
+      return await withHashSlot(request, reply, refuse, async () => {
+        const account = email === '' || email.length > 320 || password.length > MAX_PASSWORD_LENGTH ? undefined : await findSignIn(db, email)
+        const emailBucket = { bucket: `email:${email.toLowerCase().slice(0, 320)}`, max: MAX_FAILURES_PER_EMAIL }
+        const addressBucket = { bucket: `address:${clientAddress(request.ip)}`, max: MAX_FAILURES_PER_ADDRESS }
+        // Failures for e-mail addresses without a password count per e-mail but not per client address: made-up
+        // addresses cannot use up the budget of the people who sign in from there. They are refused all the same
+        // when that budget is used up, so that a refusal does not tell who has an account.
+        const hash = account?.passwordHash ?? null
+        const reserved = hash === null
+          ? await reserveAttempt(db, [emailBucket], FAILURE_WINDOW_MS, [addressBucket])
+          : await reserveAttempt(db, [emailBucket, addressBucket], FAILURE_WINDOW_MS)
+        if ('retryAfterMs' in reserved) {
+          const seconds = retryIn(reserved.retryAfterMs)
+          reply.header('retry-after', String(seconds))
+          return refuse(429, `Too many failed sign-ins. Try again in ${Math.ceil(seconds / 60)} minutes, or sign in with a one-time link.`)
+        }
+        const valid = hash === null ? await verifyNothing(password) : await verifyPassword(password, hash)
+        if (!valid) return refuse(401, 'The e-mail address or the password is wrong.')
+        await giveBackAttempt(db, reserved.ids)
+        await signIn(request, reply, account!.userId, { viaLink: false })
+        return reply.redirect(next, 303)
+      })
     })
 
-    pages.get<{ Params: { token: string } }>('/login/link/:token', HIDDEN, async (request, reply) => {
+    pages.get<{ Params: { token: string } }>('/login/link/:token', HIDDEN_KEYLESS, async (request, reply) => {
       const userId = await spendLoginLink(db, request.params.token)
       if (userId === undefined) {
         throw new PageError(404, 'This link does not work', 'The sign-in link is unknown, was used already, or is older than 15 minutes. Ask for a new one: npm run cli -- user login-link --email <address>')
@@ -207,23 +236,27 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       const refuse = (status: number, error: string) =>
         sendPage(reply, status, passwordPage({ viewer, hasPassword: session.hasPassword, needsCurrent: needsCurrent(session), error }))
       const next = field(request, 'new_password')
-      if (needsCurrent(session)) {
-        // The same limit as sign-in: a browser left signed in must not become a way to guess the password.
-        const bucket = `email:${session.email.toLowerCase()}`
-        if (((await countFailures(db, [bucket], FAILURE_WINDOW_MS)).get(bucket)?.count ?? 0) >= MAX_FAILURES_PER_EMAIL) {
-          return refuse(429, 'Too many wrong passwords. Try again in 15 minutes.')
+      return await withHashSlot(request, reply, refuse, async () => {
+        if (needsCurrent(session)) {
+          // The same limit as sign-in: a browser left signed in must not become a way to guess the password.
+          const reserved = await reserveAttempt(db, [{ bucket: `email:${session.email.toLowerCase()}`, max: MAX_FAILURES_PER_EMAIL }], FAILURE_WINDOW_MS)
+          if ('retryAfterMs' in reserved) {
+            const seconds = retryIn(reserved.retryAfterMs)
+            reply.header('retry-after', String(seconds))
+            return refuse(429, `Too many wrong passwords. Try again in ${Math.ceil(seconds / 60)} minutes.`)
+          }
+          const current = field(request, 'current_password')
+          const stored = await passwordHashOf(db, session.userId)
+          if (stored === null || current.length > MAX_PASSWORD_LENGTH || !await verifyPassword(current, stored)) {
+            return refuse(400, 'The current password is wrong.')
+          }
+          await giveBackAttempt(db, reserved.ids)
         }
-        const current = field(request, 'current_password')
-        const stored = await passwordHashOf(db, session.userId)
-        if (stored === null || current.length > MAX_PASSWORD_LENGTH || !await verifyPassword(current, stored)) {
-          await recordFailure(db, [bucket], FAILURE_WINDOW_MS)
-          return refuse(400, 'The current password is wrong.')
-        }
-      }
-      const problem = passwordProblem(next) ?? (next !== field(request, 'confirm_password') ? 'The two new passwords differ.' : undefined)
-      if (problem !== undefined) return refuse(400, problem)
-      await setPassword(db, session.userId, await hashPassword(next), session.idHash)
-      return sendPage(reply, 200, passwordPage({ viewer, hasPassword: true, needsCurrent: true, done: true }))
+        const problem = passwordProblem(next) ?? (next !== field(request, 'confirm_password') ? 'The two new passwords differ.' : undefined)
+        if (problem !== undefined) return refuse(400, problem)
+        await setPassword(db, session.userId, await hashPassword(next), session.idHash)
+        return sendPage(reply, 200, passwordPage({ viewer, hasPassword: true, needsCurrent: true, done: true }))
+      })
     })
 
     const activeKeys = async (userId: string) => (await listApiKeys(db, userId)).filter((key) => key.revoked_at === null)

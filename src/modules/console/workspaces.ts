@@ -15,7 +15,7 @@ import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from './passwords.ts'
 import { newSecret, setSessionWorkspace, type ConsoleSession } from './queries.ts'
 import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { HIDDEN, HIDDEN_KEYLESS, ID, sendPage } from './reply.ts'
 
 // Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
 // or a workspace they belong to), their own workspaces with members and invitations, and the invitation e-mail's
@@ -312,13 +312,13 @@ ${session !== undefined && html`<p>You are signed in as ${session.email}. Sign o
 
   const deadLink = () => new HttpError(404, 'not_found', 'This invitation link does not work: it was used already, withdrawn, or is older than 7 days. Ask the workspace\'s owner to send it again.')
 
-  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN, async (request, reply) => {
+  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN_KEYLESS, async (request, reply) => {
     const invitation = await findInvitation(db, request.params.token)
     if (invitation === undefined) throw deadLink()
     return await invitationPage(request, reply, 200, request.params.token, invitation)
   })
 
-  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN, async (request, reply) => {
+  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN_KEYLESS, async (request, reply) => {
     const { token } = request.params
     const invitation = await findInvitation(db, token)
     if (invitation === undefined) throw deadLink()

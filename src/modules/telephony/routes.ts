@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { HttpError, notFound, PG } from '../../http/errors.ts'
+import { giveBackKeyless, KEYLESS } from '../../http/rate-limit.ts'
 import { errors, ObjectId } from '../../http/schemas.ts'
 import { QUEUES, sendJob } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
@@ -55,6 +56,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     if (form === undefined || account === undefined || !signatureValid(account.authToken, url, form, typeof signature === 'string' ? signature : undefined)) {
       throw forbidden()
     }
+    giveBackKeyless(request)
     const callSid = form.get('CallSid') ?? ''
     if (!CALL_SID.test(callSid)) throw new HttpError(400, 'bad_request', 'CallSid must be a Twilio call sid')
     return { form, account, callSid }
@@ -72,6 +74,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
   const webhook = { tags: TAGS, security: [], consumes: ['application/x-www-form-urlencoded'] }
 
   app.post(TELEPHONY_PATHS.voice, {
+    config: KEYLESS,
     schema: {
       ...webhook,
       summary: "Twilio's voice webhook of a number",
@@ -123,6 +126,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
   }
 
   app.post(TELEPHONY_PATHS.status, {
+    config: KEYLESS,
     schema: {
       ...webhook,
       summary: "Twilio's status callback of a call",
@@ -155,6 +159,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
   })
 
   app.post(TELEPHONY_PATHS.dialResult, {
+    config: KEYLESS,
     schema: {
       ...webhook,
       summary: "How a forwarding's <Dial> went",

@@ -5,6 +5,8 @@ import type { DB } from '../../db/database.ts'
 import { API_KEY_PATTERN, hashApiKey } from './keys.ts'
 import { findActiveKeyByHash, touchApiKey, type KeyOwner } from './queries.ts'
 import { HttpError } from '../../http/errors.ts'
+import { Lru } from '../../http/lru.ts'
+import { clientAddress } from '../../http/rate-limit.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -25,43 +27,6 @@ const TOUCH_INTERVAL_MS = 60_000
  * other made-up keys, never the keys of real clients.
  */
 export const KEY_CACHE_MS = 2000
-
-/** A Map in least-recently-used order: a hit moves its entry to the end, and the oldest leave first. */
-export class Lru<V> {
-  readonly #max: number
-  readonly #entries = new Map<string, V>()
-
-  constructor (max: number) {
-    this.#max = max
-  }
-
-  get (key: string): V | undefined {
-    const value = this.#entries.get(key)
-    if (value !== undefined) {
-      this.#entries.delete(key)
-      this.#entries.set(key, value)
-    }
-    return value
-  }
-
-  has (key: string): boolean {
-    return this.#entries.has(key)
-  }
-
-  set (key: string, value: V): void {
-    this.#entries.delete(key)
-    this.#entries.set(key, value)
-    if (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value!)
-  }
-
-  delete (key: string): void {
-    this.#entries.delete(key)
-  }
-
-  clear (): void {
-    this.#entries.clear()
-  }
-}
 
 export interface KeyCacheOptions { ttlMs: number, maxKnown: number, maxUnknown: number, now?: () => number }
 
@@ -145,17 +110,17 @@ function apiKeyOf (request: FastifyRequest): string | undefined {
 /**
  * Counts requests before the key is looked up: those of a key found active before per key, all others
  * (no key, a malformed, unknown or revoked one, a key's first request) per client address, since each may
- * cost a lookup. Over the limit: 429 with Retry-After. Routes reached without a key (a browser joining a
- * web call) are counted per address alone, the stricter limit.
+ * cost a lookup. Over the limit: 429 with Retry-After. Routes reached without a key have their own limit
+ * (src/http/rate-limit.ts).
  */
-export async function registerRateLimit (app: FastifyInstance, limits: RateLimitConfig): Promise<void> {
+async function registerRateLimit (app: FastifyInstance, limits: RateLimitConfig): Promise<void> {
   await app.register(rateLimit, { global: false })
   const maxOf = (bucket: string) => bucket.startsWith('key:') ? limits.perKey : limits.perAddress
   app.addHook('onRequest', app.rateLimit({
     timeWindow: limits.windowMs,
     keyGenerator: (request) => {
       const hash = keyHashOf(request, apiKeyOf(request))
-      return hash !== undefined && keys.isKnown(hash) ? `key:${hash}` : `address:${request.ip}`
+      return hash !== undefined && keys.isKnown(hash) ? `key:${hash}` : `address:${clientAddress(request.ip)}`
     },
     max: (_request, bucket) => maxOf(bucket),
     allowList: (_request, bucket) => maxOf(bucket) === 0,

@@ -6,6 +6,7 @@ import { Type } from 'typebox'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
 import { errors, ObjectId } from '../../http/schemas.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { findAgent, findLlm, type AgentRow } from '../agents/queries.ts'
@@ -79,6 +80,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
   const { config } = jobs
 
   app.post('/web-call/join', {
+    config: KEYLESS,
     schema: {
       tags: TAGS,
       summary: 'Join a web call with its access token',
@@ -131,6 +133,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
 
   app.get('/web-call/stream', {
     websocket: true,
+    config: KEYLESS,
     preValidation: admit,
     schema: { hide: true, querystring: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }) }
   }, async (socket, request) => {
