@@ -6,7 +6,6 @@
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
 //   npm run cli -- secrets rotate [--new-key <key>]
-import { parseArgs } from 'node:util'
 import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -17,6 +16,7 @@ import { HttpError } from '../src/http/errors.ts'
 import { createLogger } from '../src/logger.ts'
 import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
+import { readArgs } from './args.ts'
 
 const USAGE = `usage:
   cli user create --email <address> [--name <name>] [--language <en|de|…>]
@@ -29,8 +29,7 @@ const USAGE = `usage:
 
 class UsageError extends Error {}
 
-const { values, positionals } = parseArgs({
-  args: process.argv.slice(2),
+const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
   options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, 'new-key': { type: 'string' } }
 })
