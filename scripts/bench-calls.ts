@@ -7,8 +7,21 @@ import { Writable } from 'node:stream'
 import { to as copyTo } from 'pg-copy-streams'
 import { createDb } from '../src/db/database.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
+import { readArgs } from './args.ts'
 import { benchDatabase, countLines, load, sampleRss, startServer, table, type LoadResult } from './bench/lib.ts'
 import { seedAccount, seedCalls } from './seed-data.ts'
+
+readArgs({
+  name: 'bench:calls',
+  usage: `usage: npm run bench:calls
+
+The calls API at a million calls: seeds BENCH_CALLS calls once into the benchmark's database, then measures
+every calls endpoint at 50 connections beside a bare primary-key route, and the CSV export beside COPY.
+
+  BENCH_CALLS         calls to seed (default 1000000)
+  BENCH_SECONDS       the length of each load (default 5)
+  BENCH_DATABASE_URL  the benchmark's database (default: an embedded one in BENCH_DATA_DIR, ./data/bench)`
+}, {})
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)

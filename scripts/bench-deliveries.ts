@@ -6,7 +6,6 @@
 // afterwards every delivery id reached the receiver and none is left pending.
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { parseArgs } from 'node:util'
 import { PgBoss } from 'pg-boss'
 import { Agent, request } from 'undici'
 import { loadConfig } from '../src/config.ts'
@@ -16,9 +15,21 @@ import { createLogger } from '../src/logger.ts'
 import { enqueuePostCall } from '../src/modules/deliveries/engine.ts'
 import { createQueues } from '../src/jobs/queues.ts'
 import { BENCH_SECRETS_KEY, benchDatabase, startServer, table, type Server } from './bench/lib.ts'
+import { readArgs } from './args.ts'
 import { seedAccount } from './seed-data.ts'
 
-const { values } = parseArgs({ options: { chaos: { type: 'boolean', default: false } } })
+const { values } = readArgs({
+  name: 'bench:deliveries',
+  usage: `usage: npm run bench:deliveries [-- --chaos]
+
+The post-call delivery engine under load: BENCH_DELIVERIES analysed calls deliver to a local receiver through a
+worker process, beside undici POSTs and pg-boss draining plain jobs measured in the same run.
+
+  --chaos             kill the worker three times during the run, then check that nothing was lost
+  -h, --help          this text
+  BENCH_DELIVERIES    deliveries to make (default 20000)
+  BENCH_DATABASE_URL  the benchmark's database (default: an embedded one in BENCH_DATA_DIR, ./data/bench)`
+}, { options: { chaos: { type: 'boolean', default: false } } })
 const COUNT = Number(process.env.BENCH_DELIVERIES ?? 20_000)
 const BATCH = 50
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]

@@ -11,16 +11,31 @@
 import { execFileSync, spawn } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { createDb } from '../src/db/database.ts'
 import { FRAME_SAMPLES } from '../src/modules/voice/audio.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
 import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
 import { benchDatabase, sampleRss, startServer, table } from './bench/lib.ts'
+import { readArgs, usageError } from './args.ts'
 import { seedAccount } from './seed-data.ts'
 
-const { values } = parseArgs({
+const BENCH = {
+  name: 'bench:voice',
+  usage: `usage: npm run bench:voice [-- --engine realtime|cascade] [--transport browser|twilio] [--levels 10,50,100]
+
+The voice engine under concurrent calls: simulated callers talk to a server of its own through stand-in
+providers; each level reports turn latency, late outbound frames, CPU and memory per call.
+
+  --engine realtime|cascade   the engine the calls run on (default realtime)
+  --transport browser|twilio  the browser's WebSocket, or phone calls through a Twilio stand-in (default browser)
+  --levels <n,n,…>            exactly these numbers of concurrent calls (default 10, 50, 100, then on by 50)
+  -h, --help                  this text
+  BENCH_VOICE_SECONDS         the measured window of each level (default 20)
+  BENCH_VOICE_MAX_CALLS       the most calls the levels go up to (default 300)`
+}
+
+const { values } = readArgs(BENCH, {
   options: {
     engine: { type: 'string', default: 'realtime' },
     levels: { type: 'string' },
@@ -28,11 +43,11 @@ const { values } = parseArgs({
   }
 })
 const engine = values.engine
-if (engine !== 'cascade' && engine !== 'realtime') throw new Error('--engine is cascade or realtime')
+if (engine !== 'cascade' && engine !== 'realtime') usageError(BENCH, `--engine is cascade or realtime, got ${engine}`)
 const transport = values.transport
-if (transport !== 'browser' && transport !== 'twilio') throw new Error('--transport is browser or twilio')
+if (transport !== 'browser' && transport !== 'twilio') usageError(BENCH, `--transport is browser or twilio, got ${transport}`)
 const fixedLevels = values.levels?.split(',').map(Number)
-if (fixedLevels?.some((n) => !Number.isInteger(n) || n < 1) === true) throw new Error('--levels is a list of call counts, e.g. 5,10')
+if (fixedLevels?.some((n) => !Number.isInteger(n) || n < 1) === true) usageError(BENCH, '--levels is a list of call counts, e.g. 5,10')
 
 const WINDOW_SECONDS = Number(process.env.BENCH_VOICE_SECONDS ?? 20)
 const MAX_CALLS = Number(process.env.BENCH_VOICE_MAX_CALLS ?? 300)

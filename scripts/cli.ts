@@ -7,7 +7,6 @@
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
 //   npm run cli -- secrets rotate [--new-key <key>]
-import { parseArgs } from 'node:util'
 import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -20,6 +19,7 @@ import { INVITATION_MS, renewInvitation, workspaceOwner } from '../src/modules/a
 import { publicInvitationUrl } from '../src/modules/account/workspaces.ts'
 import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
+import { readArgs } from './args.ts'
 
 const USAGE = `usage:
   cli user create --email <address> [--name <name>] [--language <en|de|…>]
@@ -33,8 +33,7 @@ const USAGE = `usage:
 
 class UsageError extends Error {}
 
-const { values, positionals } = parseArgs({
-  args: process.argv.slice(2),
+const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
   options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' } }
 })

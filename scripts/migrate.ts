@@ -4,6 +4,15 @@ import { createPool } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { openDatabase } from '../src/db/open.ts'
 import { createLogger } from '../src/logger.ts'
+import { readArgs } from './args.ts'
+
+readArgs({
+  name: 'migrate',
+  usage: `usage: npm run migrate
+
+Applies the pending migrations (migrations/*.sql) to the server's database: DATABASE_URL, or the embedded
+one in DATA_DIR. The server does the same at every start; this is for deployments that migrate first.`
+}, {})
 
 const config = loadConfig()
 const log = createLogger(config)

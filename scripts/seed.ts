@@ -1,19 +1,28 @@
 // Fills an account with demo data, on the server's database (embedded or DATABASE_URL):
-//   npm run seed -- --calls 100000 [--email owner@localhost]
-import { parseArgs } from 'node:util'
+//   npm run seed -- --calls 100000 [--email owner@localhost]   (--help: the usage)
 import { loadConfig } from '../src/config.ts'
 import { createDb, createPool } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { openDatabase } from '../src/db/open.ts'
 import { createLogger } from '../src/logger.ts'
+import { readArgs, usageError } from './args.ts'
 import { seedAccount, seedCalls } from './seed-data.ts'
 
-const { values } = parseArgs({ options: { calls: { type: 'string', default: '10000' }, email: { type: 'string' } } })
-const count = Number(values.calls)
-if (!Number.isInteger(count) || count < 1 || count > 100_000_000) {
-  process.stderr.write('usage: seed --calls <1..100000000> [--email <address>]\n')
-  process.exit(2)
+const SEED = {
+  name: 'seed',
+  usage: `usage: npm run seed -- [--calls <n>] [--email <address>]
+
+Fills an account with demo calls over the last 100 days, on the server's database (DATABASE_URL, or the
+embedded one in DATA_DIR), and prints a command that reads their metrics.
+
+  --calls <n>        how many calls to add, 1 to 100000000 (default 10000)
+  --email <address>  the account to fill, made if missing (default BOOTSTRAP_EMAIL, owner@localhost)
+  -h, --help         this text`
 }
+
+const { values } = readArgs(SEED, { options: { calls: { type: 'string', default: '10000' }, email: { type: 'string' } } })
+const count = Number(values.calls)
+if (!/^\d+$/.test(values.calls) || count < 1 || count > 100_000_000) usageError(SEED, `--calls must be a whole number from 1 to 100000000, got ${values.calls}`)
 
 const config = loadConfig()
 const { url, embedded } = await openDatabase(config, createLogger({ logLevel: 'warn' }, 2), 'shared')

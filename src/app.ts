@@ -19,7 +19,8 @@ import { accountRoutes } from './modules/account/routes.ts'
 import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
-import { consoleRoutes } from './modules/console/routes.ts'
+import { iconRoutes } from './modules/console/icons.ts'
+import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
@@ -90,7 +91,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   // Before every route, so that an upgrade to a route without a WebSocket handler is refused.
   await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
   registerValidation(app)
-  registerErrorHandler(app)
+  registerErrorHandler(app, config.role === 'all' || config.role === 'api' ? consoleNotFound(deps.db) : undefined)
   registerKeylessLimit(app, config.rateLimit)
   await registerOpenApi(app)
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
@@ -112,6 +113,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     ])
     return up ? { status: 'ok' as const, database: 'up' as const } : reply.code(503).send({ status: 'degraded', database: 'down' })
   })
+
+  await app.register(iconRoutes)
 
   // Liveness for container health checks: a short database outage must not get the container killed.
   app.get('/health/live', {

@@ -18,14 +18,23 @@ export function createLogger (config: LoggerConfig, fd: 1 | 2 = 1): Logger {
   }, logFormat(config, fd) === 'pretty' ? prettyDestination(fd) : pino.destination(fd))
 }
 
-/**
- * A request as the log shows it. A web call's access token travels in the stream's query (a browser's
- * WebSocket cannot send headers): it is masked, like the API key.
- */
+// Credentials that travel in URLs: a web call's access token in the stream's query (a browser's WebSocket
+// cannot send headers) and a recording link's signature by name; every token the server issues
+// (`generateToken`: a lowercase prefix, `_`, 40 base62 characters: `wi_…` invitations, `sl_…` sign-in links,
+// `wct_…`, `sk_…`) by its shape, wherever it stands in the path or the query.
+const SECRET_QUERY = /([?&](?:access_token|signature)=)[^&#]*/g
+const ISSUED_TOKEN = /([a-z]+_)[0-9A-Za-z]{40,}/g
+
+/** A URL as the log shows it: its credentials masked, like the API key's header. */
+function redactUrl (url: string): string {
+  return url.replace(SECRET_QUERY, '$1[redacted]').replace(ISSUED_TOKEN, '$1[redacted]')
+}
+
+/** A request as the log shows it. */
 export function serializeRequest (req: { method?: string, url?: string, hostname?: string, host?: string, ip?: string, socket?: { remoteAddress?: string, remotePort?: number } }) {
   return {
     method: req.method,
-    url: req.url?.replace(/([?&]access_token=)[^&]*/g, '$1[redacted]'),
+    url: req.url === undefined ? undefined : redactUrl(req.url),
     host: req.host ?? req.hostname,
     remoteAddress: req.ip ?? req.socket?.remoteAddress,
     remotePort: req.socket?.remotePort

@@ -48,11 +48,13 @@ async function main (): Promise<void> {
   const address = await app.listen({ port: config.port, host: config.host })
   // The owner is made once the port is ours: a start that fails before never makes a key nobody saw.
   const owner = await ensureOwner(db, config.bootstrapEmail, config.bootstrapApiKey)
-  // The owner has no password yet: a one-time link signs them in to the console to set one.
+  // Every link printed starts with PUBLIC_BASE_URL (default http://localhost:<PORT>): the console's cookie is kept
+  // per host, so a sign-in link on one host and a Console link on another would ask to sign in again.
   // PORT=0 without PUBLIC_BASE_URL: the default base names port 0; the port picked is the one to link to.
-  const linkBase = config.publicBaseUrl.endsWith(':0') ? address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost') : config.publicBaseUrl
-  const link = owner === undefined ? undefined : loginLinkUrl(linkBase, await createLoginLink(db, owner.userId))
-  announce(address, owner === undefined ? undefined : { ...owner, link })
+  const base = config.publicBaseUrl.endsWith(':0') ? address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost') : config.publicBaseUrl
+  // The owner has no password yet: a one-time link signs them in to the console to set one.
+  const link = owner === undefined ? undefined : loginLinkUrl(base, await createLoginLink(db, owner.userId))
+  announce(address, base, owner === undefined ? undefined : { ...owner, link })
 
   let stopping = false
   const shutdown = async (signal: string) => {
@@ -77,7 +79,7 @@ async function main (): Promise<void> {
 }
 
 /** JSON mode: one log line each. A terminal: a banner with the links and the owner's key. */
-function announce (address: string, owner: { email: string, key: string, link?: string } | undefined): void {
+function announce (address: string, base: string, owner: { email: string, key: string, link?: string } | undefined): void {
   const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ' (all interfaces)' : ''
   const listening = `Switchboard (${config.role}) listening on ${address}${everywhere}`
   const key = config.bootstrapApiKey === undefined ? owner?.key : 'the one in BOOTSTRAP_API_KEY'
@@ -86,7 +88,6 @@ function announce (address: string, owner: { email: string, key: string, link?: 
     log.info(listening)
     return
   }
-  const base = address.replace(/\/\/(0\.0\.0\.0|\[::\])(?=:)/, '//localhost')
   // The engine of LLM configurations that name none: what a new agent's web calls run on.
   const engine = chooseEngine(config.voice, { engine: null })
   const voice = engine === 'simulator'

@@ -2,11 +2,13 @@ import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { Writable } from 'node:stream'
 import { promisify } from 'node:util'
-import Fastify from 'fastify'
 import pino from 'pino'
 import t from 'tap'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { formatPretty, logFormat, serializeRequest } from '../src/logger.ts'
+import { createLoginLink } from '../src/modules/console/queries.ts'
+import { generateToken } from '../src/modules/users/keys.ts'
+import { createAccount, setup } from './helpers/app.ts'
 import { createTestDatabase } from './helpers/database.ts'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
@@ -52,12 +54,26 @@ t.test('pretty lines: time, level, request, message, fields, and an error stack 
   t.equal(formatPretty('not json', false), 'not json\n', 'anything else passes through')
 })
 
-t.test('a web call\'s access token never reaches the log: the request line shows it masked', async (t) => {
+t.test('tokens in a URL\'s path or query never reach the log: invitations, sign-in links, web calls, recording links', async (t) => {
   const lines: string[] = []
   const logger = pino({ level: 'info', serializers: { req: serializeRequest } }, new Writable({ write (chunk, _encoding, done) { lines.push(String(chunk)); done() } }))
-  const app = Fastify({ loggerInstance: logger })
-  app.get('/web-call/stream', async () => 'ok')
-  await app.inject({ method: 'GET', url: '/web-call/stream?access_token=wct_secret&x=1' })
-  t.notMatch(lines.join(''), /wct_secret/)
-  t.match(JSON.parse(lines[0]).req, { method: 'GET', url: '/web-call/stream?access_token=[redacted]&x=1' })
+  const { app, db } = await setup(t, { CALL_RUNTIME: 'voice' }, { logger })
+  const { user } = await createAccount(db)
+  const signInLink = await createLoginLink(db, user.id)
+  const invitation = generateToken('wi_')
+  const webCall = generateToken('wct_')
+  const signature = 'Zm9yZ2VkLXNpZ25hdHVyZS1vZi1hLXJlY29yZGluZy1saW5r'
+  const urls = {
+    [`/login/link/${signInLink}`]: '/login/link/sl_[redacted]',
+    [`/invitations/${invitation}`]: '/invitations/wi_[redacted]',
+    [`/invitations/${invitation}?x=1`]: '/invitations/wi_[redacted]?x=1',
+    [`/login?next=%2Finvitations%2F${invitation}`]: '/login?next=%2Finvitations%2Fwi_[redacted]',
+    [`/web-call/stream?access_token=${webCall}`]: '/web-call/stream?access_token=[redacted]',
+    [`/web-call/stream?x=1&access_token=${webCall}`]: '/web-call/stream?x=1&access_token=[redacted]',
+    [`/v1/recordings/0123456789abcdef01234567.wav?expires=1&signature=${signature}`]: '/v1/recordings/0123456789abcdef01234567.wav?expires=1&signature=[redacted]'
+  }
+  for (const url of Object.keys(urls)) await app.inject({ method: 'GET', url })
+  const logged = lines.map((line) => JSON.parse(line) as { req?: { url: string } }).flatMap((entry) => entry.req === undefined ? [] : [entry.req.url])
+  t.same(logged, Object.values(urls), 'each request line with its tokens masked')
+  for (const secret of [signInLink, invitation, webCall, signature, signInLink.slice(3), invitation.slice(3)]) t.notMatch(lines.join(''), secret)
 })

@@ -61,6 +61,22 @@ t.test('LOG_FORMAT=pretty: readable lines and a banner with the address, the doc
   t.equal((await fetch(server.url + '/').catch(() => undefined)), undefined, 'stopped')
 })
 
+t.test('every link of the banner and the sign-in link share one host: PUBLIC_BASE_URL\'s, by default localhost', async (t) => {
+  // A port known to be free a moment ago: PORT=0 would link to the address the port was picked on.
+  const probe = net.createServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const port = (probe.address() as net.AddressInfo).port
+  await new Promise((resolve) => probe.close(resolve))
+  for (const [env, base] of [[{}, `http://localhost:${port}`], [{ PUBLIC_BASE_URL: `http://127.0.0.1:${port}/` }, `http://127.0.0.1:${port}`]] as const) {
+    const server = await start({ DATABASE_URL: await createTestDatabase(t), LOG_FORMAT: 'pretty', PORT: String(port), ...env })
+    t.teardown(() => { server.child.kill('SIGKILL') })
+    t.equal(await stop(server), 0)
+    const links = [...server.output().matchAll(/^ {2}(Console|API|Docs|Health|Calls|Sign-in) +(https?:\S+)/gm)].map((m) => [m[1], m[2]])
+    t.same(links.map(([name]) => name), ['Console', 'API', 'Docs', 'Health', 'Calls', 'Sign-in'], JSON.stringify(env))
+    for (const [name, url] of links) t.ok(url.startsWith(`${base}/`), `${name} ${url} starts with ${base}/`)
+  }
+})
+
 t.test('a port in use: the last line says so and what to do, after the job queue has stopped', async (t) => {
   const blocker = net.createServer()
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))

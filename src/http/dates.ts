@@ -4,7 +4,8 @@ import { badRequest } from './errors.ts'
 
 export type { DateRange }
 
-const Day = (description: string) => Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: `${description}, YYYY-MM-DD (UTC day)` })
+const DAY = /^\d{4}-\d{2}-\d{2}$/
+const Day = (description: string) => Type.String({ pattern: DAY.source, description: `${description}, YYYY-MM-DD (UTC day)` })
 
 /** `date_from` and `date_to`, both required; `date_to` includes its whole day. */
 export const DateRangeQuery = {
@@ -15,13 +16,20 @@ export const DateRangeQuery = {
 /** The longest range a daily series answers, so that one request cannot ask for millions of rows. */
 export const MAX_RANGE_DAYS = 3660
 
-function day (value: string, name: string): Date {
+/**
+ * Midnight UTC of a calendar day written YYYY-MM-DD, or undefined for anything else: 2026-13-01, 2026-02-30
+ * and 9999-99-99 match the pattern but are no day. Year 0 is a calendar date to JavaScript but not to
+ * PostgreSQL (there is no year 0 AD): days start at 0001-01-01.
+ */
+export function calendarDay (value: string): Date | undefined {
+  if (!DAY.test(value)) return undefined
   const date = new Date(`${value}T00:00:00Z`)
-  if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== value) {
-    throw badRequest(`query.${name} ${value} is not a calendar date`)
-  }
-  // Year 0 is a calendar date to JavaScript but not to PostgreSQL (there is no year 0 AD).
-  if (date.getUTCFullYear() < 1) throw badRequest(`query.${name} must not be before 0001-01-01`)
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === value && date.getUTCFullYear() >= 1 ? date : undefined
+}
+
+function day (value: string, name: string): Date {
+  const date = calendarDay(value)
+  if (date === undefined) throw badRequest(`query.${name} ${value} is not a calendar date from 0001-01-01`)
   return date
 }
 

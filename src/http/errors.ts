@@ -175,8 +175,17 @@ export function frameworkError (err: FastifyError, _request: FastifyRequest, rep
   reply.code(400).send(errorBody(400, 'bad_request', err.message))
 }
 
-/** The one place errors become responses. 5xx text is never shown; it is logged with the request id. */
-export function registerErrorHandler (app: FastifyInstance): void {
+/** The page a person's browser gets for an unknown address (the console's 404 page). */
+export type NotFoundPage = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>
+
+// Addresses for programs: an unknown one answers the JSON 404 whatever the client accepts.
+const API_PATHS = /^\/(v1|telephony)(\/|$)/
+
+/**
+ * The one place errors become responses. 5xx text is never shown; it is logged with the request id. An unknown
+ * address outside the API asked for as HTML (a browser's address bar or link) gets `notFoundPage` when given.
+ */
+export function registerErrorHandler (app: FastifyInstance, notFoundPage?: NotFoundPage): void {
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
     // An export that fails before its first byte answers the JSON error, not under its CSV attachment header.
     // (After the first byte Fastify destroys the response: the client sees a cut-off transfer, never a complete file.)
@@ -225,6 +234,7 @@ export function registerErrorHandler (app: FastifyInstance): void {
       return reply.code(405).header('allow', allowed.join(', '))
         .send(errorBody(405, 'method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`))
     }
+    if (notFoundPage !== undefined && !API_PATHS.test(path) && request.headers.accept?.includes('text/html') === true) return notFoundPage(request, reply)
     return reply.code(404).send(errorBody(404, 'route_not_found', `no route ${request.method} ${path}`))
   })
 }

@@ -109,14 +109,21 @@ t.test('bad ranges and filters are a 400 page with the reason and the form', asy
   const ctx = await setup(t)
   const { browser } = await signedInWithKey(ctx)
   for (const [query, message] of [
-    ['?from=yesterday&to=2026-05-01', /“From” must be a day written YYYY-MM-DD/],
-    ['?from=2026-05-01&to=soon', /“To” must be a day written YYYY-MM-DD/],
-    ['?from=2026-02-30&to=2026-03-01', /must be calendar days/],
+    ['?from=yesterday&to=2026-05-01', /“From” must be a calendar day written YYYY-MM-DD/],
+    ['?from=2026-05-01&to=soon', /“To” must be a calendar day written YYYY-MM-DD/],
+    ['?from=2026-02-30&to=2026-03-01', /“From” must be a calendar day/],
+    // Days that match YYYY-MM-DD but are none; a “to” alone once made the default “from” of an invalid date (500).
+    ['?to=2026-13-01', /“To” must be a calendar day/],
+    ['?to=2026-12-32', /“To” must be a calendar day/],
+    ['?to=2026-00-10', /“To” must be a calendar day/],
+    ['?to=9999-99-99', /“To” must be a calendar day/],
+    ['?from=2026-05-01&to=2026-02-29', /“To” must be a calendar day/],
+    ['?from=0000-12-01&to=0001-01-02', /“From” must be a calendar day written YYYY-MM-DD, from 0001-01-01/],
     ['?from=2026-05-02&to=2026-05-01', /“To” must not be before “from”/],
     ['?from=2000-01-01&to=2026-05-01', new RegExp(`at most ${MAX_RANGE_DAYS} days`)],
     ['?from=2026-05-01&from=2026-05-02', /“from” was given more than once/],
     ['?agent=xyz', /not a valid agent id/],
-    ['?from=%22%3E%3Cscript%3E', /must be a day/]
+    ['?from=%22%3E%3Cscript%3E', /must be a calendar day/]
   ] as const) {
     const res = await browser.get(`/analytics${query}`)
     t.equal(res.statusCode, 400, query)

@@ -69,9 +69,8 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   const page = await browser.newPage()
   const problems: string[] = []
   page.on('pageerror', (err) => problems.push(err.message))
-  // The web-call page names no icon, so Chromium asks for /favicon.ico (a 404): every other failed load counts.
-  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
-  page.on('response', (res) => { if (res.status() >= 400 && new URL(res.url()).pathname !== '/favicon.ico') problems.push(`${res.status()} ${res.url()}`) })
+  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  page.on('response', (res) => { if (res.status() >= 400) problems.push(`${res.status()} ${res.url()}`) })
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Agents' }).click()

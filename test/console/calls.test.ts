@@ -60,12 +60,13 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
     ['?type=fax', /The type must be one of/],
     ['?direction=sideways', /The direction must be one of/],
     ['?agent=xyz', /not a valid agent id/],
-    ['?from=yesterday', /“From” must be a day written YYYY-MM-DD/],
-    ['?from=2026-02-30', /must be calendar days/],
-    ['?from=2026-05-02&to=2026-05-01', /“to” must not be before “from”/],
+    ['?from=yesterday', /“From” must be a calendar day written YYYY-MM-DD/],
+    ['?from=2026-02-30', /“From” must be a calendar day/],
+    ['?to=2026-13-01', /“To” must be a calendar day/],
+    ['?from=2026-05-02&to=2026-05-01', /“To” must not be before “from”/],
     ['?skip=-1', /page position must be a whole number/],
     ['?status=success&status=failed', /“status” was given more than once/],
-    ['?from=%22%3E%3Cscript%3E', /must be a day/]
+    ['?from=%22%3E%3Cscript%3E', /must be a calendar day/]
   ] as const) {
     const res = await browser.get(`/calls${query}`)
     t.equal(res.statusCode, 400, query)

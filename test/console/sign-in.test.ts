@@ -285,3 +285,26 @@ t.test('a page opened signed out comes back after sign-in; `next` never leaves t
   }
   t.equal((await browser.get('/login?next=%2F%2Fevil.example')).headers.location, '/agents', 'signed in already: home, not the other site')
 })
+
+t.test('`next` is checked after normalising: dot segments, encodings, backslashes and tabs never lead to another host', async (t) => {
+  const ctx = await setup(t)
+  const user = await createConsoleUser(ctx.db)
+  const offSite = [
+    '/.//evil.example/phish', '/..//evil.example/phish', '/%2e//evil.example/phish', '/%2E%2E//evil.example/phish',
+    '/x/..//evil.example/phish', '/x/%2e%2e//evil.example/phish', '/.\\/evil.example', '/x/..\\\\evil.example',
+    '/\\evil.example', '/\t/evil.example', '/.\t//evil.example', '/\n/evil.example', '/.\r\n//evil.example'
+  ]
+  for (const next of offSite) {
+    const res = await new ConsoleClient(ctx.app).submit('/login', '/login', { email: user.email, password: PASSWORD, next })
+    t.equal(res.headers.location, '/agents', `sign-in with next=${JSON.stringify(next)}`)
+  }
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  const landing = async (next: string) => (await browser.get(`/login?next=${encodeURIComponent(next)}`)).headers.location
+  for (const next of offSite) t.equal(await landing(next), '/agents', `signed in, next=${JSON.stringify(next)}`)
+  // Encoded backslashes and tabs stay encoded in the path: a page of this site (its 404), not another host.
+  t.equal(await landing('/%5cevil.example'), '/%5cevil.example')
+  t.equal(await landing('/%5C%5Cevil.example'), '/%5C%5Cevil.example')
+  t.equal(await landing('/%09/evil.example'), '/%09/evil.example')
+  t.equal(await landing('/calls/../keys?x=//evil.example'), '/keys?x=//evil.example', 'the normalised path and its query')
+})

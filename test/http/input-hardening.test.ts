@@ -151,3 +151,51 @@ t.test('database errors that input causes are mapped by code to 4xx, without Pos
     t.notMatch(res.json().message, /users|llm_configs|constraint|Key \(|syntax|0000|2147483648|unicode|byte sequence/i, `${name}: ${res.json().message}`)
   }
 })
+
+t.test('days that match YYYY-MM-DD but are none are a 400 naming the field on every date filter', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const { headers } = account
+  const agent = await createAgent(app, account)
+  const routes = ['/v1/call/list', '/v1/call/general-metrics', '/v1/call/daily-metrics', `/v1/call/sentiment-stats?agent_id=${agent._id}&`,
+    '/v1/call/costs-breakdown', '/v1/call/list/export', '/v1/call/costs-breakdown/export', `/v1/agent/${agent._id}/call-stats`]
+  for (const route of routes) {
+    const base = route.includes('?') ? route : `${route}?`
+    for (const bad of ['2026-13-01', '2026-12-32', '2026-00-10', '9999-99-99', '2026-02-29']) {
+      for (const [field, query] of [['date_from', `date_from=${bad}&date_to=2026-12-31`], ['date_to', `date_from=2026-01-01&date_to=${bad}`]]) {
+        const url = `${base}${query}`
+        const res = await app.inject({ method: 'GET', url, headers })
+        t.equal(res.statusCode, 400, url)
+        t.match(res.json(), { code: 'bad_request', message: `query.${field} ${bad} is not a calendar date from 0001-01-01` }, url)
+      }
+    }
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/v1/call/general-metrics?date_from=2028-02-29&date_to=2028-02-29', headers })).statusCode, 200, 'a leap day is one')
+})
+
+t.test('a query parameter that takes one value, given twice, is a 4xx on every route, the web-call stream included', async (t) => {
+  const { app, db } = await setup(t, { CALL_RUNTIME: 'voice' })
+  const { headers } = await createAccount(db)
+  const upgrade = { connection: 'upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' }
+  for (const extra of [{}, upgrade]) {
+    const res = await app.inject({ method: 'GET', url: '/web-call/stream?access_token=wct_a&access_token=wct_b', headers: extra })
+    t.equal(res.statusCode, 400, 'the stream validates its query before it looks the token up')
+    t.match(res.json(), { code: 'validation_error', message: /^query\.access_token / })
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/web-call/stream?access_token=wct_a', headers: upgrade })).statusCode, 403, 'one unknown token: refused as before')
+
+  // Every documented operation, each of its single-valued query parameters twice.
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { parameters?: Array<{ in: string, name: string, schema: { type?: string } }> }>> }
+  let checked = 0
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      for (const param of (operation.parameters ?? []).filter((p) => p.in === 'query' && p.schema.type !== 'array')) {
+        const url = `${path.replace(/\{\w+\}/g, '0123456789abcdef01234567')}?${param.name}=a&${param.name}=b`
+        const res = await app.inject({ method: method.toUpperCase() as 'GET', url, headers })
+        t.ok(res.statusCode >= 400 && res.statusCode < 500, `${method.toUpperCase()} ${url}: ${res.statusCode}`)
+        checked++
+      }
+    }
+  }
+  t.ok(checked > 50, `${checked} parameters checked`)
+})

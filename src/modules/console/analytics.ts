@@ -2,18 +2,19 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ConcurrencyLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { DAY_MS, type DateRange } from '../../db/days.ts'
-import { dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
+import { calendarDay, dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
 import { badRequest } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv, sendCostsCsv } from '../calls/export.ts'
 import { dailyCallsByAgent, dailyMetrics, sentimentCounts, type CallFilter } from '../calls/queries.ts'
 import { costsBreakdown } from '../calls/reports.ts'
 import { barChart, columnChart, formatNumber, keepLargest, SERIES_COLOURS, stackedColumnChart, type Bar, type Series } from './charts.ts'
+import { notADay } from './fields.ts'
 import { html } from './html.ts'
 import { layout, notice, viewerOf, type Viewer } from './pages.ts'
 import { sessionOf } from './security.ts'
 import { HIDDEN, ID, sendPage, withChosen } from './reply.ts'
-const DAY = /^\d{4}-\d{2}-\d{2}$/
+
 /** Days the page shows when the form names none: the last 30, today included. */
 export const DEFAULT_DAYS = 30
 // As on the Calls page: the agent select lists at most this many; a filter by any other still works.
@@ -36,26 +37,20 @@ const isoDay = (epochMs: number) => new Date(epochMs).toISOString().slice(0, 10)
 function parseForm (query: Record<string, unknown>, now: number): { form: Form, range?: DateRange, filter?: CallFilter, problem?: string } {
   const text = (name: string) => typeof query[name] === 'string' ? (query[name] as string).trim() : ''
   const to = text('to') || isoDay(now)
-  const from = text('from') || (DAY.test(to) ? isoDay(Date.parse(`${to}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS) : '')
+  const toDay = calendarDay(to)
+  const from = text('from') || (toDay === undefined ? '' : isoDay(toDay.getTime() - (DEFAULT_DAYS - 1) * DAY_MS))
   const form: Form = { from, to, agent: text('agent').toLowerCase() }
   const problem = (message: string) => ({ form, problem: message })
   const repeated = ['from', 'to', 'agent'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
   if (repeated !== undefined) return problem(`The field “${repeated}” was given more than once.`)
   if (form.agent !== '' && !ID.test(form.agent)) return problem('That agent is not a valid agent id.')
-  for (const [name, value] of [['From', from], ['To', to]]) {
-    if (!DAY.test(value)) return problem(`“${name}” must be a day written YYYY-MM-DD.`)
-  }
-  if (to < from) return problem('“To” must not be before “from”.')
-  if ((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / DAY_MS + 1 > MAX_RANGE_DAYS) {
-    return problem(`The range may be at most ${MAX_RANGE_DAYS} days long.`)
-  }
-  let range: DateRange
-  try {
-    range = dateRange({ date_from: from, date_to: to })
-  } catch {
-    return problem('“From” and “to” must be calendar days from 0001-01-01.')
-  }
-  return { form, range, filter: { agentIds: form.agent === '' ? undefined : [form.agent] } }
+  // “To” first: without it the default “from” is empty too.
+  const fromDay = calendarDay(from)
+  if (toDay === undefined) return problem(notADay('To'))
+  if (fromDay === undefined) return problem(notADay('From'))
+  if (toDay < fromDay) return problem('“To” must not be before “from”.')
+  if ((toDay.getTime() - fromDay.getTime()) / DAY_MS + 1 > MAX_RANGE_DAYS) return problem(`The range may be at most ${MAX_RANGE_DAYS} days long.`)
+  return { form, range: dateRange({ date_from: from, date_to: to }), filter: { agentIds: form.agent === '' ? undefined : [form.agent] } }
 }
 
 /** The query string of the form's values, for the CSV links. */

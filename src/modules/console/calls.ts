@@ -1,12 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { optionalDateRange } from '../../http/dates.ts'
+import { calendarDay, optionalDateRange } from '../../http/dates.ts'
 import { listAgents } from '../agents/queries.ts'
 import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.ts'
 import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
+import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
@@ -16,7 +17,6 @@ type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
 
 export const PAGE_SIZE = 50
-const DAY = /^\d{4}-\d{2}-\d{2}$/
 // The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
 const MAX_AGENT_OPTIONS = 500
 
@@ -40,14 +40,11 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
   if (filters.status !== '' && !STATUSES.includes(filters.status)) return problem(`The status must be one of ${STATUSES.join(', ')}.`)
   if (filters.type !== '' && !TYPES.includes(filters.type)) return problem(`The type must be one of ${TYPES.join(', ')}.`)
   if (filters.direction !== '' && !DIRECTIONS.includes(filters.direction)) return problem(`The direction must be one of ${DIRECTIONS.join(', ')}.`)
-  for (const name of ['from', 'to'] as const) {
-    if (filters[name] !== '' && !DAY.test(filters[name])) return problem(`“${name === 'from' ? 'From' : 'To'}” must be a day written YYYY-MM-DD.`)
-  }
-  try {
-    optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
-  } catch {
-    return problem('“From” and “to” must be calendar days, and “to” must not be before “from”.')
-  }
+  const from = calendarDay(filters.from)
+  const to = calendarDay(filters.to)
+  if (filters.from !== '' && from === undefined) return problem(notADay('From'))
+  if (filters.to !== '' && to === undefined) return problem(notADay('To'))
+  if (from !== undefined && to !== undefined && to < from) return problem('“To” must not be before “from”.')
   const skip = text('skip')
   if (skip !== '' && !/^\d{1,9}$/.test(skip)) return problem('The page position must be a whole number.')
   filters.skip = Number(skip)

@@ -34,6 +34,9 @@ export function fieldCheck (label: string, schema: TSchema, message?: string): (
 /** A whole number as a number (so that the schema sees its range), anything else as the text it is. */
 export const integerOf = (text: string): number | string => /^-?\d{1,15}$/.test(text) ? Number(text) : text
 
+/** The problem of a day filter (`from`, `to`) that http/dates.ts's calendarDay does not read as a day. */
+export const notADay = (label: string) => `“${label}” must be a calendar day written YYYY-MM-DD, from 0001-01-01.`
+
 export const hasProblems = (problems: Problems) => Object.values(problems).some((problem) => problem !== undefined)
 
 export const problemsNotice = (problems: Problems) =>

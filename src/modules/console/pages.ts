@@ -61,7 +61,7 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · Switchboard</title>
 <link rel="stylesheet" href="/console/console.css">
-<link rel="icon" href="data:,">
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>

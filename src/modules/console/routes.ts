@@ -5,7 +5,7 @@ import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
-import { HttpError } from '../../http/errors.ts'
+import { HttpError, type NotFoundPage } from '../../http/errors.ts'
 import { clientAddress } from '../../http/rate-limit.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
@@ -75,6 +75,19 @@ function field (request: FastifyRequest, name: string): string {
   return typeof value === 'string' ? value : ''
 }
 
+/** The live console session of the request's cookie, if any. */
+async function sessionOfCookie (db: DB, request: FastifyRequest): Promise<ConsoleSession | undefined> {
+  const id = parseCookies(request.headers.cookie).get(SESSION_COOKIE)
+  return id === undefined || id === '' ? undefined : await findSession(db, id)
+}
+
+/** An unknown address a browser opens: the console's 404 page, inside the layout for a signed-in person. */
+export const consoleNotFound = (db: DB): NotFoundPage => async (request, reply) => {
+  const session = await sessionOfCookie(db, request)
+  return sendPage(reply.headers(PAGE_HEADERS), 404,
+    messagePage('Page not found', 'There is no page at this address: the link may be mistyped or out of date.', session && viewerOf(session)))
+}
+
 /**
  * The web console (docs/console.md): sign-in by password or one-time link, sessions in PostgreSQL behind an
  * HttpOnly cookie, a CSRF token in every form, and the pages, which call the modules' functions directly.
@@ -118,8 +131,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       if (request.method === 'POST' && !originAllowed(request.headers.origin, publicBaseUrl, request.headers.host)) {
         throw new PageError(403, 'Refused', 'This form was sent from another site. Open the console at its own address and try again.')
       }
-      const id = parseCookies(request.headers.cookie).get(SESSION_COOKIE)
-      if (id !== undefined && id !== '') request.consoleSession = await findSession(db, id)
+      request.consoleSession = await sessionOfCookie(db, request)
     })
 
     // Every POST carries the CSRF token: the session's, or before sign-in the one of the form's cookie (the sign-in

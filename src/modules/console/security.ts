@@ -59,12 +59,17 @@ export function originAllowed (origin: string | undefined, publicBaseUrl: string
   return own.includes(origin.toLowerCase())
 }
 
-/** Where a browser goes after signing in: `next` when it is a path of this site, else the agents. */
+/**
+ * Where a browser goes after signing in: `next` when it is a path of this site, else the agents. The
+ * WHATWG parser reads `next` as a browser would (backslashes as slashes, tabs and line breaks dropped,
+ * dot segments resolved), and the answer is its normalised path: `/.//evil` resolves to `//evil`, which a
+ * browser would read as another host, so a path that starts with two slashes is refused too.
+ */
 export function afterSignIn (next: string | undefined): string {
-  // Browsers read a backslash as a slash and drop tabs and line breaks: `/\\evil` and `/\t/evil` lead off the site.
-  if (next === undefined || next.length > 2000 || !next.startsWith('/') || [...next].some((c) => c === '\\' || c < ' ')) return HOME
+  if (next === undefined || next.length > 2000 || !next.startsWith('/')) return HOME
   const url = new URL(next, 'http://console.invalid')
-  return url.origin === 'http://console.invalid' ? `${url.pathname}${url.search}` : HOME
+  if (url.origin !== 'http://console.invalid' || /^\/[/\\]/.test(url.pathname)) return HOME
+  return `${url.pathname}${url.search}`
 }
 
 export const HOME = '/agents'

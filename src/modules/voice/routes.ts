@@ -74,7 +74,7 @@ async function callOfToken (db: DB, token: string) {
   return { ...call, expiresAt: call.access_token_expires_at }
 }
 
-const tokenOf = (request: FastifyRequest) => (request.query as { access_token?: string }).access_token ?? ''
+const tokenOf = (request: FastifyRequest) => (request.query as { access_token: string }).access_token
 
 export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls }> = async (app, { db, jobs, log, live }) => {
   const { config } = jobs
@@ -120,7 +120,8 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
     }
   })
 
-  // Checked before the upgrade, so that a refused stream is a plain HTTP answer the browser can read.
+  // Checked before the upgrade, so that a refused stream is a plain HTTP answer the browser can read; after the
+  // query's validation (a preHandler), so that it reads one string (`?access_token=a&access_token=b` is a 400).
   async function admit (request: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const call = await callOfToken(db, tokenOf(request))
     if (call.runtime !== 'voice') throw new HttpError(409, 'not_a_voice_call', `this call is held by the ${call.runtime} runtime, not the built-in voice engine (CALL_RUNTIME)`)
@@ -134,7 +135,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
   app.get('/web-call/stream', {
     websocket: true,
     config: KEYLESS,
-    preValidation: admit,
+    preHandler: admit,
     schema: { hide: true, querystring: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }) }
   }, async (socket, request) => {
     const call = await spendAccessToken(db, hashToken(tokenOf(request)))
