@@ -38,12 +38,17 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   const db = createDb(pool)
   await prepareSecrets(config, db)
   const boss = new PgBoss({ connectionString: url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
+  // As main.ts does: without a listener an error of the queue's connections is thrown out of the test file. Once the
+  // test ends, its database is dropped WITH (FORCE), which terminates any connection still closing (57P01).
+  let stopping = false
+  boss.on('error', (err) => { if (!stopping) t.error(err, 'job queue error') })
   await boss.start()
   await createQueues(boss, config)
   const log = createLogger(config)
   const stopWorkers = workers ? await startWorkers(boss, { db, config, log, analyser: deps.analyser, mailer: deps.mailer }) : undefined
   const app = await buildApp(config, { ...deps, db, boss, logger: deps.logger ?? log })
   t.teardown(async () => {
+    stopping = true
     await app.close()
     await boss.stop({ graceful: false })
     await stopWorkers?.()
