@@ -76,6 +76,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     webhooks: voice.webhooks,
     errors: voice.errors,
     delays: voice.delays,
+    clock: voice.clock,
     route: (publicOrigin, localOrigin) => voice.route(publicOrigin, localOrigin),
     callee: (phoneNumber, behaviour) => voice.callee(phoneNumber, behaviour),
     dialIn: (from, to, options) => voice.dialIn(from, to, options),

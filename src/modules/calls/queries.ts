@@ -71,7 +71,7 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
   'collected_data', collected_data, 'transfer_history', transfer_history,
   'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
-  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone'))::text, 2)`
+  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL))::text, 2)`
 
 // Directions and types in the order call_channel() numbers them (migrations/0012_call_channel_indexes.sql).
 const DIRECTIONS = ['inbound', 'outbound']
@@ -168,7 +168,7 @@ export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc',
 
 /** Locks a call of the account for a change of its state (FOR UPDATE); undefined when there is none. */
 export async function lockCall (trx: Transaction<Database>, userId: string, id: string) {
-  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp'])
+  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp', 'answered_at'])
     .where('user_id', '=', userId).where('id', '=', id).forUpdate().executeTakeFirst()
 }
 
