@@ -26,7 +26,7 @@ async function accountSetup (t: Test) {
     { phone_number: '+14155550143', area_code: '415', locality: 'San Francisco', region: 'CA' }
   ])
   twilio.hold(HOLDER_SID, '+13105550100')
-  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url })
+  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, TWILIO_ALLOW_PRIVATE_BASE_URL: 'true' })
   const me = await signedIn(ctx)
   const other = await signedIn(ctx)
   return { ctx, twilio, me, other }
