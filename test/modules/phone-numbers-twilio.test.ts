@@ -144,7 +144,6 @@ t.test("twilio: import with the caller's own account; credentials kept, never re
   t.match(half.json(), { statusCode: 400, message: 'body.account_sid and body.auth_token go together' })
   const badSid = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550199', account_sid: 'AC123', auth_token: 'x' } })
   t.match(badSid.json(), { statusCode: 400, message: /^body\.account_sid must match pattern/ })
-
 })
 
 t.test("twilio: a tenant cannot import the installation's own numbers; the operator assigns them with the CLI", async (t) => {
