@@ -59,7 +59,7 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
 // List and detail answers leave PostgreSQL as JSON text and are sent as they are: rows never become
 // JavaScript objects. Each call's list view is stored with it (migrations/0010_call_list_json.sql); the
 // detail view appends its further fields to it. Keys and types match CallListItem and CallDetail in
-// schemas.ts; the tests hold them to it.
+// schemas.ts; the tests hold them to it. `simulated` is isSimulated of lifecycle.ts: a call through a carrier never is.
 const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
   'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
