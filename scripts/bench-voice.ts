@@ -97,6 +97,7 @@ const env: Record<string, string> = {
     TWILIO_ACCOUNT_SID: twilioAccount.sid,
     TWILIO_AUTH_TOKEN: twilioAccount.token,
     TWILIO_API_URL: twilio.url,
+    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
     PUBLIC_BASE_URL: PUBLIC,
     // The server's own count of late frames comes from its log line at each call's end (a phone has no `ended` event).
     LOG_LEVEL: 'info'

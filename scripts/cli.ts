@@ -7,6 +7,8 @@
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
 //   npm run cli -- secrets rotate [--new-key <key>]
+//   npm run cli -- number import --user <id|email> --number <+E.164> [--name <nickname>]
+//   npm run cli -- numbers repoint
 import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -18,6 +20,8 @@ import { createLogger } from '../src/logger.ts'
 import { INVITATION_MS, renewInvitation, workspaceOwner } from '../src/modules/account/workspace-queries.ts'
 import { publicInvitationUrl } from '../src/modules/account/workspaces.ts'
 import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
+import { createCarriers } from '../src/modules/phone-numbers/carriers/index.ts'
+import { importNumber, repointNumbers } from '../src/modules/phone-numbers/numbers.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
 import { readArgs } from './args.ts'
 
@@ -29,13 +33,15 @@ const USAGE = `usage:
   cli key create --user <id|email> [--name <label>]
   cli key list --user <id|email>
   cli key revoke <prefix|key>
-  cli secrets rotate [--new-key <32 bytes, base64 or hex>]`
+  cli secrets rotate [--new-key <32 bytes, base64 or hex>]
+  cli number import --user <id|email> --number <+E.164> [--name <nickname>]   (a number of this installation's Twilio account)
+  cli numbers repoint   (every Twilio number's calls to PUBLIC_BASE_URL again)`
 
 class UsageError extends Error {}
 
 const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -128,6 +134,21 @@ async function command (db: DB, config: Config, cipher: Cipher, embeddedInUse: b
     }
     case 'secrets rotate':
       return await rotateSecrets(db, config, cipher, embeddedInUse)
+    case 'number import': {
+      // The operator gives a number of the installation's own Twilio account to an account (tenants cannot).
+      const user = await userOf(db, required(values.user, 'user'))
+      const phoneNumber = required(values.number, 'number')
+      if (!/^\+[1-9]\d{1,14}$/.test(phoneNumber)) throw new UsageError(`--number ${phoneNumber} is not an E.164 number such as +14155550123`)
+      const row = await importNumber(db, createCarriers(db, config), user.id, { phone_number: phoneNumber, carrier: 'twilio', nickname: values.name }, 'operator')
+      return `imported ${row.phone_number} (${row.carrier_number_id ?? ''}) into ${user.email} as phone number ${row.id}; its calls now come to ${config.publicBaseUrl}`
+    }
+    case 'numbers repoint': {
+      const { repointed, failed } = await repointNumbers(db, createCarriers(db, config))
+      const lines = [`${repointed.length} Twilio number${repointed.length === 1 ? '' : 's'} now send${repointed.length === 1 ? 's' : ''} calls to ${config.publicBaseUrl}`]
+      for (const f of failed) lines.push(`not repointed: ${f.phone_number}: ${f.message}`)
+      if (failed.length > 0) throw new HttpError(502, 'carrier_error', lines.join('\n'))
+      return lines.join('\n')
+    }
     default:
       throw new UsageError(USAGE)
   }

@@ -203,6 +203,11 @@ export interface TwilioConfig {
   /** `AC` + 32 hex characters; with the auth token, the account numbers are bought on. */
   accountSid: string | undefined
   authToken: string | undefined
+  /**
+   * TWILIO_ALLOW_PRIVATE_BASE_URL=true: numbers are bought, imported and repointed even when PUBLIC_BASE_URL is
+   * not https:// on a public name (which Twilio cannot reach): for a Twilio stand-in on your own network, as in tests.
+   */
+  allowPrivateBaseUrl: boolean
 }
 
 export class ConfigError extends Error {}
@@ -309,7 +314,8 @@ function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
   const config = {
     apiUrl: (endpoint(env, 'TWILIO_API_URL', ['https:', 'http:'], 'https://api.twilio.com') ?? 'https://api.twilio.com').replace(/\/+$/, ''),
     accountSid: matching(env, 'TWILIO_ACCOUNT_SID', TWILIO_ACCOUNT_SID, '"AC" followed by 32 hexadecimal characters'),
-    authToken: optional(env, 'TWILIO_AUTH_TOKEN')
+    authToken: optional(env, 'TWILIO_AUTH_TOKEN'),
+    allowPrivateBaseUrl: oneOf(env, 'TWILIO_ALLOW_PRIVATE_BASE_URL', 'false', ['true', 'false'] as const) === 'true'
   }
   if (carrier === 'twilio' && (config.accountSid === undefined || config.authToken === undefined)) {
     throw new ConfigError('PHONE_CARRIER=twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN')

@@ -11,6 +11,7 @@ import { createQueues } from './jobs/queues.ts'
 import { startWorkers } from './jobs/workers.ts'
 import { createLogger, logFormat } from './logger.ts'
 import { createLoginLink, loginLinkUrl } from './modules/console/queries.ts'
+import { twilioWebhooksProblem } from './modules/phone-numbers/carriers/index.ts'
 import { ensureOwner } from './modules/users/bootstrap.ts'
 import { chooseEngine } from './modules/voice/engines/index.ts'
 
@@ -30,6 +31,9 @@ let embedded: EmbeddedPostgres | undefined
 let boss: PgBoss | undefined
 
 async function main (): Promise<void> {
+  // Twilio would call webhooks that it cannot reach: said at start, and buying or importing is refused (409).
+  const unreachable = config.phoneCarrier === 'twilio' ? twilioWebhooksProblem(config) : undefined
+  if (unreachable !== undefined) log.warn(`${unreachable}. Until then numbers cannot be bought, imported or repointed.`)
   const database = await openDatabase(config, log, 'exclusive')
   embedded = database.embedded
   const pool = createPool(database.url, config.databasePoolSize, config.databasePool)

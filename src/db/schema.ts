@@ -293,6 +293,13 @@ export interface CallsTable {
   access_token_expires_at: Date | null
   /** When the browser's stream opened with the access token (spending it). */
   joined_at: Date | null
+  /** A phone call's one-time media-stream token (SHA-256), apart from a web call's access token. */
+  stream_token_hash: string | null
+  stream_token_expires_at: Date | null
+  /** When the person answered a call the carrier placed; duration and minutes run from here. */
+  answered_at: Date | null
+  /** How long an outbound call rings before it counts as not answered; null: the default (telephony/calls.ts). */
+  ring_timeout_seconds: number | null
   speech_recognised_seconds: Generated<number>
   speech_synthesised_seconds: Generated<number>
   carrier: 'twilio' | null

@@ -26,7 +26,7 @@ async function accountSetup (t: Test) {
     { phone_number: '+14155550143', area_code: '415', locality: 'San Francisco', region: 'CA' }
   ])
   twilio.hold(HOLDER_SID, '+13105550100')
-  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url })
+  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, TWILIO_ALLOW_PRIVATE_BASE_URL: 'true' })
   const me = await signedIn(ctx)
   const other = await signedIn(ctx)
   return { ctx, twilio, me, other }
@@ -352,4 +352,42 @@ t.test('settings: the signing secret only in the answer of a POST; rotation keep
   const after = await me.browser.get('/settings')
   t.notMatch(after.body, /whsec_/)
   t.match(after.body, '<dt>Previous secret signs until</dt>')
+})
+
+t.test("phone numbers: this server's own Twilio numbers are not imported from the console; repoint; a rotated auth token replaced", async (t) => {
+  const { ctx, twilio, me } = await accountSetup(t)
+  const own = twilio.hold(INSTALLATION_SID, '+13105550111', { voice_url: 'https://elsewhere.example.com/voice' })
+  for (const carrier of ['twilio', '']) {
+    const refused = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { phone_number: '+13105550111', carrier, account_sid: '', auth_token: '', nickname: '' })
+    t.equal(refused.statusCode, 400, `carrier "${carrier}" without credentials`)
+    t.match(refused.body, 'numbers of this server&#39;s own account are assigned by its operator')
+  }
+  t.equal(own.voice_url, 'https://elsewhere.example.com/voice', 'the number still sends its calls where it did')
+  t.equal(await ctx.db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined)
+
+  t.notMatch((await me.browser.get('/phone-numbers')).body, 'Repoint my Twilio numbers', 'no Twilio section without Twilio numbers')
+  const imported = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { phone_number: '+13105550100', carrier: 'twilio', account_sid: HOLDER_SID, auth_token: HOLDER_TOKEN, nickname: '' })
+  t.equal(imported.statusCode, 303)
+  const held = twilio.incoming(HOLDER_SID)[0]
+  held.voice_url = 'https://old-address.example.com/telephony/twilio/voice'
+  const repointed = await me.browser.submit('/phone-numbers', '/phone-numbers/repoint', {})
+  t.equal(repointed.statusCode, 200)
+  t.match(repointed.body, '1 number now sends calls to this server.')
+  t.equal(held.voice_url, `${ctx.config.publicBaseUrl}/telephony/twilio/voice`)
+  t.equal((await me.browser.post('/phone-numbers/repoint', {})).statusCode, 403, 'no CSRF token')
+
+  twilio.addAccount(HOLDER_SID, 'rotated-token-0123456789')
+  const wrong = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: HOLDER_SID, auth_token: 'not-the-token' })
+  t.equal(wrong.statusCode, 400)
+  t.match(wrong.body, 'The auth token was not replaced:')
+  const bad = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: 'AC1', auth_token: '' })
+  t.equal(bad.statusCode, 400)
+  t.match(bad.body, 'id="token-account_sid-error"')
+  const replaced = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: HOLDER_SID, auth_token: 'rotated-token-0123456789' })
+  t.equal(replaced.statusCode, 200)
+  t.match(replaced.body, 'The new auth token is kept with 1 number.')
+  t.notMatch(replaced.body, 'rotated-token-0123456789', 'the token is never rendered')
+  held.voice_url = null
+  t.equal((await me.browser.submit('/phone-numbers', '/phone-numbers/repoint', {})).statusCode, 200, 'the number is reached with the new token')
+  t.equal(held.voice_url, `${ctx.config.publicBaseUrl}/telephony/twilio/voice`)
 })

@@ -14,7 +14,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   const twilio = await startTwilioStandIn(t)
   twilio.addAccount(INSTALLATION_SID, 'installation-token')
   twilio.offer('US', [{ phone_number: '+14155550142', area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: 'installation-token', TWILIO_API_URL: twilio.url })
+  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: 'installation-token', TWILIO_API_URL: twilio.url, TWILIO_ALLOW_PRIVATE_BASE_URL: 'true' })
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const user = await createConsoleUser(ctx.db)
   // The agent to assign, made through the console's own form by a second session of the same person.

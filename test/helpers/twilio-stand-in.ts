@@ -18,7 +18,7 @@ export interface TwilioStandIn extends VoiceStandIn {
   url: string
   /** Every request, in order. */
   requests: StandInRequest[]
-  /** Adds an account with its auth token. */
+  /** Adds an account with its auth token, or gives an account a new token (rotated: the old one stops working). */
   addAccount: (sid: string, token: string) => void
   /** Numbers offered for sale, by country. */
   offer: (country: string, numbers: Array<{ phone_number: string, area_code: string, locality: string, region: string }>) => void
@@ -76,6 +76,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     webhooks: voice.webhooks,
     errors: voice.errors,
     delays: voice.delays,
+    clock: voice.clock,
     route: (publicOrigin, localOrigin) => voice.route(publicOrigin, localOrigin),
     callee: (phoneNumber, behaviour) => voice.callee(phoneNumber, behaviour),
     dialIn: (from, to, options) => voice.dialIn(from, to, options),
@@ -83,7 +84,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     post: (url, params, options) => voice.post(url, params, options),
     resend: (webhook) => voice.resend(webhook),
     requests,
-    addAccount: (accountSid, token) => { tokens.set(accountSid, token); owned.set(accountSid, []) },
+    addAccount: (accountSid, token) => { tokens.set(accountSid, token); owned.set(accountSid, owned.get(accountSid) ?? []) },
     offer: (country, numbers) => { offers.set(country, numbers.map((n) => ({ ...n, iso_country: country, friendly_name: n.phone_number }))) },
     hold: (accountSid, phoneNumber, settings = {}) => {
       const number = { sid: sid('PN'), account_sid: accountSid, phone_number: phoneNumber, friendly_name: phoneNumber, voice_url: null, voice_method: 'POST', status_callback: null, status_callback_method: 'POST', ...settings }

@@ -36,7 +36,15 @@ const FINAL: ReadonlySet<CallStatus> = new Set(['completed', 'busy', 'no-answer'
 
 /** How the phone at a number behaves when called (by an outbound call or a <Dial>). */
 export type Callee =
-  | { answer: 'answer', /** rings this long first (default delays.ringMs) */ ringMs?: number, /** a dialed party talks this long, then hangs up (default delays.talkMs) */ talkMs?: number }
+  | {
+    answer: 'answer'
+    /** rings this long first (default delays.ringMs) */
+    ringMs?: number
+    /** an outbound call rings until this settles instead (the test answers the phone) */
+    until?: Promise<void>
+    /** a dialed party talks this long, then hangs up (default delays.talkMs) */
+    talkMs?: number
+  }
   | { answer: 'no-answer' | 'busy' | 'failed', /** the outcome comes after this long (default delays.noAnswerMs for no-answer, delays.ringMs otherwise) */ afterMs?: number }
 
 /** valid: signed with the account's token; none: no X-Twilio-Signature; wrong: signed with another token. */
@@ -121,6 +129,8 @@ export interface LiveCall {
   endedAt: number | undefined
   /** Seconds, once ended (CallDuration). */
   duration: number | undefined
+  /** Seconds an outbound call rings before it is not answered (Timeout; Twilio's default 60). */
+  timeout: number
   /** TwiML documents executed, in order. */
   twiml: string[]
   /** Verbs executed, in order (<Say> and the like only recorded). */
@@ -144,6 +154,8 @@ export interface VoiceStandIn {
   errors: string[]
   /** Stand-ins for times Twilio spends in seconds or minutes. */
   delays: { ringMs: number, noAnswerMs: number, talkMs: number }
+  /** Twilio's clock, as the Timestamp of status callbacks tells it: this far from this machine's. */
+  clock: { offsetMs: number }
   /** Requests for `publicOrigin` (https/wss) go to `localOrigin` (http://127.x.x.x:port), as through a tunnel. */
   route: (publicOrigin: string, localOrigin: string) => void
   callee: (phoneNumber: string, behaviour: Callee) => void
@@ -377,6 +389,7 @@ class Call implements LiveCall {
   answeredAt: number | undefined
   endedAt: number | undefined
   duration: number | undefined
+  readonly timeout: number
   readonly twiml: string[] = []
   readonly verbs: TwimlNode[] = []
   readonly dials: DialRecord[] = []
@@ -392,8 +405,9 @@ class Call implements LiveCall {
   #callbacks: Promise<unknown> = Promise.resolve()
   #run = new AbortController()
 
-  constructor (voice: TwilioVoice, call: { accountSid: string, direction: 'inbound' | 'outbound-api', from: string, to: string, status: CallStatus, callback: StatusCallback | undefined }) {
+  constructor (voice: TwilioVoice, call: { accountSid: string, direction: 'inbound' | 'outbound-api', from: string, to: string, status: CallStatus, callback: StatusCallback | undefined, timeout?: number }) {
     this.#voice = voice
+    this.timeout = call.timeout ?? 60
     this.accountSid = call.accountSid
     this.direction = call.direction
     this.from = call.from
@@ -431,7 +445,7 @@ class Call implements LiveCall {
     const callback = this.#callback
     if (callback === undefined || (event !== 'completed' && !callback.events.has(event))) return
     const params: Array<[string, string]> = [...this.params(callStatus), ['CallbackSource', 'call-progress-events'],
-      ['SequenceNumber', String(this.#callbackSequence++)], ['Timestamp', rfc2822(new Date())]]
+      ['SequenceNumber', String(this.#callbackSequence++)], ['Timestamp', rfc2822(new Date(Date.now() + this.#voice.clock.offsetMs))]]
     if (event === 'completed') params.push(['CallDuration', String(this.duration)], ['Duration', String(Math.ceil(this.duration! / 60))])
     this.#callbacks = this.#callbacks
       .then(() => this.#voice.send('status', this, callback.method, callback.url, params, 'valid'))
@@ -579,6 +593,7 @@ export class TwilioVoice implements VoiceStandIn {
   readonly webhooks: Webhook[] = []
   readonly errors: string[] = []
   readonly delays = { ringMs: 20, noAnswerMs: 50, talkMs: 100 }
+  readonly clock = { offsetMs: 0 }
   readonly #directory: Directory
   readonly #routes = new Map<string, URL>()
   readonly #callees = new Map<string, Callee>()
@@ -791,6 +806,8 @@ export class TwilioVoice implements VoiceStandIn {
       return fail(400, 21210, `The source phone number provided, ${from}, is not yet verified for your account. You may only make calls from phone numbers that you've verified or purchased from Twilio.`)
     }
     if (twiml === null && url === null) return fail(400, 21205, 'Url parameter is required.')
+    const timeout = form.get('Timeout')
+    if (timeout !== null && !/^[1-9]\d*$/.test(timeout)) return fail(400, 21208, 'Invalid Timeout')
     const callbackUrl = form.get('StatusCallback')
     const events = new Set(form.getAll('StatusCallbackEvent').flatMap((e) => e.split(/\s+/)).filter((e) => e !== ''))
     const call = new Call(this, {
@@ -799,7 +816,9 @@ export class TwilioVoice implements VoiceStandIn {
       from,
       to,
       status: 'queued',
-      callback: callbackUrl === null ? undefined : { url: callbackUrl, method: form.get('StatusCallbackMethod') ?? 'POST', events }
+      callback: callbackUrl === null ? undefined : { url: callbackUrl, method: form.get('StatusCallbackMethod') ?? 'POST', events },
+      // Twilio takes at most 600 seconds.
+      timeout: timeout === null ? undefined : Math.min(600, Number(timeout))
     })
     this.calls.push(call)
     const source = twiml ?? ((signal: AbortSignal) => this.send('url', call, form.get('Method') ?? 'POST', url!, call.params('in-progress'), 'valid', signal))
@@ -816,7 +835,8 @@ export class TwilioVoice implements VoiceStandIn {
       return
     }
     call.ring()
-    await this.sleep(callee.answer === 'answer' ? callee.ringMs ?? this.delays.ringMs : callee.afterMs ?? this.delays.noAnswerMs)
+    if (callee.answer === 'answer' && callee.until !== undefined) await callee.until
+    else await this.sleep(callee.answer === 'answer' ? callee.ringMs ?? this.delays.ringMs : callee.afterMs ?? this.delays.noAnswerMs)
     if (call.final) return
     if (callee.answer === 'no-answer') {
       void call.complete('no-answer')

@@ -24,6 +24,7 @@ t.test('the OpenAPI document describes the account resources and phone numbers',
     '/v1/phone-number/available': ['get'],
     '/v1/phone-number/buy': ['post'],
     '/v1/phone-number/import-carrier': ['post'],
+    '/v1/phone-number/carrier-credentials': ['patch'],
     '/v1/phone-number/connect-to-sip': ['patch'],
     '/v1/phone-number/{id}': ['get', 'patch', 'delete']
   }

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { findPhoneNumber } from '../../src/modules/phone-numbers/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
+import { runScript } from '../helpers/scripts.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
 const INSTALLATION_SID = sid('AC')
@@ -15,7 +16,7 @@ async function twilioSetup (t: Test) {
     { phone_number: '+14155550143', area_code: '415', locality: 'San Francisco', region: 'CA' },
     { phone_number: '+12125550177', area_code: '212', locality: 'New York', region: 'NY' }
   ])
-  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url })
+  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, TWILIO_ALLOW_PRIVATE_BASE_URL: 'true' })
   const account = await createAccount(ctx.db)
   return { ...ctx, ...account, twilio }
 }
@@ -143,11 +144,84 @@ t.test("twilio: import with the caller's own account; credentials kept, never re
   t.match(half.json(), { statusCode: 400, message: 'body.account_sid and body.auth_token go together' })
   const badSid = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550199', account_sid: 'AC123', auth_token: 'x' } })
   t.match(badSid.json(), { statusCode: 400, message: /^body\.account_sid must match pattern/ })
+})
 
-  twilio.hold(INSTALLATION_SID, '+13125550200')
-  const viaInstallation = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550200' } })
-  t.equal(viaInstallation.statusCode, 201, 'without credentials the installation account is asked')
-  t.equal(viaInstallation.json().carrier, 'twilio')
+t.test("twilio: a tenant cannot import the installation's own numbers; the operator assigns them with the CLI", async (t) => {
+  const { app, db, headers, user, twilio, url } = await twilioSetup(t)
+  const held = twilio.hold(INSTALLATION_SID, '+13125550200', { voice_url: 'https://elsewhere.example.com/voice' })
+  const before = twilio.requests.length
+  for (const payload of [{}, { carrier: 'twilio' }]) {
+    const res = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550200', ...payload } })
+    t.match(res.json(), { statusCode: 400, code: 'carrier_credentials_required', message: /operator/ }, JSON.stringify(payload))
+  }
+  t.equal(twilio.requests.length, before, 'nothing reached Twilio')
+  t.equal(held.voice_url, 'https://elsewhere.example.com/voice', 'the number still sends its calls where it did')
+  t.equal(await db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined)
+
+  const env = { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, TWILIO_ALLOW_PRIVATE_BASE_URL: 'true', PUBLIC_BASE_URL: 'https://sb.example.com' }
+  const bad = await runScript('cli.ts', { url, env }, 'number', 'import', '--user', user.email, '--number', '3125550200')
+  t.match(bad, { code: 2, stderr: /--number 3125550200 is not an E\.164 number/ })
+  const imported = await runScript('cli.ts', { url, env }, 'number', 'import', '--user', user.email, '--number', '+13125550200', '--name', 'front desk')
+  t.equal(imported.code, 0, imported.stderr)
+  t.match(imported.stdout, /imported \+13125550200 \(PN[0-9a-f]{32}\) into /)
+  t.equal(held.voice_url, 'https://sb.example.com/telephony/twilio/voice', 'pointed at this server')
+  const listed = (await app.inject({ method: 'GET', url: '/v1/phone-number/list', headers })).json()
+  t.match(listed, [{ phone_number: '+13125550200', source: 'imported', carrier: 'twilio', carrier_number_id: held.sid, nickname: 'front desk' }])
+  const row = await db.selectFrom('phone_numbers').select(['carrier_account_id', 'carrier_auth_token']).executeTakeFirstOrThrow()
+  t.same(row, { carrier_account_id: INSTALLATION_SID, carrier_auth_token: null }, 'the installation\'s number: no token kept with it')
+})
+
+t.test('twilio: numbers are neither bought nor imported while PUBLIC_BASE_URL is not https on a public name', async (t) => {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(INSTALLATION_SID, INSTALLATION_TOKEN)
+  twilio.offer('US', [{ phone_number: '+14155550142', area_code: '415', locality: 'San Francisco', region: 'CA' }])
+  const customerSid = sid('AC')
+  twilio.addAccount(customerSid, 'tok')
+  twilio.hold(customerSid, '+13125550188')
+  for (const base of ['http://localhost:3000', 'https://localhost', 'https://10.0.0.5', 'https://switchboard.internal', 'http://sb.example.com']) {
+    const { app, db } = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, PUBLIC_BASE_URL: base })
+    const { headers } = await createAccount(db)
+    const bought = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+14155550142' } })
+    t.match(bought.json(), { statusCode: 409, code: 'webhooks_unreachable', message: /PUBLIC_BASE_URL \(.*\) cannot be reached by Twilio/ }, `buy with ${base}`)
+    const imported = await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550188', account_sid: customerSid, auth_token: 'tok' } })
+    t.match(imported.json(), { statusCode: 409, code: 'webhooks_unreachable' }, `import with ${base}`)
+  }
+  t.equal(twilio.requests.length, 0, 'nothing reached Twilio')
+})
+
+t.test('twilio: numbers repointed after PUBLIC_BASE_URL changed (CLI), and a rotated auth token replaced without importing again (API)', async (t) => {
+  const { app, db, headers, twilio, url } = await twilioSetup(t)
+  const customerSid = sid('AC')
+  twilio.addAccount(customerSid, 'old-token')
+  const imported = twilio.hold(customerSid, '+13125550188')
+  t.equal((await app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers, payload: { phone_number: '+13125550188', account_sid: customerSid, auth_token: 'old-token' } })).statusCode, 201)
+  t.equal((await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+14155550142' } })).statusCode, 201)
+  const bought = twilio.incoming(INSTALLATION_SID)[0]
+
+  // The token is rotated at Twilio: the old one no longer works.
+  twilio.addAccount(customerSid, 'new-token')
+  const refused = await app.inject({ method: 'PATCH', url: '/v1/phone-number/carrier-credentials', headers, payload: { account_sid: customerSid, auth_token: 'not-it' } })
+  t.match(refused.json(), { statusCode: 400, code: 'carrier_credentials_rejected' })
+  const unknown = await app.inject({ method: 'PATCH', url: '/v1/phone-number/carrier-credentials', headers, payload: { account_sid: sid('AC'), auth_token: 'new-token' } })
+  t.equal(unknown.statusCode, 404, 'an account none of the caller\'s numbers came from')
+  const replaced = await app.inject({ method: 'PATCH', url: '/v1/phone-number/carrier-credentials', headers, payload: { account_sid: customerSid, auth_token: 'new-token' } })
+  t.same(replaced.json(), { account_sid: customerSid, numbers_updated: 1 })
+  t.notMatch(replaced.body, /new-token/)
+  const row = await db.selectFrom('phone_numbers').selectAll().where('phone_number', '=', '+13125550188').executeTakeFirstOrThrow()
+  t.equal((await findPhoneNumber(db, row.user_id, row.id))!.carrier_auth_token, 'new-token', 'kept, encrypted')
+  t.match(row.carrier_auth_token, /^enc:v1:/)
+
+  const env = { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: INSTALLATION_SID, TWILIO_AUTH_TOKEN: INSTALLATION_TOKEN, TWILIO_API_URL: twilio.url, PUBLIC_BASE_URL: 'https://new.example.com' }
+  const repointed = await runScript('cli.ts', { url, env }, 'numbers', 'repoint')
+  t.equal(repointed.code, 0, repointed.stderr)
+  t.match(repointed.stdout, '2 Twilio numbers now send calls to https://new.example.com')
+  for (const number of [bought, imported]) {
+    t.match(number, { voice_url: 'https://new.example.com/telephony/twilio/voice', status_callback: 'https://new.example.com/telephony/twilio/status' }, number.phone_number)
+  }
+  const updates = twilio.requests.filter((r) => r.method === 'POST' && /^\/IncomingPhoneNumbers\/PN/.test(r.path)).slice(-2)
+  t.same(updates.map((r) => r.accountSid).sort(), [customerSid, INSTALLATION_SID].sort(), 'each number is updated in its own account (the imported one with its new token)')
+  const privateBase = await runScript('cli.ts', { url, env: { ...env, PUBLIC_BASE_URL: 'http://localhost:3000' } }, 'numbers', 'repoint')
+  t.match(privateBase, { code: 1, stderr: /cannot be reached by Twilio/ })
 })
 
 t.test('twilio: releasing gives bought numbers back and keeps them when the carrier fails', async (t) => {

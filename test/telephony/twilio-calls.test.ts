@@ -33,6 +33,8 @@ async function listen (t: Test, env: Record<string, string> = {}): Promise<Ctx> 
     TWILIO_ACCOUNT_SID: ACCOUNT_SID,
     TWILIO_AUTH_TOKEN: AUTH_TOKEN,
     TWILIO_API_URL: twilio.url,
+    // A name only the stand-in resolves (.test is not public): Twilio reaches it through the stand-in's route.
+    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
     PUBLIC_BASE_URL: PUBLIC,
     VOICE_ENGINE: 'cascade',
     STT_URL: openai.url,
@@ -117,7 +119,7 @@ t.test('an inbound call end to end: webhook, TwiML, stream, begin message heard,
   t.ok(stream.messages.some((m) => m.event === 'mark'), 'a mark before the close')
   t.ok(stream.echoed.length > 0, 'the goodbye was played before the stream ended')
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
-  t.match(done, { call_type: 'phone', direction: 'inbound', call_from: CALLER, call_to: OUR_NUMBER, call_status: 'success', disconnection_reason: 'agent_hangup' })
+  t.match(done, { call_type: 'phone', direction: 'inbound', call_from: CALLER, call_to: OUR_NUMBER, call_status: 'success', disconnection_reason: 'agent_hangup', simulated: false })
   t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
   t.match(done.transcription[1], { content: 'I would like an appointment on Tuesday.' })
   t.ok(done.call_credits_details.phone_call_credits > 0, 'phone minutes charged')
@@ -141,6 +143,8 @@ t.test('outbound: make-phone-call rings the phone through the Calls API; answere
   const placed = ctx.twilio.requests.find((r) => r.path === '/Calls.json')!
   t.equal(placed.form.get('From'), OUR_NUMBER)
   t.equal(placed.form.get('StatusCallback'), `${PUBLIC}/telephony/twilio/status?call_id=${callId}`)
+  t.same(placed.form.getAll('StatusCallbackEvent'), ['answered', 'completed'], 'the answer is reported too')
+  t.equal(placed.form.get('Timeout'), '30', 'rings 30 s by default')
   t.match(placed.form.get('Twiml'), /<Connect><Stream url="wss:\/\/voice\.example\.test\/telephony\/twilio\/stream">/)
   const stream = await phone.waitForStream()
   const answered = await say(stream)
@@ -150,9 +154,47 @@ t.test('outbound: make-phone-call rings the phone through the Calls API; answere
   await stream.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, callId)
-  t.match(done, { direction: 'outbound', call_from: OUR_NUMBER, call_to: '+14155550123', call_status: 'success', disconnection_reason: 'user_hangup' })
+  t.match(done, { direction: 'outbound', call_from: OUR_NUMBER, call_to: '+14155550123', call_status: 'success', disconnection_reason: 'user_hangup', simulated: false })
   const row = (await callsOf(ctx))[0]
   t.equal(row.carrier_call_id, phone.sid, 'Twilio\'s CallSid is kept with the call')
+  t.ok(row.answered_at !== null && row.answered_at >= row.start_timestamp, 'the answer is recorded')
+
+  const longer = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: '+14155550124', ring_timeout_seconds: 45 } })
+  t.equal(longer.statusCode, 201, longer.body)
+  await poll(() => ctx.twilio.calls.find((c) => c.to === '+14155550124'), (c) => c !== undefined, { message: 'the second call is placed' })
+  t.equal(ctx.twilio.calls.find((c) => c.to === '+14155550124')!.timeout, 45, 'ring_timeout_seconds is sent as Timeout')
+  for (const bad of [0, 601, 'soon']) {
+    const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: '+14155550125', ring_timeout_seconds: bad } })
+    t.match(res.json(), { statusCode: 400, message: /ring_timeout_seconds/ }, `ring_timeout_seconds ${String(bad)}`)
+  }
+})
+
+t.test('an outbound call is timed and charged from the answer: 20 s (or 40 s) of ringing then 30 s of talk is 30 s', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  for (const [i, ringSeconds] of [20, 40].entries()) {
+    const to = `+1415555013${i}`
+    const answer = Promise.withResolvers<void>()
+    ctx.twilio.callee(to, { answer: 'answer', until: answer.promise })
+    const res = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: to } })
+    const callId = res.json()._id as string
+    await poll(() => ctx.twilio.calls.find((c) => c.to === to), (c) => c?.status === 'ringing', { message: 'the phone rings' })
+    // Time as Twilio tells it, without waiting for it: the phone started ringing 50 s (70 s) ago and was answered
+    // 30 s ago (the answered callback's Timestamp); the person hangs up now.
+    await ctx.db.updateTable('calls').set({ start_timestamp: new Date(Date.now() - (ringSeconds + 30) * 1000) }).where('id', '=', callId).execute()
+    ctx.twilio.clock.offsetMs = -30_000
+    answer.resolve()
+    const phone = await ctx.twilio.waitForCall(to)
+    const stream = await phone.waitForStream()
+    await agentFinished(stream)
+    await stream.hangup()
+    const done = await finishedCall(ctx.app, account.headers, callId)
+    // Timestamps are whole seconds (the answer may read up to a second earlier), and the agent's greeting really plays.
+    t.ok(done.duration_ms >= 30_000 && done.duration_ms < 40_000, `${ringSeconds} s rung: duration ${done.duration_ms as number} ms is the 30 s talked`)
+    t.match(done, { call_status: 'success', call_credits_details: { phone_call_credits: 10 } }, 'one minute charged')
+  }
 })
 
 t.test('outbound not answered, busy, failed, or refused by Twilio: failed with the reason, nothing charged', async (t) => {
@@ -270,7 +312,7 @@ t.test('a call whose voice process died: Twilio\'s final status ends it once its
   const params = { AccountSid: ACCOUNT_SID, ApiVersion: '2010-04-01', CallSid: sid('CA'), CallStatus: 'ringing', Direction: 'inbound', From: CALLER, To: OUR_NUMBER }
   t.equal((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params)).status, 200)
   // Its stream opened in a process that is gone now: nobody holds the session.
-  await ctx.db.updateTable('calls').set({ joined_at: new Date(), access_token_hash: null }).execute()
+  await ctx.db.updateTable('calls').set({ joined_at: new Date(), stream_token_hash: null }).execute()
   const [call] = await callsOf(ctx)
   t.equal((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/status`, { ...params, CallStatus: 'completed', CallDuration: '40' })).status, 204)
   t.equal((await callsOf(ctx))[0].call_status, 'started', 'the session is given its time first')
@@ -349,6 +391,76 @@ t.test('numbers imported with their own Twilio account: pointed at this server, 
   // Signed with the installation's token for the customer's account: refused.
   const wrong = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, { AccountSid: own, CallSid: sid('CA'), From: CALLER, To: '+14155550177' }, { accountSid: own, authToken: AUTH_TOKEN })
   t.equal(wrong.status, 403)
+})
+
+t.test('another account\'s Twilio credentials cannot sign webhooks about a call: /voice, /status and /dial-result answer 403 and change nothing', async (t) => {
+  const ctx = await listen(t)
+  const victim = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, victim)
+  await buyNumber(ctx, victim, agent._id)
+  // The other account imports a number of its own Twilio account, so this server knows that account's token.
+  const attacker = await createAccount(ctx.db)
+  const evil = sid('AC')
+  ctx.twilio.addAccount(evil, 'attacker-token')
+  ctx.twilio.hold(evil, '+14155550177')
+  const imported = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers: attacker.headers, payload: { phone_number: '+14155550177', account_sid: evil, auth_token: 'attacker-token' } })
+  t.equal(imported.statusCode, 201, imported.body)
+
+  // The victim's inbound call, its stream not open yet.
+  const params = { AccountSid: ACCOUNT_SID, ApiVersion: '2010-04-01', CallSid: sid('CA'), CallStatus: 'ringing', Direction: 'inbound', From: CALLER, To: OUR_NUMBER }
+  const first = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params)
+  t.match(first.body, /<Stream /)
+  const [call] = await callsOf(ctx)
+  const token = call.stream_token_hash
+  const asAttacker = { AccountSid: evil }
+  const signedByAttacker = { accountSid: evil, authToken: 'attacker-token' }
+
+  const voice = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, { ...params, ...asAttacker }, signedByAttacker)
+  t.equal(voice.status, 403, '/voice naming the call')
+  t.notMatch(voice.body, /mst_/, 'no stream token for the attacker')
+  const newCall = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, { ...params, ...asAttacker, CallSid: sid('CA') }, signedByAttacker)
+  t.equal(newCall.status, 403, '/voice for the victim\'s number')
+  // Naming the victim's account in the form, signed with the attacker's token.
+  const named = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params, signedByAttacker)
+  t.equal(named.status, 403)
+
+  for (const url of [`${PUBLIC}/telephony/twilio/status`, `${PUBLIC}/telephony/twilio/status?call_id=${call.id}`]) {
+    const status = await ctx.twilio.post(url, { ...params, ...asAttacker, CallStatus: 'completed', CallDuration: '3' }, signedByAttacker)
+    t.equal(status.status, 403, url)
+  }
+  const dial = await ctx.twilio.post(`${PUBLIC}/telephony/twilio/dial-result?call_id=${call.id}`, { ...params, ...asAttacker, CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallDuration: '3600' }, signedByAttacker)
+  t.equal(dial.status, 403, '/dial-result')
+
+  const after = (await callsOf(ctx))[0]
+  t.match(after, { call_status: 'started', stream_token_hash: token, forwarding_seconds: 0 }, 'the call goes on untouched')
+  // The call's own account still may.
+  t.equal((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/status?call_id=${call.id}`, { ...params, CallStatus: 'completed' })).status, 204)
+  t.match(await finishedCall(ctx.app, victim.headers, call.id), { call_status: 'failed', disconnection_reason: 'stream_not_connected' })
+})
+
+t.test('tokens open only their kind of call: a phone stream token joins no web call, a web-call token opens no Twilio stream', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const params = { AccountSid: ACCOUNT_SID, ApiVersion: '2010-04-01', CallSid: sid('CA'), CallStatus: 'ringing', Direction: 'inbound', From: CALLER, To: OUR_NUMBER }
+  const phoneToken = /value="(mst_[^"]+)"/.exec((await ctx.twilio.post(`${PUBLIC}/telephony/twilio/voice`, params)).body)![1]
+  const join = await ctx.app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: phoneToken } })
+  t.match(join.json(), { statusCode: 403, code: 'invalid_access_token' }, 'the web-call join refuses a phone stream token')
+  const upgrade = await ctx.app.inject({ method: 'GET', url: `/web-call/stream?access_token=${phoneToken}`, headers: { connection: 'upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } })
+  t.equal(upgrade.statusCode, 403, 'and so does its stream')
+
+  const web = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })
+  const webToken = web.json().access_token as string
+  const socket = new WebSocket(`${ctx.url.replace('http', 'ws')}/telephony/twilio/stream`)
+  await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
+  const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)))
+  socket.send(JSON.stringify({ event: 'start', sequenceNumber: '1', start: { accountSid: ACCOUNT_SID, streamSid: sid('MZ'), callSid: params.CallSid, tracks: ['inbound'], mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 }, customParameters: { token: webToken } }, streamSid: 'MZ' }))
+  t.equal(await closed, 4403, 'the Twilio stream refuses a web-call token')
+  t.equal((await ctx.app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: webToken } })).statusCode, 200, 'which still joins its web call')
+  const phone = await ctx.db.selectFrom('calls').select(['joined_at', 'stream_token_hash']).where('call_type', '=', 'phone').executeTakeFirstOrThrow()
+  t.match(phone, { joined_at: null }, 'the phone call was not joined')
+  t.not(phone.stream_token_hash, null, 'its token is unspent')
 })
 
 t.test('CALL_RUNTIME=external: Twilio is left to the runtime outside the server', async (t) => {

@@ -24,12 +24,18 @@ export interface NewCall {
   custom_data?: Record<string, unknown>
   dynamic_context?: Record<string, unknown>
   runtime: 'voice' | 'simulator' | 'external'
+  /** A web call's access token (POST /web-call/join and its stream). */
   access_token_hash?: string
   access_token_expires_at?: Date
+  /** A phone call's media-stream token (the carrier's stream). */
+  stream_token_hash?: string
+  stream_token_expires_at?: Date
   /** The carrier that carries a phone call (its number's); none: the voice runtime simulates it. */
   carrier?: 'twilio'
   /** The carrier's id of an inbound call. */
   carrier_call_id?: string
+  /** How long an outbound call through a carrier rings before it counts as not answered. */
+  ring_timeout_seconds?: number
 }
 
 /** Stores a new `started` call of the agent and schedules what follows it, in one transaction. */
@@ -133,8 +139,8 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       analysis_status: 'pending',
       outcome: end.outcome,
       end_timestamp: endedAt,
-      // A call that never connected held no conversation.
-      duration_ms: end.outcome === 'completed' ? endedAt.getTime() - current.start_timestamp.getTime() : 0,
+      // A call that never connected held no conversation; one the carrier placed counts from the answer, not the ringing.
+      duration_ms: end.outcome === 'completed' ? Math.max(0, endedAt.getTime() - (current.answered_at ?? current.start_timestamp).getTime()) : 0,
       disconnection_reason: end.disconnection_reason,
       transcription: JSON.stringify(end.transcription ?? []),
       recording_url: end.recording_url ?? null,
@@ -147,7 +153,8 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       speech_synthesised_seconds: end.usage?.speech?.synthesised_seconds ?? 0,
       collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
       transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
-      access_token_hash: null
+      access_token_hash: null,
+      stream_token_hash: null
     })
     await sendJob(jobs.boss, trx, QUEUES.analyseCall, { callId: row.id })
     return row

@@ -59,7 +59,7 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
 // List and detail answers leave PostgreSQL as JSON text and are sent as they are: rows never become
 // JavaScript objects. Each call's list view is stored with it (migrations/0010_call_list_json.sql); the
 // detail view appends its further fields to it. Keys and types match CallListItem and CallDetail in
-// schemas.ts; the tests hold them to it.
+// schemas.ts; the tests hold them to it. `simulated` is isSimulated of lifecycle.ts: a call through a carrier never is.
 const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
   'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
@@ -71,7 +71,7 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
   'collected_data', collected_data, 'transfer_history', transfer_history,
   'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
-  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone'))::text, 2)`
+  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL))::text, 2)`
 
 // Directions and types in the order call_channel() numbers them (migrations/0012_call_channel_indexes.sql).
 const DIRECTIONS = ['inbound', 'outbound']
@@ -168,7 +168,7 @@ export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc',
 
 /** Locks a call of the account for a change of its state (FOR UPDATE); undefined when there is none. */
 export async function lockCall (trx: Transaction<Database>, userId: string, id: string) {
-  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp'])
+  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp', 'answered_at'])
     .where('user_id', '=', userId).where('id', '=', id).forUpdate().executeTakeFirst()
 }
 

@@ -166,6 +166,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
         custom_data: body.custom_data,
         dynamic_context: body.dynamic_context,
         runtime: jobs.config.callRuntime,
+        ring_timeout_seconds: body.ring_timeout_seconds,
         ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
       })
       return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }

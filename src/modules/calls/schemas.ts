@@ -96,7 +96,12 @@ const callInput = {
 export const PhoneCallBody = Type.Object({
   ...callInput,
   from_number: { ...E164, description: 'caller id: one of the account\'s numbers (GET /v1/phone-number/list)' },
-  to_number: { ...E164, description: 'number to call' }
+  to_number: { ...E164, description: 'number to call' },
+  ring_timeout_seconds: Type.Optional(Type.Integer({
+    minimum: 1,
+    maximum: 600,
+    description: 'seconds the phone rings before the call ends `failed` with `no_answer` (default 30; beyond the specification). Applies to calls placed through a carrier (Twilio\'s Timeout).'
+  }))
 })
 
 export const WebCallBody = Type.Object(callInput)

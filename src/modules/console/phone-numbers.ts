@@ -5,7 +5,7 @@ import { E164, ObjectId } from '../../http/schemas.ts'
 import { listAgents } from '../agents/queries.ts'
 import type { AvailableNumber } from '../phone-numbers/carriers/carrier.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
-import { assignNumber, buyNumber, importNumber, releaseNumber, searchNumbers } from '../phone-numbers/numbers.ts'
+import { assignNumber, buyNumber, importNumber, releaseNumber, replaceCarrierToken, repointNumbers, searchNumbers } from '../phone-numbers/numbers.ts'
 import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from '../phone-numbers/schemas.ts'
 import {
@@ -41,6 +41,9 @@ interface ListOptions {
   importProblems?: Problems
   importError?: string
   released?: boolean
+  /** How a repointing or a token replacement went. */
+  outcome?: { kind: 'success' | 'error', text: string }
+  tokenProblems?: Problems
 }
 
 export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carriers }: { db: DB, carriers: Carriers }): Promise<void> {
@@ -74,6 +77,7 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carr
       current: '/phone-numbers',
       body: html`
 ${options.released === true && notice('success', 'The number is released.')}
+${options.outcome !== undefined && notice(options.outcome.kind, options.outcome.text)}
 ${numbers.length === 0
   ? html`<p>No phone numbers yet: buy one or import one below.</p>`
   : html`<div class="table"><table>
@@ -112,7 +116,7 @@ ${options.found !== undefined && (options.found.length === 0
 <section aria-labelledby="import-title">
 <h2 id="import-title">Import a number</h2>
 <p>A number you already hold at a carrier: its calls are pointed at this server. For Twilio give the account SID and
-auth token of the account holding it, or leave both empty to use this server's own Twilio account.</p>
+auth token of the account holding it. Numbers of this server's own Twilio account are assigned by its operator.</p>
 ${options.importError !== undefined && notice('error', options.importError)}
 ${problemsNotice(importProblems)}
 <form method="post" action="/phone-numbers/import" class="stack">
@@ -131,7 +135,20 @@ ${problemsNotice(importProblems)}
   ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems: importProblems, hint: 'Optional, such as “front desk”.', prefix: 'import-', attrs: html` maxlength="100"` })}
   <button type="submit">Import number</button>
 </form>
-</section>`
+</section>
+${numbers.some((number) => number.carrier === 'twilio') && html`<section aria-labelledby="twilio-title">
+<h2 id="twilio-title">Twilio</h2>
+<p>After this server's public address changed, point your Twilio numbers' calls at it again (${carriers.webhooks.voiceUrl}).</p>
+<form method="post" action="/phone-numbers/repoint">${csrfField(viewer.csrfToken)}<button type="submit">Repoint my Twilio numbers</button></form>
+<p>After rotating an auth token at Twilio, give the new one: it is checked with Twilio and kept with every number you imported from that account.</p>
+${problemsNotice(options.tokenProblems ?? {})}
+<form method="post" action="/phone-numbers/carrier-token" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${inputField({ name: 'account_sid', label: 'Twilio account SID', value: '', problems: options.tokenProblems ?? {}, prefix: 'token-', attrs: html` maxlength="34" required autocomplete="off"` })}
+  ${inputField({ name: 'auth_token', label: 'New auth token', value: '', problems: options.tokenProblems ?? {}, prefix: 'token-', attrs: html` type="password" maxlength="200" required autocomplete="off"` })}
+  <button type="submit">Replace auth token</button>
+</form>
+</section>`}`
     })
   }
 
@@ -200,6 +217,8 @@ ${problemsNotice(importProblems)}
     if (form.carrier === 'sandbox' && credentials) problems.carrier ??= 'The sandbox takes no account SID or auth token.'
     const twilio = form.carrier === 'twilio' || (form.carrier === '' && credentials)
     if (twilio && carriers.purchasing === 'sandbox') problems.carrier ??= 'This server runs the sandbox carrier: numbers cannot be imported from Twilio.'
+    const chosenTwilio = form.carrier === 'twilio' || (form.carrier === '' && carriers.purchasing === 'twilio')
+    if (chosenTwilio && !credentials) problems.account_sid ??= 'Give the account SID and auth token of your Twilio account: numbers of this server\'s own account are assigned by its operator.'
     if (hasProblems(problems)) return sendPage(reply, 400, await listPage(session, { importForm: form, importProblems: problems }))
     try {
       const row = await importNumber(db, carriers, session.userId, {
@@ -212,6 +231,34 @@ ${problemsNotice(importProblems)}
     } catch (err) {
       const refused = refusal(err)
       return sendPage(reply, refused.statusCode, await listPage(session, { importForm: form, importError: `${form.phone_number} was not imported: ${refused.message}.` }))
+    }
+  })
+
+  app.post('/phone-numbers/repoint', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    let outcome: ListOptions['outcome']
+    try {
+      const { repointed, failed } = await repointNumbers(db, carriers, session.userId)
+      outcome = failed.length === 0
+        ? { kind: 'success', text: `${repointed.length} number${repointed.length === 1 ? '' : 's'} now send${repointed.length === 1 ? 's' : ''} calls to this server.` }
+        : { kind: 'error', text: `${repointed.length} repointed; not repointed: ${failed.map((f) => `${f.phone_number} (${f.message})`).join('; ')}.` }
+    } catch (err) {
+      outcome = { kind: 'error', text: `The numbers were not repointed: ${refusal(err).message}.` }
+    }
+    return sendPage(reply, outcome.kind === 'success' ? 200 : 409, await listPage(session, { outcome }))
+  })
+
+  app.post('/phone-numbers/carrier-token', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const form = formOf(request, ['account_sid', 'auth_token'])
+    const tokenProblems: Problems = { account_sid: checks.account_sid(form.account_sid), auth_token: checks.auth_token(form.auth_token) }
+    if (hasProblems(tokenProblems)) return sendPage(reply, 400, await listPage(session, { tokenProblems }))
+    try {
+      const count = await replaceCarrierToken(db, carriers, session.userId, form.account_sid, form.auth_token)
+      return sendPage(reply, 200, await listPage(session, { outcome: { kind: 'success', text: `The new auth token is kept with ${count} number${count === 1 ? '' : 's'}.` } }))
+    } catch (err) {
+      const refused = refusal(err)
+      return sendPage(reply, refused.statusCode, await listPage(session, { outcome: { kind: 'error', text: `The auth token was not replaced: ${refused.message}.` } }))
     }
   })
 

@@ -8,7 +8,9 @@ import { requireWorkspace } from '../account/workspace-queries.ts'
 import { agentExists } from '../agents/queries.ts'
 import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
-import { deletePhoneNumber, findPhoneNumber, insertPhoneNumber, numberHolder, numberTaken, updatePhoneNumber } from './queries.ts'
+import {
+  deletePhoneNumber, findPhoneNumber, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
+} from './queries.ts'
 
 // Searching, buying, importing, assigning and releasing numbers: what the API's routes and the console's pages
 // both do, with the same checks and the same answers.
@@ -33,6 +35,11 @@ export async function atCarrier<T> (work: () => Promise<T>, callerCredentials = 
     if (err.kind === 'credentials' && callerCredentials) throw badRequest(err.message, 'carrier_credentials_rejected')
     throw new HttpError(502, 'carrier_error', err.message)
   }
+}
+
+/** A number is pointed at this server only where its carrier can reach it (PUBLIC_BASE_URL). */
+function requireReachable (carriers: Carriers, name: CarrierName): void {
+  if (name === 'twilio' && carriers.webhooksProblem !== undefined) throw conflict(carriers.webhooksProblem, 'webhooks_unreachable')
 }
 
 /** 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored. */
@@ -84,6 +91,7 @@ export interface BuyInput extends AssignmentInput { phone_number?: string, area_
 export async function buyNumber (db: DB, carriers: Carriers, userId: string, input: BuyInput, log: FastifyBaseLogger) {
   const { phone_number: wanted, area_code: areaCode, country = 'US', ...assignment } = input
   await checkAssignment(db, userId, assignment)
+  requireReachable(carriers, carriers.purchasing)
   const carrier = carriers.get(carriers.purchasing)
   let phoneNumber = wanted
   if (phoneNumber === undefined) {
@@ -116,8 +124,12 @@ export async function buyNumber (db: DB, carriers: Carriers, userId: string, inp
 
 export interface ImportInput extends AssignmentInput { phone_number: string, carrier?: CarrierName, account_sid?: string, auth_token?: string }
 
-/** Adds a number the caller holds at a carrier, its calls pointed here; the auth token is kept for later carrier requests. */
-export async function importNumber (db: DB, carriers: Carriers, userId: string, input: ImportInput) {
+/**
+ * Adds a number the caller holds at a carrier, its calls pointed here; the auth token is kept for later carrier
+ * requests. A Twilio number without credentials is one of the installation's own account: only its operator
+ * (`by: 'operator'`, the CLI's `number import`) may give it to an account, never a tenant through the API or console.
+ */
+export async function importNumber (db: DB, carriers: Carriers, userId: string, input: ImportInput, by: 'tenant' | 'operator' = 'tenant') {
   const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = input
   if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
   const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
@@ -128,7 +140,11 @@ export async function importNumber (db: DB, carriers: Carriers, userId: string, 
   if (name === 'twilio' && carriers.purchasing === 'sandbox') {
     throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
   }
+  if (name === 'twilio' && credentials === undefined && by !== 'operator') {
+    throw badRequest("give body.account_sid and body.auth_token of the Twilio account holding the number: numbers of this installation's own Twilio account are assigned by its operator (npm run cli -- number import)", 'carrier_credentials_required')
+  }
   await checkAssignment(db, userId, assignment)
+  requireReachable(carriers, name)
   const missing = notFound(`${phoneNumber} in the ${name} account`)
   await ensureFree(db, userId, phoneNumber, missing)
   const carrier = carriers.get(name, credentials)
@@ -165,4 +181,45 @@ export async function releaseNumber (db: DB, carriers: Carriers, userId: string,
     await atCarrier(() => carrier.release(held))
   }
   await deletePhoneNumber(db, userId, row.id)
+}
+
+/** The adapter acting for the account holding a number: the credentials imported with it, else the installation's. */
+function carrierOf (carriers: Carriers, row: Pick<PhoneNumberRow, 'carrier' | 'carrier_account_id' | 'carrier_auth_token'>) {
+  const credentials = row.carrier_account_id !== null && row.carrier_auth_token !== null ? { accountSid: row.carrier_account_id, authToken: row.carrier_auth_token } : undefined
+  return carriers.get(row.carrier === 'twilio' ? 'twilio' : 'sandbox', credentials)
+}
+
+export interface Repointed { repointed: string[], failed: Array<{ phone_number: string, message: string }> }
+
+/**
+ * Points the voice URL and status callback of every Twilio number (of one account, or of the installation) at
+ * this server's PUBLIC_BASE_URL again, after it changed. Each number is updated at its own account; a number
+ * that fails is reported and the others go on.
+ */
+export async function repointNumbers (db: DB, carriers: Carriers, userId?: string): Promise<Repointed> {
+  const rows = await twilioNumbers(db, userId)
+  if (rows.length > 0) requireReachable(carriers, 'twilio')
+  const done: Repointed = { repointed: [], failed: [] }
+  for (const row of rows) {
+    try {
+      await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
+      done.repointed.push(row.phone_number)
+    } catch (err) {
+      if (!(err instanceof HttpError)) throw err
+      done.failed.push({ phone_number: row.phone_number, message: err.message })
+    }
+  }
+  return done
+}
+
+/**
+ * Replaces the auth token kept with the caller's numbers imported from a Twilio account, once Twilio accepts it
+ * (after the token was rotated at Twilio): the numbers stay as they are. 404 when the caller imported none from it.
+ */
+export async function replaceCarrierToken (db: DB, carriers: Carriers, userId: string, accountSid: string, authToken: string): Promise<number> {
+  const [first] = await importedFrom(db, userId, accountSid)
+  if (first === undefined) throw notFound(`numbers imported from Twilio account ${accountSid}`)
+  const carrier = carriers.get('twilio', { accountSid, authToken })
+  await atCarrier(() => carrier.findOwned(first.phone_number), true)
+  return await setCarrierToken(db, userId, accountSid, authToken)
 }

@@ -8,6 +8,7 @@ import { conflict, notFound, PG, type HttpError } from '../../http/errors.ts'
 // write, opened here on read.
 
 type Row = Selectable<PhoneNumbersTable>
+export type PhoneNumberRow = Row
 type Secrets = Pick<Row, 'carrier_auth_token' | 'sip_password'>
 
 const SECRET_COLUMNS = ['carrier_auth_token', 'sip_password'] as const
@@ -115,4 +116,27 @@ export async function updatePhoneNumber (db: DB, userId: string, id: string, cha
 
 export async function deletePhoneNumber (db: DB, userId: string, id: string): Promise<void> {
   await db.deleteFrom('phone_numbers').where('user_id', '=', userId).where('id', '=', id).execute()
+}
+
+/** The Twilio numbers held at a carrier account (of one account here, or all), oldest first. */
+export async function twilioNumbers (db: DB, userId?: string) {
+  return (await db.selectFrom('phone_numbers').selectAll()
+    .where('carrier', '=', 'twilio').where('carrier_number_id', 'is not', null)
+    .$if(userId !== undefined, (q) => q.where('user_id', '=', userId!))
+    .orderBy('created_at').orderBy('id').execute()).map(opened)
+}
+
+/** The account's numbers imported with the credentials of a Twilio account. */
+export async function importedFrom (db: DB, userId: string, accountSid: string) {
+  return await db.selectFrom('phone_numbers').select(['id', 'phone_number'])
+    .where('user_id', '=', userId).where('carrier', '=', 'twilio').where('carrier_account_id', '=', accountSid).where('carrier_auth_token', 'is not', null)
+    .orderBy('created_at').execute()
+}
+
+/** A new auth token (sealed) for the account's numbers imported from a Twilio account; answers how many. */
+export async function setCarrierToken (db: DB, userId: string, accountSid: string, authToken: string): Promise<number> {
+  const result = await db.updateTable('phone_numbers').set({ carrier_auth_token: sealSecret(authToken), updated_at: new Date() })
+    .where('user_id', '=', userId).where('carrier', '=', 'twilio').where('carrier_account_id', '=', accountSid).where('carrier_auth_token', 'is not', null)
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows)
 }

@@ -9,7 +9,7 @@ import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdPa
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
 import type { Carriers } from './carriers/index.ts'
-import { assignmentColumns, assignNumber, buyNumber, checkAssignment, importNumber, releaseNumber, searchNumbers } from './numbers.ts'
+import { assignmentColumns, assignNumber, buyNumber, checkAssignment, importNumber, releaseNumber, replaceCarrierToken, searchNumbers } from './numbers.ts'
 import { findPhoneNumber, findPhoneNumberByE164, insertPhoneNumber, listPhoneNumbers, numberHolder, updatePhoneNumber } from './queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from './schemas.ts'
 
@@ -64,9 +64,8 @@ const CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }
 /** import-carrier's rules as the document states them (the handler enforces them: see CHECKED_IN_HANDLER). */
 const IMPORT_CARRIER_RULES = [
   { title: 'twilio with the credentials of the account holding the number', properties: { carrier: { const: 'twilio' } }, required: ['account_sid', 'auth_token'] },
-  { title: "twilio through the installation's own account", properties: { carrier: { const: 'twilio' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
   { title: 'the sandbox', properties: { carrier: { const: 'sandbox' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
-  { title: "the installation's carrier (PHONE_CARRIER)", not: { anyOf: [{ required: ['carrier'] }, ...CREDENTIALS] } }
+  { title: "the installation's carrier (PHONE_CARRIER) when it is the sandbox", not: { anyOf: [{ required: ['carrier'] }, ...CREDENTIALS] } }
 ]
 
 // A SIP URI's host part with an optional port and transport: sip:trunk.example.com:5060;transport=tcp
@@ -140,7 +139,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Buy a number',
-      description: "Buys `phone_number`, or the first number available in `area_code`, from this installation's carrier, with its calls sent to this server (PUBLIC_BASE_URL). A purchase that cannot be stored is given back to the carrier: a failed buy leaves nothing behind.",
+      description: "Buys `phone_number`, or the first number available in `area_code`, from this installation's carrier, with its calls sent to this server (PUBLIC_BASE_URL; 409 `webhooks_unreachable` when Twilio could not reach it). A purchase that cannot be stored is given back to the carrier: a failed buy leaves nothing behind.",
       body: Type.Object({
         phone_number: Type.Optional(E164),
         area_code: Type.Optional(AreaCode),
@@ -157,7 +156,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Import a number from a carrier account',
-      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it (without them the installation\'s own Twilio account is asked); the number must be in that account, and its voice URL and status callback are pointed at this server (PUBLIC_BASE_URL). The credentials are kept for later carrier requests and never returned.',
+      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it: without them 400 `carrier_credentials_required` (numbers of the installation\'s own Twilio account are assigned by its operator, `npm run cli -- number import`). The number must be in that account, and its voice URL and status callback are pointed at this server (PUBLIC_BASE_URL; 409 `webhooks_unreachable` when Twilio could not reach it). The credentials are kept for later carrier requests and never returned.',
       body: Type.Object({
         phone_number: E164,
         carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
@@ -169,6 +168,22 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     }
   }, async (request, reply) => {
     return reply.code(201).send(phoneNumberView(await importNumber(db, carriers, request.userId, request.body)))
+  })
+
+  app.patch('/phone-number/carrier-credentials', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Replace the auth token kept with your numbers imported from a Twilio account (beyond the specification)',
+      description: 'After rotating the auth token at Twilio: the new token is checked with Twilio (400 `carrier_credentials_rejected` when refused), then kept with every number you imported from that account. Nothing is imported again. 404 when you imported no number from the account.',
+      body: Type.Object({ account_sid: AccountSid, auth_token: AuthToken }),
+      response: {
+        200: Type.Object({ account_sid: AccountSid, numbers_updated: Type.Integer({ description: 'how many of your numbers keep the new token' }) }),
+        ...errors(...AUTH_ERRORS, 404, 502)
+      }
+    }
+  }, async (request) => {
+    const { account_sid: accountSid, auth_token: authToken } = request.body
+    return { account_sid: accountSid, numbers_updated: await replaceCarrierToken(db, carriers, request.userId, accountSid, authToken) }
   })
 
   app.patch('/phone-number/connect-to-sip', {

@@ -19,8 +19,11 @@ import { dialTwiml, streamTwiml } from './twiml.ts'
 
 export interface TelephonyDeps extends JobSender { db: DB, log: Logger }
 
-/** How long a stream token opens its call: an outbound call rings for up to a minute before it is answered. */
+/** How long a stream token opens its call; an outbound call's token outlasts its ringing by as much again. */
 const STREAM_TOKEN_TTL_MS = 5 * 60_000
+
+/** How long an outbound call rings when make-phone-call does not say (ring_timeout_seconds). */
+export const DEFAULT_RING_TIMEOUT_SECONDS = 30
 
 /** Twilio's final call statuses, and the disconnection_reason of a call that ended in one before it was answered. */
 export const UNANSWERED: Record<string, string> = { busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
@@ -29,9 +32,9 @@ export const FINAL = new Set(['completed', ...Object.keys(UNANSWERED)])
 export const TELEPHONY_PATHS = { ...TWILIO_WEBHOOKS, stream: '/telephony/twilio/stream', dialResult: '/telephony/twilio/dial-result' } as const
 
 /** A new one-time token for a call's media stream: the token, and what is stored of it. */
-export function newStreamToken () {
+export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
   const token = generateToken('mst_')
-  return { token, hash: hashToken(token), expires: new Date(Date.now() + STREAM_TOKEN_TTL_MS) }
+  return { token, hash: hashToken(token), expires: new Date(Date.now() + ttlMs) }
 }
 
 /** The TwiML that connects a call to this server's media stream with a token. */
@@ -62,10 +65,13 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
   }
   const twilio = await callTwilio(deps, call)
   if (twilio === undefined) return await fail(`the number ${call.call_from} has no Twilio account to call through`)
-  const { token, hash, expires } = newStreamToken()
+  const ringSeconds = call.ring_timeout_seconds ?? DEFAULT_RING_TIMEOUT_SECONDS
+  const { token, hash, expires } = newStreamToken(Math.max(STREAM_TOKEN_TTL_MS, 2 * ringSeconds * 1000))
   if (!await setStreamToken(deps.db, call.id, hash, expires)) return
   try {
-    const placed = await twilio.calls.create({ to: call.call_to!, from: call.call_from!, twiml: connectTwiml(deps.config, token), statusCallback: statusCallbackOf(deps.config, call.id) })
+    const placed = await twilio.calls.create({
+      to: call.call_to!, from: call.call_from!, twiml: connectTwiml(deps.config, token), statusCallback: statusCallbackOf(deps.config, call.id), timeoutSeconds: ringSeconds
+    })
     await setCarrierCallId(deps.db, call.id, placed.sid)
   } catch (err) {
     if (!(err instanceof CarrierError)) throw err

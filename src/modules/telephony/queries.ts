@@ -22,7 +22,7 @@ export async function setCarrierCallId (db: DB, callId: string, callSid: string)
 
 /** A new token for the call's next media stream (replacing any unspent one); false when the call has ended. */
 export async function setStreamToken (db: DB, callId: string, hash: string, expires: Date): Promise<boolean> {
-  const row = await db.updateTable('calls').set({ access_token_hash: hash, access_token_expires_at: expires })
+  const row = await db.updateTable('calls').set({ stream_token_hash: hash, stream_token_expires_at: expires })
     .where('id', '=', callId).where('call_status', '=', 'started')
     .returning('id').executeTakeFirst()
   return row !== undefined
@@ -30,13 +30,15 @@ export async function setStreamToken (db: DB, callId: string, hash: string, expi
 
 /**
  * A media stream opens its call: the token is spent (one stream per token), and the conversation kept while
- * the call was forwarded is handed over (and cleared), atomically.
+ * the call was forwarded is handed over (and cleared), atomically. An outbound call's stream opens once the
+ * person answered: the answer is recorded here unless the status callback told it earlier.
  */
 export async function takeStreamToken (db: DB, hash: string): Promise<{ call: CallRow, resume: Forwarding | undefined } | undefined> {
   const result = await sql<CallRow & { held: Forwarding | null }>`
-    UPDATE calls c SET joined_at = coalesce(c.joined_at, now()), access_token_hash = NULL, forwarding = NULL
-    FROM (SELECT id, forwarding FROM calls WHERE access_token_hash = ${hash} FOR UPDATE) held
-    WHERE c.id = held.id AND c.call_status = 'started' AND c.carrier = 'twilio' AND c.access_token_expires_at > now()
+    UPDATE calls c SET joined_at = coalesce(c.joined_at, now()), stream_token_hash = NULL, forwarding = NULL,
+      answered_at = CASE WHEN c.direction = 'outbound' THEN coalesce(c.answered_at, now()) ELSE c.answered_at END
+    FROM (SELECT id, forwarding FROM calls WHERE stream_token_hash = ${hash} FOR UPDATE) held
+    WHERE c.id = held.id AND c.call_status = 'started' AND c.carrier = 'twilio' AND c.stream_token_expires_at > now()
     RETURNING c.*, held.forwarding AS held`.execute(db)
   const row = result.rows[0]
   if (row === undefined) return undefined
@@ -58,8 +60,19 @@ export async function clearForwarding (db: DB, callId: string): Promise<void> {
 
 /** A forwarding that nobody answered: its outcome is kept, and a token opens the stream that takes the call back. */
 export async function takeBack (db: DB, callId: string, state: Forwarding, hash: string, expires: Date): Promise<boolean> {
-  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), access_token_hash: hash, access_token_expires_at: expires })
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires })
     .where('id', '=', callId).where('call_status', '=', 'started').where('forwarding', 'is not', null)
     .returning('id').executeTakeFirst()
   return row !== undefined
+}
+
+/**
+ * The carrier says when an outbound call was answered (Twilio's `answered` status callback): the earliest
+ * answer known is kept, never before the call started nor after now.
+ */
+export async function recordAnswer (db: DB, callId: string, at: Date): Promise<void> {
+  await db.updateTable('calls')
+    .set({ answered_at: sql<Date>`least(answered_at, greatest(start_timestamp, least(${at}::timestamptz, now())))` })
+    .where('id', '=', callId).where('direction', '=', 'outbound').where('call_status', '=', 'started')
+    .execute()
 }

@@ -14,16 +14,17 @@ import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
 import { forwardedCallEnd, settledTransfers, type Forwarding } from '../voice/session.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
-import { webhookAccount } from './accounts.ts'
+import { callNumber, numberAccount, webhookAccount } from './accounts.ts'
 import { connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
-import { findCarrierCall, setCarrierCallId, setStreamToken, takeBack } from './queries.ts'
+import { findCarrierCall, recordAnswer, setCarrierCallId, setStreamToken, takeBack } from './queries.ts'
 import { signatureValid } from './signature.ts'
 import { acceptTwilioStream } from './stream.ts'
 import { hangupTwiml, rejectTwiml } from './twiml.ts'
 
 // Twilio's webhooks and media stream (docs/voice.md, "Phone calls"). Every request must carry a valid
-// X-Twilio-Signature of the account it names (403 otherwise) before anything is read or changed; Twilio's
-// retries of a webhook find what the first one did and answer the same.
+// X-Twilio-Signature (403 otherwise) before anything is changed: the call or number it is about is looked up
+// first, and only that number's account may sign it, so that one account cannot act on another's calls.
+// Twilio's retries of a webhook find what the first one did and answer the same.
 
 const TAGS = ['telephony']
 
@@ -32,9 +33,15 @@ const DIAL_OUTCOMES: Record<string, string> = { completed: 'answered', answered:
 
 const FORM_LIMIT = 64 * 1024
 
-const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by Twilio for the account it names (X-Twilio-Signature)')
+const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by the Twilio account it concerns: the account of the call\'s number (X-Twilio-Signature)')
 
 const CallIdQuery = Type.Object({ call_id: Type.Optional(ObjectId) })
+
+/** When a status callback's event happened: its Timestamp (RFC 2822, whole seconds), or now without a readable one. */
+function answeredAt (timestamp: string | null): Date {
+  const at = timestamp === null ? Number.NaN : Date.parse(timestamp)
+  return Number.isNaN(at) ? new Date() : new Date(at)
+}
 
 export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls }> = async (app, { live, ...deps }) => {
   const { db, config, log } = deps
@@ -46,20 +53,39 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
   })
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: FORM_LIMIT }, (_request, _body, done) => { done(null, undefined) })
 
-  /** The signed form of a webhook and the account that signed it; 403 for anything else. */
-  async function signed (request: FastifyRequest): Promise<{ form: URLSearchParams, account: TwilioAccount, callSid: string }> {
-    const form = request.body instanceof URLSearchParams ? request.body : undefined
-    const account = form === undefined ? undefined : await webhookAccount(db, config, form.get('AccountSid') ?? '')
+  /** A webhook's form; a body that is not one cannot carry a valid signature (403). */
+  function formOf (request: FastifyRequest): URLSearchParams {
+    if (!(request.body instanceof URLSearchParams)) throw forbidden()
+    return request.body
+  }
+
+  /** 403 unless `account` signed the request (X-Twilio-Signature over the URL Twilio requested and the form) and the form names it. */
+  function verify (request: FastifyRequest, form: URLSearchParams, account: TwilioAccount | undefined): void {
     // The URL Twilio requested: this server's public address and the path and query as they arrived.
     const url = config.publicBaseUrl + request.url
     const signature = request.headers['x-twilio-signature']
-    if (form === undefined || account === undefined || !signatureValid(account.authToken, url, form, typeof signature === 'string' ? signature : undefined)) {
+    if (account === undefined || form.get('AccountSid') !== account.accountSid ||
+      !signatureValid(account.authToken, url, form, typeof signature === 'string' ? signature : undefined)) {
       throw forbidden()
     }
     giveBackKeyless(request)
+  }
+
+  /** A webhook about nothing held here: it must still be signed by an account this server knows, the one it names. */
+  async function verifyNamed (request: FastifyRequest, form: URLSearchParams): Promise<void> {
+    verify(request, form, await webhookAccount(db, config, form.get('AccountSid') ?? ''))
+  }
+
+  /** The account of a call's number (the number called, or calling): the only one that may sign webhooks about the call. */
+  async function callAccount (call: CallRow): Promise<TwilioAccount | undefined> {
+    const number = await callNumber(db, call)
+    return number === undefined ? undefined : numberAccount(config, number)
+  }
+
+  function callSidOf (form: URLSearchParams): string {
     const callSid = form.get('CallSid') ?? ''
     if (!CALL_SID.test(callSid)) throw new HttpError(400, 'bad_request', 'CallSid must be a Twilio call sid')
-    return { form, account, callSid }
+    return callSid
   }
 
   const twiml = (reply: FastifyReply, body: string) => reply.type('text/xml; charset=utf-8').send(body)
@@ -82,16 +108,25 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       response: { ...errors(400, 403) }
     }
   }, async (request, reply) => {
-    const { form, account, callSid } = await signed(request)
-    const existing = await findCarrierCall(db, callSid)
-    if (existing !== undefined) return await streamAgain(reply, existing)
+    const form = formOf(request)
+    // The call (a retry of this webhook) or else the number called is looked up first: its account alone may sign.
+    const existing = CALL_SID.test(form.get('CallSid') ?? '') ? await findCarrierCall(db, form.get('CallSid')!) : undefined
+    if (existing !== undefined) {
+      verify(request, form, await callAccount(existing))
+      return await streamAgain(reply, existing)
+    }
     const to = form.get('To') ?? ''
     const from = form.get('From') ?? ''
     const number = await findNumberAnywhere(db, to)
-    if (number === undefined || number.carrier !== 'twilio' || number.carrier_account_id !== account.accountSid) {
-      log.warn({ to, accountSid: account.accountSid }, 'a Twilio call to a number that is not here was rejected')
+    const account = number?.carrier === 'twilio' ? numberAccount(config, number) : undefined
+    if (number === undefined || account === undefined) {
+      await verifyNamed(request, form)
+      callSidOf(form)
+      log.warn({ to, accountSid: form.get('AccountSid') }, 'a Twilio call to a number that is not here was rejected')
       return twiml(reply, rejectTwiml())
     }
+    verify(request, form, account)
+    const callSid = callSidOf(form)
     const agent = number.inbound_agent_id === null ? undefined : await findAgent(db, number.user_id, number.inbound_agent_id)
     if (config.callRuntime !== 'voice' || agent === undefined || agent.status !== 'active') {
       log.warn({ to, runtime: config.callRuntime, agent: agent?.id ?? null }, 'a Twilio call was rejected: the number has no active inbound agent, or the voice runtime is off')
@@ -107,8 +142,8 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
         runtime: 'voice',
         carrier: 'twilio',
         carrier_call_id: callSid,
-        access_token_hash: hash,
-        access_token_expires_at: expires
+        stream_token_hash: hash,
+        stream_token_expires_at: expires
       }))
     } catch (err) {
       // Twilio's retry of this webhook, arriving while the first was answered.
@@ -118,11 +153,23 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     return twiml(reply, connectTwiml(config, token))
   })
 
-  /** The call a webhook is about: by the call id in its URL (outbound calls, dial results) or by Twilio's CallSid. */
-  async function callOf (callId: string | undefined, callSid: string): Promise<CallRow> {
-    const call = callId === undefined ? await findCarrierCall(db, callSid) : await findCallRow(db, callId)
-    if (call === undefined || call.carrier !== 'twilio' || (call.carrier_call_id !== null && call.carrier_call_id !== callSid)) throw notFound('call')
-    return call
+  /**
+   * The call a webhook is about, by the call id in its URL (outbound calls, dial results) or by Twilio's CallSid,
+   * with the signed form: only the account of the call's number may sign it (403). A webhook about no call here
+   * answers 404 when the account it names signed it, 403 otherwise.
+   */
+  async function signedCall (request: FastifyRequest, callId: string | undefined): Promise<{ form: URLSearchParams, call: CallRow, callSid: string }> {
+    const form = formOf(request)
+    const given = form.get('CallSid') ?? ''
+    const found = callId !== undefined ? await findCallRow(db, callId) : CALL_SID.test(given) ? await findCarrierCall(db, given) : undefined
+    const call = found?.carrier === 'twilio' && (found.carrier_call_id === null || found.carrier_call_id === given) ? found : undefined
+    if (call === undefined) {
+      await verifyNamed(request, form)
+      callSidOf(form)
+      throw notFound('call')
+    }
+    verify(request, form, await callAccount(call))
+    return { form, call, callSid: callSidOf(form) }
   }
 
   app.post(TELEPHONY_PATHS.status, {
@@ -130,14 +177,15 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     schema: {
       ...webhook,
       summary: "Twilio's status callback of a call",
-      description: 'A call that ends before it was answered (busy, no-answer, failed, canceled) ends `failed` with that reason and is charged nothing. Answers 404 for a call that is not here, without changing anything.',
+      description: 'An `in-progress` callback (the `answered` event of an outbound call) records when the person answered: the call\'s duration and minutes run from then. A call that ends before it was answered (busy, no-answer, failed, canceled) ends `failed` with that reason and is charged nothing. Answers 404 for a call that is not here, without changing anything.',
       querystring: CallIdQuery,
       response: { 204: Type.Null(), ...errors(400, 403, 404) }
     }
   }, async (request, reply) => {
-    const { form, callSid } = await signed(request)
-    const call = await callOf(request.query.call_id, callSid)
+    const { form, call, callSid } = await signedCall(request, request.query.call_id)
     const status = form.get('CallStatus') ?? ''
+    // The person answered an outbound call (StatusCallbackEvent answered): its minutes run from Twilio's Timestamp.
+    if (status === 'in-progress' && call.call_status === 'started') await recordAnswer(db, call.id, answeredAt(form.get('Timestamp')))
     if (call.call_status !== 'started' || !FINAL.has(status)) return reply.code(204).send(null)
     if (call.carrier_call_id === null) await setCarrierCallId(db, call.id, callSid)
     if (call.forwarding !== null) {
@@ -168,8 +216,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       response: { ...errors(400, 403, 404) }
     }
   }, async (request, reply) => {
-    const { form, callSid } = await signed(request)
-    const call = await callOf(request.query.call_id, callSid)
+    const { form, call } = await signedCall(request, request.query.call_id)
     if (call.call_status !== 'started' || call.forwarding === null) return twiml(reply, hangupTwiml())
     const state = call.forwarding as unknown as Forwarding
     const outcome = DIAL_OUTCOMES[form.get('DialCallStatus') ?? ''] ?? 'failed'

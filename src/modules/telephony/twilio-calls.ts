@@ -7,14 +7,16 @@ export interface TwilioCall { sid: string, status: string }
 
 export function twilioCalls (request: TwilioRequest) {
   return {
-    async create (call: { to: string, from: string, twiml: string, statusCallback: string }): Promise<TwilioCall> {
+    /** Rings `to` for up to `timeoutSeconds`; the status callback hears the answer (its time) and the end. */
+    async create (call: { to: string, from: string, twiml: string, statusCallback: string, timeoutSeconds: number }): Promise<TwilioCall> {
       const created = await request<TwilioCall>('POST', '/Calls.json', {
         To: call.to,
         From: call.from,
         Twiml: call.twiml,
+        Timeout: String(call.timeoutSeconds),
         StatusCallback: call.statusCallback,
         StatusCallbackMethod: 'POST',
-        StatusCallbackEvent: ['completed']
+        StatusCallbackEvent: ['answered', 'completed']
       })
       if (created?.sid === undefined) throw new CarrierError('failed', 'Twilio answered the new call without its sid')
       return created

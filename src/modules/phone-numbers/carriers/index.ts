@@ -1,6 +1,7 @@
 import type { Config } from '../../../config.ts'
 import type { DB } from '../../../db/database.ts'
 import type { CarrierName } from '../../../db/schema.ts'
+import { unreachableFromInternet } from '../../../http/addresses.ts'
 import { badRequest } from '../../../http/errors.ts'
 import type { Carrier, NumberWebhooks } from './carrier.ts'
 import { createSandboxCarrier } from './sandbox.ts'
@@ -15,6 +16,17 @@ export interface Carriers {
   get: (name: CarrierName, credentials?: CarrierCredentials) => Carrier
   /** Where a carrier sends the calls of this installation's numbers. */
   readonly webhooks: NumberWebhooks
+  /** Why Twilio could not reach `webhooks` (PUBLIC_BASE_URL), if it could not: no number is pointed there then. */
+  readonly webhooksProblem: string | undefined
+}
+
+/** Why Twilio could not reach this server's webhooks at PUBLIC_BASE_URL; undefined when it can, or under TWILIO_ALLOW_PRIVATE_BASE_URL. */
+export function twilioWebhooksProblem (config: Pick<Config, 'twilio' | 'publicBaseUrl'>): string | undefined {
+  if (config.twilio.allowPrivateBaseUrl) return undefined
+  const why = unreachableFromInternet(config.publicBaseUrl)
+  return why === undefined
+    ? undefined
+    : `PUBLIC_BASE_URL (${config.publicBaseUrl}) cannot be reached by Twilio: ${why}. Set it to this server's public https:// address; TWILIO_ALLOW_PRIVATE_BASE_URL=true lifts this for a Twilio stand-in on your own network`
 }
 
 export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 'twilio' | 'publicBaseUrl'>): Carriers {
@@ -24,6 +36,7 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
   return {
     purchasing: config.phoneCarrier,
     webhooks: { voiceUrl: config.publicBaseUrl + TWILIO_WEBHOOKS.voice, statusCallback: config.publicBaseUrl + TWILIO_WEBHOOKS.status },
+    webhooksProblem: twilioWebhooksProblem(config),
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       if (credentials !== undefined) return createTwilioCarrier({ apiUrl, ...credentials })
