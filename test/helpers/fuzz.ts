@@ -61,8 +61,12 @@ export interface FuzzRequest {
   csrf?: 'valid' | 'wrong' | 'none'
 }
 
-/** Headers (a key, a session cookie) and, for forms, the CSRF token that goes with them. */
-export interface Credentials { headers: Record<string, string>, csrf?: string }
+/** Headers (a key, a session cookie), for forms the CSRF token that goes with them, or a signature of each request. */
+export interface Credentials {
+  headers: Record<string, string>
+  csrf?: string
+  sign?: (url: string, payload: string | Buffer | undefined) => Record<string, string>
+}
 /** Called for every request, so that each may have fresh credentials (a session the previous one signed out). */
 export type Callers = Record<string, () => Credentials | Promise<Credentials>>
 
@@ -166,6 +170,8 @@ async function send (app: FastifyInstance, request: FuzzRequest, callers: Caller
       if (body.contentType !== undefined) headers['content-type'] ??= body.contentType
     }
   }
+  // Signed over what is sent; the request's own headers (a forged signature) still win.
+  Object.assign(headers, credentials.sign?.(request.url, payload), request.headers)
   let timer: NodeJS.Timeout | undefined
   try {
     return await Promise.race([
@@ -671,8 +677,9 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
 
 /**
  * Requests that leave nothing to chance, from the route's fullest sample: every odd value of its kind in each day and
- * number of a query, with the other entries and alone (every impossible day where a day goes); an odd value of its kind
- * and an odd text, in turn, in every other entry and path parameter; each entry left out; and every entry repeated.
+ * number of a query, with the other entries and alone (every impossible day where a day goes), and each query entry
+ * left out; one odd value of its kind, in turn, in every other entry; an id and an odd text in each path parameter;
+ * and every entry repeated.
  */
 function edgeRequests (route: Route, samples: Sample[], options: RouteFuzzOptions): FuzzRequest[] {
   const size = (s: Sample) => partsOf(s).entries.length
@@ -685,11 +692,12 @@ function edgeRequests (route: Route, samples: Sample[], options: RouteFuzzOption
   for (const [j, entry] of entries.entries()) {
     const kind = kindOf(sample, entry, options.values)
     const typed = kind === 'day' || kind === 'number'
-    // A query's days and numbers get every odd value of their kind, a form's (often dozens of fields) three in turn.
-    const odd = typed && query ? oddOf(kind, options.values) : [kind === 'text' ? ODD_TEXT : oddOf(kind, options.values), ODD_TEXT].flatMap((list) => [pick(list, turn++)])
+    // A query's days and numbers get every odd value of their kind, a form's fields (often dozens) one in turn.
+    const odd = typed && query ? oddOf(kind, options.values) : [pick(oddOf(kind, options.values), turn++)]
     for (const value of odd) requests.push(withEntries(entries.map((e, i) => i === j ? [e[0], value] : e)))
+    if (!query) continue
     // Alone as well: a day or a number that other entries would have refused first (`?to=2026-13-01` without `from`).
-    if (typed && query) for (const value of odd) requests.push(withEntries([[entry[0], value]]))
+    if (typed) for (const value of odd) requests.push(withEntries([[entry[0], value]]))
     requests.push(withEntries(entries.filter((_e, i) => i !== j)))
   }
   if (entries.length > 0) requests.push(withEntries([...entries, ...entries.map(([name], i) => [name, pick(ODD_TEXT, turn + i)] as Entry)]))
