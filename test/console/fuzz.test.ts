@@ -8,7 +8,7 @@ import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
 import { createConsoleUser } from '../helpers/console-client.ts'
 import { analysedCall } from '../helpers/deliveries.ts'
 import { upload } from '../helpers/documents.ts'
-import { crawl, distinctFailures, fuzzRoutes, shownKnown, routeTable, settleKnown, type KnownFailure } from '../helpers/fuzz.ts'
+import { crawl, distinctFailures, fuzzRoutes, reachedHandlers, shownKnown, routeTable, settleKnown, type KnownFailure } from '../helpers/fuzz.ts'
 
 // The console's routes, every one of Fastify's route table but the API's, the browser calls' and Twilio's, fuzzed
 // from the forms and links of its own pages (test/helpers/fuzz.ts): signed in with a live session and its CSRF
@@ -41,6 +41,12 @@ t.test('every console route answers generated requests with a page, never a 500'
   const action = await addAction(app, account, agent._id, { url: 'http://127.0.0.1:9/hook', headers: { authorization: 'Bearer x' } })
   const workspace = await post('/v1/workspaces', { workspace_name: 'Fuzz' })
   const invitation = await inviteMember(db, user.id, workspace, 'invited@example.com', 'member')
+  // A member of the workspace, which holds an agent of its own.
+  const member = await createConsoleUser(db)
+  await inviteMember(db, user.id, workspace, member.email, 'member')
+  const memberKey = (await createApiKey(db, member.id)).key
+  t.equal((await app.inject({ method: 'POST', url: `/v1/workspaces/${workspace}/accept-invitation`, headers: { 'x-api-key': memberKey } })).statusCode, 200)
+  const shared = await createAgent(app, account, { agent_name: 'Shared' }, `?workspace_id=${workspace}`)
   const calls = await insertCalls(db, user.id, agent, [{}, { call_status: 'failed' }])
   await storeRecording(db, { callId: calls[0], userId: user.id, durationMs: 1000, wav: Buffer.alloc(44 + 3200) })
   const kb = (await upload(app, '/v1/knowledge-base', account.headers, { name: 'Fuzz', description: 'notes' }, [{ name: 'notes.txt', content: 'Opening hours: 9 to 5.', type: 'text/plain' }])).json()
@@ -49,7 +55,7 @@ t.test('every console route answers generated requests with a page, never a 500'
   const other = await createAccount(db)
   const otherAgent = await createAgent(app, other)
   const ids = [
-    agent._id, action._id, workspace, delivery.id, kb._id, kb.files?.[0]?._id, ...calls,
+    agent._id, shared._id, action._id, workspace, delivery.id, kb._id, kb.files?.[0]?._id, ...calls,
     await post('/v1/customer', { customer_name: 'Fuzz' }),
     await post('/v1/phone-number/buy', { area_code: '415' }),
     await post(`/v1/agent/${agent._id}/tools`, { tool_type: 'end_call', settings: { name: 'end' } })
@@ -59,13 +65,14 @@ t.test('every console route answers generated requests with a page, never a 500'
     await createLoginLink(db, user.id), invitation.invited ? invitation.token : 'wi_x'
   ]
 
-  const session = async () => {
-    const { id, csrfToken } = await createSession(db, user.id, { viaLink: false })
+  const sessionOf = (userId: string, workspaceId?: string) => async () => {
+    const { id, csrfToken } = await createSession(db, userId, { viaLink: false, workspaceId })
     return { headers: { cookie: `switchboard_session=${id}` }, csrf: csrfToken }
   }
+  const session = sessionOf(user.id)
   // Signed out: the sign-in form's CSRF cookie and token, so that sign-in and invitation forms reach their handlers.
   const visitor = () => ({ headers: { cookie: 'switchboard_login_csrf=fuzz-login-token' }, csrf: 'fuzz-login-token' })
-  const callers = { session, visitor }
+  const callers = { session, member: sessionOf(member.id, workspace), visitor }
 
   const routes = routeTable(app).filter((route) => !NOT_CONSOLE.test(route.url))
   const pages = routes.filter((route) => route.method === 'GET' && !route.url.includes(':')).map((route) => route.url)
@@ -74,13 +81,11 @@ t.test('every console route answers generated requests with a page, never a 500'
     ...await crawl(app, routes, ['/login', `/invitations/${values.at(-1)}`], { name: 'visitor', credentials: visitor() })
   ]
   const started = Date.now()
-  const report = await fuzzRoutes(app, { routes, samples, values, callers, weights: { session: 4, visitor: 1 }, runs: RUNS, seed: SEED, html: true })
-  if (process.env.FUZZ_DEBUG) { const s = await session(); for (const u of ['/analytics?to=2026-13-01', '/analytics?from=2026-10-29&to=2026-13-01&agent=', '/analytics?from=2026-10-29&to=2026-12-32&agent=']) console.error(u, (await app.inject({ url: u, headers: s.headers })).statusCode) }
-  if (process.env.FUZZ_DEBUG) { console.error(JSON.stringify(report.statuses)); console.error(JSON.stringify(samples.filter(s => s.url.startsWith('/analytics') || s.url.startsWith('/calls')).map(s => s.url))) }
+  const report = await fuzzRoutes(app, { routes, samples, values, callers, weights: { session: 3, member: 1, visitor: 1 }, runs: RUNS, seed: SEED, html: true })
   const outcome = await settleKnown(app, KNOWN, report.failures, callers, true)
   const distinct = distinctFailures(outcome.failures)
   t.comment(`console fuzz: ${report.operations} routes (${samples.length} samples crawled; without one: ${report.withoutSamples.join(', ') || 'none'}), ` +
-    `${report.cases} cases in ${Date.now() - started} ms, ${report.failures.length} failing cases, ${distinct.length} distinct unknown`)
+    `${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${Date.now() - started} ms, ${report.failures.length} failing cases, ${distinct.length} distinct unknown`)
   for (const { known, count } of outcome.still) t.fail(`known failure still fails (and ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
   for (const known of outcome.fixed) t.comment(`FIXED: the known failure ${shownKnown(known)} (${known.point}) no longer fails: remove its entry from KNOWN`)
   for (const line of distinct) t.fail(line)

@@ -592,6 +592,9 @@ function kindOf (sample: Sample, [name, value]: Entry, values: string[]): Kind {
 /** The odd values of a kind: impossible days where a day goes, other accounts' and unknown ids where an id goes. */
 const oddOf = (kind: Kind, values: string[]): unknown[] => kind === 'day' ? ODD_DAYS : kind === 'number' ? ODD_NUMBERS : kind === 'id' ? values : ODD_TEXT
 
+/** An odd value of any kind, for an entry a sample does not have. */
+const oddAny = (values: string[], c: Change): unknown => pick(pick([ODD_TEXT, ODD_NUMBERS, ODD_DAYS, values], c.pick), Math.floor(c.pick / 4))
+
 /** Mostly an odd value of the entry's own kind, else any odd text, or junk. */
 function oddFor (sample: Sample, entry: Entry, values: string[], c: Change): unknown {
   const list = pick([oddOf(kindOf(sample, entry, values), values), oddOf(kindOf(sample, entry, values), values), ODD_TEXT], c.pick)
@@ -630,17 +633,17 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
   switch (c.kind) {
     case 'path': {
       const positions = paramPositions(route)
-      if (positions.length === 0) return withQuery([...query, [pick(ODD_NAMES, c.index), oddFor(request, ['', ''], values, c)]])
+      if (positions.length === 0) return withQuery([...query, [pick(ODD_NAMES, c.index), oddAny(values, c)]])
       const value = c.pick % 3 === 0 ? pick(values, c.pick) : oddFor(request, ['', pick(values, c.pick)], values, { ...c, pick: Math.floor(c.pick / 3) })
       return withPathValue(request, route, pick(positions, c.index), value)
     }
     case 'query': {
-      if (query.length === 0) return withQuery([[pick(ODD_NAMES, c.index), oddFor(request, ['', ''], values, c)]])
+      if (query.length === 0) return withQuery([[pick(ODD_NAMES, c.index), oddAny(values, c)]])
       const i = c.index % query.length
       return withQuery(query.map((entry, j) => j === i ? [entry[0], oddFor(request, entry, values, c)] : entry))
     }
     case 'field': {
-      if (entries.length === 0) return withEntries([[pick(ODD_NAMES, c.index), oddFor(request, ['', ''], values, c)]])
+      if (entries.length === 0) return withEntries([[pick(ODD_NAMES, c.index), oddAny(values, c)]])
       const i = c.index % entries.length
       return withEntries(entries.map((entry, j) => j === i ? [entry[0], oddFor(request, entry, values, c)] : entry))
     }
@@ -651,7 +654,7 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
       const entry = pick(entries, c.index)
       return withEntries([...entries, [entry[0], c.pick % 2 === 0 ? entry[1] : oddFor(request, entry, values, c)]])
     }
-    case 'name': return withEntries([...entries, [pick(ODD_NAMES, c.index), oddFor(request, ['', ''], values, c)]])
+    case 'name': return withEntries([...entries, [pick(ODD_NAMES, c.index), oddAny(values, c)]])
     case 'choice': {
       // Another value a select offers, or another of the account's records: valid, and often a different path.
       const named = entries.filter(([name]) => (request.choices?.[text(name)]?.length ?? 0) > 1)
@@ -801,6 +804,10 @@ const shown = (request: FuzzRequest) => {
   const body = request.body === undefined ? '' : request.body.type === 'json' ? JSON.stringify(request.body.value) : request.body.type === 'raw' ? request.body.text : encodeEntries(request.body.fields)
   return `${request.caller ?? 'anonymous'}${request.csrf === undefined ? '' : ` (csrf ${request.csrf})`}: ${request.method} ${request.url} ${JSON.stringify(request.headers ?? {})} ${request.body?.type ?? ''} ${body}`.slice(0, 800)
 }
+
+/** How many cases a handler answered with a success or a redirect: requests that got past the guards. */
+export const reachedHandlers = (report: FuzzReport) =>
+  Object.values(report.statuses).reduce((sum, counts) => sum + Object.entries(counts).reduce((n, [status, count]) => n + (Number(status) >= 200 && Number(status) < 400 ? count : 0), 0), 0)
 
 /** One line per distinct failure (operation, status, reason), with the first request that showed it. */
 export function distinctFailures (failures: FuzzFailure[]): string[] {
