@@ -8,8 +8,8 @@ import { distinctFailures, fuzzRoutes, reachedHandlers, routeTable, settleKnown,
 
 // The routes a browser or Twilio reaches without a key or a session, every one of Fastify's route table under
 // /web-call, /telephony and /v1/recordings, fuzzed from one real request each (test/helpers/fuzz.ts): the web-call
-// page, join and stream (the HTTP upgrade request with no WebSocket behind it too), signed recording links, and
-// Twilio's webhooks unsigned, badly signed and signed. The console's keyless routes (/login, /login/link/…,
+// page, join and stream (plain requests, upgrade requests with no WebSocket behind them, and real upgrades through
+// the plugin's upgrade path), signed recording links, and Twilio's webhooks unsigned, badly signed and signed. The console's keyless routes (/login, /login/link/…,
 // /invitations/…) are fuzzed with the console's (test/console/fuzz.test.ts). `npm test` runs a few cases per route;
 // `npm run fuzz` (FUZZ_RUNS, FUZZ_SEED) as many as asked.
 const RUNS = Number(process.env.FUZZ_RUNS ?? 20)
@@ -18,7 +18,7 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
 /** Failures being fixed elsewhere: the run passes while they fail, and says when one no longer does. */
 const KNOWN: KnownFailure[] = [{
   point: 'issue 26 point 17',
-  requests: [{ method: 'GET', url: '/web-call/stream?access_token=a&access_token=b' }],
+  requests: [{ method: 'GET', url: '/web-call/stream?access_token=a&access_token=b' }, { method: 'GET', url: '/web-call/stream?access_token=a&access_token=b', websocket: true }],
   // access_token given more than once, wherever in the query.
   matches: /^GET \/web-call\/stream\?(.*&)?access_token=[^&]*&(.*&)?access_token=/
 }]
@@ -64,13 +64,15 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     { method: 'POST', url: '/web-call/join', body: { type: 'json', value: { access_token: webCall.access_token } } },
     { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}` },
     { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: upgrade },
+    { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: { origin: 'http://127.0.0.1:8080' }, websocket: true },
     { method: 'GET', url: new URL(link.url).pathname + new URL(link.url).search },
     { method: 'GET', url: new URL(link.url).pathname + new URL(link.url).search, headers: { range: 'bytes=0-99' } },
     webhook('/telephony/twilio/voice', { From: '+14155550100', To: number, CallStatus: 'ringing', Direction: 'inbound' }),
     webhook(`/telephony/twilio/status?call_id=${phoneCall}`, { CallStatus: 'completed', CallDuration: '12' }),
     webhook('/telephony/twilio/status', { CallStatus: 'busy' }),
     webhook(`/telephony/twilio/dial-result?call_id=${phoneCall}`, { DialCallStatus: 'no-answer', DialCallDuration: '0', CallStatus: 'in-progress' }),
-    { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade }
+    { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
+    { method: 'GET', url: '/telephony/twilio/stream', websocket: true }
   ]
 
   const routes = routeTable(app).filter((route) => KEYLESS.test(route.url))

@@ -59,6 +59,8 @@ export interface FuzzRequest {
   caller?: string
   /** A form's CSRF field: the caller's token (first, as a browser sends it), a wrong one, or none. */
   csrf?: 'valid' | 'wrong' | 'none'
+  /** Sent as a WebSocket upgrade through the plugin's own upgrade path (`injectWS`), not as a plain request. */
+  websocket?: true
 }
 
 /** Headers (a key, a session cookie), for forms the CSRF token that goes with them, or a signature of each request. */
@@ -147,6 +149,20 @@ function multipart (fields: Entry[], files: Array<{ field: string, name: string,
   return { payload: Buffer.concat(parts), type: `multipart/form-data; boundary=${boundary}` }
 }
 
+/** The answer to a WebSocket upgrade: 101 (the socket is closed at once), or the status the server refused it with. */
+async function upgrade (app: FastifyInstance, url: string, headers: Record<string, string>): Promise<LightMyRequestResponse> {
+  const answer = (statusCode: number) => ({ statusCode, headers: {}, body: '' }) as unknown as LightMyRequestResponse
+  try {
+    const socket = await app.injectWS(url, { headers })
+    socket.terminate()
+    return answer(101)
+  } catch (err) {
+    const status = /Unexpected server response: (\d+)/.exec((err as Error).message)
+    if (status === null) throw err
+    return answer(Number(status[1]))
+  }
+}
+
 /** Sends one request with its caller's credentials; the answer, or the reason there was none. */
 async function send (app: FastifyInstance, request: FuzzRequest, callers: Callers): Promise<LightMyRequestResponse | string> {
   const credentials = request.caller === undefined ? { headers: {} } : await callers[request.caller]()
@@ -175,7 +191,7 @@ async function send (app: FastifyInstance, request: FuzzRequest, callers: Caller
   let timer: NodeJS.Timeout | undefined
   try {
     return await Promise.race([
-      app.inject({ method: request.method as 'GET', url: request.url, headers, ...(payload === undefined ? {} : { payload }) }),
+      request.websocket === true ? upgrade(app, request.url, headers) : app.inject({ method: request.method as 'GET', url: request.url, headers, ...(payload === undefined ? {} : { payload }) }),
       new Promise<string>((resolve) => { timer = setTimeout(resolve, ANSWER_TIMEOUT_MS, `no answer within ${ANSWER_TIMEOUT_MS} ms`) })
     ])
   } catch (err) {
