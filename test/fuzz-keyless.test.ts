@@ -20,7 +20,7 @@ const KNOWN: KnownFailure[] = [{
   point: 'issue 26 point 17',
   requests: [{ method: 'GET', url: '/web-call/stream?access_token=a&access_token=b' }, { method: 'GET', url: '/web-call/stream?access_token=a&access_token=b', websocket: true }],
   // access_token given more than once, wherever in the query.
-  matches: /^GET \/web-call\/stream\?(.*&)?access_token=[^&]*&(.*&)?access_token=/
+  matches: /^(GET|HEAD) \/web-call\/stream\?(.*&)?access_token=[^&]*&(.*&)?access_token=/
 }]
 
 const KEYLESS = /^\/(web-call|telephony\/|v1\/recordings\/)/

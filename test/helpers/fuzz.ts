@@ -568,10 +568,10 @@ const NUMBER = /^-?\d+(\.\d+)?$/
 const ID = /^[0-9a-f]{24}$/i
 
 /** One change to a sample; `pick` chooses among the odd values (deterministically, so a seed replays it). */
-interface Change { kind: 'path' | 'query' | 'field' | 'drop' | 'repeat' | 'name' | 'choice' | 'header' | 'encoding', index: number, pick: number, junk: unknown }
+interface Change { kind: 'path' | 'query' | 'field' | 'drop' | 'repeat' | 'name' | 'choice' | 'header' | 'encoding' | 'head', index: number, pick: number, junk: unknown }
 
 const change: fc.Arbitrary<Change> = fc.record({
-  kind: fc.constantFrom('path', 'query', 'query', 'field', 'field', 'field', 'drop', 'repeat', 'name', 'choice', 'choice', 'header', 'encoding'),
+  kind: fc.constantFrom('path', 'query', 'query', 'field', 'field', 'field', 'drop', 'repeat', 'name', 'choice', 'choice', 'header', 'encoding', 'head'),
   index: fc.nat(),
   pick: fc.nat(),
   junk
@@ -679,6 +679,8 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
       return withEntries(entries.map((entry) => entry[0] === name ? [name, pick(request.choices![text(name)], c.pick)] : entry))
     }
     case 'header': return { ...request, headers: { ...request.headers, ...pick(ODD_HEADERS, c.pick) } }
+    // The HEAD route Fastify adds for every GET: the GET handler, its body dropped (a streamed file or CSV included).
+    case 'head': return request.method === 'GET' && request.websocket === undefined ? { ...request, method: 'HEAD' } : request
     case 'encoding': {
       const list = entries
       const encodings: FuzzBody[] = [
@@ -689,7 +691,7 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
         { type: 'raw', contentType: undefined, text: encodeEntries(list) },
         { type: 'raw', contentType: 'application/x-www-form-urlencoded', text: '%' + HUGE }
       ]
-      return { ...request, method: route.method, body: pick(encodings, c.pick) }
+      return request.websocket === true ? request : { ...request, method: route.method, body: pick(encodings, c.pick) }
     }
   }
 }
