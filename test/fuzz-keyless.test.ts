@@ -4,7 +4,7 @@ import { storeRecording } from '../src/modules/calls/recordings.ts'
 import { twilioSignature } from '../src/modules/telephony/signature.ts'
 import { createAccount, setup } from './helpers/app.ts'
 import { createAgent, insertCalls } from './helpers/calls.ts'
-import { distinctFailures, fuzzRoutes, reachedHandlers, routeTable, settleKnown, shownKnown, type KnownFailure, type Sample } from './helpers/fuzz.ts'
+import { fuzzRoutes, judge, routeTable, type KnownFailure, type Sample } from './helpers/fuzz.ts'
 
 // The routes a browser or Twilio reaches without a key or a session, every one of Fastify's route table under
 // /web-call, /telephony and /v1/recordings, fuzzed from one real request each (test/helpers/fuzz.ts): the web-call
@@ -76,14 +76,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
   ]
 
   const routes = routeTable(app).filter((route) => KEYLESS.test(route.url))
-  const started = Date.now()
   const report = await fuzzRoutes(app, { routes, samples, values, callers, runs: RUNS, seed: SEED })
-  const outcome = await settleKnown(app, KNOWN, report.failures, callers)
-  const distinct = distinctFailures(outcome.failures)
-  t.comment(`keyless fuzz: ${report.operations} routes (without a sample: ${report.withoutSamples.join(', ') || 'none'}), ` +
-    `${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${Date.now() - started} ms, ${report.failures.length} failing cases, ${distinct.length} distinct unknown`)
-  for (const { known, count } of outcome.still) t.fail(`known failure still fails (and ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
-  for (const known of outcome.fixed) t.comment(`FIXED: the known failure ${shownKnown(known)} (${known.point}) no longer fails: remove its entry from KNOWN`)
-  for (const line of distinct) t.fail(line)
+  await judge(t, app, 'keyless fuzz', report, { known: KNOWN, callers })
   t.equal(report.withoutSamples.length, 0, 'every keyless route has a sample to start from')
 })

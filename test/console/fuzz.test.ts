@@ -8,7 +8,7 @@ import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
 import { createConsoleUser } from '../helpers/console-client.ts'
 import { analysedCall } from '../helpers/deliveries.ts'
 import { upload } from '../helpers/documents.ts'
-import { crawl, distinctFailures, fuzzRoutes, reachedHandlers, shownKnown, routeTable, settleKnown, type KnownFailure } from '../helpers/fuzz.ts'
+import { crawl, fuzzRoutes, judge, routeTable, type KnownFailure } from '../helpers/fuzz.ts'
 
 // The console's routes, every one of Fastify's route table but the API's, the browser calls' and Twilio's, fuzzed
 // from the forms and links of its own pages (test/helpers/fuzz.ts): signed in with a live session and its CSRF
@@ -80,14 +80,8 @@ t.test('every console route answers generated requests with a page, never a 500'
     ...await crawl(app, routes, pages, { name: 'session', credentials: await session() }),
     ...await crawl(app, routes, ['/login', `/invitations/${values.at(-1)}`], { name: 'visitor', credentials: visitor() })
   ]
-  const started = Date.now()
   const report = await fuzzRoutes(app, { routes, samples, values, callers, weights: { session: 3, member: 1, visitor: 1 }, runs: RUNS, seed: SEED, html: true })
-  const outcome = await settleKnown(app, KNOWN, report.failures, callers, true)
-  const distinct = distinctFailures(outcome.failures)
-  t.comment(`console fuzz: ${report.operations} routes (${samples.length} samples crawled; without one: ${report.withoutSamples.join(', ') || 'none'}), ` +
-    `${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${Date.now() - started} ms, ${report.failures.length} failing cases, ${distinct.length} distinct unknown`)
-  for (const { known, count } of outcome.still) t.fail(`known failure still fails (and ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
-  for (const known of outcome.fixed) t.comment(`FIXED: the known failure ${shownKnown(known)} (${known.point}) no longer fails: remove its entry from KNOWN`)
-  for (const line of distinct) t.fail(line)
+  t.comment(`${samples.length} forms and links crawled; routes without one: ${report.withoutSamples.join(', ') || 'none'}`)
+  await judge(t, app, 'console fuzz', report, { known: KNOWN, callers, html: true })
   t.ok(report.operations > 50, 'every console route was fuzzed')
 })

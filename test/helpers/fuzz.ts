@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats'
 import fc from 'fast-check'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { Parser } from 'htmlparser2'
+import type { Test } from 'tap'
 
 /**
  * Fuzzing through `app.inject`, with one runner for two sources of requests:
@@ -79,6 +80,7 @@ export interface FuzzReport {
   failures: FuzzFailure[]
   /** How often each operation answered each status: whether requests reach the handlers, not only the guards. */
   statuses: Record<string, Record<number, number>>
+  ms: number
 }
 
 /** What the runner sends: a name for reports, generated requests, and the rule an answer must keep. */
@@ -205,6 +207,7 @@ async function send (app: FastifyInstance, request: FuzzRequest, callers: Caller
 async function run (app: FastifyInstance, targets: Target[], options: { runs: number, seed: number, callers: Callers }): Promise<FuzzReport> {
   const failures: FuzzFailure[] = []
   const statuses: FuzzReport['statuses'] = {}
+  const started = Date.now()
   let cases = 0
   for (const [index, target] of targets.entries()) {
     const counts: Record<number, number> = statuses[target.name] = {}
@@ -219,7 +222,7 @@ async function run (app: FastifyInstance, targets: Target[], options: { runs: nu
       }
     }
   }
-  return { operations: targets.length, cases, failures, statuses }
+  return { operations: targets.length, cases, failures, statuses, ms: Date.now() - started }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -784,7 +787,7 @@ export interface KnownFailure {
   matches: RegExp
 }
 
-export interface KnownOutcome {
+interface KnownOutcome {
   /** Known failures that still fail, with how many generated failures they stand for. */
   still: Array<{ known: KnownFailure, count: number }>
   /** Known failures whose requests no longer fail: their entries are to be removed. */
@@ -793,10 +796,10 @@ export interface KnownOutcome {
   failures: FuzzFailure[]
 }
 
-export const shownKnown = (known: KnownFailure) => known.requests.map((r) => `${r.method} ${r.url}`).join(', ')
+const shownKnown = (known: KnownFailure) => known.requests.map((r) => `${r.method} ${r.url}`).join(', ')
 
 /** Replays each known failure and sets apart the failures it stands for. */
-export async function settleKnown (app: FastifyInstance, known: KnownFailure[], failures: FuzzFailure[], callers: Callers, html = false): Promise<KnownOutcome> {
+async function settleKnown (app: FastifyInstance, known: KnownFailure[], failures: FuzzFailure[], callers: Callers, html = false): Promise<KnownOutcome> {
   const check = serverError(html)
   const still: KnownOutcome['still'] = []
   const fixed: KnownFailure[] = []
@@ -824,15 +827,30 @@ const shown = (request: FuzzRequest) => {
 }
 
 /** How many cases a handler answered with a success or a redirect: requests that got past the guards. */
-export const reachedHandlers = (report: FuzzReport) =>
+const reachedHandlers = (report: FuzzReport) =>
   Object.values(report.statuses).reduce((sum, counts) => sum + Object.entries(counts).reduce((n, [status, count]) => n + (Number(status) >= 200 && Number(status) < 400 ? count : 0), 0), 0)
 
 /** One line per distinct failure (operation, status, reason), with the first request that showed it. */
-export function distinctFailures (failures: FuzzFailure[]): string[] {
+function distinctFailures (failures: FuzzFailure[]): string[] {
   const seen = new Map<string, FuzzFailure>()
   for (const f of failures) {
     const key = `${f.operation} ${f.status} ${f.reason.replace(/"[^"]*"/g, '""').slice(0, 120)}`
     if (!seen.has(key)) seen.set(key, f)
   }
   return [...seen.entries()].map(([key, f]) => `${key}\n    request: ${shown(f.request)}\n    answer: ${f.body}`)
+}
+
+/**
+ * A run's outcome on `t`: a line of figures; each known failure as a TODO, while it fails (with the generated
+ * failures it stands for) and once it no longer does (its entry is to be removed); every other distinct failure
+ * as a failure.
+ */
+export async function judge (t: Test, app: FastifyInstance, label: string, report: FuzzReport, options: { known?: KnownFailure[], callers?: Callers, html?: boolean } = {}): Promise<void> {
+  const outcome = await settleKnown(app, options.known ?? [], report.failures, options.callers ?? {}, options.html)
+  const distinct = distinctFailures(outcome.failures)
+  t.comment(`${label}: ${report.operations} routes, ${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${report.ms} ms, ` +
+    `${report.failures.length} failing cases, ${distinct.length} distinct failures besides the known ones`)
+  for (const { known, count } of outcome.still) t.fail(`known failure, still failing (with ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
+  for (const known of outcome.fixed) t.pass(`known failure no longer fails: ${shownKnown(known)}`, { todo: `FIXED: remove its entry (${known.point}) from the test's KNOWN list` })
+  for (const line of distinct) t.fail(line)
 }
