@@ -553,6 +553,8 @@ const ODD_TEXT: unknown[] = [
   NESTED, '{"a":{"b":{"c":[1,[2,[3]]]}}}', 'null', 'true', 'undefined', '__proto__', 'http://127.0.0.1:9/x', 'mailto:a@127.0.0.1', 'a@b', '@',
   new Encoded('%FF'), new Encoded('%E0%A4%A'), new Encoded('%'), new Encoded('%C0%80'), new Encoded('%ED%A0%80'), new Encoded('%00'), new Encoded('a%2')
 ]
+/** Text PostgreSQL cannot store or a parser may choke on. */
+const UNSTORABLE: unknown[] = ['a\u0000b', 'a\uD800b', new Encoded('%FF%FE'), NESTED]
 const ODD_DAYS = ['2026-13-01', '2026-00-10', '9999-99-99', '2026-02-30', '2026-12-32', '2026-04-31', '0000-01-01', '0000-00-00', '0001-01-01',
   '-001-01-01', '+275760-09-14', '275760-09-14', '2026-1-1', '20260101', '2026-01-01T00:00:00Z', '1970-01-01', '9999-12-31']
 const ODD_NUMBERS = ['-1', '0', '-0', '1.5', '1e400', '-1e400', 'NaN', 'Infinity', '99999999999999999999', '9007199254740993', '0x10', '1_000', ' 1', '１', '2147483648']
@@ -702,8 +704,8 @@ function applyChange (request: Sample, route: Route, c: Change, values: string[]
 /**
  * Requests that leave nothing to chance, from the route's fullest sample: every odd value of its kind in each day and
  * number of a query, with the other entries and alone (every impossible day where a day goes), and each query entry
- * left out; one odd value of its kind, in turn, in every other entry; an id and an odd text in each path parameter;
- * and every entry repeated.
+ * left out; one odd value of its kind, in turn, in every other entry; NUL, a lone surrogate, invalid UTF-8 and deep
+ * nesting in all text entries at once; an id and an odd text in each path parameter; and every entry repeated.
  */
 function edgeRequests (route: Route, samples: Sample[], options: RouteFuzzOptions): FuzzRequest[] {
   const size = (s: Sample) => partsOf(s).entries.length
@@ -725,6 +727,9 @@ function edgeRequests (route: Route, samples: Sample[], options: RouteFuzzOption
     requests.push(withEntries(entries.filter((_e, i) => i !== j)))
   }
   if (entries.length > 0) requests.push(withEntries([...entries, ...entries.map(([name], i) => [name, pick(ODD_TEXT, turn + i)] as Entry)]))
+  // What no stored text may hold, in every text entry at once (a form checks each field, so none hides another).
+  const texts = entries.map((entry) => kindOf(sample, entry, options.values) === 'text')
+  if (texts.some(Boolean)) for (const value of UNSTORABLE) requests.push(withEntries(entries.map((e, i) => texts[i] ? [e[0], value] : e)))
   for (const position of paramPositions(route)) {
     requests.push(withPathValue(sample, route, position, pick(options.values, turn++)), withPathValue(sample, route, position, pick(ODD_TEXT, turn++)))
   }
