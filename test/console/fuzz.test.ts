@@ -11,9 +11,9 @@ import { upload } from '../helpers/documents.ts'
 import { crawl, fuzzRoutes, judge, routeTable, type KnownFailure } from '../helpers/fuzz.ts'
 
 // The console's routes, every one of Fastify's route table but the API's, the browser calls' and Twilio's, fuzzed
-// from the forms and links of its own pages (test/helpers/fuzz.ts): signed in with a live session and its CSRF
-// token, signed in with a wrong or no token, and signed out. `npm test` runs a few cases per route; `npm run fuzz`
-// (FUZZ_RUNS, FUZZ_SEED) as many as asked.
+// from the forms and links of its own pages (test/helpers/fuzz.ts): signed in as the owner or as a workspace member
+// with a live session and its CSRF token, with a wrong or no token, and signed out (with the sign-in form's token).
+// `npm test` runs a few cases per route besides the edge cases; `npm run fuzz` (FUZZ_RUNS, FUZZ_SEED) as many as asked.
 const RUNS = Number(process.env.FUZZ_RUNS ?? 10)
 const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
 
@@ -64,6 +64,7 @@ t.test('every console route answers generated requests with a page, never a 500'
     ...ids, otherAgent._id, ...await insertCalls(db, other.user.id, otherAgent, [{}]), '0123456789abcdef01234567', ids[0].toUpperCase(),
     await createLoginLink(db, user.id), invitation.invited ? invitation.token : 'wi_x'
   ]
+  const [loginLink, invitationToken] = values.slice(-2)
 
   const sessionOf = (userId: string, workspaceId?: string) => async () => {
     const { id, csrfToken } = await createSession(db, userId, { viaLink: false, workspaceId })
@@ -78,7 +79,7 @@ t.test('every console route answers generated requests with a page, never a 500'
   const pages = routes.filter((route) => route.method === 'GET' && !route.url.includes(':')).map((route) => route.url)
   const samples = [
     ...await crawl(app, routes, pages, { name: 'session', credentials: await session() }),
-    ...await crawl(app, routes, ['/login', `/invitations/${values.at(-1)}`], { name: 'visitor', credentials: visitor() })
+    ...await crawl(app, routes, ['/login', `/login/link/${loginLink}`, `/invitations/${invitationToken}`], { name: 'visitor', credentials: visitor() })
   ]
   const report = await fuzzRoutes(app, { routes, samples, values, callers, weights: { session: 3, member: 1, visitor: 1 }, runs: RUNS, seed: SEED, html: true })
   t.comment(`${samples.length} forms and links crawled; routes without one: ${report.withoutSamples.join(', ') || 'none'}`)
