@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createAccount, setup } from './helpers/app.ts'
 import { addAction, createAgent, insertCalls } from './helpers/calls.ts'
-import { distinctFailures, fuzz } from './helpers/fuzz.ts'
+import { fuzz, judge } from './helpers/fuzz.ts'
 
 // `npm test` runs a few cases per operation; `npm run fuzz` (FUZZ_RUNS, FUZZ_SEED) runs as many as asked.
 const RUNS = Number(process.env.FUZZ_RUNS ?? 12)
@@ -24,8 +24,6 @@ t.test('every documented operation answers generated requests within its documen
   ].filter((id) => typeof id === 'string')
 
   const report = await fuzz(app, { headers: account.headers, ids, runs: RUNS, seed: SEED })
-  const distinct = distinctFailures(report.failures)
-  t.comment(`fuzz: ${report.operations} operations, ${report.cases} cases, ${report.failures.length} failing cases, ${distinct.length} distinct`)
-  for (const line of distinct) t.fail(line)
+  await judge(t, app, 'API fuzz', report)
   t.ok(report.operations > 70, 'every operation was fuzzed')
 })

@@ -1,16 +1,21 @@
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import fc from 'fast-check'
-
-/** A generated value as path text: objects (some without a prototype, so no String()) as their JSON. */
-const text = (value: unknown): string => typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { Parser } from 'htmlparser2'
+import type { Test } from 'tap'
 
 /**
- * Schema-driven fuzzing of every operation of `/openapi.json`: requests generated from the documented
- * parameters and bodies (valid ones, and ones with a field or the whole part replaced by any JSON or text),
- * sent through `app.inject`. An answer fails when it is a 5xx, a status the operation does not declare, or a
- * body outside the declared schema of its status.
+ * Fuzzing through `app.inject`, with one runner for two sources of requests:
+ * - `fuzz`: every operation of `/openapi.json`, requests generated from the documented parameters and bodies
+ *   (valid ones, and ones with a field or the whole part replaced by any JSON or text). An answer fails when it
+ *   is a 5xx, a status the operation does not declare, or a body outside the declared schema of its status.
+ * - `fuzzRoutes`: routes of Fastify's route table that the document hides (the console's pages, the browser's
+ *   and Twilio's keyless routes), requests drawn from samples (the forms and links of crawled pages, or requests
+ *   a test gives) with path values, query keys, form fields, headers, body encodings and credentials replaced
+ *   by odd values: NUL, lone surrogates, invalid %-encoding, huge text, impossible days, repeated keys, nested
+ *   names and values, other accounts' ids, unknown ids. An answer fails when it is a 5xx but 503 (for pages also
+ *   a 5xx that is not a page).
  *
  * URLs are generated on 127.0.0.1 only, so that nothing a request stores or tests can reach beyond loopback.
  */
@@ -24,9 +29,204 @@ interface Operation {
   responses: Record<string, { content?: Record<string, { schema: Schema }> }>
 }
 
-export interface FuzzRequest { method: string, url: string, payload?: unknown }
+/** Text sent exactly as written, %-encoding included, valid or not (`%FF`, a lone `%`). */
+export class Encoded {
+  readonly text: string
+  constructor (text: string) {
+    this.text = text
+  }
+
+  toJSON (): string {
+    return `<encoded ${this.text}>`
+  }
+}
+
+/** A form field or query entry; values that are not text are sent as their JSON. */
+export type Entry = [name: unknown, value: unknown]
+
+export type FuzzBody =
+  | { type: 'json', value: unknown }
+  | { type: 'form', fields: Entry[] }
+  | { type: 'multipart', fields: Entry[], files: Array<{ field: string, name: string, content: unknown }> }
+  | { type: 'raw', contentType: string | undefined, text: string }
+
+export interface FuzzRequest {
+  method: string
+  /** Path and query, %-encoded. */
+  url: string
+  headers?: Record<string, string>
+  body?: FuzzBody
+  /** Whose credentials the request carries (a key of the options' callers); none when undefined. */
+  caller?: string
+  /** A form's CSRF field: the caller's token (first, as a browser sends it), a wrong one, or none. */
+  csrf?: 'valid' | 'wrong' | 'none'
+  /** Sent as a WebSocket upgrade through the plugin's own upgrade path (`injectWS`), not as a plain request. */
+  websocket?: true
+}
+
+/** Headers (a key, a session cookie), for forms the CSRF token that goes with them, or a signature of each request. */
+export interface Credentials {
+  headers: Record<string, string>
+  csrf?: string
+  sign?: (url: string, payload: string | Buffer | undefined) => Record<string, string>
+}
+/** Called for every request, so that each may have fresh credentials (a session the previous one signed out). */
+export type Callers = Record<string, () => Credentials | Promise<Credentials>>
+
 export interface FuzzFailure { operation: string, request: FuzzRequest, status: number, reason: string, body: string }
-export interface FuzzReport { operations: number, cases: number, failures: FuzzFailure[] }
+export interface FuzzReport {
+  operations: number
+  cases: number
+  failures: FuzzFailure[]
+  /** How often each operation answered each status: whether requests reach the handlers, not only the guards. */
+  statuses: Record<string, Record<number, number>>
+  ms: number
+}
+
+/** What the runner sends: a name for reports, generated requests, and the rule an answer must keep. */
+interface Target {
+  name: string
+  requests: fc.Arbitrary<FuzzRequest>
+  /** Requests sent every run besides the generated ones. */
+  fixed?: FuzzRequest[]
+  check: (res: LightMyRequestResponse) => string | undefined
+}
+
+// A request that takes longer than this has hung: a failure of its own, not a stalled test.
+const ANSWER_TIMEOUT_MS = 15_000
+
+const LOOPBACK_URLS = ['http://127.0.0.1:9/hook', 'https://127.0.0.1:9/a/b?x=1', 'http://127.0.0.1/{{call_id}}']
+const TIME_ZONES = ['UTC', 'Europe/Berlin', 'America/New_York']
+const LANGUAGES = ['en', 'en-US', 'de-DE', 'zh-Hant-TW']
+
+/** A generated value as text: objects (some without a prototype, so no String()) as their JSON. */
+const text = (value: unknown): string => typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
+
+/** UTF-8, except that a lone surrogate is written as its 3-byte form (WTF-8), as a broken client would send it. */
+function utf8 (value: string): Buffer {
+  const parts: Buffer[] = []
+  for (const ch of value) {
+    const code = ch.codePointAt(0)!
+    parts.push(code >= 0xd800 && code <= 0xdfff
+      ? Buffer.from([0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)])
+      : Buffer.from(ch))
+  }
+  return Buffer.concat(parts)
+}
+
+/** The bytes a value stands for: Encoded text %-decoded byte by byte (invalid escapes kept as written). */
+function bytesOf (value: unknown): Buffer {
+  if (!(value instanceof Encoded)) return utf8(typeof value === 'string' ? value : text(value))
+  const out: number[] = []
+  const source = value.text
+  for (let i = 0; i < source.length; i++) {
+    const hex = source.slice(i + 1, i + 3)
+    if (source[i] === '%' && /^[0-9a-fA-F]{2}$/.test(hex)) {
+      out.push(Number.parseInt(hex, 16))
+      i += 2
+    } else out.push(...utf8(source[i]))
+  }
+  return Buffer.from(out)
+}
+
+/** %-encoding of a value's bytes; Encoded text as written. */
+export function percent (value: unknown): string {
+  if (value instanceof Encoded) return value.text
+  let out = ''
+  for (const byte of bytesOf(value)) out += /[A-Za-z0-9\-_.~]/.test(String.fromCharCode(byte)) ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`
+  return out
+}
+
+const encodeEntries = (entries: Entry[]) => entries.map(([name, value]) => `${percent(name)}=${percent(value)}`).join('&')
+
+function multipart (fields: Entry[], files: Array<{ field: string, name: string, content: unknown }>): { payload: Buffer, type: string } {
+  const boundary = '----fuzz7d2b1c'
+  const parts: Buffer[] = []
+  for (const [name, value] of fields) parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="`), bytesOf(name), Buffer.from('"\r\n\r\n'), bytesOf(value), Buffer.from('\r\n'))
+  for (const file of files) {
+    parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${file.field}"; filename="`), bytesOf(file.name),
+      Buffer.from('"\r\nContent-Type: text/plain\r\n\r\n'), bytesOf(file.content), Buffer.from('\r\n'))
+  }
+  parts.push(Buffer.from(`--${boundary}--\r\n`))
+  return { payload: Buffer.concat(parts), type: `multipart/form-data; boundary=${boundary}` }
+}
+
+/** The answer to a WebSocket upgrade: 101 (the socket is closed at once), or the status the server refused it with. */
+async function upgrade (app: FastifyInstance, url: string, headers: Record<string, string>): Promise<LightMyRequestResponse> {
+  const answer = (statusCode: number) => ({ statusCode, headers: {}, body: '' }) as unknown as LightMyRequestResponse
+  try {
+    const socket = await app.injectWS(url, { headers })
+    socket.terminate()
+    return answer(101)
+  } catch (err) {
+    const status = /Unexpected server response: (\d+)/.exec((err as Error).message)
+    if (status === null) throw err
+    return answer(Number(status[1]))
+  }
+}
+
+/** Sends one request with its caller's credentials; the answer, or the reason there was none. */
+async function send (app: FastifyInstance, request: FuzzRequest, callers: Callers): Promise<LightMyRequestResponse | string> {
+  const credentials = request.caller === undefined ? { headers: {} } : await callers[request.caller]()
+  const headers: Record<string, string> = { ...credentials.headers, ...request.headers }
+  let payload: string | Buffer | undefined
+  const body = request.body
+  if (body !== undefined) {
+    const csrf: Entry[] = request.csrf === 'valid' && credentials.csrf !== undefined ? [['csrf_token', credentials.csrf]] : request.csrf === 'wrong' ? [['csrf_token', 'AAAA' + (credentials.csrf ?? '').slice(4)]] : []
+    if (body.type === 'json') {
+      payload = JSON.stringify(body.value)
+      headers['content-type'] ??= 'application/json'
+    } else if (body.type === 'form') {
+      payload = encodeEntries([...csrf, ...body.fields])
+      headers['content-type'] ??= 'application/x-www-form-urlencoded'
+    } else if (body.type === 'multipart') {
+      const encoded = multipart([...csrf, ...body.fields], body.files)
+      payload = encoded.payload
+      headers['content-type'] ??= encoded.type
+    } else {
+      payload = body.text
+      if (body.contentType !== undefined) headers['content-type'] ??= body.contentType
+    }
+  }
+  // Signed over what is sent; the request's own headers (a forged signature) still win.
+  Object.assign(headers, credentials.sign?.(request.url, payload), request.headers)
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([
+      request.websocket === true ? upgrade(app, request.url, headers) : app.inject({ method: request.method as 'GET', url: request.url, headers, ...(payload === undefined ? {} : { payload }) }),
+      new Promise<string>((resolve) => { timer = setTimeout(resolve, ANSWER_TIMEOUT_MS, `no answer within ${ANSWER_TIMEOUT_MS} ms`) })
+    ])
+  } catch (err) {
+    return `the request could not be sent: ${(err as Error).message}`
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** The one runner: every target's generated requests in turn, each answer checked by the target's rule. */
+async function run (app: FastifyInstance, targets: Target[], options: { runs: number, seed: number, callers: Callers }): Promise<FuzzReport> {
+  const failures: FuzzFailure[] = []
+  const statuses: FuzzReport['statuses'] = {}
+  const started = Date.now()
+  let cases = 0
+  for (const [index, target] of targets.entries()) {
+    const counts: Record<number, number> = statuses[target.name] = {}
+    for (const request of [...target.fixed ?? [], ...fc.sample(target.requests, { numRuns: options.runs, seed: options.seed + index })]) {
+      cases++
+      const res = await send(app, request, options.callers)
+      const status = typeof res === 'string' ? 0 : res.statusCode
+      counts[status] = (counts[status] ?? 0) + 1
+      const reason = typeof res === 'string' ? res : target.check(res)
+      if (reason !== undefined) {
+        failures.push({ operation: target.name, request, status: typeof res === 'string' ? 0 : res.statusCode, reason, body: typeof res === 'string' ? '' : res.body.slice(0, 300) })
+      }
+    }
+  }
+  return { operations: targets.length, cases, failures, statuses, ms: Date.now() - started }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The OpenAPI document's operations
 
 export interface FuzzOptions {
   headers: Record<string, string>
@@ -37,10 +237,6 @@ export interface FuzzOptions {
   /** Operations to leave out, by operationId. */
   skip?: string[]
 }
-
-const LOOPBACK_URLS = ['http://127.0.0.1:9/hook', 'https://127.0.0.1:9/a/b?x=1', 'http://127.0.0.1/{{call_id}}']
-const TIME_ZONES = ['UTC', 'Europe/Berlin', 'America/New_York']
-const LANGUAGES = ['en', 'en-US', 'de-DE', 'zh-Hant-TW']
 
 function resolver (doc: Schema) {
   const components: Record<string, Schema> = doc.components?.schemas ?? {}
@@ -150,7 +346,7 @@ function requestArbitrary (path: string, method: string, operation: Operation, d
   const body = bodySchema === undefined ? fc.constant(undefined) : mutated(arbitraryOf(bodySchema, deref, ids))
   return fc.record({ path: fc.record(pathParams), query, body }).map(({ path: values, query: q, body: payload }) => {
     const url = path.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(text(values[name] ?? 'x')) || 'x')
-    return { method: method.toUpperCase(), url: url + queryString(q as Record<string, unknown>), ...(payload === undefined ? {} : { payload }) }
+    return { method: method.toUpperCase(), url: url + queryString(q as Record<string, unknown>), caller: 'key', ...(payload === undefined ? {} : { body: { type: 'json' as const, value: payload } }) }
   })
 }
 
@@ -171,46 +367,495 @@ function responseValidator (doc: Schema) {
   }
 }
 
+/** An answer within the operation's documented responses: a declared status, content type and body. */
+function documentedAnswer (operation: Operation, check: ReturnType<typeof responseValidator>) {
+  return (res: LightMyRequestResponse): string | undefined => {
+    const declared = operation.responses[String(res.statusCode)] ?? operation.responses.default
+    if (res.statusCode >= 500 && res.statusCode !== 503) return 'server error'
+    if (declared === undefined) return 'undeclared status'
+    if (declared.content === undefined) return undefined
+    const [type, { schema }] = Object.entries(declared.content)[0]
+    if (!String(res.headers['content-type']).startsWith(type)) return `content-type ${String(res.headers['content-type'])}, declared ${type}`
+    if (type !== 'application/json') return undefined
+    const problem = check(schema, res.json())
+    return problem === undefined ? undefined : `body outside the declared schema: ${problem}`
+  }
+}
+
 /** Fuzzes every operation of the document; GETs and the other reading operations first, DELETEs last. */
 export async function fuzz (app: FastifyInstance, options: FuzzOptions): Promise<FuzzReport> {
   const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as Schema
   const deref = resolver(doc)
   const check = responseValidator(doc)
   const order = ['get', 'post', 'put', 'patch', 'delete']
-  const operations = Object.entries(doc.paths as Record<string, Record<string, Operation>>)
+  const targets = Object.entries(doc.paths as Record<string, Record<string, Operation>>)
     .flatMap(([path, ops]) => Object.entries(ops).map(([method, operation]) => ({ path, method, operation })))
     .filter(({ operation }) => !(options.skip ?? []).includes(operation.operationId))
     .sort((a, b) => order.indexOf(a.method) - order.indexOf(b.method))
-  const failures: FuzzFailure[] = []
-  let cases = 0
-  for (const [index, { path, method, operation }] of operations.entries()) {
-    const requests = fc.sample(requestArbitrary(path, method, operation, deref, options.ids), { numRuns: options.runs, seed: options.seed + index })
-    for (const request of requests) {
-      cases++
-      const res = await app.inject({ method: request.method as 'GET', url: request.url, headers: options.headers, ...(request.payload === undefined ? {} : { payload: JSON.stringify(request.payload), headers: { ...options.headers, 'content-type': 'application/json' } }) })
-      const fail = (reason: string) => failures.push({ operation: operation.operationId, request, status: res.statusCode, reason, body: res.body.slice(0, 300) })
-      const declared = operation.responses[String(res.statusCode)] ?? operation.responses.default
-      if (res.statusCode >= 500 && res.statusCode !== 503) fail('server error')
-      else if (declared === undefined) fail('undeclared status')
-      else if (declared.content !== undefined) {
-        const [type, { schema }] = Object.entries(declared.content)[0]
-        if (!String(res.headers['content-type']).startsWith(type)) fail(`content-type ${String(res.headers['content-type'])}, declared ${type}`)
-        else if (type === 'application/json') {
-          const problem = check(schema, res.json())
-          if (problem !== undefined) fail(`body outside the declared schema: ${problem}`)
-        }
-      }
-    }
-  }
-  return { operations: operations.length, cases, failures }
+    .map(({ path, method, operation }) => ({ name: operation.operationId, requests: requestArbitrary(path, method, operation, deref, options.ids), check: documentedAnswer(operation, check) }))
+  return await run(app, targets, { runs: options.runs, seed: options.seed, callers: { key: () => ({ headers: options.headers }) } })
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// The route table's hidden routes
+
+export interface Route { method: string, url: string }
+
+/** Every route of the app (HEAD, which Fastify adds for each GET, left out), read from Fastify's own route table. */
+export function routeTable (app: FastifyInstance): Route[] {
+  const routes: Route[] = []
+  const paths: string[] = []
+  // printRoutes draws a tree: each line is its parent's path plus its own part, indented by 4 per level.
+  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
+    const match = /^([│ ]*)[└├]── (.*?)(?: \(([A-Z, ]+)\))?$/.exec(line)
+    if (match === null) continue
+    const depth = match[1].length / 4
+    const path = (depth === 0 ? '' : paths[depth - 1]) + match[2]
+    paths[depth] = path
+    // `:id|:workspace_id`: two routes' names for one parameter.
+    const url = path.replace(/(:\w+)(\|:\w+)+/g, '$1')
+    for (const method of match[3]?.split(', ') ?? []) if (method !== 'HEAD') routes.push({ method, url })
+  }
+  return routes
+}
+
+const patternRegExp = (url: string) => new RegExp(`^${url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:\w+/g, '([^/]+)')}$`)
+const paramCount = (url: string) => (url.match(/:\w+/g) ?? []).length
+
+/** The route a concrete path belongs to: the one with the fewest parameters (`/agents/new` before `/agents/:id`). */
+export function routeOf (routes: Route[], method: string, path: string): Route | undefined {
+  return routes.filter((route) => route.method === method && patternRegExp(route.url).test(path))
+    .sort((a, b) => paramCount(a.url) - paramCount(b.url))[0]
+}
+
+/** What a real client sends to a route: a form or a link of a crawled page, or a request a test gives. */
+export type Sample = FuzzRequest & {
+  /** Other values a field offers (a select's options, a radio's values). */
+  choices?: Record<string, string[]>
+  /** The file fields of a multipart form. */
+  fileFields?: string[]
+  /** What a field holds where its value alone does not say (an empty date field): `day`, `number`. */
+  kinds?: Record<string, Kind>
+}
+
+type Kind = 'day' | 'number' | 'id' | 'text'
+const INPUT_KINDS: Record<string, Kind> = { date: 'day', number: 'number' }
+
+interface ParsedForm { method: string, action: string, multipart: boolean, fields: Entry[], choices: Record<string, string[]>, types: Record<string, string>, fileFields: string[] }
+
+/** The forms (their fields as the page fills them in) and the links of a page. */
+function formsAndLinks (page: string): { forms: ParsedForm[], links: string[] } {
+  const forms: ParsedForm[] = []
+  const links: string[] = []
+  let form: ParsedForm | undefined
+  let select: string | undefined
+  let textarea: { name: string, text: string } | undefined
+  const add = (name: string, value: string) => {
+    if (form === undefined) return
+    if (!form.fields.some(([n]) => n === name)) form.fields.push([name, value])
+    ;(form.choices[name] ??= []).push(value)
+  }
+  const parser = new Parser({
+    onopentag (tag, attrs) {
+      if (tag === 'a' && attrs.href !== undefined) links.push(attrs.href)
+      if (tag === 'form') form = { method: (attrs.method ?? 'get').toUpperCase(), action: attrs.action ?? '', multipart: attrs.enctype === 'multipart/form-data', fields: [], choices: {}, types: {}, fileFields: [] }
+      if (form === undefined || attrs.name === undefined) {
+        if (tag === 'option' && select !== undefined) add(select, attrs.value ?? '')
+        return
+      }
+      if (tag === 'input' && attrs.type !== undefined) form.types[attrs.name] = attrs.type
+      if (tag === 'input' && attrs.type === 'file') form.fileFields.push(attrs.name)
+      else if (tag === 'input' && (attrs.type === 'checkbox' || attrs.type === 'radio')) add(attrs.name, attrs.value ?? 'on')
+      else if (tag === 'input' || tag === 'button') add(attrs.name, attrs.value ?? '')
+      else if (tag === 'select') select = attrs.name
+      else if (tag === 'textarea') textarea = { name: attrs.name, text: '' }
+    },
+    ontext (data) { if (textarea !== undefined) textarea.text += data },
+    onclosetag (tag) {
+      if (tag === 'select') select = undefined
+      if (tag === 'textarea' && textarea !== undefined) {
+        add(textarea.name, textarea.text.replace(/^\n/, ''))
+        textarea = undefined
+      }
+      if (tag === 'form' && form !== undefined) {
+        forms.push(form)
+        form = undefined
+      }
+    }
+  }, { decodeEntities: true })
+  parser.end(page)
+  return { forms, links }
+}
+
+/**
+ * The samples of the pages reachable from `start` by links and forms (at most `perRoute` pages per route and
+ * `max` in all), fetched with `credentials`: each form (its CSRF field left to the runner) and each link.
+ */
+export async function crawl (app: FastifyInstance, routes: Route[], start: string[], caller: { name: string, credentials: Credentials }, options: { perRoute?: number, max?: number } = {}): Promise<Sample[]> {
+  const { credentials } = caller
+  const { perRoute = 3, max = 300 } = options
+  const samples: Sample[] = []
+  const seen = new Set<string>()
+  const fetched = new Map<string, number>()
+  const formKinds = new Map<string, Record<string, Kind>>()
+  const queue = [...start]
+  while (queue.length > 0 && seen.size < max) {
+    const url = queue.shift()!
+    const path = url.split('?')[0]
+    const route = routeOf(routes, 'GET', path)
+    if (seen.has(url) || route === undefined || (fetched.get(route.url) ?? 0) >= perRoute) continue
+    seen.add(url)
+    fetched.set(route.url, (fetched.get(route.url) ?? 0) + 1)
+    samples.push({ method: 'GET', url, caller: caller.name, kinds: formKinds.get(url) })
+    const res = await app.inject({ method: 'GET', url, headers: credentials.headers })
+    if (!String(res.headers['content-type']).startsWith('text/html')) continue
+    const { forms, links } = formsAndLinks(res.body)
+    const local = (href: string) => {
+      const target = new URL(href, `http://page.invalid${path}`)
+      return target.origin === 'http://page.invalid' ? `${target.pathname}${target.search}` : undefined
+    }
+    for (const link of links) {
+      const target = local(link)
+      if (target !== undefined) queue.push(target)
+    }
+    for (const form of forms) {
+      const action = local(form.action === '' ? url : form.action)
+      if (action === undefined) continue
+      const fields = form.fields.filter(([name]) => name !== 'csrf_token')
+      const kinds = Object.fromEntries(Object.entries(form.types).filter(([, type]) => INPUT_KINDS[type] !== undefined).map(([name, type]) => [name, INPUT_KINDS[type]]))
+      if (form.method === 'GET') {
+        const target = `${action.split('?')[0]}?${encodeEntries(fields)}`
+        formKinds.set(target, kinds)
+        queue.push(target)
+        continue
+      }
+      samples.push({
+        method: form.method,
+        url: action,
+        body: form.multipart ? { type: 'multipart', fields, files: form.fileFields.map((field) => ({ field, name: 'notes.txt', content: 'Opening hours: 9 to 5.' })) } : { type: 'form', fields },
+        caller: caller.name,
+        csrf: 'valid',
+        kinds,
+        choices: form.choices,
+        fileFields: form.fileFields
+      })
+    }
+  }
+  return samples
+}
+
+const HUGE = 'x'.repeat(20_000)
+const NESTED = '['.repeat(64) + ']'.repeat(64)
+const NESTED_VALUE: unknown = Array.from({ length: 64 }).reduce((inner: unknown) => ({ a: [inner] }), 1)
+/** Odd text for any field: control characters, lone surrogates, invalid %-encoding, huge, markup, nesting. */
+const ODD_TEXT: unknown[] = [
+  '', ' ', '\u0000', 'a\u0000b', '\uD800', 'a\uDFFFb', '\uDBFF\uDBFF', HUGE, '😀', 'ö', '\r\n', '\t', '<b>"\'&', '../..', '%', '+', '[]', '{}',
+  NESTED, '{"a":{"b":{"c":[1,[2,[3]]]}}}', 'null', 'true', 'undefined', '__proto__', 'http://127.0.0.1:9/x', 'mailto:a@127.0.0.1', 'a@b', '@',
+  new Encoded('%FF'), new Encoded('%E0%A4%A'), new Encoded('%'), new Encoded('%C0%80'), new Encoded('%ED%A0%80'), new Encoded('%00'), new Encoded('a%2')
+]
+/** Text PostgreSQL cannot store or a parser may choke on. */
+const UNSTORABLE: unknown[] = ['a\u0000b', 'a\uD800b', new Encoded('%FF%FE'), NESTED]
+const ODD_DAYS = ['2026-13-01', '2026-00-10', '9999-99-99', '2026-02-30', '2026-12-32', '2026-04-31', '0000-01-01', '0000-00-00', '0001-01-01',
+  '-001-01-01', '+275760-09-14', '275760-09-14', '2026-1-1', '20260101', '2026-01-01T00:00:00Z', '1970-01-01', '9999-12-31']
+const ODD_NUMBERS = ['-1', '0', '-0', '1.5', '1e400', '-1e400', 'NaN', 'Infinity', '99999999999999999999', '9007199254740993', '0x10', '1_000', ' 1', '１', '2147483648']
+const ODD_NAMES = ['', 'a[b][c][d]', 'a[]', 'a.b', '__proto__', 'constructor', 'hasOwnProperty', 'x'.repeat(300), '\u0000', '\uD800', 'skip', 'limit', 'next', 'csrf_token']
+/** Odd headers: foreign origins, broken ranges and cookies, an upgrade with no socket behind it, a bad signature. */
+const ODD_HEADERS: Array<Record<string, string>> = [
+  { origin: 'http://127.0.0.2:9' }, { origin: 'null' }, { range: 'bytes=5-1' }, { range: 'bytes=-0' }, { range: 'bytes=99999999999999999999-' },
+  { range: 'bytes=0-1,2-3' }, { range: 'lines=1-2' }, { 'x-twilio-signature': 'AAAA' }, { 'x-twilio-signature': '' },
+  { cookie: 'switchboard_session=%ZZ; switchboard_session=x' }, { cookie: 'switchboard_session=' + 'x'.repeat(5000) },
+  { connection: 'upgrade', upgrade: 'websocket', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13' },
+  { 'accept-language': '*;q=abc' }, { 'content-type': 'application/x-www-form-urlencoded; charset=latin1' }
+]
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/
+const NUMBER = /^-?\d+(\.\d+)?$/
+const ID = /^[0-9a-f]{24}$/i
+
+/** One change to a sample; `pick` chooses among the odd values (deterministically, so a seed replays it). */
+interface Change { kind: 'path' | 'query' | 'field' | 'drop' | 'repeat' | 'name' | 'choice' | 'header' | 'encoding' | 'head', index: number, pick: number, junk: unknown }
+
+const change: fc.Arbitrary<Change> = fc.record({
+  kind: fc.constantFrom('path', 'query', 'query', 'field', 'field', 'field', 'drop', 'repeat', 'name', 'choice', 'choice', 'header', 'encoding', 'head'),
+  index: fc.nat(),
+  pick: fc.nat(),
+  junk
+}) as fc.Arbitrary<Change>
+
+export interface RouteFuzzOptions {
+  /** The routes to fuzz, from `routeTable`. */
+  routes: Route[]
+  /** Requests that reach each route as a client would: `crawl`'s, and any a test adds. */
+  samples: Sample[]
+  /** Values for path parameters and id fields: the account's ids and tokens, other accounts' ids, unknown ones. */
+  values: string[]
+  /** The callers a request may carry (weights), the first one's the usual; `none` for no credentials. */
+  callers: Callers
+  weights?: Record<string, number>
+  runs: number
+  seed: number
+  /** Pages: a 5xx must be a page (text/html) too. */
+  html?: boolean
+}
+
+function pick<T> (list: T[], n: number): T {
+  return list[n % list.length]
+}
+
+/** What an entry holds: as its form says, else as its value looks. */
+function kindOf (sample: Sample, [name, value]: Entry, values: string[]): Kind {
+  const known = sample.kinds?.[text(name)]
+  if (known !== undefined) return known
+  const shown = typeof value === 'string' ? value : ''
+  return DAY.test(shown) ? 'day' : NUMBER.test(shown) ? 'number' : ID.test(shown) || values.includes(shown) ? 'id' : 'text'
+}
+
+/** The odd values of a kind: impossible days where a day goes, other accounts' and unknown ids where an id goes. */
+const oddOf = (kind: Kind, values: string[]): unknown[] => kind === 'day' ? ODD_DAYS : kind === 'number' ? ODD_NUMBERS : kind === 'id' ? values : ODD_TEXT
+
+/** An odd value of any kind, for an entry a sample does not have. */
+const oddAny = (values: string[], c: Change): unknown => pick(pick([ODD_TEXT, ODD_NUMBERS, ODD_DAYS, values], c.pick), Math.floor(c.pick / 4))
+
+/** Mostly an odd value of the entry's own kind, else any odd text, or junk. */
+function oddFor (sample: Sample, entry: Entry, values: string[], c: Change): unknown {
+  const list = pick([oddOf(kindOf(sample, entry, values), values), oddOf(kindOf(sample, entry, values), values), ODD_TEXT], c.pick)
+  return c.pick % 7 === 6 ? c.junk : pick(list, Math.floor(c.pick / 3))
+}
+
+/** A request's entries (the body's fields when it has a form or an object, else the query's) and ways to replace them. */
+function partsOf (request: Sample) {
+  const [path, search = ''] = request.url.split('?')
+  const query: Entry[] = [...new URLSearchParams(search)]
+  const body = request.body
+  const fields: Entry[] | undefined = body?.type === 'form' || body?.type === 'multipart'
+    ? [...body.fields]
+    : body?.type === 'json' && body.value !== null && typeof body.value === 'object' ? Object.entries(body.value) : undefined
+  const withFields = (next: Entry[]): Sample => {
+    if (body?.type === 'json') return { ...request, body: { type: 'json', value: Object.fromEntries(next.map(([k, v]) => [text(k), v])) } }
+    if (body?.type === 'form' || body?.type === 'multipart') return { ...request, body: { ...body, fields: next } }
+    return request
+  }
+  const withQuery = (next: Entry[]): Sample => ({ ...request, url: next.length === 0 ? path : `${path}?${encodeEntries(next)}` })
+  return { path, search, query, entries: fields ?? query, withQuery, withEntries: fields === undefined ? withQuery : withFields }
+}
+
+/** The request with the path parameter at `position` (of the route's segments) set to `value`. */
+function withPathValue (request: Sample, route: Route, position: number, value: unknown): Sample {
+  const { path, search } = partsOf(request)
+  const parts = path.split('/')
+  parts[position] = (percent(value) || 'x') + route.url.split('/')[position].replace(/^:\w+/, '')
+  return { ...request, url: parts.join('/') + (search === '' ? '' : `?${search}`) }
+}
+
+const paramPositions = (route: Route) => route.url.split('/').flatMap((part, i) => part.startsWith(':') ? [i] : [])
+
+function applyChange (request: Sample, route: Route, c: Change, values: string[]): Sample {
+  const { query, entries, withQuery, withEntries } = partsOf(request)
+  switch (c.kind) {
+    case 'path': {
+      const positions = paramPositions(route)
+      if (positions.length === 0) return withQuery([...query, [pick(ODD_NAMES, c.index), oddAny(values, c)]])
+      const value = c.pick % 3 === 0 ? pick(values, c.pick) : oddFor(request, ['', pick(values, c.pick)], values, { ...c, pick: Math.floor(c.pick / 3) })
+      return withPathValue(request, route, pick(positions, c.index), value)
+    }
+    case 'query': {
+      if (query.length === 0) return withQuery([[pick(ODD_NAMES, c.index), oddAny(values, c)]])
+      const i = c.index % query.length
+      return withQuery(query.map((entry, j) => j === i ? [entry[0], oddFor(request, entry, values, c)] : entry))
+    }
+    case 'field': {
+      if (entries.length === 0) return withEntries([[pick(ODD_NAMES, c.index), oddAny(values, c)]])
+      const i = c.index % entries.length
+      return withEntries(entries.map((entry, j) => j === i ? [entry[0], oddFor(request, entry, values, c)] : entry))
+    }
+    case 'drop': return entries.length === 0 ? request : withEntries(entries.filter((_e, j) => j !== c.index % entries.length))
+    case 'repeat': {
+      // `?a=1&a=2`: the same name twice, with its own value or an odd one.
+      if (entries.length === 0) return withQuery([['a', '1'], ['a', '2']])
+      const entry = pick(entries, c.index)
+      return withEntries([...entries, [entry[0], c.pick % 2 === 0 ? entry[1] : oddFor(request, entry, values, c)]])
+    }
+    case 'name': return withEntries([...entries, [pick(ODD_NAMES, c.index), oddAny(values, c)]])
+    case 'choice': {
+      // Another value a select offers, or another of the account's records: valid, and often a different path.
+      const named = entries.filter(([name]) => (request.choices?.[text(name)]?.length ?? 0) > 1)
+      if (named.length === 0) return withEntries(entries.map((entry, j) => j === c.index % Math.max(entries.length, 1) && ID.test(text(entry[1])) ? [entry[0], pick(values, c.pick)] : entry))
+      const [name] = pick(named, c.index)
+      return withEntries(entries.map((entry) => entry[0] === name ? [name, pick(request.choices![text(name)], c.pick)] : entry))
+    }
+    case 'header': return { ...request, headers: { ...request.headers, ...pick(ODD_HEADERS, c.pick) } }
+    // The HEAD route Fastify adds for every GET: the GET handler, its body dropped (a streamed file or CSV included).
+    case 'head': return request.method === 'GET' && request.websocket === undefined ? { ...request, method: 'HEAD' } : request
+    case 'encoding': {
+      const list = entries
+      const encodings: FuzzBody[] = [
+        { type: 'form', fields: list },
+        { type: 'multipart', fields: list, files: (request.fileFields ?? ['file']).map((field) => ({ field, name: pick(ODD_TEXT, c.index) as string, content: c.junk })) },
+        { type: 'json', value: c.index % 2 === 0 ? Object.fromEntries(list.map(([k, v]) => [text(k), v])) : NESTED_VALUE },
+        { type: 'raw', contentType: 'text/plain', text: text(c.junk) },
+        { type: 'raw', contentType: undefined, text: encodeEntries(list) },
+        { type: 'raw', contentType: 'application/x-www-form-urlencoded', text: '%' + HUGE }
+      ]
+      return request.websocket === true ? request : { ...request, method: route.method, body: pick(encodings, c.pick) }
+    }
+  }
+}
+
+/**
+ * Requests that leave nothing to chance, from the route's fullest sample: every odd value of its kind in each day and
+ * number of a query, with the other entries and alone (every impossible day where a day goes), and each query entry
+ * left out; one odd value of its kind, in turn, in every other entry; NUL, a lone surrogate, invalid UTF-8 and deep
+ * nesting in all text entries at once; an id and an odd text in each path parameter; and every entry repeated.
+ */
+function edgeRequests (route: Route, samples: Sample[], options: RouteFuzzOptions): FuzzRequest[] {
+  const size = (s: Sample) => partsOf(s).entries.length
+  const sample = [...samples].sort((a, b) => size(b) - size(a))[0]
+  if (sample === undefined) return []
+  const { entries, withEntries } = partsOf(sample)
+  const requests: Sample[] = []
+  let turn = route.url.length
+  const query = route.method === 'GET'
+  for (const [j, entry] of entries.entries()) {
+    const kind = kindOf(sample, entry, options.values)
+    const typed = kind === 'day' || kind === 'number'
+    // A query's days and numbers get every odd value of their kind, a form's fields (often dozens) one in turn.
+    const odd = typed && query ? oddOf(kind, options.values) : [pick(oddOf(kind, options.values), turn++)]
+    for (const value of odd) requests.push(withEntries(entries.map((e, i) => i === j ? [e[0], value] : e)))
+    if (!query) continue
+    // Alone as well: a day or a number that other entries would have refused first (`?to=2026-13-01` without `from`).
+    if (typed) for (const value of odd) requests.push(withEntries([[entry[0], value]]))
+    requests.push(withEntries(entries.filter((_e, i) => i !== j)))
+  }
+  if (entries.length > 0) requests.push(withEntries([...entries, ...entries.map(([name], i) => [name, pick(ODD_TEXT, turn + i)] as Entry)]))
+  // What no stored text may hold, in every text entry at once (a form checks each field, so none hides another).
+  const texts = entries.map((entry) => kindOf(sample, entry, options.values) === 'text')
+  if (texts.some(Boolean)) for (const value of UNSTORABLE) requests.push(withEntries(entries.map((e, i) => texts[i] ? [e[0], value] : e)))
+  for (const position of paramPositions(route)) {
+    requests.push(withPathValue(sample, route, position, pick(options.values, turn++)), withPathValue(sample, route, position, pick(ODD_TEXT, turn++)))
+  }
+  return requests.map(({ choices: _choices, fileFields: _fileFields, kinds: _kinds, ...request }) => ({ ...request, caller: request.caller ?? Object.keys(options.callers)[0] }))
+}
+
+/** The requests of one route: a sample (or the bare route), as it is or with a few changes, from some caller. */
+function routeRequests (route: Route, samples: Sample[], options: RouteFuzzOptions): fc.Arbitrary<FuzzRequest> {
+  const bare: Sample = {
+    method: route.method,
+    url: route.url.replace(/:\w+/g, () => options.values[0] ?? 'x'),
+    ...(route.method === 'GET' ? {} : { body: { type: 'form', fields: [] }, csrf: 'valid' as const })
+  }
+  const callers = Object.keys(options.callers).map((name) => ({ arbitrary: fc.constant(name), weight: options.weights?.[name] ?? 1 }))
+  return fc.record({
+    sample: fc.constantFrom(...(samples.length === 0 ? [bare] : samples)),
+    changes: fc.oneof({ arbitrary: fc.constant<Change[]>([]), weight: 1 }, { arbitrary: fc.array(change, { minLength: 1, maxLength: 3 }), weight: 4 }),
+    // The sample's own caller (who saw the form) mostly, else any.
+    caller: fc.oneof({ arbitrary: fc.constant(undefined), weight: 3 }, fc.oneof(...callers)),
+    csrf: fc.oneof({ arbitrary: fc.constant('valid' as const), weight: 8 }, fc.constant('wrong' as const), fc.constant('none' as const))
+  }).map(({ sample, changes, caller, csrf }) => {
+    const { choices: _choices, fileFields: _fileFields, kinds: _kinds, ...request } = changes.reduce((r, c) => applyChange(r, route, c, options.values), sample)
+    const who = caller ?? sample.caller ?? Object.keys(options.callers)[0]
+    return { ...request, caller: who === 'none' ? undefined : who, csrf: sample.csrf === undefined ? undefined : csrf }
+  })
+}
+
+/** Reading routes first, then the others, the ones that remove something last. */
+const routeOrder = (route: Route) => route.method === 'GET' ? 0 : route.method === 'DELETE' || /\/(delete|release|remove|revoke|logout)$/.test(route.url) ? 2 : 1
+
+/** A 5xx but 503 fails; on pages, a 5xx that is not a page fails too. */
+export function serverError (html: boolean) {
+  return (res: LightMyRequestResponse): string | undefined => {
+    if (res.statusCode >= 500 && res.statusCode !== 503) return 'server error'
+    if (html && res.statusCode >= 500 && !String(res.headers['content-type']).startsWith('text/html')) return `a ${res.statusCode} that is not a page`
+    return undefined
+  }
+}
+
+/** Fuzzes each route with requests drawn from its samples (the bare route when it has none). */
+export async function fuzzRoutes (app: FastifyInstance, options: RouteFuzzOptions): Promise<FuzzReport & { withoutSamples: string[] }> {
+  const routes = [...options.routes].sort((a, b) => routeOrder(a) - routeOrder(b))
+  const samplesOf = (route: Route) => options.samples.filter((s) => s.method === route.method && routeOf(options.routes, s.method, s.url.split('?')[0]) === route)
+  const check = serverError(options.html === true)
+  const targets = routes.map((route) => ({ name: `${route.method} ${route.url}`, requests: routeRequests(route, samplesOf(route), options), fixed: edgeRequests(route, samplesOf(route), options), check }))
+  const report = await run(app, targets, options)
+  return { ...report, withoutSamples: routes.filter((route) => samplesOf(route).length === 0).map((route) => `${route.method} ${route.url}`) }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Known failures and reports
+
+/** A failure another change is fixing: listed so that the run passes meanwhile, and says when it is fixed. */
+export interface KnownFailure {
+  /** Where it is fixed: "issue 26 point 17". */
+  point: string
+  /** Requests that show it, replayed on every run: it is fixed when none fails. */
+  requests: FuzzRequest[]
+  /** The generated failing requests it stands for, by `METHOD url`. */
+  matches: RegExp
+}
+
+interface KnownOutcome {
+  /** Known failures that still fail, with how many generated failures they stand for. */
+  still: Array<{ known: KnownFailure, count: number }>
+  /** Known failures whose requests no longer fail: their entries are to be removed. */
+  fixed: KnownFailure[]
+  /** Every other failure. */
+  failures: FuzzFailure[]
+}
+
+const shownKnown = (known: KnownFailure) => known.requests.map((r) => `${r.method} ${r.url}`).join(', ')
+
+/** Replays each known failure and sets apart the failures it stands for. */
+async function settleKnown (app: FastifyInstance, known: KnownFailure[], failures: FuzzFailure[], callers: Callers, html = false): Promise<KnownOutcome> {
+  const check = serverError(html)
+  const still: KnownOutcome['still'] = []
+  const fixed: KnownFailure[] = []
+  let rest = failures
+  for (const entry of known) {
+    let fails = false
+    for (const request of entry.requests) {
+      const res = await send(app, request, callers)
+      if (typeof res === 'string' || check(res) !== undefined) fails = true
+    }
+    if (!fails) {
+      fixed.push(entry)
+      continue
+    }
+    const covered = rest.filter((f) => entry.matches.test(`${f.request.method} ${f.request.url}`))
+    still.push({ known: entry, count: covered.length })
+    rest = rest.filter((f) => !covered.includes(f))
+  }
+  return { still, fixed, failures: rest }
+}
+
+const shown = (request: FuzzRequest) => {
+  const body = request.body === undefined ? '' : request.body.type === 'json' ? JSON.stringify(request.body.value) : request.body.type === 'raw' ? request.body.text : encodeEntries(request.body.fields)
+  return `${request.caller ?? 'anonymous'}${request.csrf === undefined ? '' : ` (csrf ${request.csrf})`}: ${request.method} ${request.url} ${JSON.stringify(request.headers ?? {})} ${request.body?.type ?? ''} ${body}`.slice(0, 800)
+}
+
+/** How many cases a handler answered with a success or a redirect: requests that got past the guards. */
+const reachedHandlers = (report: FuzzReport) =>
+  Object.values(report.statuses).reduce((sum, counts) => sum + Object.entries(counts).reduce((n, [status, count]) => n + (Number(status) >= 200 && Number(status) < 400 ? count : 0), 0), 0)
+
 /** One line per distinct failure (operation, status, reason), with the first request that showed it. */
-export function distinctFailures (failures: FuzzFailure[]): string[] {
+function distinctFailures (failures: FuzzFailure[]): string[] {
   const seen = new Map<string, FuzzFailure>()
   for (const f of failures) {
     const key = `${f.operation} ${f.status} ${f.reason.replace(/"[^"]*"/g, '""').slice(0, 120)}`
     if (!seen.has(key)) seen.set(key, f)
   }
-  return [...seen.entries()].map(([key, f]) => `${key}\n    request: ${f.request.method} ${f.request.url} ${JSON.stringify(f.request.payload) ?? ''}`.slice(0, 800) + `\n    answer: ${f.body}`)
+  return [...seen.entries()].map(([key, f]) => `${key}\n    request: ${shown(f.request)}\n    answer: ${f.body}`)
+}
+
+/**
+ * A run's outcome on `t`: a line of figures; each known failure as a TODO, while it fails (with the generated
+ * failures it stands for) and once it no longer does (its entry is to be removed); every other distinct failure
+ * as a failure.
+ */
+export async function judge (t: Test, app: FastifyInstance, label: string, report: FuzzReport, options: { known?: KnownFailure[], callers?: Callers, html?: boolean } = {}): Promise<void> {
+  const outcome = await settleKnown(app, options.known ?? [], report.failures, options.callers ?? {}, options.html)
+  const distinct = distinctFailures(outcome.failures)
+  t.comment(`${label}: ${report.operations} routes, ${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${report.ms} ms, ` +
+    `${report.failures.length} failing cases, ${distinct.length} distinct failures besides the known ones`)
+  for (const { known, count } of outcome.still) t.fail(`known failure, still failing (with ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
+  for (const known of outcome.fixed) t.pass(`known failure no longer fails: ${shownKnown(known)}`, { todo: `FIXED: remove its entry (${known.point}) from the test's KNOWN list` })
+  for (const line of distinct) t.fail(line)
 }

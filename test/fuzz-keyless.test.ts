@@ -1,0 +1,82 @@
+import t from 'tap'
+import { newId } from '../src/db/ids.ts'
+import { storeRecording } from '../src/modules/calls/recordings.ts'
+import { twilioSignature } from '../src/modules/telephony/signature.ts'
+import { createAccount, setup } from './helpers/app.ts'
+import { createAgent, insertCalls } from './helpers/calls.ts'
+import { fuzzRoutes, judge, routeTable, type KnownFailure, type Sample } from './helpers/fuzz.ts'
+
+// The routes a browser or Twilio reaches without a key or a session, every one of Fastify's route table under
+// /web-call, /telephony and /v1/recordings, fuzzed from one real request each (test/helpers/fuzz.ts): the web-call
+// page, join and stream (plain requests, upgrade requests with no WebSocket behind them, and real upgrades through
+// the plugin's upgrade path), signed recording links, and Twilio's webhooks unsigned, badly signed and signed. The console's keyless routes (/login, /login/link/…,
+// /invitations/…) are fuzzed with the console's (test/console/fuzz.test.ts). `npm test` runs a few cases per route;
+// `npm run fuzz` (FUZZ_RUNS, FUZZ_SEED) as many as asked.
+const RUNS = Number(process.env.FUZZ_RUNS ?? 20)
+const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
+
+/** Failures being fixed elsewhere: the run passes while they fail, and says when one no longer does. */
+const KNOWN: KnownFailure[] = [{
+  point: 'issue 26 point 17',
+  requests: [{ method: 'GET', url: '/web-call/stream?access_token=a&access_token=b' }, { method: 'GET', url: '/web-call/stream?access_token=a&access_token=b', websocket: true }],
+  // access_token given more than once, wherever in the query.
+  matches: /^(GET|HEAD) \/web-call\/stream\?(.*&)?access_token=[^&]*&(.*&)?access_token=/
+}]
+
+const KEYLESS = /^\/(web-call|telephony\/|v1\/recordings\/)/
+const SID = 'AC' + 'f'.repeat(32)
+const AUTH_TOKEN = 'fuzz-auth-token'
+const PUBLIC_BASE_URL = 'http://127.0.0.1:3000'
+
+t.test('every keyless route answers generated requests, never a 500', async (t) => {
+  // Nothing leaves loopback: the sandbox carrier for buying, Twilio's API on a closed local port, the voice
+  // runtime (web and phone calls stay started: no workers, no providers, so the simulator engine would answer).
+  const { app, db } = await setup(t, {
+    PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', TWILIO_ACCOUNT_SID: SID, TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    PUBLIC_BASE_URL, CALL_RUNTIME: 'voice', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false'
+  })
+  const account = await createAccount(db)
+  const agent = await createAgent(app, account, { widget_settings: { enabled: true, allowed_origins: ['http://127.0.0.1:8080'] } })
+  const webCall = (await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })).json()
+  const [recorded, phoneCall] = await insertCalls(db, account.user.id, agent, [{}, { call_status: 'started', carrier: 'twilio', carrier_call_id: 'CA' + '1'.repeat(32), end_timestamp: null, duration_ms: null }])
+  await storeRecording(db, { callId: recorded, userId: account.user.id, durationMs: 1000, wav: Buffer.alloc(44 + 3200) })
+  const link = (await app.inject({ method: 'POST', url: `/v1/call/${recorded}/recording-link`, headers: account.headers })).json()
+  const number = '+14155550123'
+  await db.insertInto('phone_numbers').values({ id: newId(), user_id: account.user.id, phone_number: number, source: 'imported', carrier: 'twilio', carrier_account_id: SID, inbound_agent_id: agent._id }).execute()
+  const other = await createAccount(db)
+  const [otherCall] = await insertCalls(db, other.user.id, await createAgent(app, other), [{}])
+  const values = [recorded, phoneCall, otherCall, agent._id, '0123456789abcdef01234567', webCall.access_token, 'CA' + '1'.repeat(32), SID]
+
+  // Twilio signs the URL it requested (on the public address) and the form's parameters.
+  const twilio = () => ({
+    headers: {},
+    sign: (url: string, payload: string | Buffer | undefined) => ({ 'x-twilio-signature': twilioSignature(AUTH_TOKEN, PUBLIC_BASE_URL + url, new URLSearchParams(payload?.toString() ?? '')) })
+  })
+  const callers = { none: () => ({ headers: {} }), twilio }
+  const upgrade = { connection: 'upgrade', upgrade: 'websocket', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13', origin: 'http://127.0.0.1:8080' }
+  const webhook = (url: string, fields: Record<string, string>): Sample => ({
+    method: 'POST', url, caller: 'twilio', body: { type: 'form', fields: Object.entries({ AccountSid: SID, CallSid: 'CA' + '1'.repeat(32), ...fields }) }
+  })
+  // One request as a real client sends it, for each kind of route: what the console's pages are to its fuzz.
+  const samples: Sample[] = [
+    { method: 'GET', url: '/web-call' },
+    ...['client.js', 'worklet.js', 'page.js', 'page.css'].map((name) => ({ method: 'GET', url: `/web-call/${name}` })),
+    { method: 'POST', url: '/web-call/join', body: { type: 'json', value: { access_token: webCall.access_token } } },
+    { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}` },
+    { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: upgrade },
+    { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: { origin: 'http://127.0.0.1:8080' }, websocket: true },
+    { method: 'GET', url: new URL(link.url).pathname + new URL(link.url).search },
+    { method: 'GET', url: new URL(link.url).pathname + new URL(link.url).search, headers: { range: 'bytes=0-99' } },
+    webhook('/telephony/twilio/voice', { From: '+14155550100', To: number, CallStatus: 'ringing', Direction: 'inbound' }),
+    webhook(`/telephony/twilio/status?call_id=${phoneCall}`, { CallStatus: 'completed', CallDuration: '12' }),
+    webhook('/telephony/twilio/status', { CallStatus: 'busy' }),
+    webhook(`/telephony/twilio/dial-result?call_id=${phoneCall}`, { DialCallStatus: 'no-answer', DialCallDuration: '0', CallStatus: 'in-progress' }),
+    { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
+    { method: 'GET', url: '/telephony/twilio/stream', websocket: true }
+  ]
+
+  const routes = routeTable(app).filter((route) => KEYLESS.test(route.url))
+  const report = await fuzzRoutes(app, { routes, samples, values, callers, runs: RUNS, seed: SEED })
+  await judge(t, app, 'keyless fuzz', report, { known: KNOWN, callers })
+  t.equal(report.withoutSamples.length, 0, 'every keyless route has a sample to start from')
+})
