@@ -761,7 +761,7 @@ function routeRequests (route: Route, samples: Sample[], options: RouteFuzzOptio
 const routeOrder = (route: Route) => route.method === 'GET' ? 0 : route.method === 'DELETE' || /\/(delete|release|remove|revoke|logout)$/.test(route.url) ? 2 : 1
 
 /** A 5xx but 503 fails; on pages, a 5xx that is not a page fails too. */
-export function serverError (html: boolean) {
+function serverError (html: boolean) {
   return (res: LightMyRequestResponse): string | undefined => {
     if (res.statusCode >= 500 && res.statusCode !== 503) return 'server error'
     if (html && res.statusCode >= 500 && !String(res.headers['content-type']).startsWith('text/html')) return `a ${res.statusCode} that is not a page`
@@ -780,51 +780,7 @@ export async function fuzzRoutes (app: FastifyInstance, options: RouteFuzzOption
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Known failures and reports
-
-/** A failure another change is fixing: listed so that the run passes meanwhile, and says when it is fixed. */
-export interface KnownFailure {
-  /** Where it is fixed: "issue 26 point 17". */
-  point: string
-  /** Requests that show it, replayed on every run: it is fixed when none fails. */
-  requests: FuzzRequest[]
-  /** The generated failing requests it stands for, by `METHOD url`. */
-  matches: RegExp
-}
-
-interface KnownOutcome {
-  /** Known failures that still fail, with how many generated failures they stand for. */
-  still: Array<{ known: KnownFailure, count: number }>
-  /** Known failures whose requests no longer fail: their entries are to be removed. */
-  fixed: KnownFailure[]
-  /** Every other failure. */
-  failures: FuzzFailure[]
-}
-
-const shownKnown = (known: KnownFailure) => known.requests.map((r) => `${r.method} ${r.url}`).join(', ')
-
-/** Replays each known failure and sets apart the failures it stands for. */
-async function settleKnown (app: FastifyInstance, known: KnownFailure[], failures: FuzzFailure[], callers: Callers, html = false): Promise<KnownOutcome> {
-  const check = serverError(html)
-  const still: KnownOutcome['still'] = []
-  const fixed: KnownFailure[] = []
-  let rest = failures
-  for (const entry of known) {
-    let fails = false
-    for (const request of entry.requests) {
-      const res = await send(app, request, callers)
-      if (typeof res === 'string' || check(res) !== undefined) fails = true
-    }
-    if (!fails) {
-      fixed.push(entry)
-      continue
-    }
-    const covered = rest.filter((f) => entry.matches.test(`${f.request.method} ${f.request.url}`))
-    still.push({ known: entry, count: covered.length })
-    rest = rest.filter((f) => !covered.includes(f))
-  }
-  return { still, fixed, failures: rest }
-}
+// Reports
 
 const shown = (request: FuzzRequest) => {
   const body = request.body === undefined ? '' : request.body.type === 'json' ? JSON.stringify(request.body.value) : request.body.type === 'raw' ? request.body.text : encodeEntries(request.body.fields)
@@ -845,17 +801,10 @@ function distinctFailures (failures: FuzzFailure[]): string[] {
   return [...seen.entries()].map(([key, f]) => `${key}\n    request: ${shown(f.request)}\n    answer: ${f.body}`)
 }
 
-/**
- * A run's outcome on `t`: a line of figures; each known failure as a TODO, while it fails (with the generated
- * failures it stands for) and once it no longer does (its entry is to be removed); every other distinct failure
- * as a failure.
- */
-export async function judge (t: Test, app: FastifyInstance, label: string, report: FuzzReport, options: { known?: KnownFailure[], callers?: Callers, html?: boolean } = {}): Promise<void> {
-  const outcome = await settleKnown(app, options.known ?? [], report.failures, options.callers ?? {}, options.html)
-  const distinct = distinctFailures(outcome.failures)
+/** A run's outcome on `t`: a line of figures, then every distinct failure as a failure. */
+export function judge (t: Test, label: string, report: FuzzReport): void {
+  const distinct = distinctFailures(report.failures)
   t.comment(`${label}: ${report.operations} routes, ${report.cases} cases (${reachedHandlers(report)} answered 2xx or 3xx) in ${report.ms} ms, ` +
-    `${report.failures.length} failing cases, ${distinct.length} distinct failures besides the known ones`)
-  for (const { known, count } of outcome.still) t.fail(`known failure, still failing (with ${count} generated cases like it): ${shownKnown(known)}`, { todo: known.point })
-  for (const known of outcome.fixed) t.pass(`known failure no longer fails: ${shownKnown(known)}`, { todo: `FIXED: remove its entry (${known.point}) from the test's KNOWN list` })
+    `${report.failures.length} failing cases, ${distinct.length} distinct failures`)
   for (const line of distinct) t.fail(line)
 }
