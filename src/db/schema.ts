@@ -1,4 +1,4 @@
-import type { ColumnType, Generated } from 'kysely'
+import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
   AnyObject, CallbackSettings, CallSettings, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
@@ -315,6 +315,13 @@ export interface CallsTable {
   created_at: CreatedAt
   updated_at: UpdatedAt
 }
+
+/**
+ * A call as stored. Lower than the calls module so that the modules which take a call as data (deliveries,
+ * runtime, telephony, voice) need nothing of calls for its shape; it lives beside its table rather than in
+ * shapes.ts, which this file imports (a type there would make the two files import each other).
+ */
+export type CallRow = Selectable<CallsTable>
 
 export interface CallDailyStatsTable {
   user_id: string

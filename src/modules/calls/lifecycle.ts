@@ -1,14 +1,14 @@
-import type { Selectable, Transaction } from 'kysely'
+import type { Transaction } from 'kysely'
 import type { Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
-import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
+import type { CallRow, Database, TranscriptItem } from '../../db/schema.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { insertCall, lockCall, updateCall, type CallRow } from './queries.ts'
+import { insertCall, lockCall, updateCall } from './queries.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
 // Every runtime (the runtime API, the simulator, the deadline job, the voice engine) starts calls through
@@ -127,7 +127,7 @@ export interface CallEnd {
  * Ends a started call and commits its analysis job with it. Only a `started` call ends: a second end,
  * concurrent or later, finds no started row and answers 409 without changing anything.
  */
-export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<Selectable<CallsTable>> {
+export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<CallRow> {
   return await db.transaction().execute(async (trx) => {
     const current = await lockCall(trx, userId, callId)
     if (current === undefined) throw notFound(`call ${callId}`)

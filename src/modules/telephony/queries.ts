@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { DB } from '../../db/database.ts'
-import type { CallRow } from '../calls/queries.ts'
+import type { CallRow } from '../../db/schema.ts'
 import type { Forwarding } from '../voice/session.ts'
 
 // The telephony side of a call's row: the carrier's id of the call, the one-time token of its media stream,
