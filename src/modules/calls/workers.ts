@@ -25,12 +25,7 @@ async function endAtDeadline (deps: CallWorkerDeps, job: Job<QueuePayloads[typeo
     disconnection_reason: connected ? 'max_duration_reached' : 'not_connected',
     end_timestamp: Math.min(Date.now(), call.start_timestamp.getTime() + job.data.maxMs),
     transcription
-  }).catch(ignoreEnded)
-}
-
-/** The call ended meanwhile (its runtime and a job raced): nothing left to do. */
-export function ignoreEnded (err: unknown): void {
-  if ((err as { code?: string }).code !== 'call_not_started') throw err
+  })
 }
 
 export async function registerCallWorkers (deps: CallWorkerDeps): Promise<void> {

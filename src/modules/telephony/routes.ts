@@ -9,7 +9,6 @@ import { QUEUES, sendJob } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
 import { endCall, startCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
-import { ignoreEnded } from '../calls/workers.ts'
 import { findNumberAnywhere } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
@@ -194,10 +193,10 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       const state = call.forwarding as unknown as Forwarding
       const last = state.transfers.at(-1)
       const outcome = last === undefined || last.outcome === 'dialing' ? 'canceled' : last.outcome
-      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason: 'user_hangup', outcome, seconds: 0 })).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason: 'user_hangup', outcome, seconds: 0 }))
     } else if (call.joined_at === null) {
       // Never connected to a stream: not answered, or answered and gone before the stream opened.
-      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' }).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' })
     } else {
       // A call with a live stream is ended by its session (the stream's stop or drop at once, a silent stream
       // after the stream time-out); should its process have died, this job ends it once the session had its time.
@@ -225,7 +224,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     const callerGone = FINAL.has(form.get('CallStatus') ?? '')
     if (outcome === 'answered' || callerGone) {
       const reason = outcome === 'answered' ? 'call_transfer' : 'user_hangup'
-      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason, outcome, seconds })).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason, outcome, seconds }))
       return twiml(reply, hangupTwiml())
     }
     const transfers = settledTransfers(state, outcome)

@@ -8,7 +8,6 @@ import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/querie
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
 import { findRecording, recordingUrl, storeRecording } from '../calls/recordings.ts'
-import { ignoreEnded } from '../calls/workers.ts'
 import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
@@ -610,7 +609,7 @@ export class Session {
       this.engine?.close()
       await this.closeTools()
       const end = await this.callEnd(reason)
-      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end).catch(ignoreEnded)
+      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end)
     } catch (err) {
       // The deadline job ends the call later; the caller is told now.
       this.log.error({ err }, 'the voice session could not end its call')
