@@ -1,13 +1,15 @@
 import type { Transaction } from 'kysely'
-import type { Prices } from '../../config.ts'
+import type { Config, Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { CallRow, Database, TranscriptItem } from '../../db/schema.ts'
+import type { Conversation, TransferRecord } from '../../db/shapes.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { insertCall, lockCall, updateCall } from './queries.ts'
+import { recordingUrl } from './recordings.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
 // Every runtime (the runtime API, the simulator, the deadline job, the voice engine) starts calls through
@@ -120,6 +122,38 @@ export interface CallEnd {
   }
   collected_data?: Record<string, unknown>
   transfer_history?: unknown[]
+}
+
+/** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
+export function settledTransfers (conversation: Pick<Conversation, 'transfers'>, outcome: string, seconds = 0): TransferRecord[] {
+  const { transfers } = conversation
+  return transfers.map((transfer, i) => i < transfers.length - 1
+    ? transfer
+    : { ...transfer, outcome, ...(outcome === 'answered' && { duration_seconds: seconds }) })
+}
+
+/**
+ * The call's end from the record of its conversation (db/shapes.ts, Conversation): the one conversion for the
+ * voice session, the carrier's webhooks and the deadline. The call connected when a word was said or the caller
+ * was put through to a number; `forwarding` settles the forwarding that the call ends in (its last transfer).
+ */
+export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string, conversation: Omit<Conversation, 'agent_id'>, end: { reason: string, forwarding?: { outcome: string, seconds: number } }): CallEnd {
+  const { forwarding } = end
+  const transfers = forwarding === undefined ? conversation.transfers : settledTransfers(conversation, forwarding.outcome, forwarding.seconds)
+  const connected = conversation.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent') ||
+    transfers.some((transfer) => transfer.to_number !== undefined)
+  return {
+    outcome: connected ? 'completed' : 'failed',
+    disconnection_reason: end.reason,
+    transcription: conversation.transcript,
+    recording_url: conversation.recording_ms > 0 ? recordingUrl(config, callId) : undefined,
+    usage: {
+      tokens: conversation.tokens,
+      speech: { recognised_seconds: conversation.speech.recognised, synthesised_seconds: conversation.speech.synthesised },
+      forwarding_seconds: forwarding?.outcome === 'answered' ? forwarding.seconds : 0
+    },
+    transfer_history: transfers.length === 0 ? undefined : transfers
+  }
 }
 
 /** What became of an end: the call ended now, had ended already (a second end, concurrent or later), is not the account's, or the end was refused. */
