@@ -1,7 +1,7 @@
-import type { ColumnType, Generated } from 'kysely'
+import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
-  AnyObject, CallbackSettings, CallSettings, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
+  AnyObject, CallbackSettings, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
   TranscriptItem, WidgetSettings
 } from './shapes.ts'
 
@@ -305,8 +305,8 @@ export interface CallsTable {
   carrier: 'twilio' | null
   /** The carrier's id of the call (Twilio's CallSid). */
   carrier_call_id: string | null
-  /** The conversation held while the call is forwarded to a phone number (voice/session.ts, Forwarding). */
-  forwarding: JsonNullable<AnyObject>
+  /** The conversation held while the call is forwarded to a phone number (shapes.ts, Conversation). */
+  forwarding: JsonNullable<Conversation>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null
@@ -315,6 +315,13 @@ export interface CallsTable {
   created_at: CreatedAt
   updated_at: UpdatedAt
 }
+
+/**
+ * A call as stored. Lower than the calls module so that the modules which take a call as data (deliveries,
+ * runtime, telephony, voice) need nothing of calls for its shape; it lives beside its table rather than in
+ * shapes.ts, which this file imports (a type there would make the two files import each other).
+ */
+export type CallRow = Selectable<CallsTable>
 
 export interface CallDailyStatsTable {
   user_id: string

@@ -23,6 +23,35 @@ export type TranscriptItem = Static<typeof TranscriptItem>
 export const TokenUsage = Type.Record(Type.String(), Type.Object({ input: Type.Integer(), output: Type.Integer() }))
 export type TokenUsage = Static<typeof TokenUsage>
 
+/** One transfer of a call, as its transfer_history lists it (docs/voice.md, "Transfers"). */
+export const TransferRecord = Type.Object({
+  type: Type.Enum(['agent_transfer', 'call_forwarding']),
+  from_agent_id: Type.String(),
+  to_agent_id: Type.Optional(Type.String()),
+  to_agent_name: Type.Optional(Type.String()),
+  to_number: Type.Optional(Type.String({ description: 'a transfer to a phone number: the number dialled' })),
+  reason: Type.Union([Type.String(), Type.Null()]),
+  timestamp: Type.Integer({ description: 'epoch ms' }),
+  outcome: Type.String({ description: 'transferred (to another agent); dialing, answered, no_answer, busy, failed, canceled (to a number)' }),
+  duration_seconds: Type.Optional(Type.Integer({ description: 'how long the person at the number talked, for an answered forwarding' }))
+})
+export type TransferRecord = Static<typeof TransferRecord>
+
+/**
+ * The record of a call so far (DESIGN.md, "Conversation core"): what the voice session keeps, what
+ * calls.forwarding holds while the carrier has the call, and what calls' `toCallEnd()` turns into the call's
+ * end. Its members keep the names that rows of calls.forwarding already carry.
+ */
+export const Conversation = Type.Object({
+  agent_id: Type.String({ description: 'the agent that holds the call (after any agent_transfer)' }),
+  transcript: Type.Array(TranscriptItem),
+  tokens: TokenUsage,
+  speech: Type.Object({ recognised: Type.Number(), synthesised: Type.Number() }, { description: 'seconds of speech recognised and synthesised' }),
+  transfers: Type.Array(TransferRecord, { description: 'the call\'s transfers; while it is forwarded, the last one is that forwarding' }),
+  recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' })
+})
+export type Conversation = Static<typeof Conversation>
+
 /** An object of any members: custom_data, dynamic_context, collected data, a customer's metadata. */
 export const AnyObject = Type.Record(Type.String(), Type.Unknown())
 export type AnyObject = Static<typeof AnyObject>

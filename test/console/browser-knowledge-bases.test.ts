@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startWorkers } from '../../src/jobs/workers.ts'
+import { startWorkers } from '../../src/workers.ts'
 import { createLogger } from '../../src/logger.ts'
 import { setup } from '../helpers/app.ts'
 import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'

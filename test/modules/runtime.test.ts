@@ -6,6 +6,7 @@ import { createQueues } from '../../src/jobs/queues.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createAnalyser } from '../../src/modules/runtime/analysis/analyser.ts'
 import { registerRuntimeWorkers } from '../../src/modules/runtime/workers.ts'
+import { startWorkers } from '../../src/workers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { poll } from '../helpers/poll.ts'
@@ -164,6 +165,31 @@ t.test('a call still started at its agent\'s maximum duration is ended by the se
   t.ok(done.end_timestamp >= call.start_timestamp)
   const late = await ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${call._id}/end`, headers: account.headers, payload: { outcome: 'completed', disconnection_reason: 'user_hangup' } })
   t.equal(late.statusCode, 409, 'the runtime\'s late end changes nothing')
+})
+
+t.test('a call forwarded to a person at its deadline ends with the conversation kept with the forwarding', async (t) => {
+  // 1 minute at a time scale of 1/1000 is 60 ms; workers start once the forwarding is held, as a carrier's would be.
+  const ctx = await setup(t, { CALL_TIME_SCALE: '0.001' })
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account, { call_settings: { max_call_duration_minutes: 1 } })
+  await inboundNumber(ctx, account, agent._id)
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: '+4930123456' } })).json()
+  const transfer = { type: 'call_forwarding', from_agent_id: agent._id, to_number: '+14155550142', reason: 'asked for a person', timestamp: call.start_timestamp, outcome: 'answered' }
+  const held = {
+    agent_id: agent._id,
+    transcript: CONVERSATION.slice(0, 2).map((item) => ({ ...item, timestamp: call.start_timestamp })),
+    tokens: { 'gpt-4o-mini': { input: 300, output: 40 } },
+    speech: { recognised: 3, synthesised: 4 },
+    transfers: [transfer],
+    recording_ms: 0
+  }
+  await ctx.db.updateTable('calls').set({ forwarding: JSON.stringify(held) }).where('id', '=', call._id).execute()
+  t.teardown(await startWorkers(ctx.boss, { db: ctx.db, config: ctx.config, log: createLogger(ctx.config) }))
+  const done = await waitForCall(t, ctx, account, call._id, (c) => c.call_status === 'success' || c.call_status === 'failed')
+  t.match(done, { call_status: 'success', disconnection_reason: 'max_duration_reached', speech_seconds: { recognised: 3, synthesised: 4 } })
+  t.same(done.transcription, held.transcript)
+  t.same(done.transfer_history, [transfer])
+  t.match(done.tokens.by_model, { 'gpt-4o-mini': { input: 300, output: 40 } })
 })
 
 t.test('a crash between the end and the analysis: the job runs when a worker comes back', async (t) => {

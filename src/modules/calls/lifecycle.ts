@@ -1,14 +1,15 @@
-import type { Selectable, Transaction } from 'kysely'
-import type { Prices } from '../../config.ts'
+import type { Transaction } from 'kysely'
+import type { Config, Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
-import type { CallsTable, Database, TranscriptItem } from '../../db/schema.ts'
-import { badRequest, HttpError, notFound } from '../../http/errors.ts'
+import type { CallRow, Database, TranscriptItem } from '../../db/schema.ts'
+import type { Conversation, TransferRecord } from '../../db/shapes.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { insertCall, lockCall, updateCall, type CallRow } from './queries.ts'
+import { insertCall, lockCall, updateCall } from './queries.ts'
+import { recordingUrl } from './recordings.ts'
 
 // The call lifecycle (DESIGN.md): started -> pending (ended; analysis running) -> success | failed.
 // Every runtime (the runtime API, the simulator, the deadline job, the voice engine) starts calls through
@@ -123,16 +124,58 @@ export interface CallEnd {
   transfer_history?: unknown[]
 }
 
+/** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
+export function settledTransfers (conversation: Pick<Conversation, 'transfers'>, outcome: string, seconds = 0): TransferRecord[] {
+  const { transfers } = conversation
+  return transfers.map((transfer, i) => i < transfers.length - 1
+    ? transfer
+    : { ...transfer, outcome, ...(outcome === 'answered' && { duration_seconds: seconds }) })
+}
+
+/**
+ * The call's end from the record of its conversation (db/shapes.ts, Conversation): the one conversion for the
+ * voice session, the carrier's webhooks and the deadline. The call connected when a word was said or the caller
+ * was put through to a number; `forwarding` settles the forwarding that the call ends in (its last transfer).
+ */
+export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string, conversation: Omit<Conversation, 'agent_id'>, end: { reason: string, forwarding?: { outcome: string, seconds: number } }): CallEnd {
+  const { forwarding } = end
+  const transfers = forwarding === undefined ? conversation.transfers : settledTransfers(conversation, forwarding.outcome, forwarding.seconds)
+  const connected = conversation.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent') ||
+    transfers.some((transfer) => transfer.to_number !== undefined)
+  return {
+    outcome: connected ? 'completed' : 'failed',
+    disconnection_reason: end.reason,
+    transcription: conversation.transcript,
+    recording_url: conversation.recording_ms > 0 ? recordingUrl(config, callId) : undefined,
+    usage: {
+      tokens: conversation.tokens,
+      speech: { recognised_seconds: conversation.speech.recognised, synthesised_seconds: conversation.speech.synthesised },
+      forwarding_seconds: forwarding?.outcome === 'answered' ? forwarding.seconds : 0
+    },
+    transfer_history: transfers.length === 0 ? undefined : transfers
+  }
+}
+
+/** What became of an end: the call ended now, had ended already (a second end, concurrent or later), is not the account's, or the end was refused. */
+export type EndOutcome =
+  | { outcome: 'ended', call: CallRow }
+  | { outcome: 'already_ended', callStatus: CallRow['call_status'] }
+  | { outcome: 'not_found' }
+  | { outcome: 'invalid_end_timestamp', message: string }
+
 /**
  * Ends a started call and commits its analysis job with it. Only a `started` call ends: a second end,
- * concurrent or later, finds no started row and answers 409 without changing anything.
+ * concurrent or later, finds no started row and answers `already_ended` without changing anything. The
+ * runtime API turns the outcome into HTTP; the server's own runtimes (sessions, jobs, the carrier's
+ * webhooks) need none of it, since a call that another end reached first leaves nothing to do.
  */
-export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<Selectable<CallsTable>> {
-  return await db.transaction().execute(async (trx) => {
+export async function endCall (db: DB, jobs: JobSender, userId: string, callId: string, end: CallEnd): Promise<EndOutcome> {
+  return await db.transaction().execute(async (trx): Promise<EndOutcome> => {
     const current = await lockCall(trx, userId, callId)
-    if (current === undefined) throw notFound(`call ${callId}`)
-    if (current.call_status !== 'started') throw new HttpError(409, 'call_not_started', `call ${current.id} is ${current.call_status}, not started; it ended already`)
+    if (current === undefined) return { outcome: 'not_found' }
+    if (current.call_status !== 'started') return { outcome: 'already_ended', callStatus: current.call_status }
     const endedAt = await endTime(trx, userId, current, end.end_timestamp)
+    if (typeof endedAt === 'string') return { outcome: 'invalid_end_timestamp', message: endedAt }
     const tokens = end.usage?.tokens ?? {}
     const row = await updateCall(trx, current.id, {
       call_status: 'pending',
@@ -157,7 +200,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       stream_token_hash: null
     })
     await sendJob(jobs.boss, trx, QUEUES.analyseCall, { callId: row.id })
-    return row
+    return { outcome: 'ended', call: row }
   })
 }
 
@@ -165,12 +208,13 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
  * When the call ended: the runtime's end_timestamp (default now), between the call's start and now (give
  * or take END_CLOCK_SKEW_MS), and no later than the agent's maximum duration allows: the server would
  * have ended the call there (the deadline job), so a later end is clamped to it and never charged beyond.
+ * An end_timestamp outside that answers why, as a message.
  */
-async function endTime (trx: Trx, userId: string, call: { agent_id: string, start_timestamp: Date }, requested: number | undefined): Promise<Date> {
+async function endTime (trx: Trx, userId: string, call: { agent_id: string, start_timestamp: Date }, requested: number | undefined): Promise<Date | string> {
   const now = Date.now()
   const at = requested ?? now
-  if (at < call.start_timestamp.getTime()) throw badRequest('body.end_timestamp must not be before the call\'s start_timestamp')
-  if (at > now + END_CLOCK_SKEW_MS) throw badRequest(`body.end_timestamp must not be later than now (${END_CLOCK_SKEW_MS / 60_000} minutes of clock skew allowed)`)
+  if (at < call.start_timestamp.getTime()) return 'end_timestamp must not be before the call\'s start_timestamp'
+  if (at > now + END_CLOCK_SKEW_MS) return `end_timestamp must not be later than now (${END_CLOCK_SKEW_MS / 60_000} minutes of clock skew allowed)`
   const maxMs = maxDurationMinutes(await findAgent(trx, userId, call.agent_id)) * 60_000
   return new Date(Math.min(at, call.start_timestamp.getTime() + maxMs))
 }

@@ -1,9 +1,7 @@
-import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type Selectable, type SqlBool, type Transaction, type Updateable } from 'kysely'
+import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type SqlBool, type Transaction, type Updateable } from 'kysely'
 import { queryPrepared, type DB } from '../../db/database.ts'
-import type { CallsTable, Database } from '../../db/schema.ts'
+import type { CallRow, CallsTable, Database } from '../../db/schema.ts'
 import { rangeDays, type DateRange } from '../../db/days.ts'
-
-export type CallRow = Selectable<CallsTable>
 
 /** Filters shared by the listing, the metrics and the exports. Ids are lowercase. */
 export interface CallFilter {

@@ -1,8 +1,7 @@
 import type { Job } from 'pg-boss'
 import type { DB } from '../../db/database.ts'
-import type { TranscriptItem } from '../../db/schema.ts'
 import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/queues.ts'
-import { endCall } from './lifecycle.ts'
+import { endCall, toCallEnd } from './lifecycle.ts'
 import { findCallRow } from './queries.ts'
 
 export interface CallWorkerDeps extends JobSender { db: DB }
@@ -11,26 +10,24 @@ export interface CallWorkerDeps extends JobSender { db: DB }
  * A call still running at its agent's maximum duration is ended by the server. One that no runtime ever
  * reported on (an outbound or web call without a word of transcript: nothing answered it) never
  * connected: it fails as `not_connected` and costs nothing. An inbound call was reported by its runtime
- * when it arrived, so it connected.
+ * when it arrived, so it connected. A call forwarded to a person ends with the conversation kept with the
+ * forwarding (calls.forwarding): its transcript, usage, transfers and recording.
  */
 async function endAtDeadline (deps: CallWorkerDeps, job: Job<QueuePayloads[typeof QUEUES.callDeadline]>): Promise<void> {
   const call = await findCallRow(deps.db, job.data.callId)
   if (call === undefined || call.call_status !== 'started') return
-  // A call forwarded to a person keeps its conversation so far with the forwarding (voice/session.ts, Forwarding).
-  const held = call.forwarding?.transcript
-  const transcription: TranscriptItem[] = Array.isArray(held) ? held as TranscriptItem[] : call.transcription
-  const connected = call.direction === 'inbound' || transcription.length > 0
-  await endCall(deps.db, deps, call.user_id, job.data.callId, {
+  const endAt = Math.min(Date.now(), call.start_timestamp.getTime() + job.data.maxMs)
+  if (call.forwarding !== null) {
+    await endCall(deps.db, deps, call.user_id, call.id, { ...toCallEnd(deps.config, call.id, call.forwarding, { reason: 'max_duration_reached' }), end_timestamp: endAt })
+    return
+  }
+  const connected = call.direction === 'inbound' || call.transcription.length > 0
+  await endCall(deps.db, deps, call.user_id, call.id, {
     outcome: connected ? 'completed' : 'failed',
     disconnection_reason: connected ? 'max_duration_reached' : 'not_connected',
-    end_timestamp: Math.min(Date.now(), call.start_timestamp.getTime() + job.data.maxMs),
-    transcription
-  }).catch(ignoreEnded)
-}
-
-/** The call ended meanwhile (its runtime and a job raced): nothing left to do. */
-export function ignoreEnded (err: unknown): void {
-  if ((err as { code?: string }).code !== 'call_not_started') throw err
+    end_timestamp: endAt,
+    transcription: call.transcription
+  })
 }
 
 export async function registerCallWorkers (deps: CallWorkerDeps): Promise<void> {

@@ -1,8 +1,7 @@
 import { HttpError } from '../../http/errors.ts'
 import type { Static } from 'typebox'
 import { ACTION_SETTINGS, MASK, VARIABLE } from '../agents/settings.ts'
-import type { CallRow } from '../calls/queries.ts'
-import type { TranscriptItem } from '../../db/schema.ts'
+import type { CallRow, TranscriptItem } from '../../db/schema.ts'
 
 // What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
 // api_call action's URL, query, body and headers with {{variables}}.

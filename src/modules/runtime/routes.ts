@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { HttpError, notFound } from '../../http/errors.ts'
+import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
 import { findAgent, findLlm } from '../agents/queries.ts'
 import { agentBodies, toLlm } from '../agents/mappers.ts'
@@ -106,7 +106,11 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
       response: { 202: Type.Object({ _id: ObjectId, call_status: Type.Literal('pending') }), ...errors(...AUTH_ERRORS, 404, 409) }
     }
   }, async (request, reply) => {
-    const row = await endCall(db, jobs, request.userId, request.params.id, request.body)
-    return reply.code(202).send({ _id: row.id, call_status: 'pending' as const })
+    const { id } = request.params
+    const ended = await endCall(db, jobs, request.userId, id, request.body)
+    if (ended.outcome === 'not_found') throw notFound(`call ${id}`)
+    if (ended.outcome === 'invalid_end_timestamp') throw badRequest(`body.${ended.message}`)
+    if (ended.outcome === 'already_ended') throw new HttpError(409, 'call_not_started', `call ${id} is ${ended.callStatus}, not started; it ended already`)
+    return reply.code(202).send({ _id: ended.call.id, call_status: 'pending' as const })
   })
 }

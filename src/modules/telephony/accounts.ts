@@ -1,8 +1,7 @@
 import type { Selectable } from 'kysely'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
-import type { PhoneNumbersTable } from '../../db/schema.ts'
-import type { CallRow } from '../calls/queries.ts'
+import type { CallRow, PhoneNumbersTable } from '../../db/schema.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import { findPhoneNumberByE164, findTwilioAuthToken } from '../phone-numbers/queries.ts'
 

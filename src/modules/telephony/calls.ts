@@ -1,10 +1,10 @@
 import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
+import type { CallRow } from '../../db/schema.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { endCall } from '../calls/lifecycle.ts'
-import { findCallRow, type CallRow } from '../calls/queries.ts'
-import { ignoreEnded } from '../calls/workers.ts'
+import { findCallRow } from '../calls/queries.ts'
 import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
 import { twilioRequester, TWILIO_WEBHOOKS } from '../phone-numbers/carriers/twilio.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
@@ -61,7 +61,7 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
   if (call === undefined || call.call_status !== 'started' || call.carrier_call_id !== null) return
   const fail = async (reason: string) => {
     deps.log.warn({ callId, reason }, 'the outbound call could not be placed')
-    await endCall(deps.db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'dial_failed' }).catch(ignoreEnded)
+    await endCall(deps.db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'dial_failed' })
   }
   const twilio = await callTwilio(deps, call)
   if (twilio === undefined) return await fail(`the number ${call.call_from} has no Twilio account to call through`)
@@ -89,7 +89,7 @@ export async function endReportedCall (deps: TelephonyDeps, callId: string, stat
   await endCall(deps.db, deps, call.user_id, call.id, {
     outcome: status === 'completed' ? 'completed' : 'failed',
     disconnection_reason: UNANSWERED[status] ?? 'stream_dropped'
-  }).catch(ignoreEnded)
+  })
 }
 
 /**

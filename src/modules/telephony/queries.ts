@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import type { DB } from '../../db/database.ts'
-import type { CallRow } from '../calls/queries.ts'
-import type { Forwarding } from '../voice/session.ts'
+import type { CallRow } from '../../db/schema.ts'
+import type { Conversation } from '../../db/shapes.ts'
 
 // The telephony side of a call's row: the carrier's id of the call, the one-time token of its media stream,
 // and the conversation kept while the call is forwarded (calls.forwarding).
@@ -33,8 +33,8 @@ export async function setStreamToken (db: DB, callId: string, hash: string, expi
  * the call was forwarded is handed over (and cleared), atomically. An outbound call's stream opens once the
  * person answered: the answer is recorded here unless the status callback told it earlier.
  */
-export async function takeStreamToken (db: DB, hash: string): Promise<{ call: CallRow, resume: Forwarding | undefined } | undefined> {
-  const result = await sql<CallRow & { held: Forwarding | null }>`
+export async function takeStreamToken (db: DB, hash: string): Promise<{ call: CallRow, resume: Conversation | undefined } | undefined> {
+  const result = await sql<CallRow & { held: Conversation | null }>`
     UPDATE calls c SET joined_at = coalesce(c.joined_at, now()), stream_token_hash = NULL, forwarding = NULL,
       answered_at = CASE WHEN c.direction = 'outbound' THEN coalesce(c.answered_at, now()) ELSE c.answered_at END
     FROM (SELECT id, forwarding FROM calls WHERE stream_token_hash = ${hash} FOR UPDATE) held
@@ -47,7 +47,7 @@ export async function takeStreamToken (db: DB, hash: string): Promise<{ call: Ca
 }
 
 /** Keeps the conversation with a call that is being forwarded; false when the call is no longer started. */
-export async function holdForwarding (db: DB, callId: string, state: Forwarding): Promise<boolean> {
+export async function holdForwarding (db: DB, callId: string, state: Conversation): Promise<boolean> {
   const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state) })
     .where('id', '=', callId).where('call_status', '=', 'started')
     .returning('id').executeTakeFirst()
@@ -59,7 +59,7 @@ export async function clearForwarding (db: DB, callId: string): Promise<void> {
 }
 
 /** A forwarding that nobody answered: its outcome is kept, and a token opens the stream that takes the call back. */
-export async function takeBack (db: DB, callId: string, state: Forwarding, hash: string, expires: Date): Promise<boolean> {
+export async function takeBack (db: DB, callId: string, state: Conversation, hash: string, expires: Date): Promise<boolean> {
   const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires })
     .where('id', '=', callId).where('call_status', '=', 'started').where('forwarding', 'is not', null)
     .returning('id').executeTakeFirst()

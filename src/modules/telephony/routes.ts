@@ -1,18 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { CallRow } from '../../db/schema.ts'
 import { HttpError, notFound, PG } from '../../http/errors.ts'
 import { giveBackKeyless, KEYLESS } from '../../http/rate-limit.ts'
 import { errors, ObjectId } from '../../http/schemas.ts'
 import { QUEUES, sendJob } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
-import { endCall, startCall } from '../calls/lifecycle.ts'
-import { findCallRow, type CallRow } from '../calls/queries.ts'
-import { ignoreEnded } from '../calls/workers.ts'
+import { endCall, settledTransfers, startCall, toCallEnd } from '../calls/lifecycle.ts'
+import { findCallRow } from '../calls/queries.ts'
 import { findNumberAnywhere } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
-import { forwardedCallEnd, settledTransfers, type Forwarding } from '../voice/session.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
 import { callNumber, numberAccount, webhookAccount } from './accounts.ts'
 import { connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
@@ -190,13 +189,12 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     if (call.carrier_call_id === null) await setCarrierCallId(db, call.id, callSid)
     if (call.forwarding !== null) {
       // The caller hung up while their call was being put through.
-      const state = call.forwarding as unknown as Forwarding
-      const last = state.transfers.at(-1)
+      const last = call.forwarding.transfers.at(-1)
       const outcome = last === undefined || last.outcome === 'dialing' ? 'canceled' : last.outcome
-      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason: 'user_hangup', outcome, seconds: 0 })).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, call.forwarding, { reason: 'user_hangup', forwarding: { outcome, seconds: 0 } }))
     } else if (call.joined_at === null) {
       // Never connected to a stream: not answered, or answered and gone before the stream opened.
-      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' }).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' })
     } else {
       // A call with a live stream is ended by its session (the stream's stop or drop at once, a silent stream
       // after the stream time-out); should its process have died, this job ends it once the session had its time.
@@ -218,13 +216,13 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
   }, async (request, reply) => {
     const { form, call } = await signedCall(request, request.query.call_id)
     if (call.call_status !== 'started' || call.forwarding === null) return twiml(reply, hangupTwiml())
-    const state = call.forwarding as unknown as Forwarding
+    const state = call.forwarding
     const outcome = DIAL_OUTCOMES[form.get('DialCallStatus') ?? ''] ?? 'failed'
     const seconds = Math.max(0, Number.parseInt(form.get('DialCallDuration') ?? '0', 10) || 0)
     const callerGone = FINAL.has(form.get('CallStatus') ?? '')
     if (outcome === 'answered' || callerGone) {
       const reason = outcome === 'answered' ? 'call_transfer' : 'user_hangup'
-      await endCall(db, deps, call.user_id, call.id, forwardedCallEnd(config, call.id, state, { reason, outcome, seconds })).catch(ignoreEnded)
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, state, { reason, forwarding: { outcome, seconds } }))
       return twiml(reply, hangupTwiml())
     }
     const transfers = settledTransfers(state, outcome)

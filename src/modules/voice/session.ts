@@ -1,15 +1,14 @@
 import { performance } from 'node:perf_hooks'
 import type { Logger } from 'pino'
-import type { TranscriptItem } from '../../db/schema.ts'
+import type { CallRow, TranscriptItem } from '../../db/schema.ts'
+import type { Conversation, TransferRecord } from '../../db/shapes.ts'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { providerVoiceId } from '../account/queries.ts'
 import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
-import type { CallRow } from '../calls/queries.ts'
-import { findRecording, recordingUrl, storeRecording } from '../calls/recordings.ts'
-import { ignoreEnded } from '../calls/workers.ts'
+import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
+import { findRecording, storeRecording } from '../calls/recordings.ts'
 import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
@@ -53,66 +52,13 @@ export interface Transport {
 /** Why a session ended, as the call's disconnection_reason. */
 export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'stream_dropped' | 'server_shutdown'
 
-/** One transfer of the call, as its transfer_history lists it (docs/voice.md, "Transfers"). */
-export interface TransferRecord {
-  type: 'agent_transfer' | 'call_forwarding'
-  from_agent_id: string
-  to_agent_id?: string
-  to_agent_name?: string
-  /** A transfer to a phone number: the number dialled. */
-  to_number?: string
-  reason: string | null
-  timestamp: number
-  /** transferred (to another agent); dialing, answered, no_answer, busy, failed, canceled (to a number). */
-  outcome: string
-  /** How long the person at the number talked, for an answered forwarding. */
-  duration_seconds?: number
-}
-
-/** The conversation kept with a call while it is forwarded to a phone number (calls.forwarding). */
-export interface Forwarding {
-  /** The agent that held the call (after any agent_transfer). */
-  agent_id: string
-  transcript: TranscriptItem[]
-  tokens: Record<string, { input: number, output: number }>
-  speech: { recognised: number, synthesised: number }
-  /** The call's transfers; the last one is this forwarding. */
-  transfers: TransferRecord[]
-  /** Length of the recording stored so far (0: none). */
-  recording_ms: number
-}
-
 export interface ForwardRequest {
   phoneNumber: string
   /** How long the number rings before the agent takes the call back. */
   timeoutSeconds: number
   /** Show the caller's own number to the person called (else the agent's number). */
   showCallerNumber: boolean
-  state: Forwarding
-}
-
-/** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
-export function settledTransfers (state: Forwarding, outcome: string, seconds = 0): TransferRecord[] {
-  return state.transfers.map((transfer, i) => i < state.transfers.length - 1
-    ? transfer
-    : { ...transfer, outcome, ...(outcome === 'answered' && { duration_seconds: seconds }) })
-}
-
-/** How a forwarded call ends without its session: the conversation kept, and what became of the forwarding. */
-export function forwardedCallEnd (config: Pick<SessionDeps['config'], 'publicBaseUrl'>, callId: string, state: Forwarding, end: { reason: string, outcome: string, seconds: number }): CallEnd {
-  const transfers = settledTransfers(state, end.outcome, end.seconds)
-  return {
-    outcome: 'completed',
-    disconnection_reason: end.reason,
-    transcription: state.transcript,
-    recording_url: state.recording_ms > 0 ? recordingUrl(config, callId) : undefined,
-    usage: {
-      tokens: state.tokens,
-      speech: { recognised_seconds: state.speech.recognised, synthesised_seconds: state.speech.synthesised },
-      forwarding_seconds: end.outcome === 'answered' ? end.seconds : 0
-    },
-    transfer_history: transfers
-  }
+  state: Conversation
 }
 
 interface Queued { pcm: Int16Array, at: number }
@@ -183,7 +129,7 @@ export class Session {
    * Opens the session of a started call on a transport; the conversation begins (engine connected, begin
    * message) in the background. Never throws: a session that cannot start ends its call `runtime_error`.
    */
-  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind, resume?: Forwarding } = {}): Session {
+  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind, resume?: Conversation } = {}): Session {
     const session = new Session(deps, call, transport)
     session.start(options.engine, options.resume).catch(async (err: unknown) => {
       session.log.error({ err }, 'the voice session could not start')
@@ -206,7 +152,7 @@ export class Session {
     return settingsOf(this.agent)
   }
 
-  private async start (engine: EngineKind | undefined, resume: Forwarding | undefined): Promise<void> {
+  private async start (engine: EngineKind | undefined, resume: Conversation | undefined): Promise<void> {
     const { db, config } = this.deps
     const agent = await findAgent(db, this.call.user_id, resume?.agent_id ?? this.call.agent_id)
     if (agent === undefined) throw new Error('the call\'s agent no longer exists')
@@ -235,7 +181,7 @@ export class Session {
   }
 
   /** A call taken back after a forwarding nobody answered: the conversation and recording so far carry on. */
-  private async resume (state: Forwarding): Promise<void> {
+  private async resume (state: Conversation): Promise<void> {
     this.transcript.push(...state.transcript)
     Object.assign(this.tokens, state.tokens)
     this.speech.recognised = state.speech.recognised
@@ -611,7 +557,7 @@ export class Session {
       this.engine?.close()
       await this.closeTools()
       const end = await this.callEnd(reason)
-      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end).catch(ignoreEnded)
+      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end)
     } catch (err) {
       // The deadline job ends the call later; the caller is told now.
       this.log.error({ err }, 'the voice session could not end its call')
@@ -630,16 +576,8 @@ export class Session {
   }
 
   private async callEnd (reason: EndReason): Promise<CallEnd> {
-    const held = this.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent')
-    const recording = await this.storeRecording() > 0 ? recordingUrl(this.deps.config, this.call.id) : undefined
-    return {
-      // A call that ended before a word was said never connected.
-      outcome: held ? 'completed' : 'failed',
-      disconnection_reason: reason,
-      transcription: this.transcript,
-      recording_url: recording,
-      usage: { tokens: this.tokens, speech: { recognised_seconds: this.speech.recognised, synthesised_seconds: this.speech.synthesised } },
-      transfer_history: this.transfers.length === 0 ? undefined : this.transfers
-    }
+    const recordingMs = await this.storeRecording()
+    const conversation = { transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, recording_ms: recordingMs }
+    return toCallEnd(this.deps.config, this.call.id, conversation, { reason })
   }
 }

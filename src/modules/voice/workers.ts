@@ -4,7 +4,6 @@ import { findAgent } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
-import { ignoreEnded } from '../calls/workers.ts'
 import type { SessionDeps, SessionEvent, Transport } from './session.ts'
 import { Session } from './session.ts'
 
@@ -57,7 +56,7 @@ export async function simulateCall (deps: SessionDeps, callId: string): Promise<
   const call = await findCallRow(deps.db, callId)
   if (call === undefined || call.call_status !== 'started') return
   if (call.call_type === 'phone' && call.call_to?.endsWith('0000') === true) {
-    await endCall(deps.db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'no_answer' }).catch(ignoreEnded)
+    await endCall(deps.db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'no_answer' })
     return
   }
   const agent = await findAgent(deps.db, call.user_id, call.agent_id)

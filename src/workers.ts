@@ -1,23 +1,23 @@
 import type { PgBoss } from 'pg-boss'
 import type { Logger } from 'pino'
-import type { Config } from '../config.ts'
-import type { DB } from '../db/database.ts'
-import { createMailer, type Mailer } from '../mail/mailer.ts'
-import { expireIdempotencyKeys } from '../modules/calls/idempotency.ts'
-import { registerCallWorkers } from '../modules/calls/workers.ts'
-import { registerDeliveryWorkers } from '../modules/deliveries/engine.ts'
-import { purgeExpired } from '../modules/deliveries/queries.ts'
-import { deliveryAgent } from '../modules/deliveries/network.ts'
-import { registerKnowledgeWorkers } from '../modules/knowledge-bases/workers.ts'
-import { createAnalyser } from '../modules/runtime/analysis/analyser.ts'
-import type { Analyser } from '../modules/runtime/analysis/types.ts'
-import { registerRuntimeWorkers } from '../modules/runtime/workers.ts'
-import { registerVoiceWorkers } from '../modules/voice/workers.ts'
-import { registerTelephonyWorkers } from '../modules/telephony/workers.ts'
-import { QUEUES, workOn } from './queues.ts'
+import type { Config } from './config.ts'
+import type { DB } from './db/database.ts'
+import { createMailer, type Mailer } from './mail/mailer.ts'
+import { expireIdempotencyKeys } from './modules/calls/idempotency.ts'
+import { registerCallWorkers } from './modules/calls/workers.ts'
+import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
+import { purgeExpired } from './modules/deliveries/queries.ts'
+import { deliveryAgent } from './modules/deliveries/network.ts'
+import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
+import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
+import type { Analyser } from './modules/runtime/analysis/types.ts'
+import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
+import { registerVoiceWorkers } from './modules/voice/workers.ts'
+import { registerTelephonyWorkers } from './modules/telephony/workers.ts'
+import { QUEUES, workOn } from './jobs/queues.ts'
 
-// The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like
-// app.ts it composes the modules, so it is the one file of jobs/ that imports them (docs/architecture.md).
+// The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like app.ts
+// it composes the modules, so it sits beside main.ts, above them all (docs/architecture.md).
 
 export interface WorkerOptions {
   db: DB
