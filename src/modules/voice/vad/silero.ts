@@ -12,7 +12,7 @@
 // a third of the CPU per window of runs one by one (measured: docs/voice.md, "How speech is detected").
 
 import { fileURLToPath } from 'node:url'
-import { InferenceSession, Tensor } from 'onnxruntime-node'
+import type { InferenceSession, Tensor } from 'onnxruntime-node'
 
 /** Samples of one window at 16 kHz (32 ms), the only size the model takes. */
 export const WINDOW_SAMPLES = 512
@@ -39,17 +39,22 @@ export class SileroStream {
 
 interface Job { stream: SileroStream, window: Float32Array, done: (probability: number) => void, fail: (err: unknown) => void }
 
+type Runtime = typeof import('onnxruntime-node')
+
 class SileroModel {
   readonly #session: InferenceSession
-  readonly #rate = new Tensor('int64', BigInt64Array.from([16_000n]), [])
+  readonly #Tensor: Runtime['Tensor']
+  readonly #rate: Tensor
   #pending: Job[] = []
   #scheduled = false
   /** Model runs and the windows they decided, since the process started (the benchmark's batch size). */
   runs = 0
   windows = 0
 
-  constructor (session: InferenceSession) {
+  constructor (runtime: Runtime, session: InferenceSession) {
     this.#session = session
+    this.#Tensor = runtime.Tensor
+    this.#rate = new runtime.Tensor('int64', BigInt64Array.from([16_000n]), [])
   }
 
   /** Queues one window of a stream (at most one per stream at a time: each needs the state the one before left). */
@@ -75,8 +80,8 @@ class SileroModel {
     })
     try {
       const out = await this.#session.run({
-        input: new Tensor('float32', input, [batch, INPUT_SAMPLES]),
-        state: new Tensor('float32', state, [2, batch, STATE_SIZE]),
+        input: new this.#Tensor('float32', input, [batch, INPUT_SAMPLES]),
+        state: new this.#Tensor('float32', state, [2, batch, STATE_SIZE]),
         sr: this.#rate
       })
       this.runs++
@@ -100,15 +105,22 @@ class SileroModel {
 
 let shared: Promise<SileroModel> | undefined
 
-/** The process's model, loaded on first use (about 50 ms); a failed load is tried again by the next caller. */
+/**
+ * The process's model, loaded on first use (about 100 ms and 45 MB, so that a process that takes no call never
+ * loads the runtime); a failed load is tried again by the next caller.
+ */
 export function sileroModel (): Promise<SileroModel> {
-  shared ??= InferenceSession.create(MODEL, {
-    // One thread: the calls of the process already keep the cores busy, and inference per window is short.
-    intraOpNumThreads: 1,
-    interOpNumThreads: 1,
-    executionMode: 'sequential',
-    graphOptimizationLevel: 'all'
-  }).then((session) => new SileroModel(session), (err: unknown) => {
+  shared ??= (async () => {
+    const runtime = await import('onnxruntime-node')
+    const session = await runtime.InferenceSession.create(MODEL, {
+      // One thread: the calls of the process already keep the cores busy, and inference per window is short.
+      intraOpNumThreads: 1,
+      interOpNumThreads: 1,
+      executionMode: 'sequential',
+      graphOptimizationLevel: 'all'
+    })
+    return new SileroModel(runtime, session)
+  })().catch((err: unknown) => {
     shared = undefined
     throw err
   })
