@@ -4,8 +4,10 @@ WORKDIR /app
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000 DATA_DIR=/data
 
 # Production dependencies only, exactly as locked. (The README's `npm install` does the same plus dev tools.)
+# onnxruntime-node's postinstall would fetch CUDA libraries from outside the npm registry; its CPU runtime is in
+# the package (package.json's allowScripts denies the script too, for an npm that reads it).
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY src ./src
 COPY migrations ./migrations

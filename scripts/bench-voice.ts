@@ -12,7 +12,8 @@ import { execFileSync, spawn } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { createDb } from '../src/db/database.ts'
-import { FRAME_SAMPLES } from '../src/modules/voice/audio.ts'
+import { FRAME_SAMPLES, mulawDecode, mulawEncode, resample } from '../src/modules/voice/audio.ts'
+import { SpeechDetector } from '../src/modules/voice/vad/detector.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
 import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
@@ -231,17 +232,32 @@ async function caller (url: string, agentId: string, window: Window): Promise<Ca
   return result
 }
 
-/** The caller's turn (600 ms of speech, 700 ms of silence) and the frame at which our turn detection ends it (500 ms of silence). */
+/** The caller's turn (600 ms of speech, 700 ms of silence). */
 const TURN = speech(600, 700)
-const END_OF_TURN_FRAME = (600 + 500) / 20 - 1
+
+/**
+ * The frame at which our speech detector ends the turn (after 500 ms of silence) as the server hears it through
+ * the phone: found by running the detector on the same audio, each frame through µ-law at 8 kHz and back.
+ */
+async function endOfTurnFrame (): Promise<number> {
+  let endAt: number | undefined
+  const detector = await SpeechDetector.create({ sensitivity: 0.5, onTurn: (turn, at) => { if (turn === 'end') endAt ??= at }, onError: (err) => { throw err } })
+  for (let i = 0; i < TURN.length; i += FRAME_SAMPLES) {
+    detector.push(resample(mulawDecode(mulawEncode(resample(TURN.subarray(i, i + FRAME_SAMPLES), 16_000, 8000))), 8000, 16_000))
+  }
+  await detector.settled()
+  if (endAt === undefined) throw new Error('the speech detector does not end the caller\'s turn')
+  return Math.ceil(endAt / 20) - 1
+}
+const END_OF_TURN_FRAME = await endOfTurnFrame()
 /** Agent audio that has played out with nothing after it for this long: the agent has finished its answer. */
 const QUIET_MS = 150
 
 /**
  * One caller on the phone: Twilio (the stand-in) posts the voice webhook, follows the TwiML, opens the media
  * stream; the caller waits for the begin message, then talks turn after turn until the window ends, and hangs
- * up. Turn latency: from the moment the caller sends the frame that completes 500 ms of silence (where our turn
- * detection ends the turn) to the arrival of the first agent frame after it. Late frames: the server's own count, from its log.
+ * up. Turn latency: from the moment the caller sends the frame at which our speech detector ends the turn
+ * (END_OF_TURN_FRAME) to the arrival of the first agent frame after it. Late frames: the server's own count, from its log.
  */
 async function phoneCaller (window: Window): Promise<CallerResult> {
   const result: CallerResult = { latencies: [], missed: 0, framesSent: 0, framesLate: 0, framesReceived: 0, underruns: 0 }

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { WebSocket } from 'ws'
-import { bufferToPcm, FRAME_SAMPLES, pcmToBuffer, rms } from '../../src/modules/voice/audio.ts'
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import { bufferToPcm, decodeWav, FRAME_SAMPLES, pcmToBuffer, rms } from '../../src/modules/voice/audio.ts'
 import { poll } from './poll.ts'
 
 // A browser's side of a web call's stream (docs/voice.md, "Browser protocol"), for tests and the benchmark.
@@ -77,15 +79,20 @@ export async function openWebCall (baseUrl: string, token: string, options: Open
   return client
 }
 
-/** Caller "speech": a voiced tone with syllable-like loudness for `ms`, then `silenceMs` of silence. */
+/** A spoken sentence (espeak-ng, test/fixtures/audio/hello.wav) from its first sound on: the speech detector hears speech, not tones. */
+const SPOKEN = (() => {
+  const { pcm } = decodeWav(readFileSync(path.join(import.meta.dirname, '../fixtures/audio/hello.wav')))
+  let first = 0
+  while (Math.abs(pcm[first]) < 64) first++
+  return pcm.subarray(first)
+})()
+
+/** Caller speech: the first `ms` of a spoken sentence ("Hello, I would like to book…"), then `silenceMs` of silence. */
 export function speech (ms: number, silenceMs = 800): Int16Array {
   const voiced = Math.round(ms * 16)
+  if (voiced > SPOKEN.length) throw new Error(`the sentence is ${SPOKEN.length / 16} ms long`)
   const pcm = new Int16Array(voiced + Math.round(silenceMs * 16))
-  for (let i = 0; i < voiced; i++) {
-    const t = i / 16_000
-    const envelope = 0.6 + 0.4 * Math.sin(2 * Math.PI * 4 * t)
-    pcm[i] = Math.round(9000 * envelope * (Math.sin(2 * Math.PI * 180 * t) + 0.5 * Math.sin(2 * Math.PI * 360 * t)) / 1.5)
-  }
+  pcm.set(SPOKEN.subarray(0, voiced))
   return pcm
 }
 

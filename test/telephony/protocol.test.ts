@@ -3,7 +3,7 @@ import { mulawEncode, rms } from '../../src/modules/voice/audio.ts'
 import { parseTwilioMessage } from '../../src/modules/voice/transports/twilio.ts'
 import { signatureValid, twilioSignature } from '../../src/modules/telephony/signature.ts'
 import { dialTwiml, streamTwiml } from '../../src/modules/telephony/twiml.ts'
-import { speech } from '../helpers/voice-client.ts'
+import { tone } from '../helpers/openai-http-standin.ts'
 
 // The pieces of Twilio's protocols checked on their own: request signatures, TwiML, Media Streams messages.
 
@@ -30,7 +30,7 @@ t.test('TwiML is escaped', async (t) => {
 
 t.test('Media Streams messages in', async (t) => {
   const message = (value: unknown) => Buffer.from(JSON.stringify(value))
-  const frame = speech(20, 0).filter((_, i) => i % 2 === 0)
+  const frame = tone(320).filter((_, i) => i % 2 === 0)
   const media = parseTwilioMessage(message({ event: 'media', sequenceNumber: '3', media: { track: 'inbound', chunk: '1', timestamp: '20', payload: mulawEncode(frame).toString('base64') }, streamSid: 'MZ1' }), false)
   t.equal(media.kind, 'media')
   if (media.kind === 'media') {

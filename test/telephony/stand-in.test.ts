@@ -6,7 +6,7 @@ import { type WebSocket, WebSocketServer } from 'ws'
 import { mulawDecode, mulawEncode, rms } from '../../src/modules/voice/audio.ts'
 import { poll } from '../helpers/poll.ts'
 import { sid, startTwilioStandIn, twilioSignature } from '../helpers/twilio-stand-in.ts'
-import { speech } from '../helpers/voice-client.ts'
+import { tone } from '../helpers/openai-http-standin.ts'
 
 // The Twilio stand-in against a few lines playing Switchboard's side: a webhook server and a media stream server
 // on loopback, reached through the stand-in's route from the public https://voice.example.test.
@@ -127,7 +127,7 @@ t.test('inbound: signed voice webhook, stream start, µ-law both ways, marks aft
   t.equal(call.status, 'in-progress')
 
   // The caller speaks: 100 ms at 16 kHz are five 20 ms µ-law frames.
-  await stream.sendAudio(speech(100, 0))
+  await stream.sendAudio(tone(1600))
   const media = await poll(() => side.messages.filter((m) => m.event === 'media'), (m) => m.length === 5)
   t.same(media.map((m) => [m.sequenceNumber, m.media.chunk, m.media.track, m.streamSid]), [2, 3, 4, 5, 6].map((n) => [String(n), String(n - 1), 'inbound', stream.sid]))
   const stamps = media.map((m) => Number(m.media.timestamp))

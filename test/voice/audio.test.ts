@@ -3,32 +3,11 @@ import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import {
   bufferToPcm, decodeWav, encodeWav, FRAME_MS, FRAME_SAMPLES, mulawDecode, mulawEncode, pcmToBuffer, Recorder, resample, rms,
-  SAMPLE_RATE, TurnDetector
+  SAMPLE_RATE
 } from '../../src/modules/voice/audio.ts'
 
 const FIXTURES = path.join(import.meta.dirname, '../fixtures/audio')
 const hello = decodeWav(readFileSync(path.join(FIXTURES, 'hello.wav')))
-
-/** The detector's events over the samples, each at the end of the frame that made it (ms). */
-function turns (detector: TurnDetector, pcm: Int16Array): Array<[string, number]> {
-  const events: Array<[string, number]> = []
-  for (let i = 0; i + FRAME_SAMPLES <= pcm.length; i += FRAME_SAMPLES) {
-    const event = detector.push(pcm.subarray(i, i + FRAME_SAMPLES))
-    if (event !== undefined) events.push([event, (i + FRAME_SAMPLES) * 1000 / SAMPLE_RATE])
-  }
-  return events
-}
-
-/** Deterministic white noise of about the given RMS (a fixed LCG: the same noise on every run). */
-function noise (samples: number, level: number, seed = 1): Int16Array {
-  const out = new Int16Array(samples)
-  let state = seed
-  for (let i = 0; i < samples; i++) {
-    state = (state * 1_103_515_245 + 12_345) >>> 0
-    out[i] = Math.round(((state / 2 ** 32) * 2 - 1) * level * Math.sqrt(3))
-  }
-  return out
-}
 
 const tone = (samples: number, amplitude: number, hz = 440) =>
   Int16Array.from({ length: samples }, (_, i) => Math.round(amplitude * Math.sin(2 * Math.PI * hz * i / SAMPLE_RATE)))
@@ -149,64 +128,6 @@ t.test('the fixtures are 16 kHz mono speech between silences', async (t) => {
   const [callerOnset, callerEnd] = speechSpan(caller.pcm)
   t.ok(callerOnset > 950 && callerOnset < 1050, `caller.wav: 1 s of silence first (${callerOnset})`)
   t.ok(caller.pcm.length / 16 - callerEnd > 2950, 'caller.wav: 3 s of silence after the sentence')
-})
-
-t.test('TurnDetector: a turn starts near the speech onset and ends after it', async (t) => {
-  const [onset, end] = speechSpan(hello.pcm)
-  const detector = new TurnDetector({ sensitivity: 0.5 })
-  t.equal(detector.speaking, false)
-  const events = turns(detector, hello.pcm)
-  t.same(events.map(([event]) => event), ['start', 'end'], 'one turn, the pauses between words inside it')
-  const [[, startedAt], [, endedAt]] = events
-  t.ok(startedAt > onset && startedAt <= onset + 160, `start ${startedAt} ms, speech from ${onset} ms`)
-  t.ok(endedAt >= end + 500 && endedAt <= end + 560, `end ${endedAt} ms: 500 ms after the speech (${end} ms)`)
-  t.equal(detector.speaking, false)
-
-  const quick = turns(new TurnDetector({ sensitivity: 0.5, endSilenceMs: 200 }), hello.pcm)
-  t.ok(quick.length >= 2 && quick[1][1] <= end + 260, 'a shorter endSilenceMs ends sooner (or splits at a pause)')
-})
-
-t.test('TurnDetector: sensitivity decides how soon speech counts', async (t) => {
-  const startOf = (sensitivity: number) => turns(new TurnDetector({ sensitivity }), hello.pcm).find(([event]) => event === 'start')?.[1]
-  const [onset] = speechSpan(hello.pcm)
-  const starts = [1, 0.5, 0].map(startOf)
-  t.ok(starts[0]! <= onset + 40, `sensitivity 1: the first voiced frame (${starts[0]} ms)`)
-  t.ok(starts[0]! < starts[1]! && starts[1]! < starts[2]!, `1 → 0.5 → 0 start later: ${starts.join(', ')}`)
-
-  // A short, quiet sound: a cough or a knock counts only at high sensitivity.
-  const blip = new Int16Array(SAMPLE_RATE * 2)
-  blip.set(tone(FRAME_SAMPLES * 3, 1000), SAMPLE_RATE / 2)
-  t.same(turns(new TurnDetector({ sensitivity: 1 }), blip).map(([event]) => event), ['start', 'end'])
-  t.same(turns(new TurnDetector({ sensitivity: 0.5 }), blip), [], '60 ms is too short at 0.5')
-  const quiet = new Int16Array(SAMPLE_RATE * 2)
-  quiet.set(tone(SAMPLE_RATE / 2, 700), SAMPLE_RATE / 4)
-  t.equal(turns(new TurnDetector({ sensitivity: 0.5 }), quiet).length, 2, 'soft speech counts at 0.5')
-  t.same(turns(new TurnDetector({ sensitivity: 0 }), quiet), [], 'sensitivity 0 needs louder speech')
-})
-
-t.test('TurnDetector: silence, low noise and a steady background are not speech', async (t) => {
-  for (const sensitivity of [0, 0.5, 1]) {
-    t.same(turns(new TurnDetector({ sensitivity }), new Int16Array(SAMPLE_RATE * 3)), [], `silence, sensitivity ${sensitivity}`)
-    t.same(turns(new TurnDetector({ sensitivity }), noise(SAMPLE_RATE * 3, 80)), [], `hiss, sensitivity ${sensitivity}`)
-  }
-  // A loud hum from the first frame on (a noisy line) is learnt as the noise level, not taken for speech...
-  t.same(turns(new TurnDetector({ sensitivity: 1 }), noise(SAMPLE_RATE * 3, 400)), [], 'a steady background')
-  // ...and speech over it is still heard.
-  const noisy = noise(hello.pcm.length + SAMPLE_RATE, 300, 7)
-  for (let i = 0; i < hello.pcm.length; i++) noisy[SAMPLE_RATE + i] += hello.pcm[i]
-  const events = turns(new TurnDetector({ sensitivity: 0.5 }), noisy)
-  t.equal(events[0]?.[0], 'start', 'speech over noise starts a turn')
-  t.ok(events[0][1] > 1000 + speechSpan(hello.pcm)[0], 'not before the speech')
-  t.equal(events.at(-1)?.[0], 'end', 'and the noise after it ends the turn')
-})
-
-t.test('TurnDetector: a background that gets louder becomes the new noise level', async (t) => {
-  const detector = new TurnDetector({ sensitivity: 1 })
-  t.same(turns(detector, noise(SAMPLE_RATE, 50)), [])
-  const events = turns(detector, noise(SAMPLE_RATE * 30, 1500, 3))
-  t.equal(events[0]?.[0], 'start', 'a sudden loud noise sounds like speech at first')
-  t.equal(events.at(-1)?.[0], 'end', 'but the turn ends once the noise is learnt')
-  t.ok(events.at(-1)![1] < 20_000, `within some seconds (${events.at(-1)![1]} ms)`)
 })
 
 t.test('Recorder mixes both sides on one timeline', async (t) => {

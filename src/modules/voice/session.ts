@@ -9,13 +9,14 @@ import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/querie
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
 import { findRecording, storeRecording } from '../calls/recordings.ts'
-import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
+import { decodeWav, FRAME_MS, Framer, Recorder } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
 import { BUFFER_MS, pace, unpace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
+import { SpeechDetector, type Turn } from './vad/detector.ts'
 import { renderText } from '../deliveries/render.ts'
 
 // One live call (DESIGN.md, "Voice"): caller audio or text in, turn detection, the engine, paced agent
@@ -86,7 +87,7 @@ export class Session {
   private readonly tokens: Record<string, { input: number, output: number }> = {}
   private readonly speech = { recognised: 0, synthesised: 0 }
   private readonly transfers: TransferRecord[] = []
-  private detector!: TurnDetector
+  private detector!: SpeechDetector
   private recorder: Recorder | undefined
   private readonly callerFrames = new Framer()
   private callerSamples = 0
@@ -160,7 +161,14 @@ export class Session {
     if (llm === undefined) throw new Error('the agent\'s LLM configuration no longer exists')
     this.agent = agent
     this.kind = engine ?? chooseEngine(config.voice, llm)
-    this.detector = new TurnDetector({ sensitivity: Math.max(0.05, agent.interruption_sensitivity) })
+    this.detector = await SpeechDetector.create({
+      sensitivity: Math.max(0.05, agent.interruption_sensitivity),
+      onTurn: (turn) => this.turn(turn),
+      onError: (err) => {
+        this.log.error({ err }, 'speech detection failed; the call ends')
+        this.hangup('runtime_error')
+      }
+    })
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
       this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
     }
@@ -236,7 +244,12 @@ export class Session {
     this.recorder?.add('caller', frame, this.callerStartedAt! - this.startedAt + this.callerSamples / 16)
     this.callerSamples += frame.length
     this.engine.audio(frame)
-    const turn = this.detector.push(frame)
+    this.detector.push(frame)
+  }
+
+  /** The caller started or stopped speaking (told by the detector a moment after the frame that decided it). */
+  private turn (turn: Turn): void {
+    if (this.ended) return
     if (turn === 'start') {
       this.userTurnAt = Date.now()
       this.clearSilence()
