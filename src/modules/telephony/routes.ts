@@ -11,6 +11,7 @@ import { ignoreEnded } from '../calls/workers.ts'
 import { findNumberAnywhere } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
+import type { StreamAdmission } from '../voice/streams.ts'
 import { forwardedCallEnd, settledTransfers, type Forwarding } from '../voice/session.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
 import { webhookAccount } from './accounts.ts'
@@ -35,7 +36,7 @@ const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is 
 
 const CallIdQuery = Type.Object({ call_id: Type.Optional(ObjectId) })
 
-export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls }> = async (app, { live, ...deps }) => {
+export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls, streams: StreamAdmission }> = async (app, { live, streams, ...deps }) => {
   const { db, config, log } = deps
 
   // Twilio posts forms. Any other body is read as nothing, so that it fails the signature check (403), not the parser.
@@ -181,7 +182,8 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     return twiml(reply, connectTwiml(config, token))
   })
 
-  app.get(TELEPHONY_PATHS.stream, { websocket: true, schema: { hide: true } }, (socket) => {
-    acceptTwilioStream(socket, deps, live)
+  // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.
+  app.get(TELEPHONY_PATHS.stream, { websocket: true, onRequest: streams.admit, schema: { hide: true } }, (socket, request) => {
+    acceptTwilioStream(socket, deps, live, () => { streams.started(request) })
   })
 }

@@ -13,7 +13,7 @@ import { ignoreEnded } from '../calls/workers.ts'
 import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { BUFFER_MS, pace, unpace } from './pacer.ts'
+import { BUFFER_MS, CallerPace, pace, unpace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
@@ -143,14 +143,15 @@ export class Session {
   private detector!: TurnDetector
   private recorder: Recorder | undefined
   private readonly callerFrames = new Framer()
-  private callerSamples = 0
-  private callerStartedAt: number | undefined
+  private readonly callerPace = new CallerPace()
   /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
   private queue: Queued[] = []
   private readonly agentFrames = new Framer()
   /** Until when the far end has agent audio to play (performance.now() time). */
   private playingUntil = 0
   private responding = false
+  /** A typed turn is being answered (until the answer has played out): the next one waits for it. */
+  private typedTurn = false
   private speaking = false
   private agentText = ''
   private responseStartedAt = 0
@@ -282,13 +283,14 @@ export class Session {
   /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
   audio (pcm: Int16Array): void {
     if (this.ended || this.engine === undefined) return
-    this.callerStartedAt ??= performance.now()
     for (const frame of this.callerFrames.push(pcm)) this.frame(frame)
   }
 
   private frame (frame: Int16Array): void {
-    this.recorder?.add('caller', frame, this.callerStartedAt! - this.startedAt + this.callerSamples / 16)
-    this.callerSamples += frame.length
+    // Placed by the wall clock: audio sent faster than real time is dropped, and the recording follows the call's real length.
+    const at = this.callerPace.place(performance.now(), FRAME_MS)
+    if (at === undefined) return
+    this.recorder?.add('caller', frame, at - this.startedAt)
     this.engine.audio(frame)
     const turn = this.detector.push(frame)
     if (turn === 'start') {
@@ -305,14 +307,21 @@ export class Session {
     }
   }
 
-  /** A typed turn of the caller. */
-  text (content: string): void {
-    if (this.ended || this.engine === undefined || this.ending !== undefined) return
+  /**
+   * A typed turn of the caller; false when it is refused because the agent is still answering the last one
+   * (one typed turn at a time, so that a burst of them cannot run up dozens of model responses).
+   */
+  text (content: string): boolean {
+    if (this.ended || this.engine === undefined || this.ending !== undefined) return true
+    if (this.typedTurn) return false
     this.clearSilence()
     if (this.speaking) this.bargeIn()
+    // Set before the engine runs: the simulator answers within userText.
+    this.typedTurn = true
     this.addTranscript({ speaker: 'user', content, timestamp: Date.now() })
     this.startResponse()
     this.engine.userText(content)
+    return true
   }
 
   /** The caller hung up (or the connection closed); `reason` for a transport fault. */
@@ -429,6 +438,7 @@ export class Session {
   }
 
   private stoppedSpeaking (): void {
+    this.typedTurn = false
     this.setSpeaking(false)
     if (this.ending !== undefined) this.finish()
     else this.armSilence()
@@ -444,6 +454,7 @@ export class Session {
     this.agentFrames.clear()
     this.playingUntil = 0
     this.responding = false
+    this.typedTurn = false
     this.transport.send({ type: 'clear' })
     this.setSpeaking(false)
   }
@@ -618,7 +629,7 @@ export class Session {
     }
     this.transport.send({ type: 'ended', reason, frames_sent: this.framesSent, frames_late: this.framesLate })
     this.transport.close()
-    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate }, 'voice session ended')
+    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate, callerFramesDropped: this.callerPace.dropped }, 'voice session ended')
     this.resolveDone()
   }
 
