@@ -140,7 +140,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(async (open) => {
       await registerRateLimit(open, config.rateLimit)
       await open.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live, streams })
-      await open.register(recordingLinkRoutes, { db: deps.db })
+      await open.register(recordingLinkRoutes, { db: deps.db, limits: config.concurrency })
     })
     // Without the per-address limit: every call's webhooks come from Twilio's few addresses, signed.
     await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live, streams })

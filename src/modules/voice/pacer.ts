@@ -42,8 +42,8 @@ export function unpace (member: Paced): void {
   members.delete(member)
 }
 
-/** Caller audio may run this far ahead of the wall clock (a client's own buffering); more is dropped. */
-export const CALLER_LEAD_MS = 1000
+/** Caller audio may run this far ahead of the wall clock (a client that buffers, or sends a short turn at once); more is dropped. */
+export const CALLER_LEAD_MS = 2000
 /** Caller audio this far behind the wall clock (the client paused, or its network stalled) starts again at now. */
 export const CALLER_LAG_MS = 500
 

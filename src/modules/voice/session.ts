@@ -8,12 +8,12 @@ import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/querie
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, type CallEnd } from '../calls/lifecycle.ts'
 import type { CallRow } from '../calls/queries.ts'
-import { findRecording, recordingUrl, storeRecording } from '../calls/recordings.ts'
+import { findRecording, recordingUrl, storeRecordingPart } from '../calls/recordings.ts'
 import { ignoreEnded } from '../calls/workers.ts'
-import { decodeWav, FRAME_MS, Framer, Recorder, TurnDetector } from './audio.ts'
+import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE, TurnDetector } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { BUFFER_MS, CallerPace, pace, unpace } from './pacer.ts'
+import { BUFFER_MS, CALLER_LAG_MS, CallerPace, pace, unpace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
@@ -122,6 +122,10 @@ const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.c
 
 /** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
 const LAST_WORDS_MS = 15_000
+/** The recording is stored this often while the call runs (about 64 KB a time), not held until its end. */
+const RECORDING_SAVE_MS = 2000
+/** What is stored lies this far behind now: no audio is placed there any more (caller audio lags by CALLER_LAG_MS at most). */
+const RECORDING_SETTLED_MS = CALLER_LAG_MS + 500
 
 export class Session {
   readonly call: CallRow
@@ -142,6 +146,10 @@ export class Session {
   private readonly transfers: TransferRecord[] = []
   private detector!: TurnDetector
   private recorder: Recorder | undefined
+  /** The recording's parts being stored, one after the other (each is appended where the last ended). */
+  private recordingSaved: Promise<void> = Promise.resolve()
+  /** Samples of the recording stored (by this session or, for a call taken back, before it). */
+  private recordingStored = 0
   private readonly callerFrames = new Framer()
   private readonly callerPace = new CallerPace()
   /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
@@ -217,9 +225,14 @@ export class Session {
     this.kind = engine ?? chooseEngine(config.voice, llm)
     this.detector = new TurnDetector({ sensitivity: Math.max(0.05, agent.interruption_sensitivity) })
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
-      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
+      // A call taken back after forwarding: its recording goes on after what was stored before.
+      const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
+      this.recordingStored = (earlier?.pcmBytes ?? 0) / 2
+      this.startedAt -= this.recordingStored * 1000 / SAMPLE_RATE
+      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored)
+      this.timers.push(setInterval(() => this.saveRecording(performance.now() - this.startedAt - RECORDING_SETTLED_MS), RECORDING_SAVE_MS))
     }
-    if (resume !== undefined) await this.resume(resume)
+    if (resume !== undefined) this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
     const setup = await this.setup(agent, llm)
     if (this.ended) return
@@ -235,18 +248,13 @@ export class Session {
     else this.armSilence()
   }
 
-  /** A call taken back after a forwarding nobody answered: the conversation and recording so far carry on. */
-  private async resume (state: Forwarding): Promise<void> {
+  /** A call taken back after a forwarding nobody answered: the conversation carries on (the recording: see start). */
+  private resume (state: Forwarding): void {
     this.transcript.push(...state.transcript)
     Object.assign(this.tokens, state.tokens)
     this.speech.recognised = state.speech.recognised
     this.speech.synthesised = state.speech.synthesised
     this.transfers.push(...state.transfers)
-    const earlier = this.recorder === undefined || state.recording_ms === 0 ? undefined : await findRecording(this.deps.db, this.call.user_id, this.call.id)
-    if (earlier !== undefined) {
-      this.recorder!.add('agent', decodeWav(await earlier.read()).pcm, 0)
-      this.startedAt -= earlier.durationMs
-    }
   }
 
   /** What was said so far, for an engine that starts mid-call. */
@@ -633,11 +641,23 @@ export class Session {
     this.resolveDone()
   }
 
-  /** Stores the recording so far; answers its length (0: nothing recorded). */
+  /** Stores the recording up to `untilMs` (since the call started) after the parts stored before it. */
+  private saveRecording (untilMs: number): void {
+    const pcm = this.recorder?.take(untilMs)
+    if (pcm === undefined || pcm.length === 0) return
+    const part = { callId: this.call.id, userId: this.call.user_id, pcm: pcmToBuffer(pcm) }
+    this.recordingSaved = this.recordingSaved.then(async () => {
+      if (await storeRecordingPart(this.deps.db, part)) this.recordingStored += pcm.length
+    }).catch((err: unknown) => this.log.error({ err }, 'a part of the recording could not be stored'))
+  }
+
+  /** Stores the rest of the recording (it ends now: audio sent ahead of the clock was never heard); answers its length in ms (0: none). */
   private async storeRecording (): Promise<number> {
-    if (this.recorder === undefined || this.recorder.durationMs === 0) return 0
-    await storeRecording(this.deps.db, { callId: this.call.id, userId: this.call.user_id, durationMs: this.recorder.durationMs, wav: this.recorder.wav() })
-    return this.recorder.durationMs
+    if (this.recorder === undefined) return 0
+    this.recorder.end(Math.max(performance.now(), this.playingUntil) - this.startedAt)
+    this.saveRecording(Infinity)
+    await this.recordingSaved
+    return Math.round(this.recordingStored * 1000 / SAMPLE_RATE)
   }
 
   private async callEnd (reason: EndReason): Promise<CallEnd> {
