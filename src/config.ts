@@ -98,8 +98,9 @@ export interface VoiceConfig {
   /** A Twilio media stream without a valid `start` this long after it opened is closed (VOICE_STREAM_START_TIMEOUT_MS). */
   streamStartTimeoutMs: number
   /**
-   * Stream sockets (browser and Twilio) not yet tied to a call, per client address (VOICE_PENDING_STREAMS_PER_ADDRESS)
-   * and in this process (VOICE_PENDING_STREAMS); one more is refused before the upgrade (429, 503).
+   * Stream sockets (browser and Twilio) not yet tied to a call, per client address (VOICE_PENDING_STREAMS_PER_ADDRESS;
+   * 0: no per-address cap, for a benchmark's callers on one address) and in this process (VOICE_PENDING_STREAMS);
+   * one more is refused before the upgrade (429, 503).
    */
   pendingStreamsPerAddress: number
   pendingStreams: number
@@ -397,7 +398,7 @@ function voice (env: Env): VoiceConfig {
     providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),
     streamTimeoutMs: int(env, 'VOICE_STREAM_TIMEOUT_MS', 15_000, 100, 600_000),
     streamStartTimeoutMs: int(env, 'VOICE_STREAM_START_TIMEOUT_MS', 5000, 10, 60_000),
-    pendingStreamsPerAddress: int(env, 'VOICE_PENDING_STREAMS_PER_ADDRESS', 10, 1, 100_000),
+    pendingStreamsPerAddress: int(env, 'VOICE_PENDING_STREAMS_PER_ADDRESS', 20, 0, 100_000),
     pendingStreams: int(env, 'VOICE_PENDING_STREAMS', 100, 1, 100_000),
     maxStreams: int(env, 'VOICE_MAX_STREAMS', derivedMaxStreams, 1, 1_000_000),
     maxMessageBytes: int(env, 'VOICE_MAX_MESSAGE_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024),

@@ -227,6 +227,8 @@ export class Session {
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
       // A call taken back after forwarding: its recording goes on after what was stored before.
       const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
+      // Ended meanwhile (a hang-up): no timer may start after end() cleared them.
+      if (this.ended) return
       this.recordingStored = (earlier?.pcmBytes ?? 0) / 2
       this.startedAt -= this.recordingStored * 1000 / SAMPLE_RATE
       this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored)

@@ -42,9 +42,10 @@ export class StreamAdmission {
     const limits = this.#limits
     const address = request.ip
     const mine = this.#pendingByAddress.get(address) ?? 0
-    if (this.#open >= limits.maxStreams || this.#pending >= limits.pendingStreams || mine >= limits.pendingStreamsPerAddress) {
+    const addressFull = limits.pendingStreamsPerAddress > 0 && mine >= limits.pendingStreamsPerAddress
+    if (this.#open >= limits.maxStreams || this.#pending >= limits.pendingStreams || addressFull) {
       reply.header('retry-after', String(RETRY_AFTER_SECONDS))
-      throw mine >= limits.pendingStreamsPerAddress
+      throw addressFull
         ? new HttpError(429, 'too_many_pending_streams', `at most ${limits.pendingStreamsPerAddress} streams of one address may wait to join a call at once`)
         : new HttpError(503, 'streams_busy', `the server holds as many call streams as it can; retry in ${RETRY_AFTER_SECONDS} seconds`)
     }
