@@ -57,3 +57,15 @@ t.test('SECRETS_KEY: 32 bytes as base64 or hex; required with DATABASE_URL', asy
     new ConfigError('DATABASE_URL needs SECRETS_KEY, the key that encrypts stored credentials on every process: make one with `openssl rand -base64 32`'))
   t.ok(loadConfig({ DATABASE_URL: 'postgres://localhost/x', SECRETS_KEY: base64 }).secretsKey)
 })
+
+t.test('call stream, transcription and recording download settings', async (t) => {
+  const defaults = loadConfig({})
+  t.match(defaults.voice, { streamStartTimeoutMs: 5000, pendingStreamsPerAddress: 20, pendingStreams: 100, realtime: { transcriptionModel: 'gpt-4o-mini-transcribe' } })
+  t.ok(defaults.voice.maxStreams >= 1, 'VOICE_MAX_STREAMS comes from the open-file limit')
+  t.match(defaults.concurrency, { recordingDownloadsPerAccount: 4, recordingDownloadsTotal: 32 })
+  const set = loadConfig({ VOICE_STREAM_START_TIMEOUT_MS: '200', VOICE_PENDING_STREAMS_PER_ADDRESS: '0', VOICE_MAX_STREAMS: '7', REALTIME_TRANSCRIPTION_MODEL: 'none', RECORDING_DOWNLOADS_MAX: '9' })
+  t.match(set.voice, { streamStartTimeoutMs: 200, pendingStreamsPerAddress: 0, maxStreams: 7, realtime: { transcriptionModel: undefined } })
+  t.equal(set.concurrency.recordingDownloadsTotal, 9)
+  t.throws(() => loadConfig({ VOICE_MAX_STREAMS: '0' }), new ConfigError('VOICE_MAX_STREAMS must be a whole number from 1 to 1000000, got "0"'))
+  t.throws(() => loadConfig({ VOICE_STREAM_START_TIMEOUT_MS: 'soon' }), { message: /^VOICE_STREAM_START_TIMEOUT_MS must be a whole number/ })
+})
