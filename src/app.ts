@@ -31,6 +31,7 @@ import { deliveryAgent } from './modules/deliveries/network.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes } from './modules/runtime/routes.ts'
 import { LiveCalls } from './modules/voice/live-calls.ts'
+import { StreamAdmission, streamSocketError } from './modules/voice/streams.ts'
 import { webCallRoutes } from './modules/voice/routes.ts'
 import { telephonyRoutes } from './modules/telephony/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
@@ -82,6 +83,8 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
 
   // Live calls end properly on shutdown: this hook runs before the WebSocket plugin closes their sockets.
   const live = new LiveCalls()
+  // The call streams of both routes share the process's caps on pending and open sockets.
+  const streams = new StreamAdmission(config.voice)
   app.addHook('preClose', async () => { await live.endAll() })
   // Closing waits for open connections, and closes idle keep-alive ones only once: a request that was being
   // answered then (a Twilio webhook, a load balancer's) would hold the shutdown for the keep-alive time-out.
@@ -89,7 +92,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   app.addHook('preClose', async () => { idleSweep = setInterval(() => app.server.closeIdleConnections(), 100) })
   app.addHook('onClose', async () => { clearInterval(idleSweep) })
   // Before every route, so that an upgrade to a route without a WebSocket handler is refused.
-  await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes } })
+  await app.register(websocket, { options: { maxPayload: config.voice.maxMessageBytes }, errorHandler: streamSocketError })
   registerValidation(app)
   registerErrorHandler(app, config.role === 'all' || config.role === 'api' ? consoleNotFound(deps.db) : undefined)
   registerKeylessLimit(app, config.rateLimit)
@@ -141,9 +144,9 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })
   }
   if (config.role !== 'worker') {
-    await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live })
-    await app.register(recordingLinkRoutes, { db: deps.db })
-    await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live })
+    await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live, streams })
+    await app.register(recordingLinkRoutes, { db: deps.db, limits: config.concurrency })
+    await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live, streams })
   }
 
   return app

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import path from 'node:path'
 
@@ -86,7 +87,12 @@ export interface VoiceConfig {
   /** VOICE_ENGINE: the engine of LLM configurations that name none. Without its providers configured, calls run the simulator engine (typed turns). */
   engine: 'realtime' | 'cascade' | 'simulator'
   /** The OpenAI Realtime API (or a compatible server, Azure OpenAI): REALTIME_URL, REALTIME_API_KEY, REALTIME_MODEL, REALTIME_AUTH. */
-  realtime: ProviderEndpoint & { model: string, auth: 'bearer' | 'api-key' }
+  realtime: ProviderEndpoint & {
+    model: string
+    auth: 'bearer' | 'api-key'
+    /** REALTIME_TRANSCRIPTION_MODEL: the model (Azure: deployment) that transcribes the caller's turns; undefined (`none`): no input transcription. */
+    transcriptionModel: string | undefined
+  }
   /** Speech to text: STT_URL, STT_API_KEY, STT_MODEL. */
   stt: ProviderEndpoint & { model: string }
   /** Language model (streaming chat completions with tools): LLM_URL, LLM_API_KEY; the model is the LLM configuration's. */
@@ -97,6 +103,20 @@ export interface VoiceConfig {
   providerTimeoutMs: number
   /** A browser stream with no message and no pong for this long is ended (VOICE_STREAM_TIMEOUT_MS). */
   streamTimeoutMs: number
+  /** A Twilio media stream without a valid `start` this long after it opened is closed (VOICE_STREAM_START_TIMEOUT_MS). */
+  streamStartTimeoutMs: number
+  /**
+   * Stream sockets (browser and Twilio) not yet tied to a call, per client address (VOICE_PENDING_STREAMS_PER_ADDRESS;
+   * 0: no per-address cap, for a benchmark's callers on one address) and in this process (VOICE_PENDING_STREAMS);
+   * one more is refused before the upgrade (429, 503).
+   */
+  pendingStreamsPerAddress: number
+  pendingStreams: number
+  /**
+   * Stream sockets this process holds at once, pending or in a call (VOICE_MAX_STREAMS); one more is refused 503.
+   * Default: what the open-file limit leaves after a reserve for the database, workers and HTTP (maxStreamsFor).
+   */
+  maxStreams: number
   /** Largest message a browser may send on the stream (VOICE_MAX_MESSAGE_BYTES); a larger one ends the session. */
   maxMessageBytes: number
   /** An MCP server's listing or call must answer within this (MCP_TIMEOUT_MS). */
@@ -166,6 +186,10 @@ export interface ConcurrencyLimits {
   exportsTotal: number
   /** EXPORT_STALL_TIMEOUT_MS: an export whose client takes no rows this long is ended, its connection and slot freed. */
   exportStallMs: number
+  /** RECORDING_DOWNLOADS_PER_ACCOUNT: recordings of one account streamed at once (API, signed links and console). */
+  recordingDownloadsPerAccount: number
+  /** RECORDING_DOWNLOADS_MAX: recordings this process streams at once. */
+  recordingDownloadsTotal: number
 }
 
 /** Requests a client may send per window, counted in this process; 0 lifts a limit. Over it: 429 with Retry-After. */
@@ -375,19 +399,47 @@ function provider (env: Env, prefix: string, fallbackUrl: string): ProviderEndpo
   return { url: (url ?? fallbackUrl).replace(/\/+$/, ''), apiKey, configured: url !== undefined || apiKey !== undefined }
 }
 
+/** The process's soft limit on open files (Linux: /proc/self/limits); undefined where it cannot be read. */
+function openFileLimit (): number | undefined {
+  try {
+    const line = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))
+    return line === null ? undefined : Number(line[1])
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The default of VOICE_MAX_STREAMS: descriptors left by the open-file limit after a reserve for the database pool,
+ * pg-boss, deliveries and plain HTTP (256 beside those), at 3 a stream (its socket, the provider's connection, one
+ * for a tool or the cascade's second provider). At `ulimit -n 1024` that is 236 streams, more than a process holds
+ * within the voice benchmark's limits; without a readable limit 1024 descriptors are assumed.
+ */
+export function maxStreamsFor (openFiles: number, databasePoolSize: number, deliveryConcurrency: number): number {
+  return Math.max(1, Math.floor((openFiles - 256 - databasePoolSize - deliveryConcurrency) / 3))
+}
+
 function voice (env: Env): VoiceConfig {
+  const transcription = str(env, 'REALTIME_TRANSCRIPTION_MODEL', 'gpt-4o-mini-transcribe')
+  const derivedMaxStreams = maxStreamsFor(openFileLimit() ?? 1024, int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000), int(env, 'DELIVERY_CONCURRENCY', 50, 1, 500))
   return Object.freeze({
     engine: oneOf(env, 'VOICE_ENGINE', 'realtime', ['realtime', 'cascade', 'simulator'] as const),
     realtime: Object.freeze({
       ...provider(env, 'REALTIME', 'wss://api.openai.com/v1/realtime'),
       model: str(env, 'REALTIME_MODEL', 'gpt-realtime'),
-      auth: oneOf(env, 'REALTIME_AUTH', 'bearer', ['bearer', 'api-key'] as const)
+      auth: oneOf(env, 'REALTIME_AUTH', 'bearer', ['bearer', 'api-key'] as const),
+      // `none`: a compatible server that cannot transcribe (the transcript then holds the agent's side only).
+      transcriptionModel: transcription === 'none' ? undefined : transcription
     }),
     stt: Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe') }),
     llm: Object.freeze(provider(env, 'LLM', OPENAI_URL)),
     tts: Object.freeze({ ...provider(env, 'TTS', OPENAI_URL), model: str(env, 'TTS_MODEL', 'gpt-4o-mini-tts') }),
     providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),
     streamTimeoutMs: int(env, 'VOICE_STREAM_TIMEOUT_MS', 15_000, 100, 600_000),
+    streamStartTimeoutMs: int(env, 'VOICE_STREAM_START_TIMEOUT_MS', 5000, 10, 60_000),
+    pendingStreamsPerAddress: int(env, 'VOICE_PENDING_STREAMS_PER_ADDRESS', 20, 0, 100_000),
+    pendingStreams: int(env, 'VOICE_PENDING_STREAMS', 100, 1, 100_000),
+    maxStreams: int(env, 'VOICE_MAX_STREAMS', derivedMaxStreams, 1, 1_000_000),
     maxMessageBytes: int(env, 'VOICE_MAX_MESSAGE_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024),
     mcpTimeoutMs: int(env, 'MCP_TIMEOUT_MS', 10_000, 100, 600_000),
     recordingLinkSeconds: int(env, 'RECORDING_LINK_SECONDS', 3600, 10, 30 * 86_400)
@@ -446,7 +498,9 @@ export function loadConfig (env: Env = process.env): Config {
       uploadsPerAccount: int(env, 'KB_UPLOADS_PER_ACCOUNT', 2, 1, 1000),
       exportsPerAccount: int(env, 'EXPORTS_PER_ACCOUNT', 2, 1, 1000),
       exportsTotal: int(env, 'EXPORTS_MAX', Math.max(1, Math.floor(int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) / 2)), 1, 1000),
-      exportStallMs: int(env, 'EXPORT_STALL_TIMEOUT_MS', 30_000, 10, 3_600_000)
+      exportStallMs: int(env, 'EXPORT_STALL_TIMEOUT_MS', 30_000, 10, 3_600_000),
+      recordingDownloadsPerAccount: int(env, 'RECORDING_DOWNLOADS_PER_ACCOUNT', 4, 1, 1000),
+      recordingDownloadsTotal: int(env, 'RECORDING_DOWNLOADS_MAX', 32, 1, 10_000)
     }),
     rateLimit: Object.freeze({
       perKey: int(env, 'RATE_LIMIT_PER_KEY', 3000, 0, 10_000_000),

@@ -69,3 +69,15 @@ t.test('TRUST_PROXY: off by default, a hop count, or the proxies\' addresses and
     t.throws(() => loadConfig({ TRUST_PROXY: bad }), { message: /^TRUST_PROXY must be the number of proxies in front of this server \(1 for one load balancer\) or a comma-separated list/ }, bad)
   }
 })
+
+t.test('call stream, transcription and recording download settings', async (t) => {
+  const defaults = loadConfig({})
+  t.match(defaults.voice, { streamStartTimeoutMs: 5000, pendingStreamsPerAddress: 20, pendingStreams: 100, realtime: { transcriptionModel: 'gpt-4o-mini-transcribe' } })
+  t.ok(defaults.voice.maxStreams >= 1, 'VOICE_MAX_STREAMS comes from the open-file limit')
+  t.match(defaults.concurrency, { recordingDownloadsPerAccount: 4, recordingDownloadsTotal: 32 })
+  const set = loadConfig({ VOICE_STREAM_START_TIMEOUT_MS: '200', VOICE_PENDING_STREAMS_PER_ADDRESS: '0', VOICE_MAX_STREAMS: '7', REALTIME_TRANSCRIPTION_MODEL: 'none', RECORDING_DOWNLOADS_MAX: '9' })
+  t.match(set.voice, { streamStartTimeoutMs: 200, pendingStreamsPerAddress: 0, maxStreams: 7, realtime: { transcriptionModel: undefined } })
+  t.equal(set.concurrency.recordingDownloadsTotal, 9)
+  t.throws(() => loadConfig({ VOICE_MAX_STREAMS: '0' }), new ConfigError('VOICE_MAX_STREAMS must be a whole number from 1 to 1000000, got "0"'))
+  t.throws(() => loadConfig({ VOICE_STREAM_START_TIMEOUT_MS: 'soon' }), { message: /^VOICE_STREAM_START_TIMEOUT_MS must be a whole number/ })
+})

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { newId } from '../src/db/ids.ts'
-import { storeRecording } from '../src/modules/calls/recordings.ts'
+import { storeRecordingPart } from '../src/modules/calls/recordings.ts'
 import { twilioSignature } from '../src/modules/telephony/signature.ts'
 import { createAccount, setup } from './helpers/app.ts'
 import { createAgent, insertCalls } from './helpers/calls.ts'
@@ -32,7 +32,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
   const agent = await createAgent(app, account, { widget_settings: { enabled: true, allowed_origins: ['http://127.0.0.1:8080'] } })
   const webCall = (await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })).json()
   const [recorded, phoneCall] = await insertCalls(db, account.user.id, agent, [{}, { call_status: 'started', carrier: 'twilio', carrier_call_id: 'CA' + '1'.repeat(32), end_timestamp: null, duration_ms: null }])
-  await storeRecording(db, { callId: recorded, userId: account.user.id, durationMs: 1000, wav: Buffer.alloc(44 + 3200) })
+  await storeRecordingPart(db, { callId: recorded, userId: account.user.id, pcm: Buffer.alloc(3200) })
   const link = (await app.inject({ method: 'POST', url: `/v1/call/${recorded}/recording-link`, headers: account.headers })).json()
   const number = '+14155550123'
   await db.insertInto('phone_numbers').values({ id: newId(), user_id: account.user.id, phone_number: number, source: 'imported', carrier: 'twilio', carrier_account_id: SID, inbound_agent_id: agent._id }).execute()

@@ -180,9 +180,18 @@ export interface CallRecordingsTable {
   call_id: string
   user_id: string
   duration_ms: number
-  /** The WAV file. */
-  data: Buffer
+  /** Bytes of samples stored so far, in call_recording_chunks. */
+  pcm_bytes: ColumnType<string, string | number, string | number>
   created_at: CreatedAt
+}
+
+/** A stretch of a recording's samples (mono PCM16, 16 kHz, no header), stored while the call runs. */
+export interface CallRecordingChunksTable {
+  call_id: string
+  user_id: string
+  /** Where its first byte lies in the recording's samples. */
+  offset_bytes: ColumnType<string, string | number, string | number>
+  data: Buffer
 }
 
 export interface LlmConfigsTable {
@@ -489,6 +498,7 @@ export interface Database {
   emails: EmailsTable
   llm_configs: LlmConfigsTable
   call_recordings: CallRecordingsTable
+  call_recording_chunks: CallRecordingChunksTable
   agents: AgentsTable
   agent_actions: AgentActionsTable
   agent_tools: AgentToolsTable

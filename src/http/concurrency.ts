@@ -2,8 +2,10 @@ import type { FastifyReply } from 'fastify'
 import type { ConcurrencyLimits } from '../config.ts'
 import { HttpError } from './errors.ts'
 
-/** Seconds a refused client is told to wait: long enough for an upload or export to end, short enough to retry. */
+/** Seconds a refused client is told to wait: long enough for an upload, export or download to end, short enough to retry. */
 const RETRY_AFTER_SECONDS = 5
+
+type Work = 'uploads' | 'exports' | 'downloads'
 
 /**
  * Work that may run only so many times at once in this process, per key and in all. `tryTake` answers a
@@ -39,14 +41,14 @@ export class KeyedSlots {
 }
 
 /**
- * Uploads or exports, per account and in all. `take` answers a function that gives the slot back, or throws
+ * Uploads, exports or recording downloads, per account and in all. `take` answers a function that gives the slot back, or throws
  * 429 when the account has all its slots and 503 when the process has, both with Retry-After.
  */
 export class Slots extends KeyedSlots {
   readonly #perAccount: number
-  readonly #what: 'uploads' | 'exports'
+  readonly #what: Work
 
-  constructor (what: 'uploads' | 'exports', perAccount: number, total = Infinity) {
+  constructor (what: Work, perAccount: number, total = Infinity) {
     super(perAccount, total)
     this.#what = what
     this.#perAccount = perAccount
@@ -62,16 +64,20 @@ export class Slots extends KeyedSlots {
   }
 }
 
-const shared = new WeakMap<ConcurrencyLimits, { uploads: Slots, exports: Slots }>()
+const shared = new WeakMap<ConcurrencyLimits, Record<Work, Slots>>()
 
 /**
- * The app's one set of upload or export slots (one per configuration, so per app): the API's routes and the
+ * The app's one set of upload, export or download slots (one per configuration, so per app): the API's routes and the
  * console's pages draw on the same ones, so that an account's limit holds whichever way it comes in.
  */
-export function sharedSlots (what: 'uploads' | 'exports', limits: ConcurrencyLimits): Slots {
+export function sharedSlots (what: Work, limits: ConcurrencyLimits): Slots {
   let slots = shared.get(limits)
   if (slots === undefined) {
-    slots = { uploads: new Slots('uploads', limits.uploadsPerAccount), exports: new Slots('exports', limits.exportsPerAccount, limits.exportsTotal) }
+    slots = {
+      uploads: new Slots('uploads', limits.uploadsPerAccount),
+      exports: new Slots('exports', limits.exportsPerAccount, limits.exportsTotal),
+      downloads: new Slots('downloads', limits.recordingDownloadsPerAccount, limits.recordingDownloadsTotal)
+    }
     shared.set(limits, slots)
   }
   return slots[what]

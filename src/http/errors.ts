@@ -13,7 +13,8 @@ export const ERROR_CODES = [
   'payload_too_large', 'file_too_large', 'too_many_files', 'too_many_fields',
   'unsupported_media_type', 'unsupported_file_type', 'multipart_required',
   'idempotency_key_reused', 'range_not_satisfiable', 'rate_limited', 'too_many_concurrent_uploads', 'too_many_concurrent_exports',
-  'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy'
+  'too_many_concurrent_downloads', 'too_many_pending_streams',
+  'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy', 'downloads_busy', 'streams_busy'
 ] as const
 
 export type ErrorCode = typeof ERROR_CODES[number]

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
-import { storeRecording } from '../../src/modules/calls/recordings.ts'
+import { storeRecordingPart } from '../../src/modules/calls/recordings.ts'
+import { encodeWav } from '../../src/modules/voice/audio.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
 import { PAGE_HEADERS, signedInWithKey } from '../helpers/console-client.ts'
@@ -201,8 +202,9 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   const ctx = await setup(t)
   const { user, account, browser } = await signedInWithKey(ctx)
   const [id] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}])
-  const wav = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(996, 7)])
-  t.ok(await storeRecording(ctx.db, { callId: id, userId: user.id, durationMs: 1000, wav }))
+  const pcm = new Int16Array(478).fill(7)
+  const wav = encodeWav(pcm)
+  t.ok(await storeRecordingPart(ctx.db, { callId: id, userId: user.id, pcm: Buffer.from(pcm.buffer) }))
 
   const page = await browser.get(`/calls/${id}`)
   t.match(page.body, `<audio controls preload="none" src="/calls/${id}/recording.wav">`)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { inviteMember } from '../../src/modules/account/workspace-queries.ts'
-import { storeRecording } from '../../src/modules/calls/recordings.ts'
+import { storeRecordingPart } from '../../src/modules/calls/recordings.ts'
 import { createLoginLink, createSession } from '../../src/modules/console/queries.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup } from '../helpers/app.ts'
@@ -41,7 +41,7 @@ t.test('every console route answers generated requests with a page, never a 500'
   t.equal((await app.inject({ method: 'POST', url: `/v1/workspaces/${workspace}/accept-invitation`, headers: { 'x-api-key': memberKey } })).statusCode, 200)
   const shared = await createAgent(app, account, { agent_name: 'Shared' }, `?workspace_id=${workspace}`)
   const calls = await insertCalls(db, user.id, agent, [{}, { call_status: 'failed' }])
-  await storeRecording(db, { callId: calls[0], userId: user.id, durationMs: 1000, wav: Buffer.alloc(44 + 3200) })
+  await storeRecordingPart(db, { callId: calls[0], userId: user.id, pcm: Buffer.alloc(3200) })
   const kb = (await upload(app, '/v1/knowledge-base', account.headers, { name: 'Fuzz', description: 'notes' }, [{ name: 'notes.txt', content: 'Opening hours: 9 to 5.', type: 'text/plain' }])).json()
   await analysedCall(ctx, account, agent)
   const delivery = await db.selectFrom('webhook_deliveries').select('id').where('user_id', '=', user.id).executeTakeFirstOrThrow()

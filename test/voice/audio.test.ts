@@ -5,6 +5,7 @@ import {
   bufferToPcm, decodeWav, encodeWav, FRAME_MS, FRAME_SAMPLES, mulawDecode, mulawEncode, pcmToBuffer, Recorder, resample, rms,
   SAMPLE_RATE
 } from '../../src/modules/voice/audio.ts'
+import { CALLER_LAG_MS, CALLER_LEAD_MS, CallerPace } from '../../src/modules/voice/pacer.ts'
 
 const FIXTURES = path.join(import.meta.dirname, '../fixtures/audio')
 const hello = decodeWav(readFileSync(path.join(FIXTURES, 'hello.wav')))
@@ -133,7 +134,7 @@ t.test('the fixtures are 16 kHz mono speech between silences', async (t) => {
 t.test('Recorder mixes both sides on one timeline', async (t) => {
   const recorder = new Recorder(60_000)
   t.equal(recorder.durationMs, 0)
-  t.same(decodeWav(recorder.wav()).pcm.length, 0, 'an empty recording is a valid WAV')
+  t.same(recorder.take(Infinity).length, 0, 'nothing recorded: nothing to take')
   const caller = new Int16Array(FRAME_SAMPLES).fill(1000)
   const agent = new Int16Array(FRAME_SAMPLES).fill(-300)
   recorder.add('caller', caller, 0)
@@ -141,8 +142,7 @@ t.test('Recorder mixes both sides on one timeline', async (t) => {
   recorder.add('agent', agent, 10) // overlaps the caller's two frames by half each
   recorder.add('agent', agent, 100)
   t.equal(recorder.durationMs, 120)
-  const { rate, pcm } = decodeWav(recorder.wav())
-  t.equal(rate, SAMPLE_RATE)
+  const pcm = recorder.take(Infinity)
   t.equal(pcm.length, 120 * 16)
   t.equal(pcm[0], 1000, 'the caller alone')
   t.equal(pcm[10 * 16], 700, 'both sides summed')
@@ -156,15 +156,43 @@ t.test('Recorder mixes both sides on one timeline', async (t) => {
   recorder.add('agent', loud, 200)
   recorder.add('caller', new Int16Array(FRAME_SAMPLES).fill(-30_000), 240)
   recorder.add('agent', new Int16Array(FRAME_SAMPLES).fill(-30_000), 240)
-  const mixed = decodeWav(recorder.wav()).pcm
-  t.equal(mixed[200 * 16], 32767, 'clipped, not wrapped around')
-  t.equal(mixed[240 * 16], -32768)
+  const mixed = recorder.take(Infinity)
+  t.equal(mixed.length, 140 * 16, 'what came after the first take')
+  t.equal(mixed[80 * 16], 32767, 'clipped, not wrapped around')
+  t.equal(mixed[120 * 16], -32768)
 
   // A frame that started before the call (clock skew) keeps its part after the start.
   const early = new Recorder(1000)
   early.add('agent', Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => i), -10)
   t.equal(early.durationMs, 10)
-  t.equal(decodeWav(early.wav()).pcm[0], 160)
+  t.equal(early.take(Infinity)[0], 160)
+})
+
+t.test('Recorder hands its samples out a piece at a time and forgets them', async (t) => {
+  const recorder = new Recorder(60_000)
+  const frame = (value: number) => new Int16Array(FRAME_SAMPLES).fill(value)
+  for (let at = 0; at < 30_000; at += 20) recorder.add('caller', frame(at / 20 % 1000), at)
+  const pieces = [recorder.take(1000), recorder.take(12_345), recorder.take(12_345), recorder.take(Infinity)]
+  t.same(pieces.map((p) => p.length), [1000 * 16, 11_345 * 16, 0, 17_655 * 16], 'each take goes on where the last ended')
+  const all = new Int16Array(30_000 * 16)
+  let at = 0
+  for (const piece of pieces) { all.set(piece, at); at += piece.length }
+  t.ok(all.every((sample, i) => sample === Math.floor(i / FRAME_SAMPLES) % 1000), 'the pieces join into the whole recording, across chunk borders')
+
+  recorder.add('agent', frame(5), 29_000)
+  t.equal(recorder.take(Infinity).length, 0, 'audio placed where it was taken already is dropped')
+  recorder.add('agent', frame(5), 40_000)
+  recorder.end(40_010)
+  t.equal(recorder.durationMs, 40_010, 'the end cuts off what was placed after it')
+  const rest = recorder.take(Infinity)
+  t.equal(rest.length, 10_010 * 16, 'silence until the agent spoke')
+  t.equal(rest.at(-1), 5)
+
+  const resumed = new Recorder(60_000, 16_000)
+  t.equal(resumed.durationMs, 1000, 'a recording that goes on after one stored before')
+  resumed.add('agent', frame(7), 500)
+  resumed.add('agent', frame(7), 1000)
+  t.same([...resumed.take(Infinity)], [...frame(7)], 'only what came after the stored second')
 })
 
 t.test('Recorder never grows past its bound', async (t) => {
@@ -173,7 +201,7 @@ t.test('Recorder never grows past its bound', async (t) => {
   // Across the chunk borders (10 s), a frame straddling the bound, and frames after it.
   for (let at = 0; at < 40_000; at += 20) recorder.add(at % 40 === 0 ? 'caller' : 'agent', frame, at + 5)
   t.equal(recorder.durationMs, 25_000)
-  const { pcm } = decodeWav(recorder.wav())
+  const pcm = recorder.take(Infinity)
   t.equal(pcm.length, 25_000 * 16)
   t.equal(pcm[0], 0)
   t.equal(pcm[5 * 16], 100)
@@ -188,4 +216,23 @@ t.test('Recorder never grows past its bound', async (t) => {
   const none = new Recorder(0)
   none.add('caller', frame, 0)
   t.equal(none.durationMs, 0)
+})
+
+t.test('CallerPace: caller audio keeps to the wall clock (injected times, no sleeping)', async (t) => {
+  // A client in real time: each frame where it belongs.
+  const steady = new CallerPace()
+  t.same([0, 20, 40].map((ms) => steady.place(1000 + ms, FRAME_MS)), [1000, 1020, 1040])
+
+  // A client that sends a minute at once: CALLER_LEAD_MS of it is taken, the rest dropped.
+  const burst = new CallerPace()
+  const placed = Array.from({ length: 3000 }, () => burst.place(5000, FRAME_MS))
+  t.equal(placed.filter((at) => at !== undefined).length, CALLER_LEAD_MS / FRAME_MS)
+  t.equal(burst.dropped, 3000 - CALLER_LEAD_MS / FRAME_MS)
+  t.equal(burst.place(5000 + CALLER_LEAD_MS, FRAME_MS), 5000 + CALLER_LEAD_MS, 'as the clock moves on, audio is taken again where it left off')
+
+  // Jitter within CALLER_LAG_MS keeps the timeline; a pause longer than that (a muted client) starts again at now.
+  const paused = new CallerPace()
+  paused.place(0, FRAME_MS)
+  t.equal(paused.place(CALLER_LAG_MS, FRAME_MS), FRAME_MS, 'a late frame stays on the timeline')
+  t.equal(paused.place(10_000, FRAME_MS), 10_000, 'after a pause the audio is placed when it arrives, not right after the last frame')
 })

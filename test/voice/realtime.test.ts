@@ -75,6 +75,23 @@ t.test('start configures the session: our turn detection, PCM 24 kHz both ways, 
   t.equal(second.max_output_tokens, 300)
 })
 
+t.test('REALTIME_TRANSCRIPTION_MODEL names the recogniser of the caller (an Azure deployment); none turns it off', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  await started(t, standin, {}, { REALTIME_TRANSCRIPTION_MODEL: 'my-whisper-deployment' })
+  const input = (n: number) => sent<{ session: { audio: { input: { transcription: unknown } } } }>(standin, 'session.update')[n].session.audio.input
+  t.same(input(0).transcription, { model: 'my-whisper-deployment', language: 'en' })
+
+  // A local realtime server without a recogniser: no transcription asked for, and the answer does not wait for one.
+  standin.replies.push({ text: 'Sure.' })
+  const h = await started(t, standin, {}, { REALTIME_TRANSCRIPTION_MODEL: 'none' })
+  t.equal(input(1).transcription, null)
+  for (const frame of speech(0.5)) h.engine.audio(frame)
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'Sure.' }])
+  t.equal(h.of('agent_text').map((e) => e.delta).join(''), 'Sure.', 'the agent\'s words came without waiting for a transcription')
+})
+
 t.test('the key goes in the header the configuration names, the model in the URL', async (t) => {
   const standin = await startRealtimeStandin(t)
   await started(t, standin)

@@ -1,8 +1,10 @@
+import http from 'node:http'
 import t from 'tap'
-import { decodeWav, FRAME_SAMPLES, Recorder } from '../../src/modules/voice/audio.ts'
-import { findRecording, recordingUrl, signRecordingLink, storeRecording } from '../../src/modules/calls/recordings.ts'
+import { decodeWav, encodeWav, FRAME_SAMPLES, pcmToBuffer, Recorder } from '../../src/modules/voice/audio.ts'
+import { findRecording, recordingUrl, signRecordingLink, storeRecordingPart } from '../../src/modules/calls/recordings.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { poll } from '../helpers/poll.ts'
 
 const BASE = 'https://switchboard.test'
 
@@ -14,14 +16,15 @@ async function webCall (ctx: TestContext, account: Account): Promise<string> {
   return res.json()._id
 }
 
-/** Two seconds of a call: the caller's tone for the first second, the agent's for the second. */
-function recording (): { wav: Buffer, durationMs: number } {
+/** Two seconds of a call: the caller's tone for the first second, the agent's for the second; its samples and its WAV file. */
+function recording (): { pcm: Buffer, wav: Buffer } {
   const recorder = new Recorder(60_000)
   for (let at = 0; at < 2000; at += 20) {
     const side = at < 1000 ? 'caller' : 'agent'
     recorder.add(side, Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => Math.round((side === 'caller' ? 3000 : -2000) * Math.sin(i / 4))), at)
   }
-  return { wav: recorder.wav(), durationMs: recorder.durationMs }
+  const pcm = recorder.take(Infinity)
+  return { pcm: pcmToBuffer(pcm), wav: encodeWav(pcm) }
 }
 
 /** The path and query of a link (the app is reached through inject, not at its public address). */
@@ -37,16 +40,17 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
   const b = await createAccount(db)
   const callId = await webCall(ctx, a)
   const bare = await webCall(ctx, a)
-  const { wav, durationMs } = recording()
+  const { pcm, wav } = recording()
 
   t.equal(recordingUrl(ctx.config, callId), `${BASE}/v1/call/${callId}/recording`)
-  t.equal(await storeRecording(db, { callId, userId: b.user.id, durationMs, wav }), false, 'not for another account\'s call')
+  t.equal(await storeRecordingPart(db, { callId, userId: b.user.id, pcm }), false, 'not for another account\'s call')
   t.equal(await findRecording(db, a.user.id, callId), undefined)
-  t.equal(await storeRecording(db, { callId, userId: a.user.id, durationMs: 1, wav: Buffer.from('first') }), true)
-  t.equal(await storeRecording(db, { callId, userId: a.user.id, durationMs, wav }), true, 'a second store replaces the first')
+  // Stored in parts, as a call does while it runs.
+  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(0, 1000) }), true)
+  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(1000) }), true, 'a second part follows the first')
   const stored = await findRecording(db, a.user.id, callId)
   t.match(stored, { callId, durationMs: 2000, size: wav.length })
-  t.same(await stored!.read(), wav, 'read back as stored')
+  t.same(Buffer.concat(await stored!.stream().toArray()), wav, 'read back as one WAV file')
   t.equal(await findRecording(db, b.user.id, callId), undefined, 'owner-scoped')
 
   const url = `/v1/call/${callId}/recording`
@@ -134,7 +138,7 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
 
     // A valid link whose call was deleted since: 404, as for any recording that is not there.
     const gone = await webCall(ctx, a)
-    await storeRecording(db, { callId: gone, userId: a.user.id, durationMs, wav })
+    await storeRecordingPart(db, { callId: gone, userId: a.user.id, pcm })
     const goneLink = (await app.inject({ method: 'POST', url: `/v1/call/${gone}/recording-link`, headers: a.headers })).json().url
     await db.deleteFrom('calls').where('id', '=', gone).execute()
     t.equal((await app.inject({ method: 'GET', url: pathOf(goneLink) })).json().code, 'not_found')
@@ -161,10 +165,85 @@ t.test('the signed route is rate-limited per address', async (t) => {
   const ctx = await setup(t, { CALL_RUNTIME: 'external', PUBLIC_BASE_URL: BASE, RATE_LIMIT_PER_ADDRESS: '3' })
   const a = await createAccount(ctx.db)
   const callId = await webCall(ctx, a)
-  await storeRecording(ctx.db, { callId, userId: a.user.id, ...recording() })
+  await storeRecordingPart(ctx.db, { callId, userId: a.user.id, pcm: recording().pcm })
   const { url } = signRecordingLink(ctx.config, callId)
   const statuses: number[] = []
   // From an address of its own: the account's first API requests above were counted per address too.
   for (let i = 0; i < 5; i++) statuses.push((await ctx.app.inject({ method: 'GET', url: pathOf(url), remoteAddress: '127.0.0.2' })).statusCode)
   t.same(statuses, [200, 200, 200, 429, 429])
+})
+
+/** `minutes` of recording as samples that differ byte by byte (PCM16 little-endian). */
+function longRecording (minutes: number): Buffer {
+  const pcm = Buffer.alloc(minutes * 60 * 16_000 * 2)
+  for (let i = 0; i < pcm.length; i += 4) pcm.writeUInt32LE((i * 2654435761) >>> 0, i)
+  return pcm
+}
+
+/** Stores `pcm` in parts of about two seconds, as a call does while it runs. */
+async function storeInParts (db: TestContext['db'], userId: string, callId: string, pcm: Buffer): Promise<void> {
+  for (let at = 0; at < pcm.length; at += 64_000) await storeRecordingPart(db, { callId, userId, pcm: pcm.subarray(at, at + 64_000) })
+}
+
+t.test('a long recording is read back from its parts byte for byte, whole and in ranges across their borders', async (t) => {
+  const ctx = await setup(t, { CALL_RUNTIME: 'external' })
+  const a = await createAccount(ctx.db)
+  const callId = await webCall(ctx, a)
+  const pcm = longRecording(10)
+  await storeInParts(ctx.db, a.user.id, callId, pcm)
+  const wav = encodeWav(new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2))
+
+  const url = `/v1/call/${callId}/recording`
+  const whole = await ctx.app.inject({ method: 'GET', url, headers: a.headers })
+  t.equal(whole.statusCode, 200)
+  t.equal(Number(whole.headers['content-length']), wav.length)
+  t.ok(whole.rawPayload.equals(wav), `${wav.length} bytes, the same`)
+  t.equal(decodeWav(whole.rawPayload).pcm.length, 10 * 60 * 16_000, 'ten minutes in its header')
+  for (const [from, to] of [[0, 99], [63_990, 64_100], [40, 640_043], [wav.length - 70_000, wav.length - 1]]) {
+    const part = await ctx.app.inject({ method: 'GET', url, headers: { ...a.headers, range: `bytes=${from}-${to}` } })
+    t.equal(part.statusCode, 206)
+    t.ok(part.rawPayload.equals(wav.subarray(from, to + 1)), `bytes ${from}-${to}`)
+  }
+})
+
+t.test('concurrent downloads are bounded per account and per process (429, 503, Retry-After), and free again when a client goes', async (t) => {
+  const ctx = await setup(t, { CALL_RUNTIME: 'external', RECORDING_DOWNLOADS_PER_ACCOUNT: '2', RECORDING_DOWNLOADS_MAX: '3' })
+  const base = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const a = await createAccount(ctx.db)
+  const b = await createAccount(ctx.db)
+  const pcm = longRecording(10)
+  const calls = { a: await webCall(ctx, a), b: await webCall(ctx, b) }
+  await storeInParts(ctx.db, a.user.id, calls.a, pcm)
+  await storeInParts(ctx.db, b.user.id, calls.b, pcm)
+
+  /** A download that reads nothing after its headers: the server holds it open, as a stalled client would. */
+  const stalled: http.ClientRequest[] = []
+  t.teardown(() => { for (const request of stalled) request.destroy() })
+  const download = async (account: Account, callId: string) => await new Promise<{ status: number, retryAfter?: string, code?: string }>((resolve, reject) => {
+    const request = http.get(`${base}/v1/call/${callId}/recording`, { headers: account.headers }, (res) => {
+      if (res.statusCode === 200) {
+        stalled.push(request)
+        res.pause()
+        resolve({ status: 200 })
+        return
+      }
+      let body = ''
+      res.on('data', (chunk: Buffer) => { body += chunk.toString() })
+      res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], code: JSON.parse(body).code }))
+    })
+    request.on('error', reject)
+  })
+
+  // 150 at once from one account: two stream, the others are told to wait.
+  const race = await Promise.all(Array.from({ length: 150 }, async () => await download(a, calls.a)))
+  t.equal(race.filter((r) => r.status === 200).length, 2, 'two downloads of the account run')
+  t.ok(race.filter((r) => r.status !== 200).every((r) => r.status === 429 && r.code === 'too_many_concurrent_downloads' && r.retryAfter === '5'), 'the rest: 429 with Retry-After')
+
+  t.same(await download(b, calls.b), { status: 200 }, 'another account still downloads')
+  t.match(await download(b, calls.b), { status: 503, code: 'downloads_busy', retryAfter: '5' }, 'the process streams three at once')
+  t.equal((await ctx.app.inject({ method: 'GET', url: '/health' })).statusCode, 200)
+
+  stalled[0].destroy()
+  const again = await poll(async () => await download(a, calls.a), (r) => r.status === 200, { message: 'the slot came back' })
+  t.equal(again.status, 200)
 })

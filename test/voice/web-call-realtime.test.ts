@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { Test } from 'tap'
+import { decodeWav, rms } from '../../src/modules/voice/audio.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin, type RealtimeStandin } from '../helpers/realtime-standin.ts'
@@ -95,4 +96,80 @@ t.test('the realtime provider drops mid-call: the call ends runtime_error', asyn
   ctx.standin.drop()
   t.match(await client.waitFor('ended'), { reason: 'runtime_error' })
   t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'runtime_error' })
+})
+
+t.test('a client that sends a minute of audio at once: the provider and the recording get no more than the call\'s real time', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account)
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  const opened = performance.now()
+  await client.sendAudio(speech(60_000, 0))
+  // The server has read it all once it answers a message sent after it.
+  client.sendText('Still there?')
+  await client.waitFor('transcript', (e) => e.speaker === 'user' && e.content === 'Still there?')
+  const elapsedSeconds = (performance.now() - opened) / 1000
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+
+  // The provider's share: what was appended (PCM16 at 24 kHz), at most the time that passed and the allowed lead.
+  const appended = ctx.standin.events.filter((e) => e.type === 'input_audio_buffer.append').reduce((n, e) => n + (e.bytes as number), 0) / 2 / 24_000
+  t.ok(appended <= elapsedSeconds + 2.5, `the provider got ${appended.toFixed(1)} s of caller audio in ${elapsedSeconds.toFixed(1)} s, not 60 s`)
+  const recording = await ctx.db.selectFrom('call_recordings').select('duration_ms').where('call_id', '=', callId).executeTakeFirstOrThrow()
+  t.ok(recording.duration_ms <= done.duration_ms + 100, `the recording (${recording.duration_ms} ms) follows the call's real length (${done.duration_ms} ms), not the audio sent`)
+})
+
+t.test('typed turns: one at a time (a burst gets one model response, the rest an error event); one too long is refused; the call goes on', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account)
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  const before = ctx.standin.events.filter((e) => e.type === 'response.create').length
+
+  for (let i = 0; i < 30; i++) client.sendText(`Question ${i}?`)
+  await poll(() => client.events.filter((e) => e.type === 'error').length, (n) => n === 29, { message: 'each extra turn is refused' })
+  t.ok(client.events.filter((e) => e.type === 'error').every((e) => e.code === 'turn_in_progress'), 'error turn_in_progress')
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  t.equal(ctx.standin.events.filter((e) => e.type === 'response.create').length - before, 1, 'one model response for the burst')
+  t.same(client.events.filter((e) => e.type === 'transcript' && e.speaker === 'user').map((e) => e.content), ['Question 0?'])
+
+  const errors = client.events.filter((e) => e.type === 'error').length
+  client.sendText('x'.repeat(2001))
+  await poll(() => client.events.filter((e) => e.type === 'error').length, (n) => n > errors, { message: 'the long turn is refused' })
+  t.match(client.events.at(-1), { type: 'error', code: 'text_too_long' })
+  client.sendText('Once the agent has answered, the next one is taken.')
+  await client.waitFor('transcript', (e) => e.speaker === 'agent', client.events.length)
+  t.equal(ctx.standin.events.filter((e) => e.type === 'response.create').length - before, 2)
+  client.hangup()
+  t.match(await finishedCall(ctx.app, account.headers, callId), { disconnection_reason: 'user_hangup' })
+})
+
+t.test('a call\'s recording is stored while the call runs, and can be downloaded before it ends', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account)
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  const chunks = async () => await ctx.db.selectFrom('call_recording_chunks').select(['offset_bytes']).where('call_id', '=', callId).execute()
+  await poll(chunks, (rows) => rows.length > 0, { message: 'a part of the recording is stored' })
+  const live = await ctx.db.selectFrom('calls').select('call_status').where('id', '=', callId).executeTakeFirstOrThrow()
+  t.equal(live.call_status, 'started', 'while the call runs')
+
+  const partial = await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}/recording`, headers: account.headers })
+  t.equal(partial.statusCode, 200)
+  const decoded = decodeWav(partial.rawPayload)
+  t.equal(decoded.pcm.length * 2 + 44, partial.rawPayload.length, 'its WAV header is right for what is stored so far')
+  t.ok(rms(decoded.pcm) > 0, 'the begin message is in it')
+
+  await client.sendAudio(speech(600, 700), { realtime: true })
+  client.hangup()
+  await finishedCall(ctx.app, account.headers, callId)
+  const whole = await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}/recording`, headers: account.headers })
+  const all = decodeWav(whole.rawPayload).pcm
+  t.ok(all.length > decoded.pcm.length, 'the rest was added at the end')
+  t.same(all.subarray(0, decoded.pcm.length), decoded.pcm, 'after what was stored before')
+  const offsets = (await chunks()).map((row) => Number(row.offset_bytes))
+  t.ok(offsets.length >= 2, `stored in ${offsets.length} parts`)
 })

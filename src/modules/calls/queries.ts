@@ -346,24 +346,35 @@ export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, ra
     .compile()
 }
 
-// Recordings: a WAV file per call (call_recordings). Reads fetch its size first and then only the bytes a
-// request asks for (a player seeking through a 29 MB file asks for small ranges).
+// Recordings: a call's samples (mono PCM16, 16 kHz) in chunks appended while the call runs (call_recording_chunks),
+// their total in call_recordings. Reads take a window of bytes at a time, so that neither a long recording nor a
+// slow client holds much memory (a player seeking through a 29 MB file asks for small ranges).
+
+/** Bytes of 16 kHz PCM16 a millisecond. */
+const PCM_BYTES_PER_MS = 32
 
 /**
- * Stores (or replaces) the recording of a call of the account; false when the account has no such call.
- * `created_at` is the time of the last write.
+ * Appends samples to the recording of a call of the account (made by the first append); false when the account
+ * has no such call. One statement: the chunk's offset is the recording's length as the same statement grows it.
+ * `created_at` is the time of the last append.
  */
-export async function upsertRecording (db: DB, userId: string, callId: string, durationMs: number, wav: Buffer): Promise<boolean> {
+export async function appendRecording (db: DB, userId: string, callId: string, pcm: Buffer): Promise<boolean> {
   const result = await sql`
-    INSERT INTO call_recordings (call_id, user_id, duration_ms, data)
-    SELECT id, user_id, ${durationMs}, ${wav} FROM calls WHERE id = ${callId} AND user_id = ${userId}
-    ON CONFLICT (call_id) DO UPDATE SET duration_ms = excluded.duration_ms, data = excluded.data, created_at = now()`.execute(db)
+    WITH recording AS (
+      INSERT INTO call_recordings (call_id, user_id, duration_ms, pcm_bytes)
+      SELECT id, user_id, ${Math.round(pcm.length / PCM_BYTES_PER_MS)}, ${pcm.length} FROM calls WHERE id = ${callId} AND user_id = ${userId}
+      ON CONFLICT (call_id) DO UPDATE SET pcm_bytes = call_recordings.pcm_bytes + excluded.pcm_bytes,
+        duration_ms = round((call_recordings.pcm_bytes + excluded.pcm_bytes) / ${PCM_BYTES_PER_MS}::numeric)::int, created_at = now()
+      RETURNING call_id, user_id, pcm_bytes - ${pcm.length} AS offset_bytes
+    )
+    INSERT INTO call_recording_chunks (call_id, user_id, offset_bytes, data)
+    SELECT call_id, user_id, offset_bytes, ${pcm} FROM recording`.execute(db)
   return result.numAffectedRows === 1n
 }
 
-export interface RecordingInfo { callId: string, durationMs: number, size: number, createdAt: Date }
+export interface RecordingInfo { callId: string, userId: string, durationMs: number, pcmBytes: number, createdAt: Date }
 
-/** The size and length of a recording of the account's, without its bytes. */
+/** The length of a recording of the account's, without its bytes. */
 export async function findRecordingInfo (db: DB, userId: string, callId: string): Promise<RecordingInfo | undefined> {
   return await recordingInfo(db).where('user_id', '=', userId).where('call_id', '=', callId).executeTakeFirst()
 }
@@ -374,12 +385,19 @@ export async function findLinkedRecordingInfo (db: DB, callId: string): Promise<
 }
 
 const recordingInfo = (db: DB) => db.selectFrom('call_recordings')
-  .select((eb) => ['call_id as callId', 'duration_ms as durationMs', 'created_at as createdAt', eb.fn<number>('octet_length', ['data']).as('size')])
+  .select(['call_id as callId', 'user_id as userId', 'duration_ms as durationMs', 'created_at as createdAt', sql<number>`pcm_bytes::float8`.as('pcmBytes')])
 
-/** `length` bytes of a recording from `offset` (found by findRecordingInfo or findLinkedRecordingInfo). */
-export async function recordingBytes (db: DB, callId: string, offset: number, length: number): Promise<Buffer | undefined> {
-  const row = await db.selectFrom('call_recordings')
-    .select(sql<Buffer>`substring(data from ${offset + 1}::int for ${length}::int)`.as('bytes'))
-    .where('call_id', '=', callId).executeTakeFirst()
-  return row?.bytes
+/**
+ * The samples of a recording (found by findRecordingInfo or findLinkedRecordingInfo) from byte `start` up to `end`
+ * (exclusive), as the parts of the chunks that hold them, in order: `offset` is where each part starts.
+ */
+export async function recordingBytes (db: DB, callId: string, start: number, end: number): Promise<Array<{ offset: number, bytes: Buffer }>> {
+  const { rows } = await sql<{ offset: number, bytes: Buffer }>`
+    SELECT greatest(${start}::bigint, offset_bytes)::float8 AS offset,
+      substring(data FROM (greatest(${start}::bigint, offset_bytes) - offset_bytes + 1)::int
+        FOR (least(${end}::bigint, offset_bytes + octet_length(data)) - greatest(${start}::bigint, offset_bytes))::int) AS bytes
+    FROM call_recording_chunks
+    WHERE call_id = ${callId} AND offset_bytes < ${end} AND offset_bytes + octet_length(data) > ${start}
+    ORDER BY offset_bytes`.execute(db)
+  return rows
 }

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { Config } from '../../config.ts'
+import type { ConcurrencyLimits, Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
@@ -12,12 +12,15 @@ const TAGS = ['calls']
 const WavFile = Type.String({ format: 'binary', description: 'mono PCM16 WAV, 16 kHz, both sides of the call mixed' })
 
 const RANGE_NOTE = 'A single `Range: bytes=a-b` (also `a-` and `-n`) answers 206 with that part, as audio players ask; ' +
-  'several ranges or a malformed header get the whole file, a range past its end 416.'
+  'several ranges or a malformed header get the whole file, a range past its end 416. The file is streamed from the database; ' +
+  'RECORDING_DOWNLOADS_PER_ACCOUNT downloads of one account run at once (default 4; one more: 429) and RECORDING_DOWNLOADS_MAX in all (503), both with Retry-After. ' +
+  'During a call the recording so far is served.'
 
 const recordingAnswers = {
   200: WavFile,
   206: { ...WavFile, description: 'the part the `Range` header asked for' },
-  416: { ...errorSchema(416), description: 'the range starts past the end of the file (`Content-Range: bytes */<size>`)' }
+  416: { ...errorSchema(416), description: 'the range starts past the end of the file (`Content-Range: bytes */<size>`)' },
+  503: { ...errorSchema(503), description: '`downloads_busy`: the process streams RECORDING_DOWNLOADS_MAX recordings already' }
 }
 
 /** The recording routes of the API (x-api-key), registered by the calls routes. */
@@ -35,7 +38,7 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
   }, async (request, reply) => {
     const recording = await findRecording(db, request.userId, request.params.id)
     if (recording === undefined) throw notFound(`recording of call ${request.params.id}`)
-    return await sendRecording(reply, recording, request.headers.range)
+    return await sendRecording(reply, recording, request.headers.range, config.concurrency)
   })
 
   app.post('/call/:id/recording-link', {
@@ -61,7 +64,7 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
 }
 
 /** The route a signed recording link points to: no API key, the signature is the credential (KEYLESS: limited per address). */
-export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
+export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: ConcurrencyLimits }> = async (app, { db, limits }) => {
   app.get('/v1/recordings/:id.wav', {
     config: KEYLESS,
     schema: {
@@ -84,6 +87,6 @@ export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async 
     verifyRecordingLink(id, request.query.expires, request.query.signature)
     const recording = await findLinkedRecording(db, id)
     if (recording === undefined) throw notFound(`recording of call ${id}`)
-    return await sendRecording(reply, recording, request.headers.range)
+    return await sendRecording(reply, recording, request.headers.range, limits)
   })
 }

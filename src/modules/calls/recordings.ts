@@ -1,26 +1,35 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import { Readable } from 'node:stream'
 import type { FastifyReply } from 'fastify'
-import type { Config } from '../../config.ts'
+import type { ConcurrencyLimits, Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { deriveKey } from '../../db/secrets.ts'
+import { sharedSlots } from '../../http/concurrency.ts'
 import { HttpError } from '../../http/errors.ts'
-import { findLinkedRecordingInfo, findRecordingInfo, recordingBytes, upsertRecording, type RecordingInfo } from './queries.ts'
+import { appendRecording, findLinkedRecordingInfo, findRecordingInfo, recordingBytes, type RecordingInfo } from './queries.ts'
+import { WAV_HEADER_BYTES, wavHeader } from './wav.ts'
 
 // A call's recording (recording_enabled): one mono WAV of both sides, kept with the call and deleted with it.
+// The voice session stores it a few seconds at a time while the call runs; it is read back a window at a time.
 // The API serves it with the account's key, and through signed links that open it without one for a while
 // (a player or a colleague), so that the key never has to leave the server that holds it.
+
+/** The recording's samples: mono PCM16 at 16 kHz. */
+export const RECORDING_RATE = 16_000
+/** Bytes read from the database at a time while a recording is sent: what one download holds at most. */
+const READ_WINDOW_BYTES = 256 * 1024
 
 /** What a call's `recording_url` says: the keyed route that serves the recording. */
 export function recordingUrl (config: Pick<Config, 'publicBaseUrl'>, callId: string): string {
   return `${config.publicBaseUrl}/v1/call/${callId}/recording`
 }
 
-/** Stores a call's recording (replacing an earlier one); false when the account has no such call. */
-export async function storeRecording (db: DB, recording: { callId: string, userId: string, durationMs: number, wav: Buffer }): Promise<boolean> {
-  return await upsertRecording(db, recording.userId, recording.callId, Math.max(0, Math.round(recording.durationMs)), recording.wav)
+/** Appends samples (PCM16 bytes) to a call's recording; false when the account has no such call. */
+export async function storeRecordingPart (db: DB, part: { callId: string, userId: string, pcm: Buffer }): Promise<boolean> {
+  return part.pcm.length === 0 || await appendRecording(db, part.userId, part.callId, part.pcm)
 }
 
-/** A recording of the account's: its size and length, and its bytes on demand. */
+/** A recording of the account's: its length and size, and its bytes on demand. */
 export async function findRecording (db: DB, userId: string, callId: string): Promise<StoredRecording | undefined> {
   return withBytes(db, await findRecordingInfo(db, userId, callId))
 }
@@ -31,17 +40,36 @@ export async function findLinkedRecording (db: DB, callId: string): Promise<Stor
 }
 
 export interface StoredRecording extends RecordingInfo {
-  /** `length` bytes of the WAV file from `offset`; the whole file without arguments. */
-  read: (offset?: number, length?: number) => Promise<Buffer>
+  /** Bytes of the WAV file (header and samples stored when it was found). */
+  size: number
+  /** The WAV file's bytes from `start` up to `end` (exclusive), read a window at a time as the reader takes them. */
+  stream: (start?: number, end?: number) => Readable
 }
 
-function withBytes (db: DB, info: RecordingInfo | undefined): StoredRecording | undefined {
-  if (info === undefined) return undefined
-  return {
-    ...info,
-    // Deleted in between (its call was deleted): the bytes are gone, which only a race can show.
-    read: async (offset = 0, length = info.size - offset) => await recordingBytes(db, info.callId, offset, length) ?? Buffer.alloc(0)
+function withBytes (db: DB, found: RecordingInfo | undefined): StoredRecording | undefined {
+  if (found === undefined) return undefined
+  const info = found
+  const size = WAV_HEADER_BYTES + info.pcmBytes
+  async function * bytes (start: number, end: number): AsyncGenerator<Buffer> {
+    let at = start
+    if (at < WAV_HEADER_BYTES) {
+      // The header of the samples stored when the recording was found: a live call's grows on.
+      const header = wavHeader(info.pcmBytes, RECORDING_RATE).subarray(at, Math.min(end, WAV_HEADER_BYTES))
+      yield header
+      at += header.length
+    }
+    while (at < end) {
+      const parts = await recordingBytes(db, info.callId, at - WAV_HEADER_BYTES, Math.min(end, at + READ_WINDOW_BYTES) - WAV_HEADER_BYTES)
+      // Deleted in between (its call was deleted): the bytes are gone, which only a race can show.
+      if (parts.length === 0 || parts[0].offset !== at - WAV_HEADER_BYTES) throw new Error(`the recording of call ${info.callId} is gone`)
+      for (const part of parts) {
+        yield part.bytes
+        at += part.bytes.length
+      }
+    }
   }
+  // Byte mode with a small buffer: the next window is read only when the client has taken the last one.
+  return { ...info, size, stream: (start = 0, end = size) => Readable.from(bytes(start, end), { objectMode: false, highWaterMark: 64 * 1024 }) }
 }
 
 // Links are signed with a key derived from the installation's secrets key: nothing to configure, and rotating
@@ -87,18 +115,32 @@ function byteRange (header: string | undefined, size: number): { start: number, 
   return { start, end: Math.min(end, size - 1) }
 }
 
-/** Answers the recording (the API's routes and the console's), or the part of it that the `Range` header asks for. */
-export async function sendRecording (reply: FastifyReply, recording: StoredRecording, range: string | undefined) {
+/**
+ * Answers the recording (the API's routes and the console's), or the part of it that the `Range` header asks for,
+ * streamed from the database while it holds one of the owner's download slots (429 or 503 when none is free).
+ */
+export async function sendRecording (reply: FastifyReply, recording: StoredRecording, range: string | undefined, limits: ConcurrencyLimits) {
   reply.header('accept-ranges', 'bytes')
   const part = byteRange(range, recording.size)
   if (part === 'unsatisfiable') {
     reply.header('content-range', `bytes */${recording.size}`)
     throw new HttpError(416, 'range_not_satisfiable', `the recording has ${recording.size} bytes; the range ${range} lies past its end`)
   }
+  const { start, end } = part === 'whole' ? { start: 0, end: recording.size - 1 } : part
+  let body: Readable
+  if (reply.request.method === 'HEAD') {
+    // Fastify reads a HEAD's stream to its end: none is read from the database.
+    body = Readable.from([])
+  } else {
+    const release = sharedSlots('downloads', limits).take(recording.userId, reply)
+    body = recording.stream(start, end + 1)
+    // Ended, failed or abandoned by the client: the stream closes, and the slot is free again.
+    body.once('close', release)
+  }
   reply.header('content-disposition', `inline; filename="${recording.callId}.wav"`)
   reply.header('cache-control', 'private, no-store')
+  reply.header('content-length', String(end - start + 1))
   reply.type('audio/wav')
-  if (part === 'whole') return reply.send(await recording.read() as never) // bytes; the schema documents the WAV they are
-  reply.header('content-range', `bytes ${part.start}-${part.end}/${recording.size}`)
-  return reply.code(206).send(await recording.read(part.start, part.end - part.start + 1) as never)
+  if (part !== 'whole') reply.code(206).header('content-range', `bytes ${start}-${end}/${recording.size}`)
+  return reply.send(body as never) // bytes; the schema documents the WAV they are
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static } from 'typebox'
+import type { ConcurrencyLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { calendarDay, optionalDateRange } from '../../http/dates.ts'
 import { listAgents } from '../agents/queries.ts'
@@ -208,7 +209,7 @@ const MAX_DELIVERIES = 100
  * the API's main filters, a call's page, and its recording streamed to the signed-in owner (the API key never
  * reaches the browser).
  */
-export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
+export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: { db: DB, limits: ConcurrencyLimits }): Promise<void> {
   const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
     sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', request.consoleSession && viewerOf(request.consoleSession)))
   const callInScope = async (scope: Scope, id: string): Promise<Detail | undefined> => {
@@ -272,6 +273,6 @@ export async function consoleCallRoutes (app: FastifyInstance, { db }: { db: DB 
     const id = request.params.id.toLowerCase()
     const recording = await callInScope(scoped.scope, id) === undefined ? undefined : await findRecording(db, scoped.scope.ownerId, id)
     if (recording === undefined) return noSuchCall(request, reply)
-    return await sendRecording(reply, recording, request.headers.range)
+    return await sendRecording(reply, recording, request.headers.range, limits)
   })
 }

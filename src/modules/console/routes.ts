@@ -306,7 +306,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     })
 
     await pages.register(consoleAgentRoutes, { db, jobs })
-    await pages.register(consoleCallRoutes, { db })
+    await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
     await pages.register(consolePhoneNumberRoutes, { db, carriers })
     await pages.register(consoleCustomerRoutes, { db })

@@ -12,6 +12,7 @@ import { findCallRow } from '../calls/queries.ts'
 import { findNumberAnywhere } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
+import type { StreamAdmission } from '../voice/streams.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
 import { callNumber, numberAccount, webhookAccount } from './accounts.ts'
 import { connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
@@ -42,7 +43,7 @@ function answeredAt (timestamp: string | null): Date {
   return Number.isNaN(at) ? new Date() : new Date(at)
 }
 
-export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls }> = async (app, { live, ...deps }) => {
+export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls, streams: StreamAdmission }> = async (app, { live, streams, ...deps }) => {
   const { db, config, log } = deps
 
   // Twilio posts forms. Any other body is read as nothing, so that it fails the signature check (403), not the parser.
@@ -231,7 +232,8 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     return twiml(reply, connectTwiml(config, token))
   })
 
-  app.get(TELEPHONY_PATHS.stream, { websocket: true, schema: { hide: true } }, (socket) => {
-    acceptTwilioStream(socket, deps, live)
+  // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.
+  app.get(TELEPHONY_PATHS.stream, { websocket: true, onRequest: streams.admit, schema: { hide: true } }, (socket, request) => {
+    acceptTwilioStream(socket, deps, live, () => { streams.started(request) })
   })
 }

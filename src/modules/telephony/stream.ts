@@ -7,14 +7,16 @@ import { callTwilio, forwardCall, type TelephonyDeps } from './calls.ts'
 import { setCarrierCallId, takeStreamToken } from './queries.ts'
 
 // One Twilio media stream: `start` names the call by its one-time token; media goes to the call's session
-// until `stop` (the caller hung up, or a <Dial> took the call) or until the stream drops.
+// until `stop` (the caller hung up, or a <Dial> took the call) or until the stream drops. A stream without a
+// valid `start` within VOICE_STREAM_START_TIMEOUT_MS is closed: anyone can open one.
 
 /** Close codes Twilio's side of the socket sees (Twilio then goes on with the TwiML after <Connect>: none, so it hangs up). */
-const CLOSE = { forbidden: 4403, protocol: 4400 } as const
+const CLOSE = { forbidden: 4403, protocol: 4400, timeout: 4408 } as const
 
-export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live: LiveCalls): void {
+/** `started`: the stream is tied to its call (its token taken), so it no longer counts as pending (StreamAdmission). */
+export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live: LiveCalls, started: () => void): void {
   const { log } = deps
-  const timeoutMs = deps.config.voice.streamTimeoutMs
+  const { streamTimeoutMs: timeoutMs, streamStartTimeoutMs } = deps.config.voice
   let session: Session | undefined
   let transport: TwilioTransport | undefined
   let callSid: string | undefined
@@ -42,7 +44,12 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
   }, Math.max(50, Math.floor(timeoutMs / 3)))
   socket.on('pong', () => { heard = Date.now() })
 
+  const startTimer = setTimeout(() => {
+    if (session === undefined) refuse(CLOSE.timeout, `no valid start within ${streamStartTimeoutMs} ms`)
+  }, streamStartTimeoutMs)
+
   const refuse = (code: number, problem: string) => {
+    clearTimeout(startTimer)
     log.warn({ problem }, 'media stream refused')
     if (session !== undefined) {
       stopped = true
@@ -72,6 +79,8 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
         throw err
       }
     }
+    clearTimeout(startTimer)
+    started()
     transport = twilioTransport(socket, start.streamSid, forward)
     session = Session.open(deps, call, transport, { resume })
     live.add(session)
@@ -102,6 +111,7 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
   socket.on('error', () => refuse(CLOSE.protocol, 'the message was too large or malformed'))
   socket.on('close', () => {
     clearInterval(alive)
+    clearTimeout(startTimer)
     dropped('stream_dropped')
   })
 }

@@ -2,6 +2,7 @@
 // engines convert at their edge with these functions.
 
 import { endianness } from 'node:os'
+import { WAV_HEADER_BYTES, wavHeader } from '../calls/wav.ts'
 
 export const SAMPLE_RATE = 16_000
 export const FRAME_MS = 20
@@ -97,20 +98,9 @@ export function rms (pcm: Int16Array): number {
 
 /** A mono PCM16 WAV file. */
 export function encodeWav (pcm: Int16Array, rate = SAMPLE_RATE): Buffer {
-  const file = Buffer.allocUnsafe(44 + pcm.length * 2)
-  file.write('RIFF', 0, 'ascii')
-  file.writeUInt32LE(36 + pcm.length * 2, 4)
-  file.write('WAVEfmt ', 8, 'ascii')
-  file.writeUInt32LE(16, 16)
-  file.writeUInt16LE(1, 20) // PCM
-  file.writeUInt16LE(1, 22) // mono
-  file.writeUInt32LE(rate, 24)
-  file.writeUInt32LE(rate * 2, 28)
-  file.writeUInt16LE(2, 32)
-  file.writeUInt16LE(16, 34)
-  file.write('data', 36, 'ascii')
-  file.writeUInt32LE(pcm.length * 2, 40)
-  writePcm(pcm, file, 44)
+  const file = Buffer.allocUnsafe(WAV_HEADER_BYTES + pcm.length * 2)
+  wavHeader(pcm.length * 2, rate).copy(file)
+  writePcm(pcm, file, WAV_HEADER_BYTES)
   return file
 }
 
@@ -182,26 +172,32 @@ export function mulawDecode (bytes: Uint8Array): Int16Array {
   return out
 }
 
-/** Samples per chunk of a recording: 10 s (320 KB), so that a short call holds little and a long one copies nothing. */
+/** Samples per chunk of a recording held in memory: 10 s (320 KB), so that a short call holds little and a long one copies nothing. */
 const RECORDING_CHUNK = SAMPLE_RATE * 10
 
 /**
  * A call's recording: both sides mixed (summed, clipped) on one 16 kHz mono timeline, each frame at its time
- * since the call started. Memory grows in chunks as the call goes on and never past `maxMs`; later audio is dropped.
+ * since the call started. It holds only what has not been taken yet: `take` hands out the samples up to a point
+ * (to be stored) and forgets them, and audio placed before that point later is dropped. Never past `maxMs`.
  */
 export class Recorder {
   readonly #maxSamples: number
-  readonly #chunks: Int16Array[] = []
+  /** Chunks from the one holding `#taken` on; earlier ones were taken and dropped. */
+  readonly #chunks: Array<Int16Array | undefined> = []
   #length = 0
+  #taken: number
 
-  constructor (maxMs: number) {
+  /** `takenSamples`: the recording stored already (a call taken back after forwarding goes on after it). */
+  constructor (maxMs: number, takenSamples = 0) {
     this.#maxSamples = Math.max(0, Math.floor(maxMs * SAMPLE_RATE / 1000))
+    this.#taken = Math.min(takenSamples, this.#maxSamples)
+    this.#length = this.#taken
   }
 
   /** `atMs`: when the frame's first sample was heard or said, in ms since the call started. */
   add (_side: 'caller' | 'agent', frame: Int16Array, atMs: number): void {
     const offset = Math.round(atMs * SAMPLE_RATE / 1000)
-    const from = Math.max(0, -offset)
+    const from = Math.max(0, this.#taken - offset)
     const to = Math.min(frame.length, this.#maxSamples - offset)
     // Chunk by chunk (a frame spans at most two): the inner loop is plain mixing, run for every frame of every call.
     for (let i = from; i < to;) {
@@ -217,13 +213,33 @@ export class Recorder {
     if (to > from) this.#length = Math.max(this.#length, offset + to)
   }
 
+  /** Length of the recording (stored and held), in ms. */
   get durationMs (): number {
     return Math.round(this.#length * 1000 / SAMPLE_RATE)
   }
 
-  wav (): Buffer {
-    const pcm = new Int16Array(this.#length)
-    this.#chunks.forEach((chunk, i) => pcm.set(chunk.subarray(0, this.#length - i * RECORDING_CHUNK), i * RECORDING_CHUNK))
-    return encodeWav(pcm)
+  /**
+   * The samples not taken yet up to `untilMs` (at most the recording's length; silence where nobody spoke), which
+   * the recorder then forgets.
+   */
+  take (untilMs: number): Int16Array {
+    const until = Math.max(this.#taken, Math.min(this.#length, Math.round(untilMs * SAMPLE_RATE / 1000)))
+    const pcm = new Int16Array(until - this.#taken)
+    for (let index = Math.floor(this.#taken / RECORDING_CHUNK); index * RECORDING_CHUNK < until; index++) {
+      const start = index * RECORDING_CHUNK
+      const chunk = this.#chunks[index]
+      if (chunk !== undefined) {
+        const from = Math.max(this.#taken, start)
+        pcm.set(chunk.subarray(from - start, Math.min(until, start + chunk.length) - start), from - this.#taken)
+        if (start + chunk.length <= until) this.#chunks[index] = undefined
+      }
+    }
+    this.#taken = until
+    return pcm
+  }
+
+  /** Ends the recording at `atMs` (the call's end): audio placed after it (sent ahead of time) was never heard. */
+  end (atMs: number): void {
+    this.#length = Math.max(this.#taken, Math.min(this.#length, Math.round(atMs * SAMPLE_RATE / 1000)))
   }
 }

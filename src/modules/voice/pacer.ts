@@ -41,3 +41,31 @@ export function pace (member: Paced): void {
 export function unpace (member: Paced): void {
   members.delete(member)
 }
+
+/** Caller audio may run this far ahead of the wall clock (a client that buffers, or sends a short turn at once); more is dropped. */
+export const CALLER_LEAD_MS = 2000
+/** Caller audio this far behind the wall clock (the client paused, or its network stalled) starts again at now. */
+export const CALLER_LAG_MS = 500
+
+/**
+ * The caller's side of the clock: where each frame of caller audio belongs on the wall clock's timeline. A
+ * client that sends faster than real time gets no further than CALLER_LEAD_MS ahead: the rest is dropped, so
+ * that neither the provider, the turn detector nor the recording take minutes of audio in seconds.
+ */
+export class CallerPace {
+  #next: number | undefined
+  /** Frames dropped for running ahead of the clock. */
+  dropped = 0
+
+  /** Where a frame of `ms` arriving at `now` (the clock's time) starts, or undefined when it is to be dropped. */
+  place (now: number, ms: number): number | undefined {
+    let at = this.#next ?? now
+    if (at < now - CALLER_LAG_MS) at = now
+    if (at + ms > now + CALLER_LEAD_MS) {
+      this.dropped++
+      return undefined
+    }
+    this.#next = at + ms
+    return at
+  }
+}

@@ -17,6 +17,7 @@ import { hashToken } from '../users/keys.ts'
 import { chooseEngine } from './engines/index.ts'
 import type { LiveCalls } from './live-calls.ts'
 import { Session } from './session.ts'
+import type { StreamAdmission } from './streams.ts'
 import { browserTransport, CLOSE, connectBrowser } from './transports/browser.ts'
 
 // The routes a browser reaches without an API key (docs/voice.md): joining a web call with its access
@@ -76,7 +77,7 @@ async function callOfToken (db: DB, token: string) {
 
 const tokenOf = (request: FastifyRequest) => (request.query as { access_token: string }).access_token
 
-export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls }> = async (app, { db, jobs, log, live }) => {
+export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls, streams: StreamAdmission }> = async (app, { db, jobs, log, live, streams }) => {
   const { config } = jobs
 
   app.post('/web-call/join', {
@@ -135,6 +136,8 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
   app.get('/web-call/stream', {
     websocket: true,
     config: KEYLESS,
+    // The stream's place first (per address and process, before any lookup), then its token and origin.
+    onRequest: streams.admit,
     preHandler: admit,
     schema: { hide: true, querystring: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }) }
   }, async (socket, request) => {
@@ -143,6 +146,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
       socket.send(JSON.stringify({ type: 'error', code: 'invalid_access_token', message: 'the access token was spent by another stream' }))
       return socket.close(CLOSE.forbidden)
     }
+    streams.started(request)
     const transport = browserTransport(socket)
     const session = Session.open({ db, log, ...jobs }, call, transport)
     live.add(session)

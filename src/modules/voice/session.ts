@@ -8,11 +8,11 @@ import { providerVoiceId } from '../account/queries.ts'
 import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
-import { findRecording, storeRecording } from '../calls/recordings.ts'
-import { decodeWav, FRAME_MS, Framer, Recorder } from './audio.ts'
+import { findRecording, storeRecordingPart } from '../calls/recordings.ts'
+import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE } from './audio.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { BUFFER_MS, pace, unpace } from './pacer.ts'
+import { BUFFER_MS, CALLER_LAG_MS, CallerPace, pace, unpace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
@@ -69,6 +69,10 @@ const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.c
 
 /** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
 const LAST_WORDS_MS = 15_000
+/** The recording is stored this often while the call runs (about 64 KB a time), not held until its end. */
+const RECORDING_SAVE_MS = 2000
+/** What is stored lies this far behind now: no audio is placed there any more (caller audio lags by CALLER_LAG_MS at most). */
+const RECORDING_SETTLED_MS = CALLER_LAG_MS + 500
 
 export class Session {
   readonly call: CallRow
@@ -89,15 +93,20 @@ export class Session {
   private readonly transfers: TransferRecord[] = []
   private detector!: SpeechDetector
   private recorder: Recorder | undefined
+  /** The recording's parts being stored, one after the other (each is appended where the last ended). */
+  private recordingSaved: Promise<void> = Promise.resolve()
+  /** Samples of the recording stored (by this session or, for a call taken back, before it). */
+  private recordingStored = 0
   private readonly callerFrames = new Framer()
-  private callerSamples = 0
-  private callerStartedAt: number | undefined
+  private readonly callerPace = new CallerPace()
   /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
   private queue: Queued[] = []
   private readonly agentFrames = new Framer()
   /** Until when the far end has agent audio to play (performance.now() time). */
   private playingUntil = 0
   private responding = false
+  /** A typed turn is being answered (until the answer has played out): the next one waits for it. */
+  private typedTurn = false
   private speaking = false
   private agentText = ''
   private responseStartedAt = 0
@@ -170,9 +179,16 @@ export class Session {
       }
     })
     if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
-      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS)
+      // A call taken back after forwarding: its recording goes on after what was stored before.
+      const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
+      // Ended meanwhile (a hang-up): no timer may start after end() cleared them.
+      if (this.ended) return
+      this.recordingStored = (earlier?.pcmBytes ?? 0) / 2
+      this.startedAt -= this.recordingStored * 1000 / SAMPLE_RATE
+      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored)
+      this.timers.push(setInterval(() => this.saveRecording(performance.now() - this.startedAt - RECORDING_SETTLED_MS), RECORDING_SAVE_MS))
     }
-    if (resume !== undefined) await this.resume(resume)
+    if (resume !== undefined) this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
     const setup = await this.setup(agent, llm)
     if (this.ended) return
@@ -188,18 +204,13 @@ export class Session {
     else this.armSilence()
   }
 
-  /** A call taken back after a forwarding nobody answered: the conversation and recording so far carry on. */
-  private async resume (state: Conversation): Promise<void> {
+  /** A call taken back after a forwarding nobody answered: the conversation carries on (the recording: see start). */
+  private resume (state: Conversation): void {
     this.transcript.push(...state.transcript)
     Object.assign(this.tokens, state.tokens)
     this.speech.recognised = state.speech.recognised
     this.speech.synthesised = state.speech.synthesised
     this.transfers.push(...state.transfers)
-    const earlier = this.recorder === undefined || state.recording_ms === 0 ? undefined : await findRecording(this.deps.db, this.call.user_id, this.call.id)
-    if (earlier !== undefined) {
-      this.recorder!.add('agent', decodeWav(await earlier.read()).pcm, 0)
-      this.startedAt -= earlier.durationMs
-    }
   }
 
   /** What was said so far, for an engine that starts mid-call. */
@@ -236,13 +247,14 @@ export class Session {
   /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
   audio (pcm: Int16Array): void {
     if (this.ended || this.engine === undefined) return
-    this.callerStartedAt ??= performance.now()
     for (const frame of this.callerFrames.push(pcm)) this.frame(frame)
   }
 
   private frame (frame: Int16Array): void {
-    this.recorder?.add('caller', frame, this.callerStartedAt! - this.startedAt + this.callerSamples / 16)
-    this.callerSamples += frame.length
+    // Placed by the wall clock: audio sent faster than real time is dropped, and the recording follows the call's real length.
+    const at = this.callerPace.place(performance.now(), FRAME_MS)
+    if (at === undefined) return
+    this.recorder?.add('caller', frame, at - this.startedAt)
     this.engine.audio(frame)
     this.detector.push(frame)
   }
@@ -264,14 +276,21 @@ export class Session {
     }
   }
 
-  /** A typed turn of the caller. */
-  text (content: string): void {
-    if (this.ended || this.engine === undefined || this.ending !== undefined) return
+  /**
+   * A typed turn of the caller; false when it is refused because the agent is still answering the last one
+   * (one typed turn at a time, so that a burst of them cannot run up dozens of model responses).
+   */
+  text (content: string): boolean {
+    if (this.ended || this.engine === undefined || this.ending !== undefined) return true
+    if (this.typedTurn) return false
     this.clearSilence()
     if (this.speaking) this.bargeIn()
+    // Set before the engine runs: the simulator answers within userText.
+    this.typedTurn = true
     this.addTranscript({ speaker: 'user', content, timestamp: Date.now() })
     this.startResponse()
     this.engine.userText(content)
+    return true
   }
 
   /** The caller hung up (or the connection closed); `reason` for a transport fault. */
@@ -388,6 +407,7 @@ export class Session {
   }
 
   private stoppedSpeaking (): void {
+    this.typedTurn = false
     this.setSpeaking(false)
     if (this.ending !== undefined) this.finish()
     else this.armSilence()
@@ -403,6 +423,7 @@ export class Session {
     this.agentFrames.clear()
     this.playingUntil = 0
     this.responding = false
+    this.typedTurn = false
     this.transport.send({ type: 'clear' })
     this.setSpeaking(false)
   }
@@ -577,15 +598,27 @@ export class Session {
     }
     this.transport.send({ type: 'ended', reason, frames_sent: this.framesSent, frames_late: this.framesLate })
     this.transport.close()
-    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate }, 'voice session ended')
+    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate, callerFramesDropped: this.callerPace.dropped }, 'voice session ended')
     this.resolveDone()
   }
 
-  /** Stores the recording so far; answers its length (0: nothing recorded). */
+  /** Stores the recording up to `untilMs` (since the call started) after the parts stored before it. */
+  private saveRecording (untilMs: number): void {
+    const pcm = this.recorder?.take(untilMs)
+    if (pcm === undefined || pcm.length === 0) return
+    const part = { callId: this.call.id, userId: this.call.user_id, pcm: pcmToBuffer(pcm) }
+    this.recordingSaved = this.recordingSaved.then(async () => {
+      if (await storeRecordingPart(this.deps.db, part)) this.recordingStored += pcm.length
+    }).catch((err: unknown) => this.log.error({ err }, 'a part of the recording could not be stored'))
+  }
+
+  /** Stores the rest of the recording (it ends now: audio sent ahead of the clock was never heard); answers its length in ms (0: none). */
   private async storeRecording (): Promise<number> {
-    if (this.recorder === undefined || this.recorder.durationMs === 0) return 0
-    await storeRecording(this.deps.db, { callId: this.call.id, userId: this.call.user_id, durationMs: this.recorder.durationMs, wav: this.recorder.wav() })
-    return this.recorder.durationMs
+    if (this.recorder === undefined) return 0
+    this.recorder.end(Math.max(performance.now(), this.playingUntil) - this.startedAt)
+    this.saveRecording(Infinity)
+    await this.recordingSaved
+    return Math.round(this.recordingStored * 1000 / SAMPLE_RATE)
   }
 
   private async callEnd (reason: EndReason): Promise<CallEnd> {

@@ -9,11 +9,6 @@ import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts
 
 /** The provider's audio rate both ways (PCM16 mono); the core's 16 kHz is converted at this edge. */
 const PROVIDER_RATE = 24_000
-/**
- * The recogniser of the caller's turns, run by the Realtime API itself. Not STT_MODEL: that names the
- * cascade's recogniser, which may be a local server's model this API does not know.
- */
-const TRANSCRIPTION_MODEL = 'gpt-4o-mini-transcribe'
 /** The API refuses to commit less than 100 ms of audio. */
 const MIN_COMMIT_SAMPLES = SAMPLE_RATE / 10
 /**
@@ -75,15 +70,20 @@ function languageOf (setup: EngineSetup): string | undefined {
   return languages.length === 1 ? languages[0].split('-')[0].toLowerCase() : undefined
 }
 
-function sessionOf (setup: EngineSetup, withVoice: boolean): Record<string, unknown> {
+/**
+ * `transcriptionModel`: the recogniser of the caller's turns, run by the Realtime API itself
+ * (REALTIME_TRANSCRIPTION_MODEL; not STT_MODEL, which names the cascade's recogniser); undefined: none.
+ */
+function sessionOf (setup: EngineSetup, withVoice: boolean, transcriptionModel: string | undefined): Record<string, unknown> {
   const format = { type: 'audio/pcm', rate: PROVIDER_RATE }
   const language = languageOf(setup)
+  const transcription = transcriptionModel === undefined ? null : { model: transcriptionModel, ...(language === undefined ? {} : { language }) }
   return {
     type: 'realtime',
     output_modalities: ['audio'],
     instructions: setup.instructions,
     audio: {
-      input: { format, transcription: { model: TRANSCRIPTION_MODEL, ...(language === undefined ? {} : { language }) }, turn_detection: null },
+      input: { format, transcription, turn_detection: null },
       output: { format, ...(withVoice ? { voice: setup.voice } : {}) }
     },
     tools: setup.tools.map((tool) => ({ type: 'function', name: tool.name, description: tool.description, parameters: tool.parameters })),
@@ -93,7 +93,7 @@ function sessionOf (setup: EngineSetup, withVoice: boolean): Record<string, unkn
 }
 
 export function realtimeEngine (voice: VoiceConfig): EngineFactory {
-  const { url, apiKey, model, auth } = voice.realtime
+  const { url, apiKey, model, auth, transcriptionModel } = voice.realtime
   const timeoutMs = voice.providerTimeoutMs
   // Provider messages (and ws errors) go to the log and the session: never with the key in them.
   const redact = (message: string) => apiKey === undefined || apiKey === '' ? message : message.replaceAll(apiKey, '[key]')
@@ -303,7 +303,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         }
         abortStart = refuse
         const timer = setTimeout(() => refuse(`the realtime provider did not answer within ${timeoutMs} ms`), timeoutMs)
-        ws.on('open', () => send({ type: 'session.update', session: sessionOf(given, true) }))
+        ws.on('open', () => send({ type: 'session.update', session: sessionOf(given, true, transcriptionModel) }))
         ws.on('message', (data) => {
           let event: ServerEvent
           try {
@@ -358,8 +358,11 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           emit({ type: 'speech', recognisedSeconds: uncommitted / SAMPLE_RATE })
           uncommitted = 0
           recentFrames.length = 0
-          transcriptions++
-          if (transcriptions === 1) transcriptionTimer = setTimeout(transcriptionLate, timeoutMs)
+          // Without input transcription no words of the caller come, and the agent's need not wait for them.
+          if (transcriptionModel !== undefined) {
+            transcriptions++
+            if (transcriptions === 1) transcriptionTimer = setTimeout(transcriptionLate, timeoutMs)
+          }
         }
         respond('answer')
       },
@@ -413,7 +416,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         if (!ready || ended) return
         if (voiceLocked && given.voice !== setup?.voice) log.warn({ voice: given.voice }, 'the realtime session keeps its voice: it cannot change once the model has spoken')
         setup = voiceLocked ? { ...given, voice: setup?.voice ?? given.voice } : given
-        send({ type: 'session.update', session: sessionOf(setup, !voiceLocked) })
+        send({ type: 'session.update', session: sessionOf(setup, !voiceLocked, transcriptionModel) })
       },
 
       close: () => {

@@ -3,7 +3,9 @@ import { bufferToPcm, pcmToBuffer } from '../audio.ts'
 import type { EndReason, Session, SessionEvent, Transport } from '../session.ts'
 
 // The browser's stream (docs/voice.md, "Browser protocol"): binary messages are 16 kHz PCM16 mono audio
-// both ways, text messages JSON events. Anything else ends the session as a protocol error.
+// both ways, text messages JSON events. A typed turn that is too long, or comes while the agent still answers
+// the last one, is refused with an `error` event and the call goes on; anything malformed ends the session as a
+// protocol error.
 
 /** WebSocket close codes the browser sees. */
 export const CLOSE = { normal: 1000, protocol: 4400, forbidden: 4403, timeout: 4408 } as const
@@ -35,6 +37,8 @@ type BrowserInput =
   | { kind: 'audio', pcm: Int16Array }
   | { kind: 'text', text: string }
   | { kind: 'hangup' }
+  /** Well formed, not taken: the browser is told why, the call goes on. */
+  | { kind: 'refused', code: string, problem: string }
   | { kind: 'invalid', problem: string }
 
 // Text the database can store: no NUL, no lone surrogates (DESIGN.md, "Security rules").
@@ -56,9 +60,10 @@ function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
   const { type, text } = event as { type?: unknown, text?: unknown }
   if (type === 'hangup') return { kind: 'hangup' }
   if (type === 'text') {
-    if (typeof text !== 'string' || text.trim() === '' || text.length > MAX_TEXT_LENGTH || INVALID_TEXT.test(text)) {
+    if (typeof text !== 'string' || text.trim() === '' || INVALID_TEXT.test(text)) {
       return { kind: 'invalid', problem: `text must be 1 to ${MAX_TEXT_LENGTH} characters of valid text` }
     }
+    if (text.length > MAX_TEXT_LENGTH) return { kind: 'refused', code: 'text_too_long', problem: `a typed turn has at most ${MAX_TEXT_LENGTH} characters; this one was not taken` }
     return { kind: 'text', text: text.trim() }
   }
   return { kind: 'invalid', problem: `unknown event type ${JSON.stringify(type)}` }
@@ -76,6 +81,10 @@ export function connectBrowser (socket: WebSocket, session: Session, transport: 
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: 'error', code: reason, message: problem }))
     session.hangup(reason)
   }
+  /** A message not taken: the browser is told, the call goes on. */
+  const refuse = (code: string, problem: string) => {
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: 'error', code, message: problem }))
+  }
   const alive = setInterval(() => {
     if (Date.now() - heard > timeoutMs) return fail('stream_timeout', `nothing was heard from the browser for ${timeoutMs} ms`)
     if (socket.bufferedAmount > MAX_BUFFERED_BYTES) return fail('stream_timeout', 'the browser stopped reading')
@@ -86,8 +95,10 @@ export function connectBrowser (socket: WebSocket, session: Session, transport: 
     heard = Date.now()
     const input = parseBrowserMessage(data, isBinary)
     if (input.kind === 'audio') session.audio(input.pcm)
-    else if (input.kind === 'text') session.text(input.text)
-    else if (input.kind === 'hangup') session.hangup('user_hangup')
+    else if (input.kind === 'text') {
+      if (!session.text(input.text)) refuse('turn_in_progress', 'the agent is still answering the last typed turn; send the next one once it has finished speaking')
+    } else if (input.kind === 'hangup') session.hangup('user_hangup')
+    else if (input.kind === 'refused') refuse(input.code, input.problem)
     else fail('protocol_error', input.problem)
   })
   // ws closes a socket whose message is over maxPayload with 1009 and reports an error first.
