@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises'
+import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { setImmediate } from 'node:timers/promises'
@@ -156,4 +156,38 @@ t.test("the repository's no-transaction migrations run again after a start that 
   await pool.query('DELETE FROM schema_migrations WHERE name = ANY ($1)', [again])
   t.same(await migrate(pool), again)
   t.same(await schema(), before)
+})
+
+t.test('an upgrade from before the recording parts keeps each stored recording, and gives the schema a fresh database has', async (t) => {
+  const pool = createPool(await createTestDatabase(t), 2)
+  t.teardown(() => pool.end())
+  const columns = async (): Promise<unknown> => (await pool.query(`SELECT json_agg(table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+    ORDER BY table_name, column_name) AS columns FROM information_schema.columns WHERE table_schema = 'public'`)).rows[0]
+  const fresh = await columns()
+  // The database as the main before recording parts left it: every migration before 0019.
+  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
+  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
+  t.teardown(() => rm(before, { recursive: true, force: true }))
+  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0019')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
+  await migrate(pool, before)
+  const userId = '65000000aaaaaaaaaaaaaaaa'
+  const callIds = ['65000001aaaaaaaaaaaaaaaa', '65000002aaaaaaaaaaaaaaaa']
+  await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'upgrade@example.com'])
+  for (const id of callIds) {
+    await pool.query(`INSERT INTO calls (id, user_id, agent_id, agent_name, call_type, direction, call_status, start_timestamp)
+      VALUES ($1, $2, '65000003aaaaaaaaaaaaaaaa', 'Front desk', 'web', 'outbound', 'success', now())`, [id, userId])
+  }
+  const samples = Buffer.from(Array.from({ length: 3200 }, (_, i) => i % 251))
+  const wav = Buffer.concat([Buffer.alloc(44, 7), samples])
+  await pool.query('INSERT INTO call_recordings (call_id, user_id, duration_ms, data) VALUES ($1, $2, 100, $3), ($4, $2, 0, $5)',
+    [callIds[0], userId, wav, callIds[1], Buffer.alloc(44)])
+
+  t.ok((await migrate(pool)).includes('0019_recording_chunks.sql'))
+  const { rows } = await pool.query(`SELECT r.call_id, r.pcm_bytes::int, string_agg(encode(c.data, 'hex'), '' ORDER BY c.offset_bytes) AS hex
+    FROM call_recordings r LEFT JOIN call_recording_chunks c USING (call_id) GROUP BY r.call_id, r.pcm_bytes ORDER BY r.call_id`)
+  t.same(rows, [
+    { call_id: callIds[0], pcm_bytes: samples.length, hex: samples.toString('hex') },
+    { call_id: callIds[1], pcm_bytes: 0, hex: null }
+  ], 'the samples without their header; an empty recording stays empty')
+  t.same(await columns(), fresh, 'the same columns as a fresh database')
 })
