@@ -71,8 +71,11 @@ const TAIL_MS = 3000
 const HEARD_MS = 3000
 /** A talk case goes on this long after its event, for a stop to show. */
 const TALK_TAIL_MS = 2500
-/** Agent audio that does not go on within this long after the far end ran dry has stopped (or paused). */
-const GAP_MS = 100
+/**
+ * Agent audio that does not go on within this long after the far end ran dry has stopped (or paused); a shorter
+ * gap is jitter (frames late on a loaded machine), not a decision of the server.
+ */
+const GAP_MS = 250
 /** A talk case whose agent played this much less of its begin message than the control has been stopped. */
 const SHORTFALL_MS = 200
 /** The begin message's first frame must come within this long. */
@@ -390,7 +393,8 @@ const snr = (o: Outcome) => o.run.c.noise?.snr_db
 /** The benchmark's figures over some outcomes (docs/voice.md, "Measuring turn-taking"). */
 function figures (list: Outcome[]) {
   const turns = list.filter((o) => o.run.c.kind === 'turn')
-  const paused = turns.filter((o) => (o.run.c as TurnCase).truth.pauses.length > 0)
+  // A caller never heard is not cut off: unheard_rate counts them.
+  const paused = turns.filter((o) => (o.run.c as TurnCase).truth.pauses.length > 0 && o.heard)
   const talkOver = list.filter((o) => o.run.c.kind === 'talk' && !(o.run.c as TalkCase).truth.barge_in)
   const bargeIns = list.filter((o) => o.run.c.kind === 'talk' && (o.run.c as TalkCase).truth.barge_in && o.early !== true)
   return {
