@@ -338,7 +338,8 @@ function scoreTalk (played: Played, c: TalkCase, controlMs: number | undefined):
     run: played.run,
     stopped,
     early,
-    paused: !stopped && heard.filter((s) => s.start < played.end).length > 1,
+    // Held and resumed: a break before the begin message had played out (what comes after it is an answer).
+    paused: !stopped && heard.length > 1 && heard[0].ms < (controlMs ?? Infinity) - SHORTFALL_MS,
     reactionMs: stopped && !early ? silent - onset : undefined,
     note: stopped ? `${clear === undefined ? 'audio stopped' : 'cleared'} ${Math.round(silent - onset)} ms after the event began` : undefined
   }
