@@ -14,7 +14,6 @@ import { createDb } from '../src/db/database.ts'
 import type { TranscriptItem } from '../src/db/schema.ts'
 import { FRAME_MS } from '../src/modules/voice/audio.ts'
 import { createApiKey, createUser, findUser } from '../src/modules/users/queries.ts'
-import type { LiveCall, MediaStream } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall } from '../test/helpers/voice-client.ts'
 import { benchDatabase, quantile, startServer, table } from './bench/lib.ts'
 import { CallerAudio, eventAudio, loadCorpus, type Case, type TalkCase, type TurnCase } from './bench/turns-corpus.ts'
@@ -170,7 +169,7 @@ async function openLine (transport: Transport, agent: { id: string, number: stri
     }
   }
   const { call } = await phone!.standIn.dialIn(`+1415555${String(Math.floor(Math.random() * 10_000)).padStart(4, '0')}`, agent.number)
-  const stream: MediaStream = await (call as LiveCall).waitForStream()
+  const stream = await call.waitForStream()
   return {
     send: (frame) => { void stream.sendAudio(frame) },
     agentFrames: () => stream.frames.map((f) => ({ at: f.at, ms: f.pcm.length * 1000 / 8000 })),
@@ -493,4 +492,4 @@ process.stdout.write('\n' + JSON.stringify({
   commit,
   at: new Date().toISOString()
 }) + '\n')
-if (errors.length > (total) / 2) process.exitCode = 1
+if (errors.length > total / 2) process.exitCode = 1
