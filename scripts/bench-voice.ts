@@ -8,16 +8,15 @@
 // CPU and memory per call. Each level runs on a fresh server: calls ramp up, warm up, then are measured for
 // BENCH_VOICE_SECONDS (20). By default levels 10, 50 and 100, then on by 50 while a level stays within the
 // limits (p95 under 50 ms, late frames under 1%, no call broken), up to BENCH_VOICE_MAX_CALLS (300).
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
-import path from 'node:path'
 import { createDb } from '../src/db/database.ts'
 import { FRAME_SAMPLES, mulawDecode, mulawEncode, resample } from '../src/modules/voice/audio.ts'
 import { SpeechDetector } from '../src/modules/voice/vad/detector.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
-import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
-import { benchDatabase, sampleRss, startServer, table } from './bench/lib.ts'
+import { benchDatabase, quantile, sampleRss, startServer, table } from './bench/lib.ts'
+import { apiPoster, benchTwilio, providerEnv, startStandins } from './bench/voice.ts'
 import { readArgs, usageError } from './args.ts'
 import { seedAccount } from './seed-data.ts'
 
@@ -66,49 +65,22 @@ const db = createDb(database.pool)
 const account = await seedAccount(db, 'bench-voice@localhost')
 await db.updateTable('api_keys').set({ revoked_at: new Date() }).where('user_id', '=', account.userId).where('revoked_at', 'is', null).execute()
 const { key } = await createApiKey(db, account.userId, { name: 'bench-voice' })
-const headers = { 'x-api-key': key, 'content-type': 'application/json' }
+const api = apiPoster(key)
 
-// The stand-ins run in a process of their own (scripts/bench/standins.ts), so that the callers' load on this
-// process never delays their answers. Their default answers are short: "Hello." heard, "You said: Hello."
-// spoken (0.8 s; the realtime stand-in's "Hi, how can I help?" 0.95 s).
-const standins = spawn(process.execPath, [path.join(import.meta.dirname, 'bench/standins.ts'), engine], { stdio: ['ignore', 'pipe', 'inherit'] })
-const standinUrl = await new Promise<string>((resolve, reject) => {
-  standins.stdout.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { url: string }).url))
-  standins.once('exit', (code) => reject(new Error(`the stand-ins exited with ${code}`)))
-})
-// Phone calls: Twilio is a stand-in in this process (it is the callers' side of the line), reached by the server
-// through its REST API and reaching the server at PUBLIC_BASE_URL through a route, as through a tunnel.
-const PUBLIC = 'https://voice.bench.test'
+const standins = await startStandins(engine)
 const NUMBER = '+14155550100'
-const twilio = transport === 'twilio' ? await createTwilioStandIn() : undefined
-const twilioAccount = { sid: sid('AC'), token: 'bench-auth-token' }
-if (twilio !== undefined) {
-  twilio.addAccount(twilioAccount.sid, twilioAccount.token)
-  twilio.offer('US', [{ phone_number: NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  // Its records of requests and webhooks are emptied every second, so that its memory stays flat.
-  setInterval(() => { twilio.requests.length = 0; twilio.webhooks.length = 0 }, 1000).unref()
-}
+const phone = transport === 'twilio' ? await benchTwilio([NUMBER]) : undefined
+const twilio = phone?.standIn
 const env: Record<string, string> = {
   DATABASE_URL: database.url,
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: engine,
-  ...(engine === 'cascade' ? { STT_URL: standinUrl, LLM_URL: standinUrl, TTS_URL: standinUrl } : { REALTIME_URL: standinUrl }),
-  ...(twilio !== undefined && {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: twilioAccount.sid,
-    TWILIO_AUTH_TOKEN: twilioAccount.token,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
+  ...providerEnv(engine, standins.url),
+  ...(phone !== undefined && {
+    ...phone.env,
     // The server's own count of late frames comes from its log line at each call's end (a phone has no `ended` event).
     LOG_LEVEL: 'info'
   })
-}
-
-async function api (url: string, path: string, body: unknown): Promise<any> {
-  const res = await fetch(url + path, { method: 'POST', headers, body: JSON.stringify(body) })
-  if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${await res.text()}`)
-  return await res.json()
 }
 
 /** Milliseconds of CPU (user and system) a process has used so far. */
@@ -325,7 +297,6 @@ async function phoneCaller (window: Window): Promise<CallerResult> {
   return result
 }
 
-const quantile = (sorted: number[], q: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]
 const round = (n: number, digits = 1) => Number(n.toFixed(digits))
 
 interface Level {
@@ -360,7 +331,7 @@ async function runLevel (calls: number, agentOf: (url: string) => Promise<string
         }
       : undefined
   })
-  twilio?.route(PUBLIC, server.url)
+  phone?.route(server.url)
   const pid = server.child.pid!
   try {
     const agentId = await agentOf(server.url)
@@ -459,8 +430,8 @@ for (let i = 0; ; i++) {
   }
   if (level.errors.length > calls / 2) break
 }
-standins.kill()
-await twilio?.close()
+standins.stop()
+await phone?.close()
 
 process.stdout.write(`\n${engine} engine, ${transport === 'twilio' ? 'phone calls over Twilio Media Streams' : 'browser stream'}; ${WINDOW_SECONDS} s measured per level after ${WARMUP_MS / 1000} s of warm-up; stand-ins answer at once\n\n`)
 process.stdout.write(table(levels.map((l) => ({

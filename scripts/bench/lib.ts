@@ -129,3 +129,6 @@ export function table (rows: Array<Record<string, string | number>>): string {
   const line = (values: string[]) => values.map((v, i) => (i === 0 ? v.padEnd(width[i]) : v.padStart(width[i]))).join('  ')
   return [line(columns), line(width.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => String(r[c]))))].join('\n')
 }
+
+/** The q-quantile of sorted values (the nearest rank); NaN when there are none. */
+export const quantile = (sorted: number[], q: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]

@@ -5,7 +5,8 @@ import { runScript } from '../helpers/scripts.ts'
 // opened (none is given here); a mistake is one line and exit 2, never a stack trace.
 const SCRIPTS = [
   ['cli.ts', 'cli'], ['seed.ts', 'seed'], ['migrate.ts', 'migrate'],
-  ['bench-calls.ts', 'bench:calls'], ['bench-deliveries.ts', 'bench:deliveries'], ['bench-voice.ts', 'bench:voice']
+  ['bench-calls.ts', 'bench:calls'], ['bench-deliveries.ts', 'bench:deliveries'], ['bench-voice.ts', 'bench:voice'],
+  ['bench-turns.ts', 'bench:turns']
 ] as const
 const NO_DATABASE = 'postgres://nobody@127.0.0.1:9/none'
 
