@@ -141,6 +141,8 @@ export class Session {
   private readonly speech = { recognised: 0, synthesised: 0 }
   private readonly transfers: TransferRecord[] = []
   private detector!: TurnDetector
+  /** The realtime provider detects the caller's turns (its LLM configuration's turn_detection): ours stays out. */
+  private providerTurns = false
   private recorder: Recorder | undefined
   private readonly callerFrames = new Framer()
   private callerSamples = 0
@@ -264,6 +266,7 @@ export class Session {
     this.closeTools = loaded.close
     const settings = settingsOf(agent)
     const language = String(settings.language)
+    this.providerTurns = this.kind === 'realtime' && llm.turn_detection.type !== 'switchboard'
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
       tools: loaded.tools.map((tool) => tool.spec),
@@ -273,7 +276,9 @@ export class Session {
       voice: await providerVoiceId(db, agent.voice_id) ?? 'alloy',
       model: llm.model,
       temperature: llm.temperature,
-      maxTokens: llm.max_tokens
+      maxTokens: llm.max_tokens,
+      turnDetection: llm.turn_detection,
+      interruptible: agent.interruption_sensitivity > 0
     }
   }
 
@@ -290,7 +295,12 @@ export class Session {
     this.recorder?.add('caller', frame, this.callerStartedAt! - this.startedAt + this.callerSamples / 16)
     this.callerSamples += frame.length
     this.engine.audio(frame)
-    const turn = this.detector.push(frame)
+    const turn = this.providerTurns ? undefined : this.detector.push(frame)
+    if (turn !== undefined) this.turn(turn)
+  }
+
+  /** The caller started or stopped speaking, as our detector or the provider's heard it. */
+  private turn (turn: 'start' | 'end'): void {
     if (turn === 'start') {
       this.userTurnAt = Date.now()
       this.clearSilence()
@@ -298,7 +308,8 @@ export class Session {
       if (this.speaking && this.agent.interruption_sensitivity > 0 && this.ending === undefined) this.bargeIn()
     } else if (turn === 'end') {
       this.transport.send({ type: 'user_speaking', speaking: false })
-      if (this.ending === undefined) {
+      // The provider answers the turns it detects itself.
+      if (this.ending === undefined && !this.providerTurns) {
         this.startResponse()
         this.engine.endOfTurn()
       }
@@ -335,6 +346,7 @@ export class Session {
         this.agentText += event.delta
         return this.transport.send({ type: 'agent_text', delta: event.delta })
       case 'response_done': return this.responseDone(event.text)
+      case 'caller_speech': return this.turn(event.speaking ? 'start' : 'end')
       case 'user_text':
         if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.userTurnAt || Date.now() })
         else if (this.queue.length === 0 && this.agentText === '') {
