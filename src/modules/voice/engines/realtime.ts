@@ -69,6 +69,8 @@ type ServerEvent =
 interface Response {
   /** `say`: the model reads out `said`, which is what we report. */
   kind: 'answer' | 'say'
+  /** It starts what the agent says in a turn (not the model's continuation after tool results). */
+  fresh: boolean
   said: string
   body: Record<string, unknown>
   /** Sent to the server (one response at a time runs there; later ones wait here). */
@@ -182,6 +184,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
     const committing: Turn[] = []
     let held: EngineEvent[] = []
     let joins = 0
+    /** The latest response's spoken audio, which a barge-in truncates to what the caller heard (it may have ended already). */
+    let spoken: Response | undefined
     /** Where the provider heard the caller's speech start (ms of input audio), for the seconds recognised. */
     let speechStartMs: number | undefined
     let watchdog: NodeJS.Timeout | undefined
@@ -266,8 +270,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       send({ type: 'response.create', ...(Object.keys(body).length > 0 ? { response: body } : {}) })
       watch()
     }
-    const newResponse = (kind: Response['kind'], said = '', body: Record<string, unknown> = {}): Response =>
-      ({ kind, said, body, sent: false, id: undefined, itemId: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0) })
+    const newResponse = (kind: Response['kind'], fresh: boolean, said = '', body: Record<string, unknown> = {}): Response =>
+      ({ kind, fresh, said, body, sent: false, id: undefined, itemId: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0) })
     const respond = (...args: Parameters<typeof newResponse>): Response => {
       const response = newResponse(...args)
       responses.push(response)
@@ -346,14 +350,13 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         case 'response.created': {
           // With the provider's turn detection, a response without our metadata is the provider's answer to a turn.
           const provider = providerTurns() && event.response.metadata?.switchboard !== OURS.switchboard
-          const response = provider ? { ...newResponse('answer'), sent: true } : responses.find((r) => r.sent && r.id === undefined)
+          const response = provider ? { ...newResponse('answer', true), sent: true } : responses.find((r) => r.sent && r.id === undefined)
           if (response === undefined) return
-          if (provider) {
-            // Before ours that wait: it runs now.
-            responses.unshift(response)
-            turnText = ''
-          }
+          // Before ours that wait: it runs now.
+          if (provider) responses.unshift(response)
           response.id = event.response.id
+          spoken = undefined
+          if (response.fresh) turnText = ''
           // Cancelled before the server had it: cancel it now that it has an id.
           if (response.cancelled) send({ type: 'response.cancel', response_id: response.id })
           else if (response.kind === 'say') emitInOrder({ type: 'agent_text', delta: response.said })
@@ -364,6 +367,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           if (response === undefined || response.cancelled) return
           voiceLocked = true
           response.itemId ??= event.item_id
+          spoken = response
           settle()
           const pcm = decode(response, event.delta)
           if (pcm.length > 0) emit({ type: 'audio', pcm })
@@ -497,12 +501,11 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
 
       endOfTurn: () => {
         if (!ready || ended || providerTurns()) return
-        turnText = ''
         const last = turns.at(-1)
         if (last !== undefined && !last.settled) join(last)
         if (uncommitted < MIN_COMMIT_SAMPLES) {
           emit({ type: 'user_text', text: '' })
-          respond('answer')
+          respond('answer', true)
           return
         }
         flush()
@@ -514,21 +517,19 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         uncommitted = 0
         buffered = []
         release()
-        turn.answer = respond('answer')
+        turn.answer = respond('answer', true)
       },
 
       userText: (text) => {
         if (!ready || ended) return
-        turnText = ''
         settle()
         send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } })
-        respond('answer')
+        respond('answer', true)
       },
 
       say: (text) => {
         if (!ready || ended) return
-        turnText = ''
-        respond('say', text, {
+        respond('say', true, text, {
           instructions: `Say exactly the following text, word for word, and nothing else:\n\n${text}`,
           tool_choice: 'none'
         })
@@ -538,16 +539,18 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         if (!ready || ended) return
         // Sent even after a cancel, so that the conversation holds an output for every call.
         send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: id, output } })
-        if (awaitedCalls.delete(id) && awaitedCalls.size === 0) respond('answer')
+        if (awaitedCalls.delete(id) && awaitedCalls.size === 0) respond('answer', false)
       },
 
       cancel: (heardMs) => {
         if (!ready || ended) return
         const running = responses.find((r) => r.sent)
-        // The model forgets what the caller did not hear of its answer.
-        if (running?.itemId !== undefined && heardMs !== undefined) {
-          send({ type: 'conversation.item.truncate', item_id: running.itemId, content_index: 0, audio_end_ms: Math.max(0, Math.round(heardMs)) })
+        // The model forgets what the caller did not hear of its answer (the provider refuses an end past the audio).
+        const audioMs = spoken === undefined ? 0 : spoken.samples * 1000 / PROVIDER_RATE
+        if (spoken?.itemId !== undefined && heardMs !== undefined && heardMs < audioMs) {
+          send({ type: 'conversation.item.truncate', item_id: spoken.itemId, content_index: 0, audio_end_ms: Math.max(0, Math.round(heardMs)) })
         }
+        spoken = undefined
         // Responses not yet sent are dropped; the running one is cancelled and its remaining events ignored.
         responses.splice(0, responses.length, ...(running === undefined ? [] : [running]))
         if (running !== undefined) drop(running)
