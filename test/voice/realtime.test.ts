@@ -458,3 +458,24 @@ t.test('the provider\'s turn detection: our say() that meets the provider\'s own
   t.equal(sent(standin, 'response.create').length, 2, 'sent again once the provider\'s answer ended')
   t.same(h.of('error'), [])
 })
+
+t.test('a barge-in truncates the last answer to what was heard even after its response ended; a new answer\'s is not', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  const h = await started(t, standin)
+  h.engine.userText('Tell me about you.')
+  await until('response_done', () => h.of('response_done').length === 1)
+  // The provider generates faster than the caller hears: the answer is still playing when the caller speaks.
+  h.engine.cancel(120)
+  await until('the truncate', () => sent(standin, 'conversation.item.truncate').length === 1)
+  t.match(sent(standin, 'conversation.item.truncate'), [{ item_id: /^item_/, content_index: 0, audio_end_ms: 120 }])
+
+  h.engine.userText('And then?')
+  await until('response_done', () => h.of('response_done').length === 2)
+  h.engine.cancel(60_000)
+  h.engine.userText('Hello?')
+  // The caller goes on before the next answer started: nothing of the answer before is cut.
+  h.engine.cancel(0)
+  await until('the last response.create', () => sent(standin, 'response.create').length === 3)
+  t.equal(sent(standin, 'conversation.item.truncate').length, 1, 'heard whole, or not the last answer: no truncate')
+  t.same(h.of('error'), [])
+})

@@ -154,7 +154,7 @@ t.test('the provider\'s semantic_vad: its speech_started while the agent talks i
   await client.sendAudio(speech(300, 0))
   await client.waitFor('clear', () => true, client.events.length - 1)
   t.ok(client.events.filter((e) => e.type === 'clear').length > cleared)
-  const truncate = await poll(() => ctx.standin.events.find((e) => e.type === 'conversation.item.truncate') as any, Boolean, { message: 'truncate sent' })
+  const truncate: any = await poll(() => ctx.standin.events.find((e) => e.type === 'conversation.item.truncate'), Boolean, { message: 'truncate sent' })
   t.match(truncate, { item_id: String, content_index: 0 }, 'the model forgets what the caller did not hear')
   t.ok(truncate.audio_end_ms > 0 && truncate.audio_end_ms < 3000, `heard ${truncate.audio_end_ms as number} ms`)
   t.same(ctx.standin.events.filter((e) => e.type === 'input_audio_buffer.clear'), [], 'the provider keeps the caller\'s words')

@@ -266,6 +266,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       const next = responses.find((r) => !r.sent)
       if (next === undefined) return
       next.sent = true
+      // What the caller hears next is the new response's: the last one's audio, heard whole, is no longer cut.
+      if (next.fresh) spoken = undefined
       const body = providerTurns() ? { ...next.body, metadata: OURS } : next.body
       send({ type: 'response.create', ...(Object.keys(body).length > 0 ? { response: body } : {}) })
       watch()
@@ -331,8 +333,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         fail(`realtime response failed: ${done.status_details?.error?.message ?? 'no reason given'}`)
         return
       }
-      const spoken = response.kind === 'say' ? response.said : response.transcript
-      turnText = [turnText, spoken].filter((part) => part !== '').join(' ')
+      const words = response.kind === 'say' ? response.said : response.transcript
+      turnText = [turnText, words].filter((part) => part !== '').join(' ')
       const calls = response.kind === 'answer' ? (done.output ?? []).filter((item) => item.type === 'function_call') : []
       if (calls.length === 0) {
         emitInOrder({ type: 'response_done', text: turnText })
@@ -353,9 +355,11 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           const response = provider ? { ...newResponse('answer', true), sent: true } : responses.find((r) => r.sent && r.id === undefined)
           if (response === undefined) return
           // Before ours that wait: it runs now.
-          if (provider) responses.unshift(response)
+          if (provider) {
+            responses.unshift(response)
+            spoken = undefined
+          }
           response.id = event.response.id
-          spoken = undefined
           if (response.fresh) turnText = ''
           // Cancelled before the server had it: cancel it now that it has an id.
           if (response.cancelled) send({ type: 'response.cancel', response_id: response.id })
