@@ -2,12 +2,12 @@ import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
   AnyObject, CallbackSettings, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
-  TranscriptItem, WidgetSettings
+  TranscriptItem, TurnDetection, WidgetSettings
 } from './shapes.ts'
 
 // The jsonb columns are typed from the TypeBox shapes in shapes.ts (one source for the column, the
 // responses that show it and the code that reads it); their types are re-exported for the modules.
-export type { DeliveryAttempt, RetrievalField, TranscriptItem } from './shapes.ts'
+export type { DeliveryAttempt, RetrievalField, TranscriptItem, TurnDetection } from './shapes.ts'
 
 /** A timestamptz the database fills in on insert. */
 type CreatedAt = ColumnType<Date, Date | undefined, never>
@@ -204,6 +204,8 @@ export interface LlmConfigsTable {
   max_tokens: number | null
   /** NULL: the installation's VOICE_ENGINE. */
   engine: 'realtime' | 'cascade' | 'simulator' | null
+  /** Default `{ "type": "switchboard" }`: our own turn detection. */
+  turn_detection: JsonOptional<TurnDetection>
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

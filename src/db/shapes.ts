@@ -85,6 +85,20 @@ export const CallbackSettings = Type.Object({
   on_outcomes: Type.Array(Type.String())
 })
 
+/**
+ * Who decides that the caller's turn has ended, and that the caller talks over the agent, on the realtime engine
+ * (an LLM configuration's turn_detection; docs/voice.md, "Turn detection"): `switchboard`, ours (the default, the
+ * same on both engines), or the provider's own `server_vad` or `semantic_vad` with their settings.
+ */
+export const TurnDetection = Type.Object({
+  type: Type.Enum(['switchboard', 'server_vad', 'semantic_vad'], { description: 'switchboard (default): our own turn detection, on both engines; server_vad or semantic_vad: the realtime provider\'s (engine realtime only)' }),
+  eagerness: Type.Optional(Type.Enum(['low', 'medium', 'high', 'auto'], { description: 'semantic_vad only: how soon the provider answers; low waits longest. Default auto (as medium)' })),
+  threshold: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'server_vad only: how loud speech must be, 0 to 1; default 0.5' })),
+  silence_duration_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 10_000, description: 'server_vad only: silence that ends the turn, ms; default 500' })),
+  prefix_padding_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 2000, description: 'server_vad only: audio kept before the detected speech, ms; default 300' }))
+})
+export type TurnDetection = Static<typeof TurnDetection>
+
 export const RetrievalType = Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')])
 
 /** A data_retrieval field as stored with an agent: the routes fill in description and required. */

@@ -297,3 +297,37 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
   t.match(builtIn.body, 'is a built-in call variable')
   t.same((await api('GET', `/v1/agent/${id}`)).json().data_retrieval.map((f: { name: string }) => f.name), ['mood'], 'nothing changed')
 })
+
+t.test('turn detection: ours by default, the provider\'s with the realtime engine, refused under its field otherwise', async (t) => {
+  const ctx = await setup(t)
+  const { browser, api } = await signedIn(ctx)
+  const form = await browser.get('/agents/new')
+  for (const id of ['llm-turn_detection-type', 'llm-turn_detection-eagerness', 'llm-turn_detection-threshold', 'llm-turn_detection-silence_duration_ms', 'llm-turn_detection-prefix_padding_ms']) {
+    t.match(form.body, `<label for="${id}">`, `${id} has a label`)
+  }
+  t.match(form.body, '<option value="switchboard" selected>', 'ours is the default')
+
+  const created = await browser.submit('/agents/new', '/agents', { ...FORM, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'semantic_vad', 'llm.turn_detection.eagerness': 'low' })
+  t.equal(created.statusCode, 303, created.body)
+  const id = /^\/agents\/([0-9a-f]{24})/.exec(created.headers.location as string)![1]
+  const { llm_id: llmId } = (await api('GET', `/v1/agent/${id}`)).json()
+  t.same((await api('GET', `/v1/llm/${llmId as string}`)).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' }, 'the emptied settings are left out')
+  const page = await browser.get(`/agents/${id}`)
+  t.match(page.body, '<option value="semantic_vad" selected>')
+
+  // As a browser sends the form: every field of the section.
+  const turns = { 'llm.turn_detection.type': 'semantic_vad', 'llm.turn_detection.eagerness': 'low', 'llm.turn_detection.threshold': '', 'llm.turn_detection.silence_duration_ms': '', 'llm.turn_detection.prefix_padding_ms': '' }
+  const cascade = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
+  t.equal(cascade.statusCode, 400)
+  t.match(cascade.body, /<p id="llm-turn_detection-type-error" class="field-error">Semantic_vad is the realtime provider&#39;s turn detection: it needs engine &quot;realtime&quot;, and the engine is cascade.<\/p>/)
+  const eager = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
+  t.equal(eager.statusCode, 400)
+  t.match(eager.body, '<p id="llm-turn_detection-eagerness-error" class="field-error">This setting is allowed only with type semantic_vad, not server_vad.</p>')
+  const away = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
+  t.match(away.body, '<p id="llm-engine-error" class="field-error">Cascade cannot use the configuration&#39;s turn_detection semantic_vad, which is the realtime provider&#39;s: set turn_detection to { &quot;type&quot;: &quot;switchboard&quot; } as well.</p>', 'a form without the section: the stored one counts')
+  t.same((await api('GET', `/v1/llm/${llmId as string}`)).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' }, 'nothing changed')
+
+  const ours = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade', 'llm.turn_detection.type': 'switchboard', 'llm.turn_detection.eagerness': '' })
+  t.equal(ours.statusCode, 303, ours.body)
+  t.match((await api('GET', `/v1/llm/${llmId as string}`)).json(), { engine: 'cascade', turn_detection: { type: 'switchboard' } })
+})

@@ -58,3 +58,62 @@ t.test('LLM configurations: validation, isolation, and deletion while used', asy
   t.equal((await app.inject({ method: 'DELETE', url: `/v1/agent/${agent.json()._id}`, headers: a.headers })).statusCode, 204)
   t.equal((await app.inject({ method: 'DELETE', url: `/v1/llm/${llm._id}`, headers: a.headers })).statusCode, 204)
 })
+
+t.test('LLM configurations: turn_detection is ours by default; the provider\'s needs the realtime engine', async (t) => {
+  const { app, db } = await setup(t)
+  const { headers } = await createAccount(db)
+  const post = async (payload: Record<string, unknown>) => await app.inject({ method: 'POST', url: '/v1/llm', headers, payload })
+
+  const plain = (await post({})).json()
+  t.same(plain.turn_detection, { type: 'switchboard' }, 'ours by default')
+
+  const server = await post({ engine: 'realtime', turn_detection: { type: 'server_vad', threshold: 0.6, silence_duration_ms: 700, prefix_padding_ms: 200 } })
+  t.equal(server.statusCode, 201)
+  t.same(server.json().turn_detection, { type: 'server_vad', threshold: 0.6, silence_duration_ms: 700, prefix_padding_ms: 200 })
+  t.same((await app.inject({ method: 'GET', url: `/v1/llm/${server.json()._id as string}`, headers })).json().turn_detection, server.json().turn_detection, 'stored')
+  t.same((await post({ engine: 'realtime', turn_detection: { type: 'semantic_vad', eagerness: 'low' } })).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' })
+
+  for (const [payload, message] of [
+    [{ engine: 'cascade', turn_detection: { type: 'semantic_vad' } }, /turn_detection\.type semantic_vad .*needs engine "realtime".*cascade/],
+    [{ turn_detection: { type: 'server_vad' } }, /turn_detection\.type server_vad .*needs engine "realtime".*null/],
+    [{ engine: 'simulator', turn_detection: { type: 'server_vad' } }, /needs engine "realtime"/],
+    [{ engine: 'realtime', turn_detection: { type: 'server_vad', eagerness: 'high' } }, /turn_detection\.eagerness is allowed only with type semantic_vad, not server_vad/],
+    [{ engine: 'realtime', turn_detection: { type: 'semantic_vad', threshold: 0.5 } }, /turn_detection\.threshold is allowed only with type server_vad/],
+    [{ turn_detection: { type: 'switchboard', silence_duration_ms: 500 } }, /turn_detection\.silence_duration_ms is allowed only with type server_vad, not switchboard/]
+  ] as const) {
+    const res = await post(payload)
+    t.equal(res.statusCode, 400, JSON.stringify(payload))
+    t.match(res.json(), { statusCode: 400, code: 'bad_request', message })
+  }
+  for (const [payload, field] of [
+    [{ engine: 'realtime', turn_detection: { type: 'loud' } }, 'body.turn_detection.type'],
+    [{ engine: 'realtime', turn_detection: { type: 'server_vad', threshold: 2 } }, 'body.turn_detection.threshold'],
+    [{ engine: 'realtime', turn_detection: { type: 'semantic_vad', eagerness: 'eager' } }, 'body.turn_detection.eagerness'],
+    [{ engine: 'realtime', turn_detection: {} }, 'body.turn_detection']
+  ] as const) {
+    const res = await post(payload)
+    t.equal(res.statusCode, 400, JSON.stringify(payload))
+    t.match(res.json(), { code: 'validation_error', message: new RegExp(field.replaceAll('.', '\\.')) })
+  }
+
+  // A PATCH is checked against what is stored.
+  const id = server.json()._id as string
+  const patch = async (payload: Record<string, unknown>) => await app.inject({ method: 'PATCH', url: `/v1/llm/${id}`, headers, payload })
+  const away = await patch({ engine: 'cascade' })
+  t.equal(away.statusCode, 400)
+  t.match(away.json().message, /body\.engine cascade cannot use the configuration's turn_detection server_vad/)
+  t.equal((await patch({ engine: null })).statusCode, 400)
+  t.equal((await patch({ turn_detection: { type: 'semantic_vad', eagerness: 'high' } })).statusCode, 200, 'the engine stays realtime')
+  const back = await patch({ engine: 'cascade', turn_detection: { type: 'switchboard' } })
+  t.equal(back.statusCode, 200)
+  t.match(back.json(), { engine: 'cascade', turn_detection: { type: 'switchboard' } })
+  t.equal((await patch({ turn_detection: { type: 'server_vad' } })).statusCode, 400, 'the stored cascade engine cannot use it')
+  t.equal((await app.inject({ method: 'PATCH', url: '/v1/llm/65a0f0000000000000000009', headers, payload: { engine: 'realtime' } })).statusCode, 404)
+
+  // Two PATCHes that race (each right against what it read) cannot store the pair: the table refuses it.
+  await patch({ engine: 'realtime' })
+  const raced = await Promise.all(Array.from({ length: 20 }, (_, i) => patch(i % 2 === 0 ? { engine: 'cascade' } : { turn_detection: { type: 'server_vad' } })))
+  t.ok(raced.every((res) => res.statusCode === 200 || res.statusCode === 400), 'no 500')
+  const final = (await app.inject({ method: 'GET', url: `/v1/llm/${id}`, headers })).json()
+  t.ok(final.turn_detection.type === 'switchboard' || final.engine === 'realtime', `stored ${final.engine as string} with ${final.turn_detection.type as string}`)
+})

@@ -24,16 +24,22 @@ const silent = pino({ level: 'silent' })
 
 interface Harness { engine: Engine, events: EngineEvent[], of: <T extends EngineEvent['type']>(type: T) => Array<Extract<EngineEvent, { type: T }>> }
 
-function harness (standin: RealtimeStandin | { url: string }, env: Record<string, string> = {}): Harness {
+/** `react`: what the session would do at an event, at once (as it does). */
+type React = (event: EngineEvent, engine: Engine, events: EngineEvent[]) => void
+
+function harness (standin: RealtimeStandin | { url: string }, env: Record<string, string> = {}, react?: React): Harness {
   const voice = loadConfig({ REALTIME_URL: standin.url, REALTIME_API_KEY: KEY, VOICE_PROVIDER_TIMEOUT_MS: '10000', ...env }).voice
   const events: EngineEvent[] = []
-  const engine = realtimeEngine(voice)((event) => events.push(event), silent)
+  const engine: Engine = realtimeEngine(voice)((event) => {
+    events.push(event)
+    react?.(event, engine, events)
+  }, silent)
   const of = <T extends EngineEvent['type']>(type: T) => events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type)
   return { engine, events, of }
 }
 
-async function started (t: Test, standin: RealtimeStandin, setup: Partial<EngineSetup> = {}, env: Record<string, string> = {}): Promise<Harness> {
-  const h = harness(standin, env)
+async function started (t: Test, standin: RealtimeStandin, setup: Partial<EngineSetup> = {}, env: Record<string, string> = {}, react?: React): Promise<Harness> {
+  const h = harness(standin, env, react)
   await h.engine.start({ ...SETUP, ...setup })
   t.teardown(() => h.engine.close())
   return h
@@ -341,4 +347,152 @@ t.test('close() ends the connection and every event', async (t) => {
   h.engine.close()
   await until('the stand-in to see the close', () => standin.openConnections() === 0)
   t.equal(h.events.length, count)
+})
+
+/** Caller silence in 20 ms frames. */
+const quiet = (seconds: number) => Array.from({ length: seconds * 1000 / 20 }, () => new Int16Array(FRAME_SAMPLES))
+const feed = (h: Harness, frames: Int16Array[]) => { for (const frame of frames) h.engine.audio(frame) }
+/** The session's barge-in: the caller speaks while agent audio came, and 150 ms of it were heard. */
+const bargeIn: React = (event, engine, events) => {
+  if (event.type === 'caller_speech' && event.speaking && events.some((e) => e.type === 'audio')) engine.cancel(150)
+}
+
+t.test('our turn detection (the default): a turn whose answer has not started joins the next one, after a barge-in', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.transcripts.push('My number is five five five', 'My number is five five five, one two three.')
+  // The first answer is still being prepared (it never starts) when the caller goes on.
+  standin.replies.push({ text: 'Thanks, I have five five five.', holdAfter: 0 }, { text: 'Thanks, I have it all.' })
+  const h = await started(t, standin)
+  feed(h, speech(0.5))
+  h.engine.endOfTurn()
+  await until('the first transcription and answer', () => standin.events.filter((e) => e.type === 'response.create').length === 1 && standin.commits.length === 1)
+  feed(h, speech(0.4))
+  // The session's barge-in as the caller resumes: the answer is cancelled, nothing of it was heard.
+  h.engine.cancel(0)
+  feed(h, speech(0.3))
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+
+  t.same(h.of('user_text'), [{ type: 'user_text', text: 'My number is five five five, one two three.' }], 'one user turn, transcribed whole')
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'Thanks, I have it all.' }], 'one answer')
+  t.equal(standin.deleted.length, 1, 'the first part\'s item is deleted')
+  t.equal(standin.commits.length, 2)
+  t.equal(standin.commits[1].seconds, 1.2, 'the second commit holds the first part again, then what followed')
+  t.same(h.of('error'), [])
+})
+
+t.test('our turn detection: the join works without a barge-in (interruption_sensitivity 0), before the transcription came', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.lateTranscripts = true
+  standin.transcripts.push('Part one', 'Part one and part two.')
+  standin.replies.push({ text: 'Never heard.', holdAfter: 0 }, { text: 'Got it.' })
+  const h = await started(t, standin)
+  feed(h, speech(0.5))
+  h.engine.endOfTurn()
+  feed(h, speech(0.3))
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+  t.same(h.of('user_text'), [{ type: 'user_text', text: 'Part one and part two.' }])
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'Got it.' }])
+  t.ok(sent(standin, 'response.cancel').length >= 1, 'the first answer is cancelled')
+  t.equal(standin.deleted.length, 1)
+  t.equal(standin.commits[1].seconds, 0.8)
+  t.same(h.of('error'), [])
+})
+
+t.test('our turn detection: a turn whose answer has started stands; the next is a turn of its own', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.transcripts.push('First.', 'Second.')
+  const h = await started(t, standin)
+  feed(h, speech(0.3))
+  h.engine.endOfTurn()
+  await until('the first answer', () => h.of('response_done').length === 1)
+  feed(h, speech(0.3))
+  h.engine.endOfTurn()
+  await until('the second answer', () => h.of('response_done').length === 2)
+  t.same(h.of('user_text').map((e) => e.text), ['First.', 'Second.'])
+  t.same(standin.deleted, [])
+  t.same(sent(standin, 'conversation.item.delete'), [])
+})
+
+t.test('the provider\'s server_vad: session.update carries it, our commits stop, its turns are answered and reported', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.transcripts.push('Where is my order?')
+  standin.replies.push({ text: 'On its way.' })
+  const h = await started(t, standin, { turnDetection: { type: 'server_vad', silence_duration_ms: 300, threshold: 0.6 } })
+  t.same(sent<{ session: { audio: { input: { turn_detection: unknown } } } }>(standin, 'session.update')[0].session.audio.input.turn_detection,
+    { type: 'server_vad', silence_duration_ms: 300, threshold: 0.6, create_response: true, interrupt_response: true })
+
+  feed(h, [...speech(0.5), ...quiet(0.4)])
+  // The session does not end turns with the provider's detection; should it, nothing is committed.
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+  t.same(sent(standin, 'input_audio_buffer.commit'), [], 'the provider commits, not we')
+  t.equal(standin.commits.length, 1)
+  t.same(h.of('caller_speech'), [{ type: 'caller_speech', speaking: true }, { type: 'caller_speech', speaking: false }])
+  t.same(h.of('user_text'), [{ type: 'user_text', text: 'Where is my order?' }])
+  t.ok(h.events.indexOf(h.of('user_text')[0]) < h.events.indexOf(h.of('agent_text')[0]), 'the caller\'s words come before the answer')
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'On its way.' }])
+  t.same(sent(standin, 'response.create'), [], 'the provider answered by itself')
+  t.ok(h.of('speech').some((e) => e.recognisedSeconds !== undefined && e.recognisedSeconds >= 0.5), 'the provider\'s speech is counted')
+  t.same(h.of('error'), [])
+
+  await started(t, standin, { turnDetection: { type: 'semantic_vad', eagerness: 'low' }, interruptible: false })
+  t.same(sent<{ session: { audio: { input: { turn_detection: unknown } } } }>(standin, 'session.update')[1].session.audio.input.turn_detection,
+    { type: 'semantic_vad', eagerness: 'low', create_response: true, interrupt_response: false }, 'no barge-in: the provider does not interrupt either')
+})
+
+t.test('the provider\'s turn detection: speech during an answer is caller_speech; cancel truncates and keeps the input buffer', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.replies.push({ text: 'Let me tell you all about our long list of products.', holdAfter: 2 })
+  const h = await started(t, standin, { turnDetection: { type: 'semantic_vad', eagerness: 'high' } }, {}, bargeIn)
+  feed(h, [...speech(0.4), ...quiet(0.3)])
+  await until('the answer\'s audio', () => h.of('audio').length > 0)
+  feed(h, speech(0.2))
+  await until('the caller speaking again', () => h.of('caller_speech').length === 3)
+  t.same(h.of('caller_speech').at(-1), { type: 'caller_speech', speaking: true })
+  await until('the truncate', () => sent(standin, 'conversation.item.truncate').length > 0)
+  t.match(sent(standin, 'conversation.item.truncate'), [{ item_id: /^item_/, content_index: 0, audio_end_ms: 150 }])
+  t.same(sent(standin, 'input_audio_buffer.clear'), [], 'the provider keeps the caller\'s words')
+  t.same(h.of('response_done'), [], 'the cancelled answer reports nothing')
+  t.same(h.of('error'), [], 'the provider cancelled first: our cancel is a harmless race')
+})
+
+t.test('the provider\'s turn detection: our say() that meets the provider\'s own answer waits for it, then is spoken', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  standin.replies.push({ text: 'A long answer that the caller interrupts.', holdAfter: 1 })
+  const h = await started(t, standin, { turnDetection: { type: 'server_vad' } })
+  // The turn ends at the provider and, in the same moment, we ask for a reminder: ours reaches it second.
+  feed(h, [...speech(0.4), ...quiet(0.6)])
+  h.engine.say('Are you still there?')
+  await until('the provider\'s answer', () => h.of('audio').length > 0)
+  const creates = sent<{ response: { metadata?: unknown } }>(standin, 'response.create')
+  t.same(creates[0].response.metadata, { switchboard: 'session' }, 'ours are marked')
+  // The caller speaks again: the provider cancels its answer (the session, not speaking, lets it), then ours runs.
+  feed(h, speech(0.2))
+  await until('response_done', () => h.of('response_done').length === 2)
+  t.same(h.of('response_done'), [{ type: 'response_done', text: 'A ' }, { type: 'response_done', text: 'Are you still there?' }], 'what the provider\'s answer said, then ours alone')
+  t.equal(sent(standin, 'response.create').length, 2, 'sent again once the provider\'s answer ended')
+  t.same(h.of('error'), [])
+})
+
+t.test('a barge-in truncates the last answer to what was heard even after its response ended; a new answer\'s is not', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  const h = await started(t, standin)
+  h.engine.userText('Tell me about you.')
+  await until('response_done', () => h.of('response_done').length === 1)
+  // The provider generates faster than the caller hears: the answer is still playing when the caller speaks.
+  h.engine.cancel(120)
+  await until('the truncate', () => sent(standin, 'conversation.item.truncate').length === 1)
+  t.match(sent(standin, 'conversation.item.truncate'), [{ item_id: /^item_/, content_index: 0, audio_end_ms: 120 }])
+
+  h.engine.userText('And then?')
+  await until('response_done', () => h.of('response_done').length === 2)
+  h.engine.cancel(60_000)
+  h.engine.userText('Hello?')
+  // The caller goes on before the next answer started: nothing of the answer before is cut.
+  h.engine.cancel(0)
+  await until('the last response.create', () => sent(standin, 'response.create').length === 3)
+  t.equal(sent(standin, 'conversation.item.truncate').length, 1, 'heard whole, or not the last answer: no truncate')
+  t.same(h.of('error'), [])
 })

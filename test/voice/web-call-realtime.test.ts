@@ -25,8 +25,8 @@ async function listen (t: Test) {
 
 type Ctx = TestContext & { standin: RealtimeStandin }
 
-async function start (ctx: Ctx, account: Account, body: Record<string, unknown> = {}) {
-  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { engine: 'realtime', begin_message: 'Hi {{name}}!', general_prompt: 'You are the clinic.' } })).json()
+async function start (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llmBody: Record<string, unknown> = {}) {
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { engine: 'realtime', begin_message: 'Hi {{name}}!', general_prompt: 'You are the clinic.', ...llmBody } })).json()
   t.equal(llm.engine, 'realtime')
   const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: llm._id, ...body } })).json()
   const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id, dynamic_context: { name: 'Ada' } } })).json()
@@ -172,4 +172,69 @@ t.test('a call\'s recording is stored while the call runs, and can be downloaded
   t.same(all.subarray(0, decoded.pcm.length), decoded.pcm, 'after what was stored before')
   const offsets = (await chunks()).map((row) => Number(row.offset_bytes))
   t.ok(offsets.length >= 2, `stored in ${offsets.length} parts`)
+})
+
+t.test('our turn detection: a caller who pauses past the end of turn and goes on before the answer plays is one turn, one answer', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account, { interruption_sensitivity: 1 })
+  ctx.standin.transcripts.push('My number is five five five', 'My number is five five five, one two three.')
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  // The answer to the first part is still being prepared (it never starts) when the caller goes on.
+  ctx.standin.replies.push({ text: 'Five five five, noted.', holdAfter: 0 }, { text: 'I have all of it.' })
+  await client.sendAudio(speech(600, 700))
+  await poll(() => ctx.standin.commits.length, (n) => n === 1, { message: 'the first part committed' })
+  await client.sendAudio(speech(600, 700))
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && e.content === 'I have all of it.')
+  client.hangup()
+  await client.closed
+
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  const said = done.transcription.map((i: { speaker: string, content: string }) => `${i.speaker}: ${i.content}`)
+  t.same(said, ['agent: Hi Ada!', 'user: My number is five five five, one two three.', 'agent: I have all of it.'], 'one user turn, one answer')
+  t.equal(ctx.standin.deleted.length, 1, 'the first part\'s item left the model\'s conversation')
+  t.ok(ctx.standin.commits[1].seconds > ctx.standin.commits[0].seconds + 0.5, 'the second commit holds both parts')
+})
+
+t.test('the provider\'s server_vad: it detects and answers the turns, our commits stop, user_speaking follows it', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { callId, token } = await start(ctx, account, {}, { turn_detection: { type: 'server_vad', silence_duration_ms: 400 } })
+  ctx.standin.transcripts.push('Can I book Tuesday?')
+  ctx.standin.replies.push({ text: 'Yes, Tuesday at ten.' })
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  const update = ctx.standin.events.find((e) => e.type === 'session.update') as any
+  t.same(update.session.audio.input.turn_detection, { type: 'server_vad', silence_duration_ms: 400, create_response: true, interrupt_response: true })
+
+  await say(client)
+  t.match(await client.waitFor('transcript', (e) => e.speaker === 'user'), { content: 'Can I book Tuesday?' })
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /Tuesday at ten/.test(e.content))
+  t.same(ctx.standin.events.filter((e) => e.type === 'input_audio_buffer.commit'), [], 'the provider commits, not we')
+  t.equal(ctx.standin.commits.length, 1)
+  t.same(client.events.filter((e) => e.type === 'user_speaking').map((e) => e.speaking), [true, false], 'from the provider\'s speech events')
+  client.hangup()
+  t.match(await finishedCall(ctx.app, account.headers, callId), { call_status: 'success', disconnection_reason: 'user_hangup' })
+})
+
+t.test('the provider\'s semantic_vad: its speech_started while the agent talks is a barge-in (playout cleared, answer truncated)', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const { token } = await start(ctx, account, { interruption_sensitivity: 0.5 }, { turn_detection: { type: 'semantic_vad', eagerness: 'high' } })
+  const client = await openWebCall(ctx.url, token)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  ctx.standin.replies.push({ text: 'Let me tell you everything about our clinic and its long history.', holdAfter: 2 })
+  await say(client)
+  await poll(() => client.events.filter((e) => e.type === 'agent_speaking' && e.speaking).length, (n) => n >= 2)
+  const cleared = client.events.filter((e) => e.type === 'clear').length
+  await client.sendAudio(speech(300, 0))
+  await client.waitFor('clear', () => true, client.events.length - 1)
+  t.ok(client.events.filter((e) => e.type === 'clear').length > cleared)
+  const truncate: any = await poll(() => ctx.standin.events.find((e) => e.type === 'conversation.item.truncate'), Boolean, { message: 'truncate sent' })
+  t.match(truncate, { item_id: String, content_index: 0 }, 'the model forgets what the caller did not hear')
+  t.ok(truncate.audio_end_ms > 0 && truncate.audio_end_ms < 3000, `heard ${truncate.audio_end_ms as number} ms`)
+  t.same(ctx.standin.events.filter((e) => e.type === 'input_audio_buffer.clear'), [], 'the provider keeps the caller\'s words')
+  client.hangup()
+  await client.closed
 })

@@ -6,6 +6,7 @@ import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
 import { toLlm } from './mappers.ts'
 import { deleteLlm, findLlm, insertLlm, listLlms, updateLlm } from './queries.ts'
 import { LLM_DEFAULTS, LlmConfig, LlmWrite } from './schemas.ts'
+import { checkTurnDetection } from './turn-detection.ts'
 
 const TAGS = ['llm configurations']
 
@@ -27,11 +28,12 @@ export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db
     schema: {
       tags: TAGS,
       summary: 'Create an LLM configuration',
-      description: 'Every field is optional; the defaults are in the field descriptions.',
+      description: 'Every field is optional; the defaults are in the field descriptions. A turn_detection of the provider (server_vad, semantic_vad) needs engine realtime: 400 otherwise.',
       body: LlmWrite,
       response: { 201: LlmConfig, ...errors(...AUTH_ERRORS) }
     }
   }, async (request, reply) => {
+    checkTurnDetection(request.body)
     const row = await insertLlm(db, request.userId, { ...LLM_DEFAULTS, ...request.body })
     return reply.code(201).send(toLlm(row))
   })
@@ -39,6 +41,12 @@ export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db
   app.patch('/llm/:id', {
     schema: { tags: TAGS, summary: 'Update an LLM configuration', params: IdParams, body: LlmWrite, response: { 200: LlmConfig, ...errors(...AUTH_ERRORS, 404) } }
   }, async (request) => {
+    if (request.body.engine !== undefined || request.body.turn_detection !== undefined) {
+      // Checked against the stored configuration; a concurrent PATCH that makes the pair wrong meets the table's CHECK.
+      const stored = await findLlm(db, request.userId, request.params.id)
+      if (stored === undefined) throw notFound(`LLM configuration ${request.params.id}`)
+      checkTurnDetection(request.body, stored)
+    }
     const row = await updateLlm(db, request.userId, request.params.id, request.body)
     if (row === undefined) throw notFound(`LLM configuration ${request.params.id}`)
     return toLlm(row)

@@ -45,6 +45,7 @@ export const toLlm = (row: LlmRow) => ({
   temperature: row.temperature,
   max_tokens: row.max_tokens,
   engine: row.engine,
+  turn_detection: row.turn_detection,
   created_at: row.created_at.getTime(),
   updated_at: row.updated_at.getTime()
 })

@@ -23,14 +23,19 @@ export async function findLlm (db: Executor, userId: string, id: string): Promis
   return await db.selectFrom('llm_configs').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
 }
 
-export type LlmValues = Pick<LlmRow, 'model' | 'begin_message' | 'general_prompt' | 'temperature' | 'max_tokens'> & Partial<Pick<LlmRow, 'engine'>>
+export type LlmValues = Pick<LlmRow, 'model' | 'begin_message' | 'general_prompt' | 'temperature' | 'max_tokens'> & Partial<Pick<LlmRow, 'engine' | 'turn_detection'>>
+
+/** The values with turn_detection as JSON text, as its jsonb column is written. */
+function llmColumns<T extends Partial<LlmValues>> ({ turn_detection: turns, ...values }: T) {
+  return { ...values, ...(turns === undefined ? {} : { turn_detection: JSON.stringify(turns) }) }
+}
 
 export async function insertLlm (db: Executor, userId: string, values: LlmValues): Promise<LlmRow> {
-  return await db.insertInto('llm_configs').values({ id: newId(), user_id: userId, ...values }).returningAll().executeTakeFirstOrThrow()
+  return await db.insertInto('llm_configs').values({ id: newId(), user_id: userId, ...llmColumns(values) }).returningAll().executeTakeFirstOrThrow()
 }
 
 export async function updateLlm (db: DB, userId: string, id: string, changes: Partial<LlmValues>): Promise<LlmRow | undefined> {
-  return await db.updateTable('llm_configs').set({ ...changes, updated_at: new Date() })
+  return await db.updateTable('llm_configs').set({ ...llmColumns(changes), updated_at: new Date() })
     .where('user_id', '=', userId).where('id', '=', id.toLowerCase()).returningAll().executeTakeFirst()
 }
 

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { CallbackSettings, CallSettings, TemplateLlm, WidgetSettings } from '../../db/shapes.ts'
+import { CallbackSettings, CallSettings, TemplateLlm, TurnDetection, WidgetSettings } from '../../db/shapes.ts'
 import { CHECKED_IN_HANDLER, COMPONENT, Nullable, ObjectId } from '../../http/schemas.ts'
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
@@ -166,6 +166,11 @@ export const Agent = Type.Object({
 
 export type AgentBody = Static<typeof Agent>
 
+const TurnDetectionSchema = Type.Object(TurnDetection.properties, {
+  [COMPONENT]: 'TurnDetection',
+  description: 'who decides that the caller\'s turn has ended and that the caller talks over the agent (docs/voice.md, "Turn detection"); default { "type": "switchboard" }'
+})
+
 export const LlmConfig = Type.Object({
   _id: ObjectId,
   model: Type.String(),
@@ -174,6 +179,7 @@ export const LlmConfig = Type.Object({
   temperature: Type.Number(),
   max_tokens: Nullable(Type.Integer(), 'cap on each reply; null: the model\'s own'),
   engine: Nullable(Type.Enum(['realtime', 'cascade', 'simulator']), 'the voice engine of its calls; null: the installation\'s VOICE_ENGINE'),
+  turn_detection: TurnDetectionSchema,
   created_at: Epoch,
   updated_at: Epoch
 }, { [COMPONENT]: 'LlmConfig' })
@@ -195,7 +201,8 @@ export const LlmWrite = Type.Object({
   general_prompt: Type.Optional(llmFields.general_prompt),
   temperature: Type.Optional(llmFields.temperature),
   max_tokens: Type.Optional(llmFields.max_tokens),
-  engine: Type.Optional(llmFields.engine)
+  engine: Type.Optional(llmFields.engine),
+  turn_detection: Type.Optional(TurnDetectionSchema)
 }, { [COMPONENT]: 'LlmConfigWrite' })
 
 export const AgentTemplate = Type.Object({

@@ -8,6 +8,7 @@ import { compileBodySchema } from '../../http/validation.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { listVoices, voiceExists } from '../account/queries.ts'
 import { dataRetrieval } from '../agents/data-retrieval.ts'
+import { checkTurnDetection, TURN_DETECTION_DEFAULT } from '../agents/turn-detection.ts'
 import {
   countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgent, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
 } from '../agents/queries.ts'
@@ -39,10 +40,15 @@ type Problems = Record<string, string>
 
 // The other settings, drawn from the API's schemas. A field missing from a form keeps its value (or default).
 const LLM_FIELDS = objectFields(LlmWrite, 'llm.', {
-  omit: ['begin_message', 'general_prompt'],
+  omit: ['begin_message', 'general_prompt', 'turn_detection'],
   required: ['model', 'temperature'],
   labels: { model: 'Model', max_tokens: 'Most tokens per reply', engine: 'Engine' },
   hints: { max_tokens: 'Empty: the model\'s own limit.' }
+})
+const TURN_FIELDS = objectFields(LlmWrite.properties.turn_detection, 'llm.turn_detection.', {
+  required: ['type'],
+  labels: { type: 'Who detects the end of a turn', silence_duration_ms: 'Silence that ends the turn (ms)', prefix_padding_ms: 'Audio kept before speech (ms)' },
+  hints: { type: 'switchboard: ours, the same on both engines. server_vad and semantic_vad: the realtime provider\'s (engine realtime only); it then decides when the caller talks over the agent.' }
 })
 const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_settings.', {
   omit: ['language'],
@@ -71,6 +77,7 @@ const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, '
 })
 const SECTIONS: Array<{ legend: string, fields: FormField[] }> = [
   { legend: 'Language model', fields: LLM_FIELDS },
+  { legend: 'Turn detection', fields: TURN_FIELDS },
   { legend: 'Calls', fields: CALL_FIELDS },
   { legend: 'Behaviour', fields: BEHAVIOUR_FIELDS },
   { legend: 'Web-call widget', fields: WIDGET_FIELDS },
@@ -125,7 +132,7 @@ function formOf (request: FastifyRequest): AgentForm {
 const text = (form: AgentForm, field: Field) => form[field] ?? ''
 
 /** The stored agent as form text. */
-function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'general_prompt' | 'model' | 'temperature' | 'max_tokens'> & { engine?: LlmRow['engine'] }): AgentForm {
+function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'general_prompt' | 'model' | 'temperature' | 'max_tokens'> & Partial<Pick<LlmRow, 'engine' | 'turn_detection'>>): AgentForm {
   return {
     agent_name: agent.agent_name,
     begin_message: llm.begin_message ?? '',
@@ -135,6 +142,7 @@ function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'gen
     webhook_url: agent.webhook_url ?? '',
     status: agent.status,
     ...fieldValues(LLM_FIELDS, llm),
+    ...fieldValues(TURN_FIELDS, llm.turn_detection ?? TURN_DETECTION_DEFAULT),
     ...fieldValues(CALL_FIELDS, { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings }),
     ...fieldValues(BEHAVIOUR_FIELDS, agent),
     ...fieldValues(WIDGET_FIELDS, { ...WIDGET_SETTINGS_DEFAULTS, ...agent.widget_settings }),
@@ -174,6 +182,20 @@ function retrievalOf (form: AgentForm): { fields?: RetrievalField[], problems: P
   }
 }
 
+/** The API's turn-detection rule (agents/turn-detection.ts), as a problem under the field it names. */
+function turnDetectionProblems (llm: Partial<LlmValues>, stored?: LlmRow): Problems {
+  try {
+    checkTurnDetection(llm, stored)
+    return {}
+  } catch (err) {
+    const found = err instanceof HttpError ? /^body\.(engine|turn_detection\.\w+) (.*)$/.exec(err.message) : null
+    if (found === null) throw err
+    // "engine cascade cannot …", "turn_detection.type server_vad is …", "turn_detection.eagerness is allowed only …"
+    const text = found[2].startsWith('is ') ? `This setting ${found[2]}` : found[2]
+    return { [`llm.${found[1]}`]: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` }
+  }
+}
+
 export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
   const validators = new Map(CHECKS.map(({ field, schema }) => [field, compileBodySchema(schema)]))
 
@@ -188,10 +210,12 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
       else problems[field] = message ?? (text(form, field) === '' ? `${label} is required.` : `${invalidInput(label, validate.errors![0] as AjvIssue).message}.`)
     }
     if (problems.voice_id === undefined && !await voiceExists(db, text(form, 'voice_id'))) problems.voice_id = 'Choose one of the listed voices.'
-    const [llm, calls, behaviour, widget, callback] = SECTIONS.map(({ fields }) => readFields(fields, form))
+    const [llm, turns, calls, behaviour, widget, callback] = SECTIONS.map(({ fields }) => readFields(fields, form))
     const retrieval = retrievalOf(form)
-    for (const section of [llm, calls, behaviour, widget, callback, retrieval]) Object.assign(problems, section.problems)
+    for (const section of [llm, turns, calls, behaviour, widget, callback, retrieval]) Object.assign(problems, section.problems)
     if (Object.keys(problems).length > 0) return { problems }
+    // An emptied setting is the provider's default: left out.
+    if (turns.values.type !== undefined) llm.values.turn_detection = Object.fromEntries(Object.entries(turns.values).filter(([, value]) => value !== null))
     // An emptied greeting is no greeting (the other emptied members are null where the API allows it).
     if (widget.values.greeting === null) widget.values.greeting = ''
     return {
@@ -290,7 +314,8 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const scope = changeScope(request)
     const form = formOf(request)
     const checked = await check(form)
-    if ('problems' in checked) return sendPage(reply, 400, await newPage(session, form, checked.problems))
+    const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm)
+    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await newPage(session, form, problems))
     const { values } = checked
     const agent = await db.transaction().execute(async (trx) => {
       const llm = await insertLlm(trx, scope.ownerId, { ...LLM_DEFAULTS, ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
@@ -331,7 +356,8 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const agent = await agentInScope(scope, request.params.id)
     const form = formOf(request)
     const checked = await check(form)
-    if ('problems' in checked) return sendPage(reply, 400, await agentPage(session, agent, { form, problems: checked.problems }))
+    const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm, await findLlm(db, scope.ownerId, agent.llm_id))
+    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await agentPage(session, agent, { form, problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change.

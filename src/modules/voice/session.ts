@@ -92,6 +92,8 @@ export class Session {
   private readonly speech = { recognised: 0, synthesised: 0 }
   private readonly transfers: TransferRecord[] = []
   private detector!: SpeechDetector
+  /** The realtime provider detects the caller's turns (its LLM configuration's turn_detection): ours stays out. */
+  private providerTurns = false
   private recorder: Recorder | undefined
   /** The recording's parts being stored, one after the other (each is appended where the last ended). */
   private recordingSaved: Promise<void> = Promise.resolve()
@@ -229,6 +231,7 @@ export class Session {
     this.closeTools = loaded.close
     const settings = settingsOf(agent)
     const language = String(settings.language)
+    this.providerTurns = this.kind === 'realtime' && llm.turn_detection.type !== 'switchboard'
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
       tools: loaded.tools.map((tool) => tool.spec),
@@ -238,7 +241,9 @@ export class Session {
       voice: await providerVoiceId(db, agent.voice_id) ?? 'alloy',
       model: llm.model,
       temperature: llm.temperature,
-      maxTokens: llm.max_tokens
+      maxTokens: llm.max_tokens,
+      turnDetection: llm.turn_detection,
+      interruptible: agent.interruption_sensitivity > 0
     }
   }
 
@@ -256,10 +261,10 @@ export class Session {
     if (at === undefined) return
     this.recorder?.add('caller', frame, at - this.startedAt)
     this.engine.audio(frame)
-    this.detector.push(frame)
+    if (!this.providerTurns) this.detector.push(frame)
   }
 
-  /** The caller started or stopped speaking (told by the detector a moment after the frame that decided it). */
+  /** The caller started or stopped speaking, as our detector (a moment after the frame that decided it) or the provider's heard it. */
   private turn (turn: Turn): void {
     if (this.ended) return
     if (turn === 'start') {
@@ -269,7 +274,8 @@ export class Session {
       if (this.speaking && this.agent.interruption_sensitivity > 0 && this.ending === undefined) this.bargeIn()
     } else if (turn === 'end') {
       this.transport.send({ type: 'user_speaking', speaking: false })
-      if (this.ending === undefined) {
+      // The provider answers the turns it detects itself.
+      if (this.ending === undefined && !this.providerTurns) {
         this.startResponse()
         this.engine.endOfTurn()
       }
@@ -313,6 +319,7 @@ export class Session {
         this.agentText += event.delta
         return this.transport.send({ type: 'agent_text', delta: event.delta })
       case 'response_done': return this.responseDone(event.text)
+      case 'caller_speech': return this.turn(event.speaking ? 'start' : 'end')
       case 'user_text':
         if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.userTurnAt || Date.now() })
         else if (this.queue.length === 0 && this.agentText === '') {

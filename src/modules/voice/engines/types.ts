@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import type { TurnDetection } from '../../../db/shapes.ts'
 
 // One interface for every engine (DESIGN.md, "Voice"): the session gives it the caller's audio or text and
 // its turn boundaries; the engine answers with agent audio, text, tool calls and usage. Audio both ways is
@@ -27,6 +28,13 @@ export interface EngineSetup {
   model: string
   temperature: number
   maxTokens: number | null
+  /**
+   * Who detects the caller's turns (the LLM configuration's turn_detection; absent: ours). Only the realtime engine
+   * acts on the provider's types: it then emits caller_speech and answers the turns it detects without endOfTurn.
+   */
+  turnDetection?: TurnDetection
+  /** The caller may talk over the agent (interruption_sensitivity above 0; absent: true). */
+  interruptible?: boolean
   /** What was said before this engine started (a call taken back after forwarding), oldest first. */
   history?: Array<{ role: 'user' | 'assistant', text: string }>
 }
@@ -46,6 +54,11 @@ export type EngineEvent =
   | { type: 'usage', model: string, input: number, output: number }
   /** Seconds of caller speech recognised and of agent speech synthesised by one request. */
   | { type: 'speech', recognisedSeconds?: number, synthesisedSeconds?: number }
+  /**
+   * The provider's own turn detection heard the caller start or stop speaking (only with a provider turnDetection):
+   * the session treats it as its own detector's start (barge-in) and end of a turn, which the provider answers.
+   */
+  | { type: 'caller_speech', speaking: boolean }
   /** The provider failed (the message is for the log, not the caller): the session ends the call. */
   | { type: 'error', message: string }
 
@@ -54,7 +67,10 @@ export interface Engine {
   start: (setup: EngineSetup) => Promise<void>
   /** Caller audio: 20 ms frames, given continuously while the call runs. */
   audio: (frame: Int16Array) => void
-  /** Our turn detection saw the caller stop speaking: recognise the turn and answer it. */
+  /**
+   * Our turn detection saw the caller stop speaking: recognise the turn and answer it. A turn whose answer has not
+   * started yet when the next one ends is joined with it (one user turn, one answer).
+   */
   endOfTurn: () => void
   /** A typed turn of the caller: answer it. */
   userText: (text: string) => void
