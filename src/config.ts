@@ -82,13 +82,20 @@ export interface ProviderEndpoint {
   configured: boolean
 }
 
+export type SttProvider = 'batch' | 'openai-realtime' | 'deepgram'
+
 export interface VoiceConfig {
   /** VOICE_ENGINE: the engine of LLM configurations that name none. Without its providers configured, calls run the simulator engine (typed turns). */
   engine: 'realtime' | 'cascade' | 'simulator'
   /** The OpenAI Realtime API (or a compatible server, Azure OpenAI): REALTIME_URL, REALTIME_API_KEY, REALTIME_MODEL, REALTIME_AUTH. */
   realtime: ProviderEndpoint & { model: string, auth: 'bearer' | 'api-key' }
-  /** Speech to text: STT_URL, STT_API_KEY, STT_MODEL. */
-  stt: ProviderEndpoint & { model: string }
+  /**
+   * Speech to text (the cascade's recogniser). STT_PROVIDER: `batch` posts each turn to `url` (STT_URL)
+   * + /audio/transcriptions after it ended; `openai-realtime` and `deepgram` stream the caller's audio to
+   * `url` (STT_STREAM_URL, a WebSocket) for the whole call. `apiKey`: STT_API_KEY (else OPENAI_API_KEY) for
+   * `batch` and `openai-realtime`, DEEPGRAM_API_KEY for Deepgram; `model`: STT_MODEL.
+   */
+  stt: ProviderEndpoint & { model: string, provider: SttProvider }
   /** Language model (streaming chat completions with tools): LLM_URL, LLM_API_KEY; the model is the LLM configuration's. */
   llm: ProviderEndpoint
   /** Text to speech: TTS_URL, TTS_API_KEY, TTS_MODEL. */
@@ -375,6 +382,33 @@ function provider (env: Env, prefix: string, fallbackUrl: string): ProviderEndpo
   return { url: (url ?? fallbackUrl).replace(/\/+$/, ''), apiKey, configured: url !== undefined || apiKey !== undefined }
 }
 
+/** Each streaming recogniser's WebSocket and model unless STT_STREAM_URL and STT_MODEL say otherwise. */
+const STT_STREAMS = {
+  'openai-realtime': { url: 'wss://api.openai.com/v1/realtime', model: 'gpt-4o-mini-transcribe' },
+  deepgram: { url: 'wss://api.deepgram.com/v1/listen', model: 'nova-3' }
+} as const
+
+function stt (env: Env): VoiceConfig['stt'] {
+  const kind = oneOf(env, 'STT_PROVIDER', 'batch', ['batch', 'openai-realtime', 'deepgram'] as const)
+  const streamUrl = endpoint(env, 'STT_STREAM_URL', ['wss:', 'ws:'], STT_STREAMS.deepgram.url)
+  if (kind === 'batch') {
+    if (streamUrl !== undefined) throw new ConfigError('STT_STREAM_URL is used only with STT_PROVIDER=openai-realtime or deepgram')
+    return Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe'), provider: kind })
+  }
+  // Deepgram gets its own key only: OPENAI_API_KEY (STT_API_KEY's fallback) must never be sent to it.
+  const apiKey = kind === 'deepgram' ? optional(env, 'DEEPGRAM_API_KEY') : optional(env, 'STT_API_KEY') ?? optional(env, 'OPENAI_API_KEY')
+  if (kind === 'deepgram' && apiKey === undefined && streamUrl === undefined) {
+    throw new ConfigError('STT_PROVIDER=deepgram needs DEEPGRAM_API_KEY (or STT_STREAM_URL for a compatible server without a key)')
+  }
+  return Object.freeze({
+    url: (streamUrl ?? STT_STREAMS[kind].url).replace(/\/+$/, ''),
+    apiKey,
+    configured: streamUrl !== undefined || apiKey !== undefined,
+    model: str(env, 'STT_MODEL', STT_STREAMS[kind].model),
+    provider: kind
+  })
+}
+
 function voice (env: Env): VoiceConfig {
   return Object.freeze({
     engine: oneOf(env, 'VOICE_ENGINE', 'realtime', ['realtime', 'cascade', 'simulator'] as const),
@@ -383,7 +417,7 @@ function voice (env: Env): VoiceConfig {
       model: str(env, 'REALTIME_MODEL', 'gpt-realtime'),
       auth: oneOf(env, 'REALTIME_AUTH', 'bearer', ['bearer', 'api-key'] as const)
     }),
-    stt: Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe') }),
+    stt: stt(env),
     llm: Object.freeze(provider(env, 'LLM', OPENAI_URL)),
     tts: Object.freeze({ ...provider(env, 'TTS', OPENAI_URL), model: str(env, 'TTS_MODEL', 'gpt-4o-mini-tts') }),
     providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),
