@@ -143,6 +143,29 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
       settle()
     }
 
+    const attach = (ws: WebSocket) => {
+      if (ended) return ws.terminate() // closed while connecting
+      socket = ws
+      ws.on('message', (data, isBinary) => {
+        if (isBinary) return
+        let message: { type: string }
+        try {
+          message = JSON.parse(data.toString()) as { type: string }
+        } catch {
+          fail('STT provider sent a message that is not JSON')
+          return
+        }
+        receive(message)
+      })
+      ws.on('error', (err) => fail(`STT connection error: ${err.message}`))
+      ws.on('close', (code, reason) => fail(`STT provider closed the stream (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`))
+      keepAlive = setInterval(() => {
+        if (!sentSinceTick) control('KeepAlive')
+        sentSinceTick = false
+      }, keepAliveMs)
+      keepAlive.unref()
+    }
+
     return {
       start: async ({ language }) => {
         const address = new URL(url)
@@ -158,30 +181,7 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
         }
         // Parameters in STT_STREAM_URL (endpointing, keyterm, …) are kept; ours fill in the rest.
         for (const [name, value] of Object.entries(query)) if (!address.searchParams.has(name)) address.searchParams.set(name, value)
-        const ws = await openSocket('STT provider', address, apiKey === undefined ? {} : { Authorization: `Token ${apiKey}` }, apiKey, timeoutMs)
-        if (ended) {
-          ws.terminate()
-          return
-        }
-        socket = ws
-        ws.on('message', (data, isBinary) => {
-          if (isBinary) return
-          let message: { type: string }
-          try {
-            message = JSON.parse(data.toString()) as { type: string }
-          } catch {
-            fail('STT provider sent a message that is not JSON')
-            return
-          }
-          receive(message)
-        })
-        ws.on('error', (err) => fail(`STT connection error: ${err.message}`))
-        ws.on('close', (code, reason) => fail(`STT provider closed the stream (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`))
-        keepAlive = setInterval(() => {
-          if (!sentSinceTick) control('KeepAlive')
-          sentSinceTick = false
-        }, keepAliveMs)
-        keepAlive.unref()
+        await openSocket('STT provider', address, apiKey === undefined ? {} : { Authorization: `Token ${apiKey}` }, apiKey, timeoutMs, attach)
       },
 
       update: () => { log.debug('a Deepgram stream keeps the language it was opened with') },

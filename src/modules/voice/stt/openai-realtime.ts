@@ -176,50 +176,49 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
       start: async (setup) => {
         const address = new URL(url)
         address.searchParams.set('intent', 'transcription')
-        const ws = await openSocket('STT provider', address, apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` }, apiKey, timeoutMs)
-        if (ended) {
-          ws.terminate()
-          return
-        }
-        socket = ws
         await new Promise<void>((resolve, reject) => {
           let configured = false
+          let timer: NodeJS.Timeout | undefined
           const refuse = (message: string) => {
             clearTimeout(timer)
             abortStart = undefined
             stop()
-            ws.terminate()
+            socket?.terminate()
             reject(new ProviderError(redact(message, apiKey)))
           }
           abortStart = refuse
-          const timer = setTimeout(() => refuse(`STT provider did not answer within ${timeoutMs} ms`), timeoutMs)
-          ws.on('message', (data) => {
-            let event: ServerEvent
-            try {
-              event = JSON.parse(data.toString()) as ServerEvent
-            } catch {
-              if (configured) fail('STT provider sent a message that is not JSON')
-              else refuse('STT provider sent a message that is not JSON')
-              return
-            }
-            if (configured) return receive(event)
-            if (event.type === 'error') refuse(`STT provider error: ${event.error?.message ?? event.error?.code ?? 'unknown'}`)
-            if (event.type !== 'session.updated') return
-            configured = true
-            clearTimeout(timer)
-            abortStart = undefined
-            resolve()
-          })
-          ws.on('error', (err) => {
-            if (configured) fail(`STT connection error: ${err.message}`)
-            else refuse(`STT connection error: ${err.message}`)
-          })
-          ws.on('close', (code, reason) => {
-            const message = `STT provider closed the connection (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`
-            if (configured) fail(message)
-            else refuse(message)
-          })
-          ws.send(JSON.stringify({ type: 'session.update', session: sessionOf(model, setup) }))
+          openSocket('STT provider', address, apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` }, apiKey, timeoutMs, (ws) => {
+            if (ended) return ws.terminate() // closed while connecting
+            socket = ws
+            timer = setTimeout(() => refuse(`STT provider did not answer within ${timeoutMs} ms`), timeoutMs)
+            ws.on('message', (data) => {
+              let event: ServerEvent
+              try {
+                event = JSON.parse(data.toString()) as ServerEvent
+              } catch {
+                if (configured) fail('STT provider sent a message that is not JSON')
+                else refuse('STT provider sent a message that is not JSON')
+                return
+              }
+              if (configured) return receive(event)
+              if (event.type === 'error') refuse(`STT provider error: ${event.error?.message ?? event.error?.code ?? 'unknown'}`)
+              if (event.type !== 'session.updated') return
+              configured = true
+              clearTimeout(timer)
+              abortStart = undefined
+              resolve()
+            })
+            ws.on('error', (err) => {
+              if (configured) fail(`STT connection error: ${err.message}`)
+              else refuse(`STT connection error: ${err.message}`)
+            })
+            ws.on('close', (code, reason) => {
+              const message = `STT provider closed the connection (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`
+              if (configured) fail(message)
+              else refuse(message)
+            })
+            ws.send(JSON.stringify({ type: 'session.update', session: sessionOf(model, setup) }))
+          }).catch(reject)
         })
       },
 

@@ -2,11 +2,14 @@ import WebSocket from 'ws'
 import { ProviderError, redact } from '../providers.ts'
 
 /**
- * Opens a streaming recogniser's WebSocket. Resolves once it is open; rejects with a ProviderError that
- * says why not: the status and body of a refused handshake (a bad key: 401), the network failure, or
- * `timeoutMs` without an answer. The key is never in the message.
+ * Opens a streaming recogniser's WebSocket and gives it to `attach` the moment it is open (a server's first
+ * messages may come in the same packet as its handshake: listeners attached later would miss them). Rejects
+ * with a ProviderError that says why it could not open: the status and body of a refused handshake (a bad
+ * key: 401), the network failure, or `timeoutMs` without an answer. The key is never in the message.
  */
-export async function openSocket (name: string, url: URL, headers: Record<string, string>, apiKey: string | undefined, timeoutMs: number): Promise<WebSocket> {
+export async function openSocket (
+  name: string, url: URL, headers: Record<string, string>, apiKey: string | undefined, timeoutMs: number, attach: (socket: WebSocket) => void
+): Promise<void> {
   return await new Promise((resolve, reject) => {
     const socket = new WebSocket(url, { headers, handshakeTimeout: timeoutMs })
     const refuse = (message: string) => {
@@ -17,7 +20,8 @@ export async function openSocket (name: string, url: URL, headers: Record<string
     }
     socket.once('open', () => {
       socket.removeAllListeners()
-      resolve(socket)
+      attach(socket)
+      resolve()
     })
     socket.once('unexpected-response', (request, response) => {
       let body = ''
