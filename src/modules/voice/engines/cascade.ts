@@ -282,6 +282,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       },
       audio: (frame) => { if (!closed) stt.audio(frame) },
       endOfTurn: () => {
+        if (closed) return
         const recognised = stt.endOfTurn()
         // A failure is the turn's work's to report; once the turn is cancelled it matters no more.
         recognised.catch(() => {})

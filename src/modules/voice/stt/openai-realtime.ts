@@ -234,7 +234,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
       },
 
       endOfTurn: async () => {
-        if (ended) return ''
+        if (ended || socket === undefined || abortStart !== undefined) return ''
         if (streamed - committed >= MIN_COMMIT_SAMPLES) commit()
         else flush()
         report()
