@@ -79,10 +79,16 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
       reported = sent
     }
 
+    /** Turns that will not be given words: they resolve ''. */
+    const release = (turns: Waiting[]) => {
+      for (const turn of turns) {
+        clearTimeout(turn.timer)
+        turn.resolve('')
+      }
+    }
     const stop = () => {
       ended = true
       clearInterval(keepAlive)
-      for (const turn of waiting) clearTimeout(turn.timer)
       socket?.removeAllListeners()
       socket?.on('error', () => {}) // a late error of the closed socket
     }
@@ -96,7 +102,7 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
       stop()
       socket?.terminate()
       // The session ends the call on the error event; the turns' work ends with it.
-      for (const turn of turns) turn.resolve('')
+      release(turns)
     }
 
     const partial = () => {
@@ -218,12 +224,7 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
         })
       },
 
-      rejoin: () => {
-        for (const turn of waiting.splice(0)) {
-          clearTimeout(turn.timer)
-          turn.resolve('')
-        }
-      },
+      rejoin: () => release(waiting.splice(0)),
 
       close: () => {
         if (ended) return
@@ -232,7 +233,7 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
         waiting = []
         stop()
         socket?.close(1000)
-        for (const turn of turns) turn.resolve('')
+        release(turns)
       }
     }
   }

@@ -92,9 +92,15 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
       committed = streamed
     }
 
+    /** Turns that will not be given words: they resolve ''. */
+    const release = (turns: Waiting[]) => {
+      for (const turn of turns) {
+        clearTimeout(turn.timer)
+        turn.resolve('')
+      }
+    }
     const stop = () => {
       ended = true
-      for (const turn of waiting) clearTimeout(turn.timer)
       socket?.removeAllListeners()
       socket?.on('error', () => {}) // a late error of the closed socket
     }
@@ -108,7 +114,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
       stop()
       socket?.terminate()
       // The session ends the call on the error event; the turns' work ends with it.
-      for (const turn of turns) turn.resolve('')
+      release(turns)
     }
 
     /** The words not yet given to a turn, as one partial transcript. */
@@ -245,12 +251,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
         })
       },
 
-      rejoin: () => {
-        for (const turn of waiting.splice(0)) {
-          clearTimeout(turn.timer)
-          turn.resolve('')
-        }
-      },
+      rejoin: () => release(waiting.splice(0)),
 
       close: () => {
         if (ended) return
@@ -259,7 +260,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
         waiting = []
         stop()
         socket?.close(1000)
-        for (const turn of turns) turn.resolve('')
+        release(turns)
       }
     }
   }
