@@ -34,6 +34,11 @@ export interface OpenAiTranscriptionStandin {
   release: () => void
   /** Answer the next commit with conversation.item.input_audio_transcription.failed. */
   failNext: boolean
+  /**
+   * Transcribe as the audio arrives, as the streaming models do (gpt-realtime-whisper, gpt-live-transcribe):
+   * a delta of the next scripted word for each append that holds speech, under the item id the commit will name.
+   */
+  live: boolean
   openConnections: () => number
   /** Closes every open connection abruptly, as an outage would. */
   drop: () => void
@@ -64,6 +69,7 @@ export async function startOpenAiTranscriptionStandin (t: Test, apiKey = 'sk-stt
       for (const go of held.splice(0)) go()
     },
     failNext: false,
+    live: false,
     openConnections: () => wss.clients.size,
     drop: () => { for (const client of wss.clients) client.terminate() }
   }
@@ -103,7 +109,17 @@ export async function startOpenAiTranscriptionStandin (t: Test, apiKey = 'sk-stt
     let lastItem: string | null = null
     let format: { type?: string, rate?: number } = { type: 'audio/pcm', rate: RATE }
 
+    /** The item the audio since the last commit will become, and the words of it already sent (live). */
+    let item = id('item')
+    let script: { words: string[], sent: number } | undefined
     const transcribe = (itemId: string, pcm: Int16Array) => {
+      if (standin.live) {
+        const { words, sent } = script ?? { words: (standin.transcripts.shift() ?? 'Hello.').match(/\S+\s*/g) ?? [], sent: 0 }
+        script = undefined
+        for (const word of words.slice(sent)) send(socket, { type: 'conversation.item.input_audio_transcription.delta', item_id: itemId, content_index: 0, delta: word })
+        send(socket, { type: 'conversation.item.input_audio_transcription.completed', item_id: itemId, content_index: 0, transcript: words.join(''), usage: { type: 'duration', seconds: pcm.length / RATE } })
+        return
+      }
       if (standin.failNext) {
         standin.failNext = false
         send(socket, { type: 'conversation.item.input_audio_transcription.failed', item_id: itemId, content_index: 0, error: { type: 'transcription_error', code: 'audio_unintelligible', message: 'The audio could not be transcribed.' } })
@@ -133,6 +149,10 @@ export async function startOpenAiTranscriptionStandin (t: Test, apiKey = 'sk-stt
         }
         appendedBytes += audio.length
         buffer.push(audio)
+        if (standin.live && rms(bufferToPcm(audio)) > 500) {
+          script ??= { words: (standin.transcripts.shift() ?? 'Hello.').match(/\S+\s*/g) ?? [], sent: 0 }
+          if (script.sent < script.words.length) send(socket, { type: 'conversation.item.input_audio_transcription.delta', item_id: item, content_index: 0, delta: script.words[script.sent++] })
+        }
         return
       }
       standin.events.push(event)
@@ -160,7 +180,8 @@ export async function startOpenAiTranscriptionStandin (t: Test, apiKey = 'sk-stt
             return
           }
           standin.commits.push({ seconds: pcm.length / RATE, rms: rms(pcm) })
-          const itemId = id('item')
+          const itemId = item
+          item = id('item')
           send(socket, { type: 'input_audio_buffer.committed', item_id: itemId, previous_item_id: lastItem })
           lastItem = itemId
           if (standin.hold) held.push(() => transcribe(itemId, pcm))

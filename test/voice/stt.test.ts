@@ -112,6 +112,22 @@ t.test('openai-realtime: the turn is transcribed from the stream; partial words 
   t.equal(connection.closeCode, 1000)
 })
 
+t.test('openai-realtime: a model that transcribes as the audio arrives gives partial words while the caller speaks', async (t) => {
+  const { stt, engine, of, waitFor } = await openai(t, { STT_MODEL: 'gpt-realtime-whisper' })
+  stt.live = true
+  await engine.start(SETUP)
+  stt.transcripts.push('Book me in for Tuesday.')
+  say(engine, 0.3)
+  const partials = await waitFor('user_partial', 3)
+  t.same(partials.map((p) => [p.text, p.final]), [['Book', false], ['Book me', false], ['Book me in', false]], 'before the turn ended')
+  t.same(partials.map((p) => [p.startMs, p.endMs]), [[0, 300], [0, 300], [0, 300]], 'the audio streamed so far (all of it was sent at once)')
+  say(engine, 0, 0.5)
+  engine.endOfTurn()
+  const [heard] = await waitFor('user_text')
+  t.same(heard, { type: 'user_text', text: 'Book me in for Tuesday.' })
+  t.same(of('user_partial').at(-1), { type: 'user_partial', text: 'Book me in for Tuesday.', final: true, startMs: 0, endMs: 800 })
+})
+
 t.test('openai-realtime: a barge-in while the turn is transcribed; what the caller said before and after is one turn', async (t) => {
   const { stt, http, engine, of, waitFor } = await openai(t)
   await engine.start(SETUP)

@@ -14,7 +14,7 @@ import type { SttFactory } from './types.ts'
 // `KeepAlive` while no audio flows, `CloseStream` when the call ends.
 
 /** Deepgram closes a stream that gets neither audio nor KeepAlive for 10 s (NET-0001); it advises one every 3–5 s. */
-const KEEPALIVE_MS = 4000
+const KEEPALIVE_MS = 3000
 /** Caller frames per binary message (100 ms): a fifth of the messages; the rest goes at a turn's end. */
 const SEND_FRAMES = 5
 /**
