@@ -83,6 +83,8 @@ export interface ProviderEndpoint {
   configured: boolean
 }
 
+export type SttProvider = 'batch' | 'openai-realtime' | 'deepgram'
+
 export interface VoiceConfig {
   /** VOICE_ENGINE: the engine of LLM configurations that name none. Without its providers configured, calls run the simulator engine (typed turns). */
   engine: 'realtime' | 'cascade' | 'simulator'
@@ -93,8 +95,13 @@ export interface VoiceConfig {
     /** REALTIME_TRANSCRIPTION_MODEL: the model (Azure: deployment) that transcribes the caller's turns; undefined (`none`): no input transcription. */
     transcriptionModel: string | undefined
   }
-  /** Speech to text: STT_URL, STT_API_KEY, STT_MODEL. */
-  stt: ProviderEndpoint & { model: string }
+  /**
+   * Speech to text (the cascade's recogniser). STT_PROVIDER: `batch` posts each turn to `url` (STT_URL)
+   * + /audio/transcriptions after it ended; `openai-realtime` and `deepgram` stream the caller's audio to
+   * `url` (STT_STREAM_URL, a WebSocket) for the whole call. `apiKey`: STT_API_KEY (else OPENAI_API_KEY) for
+   * `batch` and `openai-realtime`, DEEPGRAM_API_KEY for Deepgram; `model`: STT_MODEL.
+   */
+  stt: ProviderEndpoint & { model: string, provider: SttProvider }
   /** Language model (streaming chat completions with tools): LLM_URL, LLM_API_KEY; the model is the LLM configuration's. */
   llm: ProviderEndpoint
   /** Text to speech: TTS_URL, TTS_API_KEY, TTS_MODEL. */
@@ -419,6 +426,33 @@ export function maxStreamsFor (openFiles: number, databasePoolSize: number, deli
   return Math.max(1, Math.floor((openFiles - 256 - databasePoolSize - deliveryConcurrency) / 3))
 }
 
+/** Each streaming recogniser's WebSocket and model unless STT_STREAM_URL and STT_MODEL say otherwise. */
+const STT_STREAMS = {
+  'openai-realtime': { url: 'wss://api.openai.com/v1/realtime', model: 'gpt-4o-mini-transcribe' },
+  deepgram: { url: 'wss://api.deepgram.com/v1/listen', model: 'nova-3' }
+} as const
+
+function stt (env: Env): VoiceConfig['stt'] {
+  const kind = oneOf(env, 'STT_PROVIDER', 'batch', ['batch', 'openai-realtime', 'deepgram'] as const)
+  const streamUrl = endpoint(env, 'STT_STREAM_URL', ['wss:', 'ws:'], STT_STREAMS.deepgram.url)
+  if (kind === 'batch') {
+    if (streamUrl !== undefined) throw new ConfigError('STT_STREAM_URL is used only with STT_PROVIDER=openai-realtime or deepgram')
+    return Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe'), provider: kind })
+  }
+  // Deepgram gets its own key only: OPENAI_API_KEY (STT_API_KEY's fallback) must never be sent to it.
+  const apiKey = kind === 'deepgram' ? optional(env, 'DEEPGRAM_API_KEY') : optional(env, 'STT_API_KEY') ?? optional(env, 'OPENAI_API_KEY')
+  if (kind === 'deepgram' && apiKey === undefined && streamUrl === undefined) {
+    throw new ConfigError('STT_PROVIDER=deepgram needs DEEPGRAM_API_KEY (or STT_STREAM_URL for a compatible server without a key)')
+  }
+  return Object.freeze({
+    url: (streamUrl ?? STT_STREAMS[kind].url).replace(/\/+$/, ''),
+    apiKey,
+    configured: streamUrl !== undefined || apiKey !== undefined,
+    model: str(env, 'STT_MODEL', STT_STREAMS[kind].model),
+    provider: kind
+  })
+}
+
 function voice (env: Env): VoiceConfig {
   const transcription = str(env, 'REALTIME_TRANSCRIPTION_MODEL', 'gpt-4o-mini-transcribe')
   const derivedMaxStreams = maxStreamsFor(openFileLimit() ?? 1024, int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000), int(env, 'DELIVERY_CONCURRENCY', 50, 1, 500))
@@ -431,7 +465,7 @@ function voice (env: Env): VoiceConfig {
       // `none`: a compatible server that cannot transcribe (the transcript then holds the agent's side only).
       transcriptionModel: transcription === 'none' ? undefined : transcription
     }),
-    stt: Object.freeze({ ...provider(env, 'STT', OPENAI_URL), model: str(env, 'STT_MODEL', 'gpt-4o-mini-transcribe') }),
+    stt: stt(env),
     llm: Object.freeze(provider(env, 'LLM', OPENAI_URL)),
     tts: Object.freeze({ ...provider(env, 'TTS', OPENAI_URL), model: str(env, 'TTS_MODEL', 'gpt-4o-mini-tts') }),
     providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),

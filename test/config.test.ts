@@ -81,3 +81,22 @@ t.test('call stream, transcription and recording download settings', async (t) =
   t.throws(() => loadConfig({ VOICE_MAX_STREAMS: '0' }), new ConfigError('VOICE_MAX_STREAMS must be a whole number from 1 to 1000000, got "0"'))
   t.throws(() => loadConfig({ VOICE_STREAM_START_TIMEOUT_MS: 'soon' }), { message: /^VOICE_STREAM_START_TIMEOUT_MS must be a whole number/ })
 })
+
+t.test('speech to text: batch by default; a streaming provider with its URL, key and model; bad values stop start-up', async (t) => {
+  const batch = loadConfig({ OPENAI_API_KEY: 'sk-openai' }).voice.stt
+  t.same(batch, { url: 'https://api.openai.com/v1', apiKey: 'sk-openai', configured: true, model: 'gpt-4o-mini-transcribe', provider: 'batch' })
+
+  const openai = loadConfig({ STT_PROVIDER: 'openai-realtime', OPENAI_API_KEY: 'sk-openai' }).voice.stt
+  t.same(openai, { url: 'wss://api.openai.com/v1/realtime', apiKey: 'sk-openai', configured: true, model: 'gpt-4o-mini-transcribe', provider: 'openai-realtime' })
+  t.match(loadConfig({ STT_PROVIDER: 'openai-realtime', STT_STREAM_URL: 'ws://127.0.0.1:9000/v1/realtime/', STT_API_KEY: 'sk-stt', STT_MODEL: 'gpt-4o-transcribe' }).voice.stt,
+    { url: 'ws://127.0.0.1:9000/v1/realtime', apiKey: 'sk-stt', model: 'gpt-4o-transcribe' })
+
+  const deepgram = loadConfig({ STT_PROVIDER: 'deepgram', DEEPGRAM_API_KEY: 'dg-key', OPENAI_API_KEY: 'sk-openai' }).voice.stt
+  t.same(deepgram, { url: 'wss://api.deepgram.com/v1/listen', apiKey: 'dg-key', configured: true, model: 'nova-3', provider: 'deepgram' }, 'Deepgram never gets the OpenAI key')
+  t.match(loadConfig({ STT_PROVIDER: 'deepgram', STT_STREAM_URL: 'ws://127.0.0.1:9001/v1/listen' }).voice.stt, { apiKey: undefined, configured: true }, 'a compatible server without a key')
+
+  t.throws(() => loadConfig({ STT_PROVIDER: 'whisper' }), new ConfigError('STT_PROVIDER must be one of batch, openai-realtime, deepgram, got "whisper"'))
+  t.throws(() => loadConfig({ STT_PROVIDER: 'deepgram', OPENAI_API_KEY: 'sk-openai' }), new ConfigError('STT_PROVIDER=deepgram needs DEEPGRAM_API_KEY (or STT_STREAM_URL for a compatible server without a key)'))
+  t.throws(() => loadConfig({ STT_STREAM_URL: 'wss://api.deepgram.com/v1/listen' }), new ConfigError('STT_STREAM_URL is used only with STT_PROVIDER=openai-realtime or deepgram'))
+  t.throws(() => loadConfig({ STT_PROVIDER: 'deepgram', STT_STREAM_URL: 'https://api.deepgram.com/v1/listen' }), new ConfigError('STT_STREAM_URL must start with wss:// or ws://'))
+})

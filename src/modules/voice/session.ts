@@ -30,6 +30,8 @@ export interface SessionDeps extends JobSender { db: DB, log: Logger }
 export type SessionEvent =
   | { type: 'ready', call_id: string, agent_name: string, mode: 'voice' | 'text', engine: EngineKind, sample_rate: number }
   | { type: 'transcript', speaker: TranscriptItem['speaker'], content: string, timestamp: number, tool?: TranscriptItem['tool'] }
+  /** A streaming recogniser's words for the caller's turn so far (replaced by the next, then by its transcript). */
+  | { type: 'transcript_partial', speaker: 'user', content: string, stable: boolean, timestamp: number }
   | { type: 'agent_text', delta: string }
   | { type: 'agent_speaking', speaking: boolean }
   | { type: 'user_speaking', speaking: boolean }
@@ -328,6 +330,8 @@ export class Session {
           this.tick(performance.now())
         }
         return
+      case 'user_partial':
+        return this.transport.send({ type: 'transcript_partial', speaker: 'user', content: event.text, stable: event.final, timestamp: this.userTurnAt || Date.now() })
       case 'tool_call':
         this.runTool(event.id, event.name, event.arguments).catch((err: unknown) => this.log.error({ err }, 'a tool run failed'))
         return

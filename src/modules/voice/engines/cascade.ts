@@ -1,18 +1,17 @@
-import { randomBytes } from 'node:crypto'
-import { Agent, request } from 'undici'
 import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
-import { bufferToPcm, encodeWav, resample, SAMPLE_RATE } from '../audio.ts'
+import { bufferToPcm, resample, SAMPLE_RATE } from '../audio.ts'
+import { describe, postToProvider, ProviderError } from '../providers.ts'
+import { sttProvider } from '../stt/index.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
-// The cascade: speech to text, a chat model and text to speech, each over its OpenAI-compatible HTTP API
-// (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with undici's request, over kept-alive connections. The reply is spoken sentence by
-// sentence while the model still writes, so the caller hears the first sentence after one sentence of
-// latency, not after the whole reply.
+// The cascade: speech to text (stt/: each turn posted after it ended, or the call's audio streamed to
+// OpenAI's realtime transcription or Deepgram), a chat model and text to speech, each over its
+// OpenAI-compatible HTTP API (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with undici's request,
+// over kept-alive connections. The reply is spoken sentence by sentence while the model still writes, so the
+// caller hears the first sentence after one sentence of latency, not after the whole reply.
 
 /** OpenAI's `pcm` speech format (and Kokoro's): raw PCM16 LE mono at 24 kHz. */
 const TTS_RATE = 24_000
-/** A turn longer than this keeps its last minute: a caller who never pauses must not grow memory without end. */
-const MAX_TURN_SAMPLES = 60 * SAMPLE_RATE
 /** A run of text without a sentence end is spoken in pieces of about this many characters. */
 const LONG_RUN = 200
 
@@ -22,11 +21,6 @@ type Message =
   | { role: 'tool', tool_call_id: string, content: string }
 
 interface ToolCall { id: string, type: 'function', function: { name: string, arguments: string } }
-
-type Provider = 'STT' | 'LLM' | 'TTS'
-
-/** A provider failed; the message names the provider and never holds its key. */
-class ProviderError extends Error {}
 
 /** Where the text has complete sentences: cut them off, and a very long run without an end too. */
 export function cutSentences (text: string): { sentences: string[], rest: string } {
@@ -52,75 +46,14 @@ function sttLanguage (setup: EngineSetup): string | undefined {
   return (setup.sttLanguages[0] ?? setup.language).split('-')[0].toLowerCase() || undefined
 }
 
-/** A network failure by its code (ECONNREFUSED), else its message. */
-function describe (error: unknown): string {
-  const { code, cause } = error as { code?: string, cause?: { code?: string, message?: string } }
-  return cause?.code ?? cause?.message ?? (code?.startsWith('E') === true ? code : undefined) ?? (error instanceof Error ? error.message : String(error))
-}
-
-/** A multipart/form-data body: the fields, and one file. */
-function multipart (fields: Record<string, string>, file: { name: string, filename: string, type: string, data: Buffer }) {
-  const boundary = `----switchboard${randomBytes(12).toString('hex')}`
-  const parts = Object.entries(fields).map(([name, value]) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`)
-  const head = `--${boundary}\r\ncontent-disposition: form-data; name="${file.name}"; filename="${file.filename}"\r\ncontent-type: ${file.type}\r\n\r\n`
-  return {
-    type: `multipart/form-data; boundary=${boundary}`,
-    body: Buffer.concat([Buffer.from(parts.join('') + head), file.data, Buffer.from(`\r\n--${boundary}--\r\n`)])
-  }
-}
-
-// One pool of kept-alive connections for every call of the process: three requests a turn each save a connect.
-const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 })
-
 export function cascadeEngine (voice: VoiceConfig): EngineFactory {
-  /**
-   * POSTs to a provider and yields its answer's body as it arrives. Fails with a ProviderError when the
-   * answer is not 2xx, the provider is unreachable, or its first byte takes over `providerTimeoutMs`; an abort
-   * through `signal` (cancel, close) is thrown as it is.
-   */
-  async function * post (provider: Provider, endpoint: ProviderEndpoint, path: string, body: { type: string, body: string | Buffer }, signal: AbortSignal): AsyncGenerator<Uint8Array> {
-    const silence = new AbortController()
-    const timer = setTimeout(() => silence.abort(), voice.providerTimeoutMs)
-    const redact = (text: string) => endpoint.apiKey === undefined ? text : text.replaceAll(endpoint.apiKey, '…')
-    try {
-      const response = await request(endpoint.url + path, {
-        method: 'POST',
-        dispatcher,
-        headers: {
-          'content-type': body.type,
-          ...(endpoint.apiKey === undefined ? {} : { authorization: `Bearer ${endpoint.apiKey}` })
-        },
-        body: body.body,
-        signal: AbortSignal.any([signal, silence.signal])
-      })
-      if (response.statusCode < 200 || response.statusCode > 299) {
-        const text = await response.body.text().catch(() => '')
-        throw new ProviderError(`${provider} provider answered ${response.statusCode}: ${redact(text.slice(0, 200))}`)
-      }
-      for await (const chunk of response.body) {
-        // Only the first byte is timed: a model may think between two chunks for longer.
-        clearTimeout(timer)
-        yield chunk as Buffer
-      }
-    } catch (error) {
-      if (signal.aborted || error instanceof ProviderError) throw error
-      if (silence.signal.aborted) throw new ProviderError(`${provider} provider did not answer within ${voice.providerTimeoutMs} ms`)
-      throw new ProviderError(`${provider} provider failed: ${redact(describe(error))}`)
-    } finally {
-      clearTimeout(timer)
-    }
-  }
+  const post = (provider: 'LLM' | 'TTS', endpoint: ProviderEndpoint, path: string, body: { type: string, body: string }, signal: AbortSignal) =>
+    postToProvider(provider, endpoint, path, body, { signal, timeoutMs: voice.providerTimeoutMs })
+  const recogniser = sttProvider(voice)
 
   return (onEvent, log) => {
     let setup: EngineSetup | undefined
     const history: Message[] = []
-    let turnAudio: Int16Array[] = []
-    let turnSamples = 0
-    /**
-     * Ended turns not yet recognised. A barge-in while one is (the caller only paused) puts its audio back in
-     * front of what the caller says next, so that the whole of what they said is recognised as one turn.
-     */
-    let unrecognised: Array<{ frames: Int16Array[], samples: number }> = []
     // Every cancel, failure or close starts a new generation: work of an older one emits nothing and changes nothing.
     let generation = 0
     let aborter = new AbortController()
@@ -158,6 +91,14 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       onEvent({ type: 'error', message })
     }
 
+    // The caller's words: partial ones as they come; a streaming provider's failure ends the call.
+    const stt = recogniser((event) => {
+      if (closed) return
+      if (event.type === 'partial') onEvent({ type: 'user_partial', text: event.text, final: event.final, startMs: event.startMs, endMs: event.endMs })
+      else if (event.type === 'audio_seconds') onEvent({ type: 'speech', recognisedSeconds: event.seconds })
+      else fail(generation, new ProviderError(event.message))
+    }, log)
+
     function enqueue (work: (gen: number, signal: AbortSignal) => Promise<void>) {
       const gen = generation
       const signal = aborter.signal
@@ -169,22 +110,6 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
           fail(gen, error)
         }
       })
-    }
-
-    async function transcribe (pcm: Int16Array, signal: AbortSignal): Promise<string> {
-      const language = sttLanguage(currentSetup())
-      const form = multipart(
-        { model: voice.stt.model, ...(language === undefined ? {} : { language }), response_format: 'json' },
-        { name: 'file', filename: 'turn.wav', type: 'audio/wav', data: encodeWav(pcm) }
-      )
-      const chunks: Uint8Array[] = []
-      for await (const chunk of post('STT', voice.stt, '/audio/transcriptions', form, signal)) chunks.push(chunk)
-      let text: unknown
-      try {
-        text = JSON.parse(Buffer.concat(chunks).toString('utf8')).text
-      } catch {}
-      if (typeof text !== 'string') throw new ProviderError('STT provider answered without a text')
-      return text.trim()
     }
 
     /** The sentence as 16 kHz audio, as it arrives; `bytes` counts what came at 24 kHz. */
@@ -353,28 +278,16 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       start: async (first) => {
         setup = first
         for (const item of first.history ?? []) history.push({ role: item.role, content: item.text })
+        await stt.start({ language: sttLanguage(first) })
       },
-      audio: (frame) => {
-        turnAudio.push(frame.slice())
-        turnSamples += frame.length
-        while (turnSamples > MAX_TURN_SAMPLES && turnAudio.length > 1) turnSamples -= turnAudio.shift()!.length
-      },
+      audio: (frame) => { if (!closed) stt.audio(frame) },
       endOfTurn: () => {
-        const turn = { frames: turnAudio, samples: turnSamples }
-        const { frames, samples } = turn
-        unrecognised.push(turn)
-        turnAudio = []
-        turnSamples = 0
+        if (closed) return
+        const recognised = stt.endOfTurn()
+        // A failure is the turn's work's to report; once the turn is cancelled it matters no more.
+        recognised.catch(() => {})
         enqueue(async (gen, signal) => {
-          let text = ''
-          if (samples > 0) {
-            const pcm = new Int16Array(samples)
-            let offset = 0
-            for (const frame of frames) { pcm.set(frame, offset); offset += frame.length }
-            text = await transcribe(pcm, signal)
-            emit(gen, { type: 'speech', recognisedSeconds: samples / SAMPLE_RATE })
-          }
-          unrecognised = unrecognised.filter((other) => other !== turn)
+          const text = await recognised
           emit(gen, { type: 'user_text', text })
           if (text === '' || !live(gen)) return
           history.push({ role: 'user', content: text })
@@ -413,15 +326,18 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       cancel: () => {
         if (closed) return
         stop()
-        turnAudio = [...unrecognised.flatMap((turn) => turn.frames), ...turnAudio]
-        turnSamples += unrecognised.reduce((sum, turn) => sum + turn.samples, 0)
-        unrecognised = []
+        // The caller only paused: what they said before the barge-in, not answered yet, opens their next turn.
+        stt.rejoin()
       },
-      update: (next) => { setup = next },
+      update: (next) => {
+        setup = next
+        stt.update({ language: sttLanguage(next) })
+      },
       close: () => {
         if (closed) return
         stop()
         closed = true
+        stt.close()
       }
     }
     return engine

@@ -48,6 +48,12 @@ export type EngineEvent =
   | { type: 'response_done', text: string }
   /** What the caller said in the turn that just ended, as recognised ('' when nothing was). */
   | { type: 'user_text', text: string }
+  /**
+   * A streaming recogniser's words for the caller's current turn so far, each replacing the one before (the
+   * cascade with STT_PROVIDER openai-realtime or deepgram). `final`: the recogniser will not revise them, though
+   * more may follow. `startMs`, `endMs`: the audio they cover, in ms of caller audio since the engine started.
+   */
+  | { type: 'user_partial', text: string, final: boolean, startMs: number, endMs: number }
   /** The model calls a tool; the session answers with toolResult(id, …). */
   | { type: 'tool_call', id: string, name: string, arguments: string }
   /** Tokens one model request used. */

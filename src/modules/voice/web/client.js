@@ -10,8 +10,8 @@
 //   call.sendText('Hello')      // a typed turn (always possible; the only way in text mode)
 //   call.hangup()
 //
-// Events (each an Event with `detail`): ready, transcript, agent_text, agent_speaking, user_speaking,
-// played, ended, error.
+// Events (each an Event with `detail`): ready, transcript, transcript_partial, agent_text, agent_speaking,
+// user_speaking, played, ended, error.
 
 export class WebCall extends EventTarget {
   constructor ({ accessToken, baseUrl = globalThis.location?.origin, microphone = true } = {}) {

@@ -38,9 +38,12 @@ if (token) {
     status(event.detail.mode === 'voice' ? 'Connected: speak, or type below.' : 'Connected (text: no speech providers are configured). Type below.')
   })
   call.addEventListener('agent_text', (event) => { $('agent-text').textContent += event.detail.delta })
+  // A streaming recogniser's words while the caller speaks; the turn's transcript replaces them.
+  call.addEventListener('transcript_partial', (event) => { $('user-text').textContent = event.detail.content })
   call.addEventListener('transcript', (event) => {
     const { speaker, content } = event.detail
     $('agent-text').textContent = ''
+    if (speaker === 'user') $('user-text').textContent = ''
     const item = document.createElement('li')
     item.className = speaker
     const who = document.createElement('strong')

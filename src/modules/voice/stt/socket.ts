@@ -1,0 +1,44 @@
+import WebSocket from 'ws'
+import { ProviderError, redact } from '../providers.ts'
+
+/**
+ * Opens a streaming recogniser's WebSocket and gives it to `attach` the moment it is open (a server's first
+ * messages may come in the same packet as its handshake: listeners attached later would miss them). Rejects
+ * with a ProviderError that says why it could not open: the status and body of a refused handshake (a bad
+ * key: 401), the network failure, or `timeoutMs` without an answer. The key is never in the message.
+ */
+export async function openSocket (
+  name: string, url: URL, headers: Record<string, string>, apiKey: string | undefined, timeoutMs: number, attach: (socket: WebSocket) => void
+): Promise<void> {
+  return await new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { headers, handshakeTimeout: timeoutMs })
+    const refuse = (message: string) => {
+      socket.removeAllListeners()
+      socket.on('error', () => {}) // a late error of the abandoned socket
+      socket.terminate()
+      reject(new ProviderError(redact(`${name} ${message}`, apiKey)))
+    }
+    socket.once('open', () => {
+      socket.removeAllListeners()
+      attach(socket)
+      resolve()
+    })
+    socket.once('unexpected-response', (request, response) => {
+      let body = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => { if (body.length < 500) body += chunk })
+      response.on('error', () => {})
+      response.on('end', () => {
+        // Deepgram names the failure in a header (dg-error) and in a JSON body ({ err_code, err_msg }).
+        const header = response.headers['dg-error']
+        const reason = (typeof header === 'string' ? header : '') || body.trim()
+        refuse(`refused the connection: ${response.statusCode ?? 'no status'}${reason === '' ? '' : ` ${reason.slice(0, 200)}`}`)
+        request.destroy()
+      })
+    })
+    socket.once('error', (err) => {
+      const code = (err as { code?: string }).code
+      refuse(/timed out/i.test(err.message) ? `did not answer within ${timeoutMs} ms` : `cannot be reached: ${code ?? err.message}`)
+    })
+  })
+}
