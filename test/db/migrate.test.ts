@@ -164,11 +164,11 @@ t.test('an upgrade from before the recording parts keeps each stored recording, 
   const columns = async (): Promise<unknown> => (await pool.query(`SELECT json_agg(table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
     ORDER BY table_name, column_name) AS columns FROM information_schema.columns WHERE table_schema = 'public'`)).rows[0]
   const fresh = await columns()
-  // The database as the main before recording parts left it: every migration before 0019.
+  // The database as the main before recording parts left it: every migration before 0018.
   await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
   const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
   t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0019')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
+  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0018')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
   await migrate(pool, before)
   const userId = '65000000aaaaaaaaaaaaaaaa'
   const callIds = ['65000001aaaaaaaaaaaaaaaa', '65000002aaaaaaaaaaaaaaaa']
@@ -182,7 +182,7 @@ t.test('an upgrade from before the recording parts keeps each stored recording, 
   await pool.query('INSERT INTO call_recordings (call_id, user_id, duration_ms, data) VALUES ($1, $2, 100, $3), ($4, $2, 0, $5)',
     [callIds[0], userId, wav, callIds[1], Buffer.alloc(44)])
 
-  t.ok((await migrate(pool)).includes('0019_recording_chunks.sql'))
+  t.ok((await migrate(pool)).includes('0018_recording_chunks.sql'))
   const { rows } = await pool.query(`SELECT r.call_id, r.pcm_bytes::int, string_agg(encode(c.data, 'hex'), '' ORDER BY c.offset_bytes) AS hex
     FROM call_recordings r LEFT JOIN call_recording_chunks c USING (call_id) GROUP BY r.call_id, r.pcm_bytes ORDER BY r.call_id`)
   t.same(rows, [
