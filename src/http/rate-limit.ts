@@ -21,9 +21,12 @@ export const trustHops = (hops: number) => (_address: string, hop: number) => ho
 
 /**
  * The address a client is counted by: its IP, or for IPv6 its /64, since one subscriber (or one attacker)
- * holds a whole /64 and could otherwise count as 2^64 clients. IPv4 as IPv6 (`::ffff:a.b.c.d`) is IPv4.
+ * holds a whole /64 and could otherwise count as 2^64 clients. IPv4 as IPv6 (`::ffff:a.b.c.d`) is IPv4. A socket
+ * that closed before its request was looked at has no address (Fastify's `request.ip` is then undefined): such
+ * requests share one key.
  */
-export function clientAddress (ip: string): string {
+export function clientAddress (ip: string | undefined): string {
+  if (ip === undefined) return 'unknown'
   const address = ip.replace(/%.*$/, '')
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
   if (mapped !== null) return mapped[1]

@@ -87,12 +87,14 @@ const SPOKEN = (() => {
   return pcm.subarray(first)
 })()
 
-/** Caller speech: the first `ms` of a spoken sentence ("Hello, I would like to book…"), then `silenceMs` of silence. */
+/**
+ * Caller speech: the first `ms` of a spoken sentence ("Hello, I would like to book…"), said again as often as `ms`
+ * needs, then `silenceMs` of silence.
+ */
 export function speech (ms: number, silenceMs = 800): Int16Array {
   const voiced = Math.round(ms * 16)
-  if (voiced > SPOKEN.length) throw new Error(`the sentence is ${SPOKEN.length / 16} ms long`)
   const pcm = new Int16Array(voiced + Math.round(silenceMs * 16))
-  pcm.set(SPOKEN.subarray(0, voiced))
+  for (let at = 0; at < voiced; at += SPOKEN.length) pcm.set(SPOKEN.subarray(0, Math.min(SPOKEN.length, voiced - at)), at)
   return pcm
 }
 

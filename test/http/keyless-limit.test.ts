@@ -117,4 +117,5 @@ t.test('the budget: counted at once, given back once, a new window after the old
   t.equal(clientAddress('2001:db8::1'), '2001:db8:0:0::/64')
   t.equal(clientAddress('::1'), '0:0:0:0::/64')
   t.equal(clientAddress('fe80::1%eth0'), 'fe80:0:0:0::/64')
+  t.equal(clientAddress(undefined), 'unknown', 'a socket closed before its request was read has no address')
 })
