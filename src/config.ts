@@ -110,7 +110,7 @@ export interface VoiceConfig {
   providerTimeoutMs: number
   /** A browser stream with no message and no pong for this long is ended (VOICE_STREAM_TIMEOUT_MS). */
   streamTimeoutMs: number
-  /** A Twilio media stream without a valid `start` this long after it opened is closed (VOICE_STREAM_START_TIMEOUT_MS). */
+  /** A call stream not tied to its call this long after it opened (a Twilio stream without a valid `start`) is closed (VOICE_STREAM_START_TIMEOUT_MS). */
   streamStartTimeoutMs: number
   /**
    * Stream sockets (browser and Twilio) not yet tied to a call, per client address (VOICE_PENDING_STREAMS_PER_ADDRESS;

@@ -18,7 +18,8 @@ import { chooseEngine } from './engines/index.ts'
 import type { LiveCalls } from './live-calls.ts'
 import { Session } from './session.ts'
 import type { StreamAdmission } from './streams.ts'
-import { browserTransport, CLOSE, connectBrowser } from './transports/browser.ts'
+import { CLOSE } from './socket-loop.ts'
+import { browserStream } from './transports/browser.ts'
 
 // The routes a browser reaches without an API key (docs/voice.md): joining a web call with its access
 // token, the call's stream, the client script and a page that uses it. Everything else is under /v1.
@@ -141,16 +142,18 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
     preHandler: admit,
     schema: { hide: true, querystring: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }) }
   }, async (socket, request) => {
+    const { streamTimeoutMs: timeoutMs, streamStartTimeoutMs: startTimeoutMs } = config.voice
+    const stream = browserStream(socket, {
+      timeoutMs,
+      startTimeoutMs,
+      started: () => streams.started(request),
+      refused: (problem) => request.log.warn({ problem }, 'a web call stream failed')
+    })
     const call = await spendAccessToken(db, hashToken(tokenOf(request)))
-    if (call === undefined) {
-      socket.send(JSON.stringify({ type: 'error', code: 'invalid_access_token', message: 'the access token was spent by another stream' }))
-      return socket.close(CLOSE.forbidden)
-    }
-    streams.started(request)
-    const transport = browserTransport(socket)
-    const session = Session.open({ db, log, ...jobs }, call, transport)
+    if (call === undefined) return stream.loop.refuse(CLOSE.forbidden, 'invalid_access_token', 'the access token was spent by another stream')
+    const session = Session.open({ db, log, ...jobs }, call, stream.transport)
     live.add(session)
-    connectBrowser(socket, session, transport, config.voice.streamTimeoutMs)
+    stream.attach(session)
   })
 
   for (const [name, asset] of Object.entries(ASSETS)) {

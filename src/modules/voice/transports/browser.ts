@@ -1,36 +1,14 @@
 import type { WebSocket } from 'ws'
 import { bufferToPcm, pcmToBuffer } from '../audio.ts'
-import type { EndReason, Session, SessionEvent, Transport } from '../session.ts'
+import type { Session, Transport } from '../session.ts'
+import { SocketLoop, type LoopOptions } from '../socket-loop.ts'
 
 // The browser's stream (docs/voice.md, "Browser protocol"): binary messages are 16 kHz PCM16 mono audio
 // both ways, text messages JSON events. A typed turn that is too long, or comes while the agent still answers
 // the last one, is refused with an `error` event and the call goes on; anything malformed ends the session as a
-// protocol error.
-
-/** WebSocket close codes the browser sees. */
-export const CLOSE = { normal: 1000, protocol: 4400, forbidden: 4403, timeout: 4408 } as const
-
-const REASON_CODES: Partial<Record<EndReason, number>> = { protocol_error: CLOSE.protocol, stream_timeout: CLOSE.timeout }
-
-/** Agent audio the browser has not read yet past which it counts as gone (a client that stopped reading). */
-const MAX_BUFFERED_BYTES = 1024 * 1024
+// protocol error (the socket loop tells the browser with an `error` event and closes 4400).
 
 const MAX_TEXT_LENGTH = 2000
-
-export function browserTransport (socket: WebSocket): Transport & { reason: EndReason | undefined } {
-  return {
-    reason: undefined,
-    sendAudio (frame) {
-      if (socket.readyState === socket.OPEN) socket.send(pcmToBuffer(frame), { binary: true })
-    },
-    send (event: SessionEvent) {
-      if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event))
-    },
-    close () {
-      if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(REASON_CODES[this.reason ?? 'user_hangup'] ?? CLOSE.normal)
-    }
-  }
-}
 
 /** What one message from the browser asks, or why it is refused. */
 type BrowserInput =
@@ -69,44 +47,44 @@ function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
   return { kind: 'invalid', problem: `unknown event type ${JSON.stringify(type)}` }
 }
 
-/**
- * Feeds a browser's socket into its session until either ends: messages, liveness (a ping every third of
- * the time-out; nothing heard for the whole time-out ends the call), and a reader that stopped reading.
- */
-export function connectBrowser (socket: WebSocket, session: Session, transport: ReturnType<typeof browserTransport>, timeoutMs: number): void {
-  let heard = Date.now()
-  const fail = (reason: EndReason, problem: string) => {
-    if (transport.reason !== undefined) return
-    transport.reason = reason
-    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: 'error', code: reason, message: problem }))
-    session.hangup(reason)
+export interface BrowserStream {
+  loop: SocketLoop
+  transport: Transport
+  /** The stream's session is open: its messages go to it from now on. */
+  attach: (session: Session) => void
+}
+
+/** The codec of a browser's stream over the shared socket loop: its messages in, the session's frames and events out. */
+export function browserStream (socket: WebSocket, options: LoopOptions): BrowserStream {
+  let session: Session | undefined
+  const sendEvent = (event: object) => loop.send(JSON.stringify(event))
+  const loop = new SocketLoop(socket, {
+    receive (data, isBinary) {
+      const input = parseBrowserMessage(data, isBinary)
+      if (input.kind === 'invalid') return input.problem
+      // Before its session is open a browser's turns have nothing to go to (it is told `ready` once there is).
+      if (input.kind === 'refused') sendEvent({ type: 'error', code: input.code, message: input.problem })
+      else if (session === undefined) return undefined
+      else if (input.kind === 'audio') session.audio(input.pcm)
+      else if (input.kind === 'hangup') session.hangup('user_hangup')
+      else if (!session.text(input.text)) {
+        sendEvent({ type: 'error', code: 'turn_in_progress', message: 'the agent is still answering the last typed turn; send the next one once it has finished speaking' })
+      }
+    },
+    tell: (code, message) => sendEvent({ type: 'error', code, message }),
+    gone: (reason) => session?.hangup(reason),
+    dropped: 'user_hangup'
+  }, options)
+  return {
+    loop,
+    transport: {
+      sendAudio: (frame) => loop.send(pcmToBuffer(frame)),
+      send: sendEvent,
+      close: () => loop.close()
+    },
+    attach (opened) {
+      session = opened
+      loop.attach()
+    }
   }
-  /** A message not taken: the browser is told, the call goes on. */
-  const refuse = (code: string, problem: string) => {
-    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: 'error', code, message: problem }))
-  }
-  const alive = setInterval(() => {
-    if (Date.now() - heard > timeoutMs) return fail('stream_timeout', `nothing was heard from the browser for ${timeoutMs} ms`)
-    if (socket.bufferedAmount > MAX_BUFFERED_BYTES) return fail('stream_timeout', 'the browser stopped reading')
-    if (socket.readyState === socket.OPEN) socket.ping()
-  }, Math.max(50, Math.floor(timeoutMs / 3)))
-  socket.on('pong', () => { heard = Date.now() })
-  socket.on('message', (data: Buffer, isBinary: boolean) => {
-    heard = Date.now()
-    const input = parseBrowserMessage(data, isBinary)
-    if (input.kind === 'audio') session.audio(input.pcm)
-    else if (input.kind === 'text') {
-      if (!session.text(input.text)) refuse('turn_in_progress', 'the agent is still answering the last typed turn; send the next one once it has finished speaking')
-    } else if (input.kind === 'hangup') session.hangup('user_hangup')
-    else if (input.kind === 'refused') refuse(input.code, input.problem)
-    else fail('protocol_error', input.problem)
-  })
-  // ws closes a socket whose message is over maxPayload with 1009 and reports an error first.
-  socket.on('error', () => fail('protocol_error', 'the message was too large or malformed'))
-  socket.on('close', (code: number) => {
-    clearInterval(alive)
-    if (code === 1009) fail('protocol_error', 'the message was too large')
-    session.hangup(transport.reason ?? 'user_hangup')
-  })
-  void session.done.then(() => clearInterval(alive))
 }

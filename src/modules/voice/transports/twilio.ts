@@ -1,10 +1,12 @@
 import type { WebSocket } from 'ws'
 import { mulawDecode, mulawEncodeHalved, resample } from '../audio.ts'
 import type { SessionEvent, Transport } from '../session.ts'
+import type { SocketLoop } from '../socket-loop.ts'
 
 // Twilio's Media Streams (bidirectional, <Connect><Stream>): JSON text messages; audio is base64 µ-law at
 // 8 kHz, converted here to and from the core's 16 kHz PCM16. In: connected, start, media, mark, dtmf, stop.
-// Out: media, mark, clear. The signalling around it (tokens, the call, forwarding) is the telephony module's.
+// Out: media, mark, clear. The socket itself (pings, faults, close codes) is the shared socket loop's; the
+// signalling around it (tokens, the call, forwarding) is the telephony module's.
 
 /** What one message from Twilio says, or why it is refused. */
 export type TwilioInput =
@@ -78,10 +80,8 @@ export interface TwilioTransport extends Transport {
  * The transport of one Media Stream. Marks tell when Twilio has played the audio: a close waits for the last
  * one, so that a goodbye is not cut off when the stream (and with it the call) ends.
  */
-export function twilioTransport (socket: WebSocket, streamSid: string, forward?: Transport['forward']): TwilioTransport {
-  const send = (message: unknown) => {
-    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message))
-  }
+export function twilioTransport (socket: WebSocket, loop: SocketLoop, streamSid: string, forward?: Transport['forward']): TwilioTransport {
+  const send = (message: unknown) => loop.send(JSON.stringify(message))
   const pending = new Map<string, () => void>()
   let marks = 0
   let sentAudio = false
@@ -90,7 +90,7 @@ export function twilioTransport (socket: WebSocket, streamSid: string, forward?:
     sendAudio (frame) {
       sentAudio = true
       // Fifty of these a second for every call: written as text (the sid and base64 need no escaping).
-      if (socket.readyState === socket.OPEN) socket.send(`{"event":"media","streamSid":"${streamSid}","media":{"payload":"${mulawEncodeHalved(frame).toString('base64')}"}}`)
+      loop.send(`{"event":"media","streamSid":"${streamSid}","media":{"payload":"${mulawEncodeHalved(frame).toString('base64')}"}}`)
     },
     send (event: SessionEvent) {
       if (event.type === 'clear') send({ event: 'clear', streamSid })
@@ -99,7 +99,7 @@ export function twilioTransport (socket: WebSocket, streamSid: string, forward?:
       pending.get(name)?.()
     },
     async drain () {
-      if (!sentAudio || socket.readyState !== socket.OPEN) return
+      if (!sentAudio || !loop.open) return
       const name = `played-${++marks}`
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -114,11 +114,8 @@ export function twilioTransport (socket: WebSocket, streamSid: string, forward?:
         send({ event: 'mark', streamSid, mark: { name } })
       })
     },
-    close () {
-      void transport.drain().then(() => {
-        if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(1000)
-      })
-    }
+    // A failed stream closes at once with its code; else once the agent's last words are played.
+    close: () => loop.close(loop.open ? transport.drain() : undefined)
   }
   return transport
 }
