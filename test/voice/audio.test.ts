@@ -199,7 +199,7 @@ t.test('Recorder in two tracks (new calls): the caller left, the agent right, in
   const recorder = new Recorder(60_000)
   t.equal(recorder.channels, 2, 'two tracks unless told otherwise')
   const frame = (value: number) => new Int16Array(FRAME_SAMPLES).fill(value)
-  // The caller through 25 s (across the 10 s and 20 s chunk borders), the agent from 5 s to 30 s, overlapping.
+  // The caller through 25 s (across chunk borders, every 5 s), the agent from 5 s to 30 s, overlapping.
   for (let at = 0; at < 25_000; at += 20) recorder.add('caller', frame(1 + at / 20 % 1000), at)
   for (let at = 5_000; at < 30_000; at += 20) recorder.add('agent', frame(-1 - at / 20 % 1000), at)
   recorder.add('caller', frame(30_000), 29_000)
@@ -223,6 +223,11 @@ t.test('Recorder in two tracks (new calls): the caller left, the agent right, in
   resumed.add('agent', frame(7), 1000)
   resumed.end(1010)
   t.same([...resumed.take(Infinity)], Array.from({ length: 10 * 32 }, (_, i) => i % 2 === 1 ? 7 : 0), 'only what came after it, on its track')
+  const straddling = new Recorder(10_000)
+  straddling.add('agent', Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => i + 1), 4_990)
+  const across = straddling.take(Infinity).subarray(4_990 * 32)
+  t.same([...across.filter((_, i) => i % 2 === 1)], Array.from({ length: FRAME_SAMPLES }, (_, i) => i + 1), 'a frame across a chunk border (5 s), on its track')
+  t.ok(across.filter((_, i) => i % 2 === 0).every((sample) => sample === 0))
   const bounded = new Recorder(1000)
   bounded.add('agent', frame(9), 990)
   const tail = bounded.take(Infinity)
@@ -233,7 +238,7 @@ t.test('Recorder in two tracks (new calls): the caller left, the agent right, in
 t.test('Recorder never grows past its bound', async (t) => {
   const recorder = new Recorder(25_000, 0, 1)
   const frame = new Int16Array(FRAME_SAMPLES).fill(100)
-  // Across the chunk borders (10 s), a frame straddling the bound, and frames after it.
+  // Across the chunk borders (every 5 s), a frame straddling the bound, and frames after it.
   for (let at = 0; at < 40_000; at += 20) recorder.add(at % 40 === 0 ? 'caller' : 'agent', frame, at + 5)
   t.equal(recorder.durationMs, 25_000)
   const pcm = recorder.take(Infinity)

@@ -172,8 +172,8 @@ export function mulawDecode (bytes: Uint8Array): Int16Array {
   return out
 }
 
-/** Samples (per channel) per chunk of a recording held in memory: 10 s (640 KB in stereo), so that a short call holds little and a long one copies nothing. */
-const RECORDING_CHUNK = SAMPLE_RATE * 10
+/** Samples (per channel) per chunk of a recording held in memory: 5 s (320 KB in stereo), so that a short call holds little and a long one copies nothing. */
+const RECORDING_CHUNK = SAMPLE_RATE * 5
 
 /**
  * A call's recording at 16 kHz, each frame at its time since the call started: two tracks (interleaved stereo,
