@@ -182,6 +182,8 @@ export interface CallRecordingsTable {
   duration_ms: number
   /** Bytes of samples stored so far, in call_recording_chunks. */
   pcm_bytes: ColumnType<string, string | number, string | number>
+  /** 1: mono, both sides mixed (recordings from before issue 27); 2: interleaved stereo, caller left, agent right. */
+  channels: ColumnType<number, number | undefined, number>
   created_at: CreatedAt
 }
 

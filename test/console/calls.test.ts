@@ -233,6 +233,19 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   const signedOut = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav` })
   t.equal(signedOut.statusCode, 303)
   t.equal(signedOut.headers.location, `/login?next=%2Fcalls%2F${id}%2Frecording.wav`)
+
+  // A recording in two tracks (calls since issue 27): the page offers the stereo file too; the old one above does not.
+  t.notMatch(page.body, 'channels=2', 'a mono recording: no tracks to offer')
+  const [twoTracks] = await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}])
+  const stereo = Buffer.alloc(400)
+  for (let i = 0; i < 100; i++) stereo.writeInt16LE(1000, 4 * i) // the caller alone
+  t.ok(await storeRecordingPart(ctx.db, { callId: twoTracks, userId: user.id, pcm: stereo, channels: 2 }))
+  t.match((await browser.get(`/calls/${twoTracks}`)).body, `href="/calls/${twoTracks}/recording.wav?channels=2"`)
+  const tracks = await browser.get(`/calls/${twoTracks}/recording.wav?channels=2`)
+  t.equal(tracks.statusCode, 200)
+  t.equal(tracks.rawPayload.readUInt16LE(22), 2, 'stereo')
+  t.ok(tracks.rawPayload.subarray(44).equals(stereo))
+  t.same((await browser.get(`/calls/${twoTracks}/recording.wav`)).rawPayload, encodeWav(new Int16Array(100).fill(1000)), 'and the mono mix by default')
 })
 
 t.test('the Calls pages carry the console\'s security headers and nothing inline', async (t) => {

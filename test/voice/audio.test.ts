@@ -131,8 +131,8 @@ t.test('the fixtures are 16 kHz mono speech between silences', async (t) => {
   t.ok(caller.pcm.length / 16 - callerEnd > 2950, 'caller.wav: 3 s of silence after the sentence')
 })
 
-t.test('Recorder mixes both sides on one timeline', async (t) => {
-  const recorder = new Recorder(60_000)
+t.test('Recorder in one track (a recording begun before two tracks) mixes both sides on one timeline', async (t) => {
+  const recorder = new Recorder(60_000, 0, 1)
   t.equal(recorder.durationMs, 0)
   t.same(recorder.take(Infinity).length, 0, 'nothing recorded: nothing to take')
   const caller = new Int16Array(FRAME_SAMPLES).fill(1000)
@@ -162,14 +162,14 @@ t.test('Recorder mixes both sides on one timeline', async (t) => {
   t.equal(mixed[120 * 16], -32768)
 
   // A frame that started before the call (clock skew) keeps its part after the start.
-  const early = new Recorder(1000)
+  const early = new Recorder(1000, 0, 1)
   early.add('agent', Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => i), -10)
   t.equal(early.durationMs, 10)
   t.equal(early.take(Infinity)[0], 160)
 })
 
 t.test('Recorder hands its samples out a piece at a time and forgets them', async (t) => {
-  const recorder = new Recorder(60_000)
+  const recorder = new Recorder(60_000, 0, 1)
   const frame = (value: number) => new Int16Array(FRAME_SAMPLES).fill(value)
   for (let at = 0; at < 30_000; at += 20) recorder.add('caller', frame(at / 20 % 1000), at)
   const pieces = [recorder.take(1000), recorder.take(12_345), recorder.take(12_345), recorder.take(Infinity)]
@@ -188,17 +188,57 @@ t.test('Recorder hands its samples out a piece at a time and forgets them', asyn
   t.equal(rest.length, 10_010 * 16, 'silence until the agent spoke')
   t.equal(rest.at(-1), 5)
 
-  const resumed = new Recorder(60_000, 16_000)
+  const resumed = new Recorder(60_000, 16_000, 1)
   t.equal(resumed.durationMs, 1000, 'a recording that goes on after one stored before')
   resumed.add('agent', frame(7), 500)
   resumed.add('agent', frame(7), 1000)
   t.same([...resumed.take(Infinity)], [...frame(7)], 'only what came after the stored second')
 })
 
+t.test('Recorder in two tracks (new calls): the caller left, the agent right, interleaved, in pieces across chunk borders', async (t) => {
+  const recorder = new Recorder(60_000)
+  t.equal(recorder.channels, 2, 'two tracks unless told otherwise')
+  const frame = (value: number) => new Int16Array(FRAME_SAMPLES).fill(value)
+  // The caller through 25 s (across chunk borders, every 5 s), the agent from 5 s to 30 s, overlapping.
+  for (let at = 0; at < 25_000; at += 20) recorder.add('caller', frame(1 + at / 20 % 1000), at)
+  for (let at = 5_000; at < 30_000; at += 20) recorder.add('agent', frame(-1 - at / 20 % 1000), at)
+  recorder.add('caller', frame(30_000), 29_000)
+  recorder.add('caller', frame(30_000), 29_000) // the same side twice: summed, clipped on its own track
+  t.equal(recorder.durationMs, 30_000)
+  const pieces = [recorder.take(1000), recorder.take(12_345), recorder.take(Infinity)]
+  t.same(pieces.map((p) => p.length), [1000 * 32, 11_345 * 32, 17_655 * 32], 'two samples a frame')
+  const all = new Int16Array(30_000 * 32)
+  let at = 0
+  for (const piece of pieces) { all.set(piece, at); at += piece.length }
+  const left = all.filter((_, i) => i % 2 === 0)
+  const right = all.filter((_, i) => i % 2 === 1)
+  const callerAt = (i: number) => i >= 29_000 * 16 && i < 29_020 * 16 ? 32767 : i < 25_000 * 16 ? 1 + Math.floor(i / FRAME_SAMPLES) % 1000 : 0
+  const agentAt = (i: number) => i >= 5_000 * 16 ? -1 - Math.floor(i / FRAME_SAMPLES) % 1000 : 0
+  t.ok(left.every((sample, i) => sample === callerAt(i)), 'the left track: the caller alone')
+  t.ok(right.every((sample, i) => sample === agentAt(i)), 'the right track: the agent alone')
+
+  const resumed = new Recorder(60_000, 16_000)
+  t.equal(resumed.durationMs, 1000, 'goes on after a second stored before')
+  resumed.add('agent', frame(7), 500)
+  resumed.add('agent', frame(7), 1000)
+  resumed.end(1010)
+  t.same([...resumed.take(Infinity)], Array.from({ length: 10 * 32 }, (_, i) => i % 2 === 1 ? 7 : 0), 'only what came after it, on its track')
+  const straddling = new Recorder(10_000)
+  straddling.add('agent', Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => i + 1), 4_990)
+  const across = straddling.take(Infinity).subarray(4_990 * 32)
+  t.same([...across.filter((_, i) => i % 2 === 1)], Array.from({ length: FRAME_SAMPLES }, (_, i) => i + 1), 'a frame across a chunk border (5 s), on its track')
+  t.ok(across.filter((_, i) => i % 2 === 0).every((sample) => sample === 0))
+  const bounded = new Recorder(1000)
+  bounded.add('agent', frame(9), 990)
+  const tail = bounded.take(Infinity)
+  t.equal(tail.length, 1000 * 32, 'never past its bound')
+  t.same([tail.at(-2), tail.at(-1)], [0, 9])
+})
+
 t.test('Recorder never grows past its bound', async (t) => {
-  const recorder = new Recorder(25_000)
+  const recorder = new Recorder(25_000, 0, 1)
   const frame = new Int16Array(FRAME_SAMPLES).fill(100)
-  // Across the chunk borders (10 s), a frame straddling the bound, and frames after it.
+  // Across the chunk borders (every 5 s), a frame straddling the bound, and frames after it.
   for (let at = 0; at < 40_000; at += 20) recorder.add(at % 40 === 0 ? 'caller' : 'agent', frame, at + 5)
   t.equal(recorder.durationMs, 25_000)
   const pcm = recorder.take(Infinity)

@@ -5,6 +5,7 @@ import { findRecording, recordingUrl, signRecordingLink, storeRecordingPart } fr
 import { createAgent } from '../helpers/calls.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
+import { mixTracks, splitTracks } from '../helpers/tracks.ts'
 
 const BASE = 'https://switchboard.test'
 
@@ -16,16 +17,23 @@ async function webCall (ctx: TestContext, account: Account): Promise<string> {
   return res.json()._id
 }
 
-/** Two seconds of a call: the caller's tone for the first second, the agent's for the second; its samples and its WAV file. */
+/**
+ * Two seconds of a call: the caller's tone for the first second and a half, the agent's from the second on (both in
+ * the half second between); its samples (two tracks) and its mono WAV (both mixed).
+ */
 function recording (): { pcm: Buffer, wav: Buffer } {
   const recorder = new Recorder(60_000)
+  const tone = (amplitude: number) => Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => Math.round(amplitude * Math.sin(i / 4)))
   for (let at = 0; at < 2000; at += 20) {
-    const side = at < 1000 ? 'caller' : 'agent'
-    recorder.add(side, Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => Math.round((side === 'caller' ? 3000 : -2000) * Math.sin(i / 4))), at)
+    if (at < 1500) recorder.add('caller', tone(3000), at)
+    if (at >= 1000) recorder.add('agent', tone(-2000), at)
   }
-  const pcm = recorder.take(Infinity)
-  return { pcm: pcmToBuffer(pcm), wav: encodeWav(pcm) }
+  const pcm = pcmToBuffer(recorder.take(Infinity))
+  return { pcm, wav: encodeWav(mixTracks(pcm)) }
 }
+
+/** Root mean square of samples `from` up to `to`. */
+const energy = (pcm: Int16Array, from: number, to: number) => Math.sqrt(pcm.subarray(from, to).reduce((sum, x) => sum + x * x, 0) / (to - from))
 
 /** The path and query of a link (the app is reached through inject, not at its public address). */
 const pathOf = (url: string) => {
@@ -43,13 +51,14 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
   const { pcm, wav } = recording()
 
   t.equal(recordingUrl(ctx.config, callId), `${BASE}/v1/call/${callId}/recording`)
-  t.equal(await storeRecordingPart(db, { callId, userId: b.user.id, pcm }), false, 'not for another account\'s call')
+  t.equal(await storeRecordingPart(db, { callId, userId: b.user.id, pcm, channels: 2 }), false, 'not for another account\'s call')
   t.equal(await findRecording(db, a.user.id, callId), undefined)
   // Stored in parts, as a call does while it runs.
-  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(0, 1000) }), true)
-  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(1000) }), true, 'a second part follows the first')
+  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(0, 1000), channels: 2 }), true)
+  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(1000, 3000) }), false, 'not a mono part after stereo ones')
+  t.equal(await storeRecordingPart(db, { callId, userId: a.user.id, pcm: pcm.subarray(1000), channels: 2 }), true, 'a second part follows the first')
   const stored = await findRecording(db, a.user.id, callId)
-  t.match(stored, { callId, durationMs: 2000, size: wav.length })
+  t.match(stored, { callId, durationMs: 2000, channels: 2, size: wav.length })
   t.same(Buffer.concat(await stored!.stream().toArray()), wav, 'read back as one WAV file')
   t.equal(await findRecording(db, b.user.id, callId), undefined, 'owner-scoped')
 
@@ -63,7 +72,8 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
   const decoded = decodeWav(res.rawPayload)
   t.equal(decoded.rate, 16_000)
   t.equal(decoded.pcm.length, 2 * 16_000, 'the WAV decodes to the two seconds recorded')
-  t.ok(decoded.pcm[4] > 0 && decoded.pcm[16_000 + 4] < 0, 'the caller first, then the agent')
+  t.ok(decoded.pcm[4] > 0 && decoded.pcm[24_000 + 4] < 0, 'the caller first, then the agent')
+  t.same(decoded.pcm, mixTracks(pcm), 'both tracks mixed')
 
   t.equal((await app.inject({ method: 'HEAD', url, headers: a.headers })).headers['content-length'], String(wav.length), 'HEAD for players that probe')
   t.equal((await app.inject({ method: 'GET', url, headers: b.headers })).json().code, 'not_found', 'another account\'s key: 404')
@@ -81,6 +91,9 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     t.same(head.rawPayload, wav.subarray(0, 44), 'the WAV header')
     const middle = await range('bytes=1000-1999')
     t.same(middle.rawPayload, wav.subarray(1000, 2000))
+    for (const [from, to] of [[45, 45], [1001, 2000], [33_333, 40_000], [44, 44 + 16_000 * 2]]) {
+      t.same((await range(`bytes=${from}-${to}`)).rawPayload, wav.subarray(from, to + 1), `bytes ${from}-${to}: mixed from the frames that hold them`)
+    }
     t.equal(middle.headers['content-type'], 'audio/wav')
     const open = await range('bytes=64000-')
     t.equal(open.headers['content-range'], `bytes 64000-${wav.length - 1}/${wav.length}`)
@@ -99,6 +112,55 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     }
   })
 
+  t.test('the two tracks: ?channels=2 gives the stereo WAV, the caller left and the agent right, in ranges too', async (t) => {
+    const stereoUrl = `${url}?channels=2`
+    const res = await app.inject({ method: 'GET', url: stereoUrl, headers: a.headers })
+    t.equal(res.statusCode, 200)
+    t.equal(res.headers['content-type'], 'audio/wav')
+    t.equal(res.headers['content-disposition'], `inline; filename="${callId}-stereo.wav"`)
+    const file = res.rawPayload
+    t.equal(Number(res.headers['content-length']), 44 + pcm.length)
+    t.ok(file.subarray(44).equals(pcm), 'the stored samples as they are')
+    const { left, right } = splitTracks(t, file)
+    t.equal(left.length, 2 * 16_000, 'two seconds')
+    t.equal(energy(right, 0, 16_000), 0, 'the first second: nothing on the agent\'s track')
+    t.ok(energy(left, 0, 16_000) > 1500, 'the caller\'s tone on the left')
+    t.equal(energy(left, 24_000, 32_000), 0, 'the last half second: nothing on the caller\'s track')
+    t.ok(energy(right, 24_000, 32_000) > 1000, 'the agent\'s tone on the right')
+    t.ok(energy(left, 16_000, 24_000) > 1500 && energy(right, 16_000, 24_000) > 1000, 'both where both spoke, each on its own track')
+    t.same(mixTracks(file.subarray(44)), decodeWav(wav).pcm, 'the mono download is their mix')
+
+    t.equal((await app.inject({ method: 'HEAD', url: stereoUrl, headers: a.headers })).headers['content-length'], String(file.length))
+    for (const [from, to] of [[0, 43], [0, 99], [45, 1002], [64_000, file.length - 1]]) {
+      const part = await app.inject({ method: 'GET', url: stereoUrl, headers: { ...a.headers, range: `bytes=${from}-${to}` } })
+      t.equal(part.statusCode, 206)
+      t.equal(part.headers['content-range'], `bytes ${from}-${to}/${file.length}`)
+      t.ok(part.rawPayload.equals(file.subarray(from, to + 1)), `bytes ${from}-${to}`)
+    }
+    t.equal((await app.inject({ method: 'GET', url: stereoUrl, headers: { ...a.headers, range: `bytes=${file.length}-` } })).statusCode, 416)
+    const mono = await app.inject({ method: 'GET', url: `${url}?channels=1`, headers: a.headers })
+    t.ok(mono.rawPayload.equals(wav), 'channels=1: the mono mix, as without it')
+    for (const bad of ['3', '0', 'two']) {
+      const res = await app.inject({ method: 'GET', url: `${url}?channels=${bad}`, headers: a.headers })
+      t.equal(res.statusCode, 400, `channels=${bad}: 400`)
+      t.equal(res.json().code, 'validation_error')
+    }
+
+    // A recording made before two tracks (mono, both sides mixed) downloads as before; it has no tracks to give.
+    const old = await webCall(ctx, a)
+    t.equal(await storeRecordingPart(db, { callId: old, userId: a.user.id, pcm: pcmToBuffer(decodeWav(wav).pcm) }), true)
+    t.match(await findRecording(db, a.user.id, old), { channels: 1, durationMs: 2000, size: wav.length })
+    const oldUrl = `/v1/call/${old}/recording`
+    t.ok((await app.inject({ method: 'GET', url: oldUrl, headers: a.headers })).rawPayload.equals(wav), 'an old mono recording downloads as it was')
+    const oldPart = await app.inject({ method: 'GET', url: oldUrl, headers: { ...a.headers, range: 'bytes=1001-2000' } })
+    t.equal(oldPart.statusCode, 206)
+    t.ok(oldPart.rawPayload.equals(wav.subarray(1001, 2001)), 'and in ranges')
+    const refused = await app.inject({ method: 'GET', url: `${oldUrl}?channels=2`, headers: a.headers })
+    t.equal(refused.statusCode, 409)
+    t.equal(refused.json().code, 'recording_not_stereo')
+    t.match(refused.json().message, /one track/)
+  })
+
   t.test('signed links open the recording without a key, and nothing else', async (t) => {
     const before = Date.now()
     const made = await app.inject({ method: 'POST', url: `/v1/call/${callId}/recording-link`, headers: a.headers })
@@ -113,6 +175,10 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     const part = await app.inject({ method: 'GET', url: path, headers: { range: 'bytes=44-99' } })
     t.equal(part.statusCode, 206)
     t.same(part.rawPayload, wav.subarray(44, 100))
+    const tracks = await app.inject({ method: 'GET', url: `${path}&channels=2` })
+    t.equal(tracks.statusCode, 200)
+    t.ok(tracks.rawPayload.subarray(44).equals(pcm), 'the link with &channels=2: the two tracks')
+    t.equal(tracks.rawPayload.readUInt16LE(22), 2)
 
     t.equal((await app.inject({ method: 'POST', url: `/v1/call/${callId}/recording-link`, headers: b.headers })).statusCode, 404, 'only for the owner')
     t.equal((await app.inject({ method: 'POST', url: `/v1/call/${bare}/recording-link`, headers: a.headers })).statusCode, 404, 'only for a recording')
@@ -138,7 +204,7 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
 
     // A valid link whose call was deleted since: 404, as for any recording that is not there.
     const gone = await webCall(ctx, a)
-    await storeRecordingPart(db, { callId: gone, userId: a.user.id, pcm })
+    await storeRecordingPart(db, { callId: gone, userId: a.user.id, pcm, channels: 2 })
     const goneLink = (await app.inject({ method: 'POST', url: `/v1/call/${gone}/recording-link`, headers: a.headers })).json().url
     await db.deleteFrom('calls').where('id', '=', gone).execute()
     t.equal((await app.inject({ method: 'GET', url: pathOf(goneLink) })).json().code, 'not_found')
@@ -149,7 +215,8 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     const download = doc.paths['/v1/call/{id}/recording'].get
     t.ok(download.responses['200'].content['audio/wav'])
     t.ok(download.responses['206'].content['audio/wav'])
-    for (const status of ['401', '403', '404', '416', '429']) t.ok(download.responses[status].content['application/json'], `GET recording declares ${status}`)
+    for (const status of ['401', '403', '404', '409', '416', '429']) t.ok(download.responses[status].content['application/json'], `GET recording declares ${status}`)
+    t.same(download.parameters.filter((p: { in: string }) => p.in === 'query').map((p: { name: string }) => p.name), ['channels'])
     const link = doc.paths['/v1/call/{id}/recording-link'].post
     t.match(link.responses['200'].content['application/json'].schema, { properties: { url: {}, expires_at: {} } })
     const signed = doc.paths['/v1/recordings/{id}.wav'].get
@@ -157,7 +224,7 @@ t.test('a call\'s recording: stored for its account, served to it alone, in rang
     for (const operation of [download, link, signed]) t.match(operation.operationId, /^[a-z][A-Za-z0-9]*$/, `${operation.operationId} is a camelCase id`)
     t.ok(signed.responses['200'].content['audio/wav'])
     for (const status of ['400', '403', '404', '416', '429']) t.ok(signed.responses[status], `the signed route declares ${status}`)
-    t.same(signed.parameters.map((p: { name: string }) => p.name).sort(), ['expires', 'id', 'signature'])
+    t.same(signed.parameters.map((p: { name: string }) => p.name).sort(), ['channels', 'expires', 'id', 'signature'])
   })
 })
 
@@ -165,7 +232,7 @@ t.test('the signed route is rate-limited per address', async (t) => {
   const ctx = await setup(t, { CALL_RUNTIME: 'external', PUBLIC_BASE_URL: BASE, RATE_LIMIT_PER_ADDRESS: '3' })
   const a = await createAccount(ctx.db)
   const callId = await webCall(ctx, a)
-  await storeRecordingPart(ctx.db, { callId, userId: a.user.id, pcm: recording().pcm })
+  await storeRecordingPart(ctx.db, { callId, userId: a.user.id, pcm: recording().pcm, channels: 2 })
   const { url } = signRecordingLink(ctx.config, callId)
   const statuses: number[] = []
   // From an address of its own: the account's first API requests above were counted per address too.
@@ -180,9 +247,9 @@ function longRecording (minutes: number): Buffer {
   return pcm
 }
 
-/** Stores `pcm` in parts of about two seconds, as a call does while it runs. */
-async function storeInParts (db: TestContext['db'], userId: string, callId: string, pcm: Buffer): Promise<void> {
-  for (let at = 0; at < pcm.length; at += 64_000) await storeRecordingPart(db, { callId, userId, pcm: pcm.subarray(at, at + 64_000) })
+/** Stores `pcm` in parts of about two seconds (of mono), as a call does while it runs. */
+async function storeInParts (db: TestContext['db'], userId: string, callId: string, pcm: Buffer, channels: 1 | 2 = 1, partBytes = 64_000): Promise<void> {
+  for (let at = 0; at < pcm.length; at += partBytes) await storeRecordingPart(db, { callId, userId, pcm: pcm.subarray(at, at + partBytes), channels })
 }
 
 t.test('a long recording is read back from its parts byte for byte, whole and in ranges across their borders', async (t) => {
@@ -246,4 +313,36 @@ t.test('concurrent downloads are bounded per account and per process (429, 503, 
   stalled[0].destroy()
   const again = await poll(async () => await download(a, calls.a), (r) => r.status === 200, { message: 'the slot came back' })
   t.equal(again.status, 200)
+})
+
+t.test('a long two-track recording: stereo byte for byte and its mono mix, whole and in ranges across the parts\' and windows\' borders', async (t) => {
+  const ctx = await setup(t, { CALL_RUNTIME: 'external' })
+  const a = await createAccount(ctx.db)
+  const callId = await webCall(ctx, a)
+  const pcm = longRecording(12) // six minutes of two tracks
+  // Parts that split frames (never the voice session's, but the bytes must join whatever their parts).
+  await storeInParts(ctx.db, a.user.id, callId, pcm, 2, 64_002)
+  t.match(await findRecording(ctx.db, a.user.id, callId), { channels: 2, durationMs: 6 * 60_000 })
+  const url = `/v1/call/${callId}/recording`
+
+  const stereo = await ctx.app.inject({ method: 'GET', url: `${url}?channels=2`, headers: a.headers })
+  t.equal(Number(stereo.headers['content-length']), 44 + pcm.length)
+  t.ok(stereo.rawPayload.subarray(44).equals(pcm), `${pcm.length} bytes of samples, the same`)
+  t.equal(splitTracks(t, stereo.rawPayload).left.length, 6 * 60 * 16_000, 'six minutes in its header')
+
+  const wav = encodeWav(mixTracks(pcm))
+  const mono = await ctx.app.inject({ method: 'GET', url, headers: a.headers })
+  t.equal(Number(mono.headers['content-length']), wav.length)
+  t.ok(mono.rawPayload.equals(wav), `the mono mix: ${wav.length} bytes, the same`)
+  const windows = 256 * 1024 / 2 + 44 // where the second window's mix starts in the mono file
+  for (const [from, to] of [[0, 99], [31_990, 32_100], [32_045, 32_047], [windows - 3, windows + 2], [41, 640_042], [wav.length - 70_001, wav.length - 1]]) {
+    const part = await ctx.app.inject({ method: 'GET', url, headers: { ...a.headers, range: `bytes=${from}-${to}` } })
+    t.equal(part.statusCode, 206)
+    t.ok(part.rawPayload.equals(wav.subarray(from, to + 1)), `mono bytes ${from}-${to}`)
+  }
+  for (const [from, to] of [[63_990, 64_100], [262_100, 262_200], [43, 1_280_045], [stereo.rawPayload.length - 70_001, stereo.rawPayload.length - 1]]) {
+    const part = await ctx.app.inject({ method: 'GET', url: `${url}?channels=2`, headers: { ...a.headers, range: `bytes=${from}-${to}` } })
+    t.equal(part.statusCode, 206)
+    t.ok(part.rawPayload.equals(stereo.rawPayload.subarray(from, to + 1)), `stereo bytes ${from}-${to}`)
+  }
 })

@@ -5,6 +5,7 @@ import { createAccount, setup, type Account, type TestContext } from '../helpers
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin, type RealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
+import { mixTracks, splitTracks } from '../helpers/tracks.ts'
 import { finishedCall, openWebCall, say, speech } from '../helpers/voice-client.ts'
 
 // Spoken web calls on the realtime engine, against a stand-in of the OpenAI Realtime API (GA protocol) on
@@ -172,6 +173,21 @@ t.test('a call\'s recording is stored while the call runs, and can be downloaded
   t.same(all.subarray(0, decoded.pcm.length), decoded.pcm, 'after what was stored before')
   const offsets = (await chunks()).map((row) => Number(row.offset_bytes))
   t.ok(offsets.length >= 2, `stored in ${offsets.length} parts`)
+
+  // Two tracks: the begin message on the agent's alone, the caller's sentence on the caller's alone.
+  const stereo = await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}/recording?channels=2`, headers: account.headers })
+  t.equal(stereo.statusCode, 200)
+  const { left, right } = splitTracks(t, stereo.rawPayload)
+  t.same(mixTracks(stereo.rawPayload.subarray(44)), all, 'the mono download is the mix of the two tracks')
+  const before = decoded.pcm.length
+  t.ok(left.subarray(0, before).every((sample) => sample === 0), 'nothing on the caller\'s track while only the agent spoke')
+  t.ok(rms(right.subarray(0, before)) > 100, `the begin message on the agent's track (rms ${Math.round(rms(right.subarray(0, before)))})`)
+  const voiced = left.findIndex((sample) => sample !== 0)
+  t.ok(voiced >= before, 'the caller\'s track starts where the caller spoke')
+  const sentence = speech(600, 0)
+  const heard = left.subarray(voiced, voiced + sentence.length)
+  t.ok(Math.abs(rms(heard) - rms(sentence)) < rms(sentence) * 0.05, `the caller's sentence on its track, as sent (rms ${Math.round(rms(heard))} for ${Math.round(rms(sentence))})`)
+  t.ok(rms(right.subarray(voiced, voiced + sentence.length)) < rms(sentence) * 0.01, 'and nothing of it on the agent\'s')
 })
 
 t.test('our turn detection: a caller who pauses past the end of turn and goes on before the answer plays is one turn, one answer', async (t) => {

@@ -346,25 +346,28 @@ export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, ra
     .compile()
 }
 
-// Recordings: a call's samples (mono PCM16, 16 kHz) in chunks appended while the call runs (call_recording_chunks),
-// their total in call_recordings. Reads take a window of bytes at a time, so that neither a long recording nor a
-// slow client holds much memory (a player seeking through a 29 MB file asks for small ranges).
+// Recordings: a call's samples (PCM16, 16 kHz: interleaved stereo, caller left and agent right, or mono for the
+// recordings made before two tracks) in chunks appended while the call runs (call_recording_chunks), their total in
+// call_recordings. Reads take a window of bytes at a time, so that neither a long recording nor a slow client holds
+// much memory (a player seeking through a 29 MB file asks for small ranges).
 
-/** Bytes of 16 kHz PCM16 a millisecond. */
+/** Bytes of 16 kHz PCM16 a millisecond, per channel. */
 const PCM_BYTES_PER_MS = 32
 
 /**
- * Appends samples to the recording of a call of the account (made by the first append); false when the account
- * has no such call. One statement: the chunk's offset is the recording's length as the same statement grows it.
- * `created_at` is the time of the last append.
+ * Appends samples (of `channels` interleaved channels) to the recording of a call of the account (made by the first
+ * append); false when the account has no such call, or its recording has another count of channels. One statement:
+ * the chunk's offset is the recording's length as the same statement grows it. `created_at` is the time of the last append.
  */
-export async function appendRecording (db: DB, userId: string, callId: string, pcm: Buffer): Promise<boolean> {
+export async function appendRecording (db: DB, userId: string, callId: string, pcm: Buffer, channels: 1 | 2): Promise<boolean> {
+  const bytesPerMs = PCM_BYTES_PER_MS * channels
   const result = await sql`
     WITH recording AS (
-      INSERT INTO call_recordings (call_id, user_id, duration_ms, pcm_bytes)
-      SELECT id, user_id, ${Math.round(pcm.length / PCM_BYTES_PER_MS)}, ${pcm.length} FROM calls WHERE id = ${callId} AND user_id = ${userId}
+      INSERT INTO call_recordings (call_id, user_id, duration_ms, pcm_bytes, channels)
+      SELECT id, user_id, ${Math.round(pcm.length / bytesPerMs)}, ${pcm.length}, ${channels} FROM calls WHERE id = ${callId} AND user_id = ${userId}
       ON CONFLICT (call_id) DO UPDATE SET pcm_bytes = call_recordings.pcm_bytes + excluded.pcm_bytes,
-        duration_ms = round((call_recordings.pcm_bytes + excluded.pcm_bytes) / ${PCM_BYTES_PER_MS}::numeric)::int, created_at = now()
+        duration_ms = round((call_recordings.pcm_bytes + excluded.pcm_bytes) / ${bytesPerMs}::numeric)::int, created_at = now()
+        WHERE call_recordings.channels = excluded.channels
       RETURNING call_id, user_id, pcm_bytes - ${pcm.length} AS offset_bytes
     )
     INSERT INTO call_recording_chunks (call_id, user_id, offset_bytes, data)
@@ -372,7 +375,7 @@ export async function appendRecording (db: DB, userId: string, callId: string, p
   return result.numAffectedRows === 1n
 }
 
-export interface RecordingInfo { callId: string, userId: string, durationMs: number, pcmBytes: number, createdAt: Date }
+export interface RecordingInfo { callId: string, userId: string, durationMs: number, pcmBytes: number, channels: 1 | 2, createdAt: Date }
 
 /** The length of a recording of the account's, without its bytes. */
 export async function findRecordingInfo (db: DB, userId: string, callId: string): Promise<RecordingInfo | undefined> {
@@ -385,7 +388,8 @@ export async function findLinkedRecordingInfo (db: DB, callId: string): Promise<
 }
 
 const recordingInfo = (db: DB) => db.selectFrom('call_recordings')
-  .select(['call_id as callId', 'user_id as userId', 'duration_ms as durationMs', 'created_at as createdAt', sql<number>`pcm_bytes::float8`.as('pcmBytes')])
+  .select(['call_id as callId', 'user_id as userId', 'duration_ms as durationMs', 'created_at as createdAt', sql<number>`pcm_bytes::float8`.as('pcmBytes'),
+    sql<1 | 2>`channels::int`.as('channels')])
 
 /**
  * The samples of a recording (found by findRecordingInfo or findLinkedRecordingInfo) from byte `start` up to `end`

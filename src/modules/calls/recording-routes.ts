@@ -9,7 +9,19 @@ import { findLinkedRecording, findRecording, sendRecording, signRecordingLink, v
 
 const TAGS = ['calls']
 
-const WavFile = Type.String({ format: 'binary', description: 'mono PCM16 WAV, 16 kHz, both sides of the call mixed' })
+const WavFile = Type.String({
+  format: 'binary',
+  description: 'PCM16 WAV, 16 kHz: mono, both sides of the call mixed; with `channels=2`, stereo, the caller left and the agent right'
+})
+
+const ChannelsQuery = {
+  channels: Type.Optional(Type.Integer({
+    minimum: 1,
+    maximum: 2,
+    description: '1 (the default): a mono WAV, both sides mixed. 2: a stereo WAV of the two tracks, the caller left and the agent right ' +
+      '(calls recorded since two-track recording; 409 `recording_not_stereo` for an older, mono recording)'
+  }))
+}
 
 const RANGE_NOTE = 'A single `Range: bytes=a-b` (also `a-` and `-n`) answers 206 with that part, as audio players ask; ' +
   'several ranges or a malformed header get the whole file, a range past its end 416. The file is streamed from the database; ' +
@@ -19,6 +31,7 @@ const RANGE_NOTE = 'A single `Range: bytes=a-b` (also `a-` and `-n`) answers 206
 const recordingAnswers = {
   200: WavFile,
   206: { ...WavFile, description: 'the part the `Range` header asked for' },
+  409: { ...errorSchema(409), description: '`recording_not_stereo`: `channels=2` for a recording made before two tracks were recorded' },
   416: { ...errorSchema(416), description: 'the range starts past the end of the file (`Content-Range: bytes */<size>`)' },
   503: { ...errorSchema(503), description: '`downloads_busy`: the process streams RECORDING_DOWNLOADS_MAX recordings already' }
 }
@@ -32,11 +45,12 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
       description: 'The call\'s `recording_url` (agents with `recording_enabled` on the built-in voice engine). ' + RANGE_NOTE +
         ' 404 when the account has no such call or the call has no recording.',
       params: IdParams,
+      querystring: Type.Object(ChannelsQuery),
       produces: ['audio/wav'],
       response: { ...recordingAnswers, ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request, reply) => {
-    const recording = await findRecording(db, request.userId, request.params.id)
+    const recording = await findRecording(db, request.userId, request.params.id, request.query.channels === 2 ? 2 : 1)
     if (recording === undefined) throw notFound(`recording of call ${request.params.id}`)
     return await sendRecording(reply, recording, request.headers.range, config.concurrency)
   })
@@ -50,7 +64,7 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ db: DB, config: Config
       params: IdParams,
       response: {
         200: Type.Object({
-          url: Type.String({ description: 'GET it without a key: the WAV file (ranges work as on GET /v1/call/:id/recording)' }),
+          url: Type.String({ description: 'GET it without a key: the WAV file (ranges and `&channels=2` work as on GET /v1/call/:id/recording)' }),
           expires_at: Type.Integer({ description: 'epoch ms: the link works until then' })
         }),
         ...errors(...AUTH_ERRORS, 404)
@@ -77,7 +91,8 @@ export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Co
       params: Type.Object({ id: ObjectId }),
       querystring: Type.Object({
         expires: Type.String({ maxLength: 20, description: 'epoch ms, as the link gives it' }),
-        signature: Type.String({ maxLength: 100, description: 'as the link gives it' })
+        signature: Type.String({ maxLength: 100, description: 'as the link gives it' }),
+        ...ChannelsQuery
       }),
       produces: ['audio/wav'],
       response: { ...recordingAnswers, ...errors(400, 403, 404, 429) }
@@ -85,7 +100,7 @@ export const recordingLinkRoutes: FastifyPluginAsyncTypebox<{ db: DB, limits: Co
   }, async (request, reply) => {
     const { id } = request.params
     verifyRecordingLink(id, request.query.expires, request.query.signature)
-    const recording = await findLinkedRecording(db, id)
+    const recording = await findLinkedRecording(db, id, request.query.channels === 2 ? 2 : 1)
     if (recording === undefined) throw notFound(`recording of call ${id}`)
     return await sendRecording(reply, recording, request.headers.range, limits)
   })

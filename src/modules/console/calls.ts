@@ -145,7 +145,8 @@ function lastAttempt (row: DeliveryRow) {
   return html`${when(Date.parse(last.at))}${last.status_code !== undefined && html` (HTTP ${last.status_code})`}${last.error !== undefined && html` ${last.error}`}`
 }
 
-function callPage (options: { viewer: Viewer, call: Detail, hasRecording: boolean, deliveries: DeliveryRow[] }): string {
+/** `recording`: the call's recording's count of tracks (undefined: none). */
+function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[] }): string {
   const { viewer, call, deliveries } = options
   const credits = call.call_credits_details
   const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
@@ -169,9 +170,10 @@ function callPage (options: { viewer: Viewer, call: Detail, hasRecording: boolea
   ${call.task_achieved !== null && fact('Task achieved', call.task_achieved ? 'yes' : 'no')}
   ${fact('Call id', html`<code>${call._id}</code>`)}
 </dl>
-${options.hasRecording && html`<h2>Recording</h2>
+${options.recording !== undefined && html`<h2>Recording</h2>
 <audio controls preload="none" src="/calls/${call._id}/recording.wav"><a href="/calls/${call._id}/recording.wav">Download the recording</a></audio>
-<p><a href="/calls/${call._id}/recording.wav" download>Download the recording (WAV)</a></p>`}
+<p><a href="/calls/${call._id}/recording.wav" download>Download the recording (WAV)</a>${options.recording === 2 &&
+  html` · <a href="/calls/${call._id}/recording.wav?channels=2" download="${call._id}-stereo.wav">Two tracks (stereo WAV: caller left, agent right)</a>`}</p>`}
 <h2>Summary</h2>
 <p>${call.call_summary ?? 'No summary (not analysed yet, or summaries are off for this agent).'}</p>
 <h2>Sentiment</h2>
@@ -264,14 +266,16 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
       findRecording(db, scope.ownerId, id),
       listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
     ])
-    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, hasRecording: recording !== undefined, deliveries: deliveries.rows }))
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording?.channels, deliveries: deliveries.rows }))
   })
 
-  app.get<{ Params: { id: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { channels?: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const id = request.params.id.toLowerCase()
-    const recording = await callInScope(scoped.scope, id) === undefined ? undefined : await findRecording(db, scoped.scope.ownerId, id)
+    // `?channels=2`: the two tracks, as on the API (anything else: the mono mix).
+    const channels = request.query.channels === '2' ? 2 : 1
+    const recording = await callInScope(scoped.scope, id) === undefined ? undefined : await findRecording(db, scoped.scope.ownerId, id, channels)
     if (recording === undefined) return noSuchCall(request, reply)
     return await sendRecording(reply, recording, request.headers.range, limits)
   })

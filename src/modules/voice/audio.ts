@@ -172,13 +172,15 @@ export function mulawDecode (bytes: Uint8Array): Int16Array {
   return out
 }
 
-/** Samples per chunk of a recording held in memory: 10 s (320 KB), so that a short call holds little and a long one copies nothing. */
-const RECORDING_CHUNK = SAMPLE_RATE * 10
+/** Samples (per channel) per chunk of a recording held in memory: 5 s (320 KB in stereo), so that a short call holds little and a long one copies nothing. */
+const RECORDING_CHUNK = SAMPLE_RATE * 5
 
 /**
- * A call's recording: both sides mixed (summed, clipped) on one 16 kHz mono timeline, each frame at its time
- * since the call started. It holds only what has not been taken yet: `take` hands out the samples up to a point
- * (to be stored) and forgets them, and audio placed before that point later is dropped. Never past `maxMs`.
+ * A call's recording at 16 kHz, each frame at its time since the call started: two tracks (interleaved stereo,
+ * the caller left and the agent right), or, for a call whose recording began mono before two tracks were recorded,
+ * both sides mixed (summed, clipped) on one track. It holds only what has not been taken yet: `take` hands out the
+ * samples up to a point (to be stored) and forgets them, and audio placed before that point later is dropped.
+ * Never past `maxMs`.
  */
 export class Recorder {
   readonly #maxSamples: number
@@ -186,16 +188,21 @@ export class Recorder {
   readonly #chunks: Array<Int16Array | undefined> = []
   #length = 0
   #taken: number
+  /** 2: the caller's track left, the agent's right; 1: both sides mixed. */
+  readonly channels: 1 | 2
 
-  /** `takenSamples`: the recording stored already (a call taken back after forwarding goes on after it). */
-  constructor (maxMs: number, takenSamples = 0) {
+  /** `takenSamples` (per channel): the recording stored already (a call taken back after forwarding goes on after it). */
+  constructor (maxMs: number, takenSamples = 0, channels: 1 | 2 = 2) {
+    this.channels = channels
     this.#maxSamples = Math.max(0, Math.floor(maxMs * SAMPLE_RATE / 1000))
     this.#taken = Math.min(takenSamples, this.#maxSamples)
     this.#length = this.#taken
   }
 
   /** `atMs`: when the frame's first sample was heard or said, in ms since the call started. */
-  add (_side: 'caller' | 'agent', frame: Int16Array, atMs: number): void {
+  add (side: 'caller' | 'agent', frame: Int16Array, atMs: number): void {
+    const { channels } = this
+    const channel = channels === 2 && side === 'agent' ? 1 : 0
     const offset = Math.round(atMs * SAMPLE_RATE / 1000)
     const from = Math.max(0, this.#taken - offset)
     const to = Math.min(frame.length, this.#maxSamples - offset)
@@ -203,9 +210,9 @@ export class Recorder {
     for (let i = from; i < to;) {
       const index = Math.floor((offset + i) / RECORDING_CHUNK)
       const start = index * RECORDING_CHUNK
-      const chunk = this.#chunks[index] ??= new Int16Array(Math.min(RECORDING_CHUNK, this.#maxSamples - start))
+      const chunk = this.#chunks[index] ??= new Int16Array(Math.min(RECORDING_CHUNK, this.#maxSamples - start) * channels)
       const end = Math.min(to, start + RECORDING_CHUNK - offset)
-      for (let j = offset + i - start; i < end; i++, j++) {
+      for (let j = (offset + i - start) * channels + channel; i < end; i++, j += channels) {
         const sum = chunk[j] + frame[i]
         chunk[j] = sum > 32767 ? 32767 : sum < -32768 ? -32768 : sum
       }
@@ -219,19 +226,21 @@ export class Recorder {
   }
 
   /**
-   * The samples not taken yet up to `untilMs` (at most the recording's length; silence where nobody spoke), which
-   * the recorder then forgets.
+   * The samples not taken yet up to `untilMs` (at most the recording's length; silence where nobody spoke), interleaved
+   * when in stereo, which the recorder then forgets.
    */
   take (untilMs: number): Int16Array {
+    const { channels } = this
     const until = Math.max(this.#taken, Math.min(this.#length, Math.round(untilMs * SAMPLE_RATE / 1000)))
-    const pcm = new Int16Array(until - this.#taken)
+    const pcm = new Int16Array((until - this.#taken) * channels)
     for (let index = Math.floor(this.#taken / RECORDING_CHUNK); index * RECORDING_CHUNK < until; index++) {
       const start = index * RECORDING_CHUNK
       const chunk = this.#chunks[index]
       if (chunk !== undefined) {
         const from = Math.max(this.#taken, start)
-        pcm.set(chunk.subarray(from - start, Math.min(until, start + chunk.length) - start), from - this.#taken)
-        if (start + chunk.length <= until) this.#chunks[index] = undefined
+        const samples = chunk.length / channels
+        pcm.set(chunk.subarray((from - start) * channels, (Math.min(until, start + samples) - start) * channels), (from - this.#taken) * channels)
+        if (start + samples <= until) this.#chunks[index] = undefined
       }
     }
     this.#taken = until

@@ -187,9 +187,10 @@ export class Session {
       const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
       // Ended meanwhile (a hang-up): no timer may start after end() cleared them.
       if (this.ended) return
-      this.recordingStored = (earlier?.pcmBytes ?? 0) / 2
+      this.recordingStored = earlier === undefined ? 0 : earlier.pcmBytes / 2 / earlier.channels
       this.startedAt -= this.recordingStored * 1000 / SAMPLE_RATE
-      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored)
+      // Two tracks, unless it goes on after a mono recording stored before two tracks were recorded.
+      this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored, earlier?.channels)
       this.timers.push(setInterval(() => this.saveRecording(performance.now() - this.startedAt - RECORDING_SETTLED_MS), RECORDING_SAVE_MS))
     }
     if (resume !== undefined) this.resume(resume)
@@ -617,9 +618,9 @@ export class Session {
   private saveRecording (untilMs: number): void {
     const pcm = this.recorder?.take(untilMs)
     if (pcm === undefined || pcm.length === 0) return
-    const part = { callId: this.call.id, userId: this.call.user_id, pcm: pcmToBuffer(pcm) }
+    const part = { callId: this.call.id, userId: this.call.user_id, pcm: pcmToBuffer(pcm), channels: this.recorder!.channels }
     this.recordingSaved = this.recordingSaved.then(async () => {
-      if (await storeRecordingPart(this.deps.db, part)) this.recordingStored += pcm.length
+      if (await storeRecordingPart(this.deps.db, part)) this.recordingStored += pcm.length / part.channels
     }).catch((err: unknown) => this.log.error({ err }, 'a part of the recording could not be stored'))
   }
 
