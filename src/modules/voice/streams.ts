@@ -55,7 +55,11 @@ export class StreamAdmission {
     this.#pending++
     this.#pendingByAddress.set(address, mine + 1)
     this.#tickets.set(request.raw, ticket)
-    request.raw.socket.once('close', () => this.#release(ticket))
+    // The upgrade's connection: @fastify/websocket gives it to the response it makes (an injected upgrade has no
+    // request socket at all).
+    const connection = reply.raw.socket ?? request.raw.socket
+    if (connection === null || connection === undefined || connection.destroyed) this.#release(ticket)
+    else connection.once('close', () => this.#release(ticket))
   }
 
   /** The request's stream is tied to its call: it no longer counts as pending (it still counts as open). */
