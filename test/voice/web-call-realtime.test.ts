@@ -201,7 +201,8 @@ t.test('our turn detection: a caller who pauses past the end of turn and goes on
   ctx.standin.replies.push({ text: 'Five five five, noted.', holdAfter: 0 }, { text: 'I have all of it.' })
   await client.sendAudio(speech(600, 700))
   await poll(() => ctx.standin.commits.length, (n) => n === 1, { message: 'the first part committed' })
-  await client.sendAudio(speech(600, 700))
+  // In real time, as a caller speaks: audio sent more than 2 s ahead of the clock is dropped (the turn's end with it).
+  await client.sendAudio(speech(600, 700), { realtime: true })
   await client.waitFor('transcript', (e) => e.speaker === 'agent' && e.content === 'I have all of it.')
   client.hangup()
   await client.closed

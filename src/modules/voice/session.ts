@@ -117,6 +117,12 @@ export class Session {
   /** Agent audio of the current response sent to the far end, in ms. */
   private responseSentMs = 0
   private userTurnAt = 0
+  /**
+   * A turn of the caller has begun (heard by the detector, or its first words came) and its words have not: the
+   * turn keeps the time it began, though a streaming recogniser's words may come before the detector's start, and
+   * a caller who pauses and goes on is still one turn.
+   */
+  private userTurnOpen = false
   private framesSent = 0
   private framesLate = 0
   private remindersSent = 0
@@ -271,7 +277,7 @@ export class Session {
   private turn (turn: Turn): void {
     if (this.ended) return
     if (turn === 'start') {
-      this.userTurnAt = Date.now()
+      this.openUserTurn()
       this.clearSilence()
       this.transport.send({ type: 'user_speaking', speaking: true })
       if (this.speaking && this.agent.interruption_sensitivity > 0 && this.ending === undefined) this.bargeIn()
@@ -324,6 +330,7 @@ export class Session {
       case 'response_done': return this.responseDone(event.text)
       case 'caller_speech': return this.turn(event.speaking ? 'start' : 'end')
       case 'user_text':
+        this.userTurnOpen = false
         if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.userTurnAt || Date.now() })
         else if (this.queue.length === 0 && this.agentText === '') {
           // Nothing was recognised: no answer comes, the agent is not speaking.
@@ -332,7 +339,8 @@ export class Session {
         }
         return
       case 'user_partial':
-        return this.transport.send({ type: 'transcript_partial', speaker: 'user', content: event.text, stable: event.final, timestamp: this.userTurnAt || Date.now() })
+        this.openUserTurn()
+        return this.transport.send({ type: 'transcript_partial', speaker: 'user', content: event.text, stable: event.final, timestamp: this.userTurnAt })
       case 'tool_call':
         this.runTool(event.id, event.name, event.arguments).catch((err: unknown) => this.log.error({ err }, 'a tool run failed'))
         return
@@ -349,6 +357,12 @@ export class Session {
         this.log.error({ reason: event.message }, 'a voice provider failed; the call ends')
         this.hangup('runtime_error')
     }
+  }
+
+  private openUserTurn (): void {
+    if (this.userTurnOpen) return
+    this.userTurnOpen = true
+    this.userTurnAt = Date.now()
   }
 
   private startResponse (): void {
