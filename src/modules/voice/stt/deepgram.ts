@@ -2,7 +2,7 @@ import type WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
 import { pcmToBuffer, SAMPLE_RATE } from '../audio.ts'
 import { ProviderError, redact } from '../providers.ts'
-import { openSocket } from './socket.ts'
+import { abandon, openSocket, release } from './socket.ts'
 import type { SttFactory } from './types.ts'
 
 // Deepgram's live transcription over one WebSocket per call:
@@ -79,18 +79,10 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
       reported = sent
     }
 
-    /** Turns that will not be given words: they resolve ''. */
-    const release = (turns: Waiting[]) => {
-      for (const turn of turns) {
-        clearTimeout(turn.timer)
-        turn.resolve('')
-      }
-    }
     const stop = () => {
       ended = true
       clearInterval(keepAlive)
-      socket?.removeAllListeners()
-      socket?.on('error', () => {}) // a late error of the closed socket
+      abandon(socket)
     }
     const fail = (message: string) => {
       if (ended) return

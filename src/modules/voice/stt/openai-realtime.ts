@@ -2,7 +2,7 @@ import type WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
 import { pcmToBuffer, resample, SAMPLE_RATE } from '../audio.ts'
 import { ProviderError, redact } from '../providers.ts'
-import { openSocket } from './socket.ts'
+import { abandon, openSocket, release } from './socket.ts'
 import type { SttFactory, SttSetup } from './types.ts'
 
 // OpenAI's realtime transcription sessions (GA protocol) over one WebSocket per call:
@@ -92,17 +92,9 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
       committed = streamed
     }
 
-    /** Turns that will not be given words: they resolve ''. */
-    const release = (turns: Waiting[]) => {
-      for (const turn of turns) {
-        clearTimeout(turn.timer)
-        turn.resolve('')
-      }
-    }
     const stop = () => {
       ended = true
-      socket?.removeAllListeners()
-      socket?.on('error', () => {}) // a late error of the closed socket
+      abandon(socket)
     }
     const fail = (message: string) => {
       if (ended) return

@@ -13,8 +13,7 @@ export async function openSocket (
   return await new Promise((resolve, reject) => {
     const socket = new WebSocket(url, { headers, handshakeTimeout: timeoutMs })
     const refuse = (message: string) => {
-      socket.removeAllListeners()
-      socket.on('error', () => {}) // a late error of the abandoned socket
+      abandon(socket)
       socket.terminate()
       reject(new ProviderError(redact(`${name} ${message}`, apiKey)))
     }
@@ -41,4 +40,18 @@ export async function openSocket (
       refuse(/timed out/i.test(err.message) ? `did not answer within ${timeoutMs} ms` : `cannot be reached: ${code ?? err.message}`)
     })
   })
+}
+
+/** Stops listening to a recogniser's socket that is done with; a late error of it must not be unhandled. */
+export function abandon (socket: WebSocket | undefined): void {
+  socket?.removeAllListeners()
+  socket?.on('error', () => {})
+}
+
+/** Turns waiting for words that will not be given any: each resolves ''. */
+export function release (turns: Array<{ resolve: (text: string) => void, timer: NodeJS.Timeout }>): void {
+  for (const turn of turns) {
+    clearTimeout(turn.timer)
+    turn.resolve('')
+  }
 }
