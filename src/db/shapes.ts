@@ -42,13 +42,25 @@ export type TransferRecord = Static<typeof TransferRecord>
  * calls.forwarding holds while the carrier has the call, and what calls' `toCallEnd()` turns into the call's
  * end. Its members keep the names that rows of calls.forwarding already carry.
  */
+/** One answered caller turn, timed in ms; stages a provider does not have are null. */
+export const TurnTiming = Type.Object({
+  at: Type.Number({ description: 'epoch ms when the caller\'s speech of the turn ended' }),
+  end_of_turn_ms: Type.Number({ description: 'speech end → the end-of-turn decision (0 when the provider detects turns)' }),
+  transcription_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the decision → the turn\'s final words' }),
+  llm_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the model\'s request → its first token' }),
+  tts_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the answer\'s first text → its first audio' }),
+  e2e_ms: Type.Number({ description: 'speech end → the first agent audio sent: what the caller waits' })
+})
+export type TurnTiming = Static<typeof TurnTiming>
+
 export const Conversation = Type.Object({
   agent_id: Type.String({ description: 'the agent that holds the call (after any agent_transfer)' }),
   transcript: Type.Array(TranscriptItem),
   tokens: TokenUsage,
   speech: Type.Object({ recognised: Type.Number(), synthesised: Type.Number() }, { description: 'seconds of speech recognised and synthesised' }),
   transfers: Type.Array(TransferRecord, { description: 'the call\'s transfers; while it is forwarded, the last one is that forwarding' }),
-  recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' })
+  recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' }),
+  turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed' }))
 })
 export type Conversation = Static<typeof Conversation>
 

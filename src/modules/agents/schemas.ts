@@ -35,7 +35,8 @@ export const CALL_SETTINGS_DEFAULTS = {
   reminder_max_count: 1,
   silence_timeout_seconds: 30,
   recording_enabled: true,
-  stt_languages: [] as string[]
+  stt_languages: [] as string[],
+  responsiveness: 0.5
 }
 
 export const WIDGET_SETTINGS_DEFAULTS = {

@@ -1,7 +1,6 @@
-import { performance } from 'node:perf_hooks'
 import type { Logger } from 'pino'
 import type { CallRow, TranscriptItem } from '../../db/schema.ts'
-import type { Conversation, TransferRecord } from '../../db/shapes.ts'
+import type { Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { providerVoiceId } from '../account/queries.ts'
@@ -10,33 +9,29 @@ import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
 import { findRecording, storeRecordingPart } from '../calls/recordings.ts'
 import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE } from './audio.ts'
+import type { SessionEvent } from './events.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { BUFFER_MS, CALLER_LAG_MS, CallerPace, pace, unpace } from './pacer.ts'
+import { CALLER_LAG_MS, CallerPace } from './pacer.ts'
 import { loadTools } from './tools/index.ts'
 import type { LiveTool, ToolOutcome } from './tools/types.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
-import { SpeechDetector, type Turn } from './vad/detector.ts'
+import { SpeechDetector } from './vad/detector.ts'
+import { systemClock, type Clock, type Timer } from './turns/clock.ts'
+import { TurnCore } from './turns/core.ts'
+import { expectingOf } from './turns/words.ts'
 import { renderText } from '../deliveries/render.ts'
 
-// One live call (DESIGN.md, "Voice"): caller audio or text in, turn detection, the engine, paced agent
-// audio out, barge-in, reminders and time limits, live tools, transcript, usage and recording. It starts
-// from a `started` call and ends it only through the calls module's endCall, so analysis, credits and
-// deliveries run as for every other call.
+// The call adapter of one live call (DESIGN.md, "Conversation core"): loads the agent, its configuration and
+// tools, wires the transport, the engine, the speech detector and the turn core (turns/core.ts, which takes every
+// turn-taking decision), keeps the conversation (transcript, usage, transfers, turn timings), stores the
+// recording as the call goes, and handles live tools, forwarding and the duration limit. It starts from a
+// `started` call and ends it only through the calls module's endCall, so analysis, credits and deliveries run as
+// for every other call.
 
 export interface SessionDeps extends JobSender { db: DB, log: Logger }
 
-/** What the session tells the far end (the browser's JSON events; the phone uses a few of them). */
-export type SessionEvent =
-  | { type: 'ready', call_id: string, agent_name: string, mode: 'voice' | 'text', engine: EngineKind, sample_rate: number }
-  | { type: 'transcript', speaker: TranscriptItem['speaker'], content: string, timestamp: number, tool?: TranscriptItem['tool'] }
-  /** A streaming recogniser's words for the caller's turn so far (replaced by the next, then by its transcript). */
-  | { type: 'transcript_partial', speaker: 'user', content: string, stable: boolean, timestamp: number }
-  | { type: 'agent_text', delta: string }
-  | { type: 'agent_speaking', speaking: boolean }
-  | { type: 'user_speaking', speaking: boolean }
-  | { type: 'clear' }
-  | { type: 'ended', reason: string, frames_sent: number, frames_late: number }
+export type { SessionEvent }
 
 /** The transport of one call: frames and events to the far end, nothing else (transports/). */
 export interface Transport {
@@ -64,8 +59,6 @@ export interface ForwardRequest {
   state: Conversation
 }
 
-interface Queued { pcm: Int16Array, at: number }
-
 /** An agent's call_settings with the defaults of the members it lacks. */
 const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings })
 
@@ -81,18 +74,21 @@ export class Session {
   private readonly deps: SessionDeps
   private readonly transport: Transport
   private readonly log: Logger
+  private readonly clock: Clock
   private agent!: AgentRow
   private engine!: Engine
   private kind!: EngineKind
+  private core!: TurnCore
   private tools = new Map<string, LiveTool>()
   private closeTools: () => Promise<void> = async () => {}
   private readonly abort = new AbortController()
-  /** When the recording starts (performance.now() time): earlier than now for a call taken back after forwarding. */
-  private startedAt = performance.now()
+  /** When the recording starts (clock time): earlier than now for a call taken back after forwarding. */
+  private startedAt: number
   private readonly transcript: TranscriptItem[] = []
   private readonly tokens: Record<string, { input: number, output: number }> = {}
   private readonly speech = { recognised: 0, synthesised: 0 }
   private readonly transfers: TransferRecord[] = []
+  private readonly turns: TurnTiming[] = []
   private detector!: SpeechDetector
   /** The realtime provider detects the caller's turns (its LLM configuration's turn_detection): ours stays out. */
   private providerTurns = false
@@ -103,31 +99,10 @@ export class Session {
   private recordingStored = 0
   private readonly callerFrames = new Framer()
   private readonly callerPace = new CallerPace()
-  /** Agent audio not yet sent, in 20 ms frames, and the remainder of a frame. */
-  private queue: Queued[] = []
-  private readonly agentFrames = new Framer()
-  /** Until when the far end has agent audio to play (performance.now() time). */
-  private playingUntil = 0
-  private responding = false
-  /** A typed turn is being answered (until the answer has played out): the next one waits for it. */
-  private typedTurn = false
-  private speaking = false
-  private agentText = ''
-  private responseStartedAt = 0
-  /** Agent audio of the current response sent to the far end, in ms. */
-  private responseSentMs = 0
-  private userTurnAt = 0
-  /**
-   * A turn of the caller has begun (heard by the detector, or its first words came) and its words have not: the
-   * turn keeps the time it began, though a streaming recogniser's words may come before the detector's start, and
-   * a caller who pauses and goes on is still one turn.
-   */
-  private userTurnOpen = false
-  private framesSent = 0
-  private framesLate = 0
-  private remindersSent = 0
-  private silenceTimer: NodeJS.Timeout | undefined
-  private readonly timers: NodeJS.Timeout[] = []
+  /** Caller audio given to the detector (ms) and the clock time where it ends: the detector's times map to the clock. */
+  private streamMs = 0
+  private streamEndsAt = 0
+  private readonly timers: Timer[] = []
   /** Set when the call is to end (or be forwarded) once the agent's current words are out. */
   private ending: EndReason | 'forward' | undefined
   private forwardTo: (NonNullable<ToolOutcome['forwardTo']> & { reason: string | null }) | undefined
@@ -137,10 +112,12 @@ export class Session {
   readonly done: Promise<void>
   private resolveDone!: () => void
 
-  private constructor (deps: SessionDeps, call: CallRow, transport: Transport) {
+  private constructor (deps: SessionDeps, call: CallRow, transport: Transport, clock: Clock) {
     this.deps = deps
     this.call = call
     this.transport = transport
+    this.clock = clock
+    this.startedAt = clock.now()
     this.log = deps.log.child({ callId: call.id })
     this.done = new Promise((resolve) => { this.resolveDone = resolve })
   }
@@ -150,7 +127,7 @@ export class Session {
    * message) in the background. Never throws: a session that cannot start ends its call `runtime_error`.
    */
   static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind, resume?: Conversation } = {}): Session {
-    const session = new Session(deps, call, transport)
+    const session = new Session(deps, call, transport, systemClock)
     session.start(options.engine, options.resume).catch(async (err: unknown) => {
       session.log.error({ err }, 'the voice session could not start')
       await session.end('runtime_error')
@@ -172,6 +149,10 @@ export class Session {
     return settingsOf(this.agent)
   }
 
+  private get language (): string {
+    return String(this.settings.language)
+  }
+
   private async start (engine: EngineKind | undefined, resume: Conversation | undefined): Promise<void> {
     const { db, config } = this.deps
     const agent = await findAgent(db, this.call.user_id, resume?.agent_id ?? this.call.agent_id)
@@ -182,13 +163,46 @@ export class Session {
     this.kind = engine ?? chooseEngine(config.voice, llm)
     this.detector = await SpeechDetector.create({
       sensitivity: Math.max(0.05, agent.interruption_sensitivity),
-      onTurn: (turn) => this.turn(turn),
+      onTurn: (edge, atMs) => { if (!this.ended) this.core.speech(edge, this.streamEndsAt - (this.streamMs - atMs)) },
       onError: (err) => {
         this.log.error({ err }, 'speech detection failed; the call ends')
         this.hangup('runtime_error')
       }
     })
-    if (this.settings.recording_enabled !== false && this.kind !== 'simulator') {
+    const settings = this.settings
+    this.providerTurns = this.kind === 'realtime' && llm.turn_detection.type !== 'switchboard'
+    const words = this.kind === 'cascade' && config.voice.stt.provider !== 'batch'
+    this.core = new TurnCore({
+      clock: this.clock,
+      sensitivity: agent.interruption_sensitivity,
+      language: this.language,
+      responsiveness: Number(settings.responsiveness),
+      words,
+      providerTurns: this.providerTurns,
+      early: words,
+      detector: this.detector,
+      idle: {
+        reminderMs: this.scaled(Number(settings.reminder_after_seconds) * 1000),
+        reminders: Number(settings.reminder_max_count),
+        timeoutMs: this.scaled(Number(settings.silence_timeout_seconds) * 1000)
+      }
+    }, {
+      send: (event) => this.transport.send(event),
+      sendAudio: (frame, startsAt) => {
+        this.recorder?.add('agent', frame, startsAt - this.startedAt)
+        this.transport.sendAudio(frame)
+      },
+      answer: () => this.engine.endOfTurn(),
+      prepare: (text) => this.engine.prepare?.(text),
+      cancel: (heardMs) => this.engine.cancel(heardMs),
+      forget: () => this.engine.forget?.(),
+      remind: () => this.say(spokenLines(this.language).reminder),
+      idle: () => { void this.end('inactivity') },
+      quiet: () => this.finish(),
+      said: (content, at) => this.addTranscript({ speaker: 'agent', content, timestamp: at }),
+      timed: (timing) => this.turns.push(timing)
+    })
+    if (settings.recording_enabled !== false && this.kind !== 'simulator') {
       // A call taken back after forwarding: its recording goes on after what was stored before.
       const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
       // Ended meanwhile (a hang-up): no timer may start after end() cleared them.
@@ -197,7 +211,7 @@ export class Session {
       this.startedAt -= this.recordingStored * 1000 / SAMPLE_RATE
       // Two tracks, unless it goes on after a mono recording stored before two tracks were recorded.
       this.recorder = new Recorder(maxDurationMinutes(agent) * 60_000 + LAST_WORDS_MS, this.recordingStored, earlier?.channels)
-      this.timers.push(setInterval(() => this.saveRecording(performance.now() - this.startedAt - RECORDING_SETTLED_MS), RECORDING_SAVE_MS))
+      this.every(RECORDING_SAVE_MS, () => this.saveRecording(this.clock.now() - this.startedAt - RECORDING_SETTLED_MS))
     }
     if (resume !== undefined) this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
@@ -208,11 +222,21 @@ export class Session {
     this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
-    this.timers.push(setTimeout(() => this.limitReached(), this.scaled(Math.max(0, left))))
-    if (resume !== undefined) return this.say(spokenLines(String(this.settings.language)).notForwarded)
+    this.timers.push(this.clock.after(this.scaled(Math.max(0, left)), () => this.limitReached()))
+    if (resume !== undefined) return this.say(spokenLines(this.language).notForwarded)
     const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
     if (begin !== undefined) this.say(begin)
-    else this.armSilence()
+    else this.core.awaitCaller()
+  }
+
+  /** Runs `fn` every `ms` until the session ends. */
+  private every (ms: number, fn: () => void): void {
+    const timer = this.clock.after(ms, () => {
+      this.timers.splice(this.timers.indexOf(timer), 1)
+      fn()
+      if (!this.ended) this.every(ms, fn)
+    })
+    this.timers.push(timer)
   }
 
   /** A call taken back after a forwarding nobody answered: the conversation carries on (the recording: see start). */
@@ -222,6 +246,7 @@ export class Session {
     this.speech.recognised = state.speech.recognised
     this.speech.synthesised = state.speech.synthesised
     this.transfers.push(...state.transfers)
+    this.turns.push(...state.turns ?? [])
   }
 
   /** What was said so far, for an engine that starts mid-call. */
@@ -240,7 +265,6 @@ export class Session {
     this.closeTools = loaded.close
     const settings = settingsOf(agent)
     const language = String(settings.language)
-    this.providerTurns = this.kind === 'realtime' && llm.turn_detection.type !== 'switchboard'
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
       tools: loaded.tools.map((tool) => tool.spec),
@@ -266,29 +290,14 @@ export class Session {
 
   private frame (frame: Int16Array): void {
     // Placed by the wall clock: audio sent faster than real time is dropped, and the recording follows the call's real length.
-    const at = this.callerPace.place(performance.now(), FRAME_MS)
+    const at = this.callerPace.place(this.clock.now(), FRAME_MS)
     if (at === undefined) return
     this.recorder?.add('caller', frame, at - this.startedAt)
     this.engine.audio(frame)
-    if (!this.providerTurns) this.detector.push(frame)
-  }
-
-  /** The caller started or stopped speaking, as our detector (a moment after the frame that decided it) or the provider's heard it. */
-  private turn (turn: Turn): void {
-    if (this.ended) return
-    if (turn === 'start') {
-      this.openUserTurn()
-      this.clearSilence()
-      this.transport.send({ type: 'user_speaking', speaking: true })
-      if (this.speaking && this.agent.interruption_sensitivity > 0 && this.ending === undefined) this.bargeIn()
-    } else if (turn === 'end') {
-      this.transport.send({ type: 'user_speaking', speaking: false })
-      // The provider answers the turns it detects itself.
-      if (this.ending === undefined && !this.providerTurns) {
-        this.startResponse()
-        this.engine.endOfTurn()
-      }
-    }
+    if (this.providerTurns) return
+    this.streamMs += FRAME_MS
+    this.streamEndsAt = at + FRAME_MS
+    this.detector.push(frame)
   }
 
   /**
@@ -297,13 +306,10 @@ export class Session {
    */
   text (content: string): boolean {
     if (this.ended || this.engine === undefined || this.ending !== undefined) return true
-    if (this.typedTurn) return false
-    this.clearSilence()
-    if (this.speaking) this.bargeIn()
-    // Set before the engine runs: the simulator answers within userText.
-    this.typedTurn = true
+    if (!this.core.typed()) return false
     this.addTranscript({ speaker: 'user', content, timestamp: Date.now() })
-    this.startResponse()
+    // Before the engine runs: the simulator answers within userText.
+    this.core.respond()
     this.engine.userText(content)
     return true
   }
@@ -320,27 +326,16 @@ export class Session {
 
   private onEngine (event: EngineEvent): void {
     if (this.ended) return
-    // An engine may answer a turn the session thought unanswered (nothing recognised, yet the model speaks).
-    if ((event.type === 'audio' || event.type === 'agent_text') && !this.responding) this.startResponse()
     switch (event.type) {
-      case 'audio': return this.enqueue(event.pcm)
-      case 'agent_text':
-        this.agentText += event.delta
-        return this.transport.send({ type: 'agent_text', delta: event.delta })
-      case 'response_done': return this.responseDone(event.text)
-      case 'caller_speech': return this.turn(event.speaking ? 'start' : 'end')
+      case 'audio': return this.core.audio(event.pcm)
+      case 'agent_text': return this.core.text(event.delta)
+      case 'response_done': return this.core.done(event.text)
+      case 'caller_speech': return this.core.speech(event.speaking ? 'start' : 'end')
       case 'user_text':
-        this.userTurnOpen = false
-        if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.userTurnAt || Date.now() })
-        else if (this.queue.length === 0 && this.agentText === '') {
-          // Nothing was recognised: no answer comes, the agent is not speaking.
-          this.responding = false
-          this.tick(performance.now())
-        }
-        return
-      case 'user_partial':
-        this.openUserTurn()
-        return this.transport.send({ type: 'transcript_partial', speaker: 'user', content: event.text, stable: event.final, timestamp: this.userTurnAt })
+        if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.core.turnAt || Date.now() })
+        return this.core.recognised(event.text)
+      case 'user_partial': return this.core.words(event.text, event.final)
+      case 'stages': return this.core.stages(event)
       case 'tool_call':
         this.runTool(event.id, event.name, event.arguments).catch((err: unknown) => this.log.error({ err }, 'a tool run failed'))
         return
@@ -359,138 +354,26 @@ export class Session {
     }
   }
 
-  private openUserTurn (): void {
-    if (this.userTurnOpen) return
-    this.userTurnOpen = true
-    this.userTurnAt = Date.now()
-  }
-
-  private startResponse (): void {
-    this.responding = true
-    this.agentText = ''
-    this.responseSentMs = 0
-    this.responseStartedAt = Date.now()
-    this.setSpeaking(true)
-  }
-
   private say (text: string): void {
-    this.startResponse()
+    this.core.respond()
     this.engine.say(text)
   }
 
-  private responseDone (text: string): void {
-    const content = text !== '' ? text : this.agentText
-    if (content !== '') this.addTranscript({ speaker: 'agent', content, timestamp: this.responseStartedAt || Date.now() })
-    this.agentText = ''
-    this.responding = false
-    // Without audio (text calls) the agent has finished speaking now; otherwise when playback ends.
-    this.tick(performance.now())
-  }
-
-  // Agent audio out, paced.
-
-  private enqueue (pcm: Int16Array): void {
-    const now = performance.now()
-    for (const frame of this.agentFrames.push(pcm)) this.queue.push({ pcm: frame, at: now })
-    if (this.queue.length > 0) {
-      pace(this)
-      this.tick(now)
-    }
-  }
-
-  /** Sends the frames that keep the far end BUFFER_MS ahead; notices when the agent has stopped speaking. */
-  tick (now: number): void {
-    if (this.ended) return
-    // The response's audio ended: its last partial frame goes out padded with silence.
-    const last = this.responding ? undefined : this.agentFrames.flush()
-    if (last !== undefined) this.queue.push({ pcm: last, at: now })
-    while (this.queue.length > 0 && this.playingUntil - now < BUFFER_MS) {
-      const { pcm, at } = this.queue.shift()!
-      // Due at the first tick after it may go (it arrived, and the far end's buffer fell under BUFFER_MS):
-      // late when sent more than one frame after that.
-      const due = Math.max(at, this.playingUntil - BUFFER_MS) + FRAME_MS
-      if (now - due > FRAME_MS) this.framesLate++
-      this.framesSent++
-      const startsAt = Math.max(this.playingUntil, now)
-      this.recorder?.add('agent', pcm, startsAt - this.startedAt)
-      this.playingUntil = startsAt + FRAME_MS
-      this.responseSentMs += FRAME_MS
-      this.transport.sendAudio(pcm)
-    }
-    if (this.queue.length === 0) {
-      unpace(this)
-      if (!this.responding && this.speaking) {
-        if (this.playingUntil <= now) this.stoppedSpeaking()
-        else setTimeout(() => this.tick(performance.now()), Math.ceil(this.playingUntil - now)).unref()
-      }
-    }
-  }
-
-  private setSpeaking (speaking: boolean): void {
-    if (this.speaking === speaking) return
-    this.speaking = speaking
-    this.transport.send({ type: 'agent_speaking', speaking })
-  }
-
-  private stoppedSpeaking (): void {
-    this.typedTurn = false
-    this.setSpeaking(false)
-    if (this.ending !== undefined) this.finish()
-    else this.armSilence()
-  }
-
-  /** The caller talks over the agent: stop the response, drop its queued audio here and at the far end. */
-  private bargeIn (): void {
-    // What the caller heard: the response's audio sent, less what the far end still holds.
-    this.engine.cancel(Math.max(0, this.responseSentMs - Math.max(0, this.playingUntil - performance.now())))
-    if (this.agentText !== '') this.addTranscript({ speaker: 'agent', content: this.agentText, timestamp: this.responseStartedAt })
-    this.agentText = ''
-    this.queue = []
-    this.agentFrames.clear()
-    this.playingUntil = 0
-    this.responding = false
-    this.typedTurn = false
-    this.transport.send({ type: 'clear' })
-    this.setSpeaking(false)
-  }
-
-  // Silence, reminders and the duration limit.
-
-  private armSilence (): void {
-    clearTimeout(this.silenceTimer)
-    if (this.ending !== undefined || this.ended) return
-    const settings = this.settings
-    const reminders = Number(settings.reminder_max_count)
-    if (this.remindersSent < reminders) {
-      this.silenceTimer = setTimeout(() => {
-        this.remindersSent++
-        this.say(spokenLines(String(settings.language)).reminder)
-      }, this.scaled(Number(settings.reminder_after_seconds) * 1000))
-    } else {
-      this.silenceTimer = setTimeout(() => { void this.end('inactivity') }, this.scaled(Number(settings.silence_timeout_seconds) * 1000))
-    }
-  }
-
-  /** The caller is active: no time-out runs, and the reminders start over. */
-  private clearSilence (): void {
-    clearTimeout(this.silenceTimer)
-    this.silenceTimer = undefined
-    this.remindersSent = 0
-  }
+  // The duration limit and the end of the agent's last words.
 
   private limitReached (): void {
     if (this.ended) return
-    this.clearSilence()
-    if (this.speaking) this.bargeIn()
-    this.finishWith('max_duration_reached', spokenLines(String(this.settings.language)).timeUp)
+    this.core.interrupt()
+    this.finishWith('max_duration_reached', spokenLines(this.language).timeUp)
   }
 
   /** Ends (or forwards) the call once the agent has said `words` (or at once), within LAST_WORDS_MS whatever happens. */
   private finishWith (reason: EndReason | 'forward', words?: string): void {
     this.ending = reason
-    this.timers.push(setTimeout(() => this.finish(), this.scaled(LAST_WORDS_MS)))
+    this.core.closing = true
+    this.timers.push(this.clock.after(this.scaled(LAST_WORDS_MS), () => this.finish()))
     if (words !== undefined) this.say(words)
-    else if (!this.speaking) this.finish()
+    else if (!this.core.speaking) this.finish()
   }
 
   private finish (): void {
@@ -534,6 +417,11 @@ export class Session {
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
   }
 
+  /** The conversation so far, as kept with a forwarded call and turned into the call's end. */
+  private conversation (recordingMs: number): Conversation {
+    return { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs }
+  }
+
   /**
    * Puts the caller through to the number the tool named, once the agent has said so: the recording so far
    * is stored and the conversation kept with the call, and the session ends without ending the call. The
@@ -543,8 +431,8 @@ export class Session {
     const target = this.forwardTo
     if (this.ended || target === undefined || this.forwarding) return
     this.forwarding = true
-    clearTimeout(this.silenceTimer)
-    for (const timer of this.timers.splice(0)) clearTimeout(timer)
+    this.core.stop()
+    for (const timer of this.timers.splice(0)) timer.cancel()
     const transfer: TransferRecord = { type: target.type, from_agent_id: this.agent.id, to_number: target.phoneNumber, reason: target.reason, timestamp: Date.now(), outcome: 'dialing' }
     this.transfers.push(transfer)
     try {
@@ -554,7 +442,7 @@ export class Session {
         phoneNumber: target.phoneNumber,
         timeoutSeconds: target.timeoutSeconds,
         showCallerNumber: target.showCallerNumber,
-        state: { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, recording_ms: recordingMs }
+        state: this.conversation(recordingMs)
       })
     } catch (err) {
       this.log.warn({ err }, 'the call could not be forwarded; the agent keeps it')
@@ -562,13 +450,13 @@ export class Session {
       this.forwarding = false
       this.forwardTo = undefined
       this.ending = undefined
+      this.core.closing = false
       if (this.hungUp !== undefined) void this.end(this.hungUp)
-      else if (!this.ended) this.say(spokenLines(String(this.settings.language)).notForwarded)
+      else if (!this.ended) this.say(spokenLines(this.language).notForwarded)
       return
     }
     this.ended = true
     this.abort.abort()
-    unpace(this)
     this.engine.close()
     await this.closeTools()
     this.transport.close()
@@ -601,6 +489,8 @@ export class Session {
   private addTranscript (item: TranscriptItem): void {
     this.transcript.push(item)
     this.transport.send({ type: 'transcript', ...item })
+    // A caller dictating what the agent just asked for (a number, an e-mail) may pause longer.
+    if (item.speaker === 'agent') this.core.expect(expectingOf(item.content, this.agent.data_retrieval, this.language))
   }
 
   // The end.
@@ -610,9 +500,8 @@ export class Session {
     if (this.ended) return await this.done
     this.ended = true
     this.abort.abort()
-    clearTimeout(this.silenceTimer)
-    for (const timer of this.timers) clearTimeout(timer)
-    unpace(this)
+    this.core?.stop()
+    for (const timer of this.timers) timer.cancel()
     try {
       this.engine?.close()
       await this.closeTools()
@@ -622,9 +511,10 @@ export class Session {
       // The deadline job ends the call later; the caller is told now.
       this.log.error({ err }, 'the voice session could not end its call')
     }
-    this.transport.send({ type: 'ended', reason, frames_sent: this.framesSent, frames_late: this.framesLate })
+    const { framesSent, framesLate } = this.core ?? { framesSent: 0, framesLate: 0 }
+    this.transport.send({ type: 'ended', reason, frames_sent: framesSent, frames_late: framesLate })
     this.transport.close()
-    this.log.info({ reason, framesSent: this.framesSent, framesLate: this.framesLate, callerFramesDropped: this.callerPace.dropped }, 'voice session ended')
+    this.log.info({ reason, framesSent, framesLate, callerFramesDropped: this.callerPace.dropped }, 'voice session ended')
     this.resolveDone()
   }
 
@@ -641,7 +531,7 @@ export class Session {
   /** Stores the rest of the recording (it ends now: audio sent ahead of the clock was never heard); answers its length in ms (0: none). */
   private async storeRecording (): Promise<number> {
     if (this.recorder === undefined) return 0
-    this.recorder.end(Math.max(performance.now(), this.playingUntil) - this.startedAt)
+    this.recorder.end(Math.max(this.clock.now(), this.core.playingUntil) - this.startedAt)
     this.saveRecording(Infinity)
     await this.recordingSaved
     return Math.round(this.recordingStored * 1000 / SAMPLE_RATE)
@@ -649,7 +539,6 @@ export class Session {
 
   private async callEnd (reason: EndReason): Promise<CallEnd> {
     const recordingMs = await this.storeRecording()
-    const conversation = { transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, recording_ms: recordingMs }
-    return toCallEnd(this.deps.config, this.call.id, conversation, { reason })
+    return toCallEnd(this.deps.config, this.call.id, this.conversation(recordingMs), { reason })
   }
 }

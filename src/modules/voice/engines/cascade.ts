@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
 import { bufferToPcm, resample, SAMPLE_RATE } from '../audio.ts'
 import { describe, postToProvider, ProviderError } from '../providers.ts'
@@ -8,7 +9,9 @@ import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts
 // OpenAI's realtime transcription or Deepgram), a chat model and text to speech, each over its
 // OpenAI-compatible HTTP API (OpenAI, a local Whisper server, Ollama or vLLM, Kokoro) with undici's request,
 // over kept-alive connections. The reply is spoken sentence by sentence while the model still writes, so the
-// caller hears the first sentence after one sentence of latency, not after the whole reply.
+// caller hears the first sentence after one sentence of latency, not after the whole reply. An early reply
+// (prepare) answers the caller's stable words before the turn has ended, holding everything it produces; the
+// end of turn releases it when the turn's words are the same, and throws it away otherwise.
 
 /** OpenAI's `pcm` speech format (and Kokoro's): raw PCM16 LE mono at 24 kHz. */
 const TTS_RATE = 24_000
@@ -40,6 +43,15 @@ export function cutSentences (text: string): { sentences: string[], rest: string
   }
 }
 
+/** Words as the caller said them, for comparing a prepared answer's words with the turn's: case, punctuation and spacing aside. */
+const sameWords = (a: string, b: string) => {
+  const plain = (text: string) => text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim()
+  return plain(a) === plain(b)
+}
+
+/** When an answer's stages began and ended (performance.now()), for its `stages` event. */
+interface Timing { transcriptionMs: number | null, llmAt: number, llmMs: number | null, ttsAt: number | undefined, given: boolean }
+
 /** The language to name to the recogniser: one configured language as its primary subtag; several: none (auto-detect). */
 function sttLanguage (setup: EngineSetup): string | undefined {
   if (setup.sttLanguages.length > 1) return undefined
@@ -64,16 +76,25 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     const waitingTools = new Map<string, (output: string) => void>()
     // The response being spoken: what it said in its current model round, kept in the history if it is cut short.
     let current: { generation: number, spoken: string } | undefined
+    /** An early reply: the answer to `text`, running in generation `gen`, its events held until released. */
+    let early: { text: string, gen: number, held: EngineEvent[], history: number } | undefined
 
     const live = (gen: number) => gen === generation && !closed
-    const emit = (gen: number, event: EngineEvent) => { if (live(gen)) onEvent(event) }
+    const emit = (gen: number, event: EngineEvent) => {
+      if (!live(gen)) return
+      if (early?.gen === gen) early.held.push(event)
+      else onEvent(event)
+    }
     const currentSetup = () => {
       if (setup === undefined) throw new Error('the cascade engine was used before start()')
       return setup
     }
 
     function stop () {
-      if (current?.generation === generation && current.spoken.trim() !== '') history.push({ role: 'assistant', content: current.spoken.trim() })
+      // An early reply never spoken leaves nothing in the history, not even the words it answered.
+      if (early !== undefined) history.length = Math.min(history.length, early.history)
+      else if (current?.generation === generation && current.spoken.trim() !== '') history.push({ role: 'assistant', content: current.spoken.trim() })
+      early = undefined
       current = undefined
       generation++
       aborter.abort()
@@ -133,13 +154,14 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
      * Speaks sentences strictly in order. A sentence's speech request starts once the one before it is
      * being emitted, and its audio is held until that one is done; so at most two requests run at once.
      */
-    function speaker (gen: number, signal: AbortSignal) {
+    function speaker (gen: number, signal: AbortSignal, timing?: Timing) {
       let emitted: Promise<void> = Promise.resolve() // every sentence given so far is emitted
       let playing: Promise<void> = Promise.resolve() // the last sentence given is the one being emitted
       return {
         say (sentence: string) {
           const text = sentence.trim()
           if (!/[\p{L}\p{N}]/u.test(text)) return // nothing to pronounce
+          if (timing !== undefined) timing.ttsAt ??= performance.now()
           const before = emitted
           let turn = false
           const held: Int16Array[] = []
@@ -147,6 +169,10 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
           const out = (pcm: Int16Array) => {
             if (!live(gen)) return
             if (first && current?.generation === gen) current.spoken += (current.spoken === '' ? '' : ' ') + text
+            if (first && timing !== undefined && !timing.given) {
+              timing.given = true
+              emit(gen, { type: 'stages', transcriptionMs: timing.transcriptionMs, llmMs: timing.llmMs, ttsMs: Math.round(performance.now() - timing.ttsAt!) })
+            }
             first = false
             emit(gen, { type: 'audio', pcm })
           }
@@ -239,14 +265,16 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     }
 
     /** Answers the history: model rounds until one ends without tool calls, spoken as they are written. */
-    async function respond (gen: number, signal: AbortSignal) {
+    async function respond (gen: number, signal: AbortSignal, transcriptionMs: number | null = null) {
       const turn = { generation: gen, spoken: '' }
       current = turn
-      const voiceOut = speaker(gen, signal)
+      const timing: Timing = { transcriptionMs, llmAt: performance.now(), llmMs: null, ttsAt: undefined, given: false }
+      const voiceOut = speaker(gen, signal, timing)
       const said: string[] = []
       for (;;) {
         let unspoken = ''
         const round = await chat(gen, signal, (delta) => {
+          timing.llmMs ??= Math.round(performance.now() - timing.llmAt)
           emit(gen, { type: 'agent_text', delta })
           const { sentences, rest } = cutSentences(unspoken + delta)
           unspoken = rest
@@ -274,6 +302,17 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       }
     }
 
+    /** Answers a turn whose words are known, throwing away an early reply to other words. */
+    function answer (text: string, transcriptionMs: number) {
+      stop()
+      onEvent({ type: 'user_text', text })
+      if (text === '') return
+      enqueue(async (gen, signal) => {
+        history.push({ role: 'user', content: text })
+        await respond(gen, signal, transcriptionMs)
+      })
+    }
+
     const engine: Engine = {
       start: async (first) => {
         setup = first
@@ -283,16 +322,46 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       audio: (frame) => { if (!closed) stt.audio(frame) },
       endOfTurn: () => {
         if (closed) return
+        const endedAt = performance.now()
         const recognised = stt.endOfTurn()
         // A failure is the turn's work's to report; once the turn is cancelled it matters no more.
         recognised.catch(() => {})
+        const prepared = early
+        if (prepared !== undefined) {
+          // The early reply is released if the turn's words are the ones it answers; else it goes, and the turn is answered anew.
+          recognised.then((text) => {
+            if (early !== prepared || !live(prepared.gen)) return
+            if (!sameWords(text, prepared.text)) return answer(text, Math.round(performance.now() - endedAt))
+            early = undefined
+            onEvent({ type: 'user_text', text })
+            onEvent({ type: 'stages', transcriptionMs: Math.round(performance.now() - endedAt) })
+            for (const event of prepared.held) onEvent(event)
+          }, (error: unknown) => fail(prepared.gen, error))
+          return
+        }
         enqueue(async (gen, signal) => {
           const text = await recognised
           emit(gen, { type: 'user_text', text })
           if (text === '' || !live(gen)) return
           history.push({ role: 'user', content: text })
+          await respond(gen, signal, Math.round(performance.now() - endedAt))
+        })
+      },
+      prepare: (text) => {
+        if (closed || (early !== undefined && sameWords(early.text, text))) return
+        if (early !== undefined) stop()
+        const prepared = { text, gen: generation, held: [], history: Infinity }
+        early = prepared
+        enqueue(async (gen, signal) => {
+          prepared.history = history.length
+          history.push({ role: 'user', content: text })
           await respond(gen, signal)
         })
+      },
+      forget: () => {
+        if (closed) return
+        if (early !== undefined) stop()
+        stt.forget()
       },
       userText: (text) => {
         enqueue(async (gen, signal) => {

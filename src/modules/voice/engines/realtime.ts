@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { Logger } from 'pino'
 import WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
@@ -81,6 +82,8 @@ interface Response {
   /** A PCM16 sample split across two deltas, and the 0–2 samples that wait for a whole 3-sample group. */
   oddByte: number | undefined
   rest: Int16Array
+  /** When its response.create went (performance.now()), until its first audio gives the model's share of the turn. */
+  sentAt: number | undefined
 }
 
 /** A committed caller turn whose user_text has not been emitted. */
@@ -270,6 +273,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       const next = responses.find((r) => !r.sent)
       if (next === undefined) return
       next.sent = true
+      next.sentAt = performance.now()
       // What the caller hears next is the new response's: the last one's audio, heard whole, is no longer cut.
       if (next.fresh) spoken = undefined
       const body = providerTurns() ? { ...next.body, metadata: OURS } : next.body
@@ -277,7 +281,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       watch()
     }
     const newResponse = (kind: Response['kind'], fresh: boolean, said = '', body: Record<string, unknown> = {}): Response =>
-      ({ kind, fresh, said, body, sent: false, id: undefined, itemId: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0) })
+      ({ kind, fresh, said, body, sent: false, id: undefined, itemId: undefined, cancelled: false, transcript: '', samples: 0, oddByte: undefined, rest: new Int16Array(0), sentAt: undefined })
     const respond = (...args: Parameters<typeof newResponse>): Response => {
       const response = newResponse(...args)
       responses.push(response)
@@ -377,6 +381,11 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           response.itemId ??= event.item_id
           spoken = response
           settle()
+          if (response.sentAt !== undefined) {
+            // The model hears and speaks itself: its share is the whole wait, recognition and speech have none.
+            emit({ type: 'stages', transcriptionMs: null, llmMs: Math.round(performance.now() - response.sentAt), ttsMs: null })
+            response.sentAt = undefined
+          }
           const pcm = decode(response, event.delta)
           if (pcm.length > 0) emit({ type: 'audio', pcm })
           return
@@ -527,6 +536,14 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
         buffered = []
         release()
         turn.answer = respond('answer', true)
+      },
+
+      forget: () => {
+        if (!ready || ended || providerTurns()) return
+        send({ type: 'input_audio_buffer.clear' })
+        unsent = []
+        buffered = []
+        uncommitted = 0
       },
 
       userText: (text) => {

@@ -65,6 +65,11 @@ export type EngineEvent =
    * the session treats it as its own detector's start (barge-in) and end of a turn, which the provider answers.
    */
   | { type: 'caller_speech', speaking: boolean }
+  /**
+   * How long the answer being generated took in each provider, in ms, given before its first audio (null: a stage
+   * the engine does not have): recognition after the end of turn, the model's first token, speech's first audio.
+   */
+  | { type: 'stages', transcriptionMs?: number | null, llmMs?: number | null, ttsMs?: number | null }
   /** The provider failed (the message is for the log, not the caller): the session ends the call. */
   | { type: 'error', message: string }
 
@@ -78,6 +83,16 @@ export interface Engine {
    * started yet when the next one ends is joined with it (one user turn, one answer).
    */
   endOfTurn: () => void
+  /**
+   * Early reply: start answering these stable words of the caller's turn, which has not ended yet; emit nothing of
+   * the answer until endOfTurn(), and use it then only if the turn's words are still these (optional).
+   */
+  prepare?: (text: string) => void
+  /**
+   * The caller's sound since the last turn was not a turn (a backchannel, a noise over the agent): forget its audio
+   * and words, so that they are not part of the next turn (optional: an engine without a turn buffer).
+   */
+  forget?: () => void
   /** A typed turn of the caller: answer it. */
   userText: (text: string) => void
   /** Speak exactly this as the agent (begin message, reminders, goodbye), then emit response_done. */

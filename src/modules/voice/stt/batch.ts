@@ -80,6 +80,10 @@ export function batchStt (voice: VoiceConfig): SttFactory {
           recognising = recognising.filter((other) => other !== turn)
         }
       },
+      forget: () => {
+        frames = []
+        samples = 0
+      },
       rejoin: () => {
         frames = [...recognising.flatMap((turn) => turn.frames), ...frames]
         samples += recognising.reduce((sum, turn) => sum + turn.samples, 0)

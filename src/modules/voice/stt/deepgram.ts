@@ -64,6 +64,8 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
     const finalizes: number[] = []
     let waiting: Waiting[] = []
     let lastPartial = ''
+    /** Words of audio up to here (ms) were forgotten: results that end before it are dropped. */
+    let forgotten = 0
 
     const emit: typeof onEvent = (event) => { if (!ended) onEvent(event) }
     const open = () => !ended && socket !== undefined && socket.readyState === socket.OPEN
@@ -128,11 +130,11 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
       const text = (result.channel?.alternatives?.[0]?.transcript ?? '').trim()
       const words = { text, startMs: result.start * 1000, endMs: (result.start + result.duration) * 1000 }
       if (result.is_final === true) {
-        if (text !== '') finals.push(words)
+        if (text !== '' && words.endMs > forgotten) finals.push(words)
         reach = Math.max(reach, words.endMs)
         interim = undefined
       } else {
-        interim = text === '' ? undefined : words
+        interim = text === '' || words.endMs <= forgotten ? undefined : words
       }
       // Finalizes are answered in order; one left unanswered makes this under-, never over-estimate the reach.
       if (result.from_finalize === true) reach = Math.max(reach, finalizes.shift() ?? 0)
@@ -214,6 +216,13 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
           waiting.push(turn)
           settle()
         })
+      },
+
+      forget: () => {
+        forgotten = msOf(sent)
+        finals = finals.filter((w) => w.endMs > forgotten)
+        interim = undefined
+        lastPartial = ''
       },
 
       rejoin: () => release(waiting.splice(0)),

@@ -21,7 +21,7 @@ const APPEND_FRAMES = 5
 const MAX_UNCOMMITTED_SAMPLES = 60 * SAMPLE_RATE
 
 /** One committed stretch of audio and its transcription. */
-interface Segment { itemId: string | undefined, startMs: number, endMs: number, text: string, done: boolean }
+interface Segment { itemId: string | undefined, startMs: number, endMs: number, text: string, done: boolean, forgotten?: boolean }
 
 /** An ended turn waiting for the transcription of every segment up to `last`. */
 interface Waiting { last: Segment | undefined, resolve: (text: string) => void, timer: NodeJS.Timeout }
@@ -111,7 +111,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
 
     /** The words not yet given to a turn, as one partial transcript. */
     const partial = () => {
-      const text = joined([...segments.map((segment) => segment.text), ...early.values()])
+      const text = joined([...segments.filter((segment) => segment.forgotten !== true).map((segment) => segment.text), ...early.values()])
       if (text === '') return
       emit({
         type: 'partial',
@@ -130,7 +130,7 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
         if (segments.slice(0, upTo).some((segment) => !segment.done)) return
         waiting.shift()
         clearTimeout(turn.timer)
-        turn.resolve(joined(segments.splice(0, upTo).map((segment) => segment.text)))
+        turn.resolve(joined(segments.splice(0, upTo).filter((segment) => segment.forgotten !== true).map((segment) => segment.text)))
       }
     }
 
@@ -241,6 +241,18 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
           waiting.push({ last: segments.at(-1), resolve, timer })
           settle()
         })
+      },
+
+      forget: () => {
+        if (ended || socket === undefined || abortStart !== undefined) return
+        // Segments already committed keep their place (commits are answered in order) but give no words.
+        const awaited = new Set(waiting.map((turn) => turn.last))
+        const kept = segments.findLastIndex((segment) => awaited.has(segment))
+        for (const segment of segments.slice(kept + 1)) segment.forgotten = true
+        unsent = []
+        send({ type: 'input_audio_buffer.clear' })
+        committed = streamed
+        early.clear()
       },
 
       rejoin: () => release(waiting.splice(0)),

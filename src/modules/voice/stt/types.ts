@@ -38,6 +38,11 @@ export interface SpeechToText {
    * promises resolve with '' and what they held becomes the start of the next turn.
    */
   rejoin: () => void
+  /**
+   * What the caller said since the previous turn was not a turn (a backchannel or a noise over the agent): its
+   * audio and words are dropped, and words of it that come later too.
+   */
+  forget: () => void
   /** The call ended: closes the connection; nothing is emitted afterwards. */
   close: () => void
 }

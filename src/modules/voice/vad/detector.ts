@@ -26,9 +26,9 @@ export type Turn = 'start' | 'end'
 export interface SpeechDetectorOptions {
   /** The agent's interruption_sensitivity: how sure and how long speech must be before it counts. */
   sensitivity: number
-  /** Silence after speech that ends the caller's turn (500 ms). */
+  /** Silence after speech that counts as the speech's end (96 ms: the turn core decides how long a turn's pause may be). */
   endSilenceMs?: number
-  /** The caller started or stopped speaking; `atMs`: the end of the window that decided it, in stream time. */
+  /** The caller started or stopped speaking; `atMs`: where the speech began or the silence after it, in stream time. */
   onTurn: (turn: Turn, atMs: number) => void
   /** The model failed: the caller can no longer be heard. */
   onError: (err: unknown) => void
@@ -70,10 +70,16 @@ export class SpeechDetector {
     this.#threshold = threshold
     this.#endThreshold = threshold - 0.15
     this.#startWindows = Math.max(1, Math.ceil(minSpeechMs / WINDOW_MS))
-    this.#endWindows = Math.max(1, Math.ceil((options.endSilenceMs ?? 500) / WINDOW_MS))
+    this.#endWindows = Math.max(1, Math.ceil((options.endSilenceMs ?? 96) / WINDOW_MS))
     this.#onTurn = options.onTurn
     this.#onError = options.onError
   }
+
+  /**
+   * Set while the caller's turn may go on (a pause before the end of turn, speech over the paused agent): one
+   * window of speech starts speech again, so that the core learns at once that the caller goes on.
+   */
+  quick = false
 
   /** A detector for one caller; the first one of the process loads the model (rejects when it cannot). */
   static async create (options: SpeechDetectorOptions): Promise<SpeechDetector> {
@@ -146,10 +152,10 @@ export class SpeechDetector {
     if (!this.#speaking) {
       if (probability >= this.#threshold) this.#speechRun++
       else if (probability < this.#endThreshold) this.#speechRun = 0
-      if (this.#speechRun >= this.#startWindows) {
+      if (this.#speechRun >= (this.quick ? 1 : this.#startWindows)) {
         this.#speaking = true
         this.#silenceRun = 0
-        this.#onTurn('start', this.#decided * WINDOW_MS)
+        this.#onTurn('start', (this.#decided - this.#speechRun) * WINDOW_MS)
       }
       return
     }
@@ -160,7 +166,7 @@ export class SpeechDetector {
     if (this.#silenceRun >= this.#endWindows) {
       this.#speaking = false
       this.#speechRun = 0
-      this.#onTurn('end', this.#decided * WINDOW_MS)
+      this.#onTurn('end', (this.#decided - this.#silenceRun) * WINDOW_MS)
     }
   }
 }
