@@ -204,7 +204,8 @@ function read (text: string, rules: Rules, expecting: Expecting | undefined): Re
   const dictation: Expecting | undefined = email ? 'email' : isNumber(last, rules) ? (expecting === 'address' ? 'address' : 'number') : undefined
   if (closed(text)) {
     if (email && rules.emailJoins.has(last)) return { ending: 'unfinished', kind: 'email' }
-    if (rules.neverLast.has(last) || FILLERS.test(last)) return { ending: 'unfinished' }
+    // ("I got an A." ends in a letter, not in an article.)
+    if ((rules.neverLast.has(last) && !LETTERS.test(text.split(/\s+/).at(-1)!)) || FILLERS.test(last)) return { ending: 'unfinished' }
     // A recogniser's full stop after digits or part of an address proves little while the agent asked for them.
     if (dictation !== undefined && dictation === expecting) return { ending: 'open', kind: dictation }
     return { ending: 'finished' }
