@@ -1,4 +1,5 @@
 import type { RetrievalField } from '../../../db/schema.ts'
+import { CALL_SETTINGS_DEFAULTS } from '../../agents/schemas.ts'
 
 // The caller's words as turn-taking cues (docs/voice.md, "Tuning turn-taking"): how long a silence ends the
 // caller's turn given what they have said so far, whether words spoken over the agent are only a backchannel,
@@ -24,9 +25,6 @@ export interface EndOfTurnOptions {
   expecting?: Expecting
 }
 
-/** call_settings.responsiveness when an agent has none. */
-export const DEFAULT_RESPONSIVENESS = 0.5
-
 /**
  * Silence that ends the turn at the default responsiveness, by what the words say (docs/voice.md gives the same
  * table). `finished`: a sentence closed by . ? or !; `open`: no cue either way (an interim result without
@@ -45,7 +43,7 @@ export const MAX_SILENCE_MS = 2000
  * cues stay, so a slower agent is slower everywhere.
  */
 function scaled (ms: number, responsiveness: number): number {
-  const r = Number.isFinite(responsiveness) ? Math.min(1, Math.max(0, responsiveness)) : DEFAULT_RESPONSIVENESS
+  const r = Number.isFinite(responsiveness) ? Math.min(1, Math.max(0, responsiveness)) : CALL_SETTINGS_DEFAULTS.responsiveness
   return Math.round(Math.min(MAX_SILENCE_MS, Math.max(MIN_SILENCE_MS, ms * 1.5 ** (1 - 2 * r))))
 }
 
