@@ -216,6 +216,11 @@ function read (text: string, rules: Rules, expecting: Expecting | undefined): Re
   return { ending: 'open' }
 }
 
+/**
+ * How long the caller's silence (from the end of their speech) must last before the turn ends. `heard` undefined
+ * or '': no words known (no streaming recogniser, or none yet): silence alone. Interim and final words are read
+ * alike; ask again with each new partial.
+ */
 export function endOfTurnSilenceMs (heard: Heard | undefined, options: EndOfTurnOptions): number {
   const text = heard?.text.trim() ?? ''
   const rules = RULES[languageOf(options.language)]
@@ -236,6 +241,7 @@ const BACKCHANNELS = new Map(['', ...Object.keys(RULES)].map((language) => {
   return [language, new RegExp(`^(?:(?:${phrases.join('|')})(?: |$))+$`)]
 }))
 
+/** The caller's words are only a backchannel ("uh-huh", "yeah", "okay", "ja", "genau"…), not an interruption. */
 export function isBackchannel (text: string, language: string): boolean {
   const words = wordsOf(text)
   if (words.length === 0 || words.length > BACKCHANNEL_WORDS) return false
@@ -256,6 +262,10 @@ function kindNamed (text: string, rules: Rules): Expecting | undefined {
   return found?.kind
 }
 
+/**
+ * What the agent's last words ask the caller for (a phone number, an e-mail, a spelled name, an address), helped
+ * by the agent's data_retrieval fields being asked about; undefined: nothing of these, or a language without rules.
+ */
 export function expectingOf (agentWords: string, fields: RetrievalField[], language: string): Expecting | undefined {
   const rules = RULES[languageOf(language)]
   if (rules === undefined) return undefined
