@@ -77,6 +77,7 @@ export const CallSettings = Type.Object({
   reminder_after_seconds: Type.Integer(),
   reminder_max_count: Type.Integer(),
   silence_timeout_seconds: Type.Integer(),
+  responsiveness: Type.Number(),
   recording_enabled: Type.Boolean(),
   stt_languages: Type.Array(Type.String())
 })

@@ -223,6 +223,27 @@ t.test('Talk to this agent: a web call, its token only in the redirect\'s fragme
   t.equal((await ctx.db.selectFrom('calls').select('id').where('user_id', '=', user.id).execute()).length, 1, 'no second call')
 })
 
+t.test('the agent form shows and saves call_settings.responsiveness, and refuses one out of 0 to 1', async (t) => {
+  const ctx = await setup(t)
+  const { browser, api } = await signedIn(ctx)
+  const form = await browser.get('/agents/new')
+  t.match(form.body, '<label for="call_settings-responsiveness">Responsiveness')
+  t.match(form.body, 'name="call_settings.responsiveness" type="number" value="0.5" min="0" max="1" step="any"', 'the default is shown')
+
+  const id = await createThroughForm(browser, { ...FORM, 'call_settings.responsiveness': '0.8' })
+  t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.8 })
+  t.match((await browser.get(`/agents/${id}`)).body, 'name="call_settings.responsiveness" type="number" value="0.8"')
+
+  const edited = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '0.25' })
+  t.equal(edited.statusCode, 303, edited.body)
+  t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25, language: 'de-DE' })
+
+  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '1.5' })
+  t.equal(bad.statusCode, 400)
+  t.match(bad.body, '<p id="call_settings-responsiveness-error" class="field-error">The responsiveness must be &lt;= 1.</p>')
+  t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25 }, 'nothing changed')
+})
+
 t.test('every other setting of the API: language model, calls, behaviour, widget, call-backs and data retrieval', async (t) => {
   const ctx = await setup(t)
   const { browser, api } = await signedIn(ctx)

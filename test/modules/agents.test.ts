@@ -42,6 +42,7 @@ t.test('POST /v1/agent with only the required fields answers every field with it
     reminder_after_seconds: 10,
     reminder_max_count: 1,
     silence_timeout_seconds: 30,
+    responsiveness: 0.5,
     recording_enabled: true,
     stt_languages: []
   })
@@ -104,6 +105,7 @@ t.test('every create field round-trips; update-only fields and unknown fields ar
     reminder_after_seconds: 20,
     reminder_max_count: 0,
     silence_timeout_seconds: 60,
+    responsiveness: 0.5,
     recording_enabled: true,
     stt_languages: []
   }, 'recording_enabled and stt_languages are update-only')
@@ -169,6 +171,38 @@ t.test('PATCH changes only what it names and merges nested settings member by me
   await Promise.all([patch({ call_settings: { reminder_max_count: 3 } }), patch({ call_settings: { silence_timeout_seconds: 90 } })])
   const final = (await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}`, headers: account.headers })).json()
   t.match(final.call_settings, { reminder_max_count: 3, silence_timeout_seconds: 90, max_call_duration_minutes: 12 })
+})
+
+t.test('call_settings.responsiveness: set on create, changed on update, refused out of 0 to 1 with nothing stored', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const llmId = await llmOf(app, account)
+  const created = await app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Quick', llm_id: llmId, call_settings: { responsiveness: 0.8 } } })
+  t.equal(created.statusCode, 201)
+  const agent = created.json()
+  t.match(agent.call_settings, { responsiveness: 0.8, language: 'en-US' })
+  const stored = await db.selectFrom('agents').select('call_settings').where('id', '=', agent._id).executeTakeFirstOrThrow()
+  t.equal(stored.call_settings.responsiveness, 0.8, 'stored with the agent')
+
+  const patched = await app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}`, headers: account.headers, payload: { call_settings: { responsiveness: 0 } } })
+  t.equal(patched.statusCode, 200)
+  t.match(patched.json().call_settings, { responsiveness: 0, language: 'en-US', max_call_duration_minutes: 10 })
+
+  for (const responsiveness of [1.01, -0.1, '0.5', null, true]) {
+    const payload = { call_settings: { responsiveness } }
+    const create = await app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Bad', llm_id: llmId, ...payload } })
+    t.equal(create.statusCode, 400, JSON.stringify(responsiveness))
+    t.match(create.json(), { statusCode: 400, code: 'validation_error', message: /^body\.call_settings\.responsiveness must be (<= 1|>= 0|number)/ })
+    const update = await app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}`, headers: account.headers, payload })
+    t.equal(update.statusCode, 400, JSON.stringify(responsiveness))
+    t.match(update.json().message, /^body\.call_settings\.responsiveness /)
+  }
+  t.same((await db.selectFrom('agents').select('agent_name').where('user_id', '=', account.user.id).execute()).map((row) => row.agent_name), ['Quick'], 'no agent created')
+  t.match((await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}`, headers: account.headers })).json().call_settings, { responsiveness: 0 }, 'nothing changed')
+
+  // A row stored before the setting existed reads with the default.
+  await db.updateTable('agents').set({ call_settings: JSON.stringify({ language: 'de-DE' }) }).where('id', '=', agent._id).execute()
+  t.match((await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}`, headers: account.headers })).json().call_settings, { language: 'de-DE', responsiveness: 0.5 })
 })
 
 t.test('validation answers 400 naming the field', async (t) => {

@@ -17,7 +17,12 @@ const createCallSettings = {
   max_call_duration_minutes: Type.Optional(Type.Number({ minimum: 1, maximum: 15, description: 'the call is ended after this long (default 10)' })),
   reminder_after_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, description: 'silence of the caller before the agent checks in (default 10)' })),
   reminder_max_count: Type.Optional(Type.Integer({ minimum: 0, maximum: 5, description: 'check-ins before the silence time-out applies; 0 disables reminders (default 1)' })),
-  silence_timeout_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 600, description: 'silence after the last reminder that ends the call (default 30)' }))
+  silence_timeout_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 600, description: 'silence after the last reminder that ends the call (default 30)' })),
+  responsiveness: Type.Optional(Type.Number({
+    minimum: 0,
+    maximum: 1,
+    description: 'how soon the agent answers once the caller falls silent, 0 to 1: higher answers sooner; the silence it waits also depends on the caller\'s last words (docs/voice.md, "Tuning turn-taking"; default 0.5)'
+  }))
 }
 
 /** The specification allows these members only on update; on create they are dropped like unknown ones. */
@@ -34,9 +39,9 @@ export const CALL_SETTINGS_DEFAULTS = {
   reminder_after_seconds: 10,
   reminder_max_count: 1,
   silence_timeout_seconds: 30,
+  responsiveness: 0.5,
   recording_enabled: true,
-  stt_languages: [] as string[],
-  responsiveness: 0.5
+  stt_languages: [] as string[]
 }
 
 export const WIDGET_SETTINGS_DEFAULTS = {

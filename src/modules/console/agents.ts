@@ -56,9 +56,12 @@ const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_set
   labels: {
     sentiment_analysis: 'Analyse sentiment', call_summary: 'Write a summary', max_call_duration_minutes: 'Longest call (minutes)',
     reminder_after_seconds: 'Check in after silence of (seconds)', reminder_max_count: 'Check-ins', silence_timeout_seconds: 'End the call after silence of (seconds)',
-    recording_enabled: 'Record calls', stt_languages: 'Languages the speech recogniser listens for'
+    responsiveness: 'Responsiveness', recording_enabled: 'Record calls', stt_languages: 'Languages the speech recogniser listens for'
   },
-  hints: { stt_languages: 'One BCP-47 tag per line, at most 4; none: the agent\'s language.' }
+  hints: {
+    responsiveness: '0 to 1: how soon the agent answers once the caller falls silent; higher answers sooner. 0.5: about 0.2 s after a finished sentence, 1.2 s after "and", "um" or half a phone number.',
+    stt_languages: 'One BCP-47 tag per line, at most 4; none: the agent\'s language.'
+  }
 })
 const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
   only: ['interruption_sensitivity', 'is_data_collection_active', 'is_customer_memory_active', 'folder'],
