@@ -1,6 +1,7 @@
 import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, type SqlBool, type Transaction, type Updateable } from 'kysely'
 import { queryPrepared, type DB } from '../../db/database.ts'
 import type { CallRow, CallsTable, Database } from '../../db/schema.ts'
+import type { LatencyStat } from '../../db/shapes.ts'
 import { rangeDays, type DateRange } from '../../db/days.ts'
 
 /** Filters shared by the listing, the metrics and the exports. Ids are lowercase. */
@@ -67,7 +68,7 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
       'output', (value ->> 'output')::bigint, 'total', (value ->> 'input')::bigint + (value ->> 'output')::bigint)), '{}')
       FROM jsonb_each(token_usage))),
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
-  'collected_data', collected_data, 'transfer_history', transfer_history,
+  'collected_data', collected_data, 'transfer_history', transfer_history, 'latency', latency,
   'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
   'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL))::text, 2)`
 
@@ -218,6 +219,38 @@ export async function generalMetrics (db: DB, userId: string, filter: CallFilter
       coalesce(sum(duration_ms), 0)::bigint AS duration_ms
     FROM ${rollupFor(filter)} WHERE ${statsConditions(userId, filter, range)}`.compile(db))
   return rows[0]
+}
+
+// The stages of a turn's timing (db/shapes.ts, TurnTiming) as the metrics name them.
+const LATENCY_STAGES = { e2e: 'e2e_ms', end_of_turn: 'end_of_turn_ms', transcription: 'transcription_ms', llm: 'llm_ms', tts: 'tts_ms' } as const
+
+type Stages = Record<'e2e' | 'end_of_turn', LatencyStat> & Record<'transcription' | 'llm' | 'tts', LatencyStat | null>
+
+/**
+ * The latency of the range's calls: per stage, percentiles over every timed turn of them (percentile_cont, as
+ * calls/latency.ts computes a call's), in whole ms; null when none of them has timed turns. Reads the timed calls
+ * alone (calls_user_latency_start_idx), each one's turns from calls.latency.
+ */
+export async function latencyMetrics (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<({ calls: number } & Stages) | null> {
+  const columns = Object.entries(LATENCY_STAGES).map(([stage, key]) => {
+    const value = sql`(turn ->> ${sql.lit(key)})::float8`
+    const whole = (aggregate: RawBuilder<unknown>) => sql`round((${aggregate})::numeric)::float8`
+    return sql`${whole(sql`percentile_cont(0.5) WITHIN GROUP (ORDER BY ${value})`)} AS ${sql.ref(`${stage}_p50`)},
+      ${whole(sql`percentile_cont(0.9) WITHIN GROUP (ORDER BY ${value})`)} AS ${sql.ref(`${stage}_p90`)},
+      ${whole(sql`min(${value})`)} AS ${sql.ref(`${stage}_min`)}, ${whole(sql`max(${value})`)} AS ${sql.ref(`${stage}_max`)},
+      count(${value})::int AS ${sql.ref(`${stage}_num`)}`
+  })
+  const rows = await queryPrepared<Record<string, number | null>>(db, sql`
+    SELECT count(DISTINCT id)::int AS calls, ${sql.join(columns)}
+    FROM calls CROSS JOIN LATERAL jsonb_array_elements(latency -> 'turns') AS turn
+    WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL`.compile(db))
+  const row = rows[0]
+  if (row.calls === 0) return null
+  const stage = (name: string): LatencyStat | null => row[`${name}_num`] === 0
+    ? null
+    : { p50: row[`${name}_p50`]!, p90: row[`${name}_p90`]!, min: row[`${name}_min`]!, max: row[`${name}_max`]!, num: row[`${name}_num`]! }
+  // Every timed call has turns with e2e and end_of_turn times (calls/latency.ts stores no other).
+  return { calls: row.calls!, ...Object.fromEntries(Object.keys(LATENCY_STAGES).map((name) => [name, stage(name)])) as Stages }
 }
 
 interface DailySums { date: string, calls: number, duration_ms: number }
