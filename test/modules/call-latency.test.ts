@@ -9,8 +9,9 @@ import { createAgent, insertCalls } from '../helpers/calls.ts'
 import { signedInWithKey } from '../helpers/console-client.ts'
 
 const START = Date.now() - 60_000
-const turn = (n: number, end_of_turn_ms: number, transcription_ms: number | null, llm_ms: number | null, e2e_ms: number): TurnTiming =>
-  ({ at: START + n * 10_000, end_of_turn_ms, transcription_ms, llm_ms, tts_ms: null, e2e_ms })
+/** The n-th turn (its speech ended n × 10 s into the call) with its times in ms: end of turn, transcription, model, what the caller waited. */
+const turn = (n: number, endOfTurn: number, transcription: number | null, llm: number | null, e2e: number): TurnTiming =>
+  ({ at: START + n * 10_000, end_of_turn_ms: endOfTurn, transcription_ms: transcription, llm_ms: llm, tts_ms: null, e2e_ms: e2e })
 
 // Five turns of a cascade whose voice reports no time (tts null); two of them without a recogniser's time.
 const TURNS = [
