@@ -64,25 +64,20 @@ export const TurnTiming = Type.Object(StoredTurn.properties, {
   [COMPONENT]: 'TurnTiming',
   description: 'one answered caller turn, timed (ms); stages the call\'s providers do not have are null'
 })
-const stages = (num: string) => {
-  const stage = (what: string) => Nullable(LatencyStat, `${what}; null: no turn has this stage (${num})`)
-  return {
-    e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent: what the caller waited' },
-    end_of_turn: { ...LatencyStat, description: 'speech end → the end-of-turn decision' },
-    transcription: stage('the decision → the turn\'s final words'),
-    llm: stage('the model\'s request → its first token'),
-    tts: stage('the answer\'s first text → its first audio')
-  }
-}
+const stage = (what: string) => Nullable(LatencyStat, `${what}; null: no turn has this stage (the realtime engine hears audio itself and speaks without a separate voice)`)
 export const CallLatency = Type.Object({
-  ...stages('the realtime engine hears audio itself and speaks without a separate voice'),
+  e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent: what the caller waited' },
+  end_of_turn: { ...LatencyStat, description: 'speech end → the end-of-turn decision' },
+  transcription: stage('the decision → the turn\'s final words'),
+  llm: stage('the model\'s request → its first token'),
+  tts: stage('the answer\'s first text → its first audio'),
   turns: Type.Array(TurnTiming, { description: 'every answered caller turn, in order' })
 }, { [COMPONENT]: 'CallLatency', description: 'the call\'s answered caller turns, timed, with p50 and p90 per stage (docs/calls.md, "Latency")' })
-/** The latency over the turns of a period's calls (GET /v1/call/general-metrics). */
+/** What callers of a period's calls waited (GET /v1/call/general-metrics). */
 export const LatencyMetrics = Type.Object({
   calls: Type.Integer({ description: 'calls with timed turns' }),
-  ...stages('none of the calls had it')
-}, { [COMPONENT]: 'LatencyMetrics', description: 'percentiles over every timed turn of the period\'s calls, not averages of the calls\' own (docs/calls.md, "Latency")' })
+  e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent, over every timed turn of the calls (not an average of the calls\' own percentiles)' }
+}, { [COMPONENT]: 'LatencyMetrics', description: 'what callers waited for the agent\'s answer (docs/calls.md, "Latency")' })
 
 export const CallListItem = Type.Object(listFields, { [COMPONENT]: 'CallListItem' })
 
