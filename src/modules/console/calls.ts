@@ -156,7 +156,7 @@ function latencySection (latency: Detail['latency'], start: number): SafeHtml | 
   return html`<h2>Latency</h2>
 <p>Caller waited: <strong>${ms(latency.e2e.p50)}</strong> p50, <strong>${ms(latency.e2e.p90)}</strong> p90 over ${latency.e2e.num} ${latency.e2e.num === 1 ? 'turn' : 'turns'}.</p>
 <div class="table"><table>
-  <caption>Each answered turn, from the end of the caller's speech (ms)</caption>
+  <caption>Each answered turn, from the end of the caller's speech</caption>
   <thead><tr><th scope="col">Turn</th>${LATENCY_COLUMNS.map((column) => html`<th scope="col" class="number">${column.label}</th>`)}</tr></thead>
   <tbody>${latency.turns.map((turn, i) => html`<tr><th scope="row">${i + 1} <span class="hint">${duration(Math.max(0, turn.at - start))}</span></th>${
     LATENCY_COLUMNS.map((column) => html`<td class="number">${ms(turn[column.turn])}</td>`)}</tr>`)}</tbody>
