@@ -1,7 +1,7 @@
 import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
-  AnyObject, CallbackSettings, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
+  AnyObject, CallbackSettings, CallLatency, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
   TranscriptItem, TurnDetection, WidgetSettings
 } from './shapes.ts'
 
@@ -320,6 +320,8 @@ export interface CallsTable {
   carrier_call_id: string | null
   /** The conversation held while the call is forwarded to a phone number (shapes.ts, Conversation). */
   forwarding: JsonNullable<Conversation>
+  /** The call's timed turns and their summary (shapes.ts, CallLatency); null: no turn was timed. */
+  latency: JsonNullable<CallLatency>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null

@@ -37,22 +37,45 @@ export const TransferRecord = Type.Object({
 })
 export type TransferRecord = Static<typeof TransferRecord>
 
+/** One answered caller turn, timed (ms). Stages a provider does not have are null. */
+export const TurnTiming = Type.Object({
+  at: Type.Number({ description: 'epoch ms when the caller\'s speech of the turn ended' }),
+  end_of_turn_ms: Type.Number({ description: 'speech end → our end-of-turn decision (0 when the provider detects turns itself)' }),
+  transcription_ms: Type.Union([Type.Number(), Type.Null()], { description: 'decision → the turn\'s final words (batch transcription, or the streaming recogniser\'s last words); null: the model hears audio (realtime engine)' }),
+  llm_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the model\'s request → its first token (realtime: → first response event)' }),
+  tts_ms: Type.Union([Type.Number(), Type.Null()], { description: 'first text of the answer → its first audio (null: realtime)' }),
+  e2e_ms: Type.Number({ description: 'speech end → the first agent audio sent to the caller: what the caller waits' })
+})
+export type TurnTiming = Static<typeof TurnTiming>
+
+/** The spread of one stage's times over a call's turns (or a period's), ms: p50 and p90 interpolated between ranks. */
+export const LatencyStat = Type.Object({
+  p50: Type.Number(),
+  p90: Type.Number(),
+  min: Type.Number(),
+  max: Type.Number(),
+  num: Type.Integer({ description: 'turns with a time for the stage' })
+})
+export type LatencyStat = Static<typeof LatencyStat>
+
+const StageStat = Type.Union([LatencyStat, Type.Null()])
+
+/** A call's turns and their summary (calls.latency; docs/calls.md, "Latency"). A stage no turn has a time for is null. */
+export const CallLatency = Type.Object({
+  e2e: LatencyStat,
+  end_of_turn: LatencyStat,
+  transcription: StageStat,
+  llm: StageStat,
+  tts: StageStat,
+  turns: Type.Array(TurnTiming)
+})
+export type CallLatency = Static<typeof CallLatency>
+
 /**
  * The record of a call so far (DESIGN.md, "Conversation core"): what the voice session keeps, what
  * calls.forwarding holds while the carrier has the call, and what calls' `toCallEnd()` turns into the call's
  * end. Its members keep the names that rows of calls.forwarding already carry.
  */
-/** One answered caller turn, timed in ms; stages a provider does not have are null. */
-export const TurnTiming = Type.Object({
-  at: Type.Number({ description: 'epoch ms when the caller\'s speech of the turn ended' }),
-  end_of_turn_ms: Type.Number({ description: 'speech end → the end-of-turn decision (0 when the provider detects turns)' }),
-  transcription_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the decision → the turn\'s final words' }),
-  llm_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the model\'s request → its first token' }),
-  tts_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the answer\'s first text → its first audio' }),
-  e2e_ms: Type.Number({ description: 'speech end → the first agent audio sent: what the caller waits' })
-})
-export type TurnTiming = Static<typeof TurnTiming>
-
 export const Conversation = Type.Object({
   agent_id: Type.String({ description: 'the agent that holds the call (after any agent_transfer)' }),
   transcript: Type.Array(TranscriptItem),
@@ -60,7 +83,7 @@ export const Conversation = Type.Object({
   speech: Type.Object({ recognised: Type.Number(), synthesised: Type.Number() }, { description: 'seconds of speech recognised and synthesised' }),
   transfers: Type.Array(TransferRecord, { description: 'the call\'s transfers; while it is forwarded, the last one is that forwarding' }),
   recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' }),
-  turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed' }))
+  turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' }))
 })
 export type Conversation = Static<typeof Conversation>
 

@@ -1,5 +1,7 @@
 import t, { type Test } from 'tap'
+import { callLatency } from '../../src/modules/calls/latency.ts'
 import { setup } from '../helpers/app.ts'
+import { insertCalls } from '../helpers/calls.ts'
 import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
@@ -137,6 +139,11 @@ t.test('every console page, and the web-call page it opens, passes axe-core (WCA
   await page.getByRole('button', { name: 'Create agent' }).click()
   await page.waitForURL(/\/agents\/[0-9a-f]{24}/)
   await check('an agent')
+  const agentId = /\/agents\/([0-9a-f]{24})/.exec(page.url())![1]
+  const turns = [100, 200].map((ms, i) => ({ at: Date.now() + i * 5000, end_of_turn_ms: ms, transcription_ms: null, llm_ms: ms + 300, tts_ms: ms, e2e_ms: ms + 700 }))
+  const [timed] = await insertCalls(ctx.db, user.id, { _id: agentId, agent_name: 'Clinic' }, [{ latency: JSON.stringify(callLatency(turns)) }])
+  await page.goto(`${url}/calls/${timed}`)
+  await check('a call with its latency')
   await page.goto(`${url}/agents`)
   await check('agents')
   await page.goto(`${url}/calls`)

@@ -191,3 +191,30 @@ t.test('an upgrade from before the recording parts keeps each stored recording, 
   ], 'the samples without their header; an empty recording stays empty')
   t.same(await columns(), fresh, 'the same columns as a fresh database')
 })
+
+t.test('an upgrade from before call latency keeps each call (latency null) and gives the schema a fresh database has; run again, it changes nothing', async (t) => {
+  const pool = createPool(await createTestDatabase(t), 2)
+  t.teardown(() => pool.end())
+  const schema = async (): Promise<unknown> => (await pool.query(`SELECT
+    (SELECT json_agg(column_name || ' ' || data_type || ' ' || is_nullable ORDER BY column_name) FROM information_schema.columns
+      WHERE table_schema = 'public' AND table_name = 'calls') AS columns,
+    (SELECT json_agg(pg_get_indexdef(indexrelid) || ' ' || indisvalid::text ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'calls'::regclass) AS indexes`)).rows[0]
+  const fresh = await schema()
+  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
+  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
+  t.teardown(() => rm(before, { recursive: true, force: true }))
+  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0023')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
+  await migrate(pool, before)
+  const userId = '65000000bbbbbbbbbbbbbbbb'
+  const callId = '65000001bbbbbbbbbbbbbbbb'
+  await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'latency@example.com'])
+  await pool.query(`INSERT INTO calls (id, user_id, agent_id, agent_name, call_type, direction, call_status, start_timestamp)
+    VALUES ($1, $2, '65000003bbbbbbbbbbbbbbbb', 'Front desk', 'web', 'outbound', 'success', now())`, [callId, userId])
+
+  t.ok((await migrate(pool)).includes('0023_call_latency.sql'))
+  t.same((await pool.query('SELECT id, latency FROM calls')).rows, [{ id: callId, latency: null }], 'a stored call has no timed turns')
+  t.same(await schema(), fresh, 'the same columns and indexes as a fresh database')
+  await pool.query("DELETE FROM schema_migrations WHERE name = '0023_call_latency.sql'")
+  t.same(await migrate(pool), ['0023_call_latency.sql'], 'a start that stopped before recording it runs it again')
+  t.same(await schema(), fresh)
+})

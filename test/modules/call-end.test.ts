@@ -77,3 +77,12 @@ t.test('the record is serialisable: what calls.forwarding stores reads back as t
   t.same(stored, held)
   t.notOk(Value.Check(Conversation, { ...stored, transfers: [{ ...forwarding, type: 'sms' }] }), 'the shape checks what it holds')
 })
+
+t.test('the conversation\'s timed turns go with its end; a record stored before turns were timed still reads and ends', async (t) => {
+  const turns = [{ at: 1_700_000_000_400, end_of_turn_ms: 210, transcription_ms: 90, llm_ms: 350, tts_ms: 120, e2e_ms: 770 }]
+  t.same(toCallEnd(config, CALL, conversation({ turns }), { reason: 'user_hangup' }).turns, turns)
+  const { turns: _, ...older } = conversation()
+  t.ok(Value.Check(Conversation, older), 'rows of calls.forwarding without turns are still the shape')
+  t.equal(toCallEnd(config, CALL, older, { reason: 'user_hangup' }).turns, undefined)
+  t.notOk(Value.Check(Conversation, { ...older, turns: [{ ...turns[0], e2e_ms: null }] }), 'what the caller waited is always a number')
+})

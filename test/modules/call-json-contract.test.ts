@@ -2,6 +2,7 @@ import { Ajv, type ValidateFunction } from 'ajv'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import type { TSchema } from 'typebox'
+import { callLatency } from '../../src/modules/calls/latency.ts'
 import { CallDetail, CallListItem } from '../../src/modules/calls/schemas.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
@@ -107,7 +108,15 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
   const customer = (await ctx.app.inject({ method: 'POST', url: '/v1/customer', headers: account.headers, payload: { customer_name: 'Acme' } })).json()
   const workspace = (await ctx.app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Sales' } })).json()
   const imported = await insertCalls(ctx.db, account.user.id, agent, [
-    { sentiment: 'negative', sentiment_explanation: null, task_achieved: false, call_summary: 'Short.', customer_id: customer._id, workspace_id: workspace._id },
+    {
+      sentiment: 'negative',
+      sentiment_explanation: null,
+      task_achieved: false,
+      call_summary: 'Short.',
+      customer_id: customer._id,
+      workspace_id: workspace._id,
+      latency: JSON.stringify(callLatency([{ at: Date.now(), end_of_turn_ms: 210, transcription_ms: null, llm_ms: 380, tts_ms: null, e2e_ms: 820 }]))
+    },
     { call_type: 'web', call_from: null, call_to: null, call_status: 'started', end_timestamp: null, duration_ms: null }
   ])
   const ids = [started._id, analysed._id, failed._id, web.json()._id, ...imported]

@@ -207,11 +207,11 @@ t.test('metrics: general, daily, sentiment; kept exact through updates and delet
     return res.json()
   }
 
-  t.same(await get(`general-metrics?${range}`), { total_calls: 5, total_duration: 190.5, average_duration: 47.625 })
-  t.same(await get(`general-metrics?${range}&agent_ids=${a1._id}`), { total_calls: 4, total_duration: 180.5, average_duration: 60.167 })
-  t.same(await get(`general-metrics?${range}&direction=inbound`), { total_calls: 1, total_duration: 30, average_duration: 30 })
-  t.same(await get(`general-metrics?${range}&call_type=web&agent_id=${a1._id}`), { total_calls: 1, total_duration: 60.5, average_duration: 60.5 })
-  t.same(await get('general-metrics?date_from=2030-01-01&date_to=2030-01-31'), { total_calls: 0, total_duration: 0, average_duration: 0 })
+  t.same(await get(`general-metrics?${range}`), { total_calls: 5, total_duration: 190.5, average_duration: 47.625, latency: null })
+  t.same(await get(`general-metrics?${range}&agent_ids=${a1._id}`), { total_calls: 4, total_duration: 180.5, average_duration: 60.167, latency: null })
+  t.same(await get(`general-metrics?${range}&direction=inbound`), { total_calls: 1, total_duration: 30, average_duration: 30, latency: null })
+  t.same(await get(`general-metrics?${range}&call_type=web&agent_id=${a1._id}`), { total_calls: 1, total_duration: 60.5, average_duration: 60.5, latency: null })
+  t.same(await get('general-metrics?date_from=2030-01-01&date_to=2030-01-31'), { total_calls: 0, total_duration: 0, average_duration: 0, latency: null })
 
   t.same(await get(`daily-metrics?${range}`), [
     { date: '2026-06-01', total_duration: 120, total_calls: 2 },
@@ -228,10 +228,10 @@ t.test('metrics: general, daily, sentiment; kept exact through updates and delet
 
   // The rollup follows the call through its end, its analysis and its deletion.
   await db.updateTable('calls').set({ call_status: 'success', duration_ms: 20_000, end_timestamp: new Date('2026-06-03T09:00:20Z'), sentiment: 'negative' }).where('id', '=', started).execute()
-  t.same(await get(`general-metrics?${range}`), { total_calls: 5, total_duration: 210.5, average_duration: 42.1 })
+  t.same(await get(`general-metrics?${range}`), { total_calls: 5, total_duration: 210.5, average_duration: 42.1, latency: null })
   t.same(await get(`sentiment-stats?agent_id=${a1._id}&${range}`), { positive: 2, negative: 2, neutral: 0 })
   await db.deleteFrom('calls').where('id', '=', started).execute()
-  t.same(await get(`general-metrics?${range}`), { total_calls: 4, total_duration: 190.5, average_duration: 47.625 })
+  t.same(await get(`general-metrics?${range}`), { total_calls: 4, total_duration: 190.5, average_duration: 47.625, latency: null })
 
   for (const path of ['general-metrics', 'daily-metrics', 'costs-breakdown', 'list/export', 'costs-breakdown/export']) {
     for (const query of ['date_to=2026-06-03', 'date_from=2026-06-01', 'date_from=2026-06-04&date_to=2026-06-03', 'date_from=2026-13-01&date_to=2026-13-02']) {
@@ -245,7 +245,7 @@ t.test('metrics: general, daily, sentiment; kept exact through updates and delet
   // A workspace or customer filter: the account's own without calls answers empty; another's or none is 404.
   const empty = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: account.headers, payload: { workspace_name: 'Empty' } })).json()._id
   const theirs = (await app.inject({ method: 'POST', url: '/v1/workspaces', headers: other.headers, payload: { workspace_name: 'Theirs' } })).json()._id
-  t.same(await get(`general-metrics?${range}&workspace_id=${empty}`), { total_calls: 0, total_duration: 0, average_duration: 0 })
+  t.same(await get(`general-metrics?${range}&workspace_id=${empty}`), { total_calls: 0, total_duration: 0, average_duration: 0, latency: null })
   t.same((await get(`daily-metrics?${range}&workspace_id=${empty}`)).map((d: { total_calls: number }) => d.total_calls), [0, 0, 0])
   t.same((await get(`costs-breakdown?${range}&workspace_id=${empty}`)).breakdown, [])
   t.same(await get(`list?workspace_id=${empty}`), [])

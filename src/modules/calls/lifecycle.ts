@@ -3,11 +3,12 @@ import type { Config, Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { CallRow, Database, TranscriptItem } from '../../db/schema.ts'
-import type { Conversation, TransferRecord } from '../../db/shapes.ts'
+import type { Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { callLatency } from './latency.ts'
 import { insertCall, lockCall, updateCall } from './queries.ts'
 import { recordingUrl } from './recordings.ts'
 
@@ -122,6 +123,8 @@ export interface CallEnd {
   }
   collected_data?: Record<string, unknown>
   transfer_history?: unknown[]
+  /** The answered caller turns, timed (the built-in voice engine): stored with their summary as the call's latency. */
+  turns?: TurnTiming[]
 }
 
 /** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
@@ -152,7 +155,8 @@ export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string
       speech: { recognised_seconds: conversation.speech.recognised, synthesised_seconds: conversation.speech.synthesised },
       forwarding_seconds: forwarding?.outcome === 'answered' ? forwarding.seconds : 0
     },
-    transfer_history: transfers.length === 0 ? undefined : transfers
+    transfer_history: transfers.length === 0 ? undefined : transfers,
+    turns: conversation.turns
   }
 }
 
@@ -177,6 +181,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
     const endedAt = await endTime(trx, userId, current, end.end_timestamp)
     if (typeof endedAt === 'string') return { outcome: 'invalid_end_timestamp', message: endedAt }
     const tokens = end.usage?.tokens ?? {}
+    const latency = callLatency(end.turns)
     const row = await updateCall(trx, current.id, {
       call_status: 'pending',
       analysis_status: 'pending',
@@ -196,6 +201,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       speech_synthesised_seconds: end.usage?.speech?.synthesised_seconds ?? 0,
       collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
       transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
+      latency: latency === null ? null : JSON.stringify(latency),
       access_token_hash: null,
       stream_token_hash: null
     })

@@ -10,11 +10,11 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { phoneCallCreated, startCall } from './lifecycle.ts'
 import { idempotent } from './idempotency.ts'
 import {
-  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, listCallsJson, sentimentCounts
+  agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, latencyMetrics, listCallsJson, sentimentCounts
 } from './queries.ts'
 import { callFilter, CostsQuery, costsBreakdown } from './reports.ts'
 import {
-  CallDetail, CallListItem, IdempotencyHeaders, ListQuery, MetricsQuery, PhoneCallBody, PhoneCallCreated,
+  CallDetail, CallListItem, IdempotencyHeaders, LatencyMetrics, ListQuery, MetricsQuery, PhoneCallBody, PhoneCallCreated,
   WebCallBody, WebCallCreated
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
@@ -70,19 +70,28 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     schema: {
       tags: TAGS,
       summary: 'Call count and durations over a range',
-      description: 'Durations are in seconds (millisecond precision). `average_duration` averages the calls that have ended.',
+      description: 'Durations are in seconds (millisecond precision). `average_duration` averages the calls that have ended. `latency` (beyond the specification): percentiles over every timed caller turn of the calls, in ms.',
       querystring: MetricsQuery,
-      response: { 200: Type.Object({ total_calls: Type.Integer(), total_duration: Type.Number(), average_duration: Type.Number() }), ...errors(...AUTH_ERRORS, 404) }
+      response: {
+        200: Type.Object({
+          total_calls: Type.Integer(),
+          total_duration: Type.Number(),
+          average_duration: Type.Number(),
+          latency: Nullable(LatencyMetrics, 'null: none of the calls has timed turns')
+        }),
+        ...errors(...AUTH_ERRORS, 404)
+      }
     }
   }, async (request) => {
     const range = dateRange(request.query)
     const filter = callFilter(request.query)
-    const sums = await generalMetrics(db, request.userId, filter, range)
+    const [sums, latency] = await Promise.all([generalMetrics(db, request.userId, filter, range), latencyMetrics(db, request.userId, filter, range)])
     if (sums.calls === 0) await requireOwners(db, request.userId, request.query)
     return {
       total_calls: sums.calls,
       total_duration: seconds(sums.duration_ms),
-      average_duration: sums.ended_calls === 0 ? 0 : seconds(sums.duration_ms / sums.ended_calls)
+      average_duration: sums.ended_calls === 0 ? 0 : seconds(sums.duration_ms / sums.ended_calls),
+      latency
     }
   })
 

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { AnyObject, TranscriptItem } from '../../db/shapes.ts'
+import { AnyObject, LatencyStat as StoredStat, TranscriptItem, TurnTiming as StoredTurn } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
 import { COMPONENT, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
@@ -55,6 +55,30 @@ const listFields = {
   task_achieved: Nullable(Type.Boolean())
 }
 
+// A call's latency, modelled on Retell's call object (docs/calls.md, "Latency"): the shapes of calls.latency, named.
+export const LatencyStat = Type.Object(StoredStat.properties, {
+  [COMPONENT]: 'LatencyStat',
+  description: 'the spread of one stage\'s times in whole ms: p50 and p90 interpolated linearly between the closest ranks'
+})
+export const TurnTiming = Type.Object(StoredTurn.properties, {
+  [COMPONENT]: 'TurnTiming',
+  description: 'one answered caller turn, timed (ms); stages the call\'s providers do not have are null'
+})
+const stage = (what: string) => Nullable(LatencyStat, `${what}; null: no turn has this stage (the realtime engine hears audio itself and speaks without a separate voice)`)
+export const CallLatency = Type.Object({
+  e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent: what the caller waited' },
+  end_of_turn: { ...LatencyStat, description: 'speech end → the end-of-turn decision' },
+  transcription: stage('the decision → the turn\'s final words'),
+  llm: stage('the model\'s request → its first token'),
+  tts: stage('the answer\'s first text → its first audio'),
+  turns: Type.Array(TurnTiming, { description: 'every answered caller turn, in order' })
+}, { [COMPONENT]: 'CallLatency', description: 'the call\'s answered caller turns, timed, with p50 and p90 per stage (docs/calls.md, "Latency")' })
+/** What callers of a period's calls waited (GET /v1/call/general-metrics). */
+export const LatencyMetrics = Type.Object({
+  calls: Type.Integer({ description: 'calls with timed turns' }),
+  e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent, over every timed turn of the calls (not an average of the calls\' own percentiles)' }
+}, { [COMPONENT]: 'LatencyMetrics', description: 'what callers waited for the agent\'s answer (docs/calls.md, "Latency")' })
+
 export const CallListItem = Type.Object(listFields, { [COMPONENT]: 'CallListItem' })
 
 export const CallDetail = Type.Object({
@@ -80,6 +104,7 @@ export const CallDetail = Type.Object({
   custom_analysis_data: Nullable(AnyObject, 'the agent\'s data_retrieval fields found in the call'),
   collected_data: Nullable(AnyObject),
   transfer_history: Nullable(Type.Array(Type.Unknown())),
+  latency: Nullable(CallLatency, 'null: the call has no timed turns (not the built-in voice engine, never answered, or ended before turns were timed)'),
   speech_seconds: Type.Object({
     recognised: Type.Number({ description: 'the caller\'s speech recognised' }),
     synthesised: Type.Number({ description: 'the agent\'s speech synthesised' })

@@ -6,7 +6,7 @@ import { calendarDay, dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
 import { badRequest } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv, sendCostsCsv } from '../calls/export.ts'
-import { dailyCallsByAgent, dailyMetrics, sentimentCounts, type CallFilter } from '../calls/queries.ts'
+import { dailyCallsByAgent, dailyMetrics, latencyMetrics, sentimentCounts, type CallFilter } from '../calls/queries.ts'
 import { costsBreakdown } from '../calls/reports.ts'
 import { barChart, columnChart, formatNumber, keepLargest, SERIES_COLOURS, stackedColumnChart, type Bar, type Series } from './charts.ts'
 import { notADay } from './fields.ts'
@@ -67,6 +67,7 @@ interface Figures {
   dayAgents: Array<{ date: string, agent_id: string, calls: number }>
   sentiments: Record<string, number>
   costs: Awaited<ReturnType<typeof costsBreakdown>>
+  latency: Awaited<ReturnType<typeof latencyMetrics>>
 }
 
 /** Sums of rows per period (a day, or a month for long ranges), in order; every period of the range is present. */
@@ -77,7 +78,7 @@ function byPeriod<T extends { date: string }> (rows: T[], periods: string[], per
   return sums
 }
 
-function charts (form: Form, { days, dayAgents, sentiments, costs }: Figures) {
+function charts (form: Form, { days, dayAgents, sentiments, costs, latency }: Figures) {
   const calls = days.reduce((n, day) => n + day.calls, 0)
   if (calls === 0) return html`<p>No calls in this range.</p>`
   const span = `from ${form.from} to ${form.to}`
@@ -117,6 +118,7 @@ function charts (form: Form, { days, dayAgents, sentiments, costs }: Figures) {
   <dt>Calls</dt><dd>${formatNumber(calls)}</dd>
   <dt>Minutes</dt><dd>${formatNumber(totalMinutes)}</dd>
   <dt>Credits</dt><dd>${formatNumber(costs.totals.total_credits)} (1 credit = 1 US cent)</dd>
+  ${latency !== null && html`<dt>Caller waited</dt><dd>${formatNumber(latency.e2e.p50)} ms p50, ${formatNumber(latency.e2e.p90)} ms p90 (over ${formatNumber(latency.e2e.num)} answered turns of ${formatNumber(latency.calls)} timed ${latency.calls === 1 ? 'call' : 'calls'})</dd>`}
 </dl>
 <h2>Call minutes per ${period}</h2>
 ${columnChart({
@@ -189,13 +191,14 @@ export async function consoleAnalyticsRoutes (app: FastifyInstance, { db, limits
     const agents = (await listAgents(db, session.userId, { limit: MAX_AGENT_OPTIONS })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
     const { form, range, filter, problem } = parseForm(request.query as Record<string, unknown>, Date.now())
     if (problem !== undefined) return sendPage(reply, 400, analyticsPage({ viewer, form, agents, error: problem }))
-    const [days, dayAgents, sentiments, costs] = await Promise.all([
+    const [days, dayAgents, sentiments, costs, latency] = await Promise.all([
       dailyMetrics(db, session.userId, filter!, range!),
       dailyCallsByAgent(db, session.userId, filter!, range!),
       sentimentCounts(db, session.userId, filter!, range!),
-      costsBreakdown(db, session.userId, 'agent', filter!, range!)
+      costsBreakdown(db, session.userId, 'agent', filter!, range!),
+      latencyMetrics(db, session.userId, filter!, range!)
     ])
-    return sendPage(reply, 200, analyticsPage({ viewer, form, agents, figures: { days, dayAgents, sentiments, costs } }))
+    return sendPage(reply, 200, analyticsPage({ viewer, form, agents, figures: { days, dayAgents, sentiments, costs, latency } }))
   })
 
   app.get('/analytics/calls.csv', HIDDEN, async (request, reply) => {

@@ -8,6 +8,7 @@ import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.t
 import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
+import { formatNumber } from './charts.ts'
 import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
@@ -136,6 +137,34 @@ function transcriptLine (item: Detail['transcription'][number], start: number): 
   return html`<li>${offset} <strong>${speakers[item.speaker] ?? item.speaker}:</strong> ${item.content}</li>`
 }
 
+const ms = (value: number | null) => value === null ? '—' : `${formatNumber(Math.round(value))} ms`
+
+// The stages of a turn as the latency table shows them, in the order they happen.
+const LATENCY_COLUMNS = [
+  { label: 'End of turn', turn: 'end_of_turn_ms', stat: 'end_of_turn' },
+  { label: 'Transcription', turn: 'transcription_ms', stat: 'transcription' },
+  { label: 'Model', turn: 'llm_ms', stat: 'llm' },
+  { label: 'Speech', turn: 'tts_ms', stat: 'tts' },
+  { label: 'Caller waited', turn: 'e2e_ms', stat: 'e2e' }
+] as const
+
+/** Each answered turn's times and the call's p50 and p90 per stage; nothing for a call without timed turns. */
+function latencySection (latency: Detail['latency'], start: number): SafeHtml | false {
+  if (latency === null) return false
+  const percentileRow = (name: 'p50' | 'p90') => html`<tr><th scope="row">${name}</th>${LATENCY_COLUMNS.map((column) =>
+    html`<td class="number">${ms(latency[column.stat]?.[name] ?? null)}</td>`)}</tr>`
+  return html`<h2>Latency</h2>
+<p>Caller waited: <strong>${ms(latency.e2e.p50)}</strong> p50, <strong>${ms(latency.e2e.p90)}</strong> p90 over ${latency.e2e.num} ${latency.e2e.num === 1 ? 'turn' : 'turns'}.</p>
+<div class="table"><table>
+  <caption>Each answered turn, from the end of the caller's speech</caption>
+  <thead><tr><th scope="col">Turn</th>${LATENCY_COLUMNS.map((column) => html`<th scope="col" class="number">${column.label}</th>`)}</tr></thead>
+  <tbody>${latency.turns.map((turn, i) => html`<tr><th scope="row">${i + 1} <span class="hint">${duration(Math.max(0, turn.at - start))}</span></th>${
+    LATENCY_COLUMNS.map((column) => html`<td class="number">${ms(turn[column.turn])}</td>`)}</tr>`)}</tbody>
+  <tfoot>${percentileRow('p50')}${percentileRow('p90')}</tfoot>
+</table></div>
+<p class="hint">End of turn: the caller stopped speaking until the agent decided the turn was over. Transcription: until the turn's last words. Model: from its request to its first token. Speech: from the answer's first text to its first audio. Caller waited: from the end of the caller's speech to the agent's first audio. A dash: the call's providers have no such stage (a realtime model hears and speaks itself).</p>`
+}
+
 const valueText = (value: unknown) => typeof value === 'string' ? value : JSON.stringify(value)
 
 function lastAttempt (row: DeliveryRow) {
@@ -189,6 +218,7 @@ ${extracted.length > 0 && html`<h2>Extracted fields</h2>
 ${call.transcription.length === 0
   ? html`<p>No transcript.</p>`
   : html`<ol class="transcript">${call.transcription.map((item) => transcriptLine(item, call.start_timestamp))}</ol>`}
+${latencySection(call.latency, call.start_timestamp)}
 <h2>Credits</h2>
 <div class="table"><table>
   <thead><tr><th scope="col">Phone</th><th scope="col">Web</th><th scope="col">SMS</th><th scope="col">Forwarding</th><th scope="col">Total</th></tr></thead>

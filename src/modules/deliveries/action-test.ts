@@ -54,6 +54,7 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
     collected_data: {},
     transfer_history: [],
+    latency: null,
     runtime: 'external',
     access_token_hash: null,
     access_token_expires_at: null,
