@@ -8,6 +8,7 @@
 // threshold, at a level near the clip's, is the clip, once 30 ms more do not find a better one. Noise alone
 // (a knock, a fan, music, babble) matches no clip and is heard as no words.
 import { FRAME_SAMPLES, mulawDecode, mulawEncode, resample, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
+import type { DeepgramHearing, DeepgramStream } from '../../test/helpers/deepgram-standin.ts'
 import type { LoadedCorpus } from './turns-corpus.ts'
 
 /** 10 ms of audio at 16 kHz: the envelope's resolution. */
@@ -29,7 +30,7 @@ const SETTLE_HOPS = 3
  * A clip starts after a pause, not as a noise ends or between the bursts of a cough: the PRE hops (200 ms) before
  * it are at most QUIET above the noise (natural log of energy, per band on average: 1.4 is 6 dB).
  */
-const PRE = 28
+const PRE = 20
 const QUIET = 1.4
 /** Clips of other words that fit a clip's start within this are told apart over more of it, as it goes on. */
 const RIVAL = 0.05
@@ -277,14 +278,83 @@ function centred (values: Float64Array): { values: Float64Array, mean: number, n
   return { values, mean, norm: Math.sqrt(norm) }
 }
 
-/**
- * The words of a clip heard, as a streaming recogniser gives them: spread evenly over the clip, each known once
- * its audio has come. `at` is the audio time (ms) by which word i has been spoken.
- */
-export function wordTimes (heard: Heard): Array<{ at: number, text: string }> {
+/** A word is recognised this long after its audio has come; a clip's final result this long after its end. */
+const WORD_DELAY_MS = 100
+const FINAL_DELAY_MS = 120
+
+/** The words of a clip, spread evenly over it: `at` is the audio time (ms) by which word i has been spoken. */
+function wordTimes (heard: Heard): number[] {
   const { words } = heard.clip
-  return words.map((_, i) => ({ at: heard.startMs + (i + 1) * heard.clip.ms / words.length, text: words.slice(0, i + 1).join(' ') }))
+  return words.map((_, i) => heard.startMs + (i + 1) * heard.clip.ms / words.length)
 }
 
 /** An interim transcript has no final punctuation yet. */
-export const interimText = (text: string) => text.replace(/[.?!]+$/, '')
+const interimText = (text: string) => text.replace(/[.?!]+$/, '')
+
+/**
+ * The recogniser behind Deepgram's live protocol (test/helpers/deepgram-standin.ts gives the wire): interim
+ * results word by word, each WORD_DELAY_MS after its audio has come, then the clip's final result (with its
+ * punctuation, `speech_final`: a pause follows every clip) FINAL_DELAY_MS after its end. Results tile the stream as
+ * Deepgram's do: the silence before a clip is an empty final result, so a clip's results start where it starts.
+ * Finalize makes final at once the words whose audio has come.
+ */
+export function deepgramHearing (vocabulary: Vocabulary, stream: DeepgramStream): DeepgramHearing {
+  const listener = vocabulary.listen(stream.language ?? undefined)
+  /** Audio received, and where the last final result ended (ms of the stream). */
+  let receivedMs = 0
+  let finalMs = 0
+  /** The clip being spoken: its words' times, how many have been scheduled, and how many are final. */
+  let current: { heard: Heard, times: number[], scheduled: number, final: number, ended: boolean } | undefined
+
+  const final = (text: string, endMs: number, fields: { speech_final: boolean, from_finalize?: boolean }) => {
+    stream.result(text, { is_final: true, start: finalMs / 1000, duration: Math.max(0, endMs - finalMs) / 1000, ...fields })
+    finalMs = Math.max(finalMs, endMs)
+  }
+  const wordsOf = (clip: NonNullable<typeof current>, to: number) => {
+    const text = clip.heard.clip.words.slice(clip.final, to).join(' ')
+    return to === clip.times.length ? text : interimText(text)
+  }
+  const later = (ms: number, fn: () => void) => { setTimeout(fn, Math.max(0, ms)) }
+
+  const schedule = () => {
+    const clip = current
+    if (clip === undefined) return
+    for (; clip.scheduled < clip.times.length && clip.times[clip.scheduled] <= receivedMs; clip.scheduled++) {
+      const i = clip.scheduled
+      const at = clip.times[i]
+      later(at + WORD_DELAY_MS - receivedMs, () => {
+        if (i < clip.final) return
+        stream.result(interimText(wordsOf(clip, i + 1)), { is_final: false, speech_final: false, start: finalMs / 1000, duration: Math.max(0, at - finalMs) / 1000 })
+      })
+    }
+    if (clip.scheduled === clip.times.length && !clip.ended) {
+      clip.ended = true
+      later(clip.heard.endMs + FINAL_DELAY_MS - receivedMs, () => {
+        if (clip.final < clip.times.length) final(wordsOf(clip, clip.times.length), clip.heard.endMs, { speech_final: true })
+        clip.final = clip.times.length
+      })
+    }
+  }
+
+  return {
+    audio: (pcm) => {
+      const pcm16 = stream.rate === SAMPLE_RATE ? pcm : resample(pcm, stream.rate, SAMPLE_RATE)
+      receivedMs += pcm16.length * 1000 / SAMPLE_RATE
+      for (const heard of listener.push(pcm16)) {
+        if (heard.startMs > finalMs) final('', heard.startMs, { speech_final: false })
+        current = { heard, times: wordTimes(heard), scheduled: 0, final: 0, ended: false }
+      }
+      schedule()
+    },
+    finalize: (fromFinalize) => {
+      const clip = current
+      let text = ''
+      if (clip !== undefined && clip.final < clip.times.length) {
+        const spoken = clip.times.filter((at) => at <= receivedMs).length
+        if (spoken > clip.final) text = wordsOf(clip, spoken)
+        clip.final = Math.max(clip.final, spoken)
+      }
+      final(text, receivedMs, { speech_final: false, ...(fromFinalize ? { from_finalize: true } : {}) })
+    }
+  }
+}
