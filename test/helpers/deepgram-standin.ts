@@ -9,7 +9,8 @@ import { bufferToPcm, rms } from '../../src/modules/voice/audio.ts'
 // A stand-in for Deepgram's live transcription (wss://api.deepgram.com/v1/listen) on loopback. The handshake
 // checks what Deepgram checks: `Authorization: Token <key>` (else 401 with a dg-error header and
 // { err_code, err_msg }), and an `encoding` that comes with its `sample_rate` (else 400). Binary messages are
-// the audio; it hears speech by its loudness. While it hears a scripted utterance it sends interim `Results`
+// the audio; it hears speech by its loudness (or, with `hearing` set, a recogniser of its own hears it and
+// answers: bench:turns'). While it hears a scripted utterance it sends interim `Results`
 // (one more word of the script per 100 ms of speech); it finalizes on its own after `endpointingMs` of silence
 // (`is_final`, `speech_final`) and at each `Finalize` (`from_finalize`), each result placed in the stream by
 // `start` and `duration`. `KeepAlive` is taken silently; `CloseStream` answers Metadata and closes; a stream
