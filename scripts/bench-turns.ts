@@ -1,4 +1,4 @@
-// npm run bench:turns [-- --transport browser|twilio|both] [--engine cascade|realtime|both] [--cases <regex>] [--smoke]
+// npm run bench:turns [-- --transport browser|twilio|both] [--engine cascade|realtime|both] [--stt deepgram|batch] [--cases <regex>] [--smoke]
 // — turn-taking, scored from outside. Synthetic callers with known truths (test/fixtures/turns/, made by
 // scripts/turns-corpus.ts) phone or web-call agents of a server of its own (CALL_RUNTIME=voice) whose providers
 // are stand-ins that answer at once, in real time (one 20 ms frame every 20 ms), over the browser's protocol and
@@ -17,12 +17,12 @@ import { createApiKey, createUser, findUser } from '../src/modules/users/queries
 import { openWebCall } from '../test/helpers/voice-client.ts'
 import { benchDatabase, quantile, startServer, table } from './bench/lib.ts'
 import { CallerAudio, eventAudio, loadCorpus, type Case, type TalkCase, type TurnCase } from './bench/turns-corpus.ts'
-import { apiPoster, benchTwilio, providerEnv, startStandins, type EngineName } from './bench/voice.ts'
+import { apiPoster, benchTwilio, providerEnv, startStandins, type EngineName, type SttName } from './bench/voice.ts'
 import { readArgs, usageError } from './args.ts'
 
 const BENCH = {
   name: 'bench:turns',
-  usage: `usage: npm run bench:turns [-- --transport browser|twilio|both] [--engine cascade|realtime|both] [--cases <regex>] [--smoke]
+  usage: `usage: npm run bench:turns [-- --transport browser|twilio|both] [--engine cascade|realtime|both] [--stt deepgram|batch] [--cases <regex>] [--smoke]
 
 Turn-taking scored from outside: synthetic callers with known truths (test/fixtures/turns/) talk in real time
 to agents of a server of its own whose providers answer at once; end-of-turn latency, false cut-offs, false
@@ -30,6 +30,8 @@ and missed barge-ins, barge-in reaction time and callers never heard, without an
 
   --transport browser|twilio|both   the browser's WebSocket, phone calls through a Twilio stand-in, or both (default both)
   --engine cascade|realtime|both    the engine of the agents (default cascade)
+  --stt deepgram|batch              the cascade's recogniser: Deepgram's live API with a stand-in that hears the
+                                    corpus's words (default), or a request after each turn, heard as "Hello."
   --cases <regex>                   only the cases whose id matches (ids are in test/fixtures/turns/corpus.json)
   --smoke                           five cases, to check that the harness works (CI)
   --concurrency <n>                 calls at once (default 6)
@@ -41,6 +43,7 @@ const { values } = readArgs(BENCH, {
   options: {
     transport: { type: 'string', default: 'both' },
     engine: { type: 'string', default: 'cascade' },
+    stt: { type: 'string', default: 'deepgram' },
     cases: { type: 'string' },
     smoke: { type: 'boolean', default: false },
     concurrency: { type: 'string', default: '6' },
@@ -55,6 +58,8 @@ const both = <T extends string>(value: string, names: T[], option: string): T[] 
 }
 const transports = both<Transport>(values.transport, ['browser', 'twilio'], 'transport')
 const engines = both<EngineName>(values.engine, ['cascade', 'realtime'], 'engine')
+if (!['deepgram', 'batch'].includes(values.stt)) usageError(BENCH, `--stt is deepgram or batch, got ${values.stt}`)
+const stt = values.stt as SttName
 const concurrency = Number(values.concurrency)
 if (!Number.isInteger(concurrency) || concurrency < 1) usageError(BENCH, `--concurrency is a number of calls, got ${values.concurrency}`)
 let filter: RegExp | undefined
@@ -109,7 +114,7 @@ const user = await findUser(db, 'bench-turns@localhost') ?? await createUser(db,
 await db.updateTable('api_keys').set({ revoked_at: new Date() }).where('user_id', '=', user.id).where('revoked_at', 'is', null).execute()
 const api = apiPoster((await createApiKey(db, user.id, { name: 'bench-turns' })).key)
 
-const standins = await Promise.all(engines.map(async (engine) => ({ engine, ...await startStandins(engine) })))
+const standins = await Promise.all(engines.map(async (engine) => await startStandins(engine, stt)))
 interface AgentKey { engine: EngineName, language: Case['language'], kind: Case['kind'] }
 const agentKeys: AgentKey[] = engines.flatMap((engine) => (['en', 'de'] as const).flatMap((language) => (['turn', 'talk'] as const).map((kind) => ({ engine, language, kind }))))
 const numbers = agentKeys.map((_, i) => `+14155550${200 + i}`)
@@ -118,7 +123,7 @@ const server = await startServer('src/main.ts', {
   DATABASE_URL: database.url,
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: engines[0],
-  ...Object.assign({}, ...standins.map((s) => providerEnv(s.engine, s.url))),
+  ...Object.assign({}, ...standins.map(providerEnv)),
   ...phone?.env
 }, '/health')
 phone?.route(server.url)
@@ -179,12 +184,12 @@ async function openLine (transport: Transport, agent: { id: string, number: stri
   }
 }
 
-/** The user turns of a call's stored transcript, once it has ended: when the server heard each begin (performance.now() time). */
-async function userTurns (callId: string): Promise<number[]> {
+/** The user turns of a call's stored transcript, once it has ended: when the server heard each begin (performance.now() time), and its words. */
+async function userTurns (callId: string): Promise<Array<{ at: number, words: string }>> {
   for (let i = 0; i < 300; i++) {
     const row = await db.selectFrom('calls').select(['call_status', 'transcription']).where('id', '=', callId).executeTakeFirstOrThrow()
     if (row.call_status !== 'started') {
-      return ((row.transcription ?? []) as TranscriptItem[]).filter((item) => item.speaker === 'user').map((item) => item.timestamp - performance.timeOrigin)
+      return ((row.transcription ?? []) as TranscriptItem[]).filter((item) => item.speaker === 'user').map((item) => ({ at: item.timestamp - performance.timeOrigin, words: item.content }))
     }
     await sleep(100)
   }
@@ -199,7 +204,7 @@ interface Played {
   wall: (ms: number) => number
   frames: Array<{ at: number, ms: number }>
   clears: number[]
-  turns: number[]
+  turns: Array<{ at: number, words: string }>
   /** When the caller's audio ended. */
   end: number
   /** A talk case's event: where it was placed in the caller's audio, and its length. */
@@ -299,6 +304,8 @@ interface Outcome {
   /** The control: how much of the begin message played. */
   playedMs?: number
   note?: string
+  /** The words of the user turns the server stored (--details). */
+  said?: string[]
 }
 
 function scoreTurn (played: Played, c: TurnCase): Outcome {
@@ -307,7 +314,7 @@ function scoreTurn (played: Played, c: TurnCase): Outcome {
   const answers = spans(played.frames, played.clears).filter((s) => s.start >= start)
   const early = answers.find((s) => s.start < end)
   const answer = answers.find((s) => s.start >= end && s.start <= end + HEARD_MS)
-  const turns = played.turns.filter((at) => at >= start - TURN_SLACK_MS && at <= end).length
+  const turns = played.turns.filter(({ at }) => at >= start - TURN_SLACK_MS && at <= end).length
   const note = early === undefined ? undefined : `answer began ${Math.round(end - early.start)} ms before the end`
   return {
     run: played.run,
@@ -355,7 +362,8 @@ async function runAll (runs: Run[], score: (played: Played) => Outcome): Promise
   await Promise.all(Array.from({ length: Math.min(concurrency, runs.length) }, async () => {
     for (let run = queue.shift(); run !== undefined; run = queue.shift()) {
       try {
-        outcomes.push(score(await play(run)))
+        const played = await play(run)
+        outcomes.push({ ...score(played), said: played.turns.map((turn) => turn.words) })
       } catch (err) {
         outcomes.push({ run, error: err instanceof Error ? err.message : String(err) })
       }
@@ -422,7 +430,8 @@ if (values.details) {
         : o.playedMs !== undefined
           ? `control: ${Math.round(o.playedMs)} ms of the begin message played${o.stopped === true ? ', STOPPED' : ''}`
           : `${o.stopped === true ? (o.early === true ? 'STOPPED before the event' : 'STOPPED') : 'went on'}${o.paused === true ? ' (paused)' : ''}${o.note === undefined ? '' : ` (${o.note})`}`
-    process.stdout.write(`${o.run.engine.padEnd(8)} ${o.run.transport.padEnd(7)} ${o.run.c.id.padEnd(40)} ${what}\n`)
+    const said = o.said === undefined || o.said.length === 0 ? '' : `; heard ${o.said.map((words) => JSON.stringify(words)).join(', ')}`
+    process.stdout.write(`${o.run.engine.padEnd(8)} ${o.run.transport.padEnd(7)} ${o.run.c.id.padEnd(40)} ${what}${said}\n`)
   }
 }
 
@@ -469,7 +478,7 @@ const summaryRows = [...transports.map((t) => [t, scored.filter((o) => o.run.tra
     }
   }))
 
-process.stdout.write(`\n${engines.join(' and ')} engine over ${transports.join(' and ')}; commit ${commit}; providers answer at once\n`)
+process.stdout.write(`\n${engines.join(' and ')} engine over ${transports.join(' and ')}${engines.includes('cascade') ? `, ${stt} recogniser` : ''}; commit ${commit}; providers answer at once\n`)
 for (const o of controlOutcomes.filter((c) => c.error === undefined)) {
   process.stdout.write(`control (${controlKey(o.run)}): ${Math.round(o.playedMs!)} ms of the begin message heard${o.stopped === true ? ', STOPPED by silence: the figures below are wrong' : ''}\n`)
 }
@@ -488,6 +497,8 @@ process.stdout.write('\n' + JSON.stringify({
   cases: scored.length,
   errors: errors.length,
   engine: engines.join(','),
+  // The cascade's recogniser (the realtime engine hears with its own).
+  stt: engines.includes('cascade') ? stt : null,
   transport: transports.join(','),
   commit,
   at: new Date().toISOString()

@@ -75,7 +75,7 @@ const env: Record<string, string> = {
   DATABASE_URL: database.url,
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: engine,
-  ...providerEnv(engine, standins.url),
+  ...providerEnv(standins),
   ...(phone !== undefined && {
     ...phone.env,
     // The server's own count of late frames comes from its log line at each call's end (a phone has no `ended` event).

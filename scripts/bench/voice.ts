@@ -5,24 +5,32 @@ import path from 'node:path'
 import { createTwilioStandIn, sid } from '../../test/helpers/twilio-stand-in.ts'
 
 export type EngineName = 'cascade' | 'realtime'
+/** The cascade's recogniser: today's request after each turn ("Hello."), or Deepgram's live API with the corpus's recogniser. */
+export type SttName = 'batch' | 'deepgram'
+export const DEEPGRAM_KEY = 'bench-deepgram-key'
 
 /**
  * The stand-ins of an engine's providers (scripts/bench/standins.ts) in a process of their own, so that the
- * callers' load on the benchmark's process never delays their answers. They answer at once: "Hello." heard,
- * "You said: Hello." spoken (0.8 s; the realtime stand-in's "Hi, how can I help?" 0.95 s).
+ * callers' load on the benchmark's process never delays their answers. They answer at once: "Hello." heard (with
+ * `deepgram`, the cascade hears the corpus's words: scripts/bench/recogniser.ts), "You said: Hello." spoken (0.8 s;
+ * the realtime stand-in's "Hi, how can I help?" 0.95 s).
  */
-export async function startStandins (engine: EngineName): Promise<{ url: string, stop: () => void }> {
-  const child = spawn(process.execPath, [path.join(import.meta.dirname, 'standins.ts'), engine], { stdio: ['ignore', 'pipe', 'inherit'] })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { url: string }).url))
+export async function startStandins (engine: EngineName, stt: SttName = 'batch'): Promise<Standins> {
+  const child = spawn(process.execPath, [path.join(import.meta.dirname, 'standins.ts'), engine, stt], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const urls = await new Promise<{ url: string, sttStreamUrl?: string }>((resolve, reject) => {
+    child.stdout.once('data', (line: Buffer) => resolve(JSON.parse(line.toString()) as { url: string, sttStreamUrl?: string }))
     child.once('exit', (code) => reject(new Error(`the stand-ins exited with ${code}`)))
   })
-  return { url, stop: () => child.kill() }
+  return { engine, ...urls, stop: () => child.kill() }
 }
 
-/** The server's provider settings for an engine whose stand-ins listen at `url`. */
-export const providerEnv = (engine: EngineName, url: string): Record<string, string> =>
-  engine === 'cascade' ? { STT_URL: url, LLM_URL: url, TTS_URL: url } : { REALTIME_URL: url }
+export interface Standins { engine: EngineName, url: string, sttStreamUrl?: string, stop: () => void }
+
+/** The server's provider settings for an engine's stand-ins. */
+export const providerEnv = ({ engine, url, sttStreamUrl }: Standins): Record<string, string> =>
+  engine === 'realtime'
+    ? { REALTIME_URL: url }
+    : { LLM_URL: url, TTS_URL: url, ...(sttStreamUrl === undefined ? { STT_URL: url } : { STT_PROVIDER: 'deepgram', STT_STREAM_URL: sttStreamUrl, DEEPGRAM_API_KEY: DEEPGRAM_KEY }) }
 
 /**
  * Phone calls: Twilio is a stand-in in the benchmark's process (it is the callers' side of the line) offering

@@ -9,7 +9,8 @@ import { bufferToPcm, rms } from '../../src/modules/voice/audio.ts'
 // A stand-in for Deepgram's live transcription (wss://api.deepgram.com/v1/listen) on loopback. The handshake
 // checks what Deepgram checks: `Authorization: Token <key>` (else 401 with a dg-error header and
 // { err_code, err_msg }), and an `encoding` that comes with its `sample_rate` (else 400). Binary messages are
-// the audio; it hears speech by its loudness. While it hears a scripted utterance it sends interim `Results`
+// the audio; it hears speech by its loudness (or, with `hearing` set, a recogniser of its own hears it and
+// answers: bench:turns'). While it hears a scripted utterance it sends interim `Results`
 // (one more word of the script per 100 ms of speech); it finalizes on its own after `endpointingMs` of silence
 // (`is_final`, `speech_final`) and at each `Finalize` (`from_finalize`), each result placed in the stream by
 // `start` and `duration`. `KeepAlive` is taken silently; `CloseStream` answers Metadata and closes; a stream
@@ -26,6 +27,23 @@ export interface DeepgramConnection {
   closeCode?: number
 }
 
+/** One stream, as a recogniser put in place of the script (`hearing`) sees it. */
+export interface DeepgramStream {
+  /** The stream's sample rate and `language` parameter. */
+  rate: number
+  language: string | null
+  /** Sends a Results message; `start` and `duration` place it in the stream (seconds). */
+  result: (transcript: string, fields: { is_final: boolean, speech_final: boolean, start: number, duration: number, from_finalize?: boolean }) => void
+}
+
+/** A recogniser in place of the loudness and the script: it gets the audio and answers through `DeepgramStream.result`. */
+export interface DeepgramHearing {
+  /** Audio as received (mono samples at the stream's rate). */
+  audio: (pcm: Int16Array) => void
+  /** Finalize (`fromFinalize`) or CloseStream: what it has heard, final at once. */
+  finalize: (fromFinalize: boolean) => void
+}
+
 export interface DeepgramStandin {
   /** ws://127.0.0.1:port/v1/listen, for STT_STREAM_URL. */
   url: string
@@ -39,6 +57,8 @@ export interface DeepgramStandin {
   answerFinalize: boolean
   /** A stream without audio or KeepAlive for this long is closed (Deepgram: 10 s). */
   idleMs: number
+  /** When set, each stream's recogniser (the benchmark's: scripts/bench/standins.ts); `transcripts` and `endpointingMs` are not used then. */
+  hearing?: (stream: DeepgramStream) => DeepgramHearing
   openConnections: () => number
   /** Closes every stream as Deepgram does on an internal failure (1011). */
   fail: (reason?: string) => void
@@ -122,6 +142,7 @@ export async function startDeepgramStandin (t: Test, apiKey = 'dg-test-key'): Pr
       metadata: { request_id: requestId, model_info: { name: url.searchParams.get('model') ?? 'general', version: 'stand-in', arch: 'stand-in' }, model_uuid: randomUUID() },
       ...extra
     })
+    const hearing = standin.hearing?.({ rate, language: url.searchParams.get('language'), result: (text, fields) => result(text, fields.is_final, fields) })
     const heard = () => utterance === undefined ? '' : utterance.words.slice(0, Math.max(1, Math.ceil(utterance.spokenMs / 100))).join(' ')
     const finalize = (extra: Record<string, unknown> = {}) => {
       result(utterance === undefined ? '' : utterance.words.join(' '), true, extra)
@@ -142,11 +163,15 @@ export async function startDeepgramStandin (t: Test, apiKey = 'dg-test-key'): Pr
         connection.messages.push({ type: String(message.type) })
         if (message.type === 'KeepAlive') return
         if (message.type === 'Finalize') {
-          if (standin.answerFinalize) finalize({ from_finalize: true })
+          if (standin.answerFinalize) {
+            if (hearing === undefined) finalize({ from_finalize: true })
+            else hearing.finalize(true)
+          }
           return
         }
         if (message.type === 'CloseStream') {
-          if (received > finalizedAt) finalize()
+          if (hearing !== undefined) hearing.finalize(false)
+          else if (received > finalizedAt) finalize()
           send({ type: 'Metadata', transaction_key: 'deprecated', request_id: requestId, sha256: '', created: new Date().toISOString(), duration: seconds(received), channels })
           socket.close(1000)
           return
@@ -159,6 +184,12 @@ export async function startDeepgramStandin (t: Test, apiKey = 'dg-test-key'): Pr
       const whole = bytes.length - bytes.length % (2 * channels)
       pending = bytes.subarray(whole)
       const pcm = bufferToPcm(bytes.subarray(0, whole))
+      if (hearing !== undefined) {
+        received += pcm.length / channels
+        connection.audioSeconds = seconds(received)
+        hearing.audio(pcm)
+        return
+      }
       const frame = Math.round(rate / 50) * channels
       for (let offset = 0; offset < pcm.length; offset += frame) {
         const chunk = pcm.subarray(offset, offset + frame)

@@ -26,6 +26,7 @@ t.test('npm run bench:turns -- --smoke plays its cases over both transports and 
   t.equal(result.cases, 10, 'five cases over two transports')
   t.equal(result.transport, 'browser,twilio')
   t.equal(result.engine, 'cascade')
+  t.equal(result.stt, 'deepgram', 'by default the cascade hears the corpus words through the Deepgram stand-in')
   for (const [name, figures] of [['clean', figuresOf(result)], ['noisy', result.noisy], ['10 dB', result.by_snr['10']], ['20 dB', result.by_snr['20']]] as const) {
     t.same(Object.keys(figures).sort(), FIGURES, `${name}: every figure`)
     t.ok(latency(figures.eot_ms) && latency(figures.barge_in_reaction_ms), `${name}: latencies are p50 and p90 in ms`)
@@ -45,6 +46,7 @@ t.test('a wrong option is one line and exit 2', async (t) => {
   const cases: Array<[string[], string]> = [
     [['--transport', 'fax'], '--transport is browser, twilio or both, got fax'],
     [['--engine', 'fast'], '--engine is cascade, realtime or both, got fast'],
+    [['--stt', 'whisper'], '--stt is deepgram or batch, got whisper'],
     [['--cases', '('], '--cases is a regular expression, got ('],
     [['--cases', 'no-such-case'], 'no case matches no-such-case'],
     [['--concurrency', '0'], '--concurrency is a number of calls, got 0']
