@@ -82,14 +82,13 @@ export async function replayCall (options: ReplayOptions): Promise<string> {
 
     write(`finding the caller's speech in ${(caller.length / SAMPLE_RATE).toFixed(1)} s of call ${callId}…`)
     const segments = await speechOf(caller)
-    // The recording began when the caller's stream opened (joined_at); the transcript's times are epoch ms.
-    const opened = (call.joined_at ?? call.start_timestamp).getTime()
-    const turns = originalTurns(call.transcription ?? [], opened, segments, agentSpans(agentTrack))
-
-    const until = Math.max(caller.length / SAMPLE_RATE * 1000, ...turns.flatMap((t) => t.speech.at(-1)?.end ?? []).map((end) => end + HEARD_MS))
+    const until = Math.max(caller.length / SAMPLE_RATE * 1000, (segments.at(-1)?.end ?? 0) + HEARD_MS)
     write(`replaying it to agent ${agent.id} (${agent.agent_name}) in real time: ${(until / 1000).toFixed(1)} s; the replay is a new web call of the account`)
     const played = await play(db, options, call.user_id, agent.id, { replay_of: callId }, call.dynamic_context, caller, until)
-    return report(callId, played, turns, segments)
+    const transcript = call.transcription ?? []
+    const replayed = played.userTurns.map(played.track)
+    const offset = recordingStart(transcript, (call.joined_at ?? call.start_timestamp).getTime(), segments, turnDelay(replayed, segments))
+    return report(callId, played, replayed, originalTurns(transcript, offset, segments, agentSpans(agentTrack)), segments)
   } finally {
     await pool.end()
   }
@@ -148,20 +147,54 @@ function agentSpans (pcm: Int16Array): Segment[] {
   return out
 }
 
+/** The speech a user turn began in (the last to start before it, give or take TURN_SLACK_MS). */
+const speechOfTurn = (segments: Segment[], at: number) => segments.findLast((s) => s.start <= at + TURN_SLACK_MS)
+
+/** How long after the start of the speech the replay's server began a user turn (the median); 0 with none. */
+function turnDelay (replayed: number[], segments: Segment[]): number {
+  const delays = replayed.flatMap((at) => {
+    const speech = speechOfTurn(segments, at)
+    return speech === undefined || at - speech.start > HEARD_MS ? [] : [at - speech.start]
+  }).sort((a, b) => a - b)
+  return delays.length === 0 ? 0 : delays[Math.floor(delays.length / 2)]
+}
+
+/**
+ * When the recording began (epoch ms). Stored is only when the caller's stream opened (joined_at), and the recording
+ * starts a moment off it (by a few hundred ms, measured); so it is the start within 2 s of that which best lays the
+ * original's user turns on the caller's speech, each `delay` after the speech it began in (the replay's delay, which
+ * the same server's detector has on the same audio). One offset for the whole call: it cannot hide a turn split,
+ * joined, missed or moved against the others.
+ */
+function recordingStart (transcript: TranscriptItem[], opened: number, segments: Segment[], delay: number): number {
+  const users = transcript.filter((item) => item.speaker === 'user').map((item) => item.timestamp - delay)
+  const cost = (start: number) => users.reduce((sum, at) => sum + Math.min(1000, ...segments.map((s) => Math.abs(at - start - s.start))), 0)
+  let best = { start: opened, cost: cost(opened) }
+  for (const at of users) {
+    for (const s of segments) {
+      const start = at - s.start
+      if (Math.abs(start - opened) > 2000) continue
+      const c = cost(start)
+      if (c < best.cost || (c === best.cost && Math.abs(start - opened) < Math.abs(best.start - opened))) best = { start, cost: c }
+    }
+  }
+  return best.start
+}
+
 /**
  * The original's user turns with their speech: from the speech the turn began in (at most TURN_SLACK_MS after it
  * on the stored clock) up to the original's answer to it (the agent's first sound after its transcript item) or the
  * next user turn, whichever came first.
  */
-function originalTurns (transcript: TranscriptItem[], opened: number, segments: Segment[], agent: Segment[]): OriginalTurn[] {
-  const users = transcript.filter((item) => item.speaker === 'user').map((item) => item.timestamp - opened)
-  const answers = transcript.filter((item) => item.speaker === 'agent').map((item) => item.timestamp - opened)
+function originalTurns (transcript: TranscriptItem[], start: number, segments: Segment[], agent: Segment[]): OriginalTurn[] {
+  const users = transcript.filter((item) => item.speaker === 'user').map((item) => item.timestamp - start)
+  const answers = transcript.filter((item) => item.speaker === 'agent').map((item) => item.timestamp - start)
   return users.map((at, i) => {
     const next = users[i + 1] ?? Infinity
     const answered = answers.find((a) => a >= at && a < next)
     const answer = answered === undefined ? Infinity : agent.find((s) => s.start >= answered - TURN_SLACK_MS)?.start ?? Infinity
     const bound = Math.min(next - TURN_SLACK_MS, answer)
-    const first = segments.findLast((s) => s.start <= at + TURN_SLACK_MS)
+    const first = speechOfTurn(segments, at)
     // The speech it began in ended long before it (the detector offline heard nothing the server did): unscored.
     if (first === undefined || first.end < at - HEARD_MS) return { at, speech: [] }
     return { at, speech: segments.filter((s) => s.start >= first.start && (s === first || s.start < bound)) }
@@ -239,9 +272,8 @@ async function endedTranscript (db: ReturnType<typeof createDb>, callId: string)
 }
 
 /** Scores the replay against the original and writes it out. */
-function report (callId: string, played: Played, turns: OriginalTurn[], segments: Segment[]): string {
+function report (callId: string, played: Played, replayed: number[], turns: OriginalTurn[], segments: Segment[]): string {
   const { wall, heard } = played
-  const replayed = played.userTurns.map(played.track)
   // Boundaries: each original turn takes the first replayed turn not taken yet that began within BOUNDARY_MS of it.
   const matches: Array<number | undefined> = []
   let from = 0
