@@ -226,7 +226,7 @@ async function play (db: ReturnType<typeof createDb>, options: ReplayOptions, us
   try {
     await createQueues(boss, config)
     const url = await app.listen({ port: 0, host: '127.0.0.1' })
-    const call = await startWebCall(db, { boss, config }, userId, { agent_id: agentId, custom_data: customData, dynamic_context: dynamicContext as Record<string, string> })
+    const call = await startWebCall(db, { boss, config }, userId, { agent_id: agentId, custom_data: customData, dynamic_context: dynamicContext })
     const client = await openWebCall(url, call.access_token)
     const sent: number[] = []
     const t0 = performance.now()
