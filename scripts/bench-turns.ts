@@ -16,6 +16,7 @@ import { FRAME_MS } from '../src/modules/voice/audio.ts'
 import { createApiKey, createUser, findUser } from '../src/modules/users/queries.ts'
 import { openWebCall } from '../test/helpers/voice-client.ts'
 import { benchDatabase, quantile, startServer, table } from './bench/lib.ts'
+import { percentiles, rate, round, scoreUtterance, spans } from './bench/scoring.ts'
 import { CallerAudio, eventAudio, loadCorpus, type Case, type TalkCase, type TurnCase } from './bench/turns-corpus.ts'
 import { apiPoster, benchTwilio, providerEnv, startStandins, type EngineName, type SttName } from './bench/voice.ts'
 import { readArgs, usageError } from './args.ts'
@@ -71,21 +72,12 @@ try {
 
 /** A turn's answer is awaited this long after its true end before the caller hangs up. */
 const TAIL_MS = 3000
-/** An answer that starts later than this after the true end did not answer the turn: the caller was not heard. */
-const HEARD_MS = 3000
 /** A talk case goes on this long after its event, for a stop to show. */
 const TALK_TAIL_MS = 2500
-/**
- * Agent audio that does not go on within this long after the far end ran dry has stopped (or paused); a shorter
- * gap is jitter (frames late on a loaded machine), not a decision of the server.
- */
-const GAP_MS = 250
 /** A talk case whose agent played this much less of its begin message than the control has been stopped. */
 const SHORTFALL_MS = 200
 /** The begin message's first frame must come within this long. */
 const AGENT_TIMEOUT_MS = 10_000
-/** A user turn that the server began up to this long before the speech counts as the speech's (the stored timestamp is the server's clock). */
-const TURN_SLACK_MS = 300
 /** One of each kind: a pause that today's detector cuts, a finished sentence, a backchannel, a barge-in, one in noise. */
 const SMOKE_CASES = ['pause-en-number-700', 'finished-en-cancel', 'backchannel-en-yeah', 'barge-in-en-wait', 'finished-en-cancel-pink-10db']
 /** What the agents say first (talk cases speak over it): 9-10 s on the cascade, 3 s from the realtime stand-in. */
@@ -256,37 +248,6 @@ async function play (run: Run): Promise<Played> {
 
 // Scoring.
 
-/** A stretch of agent audio the caller heard without a break: from its first frame's arrival until it ran out or was cleared. */
-interface Span { start: number, end: number, ms: number, cleared: boolean }
-
-/** The agent audio as the far end plays it (each frame when it comes, or after the one before it), cut by clears. */
-function spans (frames: Played['frames'], clears: number[]): Span[] {
-  const out: Span[] = []
-  let current: Span | undefined
-  let playEnd = 0
-  const pending = [...clears]
-  const close = (at: number, cleared: boolean) => {
-    if (current === undefined) return
-    current.end = Math.min(playEnd, at)
-    current.ms -= Math.max(0, playEnd - at)
-    current.cleared = cleared && playEnd > at
-    current = undefined
-  }
-  for (const frame of frames) {
-    while (pending.length > 0 && pending[0] <= frame.at) close(pending.shift()!, true)
-    if (current !== undefined && frame.at > playEnd + GAP_MS) close(playEnd, false)
-    if (current === undefined) {
-      current = { start: frame.at, end: 0, ms: 0, cleared: false }
-      out.push(current)
-      playEnd = frame.at
-    }
-    playEnd = Math.max(playEnd, frame.at) + frame.ms
-    current.ms += frame.ms
-  }
-  close(pending[0] ?? playEnd, pending.length > 0)
-  return out
-}
-
 interface Outcome {
   run: Run
   error?: string
@@ -309,21 +270,7 @@ interface Outcome {
 }
 
 function scoreTurn (played: Played, c: TurnCase): Outcome {
-  const start = played.wall(c.truth.speech_start_ms)
-  const end = played.wall(c.truth.speech_end_ms)
-  const answers = spans(played.frames, played.clears).filter((s) => s.start >= start)
-  const early = answers.find((s) => s.start < end)
-  const answer = answers.find((s) => s.start >= end && s.start <= end + HEARD_MS)
-  const turns = played.turns.filter(({ at }) => at >= start - TURN_SLACK_MS && at <= end).length
-  const note = early === undefined ? undefined : `answer began ${Math.round(end - early.start)} ms before the end`
-  return {
-    run: played.run,
-    heard: answers.some((s) => s.start <= end + HEARD_MS),
-    cutOff: early !== undefined || turns > 1,
-    eotMs: answer === undefined ? undefined : answer.start - end,
-    turns,
-    note
-  }
+  return { run: played.run, ...scoreUtterance(played.wall(c.truth.speech_start_ms), played.wall(c.truth.speech_end_ms), spans(played.frames, played.clears), played.turns.map((turn) => turn.at)) }
 }
 
 function scoreTalk (played: Played, c: TalkCase, controlMs: number | undefined): Outcome {
@@ -388,12 +335,6 @@ await database.stop()
 
 // Figures.
 
-const round = (n: number | undefined, digits = 0) => n === undefined || Number.isNaN(n) ? null : Number(n.toFixed(digits))
-const percentiles = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return { p50: round(quantile(sorted, 0.5)), p90: round(quantile(sorted, 0.9)) }
-}
-const rate = (count: number, of: number) => of === 0 ? null : round(count / of, 3)
 const has = (o: Outcome, tag: string) => o.run.c.tags.includes(tag)
 const noisy = (o: Outcome) => o.run.c.noise !== undefined
 const snr = (o: Outcome) => o.run.c.noise?.snr_db

@@ -9,6 +9,7 @@
 //   npm run cli -- secrets rotate [--new-key <key>]
 //   npm run cli -- number import --user <id|email> --number <+E.164> [--name <nickname>]
 //   npm run cli -- numbers repoint
+//   npm run cli -- replay <call id> [--agent <id>]
 import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -24,6 +25,7 @@ import { createCarriers } from '../src/modules/phone-numbers/carriers/index.ts'
 import { importNumber, repointNumbers } from '../src/modules/phone-numbers/numbers.ts'
 import { createApiKey, createUser, findUser, listApiKeys, revokeApiKey, type User } from '../src/modules/users/queries.ts'
 import { readArgs } from './args.ts'
+import { replayCall, ReplayError } from './bench/replay.ts'
 
 const USAGE = `usage:
   cli user create --email <address> [--name <name>] [--language <en|de|…>]
@@ -35,13 +37,20 @@ const USAGE = `usage:
   cli key revoke <prefix|key>
   cli secrets rotate [--new-key <32 bytes, base64 or hex>]
   cli number import --user <id|email> --number <+E.164> [--name <nickname>]   (a number of this installation's Twilio account)
-  cli numbers repoint   (every Twilio number's calls to PUBLIC_BASE_URL again)`
+  cli numbers repoint   (every Twilio number's calls to PUBLIC_BASE_URL again)
+  cli replay <call id> [--agent <id>]
+      plays the caller of a stored call (the left track of its two-track recording) again, in real time, to the
+      call's agent or --agent (another agent of the same account), on a server of this installation started in
+      this process with its configuration and providers (CALL_RUNTIME=voice), and scores the new call against the
+      original as npm run bench:turns does: turn boundaries, end-of-turn latency, cut-offs, barge-ins; a table,
+      then one JSON line. The replay is a new web call of the account: its providers are paid for and it is
+      billed like any call (custom_data.replay_of names the original). docs/voice.md, "Replaying a call"`
 
 class UsageError extends Error {}
 
 const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' }, agent: { type: 'string' } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -56,6 +65,23 @@ async function userOf (db: DB, ref: string): Promise<User> {
 }
 
 const iso = (date: Date | null) => date?.toISOString() ?? '-'
+
+/** A record id as the API writes it (24 hexadecimal digits). */
+function recordId (value: string | undefined, what: string): string {
+  const id = required(value, what).toLowerCase()
+  if (!/^[0-9a-f]{24}$/.test(id)) throw new UsageError(`${what} ${value} is not an id (24 hexadecimal digits)`)
+  return id
+}
+
+/** `replay <call id> [--agent <id>]`: on a server of this installation in this process, with CALL_RUNTIME=voice. */
+async function replay (url: string, log: ReturnType<typeof createLogger>): Promise<string> {
+  const [, callId, extra] = positionals
+  if (extra !== undefined) throw new UsageError(`replay takes one call id, got also ${extra}`)
+  const call = recordId(callId, 'call id')
+  const agentId = values.agent === undefined ? undefined : recordId(values.agent, '--agent')
+  const config = loadConfig({ ...process.env, CALL_RUNTIME: 'voice', ROLE: 'voice', PORT: '0', HOST: '127.0.0.1' })
+  return await replayCall({ databaseUrl: url, config, log, callId: call, agentId, write: (line) => process.stdout.write(line + '\n') })
+}
 
 /**
  * Re-encrypts every stored secret with a new key in one transaction. A key file (embedded database
@@ -163,10 +189,11 @@ async function main (): Promise<number> {
   try {
     await migrate(pool)
     const cipher = await prepareSecrets(config, db)
-    process.stdout.write(await command(db, config, cipher, embedded !== undefined && !embedded.owned) + '\n')
+    const output = positionals[0] === 'replay' ? await replay(url, log) : await command(db, config, cipher, embedded !== undefined && !embedded.owned)
+    process.stdout.write(output + '\n')
     return 0
   } catch (err) {
-    if (!(err instanceof UsageError || err instanceof HttpError || err instanceof SecretsKeyError)) throw err
+    if (!(err instanceof UsageError || err instanceof HttpError || err instanceof SecretsKeyError || err instanceof ReplayError)) throw err
     process.stderr.write(err.message + '\n')
     return err instanceof UsageError ? 2 : 1
   } finally {
