@@ -261,6 +261,8 @@ interface Outcome {
   /** Stopped before the event began (by the background noise). */
   early?: boolean
   paused?: boolean
+  /** How much less of the begin message played than in the control: how long the agent was held. */
+  pauseMs?: number
   reactionMs?: number
   /** The control: how much of the begin message played. */
   playedMs?: number
@@ -282,7 +284,9 @@ function scoreTalk (played: Played, c: TalkCase, controlMs: number | undefined):
   if (c.event === undefined) return { run: played.run, playedMs, stopped: clear !== undefined }
   // Until the end of the call the begin message (as long as the control's) would have played, had nothing stopped it.
   const expected = Math.min(controlMs ?? Infinity, played.end - first)
-  const stopped = clear !== undefined || playedMs < expected - SHORTFALL_MS
+  // Stopped: cleared, or its audio ended for good before then. Held and resumed is a pause, not a stop: its length is pauseMs.
+  const stopped = clear !== undefined || heard.at(-1)!.end < first + expected - SHORTFALL_MS
+  const paused = !stopped && heard.length > 1 && playedMs < expected - SHORTFALL_MS
   const onset = played.wall(played.event!.ms)
   // When the caller stopped hearing the agent: the end of the stretch a clear cut (or the one it came after), else the first to end after the onset.
   const silent = clear !== undefined ? heard.findLast((s) => s.start <= clear)!.end : heard.find((s) => s.end >= onset)?.end ?? heard.at(-1)!.end
@@ -292,7 +296,8 @@ function scoreTalk (played: Played, c: TalkCase, controlMs: number | undefined):
     stopped,
     early,
     // Held and resumed: a break before the begin message had played out (what comes after it is an answer).
-    paused: !stopped && heard.length > 1 && heard[0].ms < (controlMs ?? Infinity) - SHORTFALL_MS,
+    paused,
+    pauseMs: paused ? expected - playedMs : undefined,
     reactionMs: stopped && !early ? silent - onset : undefined,
     note: stopped ? `${clear === undefined ? 'audio stopped' : 'cleared'} ${Math.round(silent - onset)} ms after the event began` : undefined
   }
@@ -352,7 +357,9 @@ function figures (list: Outcome[]) {
     false_barge_in_rate: rate(talkOver.filter((o) => o.stopped).length, talkOver.length),
     missed_barge_in_rate: rate(bargeIns.filter((o) => !o.stopped).length, bargeIns.length),
     barge_in_reaction_ms: percentiles(bargeIns.flatMap((o) => o.reactionMs ?? [])),
-    unheard_rate: rate(turns.filter((o) => !o.heard).length, turns.length)
+    unheard_rate: rate(turns.filter((o) => !o.heard).length, turns.length),
+    pause_rate: rate(talkOver.filter((o) => o.paused).length, talkOver.length),
+    pause_ms: percentiles(talkOver.flatMap((o) => o.pauseMs ?? []))
   }
 }
 

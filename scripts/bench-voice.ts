@@ -12,6 +12,7 @@ import { execFileSync } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import { createDb } from '../src/db/database.ts'
 import { FRAME_SAMPLES, mulawDecode, mulawEncode, resample } from '../src/modules/voice/audio.ts'
+import { endOfTurnSilenceMs } from '../src/modules/voice/turns/words.ts'
 import { SpeechDetector } from '../src/modules/voice/vad/detector.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
 import { openWebCall, speech, type VoiceEvent, type WebCallClient } from '../test/helpers/voice-client.ts'
@@ -208,12 +209,13 @@ async function caller (url: string, agentId: string, window: Window): Promise<Ca
 const TURN = speech(600, 700)
 
 /**
- * The frame at which our speech detector ends the turn (after 500 ms of silence) as the server hears it through
+ * The frame at which our turn core ends the turn (after 500 ms of silence) as the server hears it through
  * the phone: found by running the detector on the same audio, each frame through µ-law at 8 kHz and back.
  */
 async function endOfTurnFrame (): Promise<number> {
   let endAt: number | undefined
-  const detector = await SpeechDetector.create({ sensitivity: 0.5, onTurn: (turn, at) => { if (turn === 'end') endAt ??= at }, onError: (err) => { throw err } })
+  // The detector tells where the silence after the speech began; without a streaming recogniser's words the turn ends after silence alone.
+  const detector = await SpeechDetector.create({ sensitivity: 0.5, onTurn: (turn, at) => { if (turn === 'end') endAt = at + endOfTurnSilenceMs(undefined, { language: 'en-US', responsiveness: 0.5 }) }, onError: (err) => { throw err } })
   for (let i = 0; i < TURN.length; i += FRAME_SAMPLES) {
     detector.push(resample(mulawDecode(mulawEncode(resample(TURN.subarray(i, i + FRAME_SAMPLES), 16_000, 8000))), 8000, 16_000))
   }
