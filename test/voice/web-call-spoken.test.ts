@@ -83,6 +83,14 @@ t.test('a spoken call end to end: begin message heard, caller audio recognised, 
   t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'agent', 'user', 'tool', 'agent'])
   t.ok(done.tokens.by_model['gpt-4o-mini'].input > 0, 'tokens per model')
   t.ok(done.speech_seconds.recognised > 1 && done.speech_seconds.synthesised > 1, 'seconds of speech')
+  // Both turns were answered and timed, each stage of the cascade with its share.
+  t.equal(done.latency.turns.length, 2, 'each answered turn timed')
+  for (const turn of done.latency.turns) {
+    t.ok(turn.end_of_turn_ms >= 400 && turn.end_of_turn_ms <= 700, `silence alone ends the turn (batch recogniser: no words): ${turn.end_of_turn_ms} ms`)
+    t.ok(turn.transcription_ms >= 0 && turn.llm_ms >= 0 && turn.tts_ms >= 0, 'recognition, model and speech timed')
+    t.ok(turn.e2e_ms >= turn.end_of_turn_ms, `the caller waited ${turn.e2e_ms} ms`)
+  }
+  t.match(done.latency.e2e, { num: 2, p50: Number, p90: Number })
   t.equal(done.recording_url, `${ctx.config.publicBaseUrl}/v1/call/${callId}/recording`)
   const recording = await ctx.app.inject({ method: 'GET', url: `/v1/call/${callId}/recording`, headers: account.headers })
   t.equal(recording.statusCode, 200)
