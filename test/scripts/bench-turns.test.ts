@@ -9,7 +9,7 @@ import { runScript } from '../helpers/scripts.ts'
 const rate = (value: unknown) => value === null || (typeof value === 'number' && value >= 0 && value <= 1)
 const latency = (value: any) => typeof value === 'object' && value !== null && Object.keys(value).sort().join() === 'p50,p90' &&
   [value.p50, value.p90].every((ms) => ms === null || (Number.isInteger(ms) && ms >= 0))
-const FIGURES = ['barge_in_reaction_ms', 'eot_ms', 'false_barge_in_rate', 'false_cutoff_rate', 'missed_barge_in_rate', 'unheard_rate']
+const FIGURES = ['barge_in_reaction_ms', 'eot_ms', 'false_barge_in_rate', 'false_cutoff_rate', 'missed_barge_in_rate', 'pause_ms', 'pause_rate', 'unheard_rate']
 const figuresOf = (object: any) => Object.fromEntries(FIGURES.map((key) => [key, object[key]]))
 
 t.test('npm run bench:turns -- --smoke plays its cases over both transports and ends with one JSON line of figures', async (t) => {
@@ -29,8 +29,8 @@ t.test('npm run bench:turns -- --smoke plays its cases over both transports and 
   t.equal(result.stt, 'deepgram', 'by default the cascade hears the corpus words through the Deepgram stand-in')
   for (const [name, figures] of [['clean', figuresOf(result)], ['noisy', result.noisy], ['10 dB', result.by_snr['10']], ['20 dB', result.by_snr['20']]] as const) {
     t.same(Object.keys(figures).sort(), FIGURES, `${name}: every figure`)
-    t.ok(latency(figures.eot_ms) && latency(figures.barge_in_reaction_ms), `${name}: latencies are p50 and p90 in ms`)
-    t.ok(['false_cutoff_rate', 'false_barge_in_rate', 'missed_barge_in_rate', 'unheard_rate'].every((key) => rate(figures[key])), `${name}: rates are shares`)
+    t.ok(latency(figures.eot_ms) && latency(figures.barge_in_reaction_ms) && latency(figures.pause_ms), `${name}: latencies are p50 and p90 in ms`)
+    t.ok(['false_cutoff_rate', 'false_barge_in_rate', 'missed_barge_in_rate', 'pause_rate', 'unheard_rate'].every((key) => rate(figures[key])), `${name}: rates are shares`)
   }
   // Every kind of case was scored: a turn was answered, a barge-in got a reaction time, the noisy turn counted.
   t.not(result.eot_ms.p50, null)

@@ -323,3 +323,51 @@ t.test('a barge-in while a turn is being recognised: the caller only paused, and
   const [, whole] = standin.requests.transcriptions
   t.equal(whole.audio.length, 1.5 * SAMPLE_RATE, 'both halves, in one turn')
 })
+
+t.test('an early reply: answered on the stable words before the turn ends, held, and released when the turn has the same words', async (t) => {
+  const { standin, engine, events, of, waitFor } = await start(t)
+  standin.replies.push({ text: 'It is noon.' })
+  standin.transcripts.push('what time is it')
+  engine.prepare!('What time is it?')
+  await poll(() => standin.requests.speech.length, (n) => n >= 1, { message: 'the held answer is even synthesised' })
+  t.same(events.filter((e) => e.type !== 'usage' && e.type !== 'speech'), [], 'nothing of it comes out before the turn ends')
+  say(engine, 1)
+  engine.endOfTurn()
+  const [done] = await waitFor('response_done')
+  t.equal(done.text, 'It is noon.')
+  t.equal(of('user_text')[0].text, 'what time is it', 'the turn\'s words first')
+  t.ok(events.findIndex((e) => e.type === 'user_text') < events.findIndex((e) => e.type === 'audio'))
+  t.ok(samplesOf(of('audio')) > 0, 'the held audio is released')
+  t.equal(standin.requests.chat.length, 1, 'one model request: the early one')
+  t.match(of('stages')[0], { transcriptionMs: Number })
+})
+
+t.test('an early reply to words the caller went on from is thrown away: the turn is answered anew, the model never saw the old words', async (t) => {
+  const { standin, engine, events, of, waitFor } = await start(t)
+  standin.replies.push({ text: 'Early answer.' }, { text: 'It is noon in Paris.' })
+  standin.transcripts.push('What time is it in Paris?')
+  engine.prepare!('What time is it?')
+  await poll(() => standin.requests.chat.length, (n) => n >= 1)
+  say(engine, 1)
+  engine.endOfTurn()
+  const [done] = await waitFor('response_done')
+  t.equal(done.text, 'It is noon in Paris.')
+  t.notOk(events.some((e) => e.type === 'agent_text' && /Early/.test(e.delta)), 'nothing of the early answer came out')
+  t.equal(standin.requests.chat.length, 2)
+  const messages = standin.requests.chat[1].body.messages as Array<{ role: string, content: string }>
+  t.same(messages.filter((m) => m.role !== 'system'), [{ role: 'user', content: 'What time is it in Paris?' }], 'the history holds the turn, not the early words nor their answer')
+  t.equal(of('user_text').length, 1)
+})
+
+t.test('forget: the caller\'s sound since the last turn (a backchannel over the agent) is no part of the next turn', async (t) => {
+  const { standin, engine, waitFor } = await start(t)
+  standin.transcripts.push('Hello.')
+  standin.replies.push({ text: 'Hi.' })
+  say(engine, 2)
+  engine.forget!()
+  say(engine, 1)
+  engine.endOfTurn()
+  await waitFor('response_done')
+  const seconds = standin.requests.transcriptions[0].audio.length / standin.requests.transcriptions[0].rate
+  t.ok(Math.abs(seconds - 1) < 0.05, `only the second of speech after it was recognised (${seconds} s)`)
+})

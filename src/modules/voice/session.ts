@@ -331,9 +331,11 @@ export class Session {
       case 'agent_text': return this.core.text(event.delta)
       case 'response_done': return this.core.done(event.text)
       case 'caller_speech': return this.core.speech(event.speaking ? 'start' : 'end')
-      case 'user_text':
-        if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: this.core.turnAt || Date.now() })
-        return this.core.recognised(event.text)
+      case 'user_text': {
+        const at = this.core.recognised(event.text)
+        if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: at })
+        return
+      }
       case 'user_partial': return this.core.words(event.text, event.final)
       case 'stages': return this.core.stages(event)
       case 'tool_call':

@@ -1,7 +1,7 @@
 // The turn core with a clock moved by hand: whole conversations (pauses, backchannels, resume, barge-in,
 // reminders, timings) in milliseconds, without a database, a socket or a provider.
 import t from 'tap'
-import { confirmMs, NO_WORDS_MS, RESUME_AFTER_MS, TurnCore, type CoreCalls, type CoreOptions } from '../../../src/modules/voice/turns/core.ts'
+import { confirmMs, NO_WORDS_MS, RESUME_AFTER_MS, TurnCore, WORDS_QUIET_MS, type CoreCalls, type CoreOptions } from '../../../src/modules/voice/turns/core.ts'
 import { FakeClock } from '../../helpers/fake-clock.ts'
 
 /** 20 ms of agent audio whose first sample numbers the frame, so that the order of what went out can be read. */
@@ -246,4 +246,58 @@ t.test('a stopped core fires no timer', async (t) => {
   core.stop()
   clock.advance(60_000)
   t.notOk(log.includes('answer') || log.includes('remind') || log.includes('idle'))
+})
+
+t.test('final words and then none end the caller\'s speech though the detector still hears speech (babble behind them)', async (t) => {
+  const { clock, core, has } = setup()
+  core.speech('start', 0)
+  clock.advance(1500)
+  core.words('four people', false)
+  clock.advance(300)
+  core.words('four people on Friday.', true)
+  clock.advance(WORDS_QUIET_MS - 10)
+  t.notOk(has('answer'), 'the caller may go on')
+  clock.advance(20)
+  t.ok(has('answer'), 'no words came: the turn ended')
+  core.speech('end', clock.now())
+  t.equal(core.recognised('four people on Friday.'), 1_000_000, 'one turn, from the speech\'s start')
+})
+
+t.test('words keep coming: the speech goes on', async (t) => {
+  const { clock, core, has } = setup()
+  core.speech('start', 0)
+  core.words('my number is', true)
+  clock.advance(WORDS_QUIET_MS - 100)
+  core.words('my number is five five five', false)
+  clock.advance(WORDS_QUIET_MS * 3)
+  t.notOk(has('answer'), 'interim words: not final, and the detector hears the caller')
+})
+
+t.test('words of a turn being recognised after its end (a recogniser that transcribes on commit) reach the browser and decide nothing', async (t) => {
+  const { clock, core, log } = setup()
+  core.speech('start', 0)
+  core.speech('end', 800)
+  clock.advance(1400)
+  t.equal(log.filter((e) => e === 'answer').length, 1, 'silence alone ended it')
+  core.words('I would like', false)
+  core.words('I would like an appointment on Tuesday.', true)
+  clock.advance(3000)
+  t.equal(log.filter((e) => e === 'answer').length, 1, 'no second answer')
+  t.notOk(log.some((e) => e.startsWith('prepare')), 'no early reply after the end of turn')
+  t.equal(core.recognised('I would like an appointment on Tuesday.'), 1_000_000)
+})
+
+t.test('a caller who goes on while the answer is prepared: the turns join, and the joined turn keeps the first one\'s start', async (t) => {
+  const { clock, core, log } = setup({ words: false, early: false })
+  core.speech('start', 0)
+  core.speech('end', 1000)
+  clock.advance(1600)
+  t.ok(log.includes('answer'))
+  core.speech('start', clock.now())
+  t.ok(log.some((e) => e.startsWith('cancel')), 'the answer not yet audible is stopped')
+  clock.advance(500)
+  core.speech('end', clock.now())
+  clock.advance(600)
+  t.equal(log.filter((e) => e === 'answer').length, 2)
+  t.equal(core.recognised('my number is five five five one two three.'), 1_000_000, 'one turn from the first part\'s start')
 })

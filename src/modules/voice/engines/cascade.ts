@@ -78,6 +78,8 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     let current: { generation: number, spoken: string } | undefined
     /** An early reply: the answer to `text`, running in generation `gen`, its events held until released. */
     let early: { text: string, gen: number, held: EngineEvent[], history: number } | undefined
+    /** Work given and not finished: an early reply runs only when there is none (its generation's events are all held). */
+    let pending = 0
 
     const live = (gen: number) => gen === generation && !closed
     const emit = (gen: number, event: EngineEvent) => {
@@ -123,12 +125,14 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     function enqueue (work: (gen: number, signal: AbortSignal) => Promise<void>) {
       const gen = generation
       const signal = aborter.signal
+      pending++
       tail = tail.then(async () => {
-        if (!live(gen)) return
         try {
-          await work(gen, signal)
+          if (live(gen)) await work(gen, signal)
         } catch (error) {
           fail(gen, error)
+        } finally {
+          pending--
         }
       })
     }
@@ -350,6 +354,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
       prepare: (text) => {
         if (closed || (early !== undefined && sameWords(early.text, text))) return
         if (early !== undefined) stop()
+        else if (pending > 0) return
         const prepared = { text, gen: generation, held: [], history: Infinity }
         early = prepared
         enqueue(async (gen, signal) => {

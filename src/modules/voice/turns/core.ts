@@ -62,6 +62,12 @@ export function confirmMs (sensitivity: number): number {
 /** With a streaming recogniser, speech over the agent that brings no words within this long is taken for noise. */
 export const NO_WORDS_MS = 900
 
+/**
+ * Final words followed by this long without new ones end the caller's speech though the detector still hears
+ * some (babble, a television behind the caller: speech, but not the caller's, and no words of it come).
+ */
+export const WORDS_QUIET_MS = 600
+
 /** A gap this long in the caller's speech over the paused agent ends it: the agent resumes. */
 export const RESUME_AFTER_MS = 250
 
@@ -88,6 +94,8 @@ export class TurnCore {
   /** A turn of the caller has begun (speech or words) and has not been answered or forgotten. */
   #turnOpen = false
   #turnAt = 0
+  /** When each ended turn whose words have not come yet began (epoch ms), oldest first. */
+  #recognising: number[] = []
   #heard: Heard | undefined
   /** The caller's speech of the open turn ended at this clock time; the end of turn is pending. */
   #silenceAt: number | undefined
@@ -101,6 +109,8 @@ export class TurnCore {
   #paused: { spoken: number, runAt: number | undefined, confirm?: Timer, resume?: Timer } | undefined
   /** Speech over the agent was taken for noise: it no longer pauses the agent, though its words may still interrupt. */
   #ignoring = false
+  /** Armed while the detector hears speech after the caller's final words: ends it if no words follow (WORDS_QUIET_MS). */
+  #wordsQuiet: Timer | undefined
   /** The provider's turn detection heard the caller stop: its answer is timed from here. */
   #providerSpeechEnd: number | undefined
 
@@ -114,11 +124,6 @@ export class TurnCore {
   /** The agent is speaking or about to (an answer is being prepared, or its audio plays). */
   get speaking (): boolean {
     return this.#speaking
-  }
-
-  /** Epoch ms when the caller's current (or last) turn began. */
-  get turnAt (): number {
-    return this.#turnAt
   }
 
   /** Until when the far end plays agent audio (clock time). */
@@ -135,12 +140,23 @@ export class TurnCore {
     return this.#playingUntil > this.#clock.now() || this.#utterances.some((u) => u.sentMs > 0 || u.frames.length > 0)
   }
 
+  /**
+   * The detector takes one window of speech for speech while the caller's turn may go on (a pause before its end,
+   * speech over the paused agent) and while the agent can be interrupted: a caller who goes on is heard at once,
+   * and speech over the agent pauses it within a window (whether it is a barge-in is weighed after).
+   */
+  #listenClosely (): void {
+    if (this.#options.detector === undefined) return
+    this.#options.detector.quick = this.#silenceAt !== undefined || this.#paused !== undefined || (this.#speaking && this.#interruptible && !this.#options.providerTurns)
+  }
+
   // The caller.
 
   /** The detector (or the provider) heard the caller start or stop speaking; `at`: when, in clock time. */
   speech (edge: 'start' | 'end', at: number = this.#clock.now()): void {
     if (edge === 'start') this.#speechStarted(at)
     else this.#speechEnded(at)
+    this.#listenClosely()
   }
 
   #speechStarted (at: number): void {
@@ -161,7 +177,9 @@ export class TurnCore {
   }
 
   #speechEnded (at: number): void {
+    if (!this.#callerSpeaking) return
     this.#callerSpeaking = false
+    this.#wordsQuiet?.cancel()
     this.#calls.send({ type: 'user_speaking', speaking: false })
     if (this.#ignoring) {
       this.#ignoring = false
@@ -174,16 +192,25 @@ export class TurnCore {
     if (this.#paused !== undefined) return this.#pauseGap(at)
     if (!this.#turnOpen || this.closing) return
     this.#silenceAt = at
-    if (this.#options.detector !== undefined) this.#options.detector.quick = true
     this.#armEndOfTurn()
   }
 
   /** A streaming recogniser's words for the caller's turn so far (each replaces the last). */
   words (text: string, final: boolean): void {
     if (this.closing) return
+    // Words of a turn that has ended and is being recognised (a recogniser that transcribes after the end of turn).
+    if (!this.#turnOpen && !this.#callerSpeaking && this.#recognising.length > 0) {
+      this.#calls.send({ type: 'transcript_partial', speaker: 'user', content: text, stable: final, timestamp: this.#recognising[0] })
+      return
+    }
     this.#openTurn(this.#clock.now())
     this.#calls.send({ type: 'transcript_partial', speaker: 'user', content: text, stable: final, timestamp: this.#turnAt })
     this.#heard = { text, final }
+    this.#wordsQuiet?.cancel()
+    if (final && this.#callerSpeaking && this.#options.words) {
+      const heardAt = this.#clock.now()
+      this.#wordsQuiet = this.#clock.after(WORDS_QUIET_MS, () => { if (this.#callerSpeaking) this.#speechEnded(heardAt) })
+    }
     if (text.trim() !== '' && !isBackchannel(text, this.#options.language) && this.#speaking && this.#audible && this.#interruptible) {
       this.#ignoring = false
       this.#bargeIn()
@@ -192,12 +219,15 @@ export class TurnCore {
     // Words that came after the detector heard the speech end (or without it hearing any): the silence began at the latest now.
     if (!this.#callerSpeaking && this.#silenceAt === undefined) this.#silenceAt = this.#clock.now()
     if (this.#silenceAt !== undefined) this.#armEndOfTurn()
+    this.#listenClosely()
   }
 
-  /** The engine recognised the caller's turn (its words are in the transcript): the next speech is a new turn. */
-  recognised (text: string): void {
-    this.#turnOpen = false
-    this.#heard = undefined
+  /**
+   * The engine recognised the caller's turn: answers when it began (epoch ms: its transcript item's time). A turn
+   * the engine answered unasked (the provider's turn detection) is the one open now, which this closes.
+   */
+  recognised (text: string): number {
+    const at = this.#recognising.shift() ?? this.#closeTurn()
     // Nothing was recognised and nothing answers: the agent is not speaking after all.
     if (text === '' && this.#generating !== undefined && this.#generating.frames.length === 0 && this.#generating.sentMs === 0 && this.#generating.text === '') {
       this.#generating.state = 'cancelled'
@@ -205,6 +235,13 @@ export class TurnCore {
       this.#generating = undefined
       this.tick(this.#clock.now())
     }
+    return at
+  }
+
+  #closeTurn (): number {
+    this.#turnOpen = false
+    this.#heard = undefined
+    return this.#turnAt || this.#clock.wall()
   }
 
   /** What the agent's last words asked for (a number, an e-mail…): a caller dictating it may pause longer. */
@@ -238,7 +275,6 @@ export class TurnCore {
     this.#endOfTurn?.cancel()
     this.#endOfTurn = undefined
     this.#silenceAt = undefined
-    if (this.#options.detector !== undefined) this.#options.detector.quick = false
   }
 
   #armEndOfTurn (): void {
@@ -260,8 +296,9 @@ export class TurnCore {
   #turnEnded (speechEnd: number): void {
     const decidedAt = this.#clock.now()
     this.#holdEndOfTurn()
+    this.#listenClosely()
     this.#prepared = undefined
-    this.#heard = undefined
+    this.#recognising.push(this.#closeTurn())
     this.#respond({ speechEnd, decidedAt, transcriptionMs: null, llmMs: null, ttsMs: null })
     this.#calls.answer()
   }
@@ -271,7 +308,6 @@ export class TurnCore {
   #pause (at: number): void {
     this.#paused = { spoken: 0, runAt: at }
     if (this.#utterances[0] !== undefined) this.#utterances[0].state = 'paused'
-    if (this.#options.detector !== undefined) this.#options.detector.quick = true
     this.#armConfirm()
   }
 
@@ -309,7 +345,7 @@ export class TurnCore {
     this.#paused?.confirm?.cancel()
     this.#paused?.resume?.cancel()
     this.#paused = undefined
-    if (this.#options.detector !== undefined) this.#options.detector.quick = false
+    this.#listenClosely()
   }
 
   /** The agent goes on where it paused; the caller's sound is forgotten, unless it still goes on (then when it ends). */
@@ -323,6 +359,12 @@ export class TurnCore {
   /** The caller talks over the agent: its utterances stop, what the far end holds is dropped. */
   #bargeIn (): void {
     this.#endPause()
+    // Turns still being recognised are joined with the caller's speech now (the engine gives one turn of them all).
+    if (this.#recognising.length > 0) {
+      this.#turnOpen = true
+      this.#turnAt = this.#recognising[0]
+      this.#recognising = []
+    }
     const now = this.#clock.now()
     const playing = this.#utterances.find((u) => u.sentMs > 0 && !u.done) ?? this.#utterances[0]
     // What the caller heard: its audio sent, less what the far end still holds.
@@ -460,6 +502,7 @@ export class TurnCore {
   #setSpeaking (speaking: boolean): void {
     if (this.#speaking === speaking) return
     this.#speaking = speaking
+    this.#listenClosely()
     this.#calls.send({ type: 'agent_speaking', speaking })
   }
 
@@ -482,6 +525,7 @@ export class TurnCore {
     this.#idle.stop()
     this.#holdEndOfTurn()
     this.#endPause()
+    this.#wordsQuiet?.cancel()
     this.#unpace()
   }
 }
