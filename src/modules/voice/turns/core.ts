@@ -68,6 +68,11 @@ export const NO_WORDS_MS = 900
  */
 export const WORDS_QUIET_MS = 600
 
+/** A streaming recogniser's words come at most about this long after they were spoken. */
+export const WORDS_LAG_MS = 200
+
+const wordCount = (text: string) => text.split(/\s+/).filter((word) => word !== '').length
+
 /** A gap this long in the caller's speech over the paused agent ends it: the agent resumes. */
 export const RESUME_AFTER_MS = 250
 
@@ -205,11 +210,14 @@ export class TurnCore {
     }
     this.#openTurn(this.#clock.now())
     this.#calls.send({ type: 'transcript_partial', speaker: 'user', content: text, stable: final, timestamp: this.#turnAt })
+    const more = wordCount(text) > wordCount(this.#heard?.text ?? '')
     this.#heard = { text, final }
+    // New words spoken after the silence began (the detector did not hear them start: babble behind the caller).
+    if (more && this.#silenceAt !== undefined) this.#silenceAt = Math.max(this.#silenceAt, this.#clock.now() - WORDS_LAG_MS)
     this.#wordsQuiet?.cancel()
     if (final && this.#callerSpeaking && this.#options.words) {
-      const heardAt = this.#clock.now()
-      this.#wordsQuiet = this.#clock.after(WORDS_QUIET_MS, () => { if (this.#callerSpeaking) this.#speechEnded(heardAt) })
+      // The silence is counted from when it is known (the detector still hears speech, maybe the caller's resuming).
+      this.#wordsQuiet = this.#clock.after(WORDS_QUIET_MS, () => { if (this.#callerSpeaking) this.#speechEnded(this.#clock.now()) })
     }
     if (text.trim() !== '' && !isBackchannel(text, this.#options.language) && this.#speaking && this.#audible && this.#interruptible) {
       this.#ignoring = false
