@@ -231,7 +231,7 @@ t.test('barge-in on the phone: the caller talks over the agent and Twilio is tol
   const stream = await call.waitForStream()
   await poll(() => stream.frames.length, (n) => n > 10, { message: 'the agent is speaking' })
   const spokeAt = performance.now()
-  await stream.sendAudio(speech(300, 0))
+  await stream.sendAudio(speech(500, 0))
   const clear = await stream.waitFor('clear')
   // Speech over the agent first pauses it (Twilio plays the little it holds), then the barge-in clears.
   const late = stream.frames.filter((f) => f.at > spokeAt + 200 && f.at < clear.at)

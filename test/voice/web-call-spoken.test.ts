@@ -106,7 +106,7 @@ t.test('barge-in: the caller talks over the agent, playback is cleared and the a
   const agent = await agentWith(ctx, account, { interruption_sensitivity: 1 }, { begin_message: 'Welcome to the clinic, where we have been caring for patients for more than fifty years.' })
   const { client } = await start(ctx, account, agent._id)
   await poll(() => client.loudFrames(), (n) => n > 10, { message: 'the agent is speaking' })
-  await client.sendAudio(speech(300, 0))
+  await client.sendAudio(speech(500, 0))
   const cleared = await client.waitFor('clear')
   await client.waitFor('agent_speaking', (e) => !e.speaking)
   // Frames already on the wire may arrive; none follow long after the clear.

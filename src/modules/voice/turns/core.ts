@@ -54,9 +54,13 @@ export interface CoreCalls {
   timed: (timing: TurnTiming) => void
 }
 
-/** Speech over the agent this long becomes a barge-in (without the caller's words): 500 ms at sensitivity 0.5. */
+/**
+ * Speech over the agent this long becomes a barge-in (without the caller's words): 800 ms at sensitivity 0.5, longer
+ * than a backchannel ("okay", "genau": up to about 700 ms). The agent is paused from the first window all the same,
+ * so a longer wait costs the caller nothing.
+ */
 export function confirmMs (sensitivity: number): number {
-  return Math.round(250 + 500 * (1 - Math.min(1, Math.max(0, sensitivity))))
+  return Math.round(400 + 800 * (1 - Math.min(1, Math.max(0, sensitivity))))
 }
 
 /** With a streaming recogniser, speech over the agent that brings no words within this long is taken for noise. */
