@@ -31,8 +31,9 @@ and missed barge-ins, barge-in reaction time and callers never heard, without an
 
   --transport browser|twilio|both   the browser's WebSocket, phone calls through a Twilio stand-in, or both (default both)
   --engine cascade|realtime|both    the engine of the agents (default cascade)
-  --stt deepgram|batch              the cascade's recogniser: Deepgram's live API with a stand-in that hears the
-                                    corpus's words (default), or a request after each turn, heard as "Hello."
+  --stt deepgram|batch              the recogniser: Deepgram's live API with a stand-in that hears the corpus's
+                                    words (default; the realtime engine takes only the words of it), or none
+                                    streaming (the cascade's request after each turn, heard as "Hello.")
   --cases <regex>                   only the cases whose id matches (ids are in test/fixtures/turns/corpus.json)
   --smoke                           five cases, to check that the harness works (CI)
   --concurrency <n>                 calls at once (default 6)
@@ -446,7 +447,7 @@ process.stdout.write('\n' + JSON.stringify({
   errors: errors.length,
   engine: engines.join(','),
   // The cascade's recogniser (the realtime engine hears with its own).
-  stt: engines.includes('cascade') ? stt : null,
+  stt,
   transport: transports.join(','),
   commit,
   at: new Date().toISOString()

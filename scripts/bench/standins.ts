@@ -12,20 +12,23 @@ import { loadCorpus } from './turns-corpus.ts'
 import { DEEPGRAM_KEY } from './voice.ts'
 
 const host = { teardown () {} } as unknown as Test
+
+/** Deepgram's live API with the corpus's recogniser, for either engine (the realtime engine takes only words from it). */
+async function recogniser (): Promise<string | undefined> {
+  if (process.argv[3] !== 'deepgram') return undefined
+  const deepgram = await startDeepgramStandin(host, DEEPGRAM_KEY)
+  const vocabulary = new Vocabulary(loadCorpus())
+  deepgram.hearing = (stream) => deepgramHearing(vocabulary, stream)
+  setInterval(() => { deepgram.connections.length = 0 }, 1000)
+  return deepgram.url
+}
+
 if (process.argv[2] === 'realtime') {
   const standin = await startRealtimeStandin(host)
   setInterval(() => { for (const list of [standin.events, standin.connections, standin.commits]) list.length = 0 }, 1000)
-  console.log(JSON.stringify({ url: standin.url }))
+  console.log(JSON.stringify({ url: standin.url, sttStreamUrl: await recogniser() }))
 } else {
   const standin = await startOpenAiHttpStandin(host)
   setInterval(() => { for (const list of Object.values(standin.requests)) list.length = 0 }, 1000)
-  let sttStreamUrl: string | undefined
-  if (process.argv[3] === 'deepgram') {
-    const deepgram = await startDeepgramStandin(host, DEEPGRAM_KEY)
-    const vocabulary = new Vocabulary(loadCorpus())
-    deepgram.hearing = (stream) => deepgramHearing(vocabulary, stream)
-    setInterval(() => { deepgram.connections.length = 0 }, 1000)
-    sttStreamUrl = deepgram.url
-  }
-  console.log(JSON.stringify({ url: standin.url, sttStreamUrl }))
+  console.log(JSON.stringify({ url: standin.url, sttStreamUrl: await recogniser() }))
 }

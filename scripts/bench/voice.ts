@@ -27,10 +27,10 @@ export async function startStandins (engine: EngineName, stt: SttName = 'batch')
 export interface Standins { engine: EngineName, url: string, sttStreamUrl?: string, stop: () => void }
 
 /** The server's provider settings for an engine's stand-ins. */
-export const providerEnv = ({ engine, url, sttStreamUrl }: Standins): Record<string, string> =>
-  engine === 'realtime'
-    ? { REALTIME_URL: url }
-    : { LLM_URL: url, TTS_URL: url, ...(sttStreamUrl === undefined ? { STT_URL: url } : { STT_PROVIDER: 'deepgram', STT_STREAM_URL: sttStreamUrl, DEEPGRAM_API_KEY: DEEPGRAM_KEY }) }
+export const providerEnv = ({ engine, url, sttStreamUrl }: Standins): Record<string, string> => ({
+  ...(engine === 'realtime' ? { REALTIME_URL: url } : { LLM_URL: url, TTS_URL: url, STT_URL: url }),
+  ...(sttStreamUrl === undefined ? {} : { STT_PROVIDER: 'deepgram', STT_STREAM_URL: sttStreamUrl, DEEPGRAM_API_KEY: DEEPGRAM_KEY })
+})
 
 /**
  * Phone calls: Twilio is a stand-in in the benchmark's process (it is the callers' side of the line) offering

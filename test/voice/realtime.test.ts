@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config.ts'
 import { FRAME_SAMPLES, SAMPLE_RATE, bufferToPcm, resample, rms } from '../../src/modules/voice/audio.ts'
 import { realtimeEngine } from '../../src/modules/voice/engines/realtime.ts'
 import type { Engine, EngineEvent, EngineSetup } from '../../src/modules/voice/engines/types.ts'
+import { startDeepgramStandin } from '../helpers/deepgram-standin.ts'
 import { poll } from '../helpers/poll.ts'
 import { replyAudio, startRealtimeStandin, type ClientEvent, type RealtimeStandin } from '../helpers/realtime-standin.ts'
 
@@ -513,4 +514,24 @@ t.test('forget: a backchannel over the agent is cleared from the input buffer, t
   const [stages] = h.of('stages')
   t.match(stages, { transcriptionMs: null, llmMs: Number, ttsMs: null }, 'the model\'s share: response.create to its first audio')
   t.ok(h.events.indexOf(stages) < h.events.indexOf(h.of('audio')[0]), 'given before the answer\'s first audio')
+})
+
+t.test('with a streaming recogniser (STT_PROVIDER deepgram) the caller\'s words come while they speak, for the turn core; its failure leaves the call on silence alone', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  const deepgram = await startDeepgramStandin(t)
+  deepgram.transcripts.push('Where is my order?')
+  const h = await started(t, standin, {}, { STT_PROVIDER: 'deepgram', STT_STREAM_URL: deepgram.url, DEEPGRAM_API_KEY: deepgram.apiKey })
+  t.same(h.of('words'), [{ type: 'words', streaming: true }])
+  for (const frame of speech(0.6)) h.engine.audio(frame)
+  await until('the caller\'s words', () => h.of('user_partial').length > 0)
+  t.match(h.of('user_partial').at(-1), { type: 'user_partial', text: /^Where/ })
+  h.engine.endOfTurn()
+  await until('response_done', () => h.of('response_done').length > 0)
+  t.equal(standin.commits.length, 1, 'the model hears the audio itself')
+  t.ok(deepgram.connections[0].messages.some((m) => m.type === 'Finalize'), 'the recogniser\'s turn ends with ours')
+
+  deepgram.fail()
+  await until('the recogniser is lost', () => h.of('words').length === 2)
+  t.same(h.of('words')[1], { type: 'words', streaming: false })
+  t.same(h.of('error'), [], 'the call goes on')
 })

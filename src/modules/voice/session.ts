@@ -338,6 +338,7 @@ export class Session {
       }
       case 'user_partial': return this.core.words(event.text, event.final)
       case 'stages': return this.core.stages(event)
+      case 'words': return this.core.hearWords(event.streaming)
       case 'tool_call':
         this.runTool(event.id, event.name, event.arguments).catch((err: unknown) => this.log.error({ err }, 'a tool run failed'))
         return

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
 import { bufferToPcm, resample, SAMPLE_RATE } from '../audio.ts'
 import { describe, postToProvider, ProviderError } from '../providers.ts'
-import { sttProvider } from '../stt/index.ts'
+import { sttLanguage, sttProvider } from '../stt/index.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
 // The cascade: speech to text (stt/: each turn posted after it ended, or the call's audio streamed to
@@ -51,12 +51,6 @@ const sameWords = (a: string, b: string) => {
 
 /** When an answer's stages began and ended (performance.now()), for its `stages` event. */
 interface Timing { transcriptionMs: number | null, llmAt: number, llmMs: number | null, ttsAt: number | undefined, given: boolean }
-
-/** The language to name to the recogniser: one configured language as its primary subtag; several: none (auto-detect). */
-function sttLanguage (setup: EngineSetup): string | undefined {
-  if (setup.sttLanguages.length > 1) return undefined
-  return (setup.sttLanguages[0] ?? setup.language).split('-')[0].toLowerCase() || undefined
-}
 
 export function cascadeEngine (voice: VoiceConfig): EngineFactory {
   const post = (provider: 'LLM' | 'TTS', endpoint: ProviderEndpoint, path: string, body: { type: string, body: string }, signal: AbortSignal) =>

@@ -3,6 +3,8 @@ import type { Logger } from 'pino'
 import WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
 import { SAMPLE_RATE, bufferToPcm, pcmToBuffer, resample } from '../audio.ts'
+import { sttLanguage, sttProvider } from '../stt/index.ts'
+import type { SpeechToText } from '../stt/types.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
 // The OpenAI Realtime API (GA protocol) over one WebSocket per call. By default our own turn detection decides
@@ -449,63 +451,97 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       }
     }
 
-    return {
-      start: (given) => new Promise<void>((resolve, reject) => {
-        setup = given
-        const address = new URL(url)
-        address.searchParams.set('model', model)
-        const headers: Record<string, string> = {}
-        if (apiKey !== undefined && apiKey !== '') {
-          if (auth === 'bearer') headers.Authorization = `Bearer ${apiKey}`
-          else headers['api-key'] = apiKey
+    /**
+     * With our turn detection and a streaming recogniser configured (STT_PROVIDER), the caller's words while they
+     * speak come from it, for the end of turn and for telling a backchannel from a barge-in; the model hears the
+     * audio itself and its own transcription is the turn's transcript. Without it, or should it fail, turns are
+     * taken on silence alone and the call goes on.
+     */
+    let words: SpeechToText | undefined
+    const listen = async (given: EngineSetup) => {
+      if (voice.stt.provider === 'batch' || providerTurns()) return
+      const stt = sttProvider(voice)((event) => {
+        if (ended || words !== stt) return
+        if (event.type === 'partial') emit({ type: 'user_partial', text: event.text, final: event.final, startMs: event.startMs, endMs: event.endMs })
+        else if (event.type === 'error') {
+          log.warn({ reason: event.message }, 'the streaming recogniser failed; turns are taken on silence alone')
+          words = undefined
+          stt.close()
+          emit({ type: 'words', streaming: false })
         }
-        const ws = new WebSocket(address, { headers, handshakeTimeout: timeoutMs })
-        socket = ws
-        const refuse = (message: string) => {
-          if (ready || ended) return
+      }, log)
+      try {
+        await stt.start({ language: sttLanguage(given) })
+        words = stt
+        emit({ type: 'words', streaming: true })
+      } catch (err) {
+        log.warn({ err }, 'the streaming recogniser could not connect; turns are taken on silence alone')
+      }
+    }
+
+    const connect = (given: EngineSetup) => new Promise<void>((resolve, reject) => {
+      setup = given
+      const address = new URL(url)
+      address.searchParams.set('model', model)
+      const headers: Record<string, string> = {}
+      if (apiKey !== undefined && apiKey !== '') {
+        if (auth === 'bearer') headers.Authorization = `Bearer ${apiKey}`
+        else headers['api-key'] = apiKey
+      }
+      const ws = new WebSocket(address, { headers, handshakeTimeout: timeoutMs })
+      socket = ws
+      const refuse = (message: string) => {
+        if (ready || ended) return
+        clearTimeout(timer)
+        stop()
+        ws.terminate()
+        reject(new Error(redact(message)))
+      }
+      abortStart = refuse
+      const timer = setTimeout(() => refuse(`the realtime provider did not answer within ${timeoutMs} ms`), timeoutMs)
+      ws.on('open', () => send({ type: 'session.update', session: sessionOf(given, true, transcriptionModel) }))
+      ws.on('message', (data) => {
+        let event: ServerEvent
+        try {
+          event = JSON.parse(data.toString()) as ServerEvent
+        } catch {
+          fail('the realtime provider sent a message that is not JSON')
+          return
+        }
+        if (!ready) {
+          if (event.type === 'error') refuse(`realtime provider error: ${event.error.message ?? event.error.code ?? 'unknown'}`)
+          if (event.type !== 'session.updated') return
+          ready = true
           clearTimeout(timer)
-          stop()
-          ws.terminate()
-          reject(new Error(redact(message)))
+          for (const item of given.history ?? []) {
+            const content = [{ type: item.role === 'user' ? 'input_text' : 'output_text', text: item.text }]
+            send({ type: 'conversation.item.create', item: { type: 'message', role: item.role, content } })
+          }
+          resolve()
+          return
         }
-        abortStart = refuse
-        const timer = setTimeout(() => refuse(`the realtime provider did not answer within ${timeoutMs} ms`), timeoutMs)
-        ws.on('open', () => send({ type: 'session.update', session: sessionOf(given, true, transcriptionModel) }))
-        ws.on('message', (data) => {
-          let event: ServerEvent
-          try {
-            event = JSON.parse(data.toString()) as ServerEvent
-          } catch {
-            fail('the realtime provider sent a message that is not JSON')
-            return
-          }
-          if (!ready) {
-            if (event.type === 'error') refuse(`realtime provider error: ${event.error.message ?? event.error.code ?? 'unknown'}`)
-            if (event.type !== 'session.updated') return
-            ready = true
-            clearTimeout(timer)
-            for (const item of given.history ?? []) {
-              const content = [{ type: item.role === 'user' ? 'input_text' : 'output_text', text: item.text }]
-              send({ type: 'conversation.item.create', item: { type: 'message', role: item.role, content } })
-            }
-            resolve()
-            return
-          }
-          receive(event)
-          watch()
-        })
-        ws.on('error', (err) => {
-          if (ready) fail(`realtime connection error: ${err.message}`)
-          else refuse(`cannot connect to the realtime provider: ${err.message}`)
-        })
-        ws.on('close', (code) => {
-          if (ready) fail(`the realtime provider closed the connection (${code})`)
-          else refuse(`the realtime provider closed the connection (${code})`)
-        })
-      }),
+        receive(event)
+        watch()
+      })
+      ws.on('error', (err) => {
+        if (ready) fail(`realtime connection error: ${err.message}`)
+        else refuse(`cannot connect to the realtime provider: ${err.message}`)
+      })
+      ws.on('close', (code) => {
+        if (ready) fail(`the realtime provider closed the connection (${code})`)
+        else refuse(`the realtime provider closed the connection (${code})`)
+      })
+    })
+
+    return {
+      start: async (given) => {
+        await connect(given)
+        await listen(given)
+      },
 
       audio: (frame) => {
         if (!ready || ended) return
+        words?.audio(frame)
         const bytes = pcmToBuffer(resample(frame, SAMPLE_RATE, PROVIDER_RATE))
         unsent.push(bytes)
         if (unsent.length >= APPEND_FRAMES) flush()
@@ -518,6 +554,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
 
       endOfTurn: () => {
         if (!ready || ended || providerTurns()) return
+        // The recogniser's words of the turn end here; the model's own transcription is the turn's transcript.
+        words?.endOfTurn().catch(() => {})
         const last = turns.at(-1)
         if (last !== undefined && !last.settled) join(last)
         if (uncommitted < MIN_COMMIT_SAMPLES) {
@@ -540,6 +578,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
 
       forget: () => {
         if (!ready || ended || providerTurns()) return
+        words?.forget()
         send({ type: 'input_audio_buffer.clear' })
         unsent = []
         buffered = []
@@ -571,6 +610,7 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       cancel: (heardMs) => {
         if (!ready || ended) return
         const running = responses.find((r) => r.sent)
+        words?.rejoin()
         // The model forgets what the caller did not hear of its answer (the provider refuses an end past the audio).
         const audioMs = spoken === undefined ? 0 : spoken.samples * 1000 / PROVIDER_RATE
         if (spoken?.itemId !== undefined && heardMs !== undefined && heardMs < audioMs) {
@@ -601,6 +641,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
 
       close: () => {
         if (ended) return
+        words?.close()
+        words = undefined
         abortStart?.('the engine was closed before it connected')
         stop()
         socket?.close()

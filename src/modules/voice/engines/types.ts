@@ -70,6 +70,11 @@ export type EngineEvent =
    * the engine does not have): recognition after the end of turn, the model's first token, speech's first audio.
    */
   | { type: 'stages', transcriptionMs?: number | null, llmMs?: number | null, ttsMs?: number | null }
+  /**
+   * Whether the caller's words come while they speak (user_partial) from now on: the realtime engine's streaming
+   * recogniser connected, or failed (the cascade's are there from the start with a streaming STT_PROVIDER).
+   */
+  | { type: 'words', streaming: boolean }
   /** The provider failed (the message is for the log, not the caller): the session ends the call. */
   | { type: 'error', message: string }
 

@@ -130,6 +130,11 @@ export class TurnCore {
     this.#idle = new Idle(options.clock, options.idle, () => calls.remind(), () => calls.idle())
   }
 
+  /** Whether a streaming recogniser gives the caller's words from now on (one that connected late, or failed). */
+  hearWords (streaming: boolean): void {
+    this.#options.words = streaming
+  }
+
   /** The agent is speaking or about to (an answer is being prepared, or its audio plays). */
   get speaking (): boolean {
     return this.#speaking
