@@ -14,7 +14,7 @@ import { findAgent } from '../../src/modules/agents/queries.ts'
 import { findCallRow } from '../../src/modules/calls/queries.ts'
 import { findRecording } from '../../src/modules/calls/recordings.ts'
 import { startWebCall } from '../../src/modules/calls/web-calls.ts'
-import { FRAME_MS, FRAME_SAMPLES, rms, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
+import { bufferToPcm, FRAME_MS, FRAME_SAMPLES, rms, SAMPLE_RATE, splitStereo } from '../../src/modules/voice/audio.ts'
 import { detectionOf, SpeechDetector } from '../../src/modules/voice/vad/detector.ts'
 import { WINDOW_SAMPLES } from '../../src/modules/voice/vad/silero.ts'
 import { openWebCall } from '../../test/helpers/voice-client.ts'
@@ -97,14 +97,8 @@ export async function replayCall (options: ReplayOptions): Promise<string> {
 /** The two tracks of a stereo recording: the caller's (left) and the agent's (right). */
 async function tracks (recording: Awaited<ReturnType<typeof findRecording>>) {
   const wav = Buffer.concat(await recording!.stream().toArray())
-  const frames = (wav.length - 44) / 4
-  const caller = new Int16Array(frames)
-  const agentTrack = new Int16Array(frames)
-  for (let i = 0; i < frames; i++) {
-    caller[i] = wav.readInt16LE(44 + 4 * i)
-    agentTrack[i] = wav.readInt16LE(46 + 4 * i)
-  }
-  return { caller, agentTrack }
+  const { left, right } = splitStereo(bufferToPcm(wav.subarray(44)))
+  return { caller: left, agentTrack: right }
 }
 
 /** Where the track has speech (ms), by the server's own speech detector run over it offline. */

@@ -1,4 +1,5 @@
 import type { Test } from 'tap'
+import { bufferToPcm, splitStereo } from '../../src/modules/voice/audio.ts'
 
 // Two-track recordings (issue 27): a stereo WAV's tracks, and the mono mix the server serves by default.
 
@@ -13,14 +14,7 @@ export function splitTracks (t: Test, wav: Buffer): { left: Int16Array, right: I
   t.equal(wav.readUInt16LE(32), 4, 'bytes a frame')
   t.equal(wav.readUInt16LE(34), 16, 'bits a sample')
   t.equal(wav.readUInt32LE(40), wav.length - 44, 'data size')
-  const frames = (wav.length - 44) / 4
-  const left = new Int16Array(frames)
-  const right = new Int16Array(frames)
-  for (let i = 0; i < frames; i++) {
-    left[i] = wav.readInt16LE(44 + 4 * i)
-    right[i] = wav.readInt16LE(46 + 4 * i)
-  }
-  return { left, right }
+  return splitStereo(bufferToPcm(wav.subarray(44)))
 }
 
 /** Interleaved stereo PCM16 bytes mixed to mono: each frame's samples summed and clipped. */

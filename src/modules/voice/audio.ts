@@ -89,6 +89,17 @@ export function resample (pcm: Int16Array, from: number, to: number): Int16Array
 }
 
 /** Root mean square of the samples, 0 (silence) to 32768 (full scale). */
+/** The two tracks of interleaved stereo samples (a two-track recording: the caller left, the agent right). */
+export function splitStereo (pcm: Int16Array): { left: Int16Array, right: Int16Array } {
+  const left = new Int16Array(pcm.length >> 1)
+  const right = new Int16Array(pcm.length >> 1)
+  for (let i = 0; i < left.length; i++) {
+    left[i] = pcm[2 * i]
+    right[i] = pcm[2 * i + 1]
+  }
+  return { left, right }
+}
+
 export function rms (pcm: Int16Array): number {
   if (pcm.length === 0) return 0
   let sum = 0
