@@ -117,8 +117,14 @@ interface CallerResult {
  * this process's core with the stand-ins), and waits on it.
  */
 function follow (client: WebCallClient, window: Window, result: CallerResult) {
-  const state = { ready: false, agentStops: 0, ended: undefined as VoiceEvent | undefined, closed: false }
-  let endOfSpeech: number | undefined
+  const state = {
+    ready: false,
+    agentStops: 0,
+    ended: undefined as VoiceEvent | undefined,
+    closed: false,
+    /** When the caller sent the frame at which the server ends their turn (END_OF_TURN_FRAME): the turn's latency counts from it. */
+    endOfTurn: undefined as number | undefined
+  }
   /** Until when the frames of the agent's current answer play, were they played as they came. */
   let playedUntil: number | undefined
   const waiters = new Set<() => void>()
@@ -128,8 +134,7 @@ function follow (client: WebCallClient, window: Window, result: CallerResult) {
     else if (event.type === 'agent_speaking') {
       playedUntil = undefined
       if (event.speaking === false) state.agentStops++
-    } else if (event.type === 'user_speaking' && event.speaking === false) endOfSpeech = event.at
-    else if (event.type === 'ended') state.ended = event
+    } else if (event.type === 'ended') state.ended = event
   }
   client.socket.on('message', (_data, isBinary: boolean) => {
     // openWebCall's own listener ran first and stored the message with its arrival time; only the latest
@@ -139,9 +144,9 @@ function follow (client: WebCallClient, window: Window, result: CallerResult) {
       result.framesReceived++
       if (playedUntil !== undefined && at > playedUntil) result.underruns++
       playedUntil = Math.max(playedUntil ?? at, at) + 20
-      if (endOfSpeech !== undefined) {
-        if (endOfSpeech >= window.start && endOfSpeech < window.end) result.latencies.push(at - endOfSpeech)
-        endOfSpeech = undefined
+      if (state.endOfTurn !== undefined) {
+        if (state.endOfTurn >= window.start && state.endOfTurn < window.end) result.latencies.push(at - state.endOfTurn)
+        state.endOfTurn = undefined
       }
       client.frames.length = 0
     } else {
@@ -171,7 +176,7 @@ function follow (client: WebCallClient, window: Window, result: CallerResult) {
     waiters.add(waiter)
     waiter()
   })
-  return { state, until, missedFrame: () => endOfSpeech !== undefined }
+  return { state, until, missedFrame: () => state.endOfTurn !== undefined }
 }
 
 /** One caller: starts a web call, waits for the begin message, then talks turn after turn until the window ends. */
@@ -185,10 +190,15 @@ async function caller (url: string, agentId: string, window: Window): Promise<Ca
     const { state, until, missedFrame } = follow(client, window, result)
     await until('ready event', () => state.ready, 30_000)
     await until('end of the begin message', () => state.agentStops > 0, 30_000)
-    const words = speech(600, 700)
     while (performance.now() < window.end) {
       const stops = state.agentStops
-      await client.sendAudio(words, { realtime: true })
+      // Frame by frame in real time, as on the phone: the end of turn is when its frame actually left.
+      const started = performance.now()
+      for (let i = 0; i < TURN.length / FRAME_SAMPLES; i++) {
+        await sleep(started + i * 20 - performance.now())
+        if (i === END_OF_TURN_FRAME) state.endOfTurn = performance.now()
+        await client.sendAudio(TURN.subarray(i * FRAME_SAMPLES, (i + 1) * FRAME_SAMPLES))
+      }
       await until('answer played out', () => state.agentStops > stops, TURN_TIMEOUT_MS)
       // The answer ended without a frame (nothing recognised): no latency for this turn.
       if (missedFrame()) result.missed++
@@ -215,7 +225,15 @@ const TURN = speech(600, 700)
 async function endOfTurnFrame (): Promise<number> {
   let endAt: number | undefined
   // The detector tells where the silence after the speech began; without a streaming recogniser's words the turn ends after silence alone.
-  const detector = await SpeechDetector.create({ sensitivity: 0.5, onTurn: (turn, at) => { if (turn === 'end') endAt = at + endOfTurnSilenceMs(undefined, { language: 'en-US', responsiveness: 0.5 }) }, onError: (err) => { throw err } })
+  // As the turn core does: while the end of turn is pending the detector listens closely (one window of speech is speech).
+  const detector: SpeechDetector = await SpeechDetector.create({
+    sensitivity: 0.5,
+    onTurn: (turn, at) => {
+      detector.quick = turn === 'end'
+      if (turn === 'end') endAt = at + endOfTurnSilenceMs(undefined, { language: 'en-US', responsiveness: 0.5 })
+    },
+    onError: (err) => { throw err }
+  })
   for (let i = 0; i < TURN.length; i += FRAME_SAMPLES) {
     detector.push(resample(mulawDecode(mulawEncode(resample(TURN.subarray(i, i + FRAME_SAMPLES), 16_000, 8000))), 8000, 16_000))
   }
