@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { WebSocket } from 'ws'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
-import { bufferToPcm, decodeWav, FRAME_SAMPLES, pcmToBuffer, rms } from '../../src/modules/voice/audio.ts'
+import { bufferToPcm, decodeWav, FRAME_SAMPLES, pcmToBuffer, rms, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
 import { poll } from './poll.ts'
 
 // A browser's side of a web call's stream (docs/voice.md, "Browser protocol"), for tests and the benchmark.
@@ -86,6 +86,15 @@ const SPOKEN = (() => {
   while (Math.abs(pcm[first]) < 64) first++
   return pcm.subarray(first)
 })()
+
+/** Where a recording's speech starts and ends (ms): the first and last sample above a whisper. */
+export function speechSpan (pcm: Int16Array): [number, number] {
+  let first = 0
+  while (Math.abs(pcm[first]) < 64) first++
+  let last = pcm.length - 1
+  while (Math.abs(pcm[last]) < 64) last--
+  return [first * 1000 / SAMPLE_RATE, last * 1000 / SAMPLE_RATE]
+}
 
 /**
  * Caller speech: the first `ms` of a spoken sentence ("Hello, I would like to book…"), said again as often as `ms`

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { speechSpan } from '../helpers/voice-client.ts'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import {
@@ -12,15 +13,6 @@ const hello = decodeWav(readFileSync(path.join(FIXTURES, 'hello.wav')))
 
 const tone = (samples: number, amplitude: number, hz = 440) =>
   Int16Array.from({ length: samples }, (_, i) => Math.round(amplitude * Math.sin(2 * Math.PI * hz * i / SAMPLE_RATE)))
-
-/** Where the fixture's speech starts and ends (ms), from its samples: the first and last sample above a whisper. */
-function speechSpan (pcm: Int16Array): [number, number] {
-  let first = 0
-  while (Math.abs(pcm[first]) < 64) first++
-  let last = pcm.length - 1
-  while (Math.abs(pcm[last]) < 64) last--
-  return [first * 1000 / SAMPLE_RATE, last * 1000 / SAMPLE_RATE]
-}
 
 t.test('constants: 20 ms frames of 320 samples at 16 kHz', async (t) => {
   t.equal(SAMPLE_RATE, 16_000)

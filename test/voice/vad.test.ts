@@ -1,4 +1,5 @@
 import t from 'tap'
+import { speechSpan } from '../helpers/voice-client.ts'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { decodeWav, FRAME_SAMPLES, rms, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
@@ -27,15 +28,6 @@ function mix (background: Int16Array, speech: Int16Array, atMs: number): Int16Ar
   const offset = atMs * SAMPLE_RATE / 1000
   for (let i = 0; i < speech.length && offset + i < out.length; i++) out[offset + i] = Math.max(-32768, Math.min(32767, out[offset + i] + speech[i]))
   return out
-}
-
-/** Where the fixture's speech starts and ends (ms): the first and last sample above a whisper. */
-function speechSpan (pcm: Int16Array): [number, number] {
-  let first = 0
-  while (Math.abs(pcm[first]) < 64) first++
-  let last = pcm.length - 1
-  while (Math.abs(pcm[last]) < 64) last--
-  return [first * 1000 / SAMPLE_RATE, last * 1000 / SAMPLE_RATE]
 }
 
 /** The detector's turns over the samples (pushed in 20 ms frames, or as one piece), each with its time (ms). */

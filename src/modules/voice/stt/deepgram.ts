@@ -1,8 +1,7 @@
 import type WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
 import { pcmToBuffer, SAMPLE_RATE } from '../audio.ts'
-import { ProviderError, redact } from '../providers.ts'
-import { abandon, openSocket, release } from './socket.ts'
+import { abandon, failStream, openSocket, release } from './socket.ts'
 import type { SttFactory } from './types.ts'
 
 // Deepgram's live transcription over one WebSocket per call:
@@ -88,15 +87,10 @@ export function deepgramStt (voice: VoiceConfig, options: { keepAliveMs?: number
     }
     const fail = (message: string) => {
       if (ended) return
-      const error = new ProviderError(redact(message, apiKey))
-      log.warn({ err: error.message }, 'the streaming recogniser failed')
-      emit({ type: 'error', message: error.message })
       const turns = waiting
       waiting = []
+      failStream(message, apiKey, log, emit, socket, turns)
       stop()
-      socket?.terminate()
-      // The session ends the call on the error event; the turns' work ends with it.
-      release(turns)
     }
 
     const partial = () => {

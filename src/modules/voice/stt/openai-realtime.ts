@@ -2,7 +2,7 @@ import type WebSocket from 'ws'
 import type { VoiceConfig } from '../../../config.ts'
 import { pcmToBuffer, resample, SAMPLE_RATE } from '../audio.ts'
 import { ProviderError, redact } from '../providers.ts'
-import { abandon, openSocket, release } from './socket.ts'
+import { abandon, failStream, openSocket, release } from './socket.ts'
 import type { SttFactory, SttSetup } from './types.ts'
 
 // OpenAI's realtime transcription sessions (GA protocol) over one WebSocket per call:
@@ -98,15 +98,10 @@ export function openaiRealtimeStt (voice: VoiceConfig): SttFactory {
     }
     const fail = (message: string) => {
       if (ended) return
-      const error = new ProviderError(redact(message, apiKey))
-      log.warn({ err: error.message }, 'the streaming recogniser failed')
-      emit({ type: 'error', message: error.message })
       const turns = waiting
       waiting = []
+      failStream(message, apiKey, log, emit, socket, turns)
       stop()
-      socket?.terminate()
-      // The session ends the call on the error event; the turns' work ends with it.
-      release(turns)
     }
 
     /** The words not yet given to a turn, as one partial transcript. */

@@ -1,5 +1,7 @@
+import type { Logger } from 'pino'
 import WebSocket from 'ws'
 import { ProviderError, redact } from '../providers.ts'
+import type { SttEvent } from './types.ts'
 
 /**
  * Opens a streaming recogniser's WebSocket and gives it to `attach` the moment it is open (a server's first
@@ -54,4 +56,19 @@ export function release (turns: Array<{ resolve: (text: string) => void, timer: 
     clearTimeout(turn.timer)
     turn.resolve('')
   }
+}
+
+/**
+ * A stream that failed: told as an `error` event (the session ends the call on it; the key is never in the
+ * message) and logged, its socket dropped, and the turns waiting for its words released.
+ */
+export function failStream (
+  message: string, apiKey: string | undefined, log: Logger, emit: (event: SttEvent) => void, socket: WebSocket | undefined, turns: Parameters<typeof release>[0]
+): void {
+  const error = new ProviderError(redact(message, apiKey))
+  log.warn({ err: error.message }, 'the streaming recogniser failed')
+  emit({ type: 'error', message: error.message })
+  abandon(socket)
+  socket?.terminate()
+  release(turns)
 }
