@@ -119,7 +119,7 @@ const createFields = {
   agent_name: Type.String({ minLength: 1, maxLength: 200 }),
   llm_id: ObjectId,
   voice: Type.Optional(Voice),
-  interruption_sensitivity: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0: never yields to the caller; 1: yields at the first sound (default 0.5)' })),
+  interruption_sensitivity: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0: never yields to the caller; 1: pauses at the first window of speech and yields soonest, lower values want surer and longer speech (default 0.5; docs/voice.md, "How turns are taken")' })),
   data_retrieval: Type.Optional(DataRetrieval),
   webhook_url: Type.Optional(Nullable(Type.String({ format: 'http-url', maxLength: 2000 }), 'receives the post-call delivery (kind agent_webhook)')),
   is_data_collection_active: Type.Optional(Type.Boolean({ description: 'default false' }))
