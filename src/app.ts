@@ -27,7 +27,7 @@ import { integrationRoutes } from './modules/integrations/routes.ts'
 import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
-import { deliveryAgent } from './modules/deliveries/network.ts'
+import { guardedAgent } from './net/guard.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes } from './modules/runtime/routes.ts'
 import { LiveCalls } from './modules/voice/live-calls.ts'
@@ -76,7 +76,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   const carriers = deps.carriers ?? createCarriers(deps.db, config)
   const jobs = { boss: deps.boss, config }
   // Resends and action tests send from the API process, through the same guarded agent as the workers.
-  const agent = deliveryAgent(config.delivery)
+  const agent = guardedAgent(config.delivery)
   app.addHook('onClose', async () => agent.close())
   // The API's resend and the console's Send again share them.
   const deliveries = { db: deps.db, boss: deps.boss, config, log: app.log as Logger, agent, mailer }

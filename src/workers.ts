@@ -7,7 +7,7 @@ import { expireIdempotencyKeys } from './modules/calls/idempotency.ts'
 import { registerCallWorkers } from './modules/calls/workers.ts'
 import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
 import { purgeExpired } from './modules/deliveries/queries.ts'
-import { deliveryAgent } from './modules/deliveries/network.ts'
+import { guardedAgent } from './net/guard.ts'
 import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
 import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
 import type { Analyser } from './modules/runtime/analysis/types.ts'
@@ -32,7 +32,7 @@ export interface WorkerOptions {
 /** Registers every queue's worker on a started pg-boss; answers a function that closes what they opened. */
 export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promise<() => Promise<void>> {
   const { db, config, log } = options
-  const agent = deliveryAgent(config.delivery)
+  const agent = guardedAgent(config.delivery)
   const mailer = options.mailer ?? createMailer(db, config, log)
   await registerCallWorkers({ db, boss, config })
   await registerRuntimeWorkers({ db, boss, config, log, analyser: options.analyser ?? createAnalyser(config.analyser) })

@@ -9,9 +9,10 @@ const SRC = path.resolve(import.meta.dirname, '../src')
 
 /** From the bottom up; a file may import its own layer's files and those of the layers below. */
 const LAYERS: string[][] = [
-  ['config', 'logger'],
+  ['config', 'logger', 'templates'],
   ['db'],
   ['http', 'jobs', 'mail'],
+  ['net'],
   // Modules, each its own layer: a module imports only modules listed before it.
   ['modules/users'], ['modules/account'], ['modules/integrations'], ['modules/knowledge-bases'], ['modules/agents'],
   ['modules/phone-numbers'], ['modules/calls'], ['modules/deliveries'], ['modules/runtime'], ['modules/voice'], ['modules/telephony'], ['modules/console'],

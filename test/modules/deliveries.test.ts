@@ -5,8 +5,8 @@ import { createLogger } from '../../src/logger.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
 import { registerDeliveryWorkers, type ConditionVerdicts } from '../../src/modules/deliveries/engine.ts'
 import { purgeExpired } from '../../src/modules/deliveries/queries.ts'
-import { deliveryAgent } from '../../src/modules/deliveries/network.ts'
-import { UNREACHABLE } from '../../src/modules/deliveries/send.ts'
+import { guardedAgent } from '../../src/net/guard.ts'
+import { UNREACHABLE } from '../../src/net/request.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { analysedCall, deliveries, FAST, fastSetup, settled } from '../helpers/deliveries.ts'
@@ -280,7 +280,7 @@ t.test('two workers on one database make each attempt once and share the load; d
     const boss = new PgBoss({ connectionString: ctx.url, useListenNotify: true, supervise: false, schedule: false, max: 3 })
     await boss.start()
     await createQueues(boss, ctx.config)
-    const agentPool = deliveryAgent(ctx.config.delivery)
+    const agentPool = guardedAgent(ctx.config.delivery)
     const worker = { boss, connections: 0 }
     agentPool.on('connect', () => { worker.connections++ })
     const log = createLogger(ctx.config)

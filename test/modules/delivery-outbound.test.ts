@@ -6,9 +6,9 @@ import t from 'tap'
 import { Agent, buildConnector } from 'undici'
 import { enqueuePostCall } from '../../src/modules/deliveries/engine.ts'
 import { isPrivateAddress } from '../../src/http/addresses.ts'
-import { PRIVATE_ADDRESS_REFUSED } from '../../src/modules/deliveries/network.ts'
+import { PRIVATE_ADDRESS_REFUSED } from '../../src/net/guard.ts'
 import { displayUrl } from '../../src/modules/deliveries/render.ts'
-import { send, UNREACHABLE } from '../../src/modules/deliveries/send.ts'
+import { send, UNREACHABLE } from '../../src/net/request.ts'
 import { addAction, createAgent, insertCalls } from '../helpers/calls.ts'
 import { analysedCall, fastSetup, settled } from '../helpers/deliveries.ts'
 import { poll } from '../helpers/poll.ts'
@@ -97,7 +97,7 @@ t.test('refused, not public, DNS and TLS failures show one message; the reason g
   }
   for (const [name, err] of Object.entries(failures)) {
     const { log, lines } = capturingLog()
-    const outcome = await send(fail(err), { method: 'GET', url: 'https://receiver.example/path?key=query-secret', headers: {}, configured: {}, signing: { id: 'x', secrets: [] } }, 2000, log)
+    const outcome = await send(fail(err), { method: 'GET', url: 'https://receiver.example/path?key=query-secret', headers: {}, configured: {}, id: 'x' }, 2000, log)
     t.match(outcome, { ok: false, error: UNREACHABLE }, name)
     t.match(lines.join(''), err.message, 'the server log has the reason')
     t.match(lines.join(''), '"receiver":"https://receiver.example"')
@@ -105,7 +105,7 @@ t.test('refused, not public, DNS and TLS failures show one message; the reason g
   }
 
   // A Test (typedUrl) names the refusal of the host the user typed; a host a redirect named stays unexplained.
-  const request = { method: 'GET', url: 'https://receiver.example/path', headers: {}, configured: {}, signing: { id: 'x', secrets: [] } }
+  const request = { method: 'GET', url: 'https://receiver.example/path', headers: {}, configured: {}, id: 'x' }
   t.match(await send(fail(failures.blocked), request, 2000, capturingLog().log, { typedUrl: true }), { ok: false, error: PRIVATE_ADDRESS_REFUSED })
   t.match(await send(fail(failures.dns), request, 2000, capturingLog().log, { typedUrl: true }), { ok: false, error: UNREACHABLE }, 'other failures say what they said')
   const redirecting = await startReceiver(t)

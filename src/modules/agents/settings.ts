@@ -1,6 +1,7 @@
 import { Type } from 'typebox'
 import { ID_PATTERN } from '../../db/ids.ts'
 import { COMPONENT, E164, Email, ObjectId } from '../../http/schemas.ts'
+import { VARIABLE } from '../../templates.ts'
 
 // The `settings` object of each action and tool type. The specification names a few members; the rest
 // are ours and documented in docs/agents.md. Write-only secrets (header values) are masked in answers.
@@ -175,8 +176,6 @@ export function unmaskSettings (settings: Settings, stored: Settings | undefined
  */
 const CREDENTIALS_URL: Record<string, string> = { api_call: 'url', mcp: 'server_url' }
 
-/** A {{variable}} in a template (URL, query, body, header value). */
-export const VARIABLE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g
 
 /**
  * The origin (scheme, host, port) of a URL that may hold {{variables}}: each variable stands for itself (its name,

@@ -9,7 +9,7 @@ import { ACTION_SETTINGS, headerProblem, MASK } from '../agents/settings.ts'
 import { testApiCall } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
 import { maskUrlTemplate, viewerApiCallSettings, type ApiCallSettings } from '../deliveries/render.ts'
-import type { Outcome } from '../deliveries/send.ts'
+import type { Outcome } from '../../net/request.ts'
 import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
 import {
   fieldValues, objectFields, pairValues, readFields, readPairs, renderField, renderFields, renderPairs, the,

@@ -5,7 +5,7 @@ import type { AgentRow, CapabilityRow } from '../agents/queries.ts'
 import type { CallRow } from '../../db/schema.ts'
 import { attemptRequest, type DeliveryDeps } from './engine.ts'
 import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
-import { send, type Outcome } from './send.ts'
+import { send, type Outcome } from '../../net/request.ts'
 import { testSecret } from './signing.ts'
 
 // The test button of an api_call action (the API's POST /v1/agent/:id/actions/:agentActionId/test, and the console's).

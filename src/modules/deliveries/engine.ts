@@ -12,8 +12,8 @@ import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.t
 import { openSettings } from '../agents/queries.ts'
 import { actionRequest, callVariables, renderHeaders, webhookRequest, type ShapedRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
-import { send, type Outcome, type OutgoingRequest } from './send.ts'
-import { signingSecrets } from './signing.ts'
+import { send, type Outcome, type OutgoingRequest } from '../../net/request.ts'
+import { signatureHeaders, signingSecrets } from './signing.ts'
 import {
   actionSettingsByIds, activeApiCallActions, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
@@ -124,7 +124,8 @@ export function attemptRequest (delivery: { deliveryId: string, correlationId: s
     url: delivery.url,
     configured,
     ...(hasBody ? { body: delivery.body! } : {}),
-    signing: { id: delivery.deliveryId, secrets },
+    id: delivery.deliveryId,
+    sign: (url, body) => signatureHeaders(secrets, delivery.deliveryId, url, body),
     headers: {
       'user-agent': USER_AGENT,
       'x-service-delivery-id': delivery.deliveryId,

@@ -3,7 +3,7 @@ import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import { actionSettings, agentName, insertNotice, lockNoticeSource, noticesSince, ownerContact, setNoticeEmail } from './queries.ts'
-import type { Outcome } from './send.ts'
+import type { Outcome } from '../../net/request.ts'
 
 // Failure e-mails of the specification's Events section: per the action's `notify` setting (an agent
 // webhook: after the last attempt), to its `notify_email` or the account owner, in the owner's language,

@@ -1,6 +1,7 @@
 import { HttpError } from '../../http/errors.ts'
 import type { Static } from 'typebox'
-import { ACTION_SETTINGS, MASK, VARIABLE } from '../agents/settings.ts'
+import { ACTION_SETTINGS, MASK } from '../agents/settings.ts'
+import { renderText, renderValue, text } from '../../templates.ts'
 import type { CallRow, TranscriptItem } from '../../db/schema.ts'
 
 // What a post-call delivery sends: the call payload of the specification's Events section, shaped by an
@@ -65,29 +66,6 @@ export function callVariables (call: CallRow): Record<string, unknown> {
     call_recording_url: call.recording_url,
     agent_id: call.agent_id
   }
-}
-
-const ONE_VARIABLE = /^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$/
-
-const text = (value: unknown) => (value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value))
-
-/** Variables replaced in text; a variable without a value becomes empty, never the placeholder. */
-export function renderText (template: string, variables: Record<string, unknown>, encode = false): string {
-  return template.replace(VARIABLE, (_, name: string) => (encode ? encodeURIComponent(text(variables[name])) : text(variables[name])))
-}
-
-/** A JSON value with variables filled in; a string that is exactly one variable takes the variable's type. */
-export function renderValue (value: unknown, variables: Record<string, unknown>): unknown {
-  if (typeof value === 'string') {
-    const single = ONE_VARIABLE.exec(value)
-    if (single !== null) return variables[single[1]] ?? ''
-    return renderText(value, variables)
-  }
-  if (Array.isArray(value)) return value.map((item) => renderValue(item, variables))
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, renderValue(item, variables)]))
-  }
-  return value
 }
 
 /** The settings of an api_call action (stored with the defaults of ACTIONS filled in). */

@@ -20,7 +20,7 @@ import { SpeechDetector } from './vad/detector.ts'
 import { systemClock, type Clock, type Timer } from './turns/clock.ts'
 import { TurnCore } from './turns/core.ts'
 import { expectingOf } from './turns/words.ts'
-import { renderText } from '../deliveries/render.ts'
+import { renderText } from '../../templates.ts'
 
 // The call adapter of one live call (DESIGN.md, "Conversation core"): loads the agent, its configuration and
 // tools, wires the transport, the engine, the speech detector and the turn core (turns/core.ts, which takes every

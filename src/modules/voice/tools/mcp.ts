@@ -4,7 +4,7 @@ import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js'
 import { fetch as undiciFetch, type Agent } from 'undici'
 import type { CapabilityRow } from '../../agents/queries.ts'
-import { deliveryAgent } from '../../deliveries/network.ts'
+import { guardedAgent } from '../../../net/guard.ts'
 import type { LiveTool, ToolContext } from './types.ts'
 
 // An MCP server is a user-given URL, so it is reached under the deliveries' address rules (every address
@@ -84,7 +84,7 @@ export interface McpTools { tools: LiveTool[], close: () => Promise<void> }
 export async function mcpTools (row: CapabilityRow, ctx: ToolContext): Promise<McpTools> {
   const settings = row.settings as { name: string, description?: string, server_url: string, allowed_tools?: string[], headers?: Record<string, string> }
   const timeout = ctx.config.voice.mcpTimeoutMs
-  const agent = deliveryAgent(ctx.config.delivery)
+  const agent = guardedAgent(ctx.config.delivery)
   const client = new Client({ name: 'switchboard', version: '1.0.0' })
   const transport = new StreamableHTTPClientTransport(new URL(settings.server_url), {
     fetch: guardedFetch(agent),

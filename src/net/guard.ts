@@ -3,11 +3,11 @@ import { readFileSync } from 'node:fs'
 import net from 'node:net'
 import { rootCertificates } from 'node:tls'
 import { Agent, buildConnector } from 'undici'
-import type { DeliveryConfig } from '../../config.ts'
-import { isPrivateAddress } from '../../http/addresses.ts'
+import type { DeliveryConfig } from '../config.ts'
+import { isPrivateAddress } from '../http/addresses.ts'
 
-// Receivers must be on the public internet: a delivery URL is chosen by an API user and must not reach
-// the server's own network (SSRF). Every address is checked BEFORE a connection is opened: a host name
+// Receivers must be on the public internet: a URL chosen by an API user (a delivery, an action, an MCP server)
+// must not reach the server's own network (SSRF). Every address is checked BEFORE a connection is opened: a host name
 // through the connector's DNS lookup (all of its addresses, and the socket connects only to those), an IP
 // address in the URL before the connector is called. So not even a TCP handshake (or a TLS ClientHello)
 // reaches a private address, and a refused, filtered or TLS-speaking internal port all look the same.
@@ -50,7 +50,7 @@ export function publicLookup (hostname: string, options: dns.LookupOptions, call
 }
 
 /** An undici agent that connects only to public addresses (unless allowed) and always verifies certificates. */
-export function deliveryAgent (config: DeliveryConfig): Agent {
+export function guardedAgent (config: DeliveryConfig): Agent {
   const ca = config.caFile === undefined ? undefined : [...rootCertificates, readFileSync(config.caFile, 'utf8')]
   const connect = buildConnector({
     ca,

@@ -1,7 +1,6 @@
 import type { Logger } from 'pino'
 import { errors, request, type Agent } from 'undici'
-import { isBlockedAddress, PRIVATE_ADDRESS_REFUSED } from './network.ts'
-import { signatureHeaders } from './signing.ts'
+import { isBlockedAddress, PRIVATE_ADDRESS_REFUSED } from './guard.ts'
 
 export interface OutgoingRequest {
   method: string
@@ -12,8 +11,10 @@ export interface OutgoingRequest {
   configured: Record<string, string>
   /** JSON text, for POST, PUT and PATCH. */
   body?: string
-  /** Each hop is signed over what it sends (signing.ts). */
-  signing: { id: string, secrets: string[] }
+  /** Names the request in the server log (a delivery id, a call id). */
+  id: string
+  /** Headers that sign each hop over what it sends (deliveries/signing.ts): computed per hop, as the URL may change. */
+  sign?: (url: string, body: string | undefined) => Record<string, string>
 }
 
 export interface Outcome {
@@ -25,9 +26,9 @@ export interface Outcome {
 }
 
 export const MAX_REDIRECTS = 5
-/** The start of the answer kept in the log. */
+/** The start of the answer kept in the log (unless the caller asks for more). */
 const PREVIEW_BYTES = 1024
-/** Read at most this much of an answer, whatever the receiver sends. */
+/** Read at most this much of an answer, whatever the receiver sends (or the preview asked for, when longer). */
 const READ_BYTES = 8192
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
 
@@ -60,8 +61,10 @@ function describe (err: unknown, timeoutMs: number): { error: string, reason: st
  * answer, with the delivery id and the receiver's origin (never a path or query: they carry variables and keys).
  * `typedUrl` (an action's Test): a refusal of the URL's own host says that private addresses are refused.
  */
-export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>, options: { typedUrl?: boolean } = {}): Promise<Outcome> {
+export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>, options: { typedUrl?: boolean, previewBytes?: number } = {}): Promise<Outcome> {
   const started = performance.now()
+  const previewBytes = options.previewBytes ?? PREVIEW_BYTES
+  const readBytes = Math.max(READ_BYTES, previewBytes)
   const signal = AbortSignal.timeout(timeoutMs)
   let { method, url, body, configured } = outgoing
   let hop = 0
@@ -69,7 +72,7 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
     for (; ; hop++) {
       const headers: Record<string, string> = {
         ...configured,
-        ...signatureHeaders(outgoing.signing.secrets, outgoing.signing.id, url, body),
+        ...outgoing.sign?.(url, body),
         ...outgoing.headers,
         ...(body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' })
       }
@@ -95,16 +98,16 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
       for await (const chunk of response.body) {
         chunks.push(chunk as Buffer)
         read += (chunk as Buffer).length
-        if (read >= READ_BYTES) break
+        if (read >= readBytes) break
       }
       // Breaking out of the loop destroys the rest of the answer; nothing more is read.
-      const preview = Buffer.concat(chunks).subarray(0, PREVIEW_BYTES).toString('utf8')
+      const preview = Buffer.concat(chunks).subarray(0, previewBytes).toString('utf8')
       const ok = response.statusCode >= 200 && response.statusCode < 300
       return { ok, status_code: response.statusCode, duration_ms: elapsed(started), ...(preview === '' ? {} : { response_preview: preview }) }
     }
   } catch (err) {
     const { error, reason } = describe(err, timeoutMs)
-    log.info({ deliveryId: outgoing.signing.id, receiver: originOf(url), method, reason }, 'delivery request got no answer')
+    log.info({ requestId: outgoing.id, receiver: originOf(url), method, reason }, 'outgoing request got no answer')
     // The URL's own host, typed by the user: saying it is not public tells them only about their input.
     const typedHostRefused = options.typedUrl === true && hop === 0 && isBlockedAddress(err)
     return { ok: false, error: typedHostRefused ? PRIVATE_ADDRESS_REFUSED : error, duration_ms: elapsed(started) }
