@@ -16,7 +16,8 @@ import { registerValidation } from './http/validation.ts'
 import { createLogger } from './logger.ts'
 import { createMailer, type Mailer } from './mail/mailer.ts'
 import { accountRoutes } from './modules/account/routes.ts'
-import { ACTIONS, capabilityRoutes, TOOLS } from './modules/agents/capabilities.ts'
+import { ACTIONS, TOOLS } from './modules/capabilities/catalog.ts'
+import { capabilityRoutes } from './modules/capabilities/routes.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
@@ -144,9 +145,9 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })
   }
   if (config.role !== 'worker') {
-    await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, live, streams })
+    await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, mailer, live, streams })
     await app.register(recordingLinkRoutes, { db: deps.db, limits: config.concurrency })
-    await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, live, streams })
+    await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer, live, streams })
   }
 
   return app

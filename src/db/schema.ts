@@ -378,7 +378,8 @@ export interface WebhookDeliveriesTable {
   call_id: string
   agent_id: string
   action_id: string | null
-  kind: 'agent_webhook' | 'api_call'
+  /** agent_webhook, or the type of the action behind it (api_call, send_email, send_sms, send_chat). */
+  kind: string
   name: string
   status: 'pending' | 'delivered' | 'failed'
   method: string

@@ -25,6 +25,9 @@ export interface Outcome {
   response_preview?: string
 }
 
+/** What every request Switchboard sends to a user's receiver says it is (the specification's deliveries header). */
+export const USER_AGENT = 'SERVICE-Webhooks/1.0'
+
 export const MAX_REDIRECTS = 5
 /** The start of the answer kept in the log (unless the caller asks for more). */
 const PREVIEW_BYTES = 1024
@@ -60,12 +63,13 @@ function describe (err: unknown, timeoutMs: number): { error: string, reason: st
  * everything else is a failure with its status or error. `log` gets the reason of a failure without an
  * answer, with the delivery id and the receiver's origin (never a path or query: they carry variables and keys).
  * `typedUrl` (an action's Test): a refusal of the URL's own host says that private addresses are refused.
+ * `previewBytes`: how much of the answer to keep (a live request returns it to the model). `signal`: gives up early.
  */
-export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>, options: { typedUrl?: boolean, previewBytes?: number } = {}): Promise<Outcome> {
+export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: number, log: Pick<Logger, 'info'>, options: { typedUrl?: boolean, previewBytes?: number, signal?: AbortSignal } = {}): Promise<Outcome> {
   const started = performance.now()
   const previewBytes = options.previewBytes ?? PREVIEW_BYTES
   const readBytes = Math.max(READ_BYTES, previewBytes)
-  const signal = AbortSignal.timeout(timeoutMs)
+  const signal = options.signal === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), options.signal])
   let { method, url, body, configured } = outgoing
   let hop = 0
   try {

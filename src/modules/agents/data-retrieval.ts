@@ -3,7 +3,7 @@ import { badRequest } from '../../http/errors.ts'
 import type { AgentUpdateBody } from './schemas.ts'
 
 /** Variables every action can use already; a retrieval field of the same name would shadow them. */
-const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_phone', 'customer_email', 'call_direction',
+export const CALL_VARIABLES = new Set(['call_id', 'call_from', 'call_to', 'customer_phone', 'customer_email', 'call_direction',
   'call_type', 'call_start', 'call_end', 'call_duration', 'call_summary', 'call_transcription', 'call_sentiment',
   'call_task_achieved', 'call_recording_url', 'agent_id'])
 

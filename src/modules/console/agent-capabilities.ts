@@ -3,12 +3,15 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError, type AjvIssue } from '../../http/errors.ts'
 import { compileBodySchema, MAX_JSON_DEPTH } from '../../http/validation.ts'
-import { ACTIONS, addCapability, changeCapability, TOOLS, type Kind } from '../agents/capabilities.ts'
 import { countCapabilities, deleteCapability, findAgent, findCapability, listAgents, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
-import { ACTION_SETTINGS, headerProblem, MASK } from '../agents/settings.ts'
+import { ACTIONS, TOOLS, type Kind } from '../capabilities/catalog.ts'
+import { addCapability, changeCapability } from '../capabilities/manage.ts'
+import { whenOf } from '../capabilities/registry.ts'
+import { headerProblem, MASK } from '../capabilities/schemas.ts'
+import { ApiCallSettings } from '../capabilities/types/api-call.ts'
 import { testApiCall } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
-import { maskUrlTemplate, viewerApiCallSettings, type ApiCallSettings } from '../deliveries/render.ts'
+import { maskUrlTemplate, viewerApiCallSettings } from '../deliveries/render.ts'
 import type { Outcome } from '../../net/request.ts'
 import { listKnowledgeBaseRows } from '../knowledge-bases/queries.ts'
 import {
@@ -31,48 +34,18 @@ import { HIDDEN, ID, sendPage } from './reply.ts'
 const FORM_ROUTE = { ...HIDDEN, bodyLimit: 512 * 1024 }
 const KINDS = [ACTIONS, TOOLS]
 
-const TYPE_LABELS: Record<string, string> = {
-  send_email: 'Send an e-mail',
-  send_sms: 'Send an SMS',
-  send_chat: 'Send a chat message',
-  api_call: 'API call',
-  api_rag: 'Knowledge-base search',
-  appointment_booking: 'Appointment booking',
-  call_forwarding: 'Call forwarding',
-  end_call: 'End the call',
-  calendar_one: 'Calendar (first provider)',
-  calendar_two: 'Calendar (second provider)',
-  booking_one: 'Booking (first provider)',
-  booking_two: 'Booking (second provider)',
-  crm: 'CRM',
-  agent_transfer: 'Agent transfer',
-  mcp: 'MCP server'
-}
-const typeLabel = (type: string) => TYPE_LABELS[type] ?? type
+const typeLabel = (kind: Kind, type: string) => kind.types[type]?.label ?? type
 
-const LABELS: Record<string, string> = {
-  url: 'URL',
-  send_only_custom_fields: 'Send only my fields (the query and the body, without the call)',
-  notify: 'Failure e-mails',
-  notify_email: 'Failure e-mail recipient',
-  knowledge_base_ids: 'Knowledge bases',
-  top_k: 'Passages per search',
-  duration_minutes: 'Length (minutes)',
-  timeout_seconds: 'Ring for (seconds)',
-  show_caller_number: "Show the caller's number",
-  send_to_customer: 'Send to the other party of the call',
-  direct_recipients: 'Further recipients',
-  calendar_id: 'Calendar id',
-  event_type_id: 'Event type id',
-  agent_id: 'Agent',
-  server_url: 'Server URL',
-  allowed_tools: 'Allowed tools'
-}
-const HINTS: Record<string, string> = {
-  url: 'Absolute http:// or https:// URL; {{variables}} are filled in.',
-  notify_email: 'Empty: the account owner.',
-  condition: 'In plain language: only calls that meet it are sent (judged by the call analysis). Empty: every call.',
-  agent_id: 'Another agent of yours that takes the call over; or give a phone number below.'
+/** Labels of the members every type shares; each type adds its own (fieldLabels). */
+const LABELS: Record<string, string> = { when: 'When' }
+const labelsOf = (kind: Kind, type: string) => ({ ...LABELS, ...kind.types[type].fieldLabels })
+
+/** What a row's state says: whether it acts, and when (actions). */
+function stateOf (kind: Kind, row: CapabilityRow): string {
+  if (kind.types[row.type]?.unavailable !== undefined) return 'does not act (cannot be used yet)'
+  if (!row.is_active) return 'inactive'
+  if (kind !== ACTIONS) return 'active'
+  return { after_call: 'active, after the call', during_call: 'active, during the call', both: 'active, during and after the call' }[whenOf(row.settings)]
 }
 
 /** The write-only headers of api_call actions and mcp tools; the query parameters of api_call actions. */
@@ -95,23 +68,23 @@ const RETRY_MODE: Field = {
     { value: 'custom', label: 'My own pauses' }
   ]
 }
-const RETRY_SCHEDULE = ACTION_SETTINGS.api_call.properties.retry_schedule
+const RETRY_SCHEDULE = ApiCallSettings.properties.retry_schedule
 const RETRY_LABEL = 'Pauses before each retry (seconds)'
 const validateRetries = compileBodySchema(RETRY_SCHEDULE)
 
 interface Choices { agents: Option[], knowledgeBases: Option[] }
 
 function settingsFields (kind: Kind, type: string, choices: Choices): Field[] {
-  return objectFields(kind.schemas[type], 'settings.', {
+  return objectFields(kind.types[type].schema, 'settings.', {
     omit: HAND_DRAWN,
-    labels: LABELS,
-    hints: HINTS,
+    labels: labelsOf(kind, type),
+    hints: kind.types[type].fieldHints ?? {},
     options: { agent_id: choices.agents, knowledge_base_ids: choices.knowledgeBases },
     multiline: ['message']
   })
 }
 
-const hasHeaders = (kind: Kind, type: string) => kind.schemas[type].properties.headers !== undefined
+const hasHeaders = (kind: Kind, type: string) => kind.types[type].schema.properties.headers !== undefined
 const isApiCall = (kind: Kind, type: string) => kind === ACTIONS && type === 'api_call'
 
 /** A stored (or default) settings object as form text; header values never leave the server. */
@@ -223,7 +196,7 @@ function readSettings (kind: Kind, type: string, form: FormValues, choices: Choi
  * The API's message about settings as the console shows it: under the field it names ("body.settings.url must
  * be …"), or above the form ("body.settings needs a recipient …", a limit, a missing integration).
  */
-function problemsOfError (kind: Kind, err: HttpError, form: FormValues): Problems {
+function problemsOfError (kind: Kind, type: string, err: HttpError, form: FormValues): Problems {
   // A header's problem goes under its row's value.
   const header = /^body\.settings\.headers\.(\S+) (.*)$/.exec(err.message)
   const row = header === null ? undefined : Object.keys(form).find((field) => /^settings\.headers\.\d+\.name$/.test(field) && form[field]?.trim() === header[1])
@@ -231,7 +204,7 @@ function problemsOfError (kind: Kind, err: HttpError, form: FormValues): Problem
   const found = /^body\.settings\.([a-z_]+) (.*)$/.exec(err.message)
   if (found !== null && !found[2].includes('body.settings')) {
     const member = found[1]
-    return { [`settings.${member}`]: `${the(LABELS[member] ?? member.replaceAll('_', ' '))} ${found[2]}.` }
+    return { [`settings.${member}`]: `${the(labelsOf(kind, type)[member] ?? member.replaceAll('_', ' '))} ${found[2]}.` }
   }
   const text = err.message.replace(/ \(body\.settings\.[^)]*\)/g, '').replace(/^body\.settings /, `This ${kind.noun} `).replaceAll('body.settings.', '')
   return { '': `${text.charAt(0).toUpperCase()}${text.slice(1)}.` }
@@ -268,17 +241,17 @@ export async function capabilitySection (db: DB, scope: Scope, agent: AgentRow):
   const lists = await Promise.all(KINDS.map(async (kind) => ({ kind, rows: await listCapabilities(db, scope.ownerId, kind, agent.id) })))
   return html`${lists.map(({ kind, rows }) => html`<section aria-labelledby="${kind.path}-title">
 <h2 id="${kind.path}-title">${kind === ACTIONS ? 'Actions' : 'Tools'}</h2>
-<p class="hint">${kind === ACTIONS ? 'What happens after each call.' : 'What the agent may do during a call.'} ${rows.length} of at most ${kind.max}.</p>
+<p class="hint">${kind === ACTIONS ? 'What the agent sends: during the call (a function it uses) or after it (a delivery).' : 'What the agent may do during a call.'} ${rows.length} of at most ${kind.max}.</p>
 ${rows.length === 0
   ? html`<p>No ${kind.path} yet.</p>`
   : html`<div class="table"><table>
   <caption>${kind === ACTIONS ? 'Actions' : 'Tools'} of ${agent.agent_name}</caption>
   <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col">State</th></tr></thead>
-  <tbody>${rows.map((row) => html`<tr><td><a href="${base(agent, kind)}/${row.id}">${String(row.settings.name)}</a></td><td>${typeLabel(row.type)}</td><td>${row.is_active ? 'active' : 'inactive'}</td></tr>`)}</tbody>
+  <tbody>${rows.map((row) => html`<tr><td><a href="${base(agent, kind)}/${row.id}">${String(row.settings.name)}</a></td><td>${typeLabel(kind, row.type)}</td><td>${stateOf(kind, row)}</td></tr>`)}</tbody>
 </table></div>`}
 ${scope.canChange && rows.length < kind.max && html`<form method="get" action="${base(agent, kind)}/new" class="inline">
   <label for="new-${kind.noun}-type">New ${kind.noun} of type</label>
-  <select id="new-${kind.noun}-type" name="type">${Object.keys(kind.schemas).map((type) => html`<option value="${type}">${typeLabel(type)}</option>`)}</select>
+  <select id="new-${kind.noun}-type" name="type">${Object.entries(kind.types).filter(([, type]) => type.unavailable === undefined).map(([type, definition]) => html`<option value="${type}">${definition.label}</option>`)}</select>
   <button type="submit">Add ${kind.noun === 'action' ? 'an action' : 'a tool'}</button>
 </form>`}
 </section>`)}`
@@ -325,7 +298,7 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
   const viewer = viewerOf(session)
   const readOnly = !scope.canChange
   const action = row === undefined ? base(agent, kind) : `${base(agent, kind)}/${row.id}`
-  const title = row === undefined ? `New ${kind.noun}: ${typeLabel(type)}` : `${typeLabel(type)}: ${String(row.settings.name)}`
+  const title = row === undefined ? `New ${kind.noun}: ${typeLabel(kind, type)}` : `${typeLabel(kind, type)}: ${String(row.settings.name)}`
   const fields = settingsFields(kind, type, choices)
   const headers = hasHeaders(kind, type)
   const apiCall = isApiCall(kind, type)
@@ -337,6 +310,8 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
     viewer,
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
+<p class="hint">${kind.types[type].hint}</p>
+${kind.types[type].unavailable !== undefined && notice('error', `This ${kind.noun} ${kind.types[type].unavailable}. It is kept as it was stored; you can switch it off or delete it.`)}
 ${saved === true && notice('success', 'Saved.')}
 ${general !== undefined && notice('error', general)}
 ${readOnly && html`<p>You are a member of this workspace: you can see this ${kind.noun}, not change it.</p>`}
@@ -344,7 +319,7 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   ${csrfField(viewer.csrfToken)}
   ${row === undefined && html`<input type="hidden" name="type" value="${type}">`}
   <fieldset class="plain"${readOnly && html` disabled`}>
-  <legend class="visually-hidden">${typeLabel(type)} settings</legend>
+  <legend class="visually-hidden">${typeLabel(kind, type)} settings</legend>
   ${renderFields(apiCall ? fields.filter((field) => FIRST.includes(field.key)) : fields, form, problems)}
   ${headers && html`${renderPairs(HEADERS, form, problems)}
   <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.
@@ -380,16 +355,17 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     const path = `/agents/:id/${kind.path}`
     const item = `${path}/:itemId`
     const typeOf = (type: string | undefined) => {
-      if (type === undefined || !Object.hasOwn(kind.schemas, type)) {
-        throw new HttpError(400, 'bad_request', `Choose one of the ${kind.noun} types: ${Object.keys(kind.schemas).map(typeLabel).join(', ')}.`)
+      const offered = Object.entries(kind.types).filter(([, definition]) => definition.unavailable === undefined)
+      if (type === undefined || !offered.some(([name]) => name === type)) {
+        throw new HttpError(400, 'bad_request', `Choose one of the ${kind.noun} types: ${offered.map(([, definition]) => definition.label).join(', ')}.`)
       }
       return type
     }
 
     /** The form again with what is wrong, 400; or 409 when the API refuses it for a limit or a missing integration. */
     const refuse = async (reply: FastifyReply, page: Omit<FormPage, 'problems'>, err: unknown) => {
-      if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
-      return sendPage(reply, err.statusCode === 409 ? 409 : 400, capabilityPage({ ...page, problems: problemsOfError(kind, err, page.form) }))
+      if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || err.statusCode === 422 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
+      return sendPage(reply, err.statusCode === 400 || err.statusCode === 404 ? 400 : err.statusCode, capabilityPage({ ...page, problems: problemsOfError(kind, page.type, err, page.form) }))
     }
 
     app.get<{ Params: { id: string }, Querystring: { type?: string } }>(`${path}/new`, HIDDEN, async (request, reply) => {
@@ -402,7 +378,7 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
         throw new HttpError(409, 'conflict', `An agent has at most ${kind.max} ${kind.path}: delete one before adding another.`)
       }
       const choices = await choicesOf(db, page.scope, agent)
-      const form = formOf(kind, type, kind.defaults[type] ?? {}, true, choices)
+      const form = formOf(kind, type, kind.types[type].defaults, true, choices)
       return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type, form, problems: {}, choices }))
     })
 

@@ -4,7 +4,10 @@ import { badRequest } from '../../http/errors.ts'
 import type { AgentRow, CapabilityRow } from '../agents/queries.ts'
 import type { CallRow } from '../../db/schema.ts'
 import { attemptRequest, type DeliveryDeps } from './engine.ts'
-import { actionRequest, callVariables, displayUrl, renderHeaders, type ApiCallSettings } from './render.ts'
+import { callVariables } from '../calls/variables.ts'
+import { typed } from '../capabilities/registry.ts'
+import { actionRequest, apiCall, renderHeaders } from '../capabilities/types/api-call.ts'
+import { displayUrl } from './render.ts'
 import { send, type Outcome } from '../../net/request.ts'
 import { testSecret } from './signing.ts'
 
@@ -84,9 +87,10 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
  * It is signed with the account's test secret, never its delivery secret: a workspace admin may write what it sends.
  */
 export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'config'>, agent: AgentRow, action: CapabilityRow, log: Pick<Logger, 'info'>): Promise<{ outcome: Outcome, request: { method: string, url: string } }> {
-  if (action.type !== 'api_call') throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
+  const checked = action.type === 'api_call' ? typed(apiCall, action) : undefined
+  if (checked === undefined) throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
+  const { settings } = checked
   const call = sampleCall(agent.user_id, agent.id, agent.data_retrieval)
-  const settings = action.settings as ApiCallSettings // checked just above
   const variables = callVariables(call)
   const shaped = actionRequest(settings, call, variables)
   const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },

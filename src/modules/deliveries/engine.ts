@@ -10,12 +10,17 @@ import type { CallRow, Database, DeliveryAttempt } from '../../db/schema.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.ts'
 import { openSettings } from '../agents/queries.ts'
-import { actionRequest, callVariables, renderHeaders, webhookRequest, type ShapedRequest } from './render.ts'
+import { callVariables } from '../calls/variables.ts'
+import { ACTIONS } from '../capabilities/catalog.ts'
+import { deliveryOptions, typed, whenOf, type Channel, type ShapedRequest } from '../capabilities/registry.ts'
+import { renderHeaders } from '../capabilities/types/api-call.ts'
+import { sendMessage } from '../messaging/send.ts'
+import { webhookRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
-import { send, type Outcome, type OutgoingRequest } from '../../net/request.ts'
+import { send, USER_AGENT, type Outcome, type OutgoingRequest } from '../../net/request.ts'
 import { signatureHeaders, signingSecrets } from './signing.ts'
 import {
-  actionSettingsByIds, activeApiCallActions, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
+  actionSettingsByIds, activeActions, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
@@ -28,11 +33,16 @@ type Trx = Transaction<Database>
 /** Pauses before attempts 2 to 8 of the default schedule, in seconds: 1 min, 5 min, 30 min, 2 h, 6 h, 24 h, 48 h. */
 export const DEFAULT_SCHEDULE = [60, 300, 1800, 7200, 21_600, 86_400, 172_800]
 
-export const USER_AGENT = 'SERVICE-Webhooks/1.0'
-
 export interface DeliveryDeps { db: DB, boss: PgBoss, config: Config, log: Logger, agent: Agent, mailer: Mailer }
 
-interface Source { kind: 'agent_webhook' | 'api_call', name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
+interface Source { kind: DeliveryRow['kind'], name: string, actionId: string | null, request: ShapedRequest, schedule: number[] }
+
+/**
+ * A message delivery is stored as a request to a URI of its channel (`mailto:`, `sms:`, `whatsapp:`) with the
+ * message as its body, so that it shares the outbox, the schedule, the attempts log and resend with HTTP ones.
+ */
+const SCHEMES: Record<Exclude<Channel, 'http'>, string> = { email: 'mailto', sms: 'sms', chat: 'whatsapp' }
+const CHANNELS = new Map(Object.entries(SCHEMES).map(([channel, scheme]) => [`${scheme}:`, channel as Exclude<Channel, 'http'>]))
 
 /** A post-call action's plain-language condition: which calls it is for. */
 export interface ActionCondition {
@@ -40,10 +50,12 @@ export interface ActionCondition {
   condition: string
 }
 
-/** The plain-language conditions of the agent's active api_call actions, for the call's analysis to judge. */
+/** The plain-language conditions of the agent's active post-call actions, for the call's analysis to judge. */
 export async function actionConditions (db: DB, agentId: string): Promise<ActionCondition[]> {
-  return (await activeApiCallActions(db, agentId)).flatMap(({ id, settings }) =>
-    typeof settings.condition === 'string' && settings.condition.trim() !== '' ? [{ actionId: id, condition: settings.condition }] : [])
+  return (await activeActions(db, agentId)).flatMap(({ id, settings }) => {
+    const { condition } = deliveryOptions(settings)
+    return whenOf(settings) !== 'during_call' && typeof condition === 'string' && condition.trim() !== '' ? [{ actionId: id, condition }] : []
+  })
 }
 
 /** What the analysis judged, by action id: the condition it read and whether the call meets it. */
@@ -57,29 +69,41 @@ export type ConditionVerdicts = Map<string, { condition: string, met: boolean }>
  */
 export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logger }, call: CallRow, verdicts: ConditionVerdicts = new Map()): Promise<void> {
   const webhookUrl = await agentWebhookUrl(trx, call.agent_id)
-  const actions = await activeApiCallActions(trx, call.agent_id)
+  const actions = await activeActions(trx, call.agent_id)
   const variables = callVariables(call)
+  const customer = { phone: typeof variables.customer_phone === 'string' && variables.customer_phone !== '' ? variables.customer_phone : null, email: typeof variables.customer_email === 'string' ? variables.customer_email : null }
   const sources: Source[] = []
   if (webhookUrl !== null) {
     sources.push({ kind: 'agent_webhook', name: 'Agent webhook', actionId: null, request: webhookRequest(webhookUrl, call), schedule: DEFAULT_SCHEDULE })
   }
-  for (const { id, settings } of actions) {
-    const verdict = verdicts.get(id)
+  for (const row of actions) {
+    const definition = ACTIONS.types[row.type]
+    const checked = definition === undefined ? undefined : typed(definition, row)
+    if (checked === undefined || definition.after === undefined || whenOf(row.settings) === 'during_call') continue
+    const options = deliveryOptions(row.settings)
+    const verdict = verdicts.get(row.id)
     // Only a verdict on the action's current condition counts: one edited since the analysis read it is delivered.
-    if (verdict !== undefined && !verdict.met && verdict.condition === settings.condition) {
-      deps.log.info({ actionId: id, callId: call.id }, 'post-call action not sent: the call does not meet its condition')
+    if (verdict !== undefined && !verdict.met && verdict.condition === options.condition) {
+      deps.log.info({ actionId: row.id, callId: call.id }, 'post-call action not sent: the call does not meet its condition')
       continue
     }
-    let request: ShapedRequest
+    const schedule = options.retry_schedule ?? DEFAULT_SCHEDULE
+    const name = String(checked.settings.name)
+    const after = definition.after
+    if (after.channel !== 'http') {
+      for (const message of after.messages(checked.settings, variables, customer)) {
+        const body = { text: message.text, ...(message.subject === undefined ? {} : { subject: message.subject }), ...(message.from === undefined ? {} : { from: message.from }) }
+        sources.push({ kind: row.type, name: `${name} to ${message.to}`, actionId: row.id, request: { method: after.channel.toUpperCase(), url: `${SCHEMES[after.channel]}:${message.to}`, body }, schedule })
+      }
+      continue
+    }
     try {
-      request = actionRequest(settings, call, variables)
+      sources.push({ kind: row.type, name, actionId: row.id, request: after.request(checked.settings, call, variables), schedule })
     } catch {
       // A URL that renders invalid (a variable that made it so) cannot be sent; it is logged, not retried.
       // Only ids are logged: the error carries the rendered URL, with the call's data and any key in its query.
-      deps.log.warn({ actionId: id, callId: call.id }, 'post-call action has an invalid URL')
-      continue
+      deps.log.warn({ actionId: row.id, callId: call.id }, 'post-call action has an invalid URL')
     }
-    sources.push({ kind: 'api_call', name: settings.name, actionId: id, request, schedule: settings.retry_schedule ?? DEFAULT_SCHEDULE })
   }
   for (const source of sources) {
     const id = await insertDelivery(trx, {
@@ -141,6 +165,39 @@ function outgoing (row: SendableRow, headers: Map<string, Record<string, string>
   return attemptRequest({ deliveryId: row.delivery_id, correlationId: row.correlation_id, method: row.method, url: row.url!, body: row.body_text }, configured, secrets, attempt)
 }
 
+/** The message of a message delivery, as enqueuePostCall stored it. */
+function storedMessage (body: string | null): { text: string, subject?: string, from?: string } {
+  const parsed: unknown = JSON.parse(body ?? '{}')
+  const field = (name: string) => typeof parsed === 'object' && parsed !== null && name in parsed ? (parsed as Record<string, unknown>)[name] : undefined
+  const [text, subject, from] = [field('text'), field('subject'), field('from')]
+  return { text: typeof text === 'string' ? text : '', ...(typeof subject === 'string' ? { subject } : {}), ...(typeof from === 'string' ? { from } : {}) }
+}
+
+/**
+ * One attempt of a stored delivery: its request, or its message through the messaging module (e-mail, SMS, WhatsApp).
+ * `retryable` false: no later attempt can do better (a number the carrier refuses, a message over its length).
+ */
+async function attempt (deps: DeliveryDeps, row: SendableRow, headers: Map<string, Record<string, string>>, secrets: Map<string, string[]>): Promise<{ outcome: Outcome, retryable: boolean }> {
+  const url = row.url!
+  const scheme = url.slice(0, url.indexOf(':') + 1)
+  const channel = CHANNELS.get(scheme)
+  if (channel === undefined) {
+    return { outcome: await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log), retryable: true }
+  }
+  const started = performance.now()
+  const message = storedMessage(row.body_text)
+  const result = await sendMessage(deps, { userId: row.user_id, callId: row.call_id, origin: 'after_call', actionId: row.action_id, channel, to: url.slice(scheme.length), ...message })
+  const ok = result.status === 'sent' || result.status === 'recorded'
+  const outcome: Outcome = {
+    ok,
+    duration_ms: Math.round(performance.now() - started),
+    ...(ok
+      ? { response_preview: result.status === 'sent' ? `sent (message ${result.id})` : `recorded, not sent (message ${result.id}): ${result.error ?? 'no carrier or mail server to send it'}` }
+      : { error: result.error ?? result.status })
+  }
+  return { outcome, retryable: result.retryable }
+}
+
 function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'> {
   return {
     at: new Date().toISOString(),
@@ -171,8 +228,8 @@ export async function attemptBatch (deps: DeliveryDeps, jobs: AttemptJob[]): Pro
       const row = byId.get(job.id)
       results.set(job, undefined)
       if (row === undefined || row.status !== 'pending' || row.scheduled_made !== job.n - 1 || row.url === null) return
-      const outcome = await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
-      if (outcome.ok || job.n >= row.attempts_max) {
+      const { outcome, retryable } = await attempt(deps, row, headers, secrets)
+      if (outcome.ok || job.n >= row.attempts_max || !retryable) {
         finished.push({ job, row, outcome, status: outcome.ok ? 'delivered' : 'failed', entry: logEntry(outcome, false) })
       } else {
         await scheduleRetry(deps, job, row, outcome)
@@ -215,7 +272,7 @@ export async function resend (deps: DeliveryDeps, userId: string, id: string): P
   if (row === undefined) throw notFound(`webhook delivery ${id}`)
   if (row.url === null) throw new HttpError(409, 'delivery_purged', `the request of delivery ${row.id} was deleted after ${deps.config.delivery.retentionDays} days; it cannot be sent again`)
   const secrets = await signingSecrets(deps.db, [row.user_id])
-  const outcome = await send(deps.agent, outgoing(row, await actionHeaders(deps.db, [row]), secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log)
+  const { outcome } = await attempt(deps, row, await actionHeaders(deps.db, [row]), secrets)
   return { outcome, row: await logResend(deps.db, row.id, logEntry(outcome, true), outcome.ok) }
 }
 

@@ -2,7 +2,7 @@ import { sql, type ExpressionBuilder, type Insertable, type Selectable, type Tra
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
-import type { ApiCallSettings } from './render.ts'
+import { openSettings, type CapabilityRow } from '../agents/queries.ts'
 
 // The SQL of the deliveries module: deliveries, their failure notices, the signing secrets, and what they read
 // of agents, actions and users. Sealing, signing and the schedule stay in the domain files.
@@ -13,13 +13,12 @@ type Executor = DB | Trx
 
 // What deliveries read of agents, actions and users
 
-/** The agent's active api_call actions, oldest first. */
-export async function activeApiCallActions (db: Executor, agentId: string): Promise<Array<{ id: string, settings: ApiCallSettings }>> {
-  const actions = await db.selectFrom('agent_actions').select(['id', 'settings'])
-    .where('agent_id', '=', agentId).where('action_type', '=', 'api_call').where('is_active', '=', true)
-    .orderBy('created_at').execute()
-  // The settings column holds every action type's settings; these rows are api_call actions.
-  return actions.map((action) => ({ id: action.id, settings: action.settings as ApiCallSettings }))
+/** The agent's active actions, oldest first, with their header values opened (as their schema reads them). */
+export async function activeActions (db: Executor, agentId: string): Promise<CapabilityRow[]> {
+  const actions = await db.selectFrom('agent_actions').select(['id', 'agent_id', 'action_type as type', 'settings', 'is_active', 'created_at', 'updated_at'])
+    .where('agent_id', '=', agentId).where('is_active', '=', true)
+    .orderBy('created_at').orderBy('id').execute()
+  return actions.map((action) => ({ ...action, settings: openSettings(action.settings) }))
 }
 
 /** The settings of the action behind a delivery, as stored (header values sealed); undefined once it was deleted. */

@@ -4,11 +4,12 @@ import { DeliveryAttempt } from '../../db/shapes.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
-import { ACTIONS } from '../agents/capabilities.ts'
+import { ACTIONS } from '../capabilities/catalog.ts'
 import { testApiCall } from './action-test.ts'
 import { resend, type DeliveryDeps } from './engine.ts'
 import { actionSettings, findDelivery, listDeliveries, previousSecretExpiry, type DeliveryRow } from './queries.ts'
-import { displayUrl, type ApiCallSettings } from './render.ts'
+import type { ApiCallSettings } from '../capabilities/types/api-call.ts'
+import { displayUrl } from './render.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from './signing.ts'
 
 const TAGS = ['webhook deliveries']
@@ -16,7 +17,7 @@ const TAGS = ['webhook deliveries']
 const deliveryFields = {
   id: ObjectId,
   delivery_id: Type.String({ format: 'uuid', description: 'identical on every attempt; also the X-Service-Delivery-Id header' }),
-  kind: Type.Enum(['agent_webhook', 'api_call'], { description: "the agent's webhook_url or an api_call action" }),
+  kind: Type.Unsafe<string>({ type: 'string', enum: ['agent_webhook', ...Object.keys(ACTIONS.types)], description: "the agent's webhook_url, or the type of the action behind it (which tells the channel: api_call HTTP, send_email e-mail, send_sms SMS, send_chat WhatsApp)" }),
   name: Type.String({ description: 'the action\'s name; "Agent webhook" for the agent\'s webhook_url' }),
   call_id: ObjectId,
   agent_id: ObjectId,

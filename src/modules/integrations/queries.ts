@@ -11,11 +11,6 @@ export async function listIntegrations (db: DB, userId: string) {
     .where('user_id', '=', userId).execute()
 }
 
-export async function isConnected (db: DB, userId: string, provider: string): Promise<boolean> {
-  return await db.selectFrom('integrations').select('provider')
-    .where('user_id', '=', userId).where('provider', '=', provider).executeTakeFirst() !== undefined
-}
-
 /** Connects the provider, or replaces the credentials of an existing connection; each credential is stored encrypted. */
 export async function connectIntegration (db: DB, userId: string, provider: Provider, input: { account_label: string, credentials: Record<string, string> }) {
   const values = { account_label: input.account_label, credentials: JSON.stringify(sealValues(input.credentials)) }

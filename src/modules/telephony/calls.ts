@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { CallRow } from '../../db/schema.ts'
+import type { Mailer } from '../../mail/mailer.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { endCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
@@ -17,7 +18,7 @@ import { dialTwiml, streamTwiml } from './twiml.ts'
 // Phone calls through Twilio: the stream a call connects to, placing outbound calls, and putting a live
 // call through to a number with <Dial>.
 
-export interface TelephonyDeps extends JobSender { db: DB, log: Logger }
+export interface TelephonyDeps extends JobSender { db: DB, log: Logger, mailer: Mailer }
 
 /** How long a stream token opens its call; an outbound call's token outlasts its ringing by as much again. */
 const STREAM_TOKEN_TTL_MS = 5 * 60_000

@@ -8,6 +8,7 @@ import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
 import { errors, ObjectId } from '../../http/schemas.ts'
+import type { Mailer } from '../../mail/mailer.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { findAgent, findLlm, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
@@ -78,7 +79,7 @@ async function callOfToken (db: DB, token: string) {
 
 const tokenOf = (request: FastifyRequest) => (request.query as { access_token: string }).access_token
 
-export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, live: LiveCalls, streams: StreamAdmission }> = async (app, { db, jobs, log, live, streams }) => {
+export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender, log: Logger, mailer: Mailer, live: LiveCalls, streams: StreamAdmission }> = async (app, { db, jobs, log, mailer, live, streams }) => {
   const { config } = jobs
 
   app.post('/web-call/join', {
@@ -151,7 +152,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
     })
     const call = await spendAccessToken(db, hashToken(tokenOf(request)))
     if (call === undefined) return stream.loop.refuse(CLOSE.forbidden, 'invalid_access_token', 'the access token was spent by another stream')
-    const session = Session.open({ db, log, ...jobs }, call, stream.transport)
+    const session = Session.open({ db, log, mailer, ...jobs }, call, stream.transport)
     live.add(session)
     stream.attach(session)
   })

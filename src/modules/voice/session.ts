@@ -3,6 +3,7 @@ import type { CallRow, TranscriptItem } from '../../db/schema.ts'
 import type { Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import type { Mailer } from '../../mail/mailer.ts'
 import { providerVoiceId } from '../account/queries.ts'
 import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
@@ -13,8 +14,9 @@ import type { SessionEvent } from './events.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
 import { CALLER_LAG_MS, CallerPace } from './pacer.ts'
-import { loadTools } from './tools/index.ts'
-import type { LiveTool, ToolOutcome } from './tools/types.ts'
+import { loadLive } from '../capabilities/load.ts'
+import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
+import { callVariables } from '../calls/variables.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
 import { SpeechDetector } from './vad/detector.ts'
 import { systemClock, type Clock, type Timer } from './turns/clock.ts'
@@ -29,7 +31,7 @@ import { renderText } from '../../templates.ts'
 // `started` call and ends it only through the calls module's endCall, so analysis, credits and deliveries run as
 // for every other call.
 
-export interface SessionDeps extends JobSender { db: DB, log: Logger }
+export interface SessionDeps extends JobSender { db: DB, log: Logger, mailer: Mailer }
 
 export type { SessionEvent }
 
@@ -258,9 +260,9 @@ export class Session {
 
   /** The engine's setup for an agent: prompt with variables, the session's own lines, voice and live tools. */
   private async setup (agent: AgentRow, llm: LlmRow): Promise<EngineSetup> {
-    const { db, config } = this.deps
+    const { db } = this.deps
     await this.closeTools()
-    const loaded = await loadTools({ db, config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal }, agent.id)
+    const loaded = await loadLive(this.toolContext(), agent.id)
     this.tools = new Map(loaded.tools.map((tool) => [tool.spec.name, tool]))
     this.closeTools = loaded.close
     const settings = settingsOf(agent)
@@ -386,6 +388,26 @@ export class Session {
 
   // Live tools.
 
+  /** What a live tool or action may use: the call's variables and other party as they are known now. */
+  private toolContext (): ToolContext {
+    const variables = () => ({ ...this.call.dynamic_context, ...callVariables(this.call) })
+    const { customer_email: email, customer_phone: phone } = this.call.dynamic_context
+    return {
+      db: this.deps.db,
+      config: this.deps.config,
+      log: this.log,
+      mailer: this.deps.mailer,
+      userId: this.call.user_id,
+      callId: this.call.id,
+      signal: this.abort.signal,
+      variables,
+      customer: {
+        phone: this.call.call_type === 'phone' ? (this.call.direction === 'inbound' ? this.call.call_from : this.call.call_to) : typeof phone === 'string' && phone !== '' ? phone : null,
+        email: typeof email === 'string' && email !== '' ? email : null
+      }
+    }
+  }
+
   private async runTool (id: string, name: string, args: string): Promise<void> {
     const tool = this.tools.get(name)
     const event: NonNullable<TranscriptItem['tool']> = { name, type: tool?.type ?? 'unknown', arguments: args }
@@ -399,7 +421,7 @@ export class Session {
         throw new Error('the arguments are not valid JSON')
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the arguments must be a JSON object')
-      outcome = await tool.run(parsed as Record<string, unknown>, { db: this.deps.db, config: this.deps.config, log: this.log, userId: this.call.user_id, callId: this.call.id, signal: this.abort.signal })
+      outcome = await tool.run(parsed as Record<string, unknown>, this.toolContext())
       if (outcome.forwardTo !== undefined && this.transport.forward === undefined) {
         outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
       }

@@ -5,12 +5,9 @@ import type { TurnDetection } from '../../../db/shapes.ts'
 // its turn boundaries; the engine answers with agent audio, text, tool calls and usage. Audio both ways is
 // PCM16 mono at 16 kHz; an engine that speaks another format to its provider converts at its edge.
 
-/** A tool the model may call during the call; `parameters` is a JSON Schema object. */
-export interface ToolSpec {
-  name: string
-  description: string
-  parameters: Record<string, unknown>
-}
+import type { ToolSpec } from '../../capabilities/live.ts'
+
+export type { ToolSpec }
 
 export interface EngineSetup {
   /** The system prompt: the LLM configuration's general_prompt with its {{variables}} filled, plus the session's own lines. */

@@ -3,9 +3,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js'
 import { fetch as undiciFetch, type Agent } from 'undici'
-import type { CapabilityRow } from '../../agents/queries.ts'
+import { Type } from 'typebox'
+import { badRequest } from '../../../http/errors.ts'
 import { guardedAgent } from '../../../net/guard.ts'
-import type { LiveTool, ToolContext } from './types.ts'
+import type { LiveSet, LiveTool, ToolContext } from '../live.ts'
+import { defineCapability, type Typed } from '../registry.ts'
+import { Description, headerProblem, Headers, Name } from '../schemas.ts'
 
 // An MCP server is a user-given URL, so it is reached under the deliveries' address rules (every address
 // resolved and checked before a connection opens; private ones only with DELIVERY_ALLOW_PRIVATE_NETWORKS),
@@ -74,15 +77,36 @@ async function within<T> (promise: Promise<T>, ms: number, what: string): Promis
   }
 }
 
-export interface McpTools { tools: LiveTool[], close: () => Promise<void> }
+const McpSettings = Type.Object({
+  name: Name,
+  description: Description,
+  server_url: Type.String({ format: 'http-url', maxLength: 2000 }),
+  allowed_tools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100, uniqueItems: true, description: 'tool names the agent may call; [] or absent: all' })),
+  headers: Type.Optional(Headers)
+})
+
+export const mcp = defineCapability({
+  type: 'mcp',
+  label: 'MCP server',
+  hint: 'The agent calls the tools of a Model Context Protocol server (streamable HTTP).',
+  schema: McpSettings,
+  defaults: { allowed_tools: [], headers: {} },
+  credentialsUrl: 'server_url',
+  fieldLabels: { server_url: 'Server URL', allowed_tools: 'Allowed tools' },
+  check: async (_ctx, settings) => {
+    const problem = headerProblem(settings.headers)
+    if (problem !== undefined) throw badRequest(problem)
+  },
+  live: async (row, ctx) => await mcpTools(row, ctx)
+})
 
 /**
  * Connects to the tool's server and offers each of its allowed tools (all when `allowed_tools` is empty).
  * Throws, with nothing left open, when the server cannot be listed. Each LiveTool's spec name is the
  * server's tool name; the caller makes it safe and unique, while calls keep using the server's name.
  */
-export async function mcpTools (row: CapabilityRow, ctx: ToolContext): Promise<McpTools> {
-  const settings = row.settings as { name: string, description?: string, server_url: string, allowed_tools?: string[], headers?: Record<string, string> }
+async function mcpTools (row: Typed<typeof McpSettings>, ctx: ToolContext): Promise<LiveSet> {
+  const { settings } = row
   const timeout = ctx.config.voice.mcpTimeoutMs
   const agent = guardedAgent(ctx.config.delivery)
   const client = new Client({ name: 'switchboard', version: '1.0.0' })

@@ -1,0 +1,85 @@
+import type { DB } from '../../db/database.ts'
+import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
+import {
+  countCapabilities, findCapability, insertCapability, lockAgent, updateCapability, type AgentRow, type CapabilityRow
+} from '../agents/queries.ts'
+import type { Kind } from './catalog.ts'
+import { validatorOf, type CapabilityType } from './registry.ts'
+import { forgetStoredCredentials, movesOrigin, unmaskSettings } from './schemas.ts'
+
+// Adding and changing an agent's actions and tools: the API's and the console's one rule. Each type's definition
+// (catalog.ts) gives the schema, the defaults and the checks; a type that cannot act is refused.
+
+type Settings = Record<string, unknown>
+
+/** A null member of a PATCH removes the member, which then takes its default. */
+function withoutNulls (settings: Settings): Settings {
+  return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== null))
+}
+
+function validateSettings (definition: CapabilityType, settings: Settings): void {
+  const validate = validatorOf(definition.schema)
+  if (!validate(settings)) throw invalidInput('body.settings', validate.errors![0] as AjvIssue)
+}
+
+/** The type's definition; a type that does not act during or after calls is refused (nothing stored that never acts). */
+export function definitionOf (kind: Kind, type: string): CapabilityType {
+  const definition = kind.types[type]
+  if (definition.unavailable !== undefined) {
+    throw new HttpError(422, 'capability_not_available', `${type} ${definition.unavailable}`)
+  }
+  return definition
+}
+
+/**
+ * Adds an action or tool to an agent (the API's and the console's rule): the settings with the type's defaults
+ * filled in, validated against its schema, checked, and counted against the limit under the agent's row lock,
+ * so that concurrent requests cannot pass the cap together.
+ */
+export async function addCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, type: string, input: Settings, active: boolean): Promise<CapabilityRow> {
+  const definition = definitionOf(kind, type)
+  const settings = { ...definition.defaults, ...input }
+  const masked = unmaskSettings(settings, undefined)
+  if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} must be the header's value, not the mask`)
+  validateSettings(definition, settings)
+  await definition.check?.({ db, agent }, settings, active)
+  return await db.transaction().execute(async (trx) => {
+    if (await lockAgent(trx, userId, agent.id) === undefined) throw notFound(`agent ${agent.id}`)
+    if (await countCapabilities(trx, userId, kind, agent.id) >= kind.max) {
+      throw new HttpError(409, `${kind.noun}_limit_reached`, `an agent has at most ${kind.max} ${kind.path}; delete one before adding another`)
+    }
+    return await insertCapability(trx, userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+  })
+}
+
+/**
+ * Changes an action or tool: `settings` members merge with the stored ones (a null member returns to its
+ * default; a header value sent as the mask keeps its stored value) and are validated against the type's schema.
+ * A change that moves the URL to another origin keeps no stored header value: only those it sends itself.
+ */
+export async function changeCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, id: string, changes: { settings?: Settings, is_active?: boolean }): Promise<CapabilityRow> {
+  return await db.transaction().execute(async (trx) => {
+    const current = await findCapability(trx, userId, kind, agent.id, id, true)
+    if (current === undefined) throw notFound(`${kind.noun} ${id}`)
+    const definition = kind.types[current.type]
+    const active = changes.is_active ?? current.is_active
+    // A stored row of a type that cannot act may be switched off (or deleted), not changed or switched on.
+    if (changes.settings !== undefined || active) definitionOf(kind, current.type)
+    let settings = current.settings
+    if (changes.settings !== undefined) {
+      settings = { ...definition.defaults, ...withoutNulls({ ...current.settings, ...changes.settings }) }
+      if (movesOrigin(definition.credentialsUrl, current.settings, settings)) {
+        const kept = forgetStoredCredentials(settings, changes.settings)
+        if (kept !== undefined) {
+          throw badRequest(`body.settings.headers.${kept} cannot keep its stored value: stored header values go only to the origin they were given for, and the URL now points to another (scheme, host or port); send the value itself`)
+        }
+      }
+      const masked = unmaskSettings(settings, current.settings)
+      if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} has no stored value to keep; send the value itself`)
+      validateSettings(definition, settings)
+    }
+    if (definition.unavailable === undefined) await definition.check?.({ db, agent }, settings, active)
+    return await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
+  })
+}
+
