@@ -247,7 +247,7 @@ export function creditsOf (call: Pick<CallRow, 'call_type' | 'outcome' | 'durati
 export async function countCallMessage (trx: Trx, userId: string, callId: string, prices: Prices): Promise<void> {
   const call = await lockCall(trx, userId, callId)
   if (call === undefined) return
-  const charged = call.analysis_status === 'completed' || call.analysis_status === 'failed'
+  const charged = call.call_status === 'success' || call.call_status === 'failed'
   if (!charged || prices.sms === 0) {
     await updateCall(trx, call.id, { sms_count: call.sms_count + 1 })
     return

@@ -10,7 +10,7 @@ import { findCallRow } from '../calls/queries.ts'
 import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
 import { numberAccount } from '../phone-numbers/number-accounts.ts'
 import { findMessagingSettings, insertMessage, type MessageRow, reserveMessage, settleMessage } from './queries.ts'
-import { chatSender, E164, emailFrom, SINGLE_EMAIL_PATTERN, smsSender } from './senders.ts'
+import { chatSender, E164, emailFrom, emailSenderName, SINGLE_EMAIL_PATTERN, smsSender } from './senders.ts'
 import { createTwilioMessage, retryableCarrierError, TWILIO_MAX_BODY } from './twilio.ts'
 
 // Sending one message (docs/messaging.md): e-mail through the installation's mailer, SMS and WhatsApp through Twilio's
@@ -101,8 +101,7 @@ async function prepareEmail (deps: MessagingDeps, message: OutgoingMessage): Pro
   if (message.text.length > MAX_EMAIL_TEXT) return { sender, problem: `the text is over ${MAX_EMAIL_TEXT} characters` }
   const envelope = {
     to: message.to,
-    // A header is one line.
-    subject: subjectOf(message, fromName ?? sender),
+    subject: subjectOf(message, emailSenderName(deps.config, fromName)),
     text: message.text,
     fromName,
     replyTo: settings?.email_reply_to ?? undefined
@@ -116,6 +115,7 @@ async function prepareEmail (deps: MessagingDeps, message: OutgoingMessage): Pro
   }
 }
 
+// A header is one line: a line break in the subject must not start another header.
 const subjectOf = (message: OutgoingMessage, name: string) =>
   (message.subject === undefined || message.subject.trim() === '' ? `Message from ${name}` : message.subject).replace(/[\r\n]+/g, ' ')
 

@@ -16,6 +16,11 @@ export const E164 = /^\+[1-9][0-9]{1,14}$/
  */
 export const SINGLE_EMAIL_PATTERN = '^[^\\s@,;:<>()"\'\\\\\\[\\]]+@[^\\s@,;:<>()"\'\\\\\\[\\]]+$'
 
+/** Who the account's e-mails are from, in words: its display name, else MAIL_FROM's, else MAIL_FROM's address. */
+export function emailSenderName (config: Pick<Config, 'mailFrom'>, name: string | undefined): string {
+  return name ?? (config.mailFrom.replace(/\s*<[^<>]*>\s*$/, '').replace(/^"(.*)"$/, '$1').trim() || mailFromAddress(config.mailFrom))
+}
+
 /** The From of the account's e-mails: MAIL_FROM's address, with the account's display name when it set one. */
 export function emailFrom (config: Pick<Config, 'mailFrom'>, name: string | undefined): string {
   return name === undefined ? config.mailFrom : `${JSON.stringify(name)} <${mailFromAddress(config.mailFrom)}>`
