@@ -26,6 +26,7 @@ import { callRoutes } from './modules/calls/routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
+import { messagingRoutes } from './modules/messaging/routes.ts'
 import { createCarriers, type Carriers } from './modules/phone-numbers/carriers/index.ts'
 import { phoneNumberRoutes } from './modules/phone-numbers/routes.ts'
 import { guardedAgent } from './net/guard.ts'
@@ -140,6 +141,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
       await v1.register(deliveryRoutes, deliveries)
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
+      await v1.register(messagingRoutes, { db: deps.db, config })
     }, { prefix: '/v1' })
     // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
     await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })

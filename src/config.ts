@@ -58,6 +58,7 @@ export interface Config {
   analyser: AnalyserConfig
   /** Credits (1 credit = 1 US cent) charged per started minute and per message. */
   prices: Prices
+  messaging: MessagingLimits
   delivery: DeliveryConfig
   knowledgeBases: KnowledgeBaseLimits
   http: HttpLimits
@@ -130,6 +131,17 @@ export interface VoiceConfig {
   mcpTimeoutMs: number
   /** How long a signed recording link works (RECORDING_LINK_SECONDS). */
   recordingLinkSeconds: number
+}
+
+/**
+ * How many messages (e-mail, SMS, WhatsApp) may go out, so that a prompt cannot send a hundred SMS: each message is
+ * counted before it is sent, under the account's lock (docs/messaging.md, "Limits").
+ */
+export interface MessagingLimits {
+  /** MESSAGES_PER_CALL_MAX: messages one call sends while it runs (live actions). */
+  perCall: number
+  /** MESSAGES_PER_ACCOUNT_HOUR: messages one account sends in any rolling hour, whatever sends them. */
+  perAccountHour: number
 }
 
 export interface DeliveryConfig {
@@ -523,6 +535,10 @@ export function loadConfig (env: Env = process.env): Config {
       webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),
       sms: int(env, 'CREDITS_SMS', 2, 0, 100_000),
       forwardingMinute: int(env, 'CREDITS_FORWARDING_MINUTE', 8, 0, 100_000)
+    }),
+    messaging: Object.freeze({
+      perCall: int(env, 'MESSAGES_PER_CALL_MAX', 10, 1, 10_000),
+      perAccountHour: int(env, 'MESSAGES_PER_ACCOUNT_HOUR', 200, 1, 1_000_000)
     }),
     http: Object.freeze({
       requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 120_000, 100, 3_600_000),

@@ -176,6 +176,37 @@ export interface EmailsTable {
   created_at: CreatedAt
 }
 
+export type MessageChannel = 'email' | 'sms' | 'chat'
+export type MessageOrigin = 'live' | 'after_call' | 'test'
+/** `sending`: counted within the limits and on its way; the others say what became of it (messaging/send.ts). */
+export type MessageRowStatus = 'sending' | 'sent' | 'recorded' | 'failed' | 'refused'
+
+export interface MessagesTable {
+  id: string
+  user_id: string
+  call_id: string | null
+  action_id: string | null
+  origin: MessageOrigin
+  channel: MessageChannel
+  sender: string | null
+  recipient: string
+  subject: string | null
+  body: string
+  status: MessageRowStatus
+  error: string | null
+  carrier_message_id: string | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface MessagingSettingsTable {
+  user_id: string
+  whatsapp_sender: string | null
+  email_from_name: string | null
+  email_reply_to: string | null
+  updated_at: UpdatedAt
+}
+
 export interface CallRecordingsTable {
   call_id: string
   user_id: string
@@ -503,6 +534,8 @@ export interface Database {
   credit_ledger: CreditLedgerTable
   phone_numbers: PhoneNumbersTable
   emails: EmailsTable
+  messages: MessagesTable
+  messaging_settings: MessagingSettingsTable
   llm_configs: LlmConfigsTable
   call_recordings: CallRecordingsTable
   call_recording_chunks: CallRecordingChunksTable

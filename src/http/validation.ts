@@ -57,7 +57,7 @@ function ajv (options: Options): Ajv {
 export const MAX_JSON_DEPTH = 64
 
 /** PostgreSQL stores neither NUL nor half a surrogate pair, in text or in jsonb. */
-const storable = (text: string) => text.isWellFormed() && !text.includes('\0')
+export const storable = (text: string) => text.isWellFormed() && !text.includes('\0')
 
 const invalidText = (field: string, what = 'must not contain') =>
   new HttpError(400, 'invalid_text', `${field} ${what} NUL characters or unpaired surrogates`)

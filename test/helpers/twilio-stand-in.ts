@@ -1,9 +1,11 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { type SentMessage, TwilioMessaging } from './twilio-messaging.ts'
 import { API_VERSION, errorBody, type IncomingNumber, sid, TwilioVoice, type VoiceStandIn } from './twilio-voice.ts'
 
 export { sid, twilioSignature } from './twilio-voice.ts'
+export type { SentMessage } from './twilio-messaging.ts'
 export type { Callee, CallStatus, DialRecord, IncomingNumber, LiveCall, MediaStream, Signing, StreamMessage, Webhook } from './twilio-voice.ts'
 
 interface Offer { phone_number: string, friendly_name: string, locality: string, region: string, iso_country: string, area_code: string }
@@ -27,6 +29,10 @@ export interface TwilioStandIn extends VoiceStandIn {
   incoming: (accountSid: string) => IncomingNumber[]
   /** The next request is answered with this status and Twilio's error body. */
   failNext: (status: number, code: number, message: string) => void
+  /** Messages Twilio accepted (SMS and WhatsApp), in order (twilio-messaging.ts). */
+  messages: SentMessage[]
+  /** Registers one of the account's numbers as a WhatsApp sender (`whatsapp:` From addresses). */
+  enableWhatsApp: (accountSid: string, phoneNumber: string) => void
   /** Runs while a purchase is answered, before the answer is sent. */
   onPurchase: ((phoneNumber: string) => Promise<void>) | undefined
 }
@@ -47,8 +53,8 @@ export async function startTwilioStandIn (t: Test): Promise<TwilioStandIn> {
 /**
  * A local HTTP server that answers like Twilio's REST API (2010-04-01) for what the adapter uses:
  * AvailablePhoneNumbers/{Country}/Local.json, IncomingPhoneNumbers.json (list, purchase),
- * IncomingPhoneNumbers/{Sid}.json (update, release) and Calls (twilio-voice.ts), with basic auth and Twilio's
- * error body; and Twilio's voice side (webhooks, TwiML, media streams) towards the server under test.
+ * IncomingPhoneNumbers/{Sid}.json (update, release), Calls (twilio-voice.ts) and Messages (twilio-messaging.ts),
+ * with basic auth and Twilio's error body; and Twilio's voice side (webhooks, TwiML, media streams) towards the server under test.
  */
 export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: () => Promise<void> }> {
   const tokens = new Map<string, string>()
@@ -66,6 +72,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     ...number, api_version: API_VERSION, capabilities: { voice: true, sms: true, mms: true, fax: false }, status: 'in-use', date_created: new Date().toUTCString(), uri: `/${API_VERSION}/Accounts/${number.account_sid}/IncomingPhoneNumbers/${number.sid}.json`
   })
   const voice = new TwilioVoice({ token: (accountSid) => tokens.get(accountSid), numbers: () => [...owned.values()].flat() })
+  const messaging = new TwilioMessaging(() => [...owned.values()].flat())
   const page = (uri: string, key: string, items: unknown[], pageSize: number) => ({
     [key]: items, end: Math.max(items.length - 1, 0), first_page_uri: uri, next_page_uri: null, page: 0, page_size: pageSize, previous_page_uri: null, start: 0, uri
   })
@@ -93,6 +100,8 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     },
     incoming: (accountSid) => owned.get(accountSid) ?? [],
     failNext: (status, code, message) => { failure = { status, code, message } },
+    messages: messaging.messages,
+    enableWhatsApp: (accountSid, phoneNumber) => messaging.enableWhatsApp(accountSid, phoneNumber),
     onPurchase: undefined,
     close: () => new Promise<void>((resolve) => {
       voice.close()
@@ -165,6 +174,8 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
           if (calls.afterAnswer !== undefined) res.once('finish', calls.afterAnswer)
           return json(res, calls.status, calls.body)
         }
+        const message = messaging.rest(req.method ?? '', accountSid, rest, form)
+        if (message !== undefined) return json(res, message.status, message.body)
         return error(res, 404, 20404, `The requested resource ${url.pathname} was not found`)
       })().catch((err: unknown) => { res.writeHead(500).end(String(err)) })
     })

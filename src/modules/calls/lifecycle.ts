@@ -195,7 +195,8 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       token_usage: JSON.stringify(tokens),
       input_tokens: Object.values(tokens).reduce((n, t) => n + t.input, 0),
       output_tokens: Object.values(tokens).reduce((n, t) => n + t.output, 0),
-      sms_count: end.usage?.sms_sent ?? 0,
+      // Added to the text messages the server sent for the call while it ran (countCallMessage).
+      sms_count: current.sms_count + (end.usage?.sms_sent ?? 0),
       forwarding_seconds: end.usage?.forwarding_seconds ?? 0,
       speech_recognised_seconds: end.usage?.speech?.recognised_seconds ?? 0,
       speech_synthesised_seconds: end.usage?.speech?.synthesised_seconds ?? 0,
@@ -236,6 +237,25 @@ export function creditsOf (call: Pick<CallRow, 'call_type' | 'outcome' | 'durati
   }
 }
 
+/**
+ * One text message (SMS or WhatsApp) the server sent for a call, counted in its `sms_count` in the caller's
+ * transaction. Until the call is charged (finishCall, once analysed) the count is charged with the call; a message
+ * sent after that (an after-call message) is charged at once: its credits are added to the call's
+ * `text_message_credits` and taken from the balance, so the call's credits always match its count. A call
+ * that is not the account's counts nothing.
+ */
+export async function countCallMessage (trx: Trx, userId: string, callId: string, prices: Prices): Promise<void> {
+  const call = await lockCall(trx, userId, callId)
+  if (call === undefined) return
+  const charged = call.call_status === 'success' || call.call_status === 'failed'
+  if (!charged || prices.sms === 0) {
+    await updateCall(trx, call.id, { sms_count: call.sms_count + 1 })
+    return
+  }
+  await updateCall(trx, call.id, { sms_count: call.sms_count + 1, text_message_credits: call.text_message_credits + prices.sms })
+  await chargeCredits(trx, userId, { amount: prices.sms, callId, description: `text message of call ${callId}` })
+}
+
 /** What the analysis of an ended call found, as the call keeps it. */
 export interface CallAnalysis {
   /** A conversation was held: the call succeeds (otherwise it failed, and nothing was analysed). */
@@ -258,7 +278,8 @@ export interface CallAnalysis {
 export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysis, prices: Prices): Promise<CallRow | undefined> {
   const locked = await lockCall(trx, call.user_id, call.id)
   if (locked?.analysis_status !== 'pending') return undefined
-  const credits = creditsOf(call, prices)
+  // The count as it is now: a message sent while the analysis ran is charged with the call.
+  const credits = creditsOf({ ...call, sms_count: locked.sms_count }, prices)
   const tokens = { ...call.token_usage }
   for (const [model, usage] of Object.entries(analysis.usage)) {
     tokens[model] = { input: (tokens[model]?.input ?? 0) + usage.input, output: (tokens[model]?.output ?? 0) + usage.output }

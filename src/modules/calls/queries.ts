@@ -167,7 +167,7 @@ export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc',
 
 /** Locks a call of the account for a change of its state (FOR UPDATE); undefined when there is none. */
 export async function lockCall (trx: Transaction<Database>, userId: string, id: string) {
-  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp', 'answered_at'])
+  return await trx.selectFrom('calls').select(['id', 'agent_id', 'call_status', 'analysis_status', 'start_timestamp', 'answered_at', 'sms_count', 'text_message_credits'])
     .where('user_id', '=', userId).where('id', '=', id).forUpdate().executeTakeFirst()
 }
 

@@ -140,3 +140,10 @@ export async function setCarrierToken (db: DB, userId: string, accountSid: strin
     .executeTakeFirst()
   return Number(result.numUpdatedRows)
 }
+
+/** The account's oldest number that can send text messages: a Twilio or a sandbox number (a SIP trunk carries no messages). */
+export async function firstMessagingNumber (db: DB, userId: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('user_id', '=', userId).where('carrier', 'in', ['twilio', 'sandbox'])
+    .orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}

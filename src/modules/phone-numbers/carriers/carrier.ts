@@ -53,10 +53,13 @@ export class CarrierError extends Error {
   readonly kind: CarrierErrorKind
   /** The carrier's own error code, where it gave one. */
   readonly carrierCode: number | undefined
+  /** The HTTP status the carrier answered, where it answered (429 tells a refusal to try later from a final one). */
+  readonly status: number | undefined
 
-  constructor (kind: CarrierErrorKind, message: string, carrierCode?: number) {
+  constructor (kind: CarrierErrorKind, message: string, carrierCode?: number, status?: number) {
     super(message)
     this.kind = kind
     this.carrierCode = carrierCode
+    this.status = status
   }
 }

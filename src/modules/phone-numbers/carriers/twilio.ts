@@ -114,9 +114,9 @@ export function createTwilioCarrier (account: TwilioAccount): Carrier {
 function twilioError (status: number, body: TwilioErrorBody): CarrierError {
   const detail = `Twilio answered ${status}${body.code === undefined ? '' : ` (error ${body.code})`}: ${body.message ?? 'no message'}`
   if (status === 401 || status === 403 || (body.code !== undefined && AUTH_CODES.has(body.code))) {
-    return new CarrierError('credentials', `${detail}; check the account SID and auth token`, body.code)
+    return new CarrierError('credentials', `${detail}; check the account SID and auth token`, body.code, status)
   }
-  if (body.code !== undefined && UNAVAILABLE_CODES.has(body.code)) return new CarrierError('unavailable', detail, body.code)
-  if (status >= 400 && status < 500) return new CarrierError('rejected', detail, body.code)
-  return new CarrierError('failed', detail, body.code)
+  if (body.code !== undefined && UNAVAILABLE_CODES.has(body.code)) return new CarrierError('unavailable', detail, body.code, status)
+  if (status >= 400 && status < 500) return new CarrierError('rejected', detail, body.code, status)
+  return new CarrierError('failed', detail, body.code, status)
 }

@@ -1,0 +1,24 @@
+import type { Selectable } from 'kysely'
+import type { Config } from '../../config.ts'
+import type { DB } from '../../db/database.ts'
+import type { CallRow, PhoneNumbersTable } from '../../db/schema.ts'
+import type { TwilioAccount } from './carriers/twilio.ts'
+import { findPhoneNumberByE164 } from './queries.ts'
+
+// Which Twilio account a number's calls and messages go through: the installation's own (TWILIO_*), or the account
+// its number was imported from with its credentials. Telephony (calls) and messaging (SMS, WhatsApp) share it.
+
+/** The account a Twilio number's calls and messages go through. */
+export function numberAccount (config: Pick<Config, 'twilio'>, number: Selectable<PhoneNumbersTable>): TwilioAccount | undefined {
+  const { apiUrl, accountSid, authToken } = config.twilio
+  if (number.carrier !== 'twilio' || number.carrier_account_id === null) return undefined
+  if (number.carrier_auth_token !== null) return { apiUrl, accountSid: number.carrier_account_id, authToken: number.carrier_auth_token }
+  if (number.carrier_account_id === accountSid && authToken !== undefined) return { apiUrl, accountSid, authToken }
+  return undefined
+}
+
+/** The account's number a phone call runs on: the number called (inbound) or calling (outbound). */
+export async function callNumber (db: DB, call: Pick<CallRow, 'user_id' | 'direction' | 'call_from' | 'call_to'>) {
+  const ours = call.direction === 'inbound' ? call.call_to : call.call_from
+  return ours === null ? undefined : await findPhoneNumberByE164(db, call.user_id, ours)
+}
