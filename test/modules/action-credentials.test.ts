@@ -1,10 +1,10 @@
 import { Webhook } from 'standardwebhooks'
 import t from 'tap'
-import { TOOLS } from '../../src/modules/agents/capabilities.ts'
-import { findCapability } from '../../src/modules/agents/queries.ts'
 import { createLogger } from '../../src/logger.ts'
 import { PRIVATE_ADDRESS_REFUSED } from '../../src/net/guard.ts'
-import { mcpTools } from '../../src/modules/voice/tools/mcp.ts'
+import { findCapability } from '../../src/modules/agents/queries.ts'
+import { loadLive } from '../../src/modules/capabilities/load.ts'
+import { createMailer } from '../../src/mail/mailer.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { fastSetup } from '../helpers/deliveries.ts'
 import { startMcpServer } from '../helpers/mcp-server.ts'
@@ -78,8 +78,8 @@ t.test('an mcp tool: a new server origin drops the stored headers, so the agent\
   t.equal(created.statusCode, 201)
   const tool = created.json()
   const toolsOf = async () => {
-    const row = await findCapability(ctx.db, ctx.account.user.id, TOOLS, agent._id, tool._id)
-    const listed = await mcpTools(row!, { db: ctx.db, config: ctx.config, log: createLogger(ctx.config), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal })
+    const log = createLogger(ctx.config)
+    const listed = await loadLive({ db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
     await listed.close()
     return listed.tools
   }

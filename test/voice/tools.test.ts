@@ -2,8 +2,9 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import t, { type Test } from 'tap'
-import { loadTools } from '../../src/modules/voice/tools/index.ts'
-import type { LiveTool, ToolContext } from '../../src/modules/voice/tools/types.ts'
+import { loadLive } from '../../src/modules/capabilities/load.ts'
+import type { LiveTool, ToolContext } from '../../src/modules/capabilities/live.ts'
+import { createMailer } from '../../src/mail/mailer.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { upload } from '../helpers/documents.ts'
@@ -19,7 +20,11 @@ interface LogEntry { level: number, msg: string, [key: string]: unknown }
 function toolContext (ctx: TestContext, account: Account): { tool: ToolContext, logs: LogEntry[] } {
   const logs: LogEntry[] = []
   const log = pino({ level: 'debug' }, { write: (line: string) => { logs.push(JSON.parse(line)) } })
-  return { tool: { db: ctx.db, config: ctx.config, log, userId: account.user.id, callId: 'call-1', signal: new AbortController().signal }, logs }
+  const mailer = createMailer(ctx.db, ctx.config, log)
+  return {
+    tool: { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: 'call-1', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } },
+    logs
+  }
 }
 
 async function addTool (ctx: TestContext, account: Account, agentId: string, toolType: string, settings: Record<string, unknown>, isActive = true) {
@@ -35,7 +40,7 @@ function named (tools: LiveTool[], name: string): LiveTool {
 }
 
 async function loaded (t: Test, context: ToolContext, agentId: string) {
-  const result = await loadTools(context, agentId)
+  const result = await loadLive(context, agentId)
   t.teardown(result.close)
   return result
 }

@@ -63,4 +63,3 @@ export function callVariables (call: CallRow): Record<string, unknown> {
     agent_id: call.agent_id
   }
 }
-

@@ -82,4 +82,3 @@ export async function changeCapability (db: DB, userId: string, kind: Kind, agen
     return await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
   })
 }
-

@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 import { E164 } from '../../../http/schemas.ts'
 import { defineCapability } from '../registry.ts'
 import { describedAs, type ToolOutcome } from '../live.ts'
@@ -7,10 +7,11 @@ import { Description, Dialling, Name } from '../schemas.ts'
 /** The default ring time before the agent takes the call back (Twilio's <Dial> default too). */
 const RING_SECONDS = 30
 
-const DiallingSettings = Type.Object({ phone_number: Type.Optional(E164), ...Dialling })
+/** The members of a tool's settings that say how a call is put through. */
+interface DiallingSettings { timeout_seconds?: number, show_caller_number?: boolean }
 
 /** Where a call is put through to, from a call_forwarding or agent_transfer tool's settings. */
-export function dialTarget (type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, settings: Static<typeof DiallingSettings>): NonNullable<ToolOutcome['forwardTo']> {
+export function dialTarget (type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, settings: DiallingSettings): NonNullable<ToolOutcome['forwardTo']> {
   return {
     type,
     phoneNumber,
