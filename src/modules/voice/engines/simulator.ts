@@ -46,7 +46,7 @@ const FALSE = /^(no|false|nein)$/i
 /**
  * What the caller states for the data collection function's fields (its parameters), as "<field> is <value>"
  * ("email is ada@example.com", "visit date: 2026-05-04"): a field's words as its name has them, the value up to the
- * end of the clause. Numbers and yes/no are given their type; anything else goes as said, for the function to check.
+ * end of the clause or an "and". Numbers and yes/no are given their type; anything else goes as said, for the function to check.
  */
 function statedValues (parameters: Record<string, unknown>, text: string): Record<string, unknown> {
   const properties = (parameters.properties ?? {}) as Record<string, { type?: string }>
@@ -56,7 +56,7 @@ function statedValues (parameters: Record<string, unknown>, text: string): Recor
     // Names are variable names (agents' data_retrieval rule): nothing in them needs escaping.
     const match = new RegExp(`\\b${words}(?:\\s*[:=]\\s*|\\s+(?:is|ist)\\s+)([^,;!?]+)`, 'iu').exec(text)
     if (match === null) continue
-    const said = match[1].split(/\.(?:\s|$)/)[0].trim()
+    const said = match[1].split(/\.(?:\s|$)|\s(?:and|und)\s/i)[0].trim()
     if (said === '') continue
     const number = Number(said)
     found[name] = schema.type === 'number' && Number.isFinite(number)
