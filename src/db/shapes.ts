@@ -71,6 +71,10 @@ export const CallLatency = Type.Object({
 })
 export type CallLatency = Static<typeof CallLatency>
 
+/** What the agent collected during the call (is_data_collection_active): values of its data_retrieval fields, by name. */
+export const CollectedData = Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'by data_retrieval field name; a Conversation stored before data was collected during calls has none' })
+export type CollectedData = Static<typeof CollectedData>
+
 /**
  * The record of a call so far (DESIGN.md, "Conversation core"): what the voice session keeps, what
  * calls.forwarding holds while the carrier has the call, and what calls' `toCallEnd()` turns into the call's
@@ -83,7 +87,8 @@ export const Conversation = Type.Object({
   speech: Type.Object({ recognised: Type.Number(), synthesised: Type.Number() }, { description: 'seconds of speech recognised and synthesised' }),
   transfers: Type.Array(TransferRecord, { description: 'the call\'s transfers; while it is forwarded, the last one is that forwarding' }),
   recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' }),
-  turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' }))
+  turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' })),
+  collected_data: Type.Optional(CollectedData)
 })
 export type Conversation = Static<typeof Conversation>
 

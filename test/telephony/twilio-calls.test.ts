@@ -295,6 +295,39 @@ t.test('forwarding not answered: the agent takes the call back on a new stream, 
   t.same(done.transcription.map((i: { speaker: string }) => i.speaker), ['agent', 'user', 'tool', 'agent', 'agent', 'user', 'agent'])
 })
 
+t.test('data collected before a forwarding nobody answered is kept with the call (calls.forwarding), offered back to the agent that takes it back, and stored with what follows', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, {
+    is_data_collection_active: true,
+    data_retrieval: [{ name: 'email', type: 'string' }, { name: 'plan', type: 'enum', enum_values: ['basic', 'pro'] }]
+  })
+  await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Sales team', phone_number: '+14155550143' })
+  await buyNumber(ctx, account, agent._id)
+  ctx.twilio.callee('+14155550143', { answer: 'no-answer' })
+  ctx.openai.transcripts.push('Sales, please. My e-mail is ada@example.com.', 'The pro plan, then.')
+  ctx.openai.replies.push(
+    { toolCalls: [{ name: 'save_collected_data', arguments: { email: 'ada@example.com' } }, { name: 'Sales_team', arguments: {} }] }, { text: 'One moment.' },
+    { toolCalls: [{ name: 'save_collected_data', arguments: { plan: 'pro' } }] }, { text: 'Noted.' }
+  )
+
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const first = await call.waitForStream()
+  await say(first)
+  const second = await call.waitForStream(1)
+  const [held] = await callsOf(ctx)
+  await poll(() => ctx.openai.requests.speech.length, (n) => n >= 3, { message: 'the agent speaks again' })
+  const answered = await say(second)
+  await poll(() => ctx.openai.requests.chat.length, (n) => n === 4, { message: 'the caller is answered after the take-back' })
+  t.match(ctx.openai.requests.chat[2].body.messages[0].content, /Already saved \(do not ask again unless the caller corrects it\): email: "ada@example.com"/, 'the agent taking the call back knows what was saved')
+  await agentFinished(second, answered)
+  await second.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, held.id)
+  t.same(done.collected_data, { email: 'ada@example.com', plan: 'pro' })
+  t.same(done.transcription.filter((i: { speaker: string }) => i.speaker === 'tool').map((i: { tool: { type: string } }) => i.tool.type), ['collect_data', 'agent_transfer', 'collect_data'])
+})
+
 t.test('a stream that drops mid-call ends the call stream_dropped with its transcript; Twilio is told to hang up', async (t) => {
   const ctx = await listen(t)
   const account = await createAccount(ctx.db)

@@ -31,3 +31,34 @@ export function dataRetrieval (items: DataRetrievalInput): RetrievalField[] {
     }
   })
 }
+
+/** A value of a data_retrieval field, typed as the field says (a date as YYYY-MM-DD). */
+export type FieldValue = string | number | boolean
+
+/**
+ * A value given for a field (by an analyser, or by the agent during the call) checked against the field's type:
+ * the value as kept (a string trimmed), or what is wrong with it, naming the field. The one rule for both.
+ */
+export function checkFieldValue (field: Pick<RetrievalField, 'name' | 'type' | 'enum_values'>, value: unknown): { value: FieldValue } | { problem: string } {
+  const { name } = field
+  switch (field.type) {
+    case 'number':
+      return typeof value === 'number' && Number.isFinite(value) ? { value } : { problem: `${name} must be a number` }
+    case 'boolean':
+      return typeof value === 'boolean' ? { value } : { problem: `${name} must be true or false` }
+    case 'enum':
+      return typeof value === 'string' && field.enum_values?.includes(value) === true
+        ? { value }
+        : { problem: `${name} must be one of ${(field.enum_values ?? []).join(', ')}` }
+    case 'date':
+      // Round-tripped, so that a day that does not exist (2026-02-30) is refused rather than read as another.
+      return typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)) && new Date(value).toISOString().startsWith(value)
+        ? { value }
+        : { problem: `${name} must be a date as YYYY-MM-DD` }
+    case 'string':
+      // Text the database can store (DESIGN.md, "Security rules"): no NUL, no lone surrogates.
+      return typeof value === 'string' && value.trim() !== '' && value.isWellFormed() && !value.includes('\0')
+        ? { value: value.trim() }
+        : { problem: `${name} must be a text that is not empty` }
+  }
+}

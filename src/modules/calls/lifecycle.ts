@@ -156,7 +156,9 @@ export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string
       forwarding_seconds: forwarding?.outcome === 'answered' ? forwarding.seconds : 0
     },
     transfer_history: transfers.length === 0 ? undefined : transfers,
-    turns: conversation.turns
+    turns: conversation.turns,
+    // Nothing collected (or collection off): the call's collected_data stays null.
+    collected_data: Object.keys(conversation.collected_data ?? {}).length === 0 ? undefined : conversation.collected_data
   }
 }
 

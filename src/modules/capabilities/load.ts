@@ -16,7 +16,8 @@ function safeName (name: string, fallback: string): string {
   return safe === '' ? fallback : safe
 }
 
-function uniqueName (name: string, taken: Set<string>): string {
+/** The name, or with the first free `_2`, `_3`… suffix when taken (within 64 characters); adds it to `taken`. */
+export function uniqueName (name: string, taken: Set<string>): string {
   let unique = name
   for (let n = 2; taken.has(unique); n++) unique = `${name.slice(0, 64 - `_${n}`.length)}_${n}`
   taken.add(unique)

@@ -67,7 +67,7 @@ const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
   only: ['interruption_sensitivity', 'is_data_collection_active', 'is_customer_memory_active', 'folder'],
   required: ['interruption_sensitivity'],
   labels: { is_data_collection_active: 'Collect data during calls', is_customer_memory_active: 'Remember earlier calls with the same customer' },
-  hints: { folder: 'Groups agents; empty: none.' }
+  hints: { folder: 'Groups agents; empty: none.', is_data_collection_active: 'The agent asks for the data retrieval fields during the call and saves the answers as the call\'s collected data (beside what analysis extracts afterwards).' }
 })
 const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widget_settings.', {
   required: ['enabled', 'theme', 'primary_color', 'position'],

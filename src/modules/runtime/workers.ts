@@ -65,7 +65,8 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
     sentiment: result?.sentiment ?? null,
     data: result === undefined ? undefined : found,
     taskAchieved: held && result !== undefined && result.sentiment?.sentiment !== 'negative' &&
-      fields.filter((f) => f.required).every((f) => found[f.name] !== undefined),
+      // A required field counts when analysis found it or the agent collected it during the call.
+      fields.filter((f) => f.required).every((f) => found[f.name] !== undefined || call.collected_data?.[f.name] !== undefined),
     usage: result?.usage ?? {}
   }
   await db.transaction().execute(async (trx) => {

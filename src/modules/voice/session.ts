@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { CallRow, TranscriptItem } from '../../db/schema.ts'
-import type { Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
+import type { CollectedData, Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
@@ -17,6 +17,7 @@ import { CALLER_LAG_MS, CallerPace } from './pacer.ts'
 import { loadLive } from '../capabilities/load.ts'
 import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
 import { callVariables } from '../calls/variables.ts'
+import { collectData } from './collect-data.ts'
 import { callInstructions, spokenLines } from './prompt.ts'
 import { SpeechDetector } from './vad/detector.ts'
 import { systemClock, type Clock, type Timer } from './turns/clock.ts'
@@ -91,6 +92,8 @@ export class Session {
   private readonly speech = { recognised: 0, synthesised: 0 }
   private readonly transfers: TransferRecord[] = []
   private readonly turns: TurnTiming[] = []
+  /** What the agent collected so far (collect-data.ts): kept across a forwarding and an agent_transfer. */
+  private readonly collected: CollectedData = {}
   private detector!: SpeechDetector
   /** The realtime provider detects the caller's turns (its LLM configuration's turn_detection): ours stays out. */
   private providerTurns = false
@@ -249,6 +252,7 @@ export class Session {
     this.speech.synthesised = state.speech.synthesised
     this.transfers.push(...state.transfers)
     this.turns.push(...state.turns ?? [])
+    Object.assign(this.collected, state.collected_data)
   }
 
   /** What was said so far, for an engine that starts mid-call. */
@@ -263,14 +267,17 @@ export class Session {
     const { db } = this.deps
     await this.closeTools()
     const loaded = await loadLive(this.toolContext(), agent.id)
-    this.tools = new Map(loaded.tools.map((tool) => [tool.spec.name, tool]))
-    this.closeTools = loaded.close
     const settings = settingsOf(agent)
     const language = String(settings.language)
+    // Data collection: this agent's fields are asked for; what earlier agents of the call collected stays.
+    const collect = collectData(agent, language, this.collected, loaded.tools.map((tool) => tool.spec.name))
+    const tools = collect === undefined ? loaded.tools : [...loaded.tools, collect.tool]
+    this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
+    this.closeTools = loaded.close
     return {
-      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
-      tools: loaded.tools.map((tool) => tool.spec),
-      toolTypes: Object.fromEntries(loaded.tools.map((tool) => [tool.spec.name, tool.type])),
+      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type), collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
+      tools: tools.map((tool) => tool.spec),
+      toolTypes: Object.fromEntries(tools.map((tool) => [tool.spec.name, tool.type])),
       language,
       sttLanguages: (settings.stt_languages as string[] | undefined) ?? [],
       voice: await providerVoiceId(db, agent.voice_id) ?? 'alloy',
@@ -444,7 +451,7 @@ export class Session {
 
   /** The conversation so far, as kept with a forwarded call and turned into the call's end. */
   private conversation (recordingMs: number): Conversation {
-    return { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs }
+    return { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected }
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { TranscriptItem } from '../../../db/schema.ts'
+import { checkFieldValue, type FieldValue } from '../../agents/data-retrieval.ts'
 import type { ActionCondition } from '../../deliveries/engine.ts'
 
 // What every analyser takes and answers, apart from the analysers themselves (analyser.ts picks one).
@@ -43,16 +44,11 @@ export interface Analyser {
 }
 
 /** Keeps only values of the right type (and enum values of the list), whatever an analyser produced. */
-export function typedValues (fields: RetrievalField[], raw: Record<string, unknown>): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {}
+export function typedValues (fields: RetrievalField[], raw: Record<string, unknown>): Record<string, FieldValue> {
+  const out: Record<string, FieldValue> = {}
   for (const field of fields) {
-    const value = raw[field.name]
-    if (value === null || value === undefined) continue
-    if (field.type === 'number' && typeof value === 'number' && Number.isFinite(value)) out[field.name] = value
-    if (field.type === 'boolean' && typeof value === 'boolean') out[field.name] = value
-    if (field.type === 'string' && typeof value === 'string' && value.trim() !== '') out[field.name] = value.trim()
-    if (field.type === 'enum' && typeof value === 'string' && field.enum_values?.includes(value) === true) out[field.name] = value
-    if (field.type === 'date' && typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value))) out[field.name] = value
+    const checked = checkFieldValue(field, raw[field.name])
+    if ('value' in checked) out[field.name] = checked.value
   }
   return out
 }

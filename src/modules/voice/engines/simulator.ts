@@ -1,11 +1,13 @@
+import { COLLECT_TOOL_TYPE } from '../collect-data.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
 // The offline engine: text in, text out, no providers. It follows a short appointment script in the
-// agent's language, searches the agent's knowledge (an api_rag tool) when asked a question, and calls
-// end_call when the caller says goodbye. Simulated calls and typed browser calls without speech
+// agent's language, searches the agent's knowledge (an api_rag tool) when asked a question, saves what the
+// caller states as "<field> is <value>" (the data collection function), and calls end_call when the caller
+// says goodbye. Simulated calls and typed browser calls without speech
 // providers run on it, through the same session as spoken calls.
 
-interface Lines { greeting: string, offer: string, booked: string, goodbye: string, found: string, nothing: string, limits: string }
+interface Lines { greeting: string, offer: string, booked: string, goodbye: string, found: string, nothing: string, limits: string, noted: string, notNoted: string }
 
 const LINES: Record<string, Lines> = {
   en: {
@@ -15,7 +17,9 @@ const LINES: Record<string, Lines> = {
     goodbye: 'Thank you for calling. Goodbye!',
     found: 'Here is what I found: ',
     nothing: 'I could not find anything about that.',
-    limits: 'I am the built-in simulator and only follow a short script. Configure speech providers to talk to a real model.'
+    limits: 'I am the built-in simulator and only follow a short script. Configure speech providers to talk to a real model.',
+    noted: 'Thank you, I have noted that.',
+    notNoted: 'I could not note that: '
   },
   de: {
     greeting: 'Hallo, wie kann ich Ihnen helfen?',
@@ -24,7 +28,9 @@ const LINES: Record<string, Lines> = {
     goodbye: 'Danke für Ihren Anruf. Auf Wiederhören!',
     found: 'Das habe ich gefunden: ',
     nothing: 'Dazu habe ich nichts gefunden.',
-    limits: 'Ich bin der eingebaute Simulator und folge nur einem kurzen Skript. Richten Sie Sprachdienste ein, um mit einem echten Modell zu sprechen.'
+    limits: 'Ich bin der eingebaute Simulator und folge nur einem kurzen Skript. Richten Sie Sprachdienste ein, um mit einem echten Modell zu sprechen.',
+    noted: 'Danke, das habe ich notiert.',
+    notNoted: 'Das konnte ich nicht notieren: '
   }
 }
 
@@ -34,12 +40,37 @@ const simulatorLines = (language: string): Lines => LINES[language.slice(0, 2).t
 const GOODBYE = /\b(bye|goodbye|tschüss|wiederhören|wiedersehen)\b/i
 const YES = /\b(yes|yeah|sure|ok|okay|works|ja|gerne|passt)\b/i
 const QUESTION = /\?\s*$|^(what|when|where|who|how|which|do|does|is|are|can|was|wann|wo|wer|wie|welche|gibt)\b/i
+const TRUE = /^(yes|true|ja)$/i
+const FALSE = /^(no|false|nein)$/i
+
+/**
+ * What the caller states for the data collection function's fields (its parameters), as "<field> is <value>"
+ * ("email is ada@example.com", "visit date: 2026-05-04"): a field's words as its name has them, the value up to the
+ * end of the clause or an "and". Numbers and yes/no are given their type; anything else goes as said, for the function to check.
+ */
+function statedValues (parameters: Record<string, unknown>, text: string): Record<string, unknown> {
+  const properties = (parameters.properties ?? {}) as Record<string, { type?: string }>
+  const found: Record<string, unknown> = {}
+  for (const [name, schema] of Object.entries(properties)) {
+    const words = name.split(/_+|(?<=[a-z])(?=[A-Z])/).filter((w) => w !== '').join('[\\s_]+')
+    // Names are variable names (agents' data_retrieval rule): nothing in them needs escaping.
+    const match = new RegExp(`\\b${words}(?:\\s*[:=]\\s*|\\s+(?:is|ist)\\s+)([^,;!?]+)`, 'iu').exec(text)
+    if (match === null) continue
+    const said = match[1].split(/\.(?:\s|$)|\s(?:and|und)\s/i)[0].trim()
+    if (said === '') continue
+    const number = Number(said)
+    found[name] = schema.type === 'number' && Number.isFinite(number)
+      ? number
+      : schema.type === 'boolean' && (TRUE.test(said) || FALSE.test(said)) ? TRUE.test(said) : said
+  }
+  return found
+}
 
 export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => void): Engine => {
   let setup: EngineSetup
   let turn = 0
   let closed = false
-  let pendingTool: { id: string, kind: 'search' | 'end' } | undefined
+  let pendingTool: { id: string, kind: 'search' | 'end' | 'collect' } | undefined
   let calls = 0
   const emit = (event: EngineEvent) => { if (!closed) onEvent(event) }
   const hasTool = (type: string) => setup.tools.find((t) => setup.toolTypes?.[t.name] === type)
@@ -51,7 +82,7 @@ export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => 
     emit({ type: 'response_done', text })
   }
 
-  function toolCall (name: string, args: Record<string, unknown>, kind: 'search' | 'end'): void {
+  function toolCall (name: string, args: Record<string, unknown>, kind: 'search' | 'end' | 'collect'): void {
     const id = `sim_${++calls}`
     pendingTool = { id, kind }
     emit({ type: 'tool_call', id, name, arguments: JSON.stringify(args) })
@@ -62,6 +93,9 @@ export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => 
     turn++
     const endTool = hasTool('end_call')
     const searchTool = hasTool('api_rag')
+    const collectTool = hasTool(COLLECT_TOOL_TYPE)
+    const stated = collectTool === undefined ? {} : statedValues(collectTool.parameters, text)
+    if (collectTool !== undefined && Object.keys(stated).length > 0) return toolCall(collectTool.name, stated, 'collect')
     if (GOODBYE.test(text)) {
       if (endTool !== undefined) return toolCall(endTool.name, { reason: 'the caller said goodbye' }, 'end')
       return speak(lines.goodbye, text)
@@ -85,6 +119,7 @@ export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => 
       pendingTool = undefined
       const lines = simulatorLines(setup.language)
       if (kind === 'end') return speak(lines.goodbye, output)
+      if (kind === 'collect') return speak(output.startsWith('Error: ') ? lines.notNoted + output.slice('Error: '.length) : lines.noted, output)
       let passages: Array<{ content?: string }> = []
       try {
         const parsed = JSON.parse(output) as unknown
