@@ -118,7 +118,7 @@ t.test('an API call action: created, shown without its header values, edited, it
   t.match(page.body, '&quot;people&quot;: &quot;{{people}}&quot;')
   t.match(page.body, 'value="60, 300"')
   t.match(page.body, '<option value="custom" selected>')
-  t.match((await browser.get(`/agents/${agentId}`)).body, `<a href="/agents/${agentId}/actions/${actionId}">Sync &lt;CRM&gt;</a></td><td>API call</td><td>active</td>`)
+  t.match((await browser.get(`/agents/${agentId}`)).body, `<a href="/agents/${agentId}/actions/${actionId}">Sync &lt;CRM&gt;</a></td><td>API call</td><td>active, after the call</td>`)
 
   // Kept: the stored value left empty; a new header beside it; optional members emptied return to their defaults.
   const edit = {
@@ -133,7 +133,7 @@ t.test('an API call action: created, shown without its header values, edited, it
   t.equal(edited.statusCode, 303, edited.body)
   const after = (await api('GET', `/v1/agent/${agentId}/actions`)).json()[0]
   t.same(after.settings, {
-    name: 'Sync', url: 'https://hooks.example.test/v2', method: 'PUT', headers: { Authorization: '********', 'X-Extra': '********' }, query: {}, body: {},
+    name: 'Sync', when: 'after_call', url: 'https://hooks.example.test/v2', method: 'PUT', headers: { Authorization: '********', 'X-Extra': '********' }, query: {}, body: {},
     send_only_custom_fields: false, notify: 'never', notify_email: null, condition: null
   }, 'no retry_schedule: the default schedule')
   t.equal(after.is_active, false)
@@ -220,14 +220,8 @@ t.test('the other action types and a tool of each type: created, edited, deleted
   }
   const tools: Record<string, Record<string, string>> = {
     api_rag: { 'settings.name': 'Prices', 'settings.knowledge_base_ids': '', [`settings.knowledge_base_ids.${kb}`]: 'true', 'settings.top_k': '5' },
-    appointment_booking: { 'settings.name': 'Book', 'settings.time_zone': 'Europe/Berlin', 'settings.duration_minutes': '30', 'settings.notify_email': '' },
     call_forwarding: { 'settings.name': 'Forward', 'settings.phone_number': '+14155550123', 'settings.transfer_message': 'One moment', 'settings.timeout_seconds': '20', 'settings.show_caller_number': 'true' },
     end_call: { 'settings.name': 'Bye', 'settings.description': 'When the caller is done' },
-    calendar_one: { 'settings.name': 'Cal 1', 'settings.calendar_id': 'primary', 'settings.time_zone': 'UTC', 'settings.duration_minutes': '15' },
-    calendar_two: { 'settings.name': 'Cal 2', 'settings.calendar_id': 'team', 'settings.time_zone': 'UTC', 'settings.duration_minutes': '45' },
-    booking_one: { 'settings.name': 'Booking 1', 'settings.event_type_id': '123', 'settings.time_zone': 'UTC', is_active: 'false' },
-    booking_two: { 'settings.name': 'Booking 2', 'settings.event_type_id': '456', 'settings.time_zone': 'UTC', is_active: 'false' },
-    crm: { 'settings.name': 'CRM', 'settings.operations': '', 'settings.operations.lookup_contact': 'true', 'settings.operations.log_call': 'true' },
     agent_transfer: { 'settings.name': 'To billing', 'settings.agent_id': otherId, 'settings.phone_number': '' },
     mcp: { 'settings.name': 'Tools', 'settings.server_url': 'https://mcp.example.test/sse', 'settings.allowed_tools': 'lookup\nbook', 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.value': 'mcp-secret' }
   }
@@ -236,9 +230,7 @@ t.test('the other action types and a tool of each type: created, edited, deleted
     send_sms: { send_to_customer: true, direct_recipients: ['+14155550100'] },
     send_chat: { direct_recipients: [] },
     api_rag: { knowledge_base_ids: [kb], top_k: 5 },
-    appointment_booking: { time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: null },
     call_forwarding: { phone_number: '+14155550123', timeout_seconds: 20, show_caller_number: true },
-    crm: { operations: ['lookup_contact', 'log_call'] },
     agent_transfer: { agent_id: otherId },
     mcp: { allowed_tools: ['lookup', 'book'], headers: { 'X-Key': '********' } }
   }
@@ -259,19 +251,18 @@ t.test('the other action types and a tool of each type: created, edited, deleted
   }
   const listed = await browser.get(`/agents/${agentId}`)
   t.match(listed.body, '<td>Knowledge-base search</td>')
-  t.match(listed.body, '11 of at most 30.')
+  t.match(listed.body, '5 of at most 30.')
+  t.notMatch(listed.body, '<option value="crm">', 'tool types that cannot act yet are not offered')
 
   const both = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Both', 'settings.agent_id': otherId, 'settings.phone_number': '+14155550123', is_active: 'true' })
   t.equal(both.statusCode, 400)
   t.match(both.body, 'This tool needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both.')
   const self = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Self', 'settings.agent_id': agentId, is_active: 'true' })
   t.match(self.body, 'The agent must be one of the listed choices.', 'only the other agents are offered')
-  const unconnected = await create(browser, agentId, 'tools', 'booking_one', { ...tools.booking_one, is_active: 'true' })
-  t.equal(unconnected.statusCode, 409)
-  t.match(unconnected.body, 'Booking_one tools need the booking_one integration connected first')
+  t.equal((await browser.get(`/agents/${agentId}/tools/new?type=booking_one`)).statusCode, 400, 'a type that cannot act yet has no form')
 
   // Up to the limit through the API, then the console's form answers 409 with the API's message.
-  for (let i = 11; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
+  for (let i = 5; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
   t.notMatch((await browser.get(`/agents/${agentId}`)).body, `/agents/${agentId}/tools/new`, 'no add form at the limit')
   t.equal((await browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 409)
   const full = await create(browser, otherId, 'tools', 'end_call', { 'settings.name': 'Fine' })

@@ -22,10 +22,10 @@ t.test('actions: create, list, patch, delete', async (t) => {
   const action = created.json()
   t.same(Object.keys(action).sort(), ['_id', 'action_type', 'agent_id', 'created_at', 'is_active', 'settings', 'updated_at'])
   t.match(action, { _id: /^[0-9a-f]{24}$/, agent_id: agentId, action_type: 'send_email', is_active: true })
-  t.same(action.settings, email, 'unknown settings members are dropped')
+  t.same(action.settings, { ...email, when: 'after_call', send_to_customer: false }, 'unknown settings members are dropped; defaults filled in')
 
   const sms = (await app.inject({ method: 'POST', url, headers: account.headers, payload: { action_type: 'send_sms', settings: { name: 'Text', message: 'Thanks!' }, is_active: false } })).json()
-  t.same(sms.settings, { name: 'Text', message: 'Thanks!', send_to_customer: true, direct_recipients: [] })
+  t.same(sms.settings, { name: 'Text', message: 'Thanks!', when: 'after_call', send_to_customer: true, direct_recipients: [] })
   t.equal(sms.is_active, false)
 
   const list = await app.inject({ method: 'GET', url, headers: account.headers })
@@ -33,7 +33,7 @@ t.test('actions: create, list, patch, delete', async (t) => {
 
   const patched = await app.inject({ method: 'PATCH', url: `${url}/${action._id}`, headers: account.headers, payload: { settings: { subject: 'Call ended' }, is_active: false } })
   t.equal(patched.statusCode, 200)
-  t.same(patched.json().settings, { ...email, subject: 'Call ended' }, 'settings members merge')
+  t.same(patched.json().settings, { ...email, when: 'after_call', send_to_customer: false, subject: 'Call ended' }, 'settings members merge')
   t.equal(patched.json().is_active, false)
   const activeOnly = await app.inject({ method: 'PATCH', url: `${url}/${action._id}`, headers: account.headers, payload: { is_active: true } })
   t.match(activeOnly.json(), { is_active: true, settings: { subject: 'Call ended' } })
@@ -61,6 +61,7 @@ t.test('api_call actions: defaults, write-only headers, retry schedule', async (
   t.equal(created.statusCode, 201)
   const action = created.json()
   t.same(action.settings, {
+    when: 'after_call',
     method: 'POST',
     query: {},
     send_only_custom_fields: false,
@@ -115,7 +116,7 @@ t.test('action settings are validated per action_type', async (t) => {
     [{ action_type: 'send_fax', settings: email }, /^body\.action_type must be one of send_email, send_sms, send_chat, api_call/],
     [{ action_type: 'send_email' }, /^body\.settings is required/],
     [{ action_type: 'send_email', settings: { ...email, direct_recipients: ['not-an-address'] } }, /^body\.settings\.direct_recipients\.0 must be an e-mail address/],
-    [{ action_type: 'send_email', settings: { ...email, direct_recipients: [] } }, /^body\.settings\.direct_recipients must NOT have fewer than 1 items/],
+    [{ action_type: 'send_email', settings: { ...email, direct_recipients: [] } }, /^body\.settings needs a recipient/],
     [{ action_type: 'send_email', settings: { ...email, subject: undefined } }, /^body\.settings\.subject is required/],
     [{ action_type: 'send_sms', settings: { name: 'x', message: 'hi', direct_recipients: ['0301234'] } }, /^body\.settings\.direct_recipients\.0 must be an E\.164 phone number/],
     [{ action_type: 'send_sms', settings: { name: 'x', message: 'hi', send_to_customer: false } }, /^body\.settings needs a recipient/],

@@ -13,8 +13,6 @@ t.test('every tool type is accepted with valid settings and answered with its de
   const account = await createAccount(db)
   const agentId = await agentOf(app, account)
   const target = await agentOf(app, account)
-  await app.inject({ method: 'PUT', url: '/v1/integrations/booking_one', headers: account.headers, payload: { api_key: 'k1' } })
-  await app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: 'k2' } })
   const kb = newId()
   await db.insertInto('knowledge_bases').values({ id: kb, user_id: account.user.id, name: 'Docs', description: 'Product docs', language: 'en', search_config: 'english' }).execute()
   const cases: Record<string, [object, object]> = {
@@ -30,14 +28,20 @@ t.test('every tool type is accepted with valid settings and answered with its de
     agent_transfer: [{ name: 'To billing', agent_id: target.toUpperCase() }, { name: 'To billing', agent_id: target }],
     mcp: [{ name: 'Tools', server_url: 'https://mcp.example.com/sse', headers: { Authorization: 'Bearer t' } }, { name: 'Tools', server_url: 'https://mcp.example.com/sse', allowed_tools: [], headers: { Authorization: '********' } }]
   }
+  // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
+  const notYet = new Set(['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
+    if (notYet.has(toolType)) {
+      t.match({ status: res.statusCode, ...res.json() }, { status: 422, code: 'capability_not_available' }, toolType)
+      continue
+    }
     t.equal(res.statusCode, 201, toolType)
     t.match(res.json(), { agent_id: agentId, tool_type: toolType, is_active: true })
     t.same(res.json().settings, expected, `${toolType} settings`)
   }
   const list = (await app.inject({ method: 'GET', url: `/v1/agent/${agentId}/tools`, headers: account.headers })).json()
-  t.same(list.map((tool: { tool_type: string }) => tool.tool_type), Object.keys(cases))
+  t.same(list.map((tool: { tool_type: string }) => tool.tool_type), Object.keys(cases).filter((type) => !notYet.has(type)))
 })
 
 t.test('tool settings are validated per tool_type', async (t) => {
@@ -83,47 +87,30 @@ t.test('tool settings are validated per tool_type', async (t) => {
   t.same(good.json().settings, { name: 'x', phone_number: '+14155550100', transfer_message: 'One moment' })
 })
 
-t.test('booking tools need their integration: 409 naming it, and disconnecting switches them off', async (t) => {
+t.test('tool types that do not act yet are refused with 422; a row stored before is listed, may be switched off or deleted, not changed or switched on', async (t) => {
   const { app, db } = await setup(t)
   const account = await createAccount(db)
   const agentId = await agentOf(app, account)
   const url = `/v1/agent/${agentId}/tools`
-  const booking = { tool_type: 'booking_two', settings: { name: 'Live', event_type_id: 'e1', time_zone: 'UTC' } }
+  const refused = await app.inject({ method: 'POST', url, headers: account.headers, payload: { tool_type: 'booking_two', settings: { name: 'Live', event_type_id: 'e1', time_zone: 'UTC' }, is_active: false } })
+  t.equal(refused.statusCode, 422)
+  t.match(refused.json(), { code: 'capability_not_available', message: /^booking_two does not act during calls yet/ })
 
-  const refused = await app.inject({ method: 'POST', url, headers: account.headers, payload: booking })
-  t.equal(refused.statusCode, 409)
-  t.match(refused.json(), { code: 'integration_not_connected', message: /booking_two tools need the booking_two integration connected first/ })
+  const id = newId()
+  await db.insertInto('agent_tools').values({ id, user_id: account.user.id, agent_id: agentId, tool_type: 'crm', settings: JSON.stringify({ name: 'CRM', operations: ['log_call'] }), is_active: true }).execute()
+  t.match((await app.inject({ method: 'GET', url, headers: account.headers })).json(), [{ _id: id, tool_type: 'crm', is_active: true }])
+  const change = await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { settings: { name: 'CRM 2' } } })
+  t.equal(change.statusCode, 422)
+  t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: false } })).json().is_active, false)
+  t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: true } })).statusCode, 422)
+  t.equal((await app.inject({ method: 'DELETE', url: `${url}/${id}`, headers: account.headers })).statusCode, 204)
 
-  // A switched-off tool may be prepared before the integration is connected, but not switched on.
-  const inactive = await app.inject({ method: 'POST', url, headers: account.headers, payload: { ...booking, is_active: false } })
-  t.equal(inactive.statusCode, 201)
-  const activate = await app.inject({ method: 'PATCH', url: `${url}/${inactive.json()._id}`, headers: account.headers, payload: { is_active: true } })
-  t.equal(activate.statusCode, 409)
-
+  // The integrations keep their own routes (the next issue makes their tools act).
   const connect = await app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: 'secret-key', account_label: 'Team calendar' } })
   t.equal(connect.statusCode, 200)
-  t.match(connect.json(), { provider: 'booking_two', connected: true, account_label: 'Team calendar', connected_at: Number })
   t.notOk(connect.body.includes('secret-key'))
-  t.equal((await app.inject({ method: 'PATCH', url: `${url}/${inactive.json()._id}`, headers: account.headers, payload: { is_active: true } })).json().is_active, true)
-  t.equal((await app.inject({ method: 'POST', url, headers: account.headers, payload: booking })).statusCode, 201)
-  const oneStillRefused = await app.inject({ method: 'POST', url, headers: account.headers, payload: { ...booking, tool_type: 'booking_one' } })
-  t.equal(oneStillRefused.statusCode, 409, 'booking_one needs its own integration')
-
-  const list = (await app.inject({ method: 'GET', url: '/v1/integrations', headers: account.headers })).json()
-  t.same(list.map((i: { provider: string, connected: boolean }) => [i.provider, i.connected]),
-    [['calendar_one', false], ['calendar_two', false], ['booking_one', false], ['booking_two', true], ['crm', false]])
-  t.notOk(JSON.stringify(list).includes('secret-key'))
-
   t.equal((await app.inject({ method: 'DELETE', url: '/v1/integrations/booking_two', headers: account.headers })).statusCode, 204)
-  const tools = (await app.inject({ method: 'GET', url, headers: account.headers })).json()
-  t.same(tools.map((tool: { is_active: boolean }) => tool.is_active), [false, false], 'its tools are switched off')
-  t.equal((await app.inject({ method: 'DELETE', url: '/v1/integrations/booking_two', headers: account.headers })).statusCode, 404)
   t.equal((await app.inject({ method: 'PUT', url: '/v1/integrations/fax', headers: account.headers, payload: { api_key: 'x' } })).statusCode, 400)
-  t.equal((await app.inject({ method: 'PUT', url: '/v1/integrations/crm', headers: account.headers, payload: {} })).statusCode, 400)
-
-  const other = await createAccount(db)
-  t.same((await app.inject({ method: 'GET', url: '/v1/integrations', headers: other.headers })).json().filter((i: { connected: boolean }) => i.connected), [],
-    "another account's integrations are its own")
 })
 
 t.test('tools of another account, or under another agent, are 404', async (t) => {

@@ -51,7 +51,8 @@ function stateOf (kind: Kind, row: CapabilityRow): string {
 /** The write-only headers of api_call actions and mcp tools; the query parameters of api_call actions. */
 const HEADERS: Pairs = { name: 'settings.headers', noun: 'header', caption: 'Headers (values are never shown)', keep: MASK }
 const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Query parameters ({{variables}} allowed)' }
-const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule']
+// `parameters` (a live api_call's JSON Schema) is set through the API only (docs/agents.md); the form keeps it as stored.
+const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule', 'parameters']
 /** An API call's members drawn before its headers, query and body. */
 const FIRST = ['name', 'url', 'method']
 

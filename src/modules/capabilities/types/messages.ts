@@ -129,14 +129,16 @@ function outbox (kind: Kind, settings: MessageSettings, variables: Record<string
     .map((to) => ({ to, text, ...(subject === undefined ? {} : { subject }), ...(settings.from_number === undefined ? {} : { from: settings.from_number }) }))
 }
 
-/** Refuses a message nobody would receive, and one whose sender the account lacks (for SMS and chat). */
+/** Refuses a message nobody would receive, and an SMS sender the account does not own. */
 function messageCheck (kind: Kind) {
   return async ({ db, agent }: CheckContext, settings: MessageSettings, active: boolean) => {
     const toCustomer = settings.send_to_customer ?? kind.toCustomerByDefault
     if (!toCustomer && (settings.direct_recipients ?? []).length === 0) {
       throw badRequest(`body.settings needs a recipient: send_to_customer true or at least one direct_recipients ${kind.channel === 'email' ? 'address' : 'number'}`)
     }
-    if (kind.channel === 'email' || !active) return
+    // A sender the account names must be its own; without one, the sender is chosen when the message goes (and a
+    // missing one is a failed message in the log), so that an action may be set up before a number is bought.
+    if (kind.channel === 'email' || !active || settings.from_number === undefined) return
     const problem = await senderProblem(db, agent.user_id, kind.channel, settings.from_number)
     if (problem !== undefined) throw new HttpError(409, 'sender_not_available', problem)
   }
