@@ -53,7 +53,7 @@ export interface Config {
   callRuntime: 'voice' | 'simulator' | 'external'
   /** Seconds a simulated call lasts before the simulator ends it. */
   simulatorCallSeconds: number
-  /** Multiplies the simulator's pause and the agents' maximum call durations; tests set it small. */
+  /** Multiplies the simulator's pause, the agents' maximum call durations and callback delays; tests set it small. */
   callTimeScale: number
   analyser: AnalyserConfig
   /** Credits (1 credit = 1 US cent) charged per started minute and per message. */

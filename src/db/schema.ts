@@ -363,6 +363,30 @@ export interface CallsTable {
 }
 
 /**
+ * A callback of an outbound phone call: scheduled when a call ends unanswered, then placed, cancelled or failed. Its
+ * call (`call_id`) is the call whose `callback_of` and `callback_attempt` the API shows.
+ */
+export interface CallCallbacksTable {
+  id: string
+  user_id: string
+  /** The first call of the chain. */
+  callback_of: string
+  /** The call whose end scheduled it (the first call, or the callback before). */
+  after_call_id: string
+  attempt: number
+  /** The agent's max_attempts when it was scheduled. */
+  max_attempts: number
+  to_number: string
+  status: Generated<'scheduled' | 'placed' | 'cancelled' | 'failed'>
+  reason: string | null
+  due_at: Date
+  /** The call placed. */
+  call_id: string | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+/**
  * A call as stored. Lower than the calls module so that the modules which take a call as data (deliveries,
  * runtime, telephony, voice) need nothing of calls for its shape; it lives beside its table rather than in
  * shapes.ts, which this file imports (a type there would make the two files import each other).
@@ -545,6 +569,7 @@ export interface Database {
   integrations: IntegrationsTable
   agent_templates: AgentTemplatesTable
   calls: CallsTable
+  call_callbacks: CallCallbacksTable
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable

@@ -20,7 +20,9 @@ export const QUEUES = {
   /** Places an outbound phone call at the carrier (Twilio). */
   placeCall: 'call-place',
   /** Ends a phone call the carrier reported over whose session did not (its process died). */
-  carrierEnded: 'call-carrier-ended'
+  carrierEnded: 'call-carrier-ended',
+  /** Places a scheduled callback of an outbound phone call (an agent's callback_settings) at its time. */
+  placeCallback: 'call-callback'
 } as const
 
 /** What a job of each queue carries: `sendJob` and `workOn` take it from here, so a send and its worker agree. */
@@ -35,6 +37,7 @@ export interface QueuePayloads {
   [QUEUES.placeCall]: { callId: string }
   /** `status`: the carrier's final status of the call (Twilio's CallStatus). */
   [QUEUES.carrierEnded]: { callId: string, status: string }
+  [QUEUES.placeCallback]: { callbackId: string }
 }
 
 export type QueueName = keyof QueuePayloads
@@ -68,7 +71,9 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   [QUEUES.extractKnowledgeFile]: { retryLimit: 3, retryDelay: 10 },
   // Never retried: an attempt that failed after the carrier took the call would ring the person twice.
   [QUEUES.placeCall]: { retryLimit: 0, retryDelay: 0 },
-  [QUEUES.carrierEnded]: { retryLimit: 5, retryDelay: 5 }
+  [QUEUES.carrierEnded]: { retryLimit: 5, retryDelay: 5 },
+  // Safe to retry: the callback's row state, changed in the transaction that stores its call, stops a second call.
+  [QUEUES.placeCallback]: { retryLimit: 5, retryDelay: 10 }
 }
 
 /**

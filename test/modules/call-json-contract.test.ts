@@ -2,6 +2,7 @@ import { Ajv, type ValidateFunction } from 'ajv'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import type { TSchema } from 'typebox'
+import { newId } from '../../src/db/ids.ts'
 import { callLatency } from '../../src/modules/calls/latency.ts'
 import { CallDetail, CallListItem } from '../../src/modules/calls/schemas.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
@@ -121,6 +122,12 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
   ])
   const ids = [started._id, analysed._id, failed._id, web.json()._id, ...imported]
   await waitForFinal(ctx, ids)
+  // A chain of callbacks (docs/calls.md, "Callbacks"), stored as callbacks.ts leaves it: the first imported call is the
+  // failed call's first callback, placed; a second one is cancelled.
+  await ctx.db.insertInto('call_callbacks').values([
+    { id: newId(), user_id: account.user.id, callback_of: failed._id, after_call_id: failed._id, attempt: 1, max_attempts: 2, to_number: '+4930123456', status: 'placed', due_at: new Date(), call_id: imported[0] },
+    { id: newId(), user_id: account.user.id, callback_of: failed._id, after_call_id: imported[0], attempt: 2, max_attempts: 2, to_number: '+4930123456', status: 'cancelled', reason: 'called_back', due_at: new Date() }
+  ]).execute()
 
   const details: Array<Record<string, unknown>> = []
   for (const id of ids) {
@@ -131,6 +138,8 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
   }
   t.match(details[1], { call_status: 'success', sentiment: { sentiment: 'positive' }, collected_data: { note: 'called back' } }, 'the analysed call is what it should be')
   t.equal(details[2].call_status, 'failed')
+  t.match(details[4], { callback_of: failed._id, callback_attempt: 1, callbacks: [{ attempt: 1, status: 'placed', call_id: imported[0] }, { attempt: 2, status: 'cancelled', reason: 'called_back', call_id: null }] })
+  t.same(details[2].callbacks, details[4].callbacks, 'the first call shows the same chain')
 
   const list = await ctx.app.inject({ method: 'GET', url: '/v1/call/list', headers: account.headers })
   t.equal(list.statusCode, 200)

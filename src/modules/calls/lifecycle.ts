@@ -8,6 +8,8 @@ import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { cancelCallbacksTo } from './callback-queries.ts'
+import { scheduleCallback } from './callbacks.ts'
 import { callLatency } from './latency.ts'
 import { insertCall, lockCall, updateCall } from './queries.ts'
 import { recordingUrl } from './recordings.ts'
@@ -40,7 +42,10 @@ export interface NewCall {
   ring_timeout_seconds?: number
 }
 
-/** Stores a new `started` call of the agent and schedules what follows it, in one transaction. */
+/**
+ * Stores a new `started` call of the agent and schedules what follows it, in one transaction. An inbound phone call
+ * cancels the account's callbacks scheduled to its caller: the person called back.
+ */
 export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, call: NewCall): Promise<CallRow> {
   const row = await insertCall(trx, {
     ...call,
@@ -56,6 +61,7 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
     dynamic_context: JSON.stringify(call.dynamic_context ?? {})
   })
   await scheduleCall(trx, jobs, row, maxDurationMinutes(agent))
+  if (call.direction === 'inbound' && call.call_type === 'phone' && call.call_from !== undefined) await cancelCallbacksTo(trx, agent.user_id, call.call_from, 'called_back')
   return row
 }
 
@@ -170,7 +176,8 @@ export type EndOutcome =
   | { outcome: 'invalid_end_timestamp', message: string }
 
 /**
- * Ends a started call and commits its analysis job with it. Only a `started` call ends: a second end,
+ * Ends a started call and commits its analysis job with it, and the next callback of an outbound phone call that
+ * did not connect (callbacks.ts). Only a `started` call ends: a second end,
  * concurrent or later, finds no started row and answers `already_ended` without changing anything. The
  * runtime API turns the outcome into HTTP; the server's own runtimes (sessions, jobs, the carrier's
  * webhooks) need none of it, since a call that another end reached first leaves nothing to do.
@@ -209,6 +216,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       stream_token_hash: null
     })
     await sendJob(jobs.boss, trx, QUEUES.analyseCall, { callId: row.id })
+    await scheduleCallback(trx, jobs, row)
     return { outcome: 'ended', call: row }
   })
 }

@@ -12,6 +12,8 @@ export interface CallFilter {
   callType?: string[]
   customerId?: string
   workspaceId?: string
+  /** The callbacks of this call (the listing only: the daily rollups do not know them). */
+  callbackOf?: string
 }
 
 /** `= value` for one value, so that an index on (column, start_timestamp) also gives the listing's order. */
@@ -45,6 +47,8 @@ const and = (conditions: Array<RawBuilder<unknown>>): Expression<SqlBool> => sql
 /** Conditions on calls: the filters plus start times within [from, until). */
 function callConditions (userId: string, filter: CallFilter, range: { from?: Date, until?: Date }): Expression<SqlBool> {
   const conditions = filterConditions(userId, filter)
+  // A chain has at most 5 callbacks: their calls are found by id from its rows (call_callbacks' unique index).
+  if (filter.callbackOf !== undefined) conditions.push(sql`id IN (SELECT call_id FROM call_callbacks WHERE user_id = ${userId} AND callback_of = ${filter.callbackOf})`)
   if (range.from !== undefined) conditions.push(sql`start_timestamp >= ${range.from}`)
   if (range.until !== undefined) conditions.push(sql`start_timestamp < ${range.until}`)
   return and(conditions)
@@ -59,6 +63,7 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
 // JavaScript objects. Each call's list view is stored with it (migrations/0010_call_list_json.sql); the
 // detail view appends its further fields to it. Keys and types match CallListItem and CallDetail in
 // schemas.ts; the tests hold them to it. `simulated` is isSimulated of lifecycle.ts: a call through a carrier never is.
+// A call's place in a chain of callbacks is read from call_callbacks (callbacks.ts): its own row, and the chain's.
 const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
   'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
@@ -70,7 +75,13 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
   'collected_data', collected_data, 'transfer_history', transfer_history, 'latency', latency,
   'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
-  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL))::text, 2)`
+  'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL),
+  'callback_of', (SELECT b.callback_of FROM call_callbacks b WHERE b.call_id = calls.id),
+  'callback_attempt', (SELECT b.attempt FROM call_callbacks b WHERE b.call_id = calls.id),
+  'callbacks', (SELECT coalesce(json_agg(json_build_object('attempt', b.attempt, 'max_attempts', b.max_attempts, 'status', b.status,
+      'reason', b.reason, 'scheduled_at', (extract(epoch FROM b.due_at) * 1000)::bigint, 'call_id', b.call_id) ORDER BY b.attempt), '[]')
+    FROM call_callbacks b WHERE b.user_id = calls.user_id
+      AND b.callback_of = coalesce((SELECT p.callback_of FROM call_callbacks p WHERE p.call_id = calls.id), calls.id)))::text, 2)`
 
 // Directions and types in the order call_channel() numbers them (migrations/0012_call_channel_indexes.sql).
 const DIRECTIONS = ['inbound', 'outbound']

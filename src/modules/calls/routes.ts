@@ -7,7 +7,8 @@ import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/sc
 import { requireOwners } from '../account/owners.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { phoneCallCreated, startCall } from './lifecycle.ts'
+import { phoneCallCreated } from './lifecycle.ts'
+import { startPhoneCall } from './phone-calls.ts'
 import { idempotent } from './idempotency.ts'
 import {
   agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, latencyMetrics, listCallsJson, sentimentCounts
@@ -59,7 +60,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     }
   }, async (request, reply) => {
     const { query } = request
-    const filter = callFilter(query)
+    const filter = { ...callFilter(query), callbackOf: query.callback_of }
     const range = optionalDateRange(query)
     const body = await listCallsJson(db, request.userId, filter, { ...range, order: query.sort_order ?? 'desc', limit: query.limit ?? 100, skip: query.skip ?? 0 })
     if (body === '[]') await requireOwners(db, request.userId, query)
@@ -167,17 +168,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const number = await findPhoneNumberByE164(db, userId, body.from_number)
     if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
-      const call = await startCall(trx, jobs, agent, {
-        call_type: 'phone',
-        direction: 'outbound',
-        call_from: body.from_number,
-        call_to: body.to_number,
-        custom_data: body.custom_data,
-        dynamic_context: body.dynamic_context,
-        runtime: jobs.config.callRuntime,
-        ring_timeout_seconds: body.ring_timeout_seconds,
-        ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
-      })
+      const call = await startPhoneCall(trx, jobs, agent, number, body)
       return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
     })
     return reply.code(201).send(response)

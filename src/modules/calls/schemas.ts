@@ -25,6 +25,7 @@ export const CallFilterQuery = Type.Object(callFilters)
 
 export const ListQuery = Type.Object({
   ...callFilters,
+  callback_of: Type.Optional({ ...ObjectId, description: 'the callbacks placed for this call (beyond the specification; the list only)' }),
   ...OptionalDateRangeQuery,
   sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { description: 'by start time; default desc (newest first)' })),
   ...Paging
@@ -79,6 +80,16 @@ export const LatencyMetrics = Type.Object({
   e2e: { ...LatencyStat, description: 'speech end → the first agent audio sent, over every timed turn of the calls (not an average of the calls\' own percentiles)' }
 }, { [COMPONENT]: 'LatencyMetrics', description: 'what callers waited for the agent\'s answer (docs/calls.md, "Latency")' })
 
+/** One automatic callback of an outbound phone call (an agent's callback_settings; docs/calls.md, "Callbacks"). */
+export const CallCallback = Type.Object({
+  attempt: Type.Integer({ minimum: 1, maximum: 5, description: 'which callback of the first call: 1 for the first' }),
+  max_attempts: Type.Integer({ minimum: 1, maximum: 5, description: 'the agent\'s max_attempts when it was scheduled' }),
+  status: Type.Enum(['scheduled', 'placed', 'cancelled', 'failed'], { description: 'scheduled: waits for scheduled_at; placed: call_id is its call' }),
+  reason: Nullable(Type.String(), 'why it was cancelled (called_back, agent_deleted, agent_inactive, callbacks_disabled, max_attempts_lowered) or failed (number_gone, no_credits); null otherwise'),
+  scheduled_at: Type.Integer({ description: 'epoch ms: when it is (or was) due' }),
+  call_id: Nullable(ObjectId, 'the call placed; null until then')
+}, { [COMPONENT]: 'CallCallback' })
+
 export const CallListItem = Type.Object(listFields, { [COMPONENT]: 'CallListItem' })
 
 export const CallDetail = Type.Object({
@@ -109,7 +120,10 @@ export const CallDetail = Type.Object({
     recognised: Type.Number({ description: 'the caller\'s speech recognised' }),
     synthesised: Type.Number({ description: 'the agent\'s speech synthesised' })
   }, { description: 'speech-provider usage of the call (the built-in voice engine)' }),
-  simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' })
+  simulated: Type.Boolean({ description: 'placed by the built-in simulator, not by telephony' }),
+  callback_of: Nullable(ObjectId, 'a callback\'s call: the first call it calls back (beyond the specification); null for every other call'),
+  callback_attempt: Nullable(Type.Integer({ minimum: 1, maximum: 5 }), 'which callback of callback_of this call is, from 1; null for every other call'),
+  callbacks: Type.Array(CallCallback, { description: 'the callbacks of the first call of this call\'s chain (this call, or its callback_of), in order; [] when it has none' })
 }, { [COMPONENT]: 'CallDetail' })
 
 const callInput = {

@@ -2,6 +2,7 @@ import type { Job } from 'pg-boss'
 import type { DB } from '../../db/database.ts'
 import { QUEUES, workOn, type JobSender, type QueuePayloads } from '../../jobs/queues.ts'
 import { endCall, toCallEnd } from './lifecycle.ts'
+import { placeCallback } from './phone-calls.ts'
 import { findCallRow } from './queries.ts'
 
 export interface CallWorkerDeps extends JobSender { db: DB }
@@ -34,5 +35,9 @@ export async function registerCallWorkers (deps: CallWorkerDeps): Promise<void> 
   // Deadlines become ready at their time without a NOTIFY: poll for them every second.
   await workOn(deps.boss, QUEUES.callDeadline, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs) => {
     for (const job of jobs) await endAtDeadline(deps, job)
+  })
+  // Callbacks too become ready at their time (an agent's retry_delay_minutes).
+  await workOn(deps.boss, QUEUES.placeCallback, { pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 1 }, async (jobs) => {
+    for (const job of jobs) await placeCallback(deps, job.data.callbackId)
   })
 }

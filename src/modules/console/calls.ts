@@ -174,6 +174,34 @@ function lastAttempt (row: DeliveryRow) {
   return html`${when(Date.parse(last.at))}${last.status_code !== undefined && html` (HTTP ${last.status_code})`}${last.error !== undefined && html` ${last.error}`}`
 }
 
+/** Why a callback was cancelled or failed, in words (calls/phone-calls.ts). */
+const CALLBACK_REASONS: Record<string, string> = {
+  called_back: 'the person called back',
+  agent_deleted: 'the agent was deleted',
+  agent_inactive: 'the agent is inactive',
+  callbacks_disabled: 'callbacks were turned off',
+  max_attempts_lowered: 'fewer callbacks are allowed now',
+  number_gone: 'the calling number is no longer the account\'s',
+  no_credits: 'no credits left'
+}
+
+/** The callbacks of the call's chain (the call's own, or those of the call it calls back), one line each. */
+function callbacksSection (call: Detail): SafeHtml | false {
+  if (call.callbacks.length === 0) return false
+  const line = (callback: Detail['callbacks'][number]) => {
+    const attempt = `(attempt ${callback.attempt} of ${callback.max_attempts})`
+    if (callback.status === 'scheduled') return html`Callback scheduled for ${when(callback.scheduled_at)} ${attempt}`
+    if (callback.status === 'placed') {
+      const placed = callback.call_id === call._id ? html`this call` : html`<a href="/calls/${callback.call_id ?? ''}">its call</a>`
+      return html`Callback placed ${attempt}: ${placed}`
+    }
+    return html`Callback ${callback.status}: ${CALLBACK_REASONS[callback.reason ?? ''] ?? callback.reason ?? ''} ${attempt}`
+  }
+  return html`<h2>Callbacks</h2>
+<ul>${call.callbacks.map((callback) => html`<li>${line(callback)}</li>`)}</ul>
+<p class="hint">The agent's call-back settings call the person again when an outbound call does not connect; a call from them cancels what is scheduled.</p>`
+}
+
 /** `recording`: the call's recording's count of tracks (undefined: none). */
 function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[] }): string {
   const { viewer, call, deliveries } = options
@@ -196,9 +224,11 @@ function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | u
   ${fact('Duration', duration(call.duration_ms))}
   ${fact('Status', call.call_status)}
   ${fact('Disconnection reason', call.disconnection_reason ?? '—')}
+  ${call.callback_of !== null && fact('Callback of', html`<a href="/calls/${call.callback_of}">the call of ${call.callback_of}</a> (attempt ${call.callback_attempt ?? 1})`)}
   ${call.task_achieved !== null && fact('Task achieved', call.task_achieved ? 'yes' : 'no')}
   ${fact('Call id', html`<code>${call._id}</code>`)}
 </dl>
+${callbacksSection(call)}
 ${options.recording !== undefined && html`<h2>Recording</h2>
 <audio controls preload="none" src="/calls/${call._id}/recording.wav"><a href="/calls/${call._id}/recording.wav">Download the recording</a></audio>
 <p><a href="/calls/${call._id}/recording.wav" download>Download the recording (WAV)</a>${options.recording === 2 &&

@@ -1,0 +1,98 @@
+import type { Selectable, Transaction } from 'kysely'
+import type { DB } from '../../db/database.ts'
+import type { CallRow, Database, PhoneNumbersTable } from '../../db/schema.ts'
+import type { JobSender } from '../../jobs/queues.ts'
+import { getSubscription } from '../account/credits.ts'
+import { findAgent, type AgentRow } from '../agents/queries.ts'
+import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
+import { findCallback, lockScheduledCallback, settleCallback, type CallbackRow } from './callback-queries.ts'
+import { callbackSettings } from './callbacks.ts'
+import { startCall } from './lifecycle.ts'
+import { findCallRow } from './queries.ts'
+
+// Outbound phone calls: the one way they are placed, for POST /v1/call/make-phone-call and for the callbacks that
+// an agent's callback_settings schedule (callbacks.ts).
+
+type Trx = Transaction<Database>
+
+export interface PhoneCallRequest {
+  from_number: string
+  to_number: string
+  custom_data?: Record<string, unknown>
+  dynamic_context?: Record<string, unknown>
+  ring_timeout_seconds?: number
+}
+
+/**
+ * Starts an outbound phone call of the agent from one of the account's numbers, in the caller's transaction: with
+ * the configured runtime, through the number's carrier (CALL_RUNTIME=voice places a Twilio number's call at Twilio).
+ */
+export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier'>,
+  request: PhoneCallRequest): Promise<CallRow> {
+  return await startCall(trx, jobs, agent, {
+    call_type: 'phone',
+    direction: 'outbound',
+    call_from: request.from_number,
+    call_to: request.to_number,
+    custom_data: request.custom_data,
+    dynamic_context: request.dynamic_context,
+    runtime: jobs.config.callRuntime,
+    ring_timeout_seconds: request.ring_timeout_seconds,
+    ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
+  })
+}
+
+type Settled = { status: 'cancelled' | 'failed', reason: string }
+
+/**
+ * Places a scheduled callback at its time (the placeCallback job): a new call with the first call's agent, numbers,
+ * custom_data, dynamic_context and ring time, linked to it. Checked now rather than when it was scheduled: a callback
+ * is `cancelled` when the agent was deleted, made inactive or had callbacks turned off (or fewer attempts allowed)
+ * meanwhile, and `failed` when the account no longer has the number or has no credits left (and no auto top-up).
+ * The callback leaves `scheduled` under its row lock in the transaction that stores the call, so a job delivered
+ * twice, or at once on two workers, places one call.
+ */
+export async function placeCallback (deps: JobSender & { db: DB }, callbackId: string): Promise<void> {
+  const scheduled = await findCallback(deps.db, callbackId)
+  if (scheduled?.status !== 'scheduled') return
+  // Read before the transaction (the subscription is made on first use in a transaction of its own); a balance read
+  // a moment early decides as well.
+  const subscription = await getSubscription(deps.db, scheduled.user_id)
+  const noCredits = subscription.creditBalance <= 0 && !subscription.autoTopUpEnabled
+  await deps.db.transaction().execute(async (trx) => {
+    const callback = await lockScheduledCallback(trx, callbackId)
+    if (callback === undefined) return
+    const ready = await placeable(trx, callback, noCredits)
+    if ('status' in ready) {
+      await settleCallback(trx, callback.id, ready)
+      return
+    }
+    const { agent, number, first } = ready
+    const call = await startPhoneCall(trx, deps, agent, number, {
+      from_number: number.phone_number,
+      to_number: callback.to_number,
+      custom_data: first.custom_data,
+      dynamic_context: first.dynamic_context,
+      ring_timeout_seconds: first.ring_timeout_seconds ?? undefined
+    })
+    await settleCallback(trx, callback.id, { status: 'placed', callId: call.id })
+  })
+}
+
+/** The first call, agent and number a callback is placed with, or why it is not placed. */
+async function placeable (trx: Trx, callback: CallbackRow, noCredits: boolean) {
+  const not = (status: Settled['status'], reason: string): Settled => ({ status, reason })
+  const first = await findCallRow(trx, callback.callback_of)
+  // Never missing: a call's callbacks are deleted with it (ON DELETE CASCADE).
+  if (first === undefined) throw new Error(`callback ${callback.id}: its call ${callback.callback_of} is missing`)
+  const agent = await findAgent(trx, callback.user_id, first.agent_id)
+  if (agent === undefined) return not('cancelled', 'agent_deleted')
+  const settings = callbackSettings(agent)
+  if (!settings.enabled) return not('cancelled', 'callbacks_disabled')
+  if (callback.attempt > settings.max_attempts) return not('cancelled', 'max_attempts_lowered')
+  if (agent.status !== 'active') return not('cancelled', 'agent_inactive')
+  const number = await findPhoneNumberByE164(trx, callback.user_id, first.call_from ?? '')
+  if (number === undefined) return not('failed', 'number_gone')
+  if (noCredits) return not('failed', 'no_credits')
+  return { first, agent, number }
+}
