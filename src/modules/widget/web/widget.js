@@ -19,10 +19,8 @@
   if (preview === undefined && !widgetKey && !tokenUrl) return warn('give data-widget-key or data-token-url (docs/widget.md)')
 
   const CSS = `
-:host { all: initial; position: fixed; bottom: 20px; z-index: 2147483000; font: 15px/1.4 system-ui, sans-serif; }
-:host([data-position="bottom-right"]) { right: 20px; }
-:host([data-position="bottom-left"]) { left: 20px; }
-.root { --fg: #111827; --bg: #ffffff; --muted: #4b5563; --line: #d1d5db; display: flex; flex-direction: column; gap: 10px; color: var(--fg); }
+:host { all: initial; }
+.root { font: 15px/1.4 system-ui, sans-serif; --fg: #111827; --bg: #ffffff; --muted: #4b5563; --line: #d1d5db; display: flex; flex-direction: column; gap: 10px; color: var(--fg); }
 .root[data-theme="dark"] { --fg: #f9fafb; --bg: #111827; --muted: #d1d5db; --line: #374151; }
 :host([data-position="bottom-right"]) .root { align-items: flex-end; }
 :host([data-position="bottom-left"]) .root { align-items: flex-start; }
@@ -89,6 +87,9 @@ button:focus-visible, input:focus-visible { outline: 3px solid var(--fg); outlin
     const host = document.createElement('switchboard-widget')
     host.dataset.agentId = agentId
     host.dataset.position = settings.position === 'bottom-left' ? 'bottom-left' : 'bottom-right'
+    // Inline and important: a rule of the page that matches the element (`* { position: relative }`) cannot move it.
+    const place = { position: 'fixed', bottom: '20px', [host.dataset.position === 'bottom-left' ? 'left' : 'right']: '20px', 'z-index': '2147483000' }
+    for (const [property, value] of Object.entries(place)) host.style.setProperty(property, value, 'important')
     const root = host.attachShadow({ mode: 'open' })
     // A constructed sheet: a page's Content-Security-Policy without 'unsafe-inline' styles still lets it apply.
     if ('adoptedStyleSheets' in root) {
