@@ -101,7 +101,7 @@ t.test('the widget on other sites', async (t) => {
     await launcher.click()
     await page.locator('switchboard-widget .transcript li.agent').first().waitFor()
     t.match(await page.locator('switchboard-widget .transcript li.agent').first().textContent(), GREETING, 'the agent\'s greeting arrives')
-    t.equal(await page.evaluate(() => document.querySelector('switchboard-widget')!.shadowRoot!.activeElement?.className), 'end', 'focus moved to the end button')
+    t.equal(await page.evaluate('document.querySelector("switchboard-widget").shadowRoot.activeElement?.className'), 'end', 'focus moved to the end button')
     const heard = await poll(async () => http.requests.transcriptions.map((r) => r.rms), (levels) => levels.some((rms) => rms > 300),
       { message: (levels) => `no caller audio reached the recogniser: ${JSON.stringify(levels)}` })
     t.ok(heard.length > 0, 'the microphone reached the agent')
@@ -121,11 +121,11 @@ t.test('the widget on other sites', async (t) => {
     const box = (await launcher.boundingBox())!
     t.ok(box.x >= 10 && box.x <= 40, `bottom-left: x ${box.x}`)
     t.ok(box.y + box.height >= 700 - 40 && box.y + box.height <= 700, `at the bottom: ends at ${box.y + box.height}`)
-    t.match(await launcher.evaluate((el) => getComputedStyle(el).backgroundColor), 'rgb(15, 118, 110)', 'its colour, untouched by the page\'s button rule')
-    t.match(await launcher.evaluate((el) => getComputedStyle(el).fontSize), '15px', 'the page\'s styles stay out')
+    t.equal(await page.evaluate('getComputedStyle(document.querySelector("switchboard-widget").shadowRoot.querySelector(".launcher")).backgroundColor'), 'rgb(15, 118, 110)', 'its colour, untouched by the page\'s button rule')
+    t.equal(await page.evaluate('getComputedStyle(document.querySelector("switchboard-widget").shadowRoot.querySelector(".launcher")).fontSize'), '15px', 'the page\'s styles stay out')
     t.equal(await page.locator('switchboard-widget .root').getAttribute('data-theme'), 'dark')
     t.match(await launcher.textContent(), 'Questions? Talk to us')
-    t.same(await page.evaluate(() => getComputedStyle(document.querySelector('h1')!).fontSize), '40px', 'the widget\'s styles stay out of the page')
+    t.equal(await page.evaluate('getComputedStyle(document.querySelector("h1")).fontSize'), '40px', 'the widget\'s styles stay out of the page')
     t.same(await axeViolations(page), [], 'no accessibility violations')
 
     const before = (await calls()).length
