@@ -37,6 +37,7 @@ import { StreamAdmission, streamSocketError } from './modules/voice/streams.ts'
 import { webCallRoutes } from './modules/voice/routes.ts'
 import { telephonyRoutes } from './modules/telephony/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
+import { widgetKeyRoutes, widgetPublicRoutes } from './modules/widget/routes.ts'
 
 export interface Deps {
   db: DB
@@ -142,7 +143,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(deliveryRoutes, deliveries)
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
       await v1.register(messagingRoutes, { db: deps.db, config })
+      await v1.register(widgetKeyRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl })
     }, { prefix: '/v1' })
+    // The website widget's script and what it reaches from other sites' pages: no API key (docs/widget.md).
+    await app.register(widgetPublicRoutes, { db: deps.db, jobs })
     // The web console: its own sessions instead of API keys, HTML pages, not in the OpenAPI document.
     await app.register(consoleRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl, jobs, mailer, carriers, deliveries })
   }

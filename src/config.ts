@@ -74,6 +74,11 @@ export interface Config {
   /** Where people reach this server: links in e-mails (the delivery log) start with it. */
   publicBaseUrl: string
   voice: VoiceConfig
+  /**
+   * WIDGET_CALLS_PER_ADDRESS_HOUR: web calls one client address may start with one agent's public widget key in an
+   * hour (docs/widget.md). The key is public, so this (with the agent's allowed origins) is what bounds its use.
+   */
+  widgetCallsPerAddressHour: number
 }
 
 /** An OpenAI-compatible HTTP API: its base URL (ending before `/audio/…` or `/chat/…`) and key. */
@@ -522,6 +527,7 @@ export function loadConfig (env: Env = process.env): Config {
     publicBaseUrl: (endpoint(env, 'PUBLIC_BASE_URL', ['https:', 'http:'], 'https://switchboard.example.com') ??
       `http://${['0.0.0.0', '::', '127.0.0.1'].includes(str(env, 'HOST', '127.0.0.1')) ? 'localhost' : str(env, 'HOST', '127.0.0.1')}:${int(env, 'PORT', 3000, 0, 65535)}`).replace(/\/+$/, ''),
     voice: voice(env),
+    widgetCallsPerAddressHour: int(env, 'WIDGET_CALLS_PER_ADDRESS_HOUR', 10, 1, 100_000),
     delivery: Object.freeze({
       timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
       timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),

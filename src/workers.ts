@@ -14,6 +14,7 @@ import type { Analyser } from './modules/runtime/analysis/types.ts'
 import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { registerVoiceWorkers } from './modules/voice/workers.ts'
 import { registerTelephonyWorkers } from './modules/telephony/workers.ts'
+import { expireWidgetBudgets } from './modules/widget/queries.ts'
 import { QUEUES, workOn } from './jobs/queues.ts'
 
 // The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like app.ts
@@ -47,12 +48,13 @@ export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promi
   }
 }
 
-/** Hourly: forgets idempotency keys after 24 hours and delivery requests after the retention. */
+/** Hourly: forgets idempotency keys after 24 hours, delivery requests after the retention and widget call counts of past hours. */
 async function registerHousekeeping (boss: PgBoss, deps: { db: DB, config: Config, log: Logger }): Promise<void> {
   await workOn(boss, QUEUES.housekeeping, {}, async () => {
     const keys = await expireIdempotencyKeys(deps.db)
     const requests = await purgeExpired(deps.db, deps.config.delivery.retentionDays)
-    if (keys + requests > 0) deps.log.info({ keys, requests }, 'housekeeping forgot expired records')
+    const widgetBudgets = await expireWidgetBudgets(deps.db)
+    if (keys + requests + widgetBudgets > 0) deps.log.info({ keys, requests, widgetBudgets }, 'housekeeping forgot expired records')
   })
   // pg-boss keeps one schedule however many processes ask, and runs it where schedules run (ROLE=all, worker).
   await boss.schedule(QUEUES.housekeeping, '17 * * * *')

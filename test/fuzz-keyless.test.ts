@@ -7,7 +7,7 @@ import { createAgent, insertCalls } from './helpers/calls.ts'
 import { fuzzRoutes, judge, routeTable, type Sample } from './helpers/fuzz.ts'
 
 // The routes a browser or Twilio reaches without a key or a session, every one of Fastify's route table under
-// /web-call, /telephony and /v1/recordings, fuzzed from one real request each (test/helpers/fuzz.ts): the web-call
+// /web-call, /telephony, /v1/recordings and the website widget's (/widget.js, /v1/widget/…), fuzzed from one real request each (test/helpers/fuzz.ts): the web-call
 // page, join and stream (plain requests, upgrade requests with no WebSocket behind them, and real upgrades through
 // the plugin's upgrade path), signed recording links, and Twilio's webhooks unsigned, badly signed and signed. The console's keyless routes (/login, /login/link/…,
 // /invitations/…) are fuzzed with the console's (test/console/fuzz.test.ts). `npm test` runs a few cases per route;
@@ -16,7 +16,7 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 20)
 const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
 
 /** Failures being fixed elsewhere: the run passes while they fail, and says when one no longer does. */
-const KEYLESS = /^\/(web-call|telephony\/|v1\/recordings\/)/
+const KEYLESS = /^\/(web-call|telephony\/|v1\/recordings\/|widget\.js|v1\/widget\/)/
 const SID = 'AC' + 'f'.repeat(32)
 const AUTH_TOKEN = 'fuzz-auth-token'
 const PUBLIC_BASE_URL = 'http://127.0.0.1:3000'
@@ -29,7 +29,9 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     PUBLIC_BASE_URL, CALL_RUNTIME: 'voice', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false'
   })
   const account = await createAccount(db)
-  const agent = await createAgent(app, account, { widget_settings: { enabled: true, allowed_origins: ['http://127.0.0.1:8080'] } })
+  const agent = await createAgent(app, account)
+  await app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}`, headers: account.headers, payload: { widget_settings: { enabled: true, allowed_origins: ['http://127.0.0.1:8080'] } } })
+  const widgetKey = (await app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/widget-key`, headers: account.headers })).json().widget_key
   const webCall = (await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })).json()
   const [recorded, phoneCall] = await insertCalls(db, account.user.id, agent, [{}, { call_status: 'started', carrier: 'twilio', carrier_call_id: 'CA' + '1'.repeat(32), end_timestamp: null, duration_ms: null }])
   await storeRecordingPart(db, { callId: recorded, userId: account.user.id, pcm: Buffer.alloc(3200) })
@@ -38,7 +40,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
   await db.insertInto('phone_numbers').values({ id: newId(), user_id: account.user.id, phone_number: number, source: 'imported', carrier: 'twilio', carrier_account_id: SID, inbound_agent_id: agent._id }).execute()
   const other = await createAccount(db)
   const [otherCall] = await insertCalls(db, other.user.id, await createAgent(app, other), [{}])
-  const values = [recorded, phoneCall, otherCall, agent._id, '0123456789abcdef01234567', webCall.access_token, 'CA' + '1'.repeat(32), SID]
+  const values = [recorded, phoneCall, otherCall, agent._id, '0123456789abcdef01234567', webCall.access_token, 'CA' + '1'.repeat(32), SID, widgetKey]
 
   // Twilio signs the URL it requested (on the public address) and the form's parameters.
   const twilio = () => ({
@@ -55,6 +57,11 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     { method: 'GET', url: '/web-call' },
     ...['client.js', 'worklet.js', 'page.js', 'page.css'].map((name) => ({ method: 'GET', url: `/web-call/${name}` })),
     { method: 'POST', url: '/web-call/join', body: { type: 'json', value: { access_token: webCall.access_token } } },
+    { method: 'OPTIONS', url: '/web-call/join', headers: { origin: 'http://127.0.0.1:8080', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' } },
+    { method: 'GET', url: '/widget.js' },
+    { method: 'GET', url: `/v1/widget/${agent._id}`, headers: { origin: 'http://127.0.0.1:8080' } },
+    { method: 'OPTIONS', url: `/v1/widget/${agent._id}/call`, headers: { origin: 'http://127.0.0.1:8080', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-widget-key' } },
+    { method: 'POST', url: `/v1/widget/${agent._id}/call`, headers: { origin: 'http://127.0.0.1:8080', 'x-widget-key': widgetKey } },
     { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}` },
     { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: upgrade },
     { method: 'GET', url: `/web-call/stream?access_token=${webCall.access_token}`, headers: { origin: 'http://127.0.0.1:8080' }, websocket: true },

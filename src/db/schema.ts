@@ -279,6 +279,23 @@ export interface AgentCapabilityTable {
 export interface AgentActionsTable extends AgentCapabilityTable { action_type: string }
 export interface AgentToolsTable extends AgentCapabilityTable { tool_type: string }
 
+/** An agent's public widget key (docs/widget.md): stored as it is, since it is public and shown again. */
+export interface WidgetKeysTable {
+  agent_id: string
+  user_id: string
+  key: string
+  /** When this key was made: a rotation sets it again. */
+  created_at: UpdatedAt
+}
+
+/** Widget-key calls of one client address to one agent in the window that ends at `window_ends_at`. */
+export interface WidgetCallBudgetsTable {
+  agent_id: string
+  address: string
+  calls: number
+  window_ends_at: Date
+}
+
 export interface IntegrationsTable {
   user_id: string
   provider: string
@@ -566,6 +583,8 @@ export interface Database {
   agents: AgentsTable
   agent_actions: AgentActionsTable
   agent_tools: AgentToolsTable
+  widget_keys: WidgetKeysTable
+  widget_call_budgets: WidgetCallBudgetsTable
   integrations: IntegrationsTable
   agent_templates: AgentTemplatesTable
   calls: CallsTable

@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'unsupported_media_type', 'unsupported_file_type', 'multipart_required',
   'idempotency_key_reused', 'range_not_satisfiable', 'rate_limited', 'too_many_concurrent_uploads', 'too_many_concurrent_exports',
   'too_many_concurrent_downloads', 'too_many_pending_streams',
+  'missing_widget_key', 'invalid_widget_key', 'widget_disabled', 'widget_origins_required', 'widget_rate_limited',
   'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy', 'downloads_busy', 'streams_busy'
 ] as const
 

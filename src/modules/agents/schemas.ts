@@ -79,12 +79,12 @@ export function newAgentDefaults () {
 }
 
 const WidgetSettingsInput = Type.Object({
-  enabled: Type.Optional(Type.Boolean({ description: 'offer the web-call widget (default false)' })),
+  enabled: Type.Optional(Type.Boolean({ description: 'show the website widget (/widget.js) and let its widget key start calls (default false)' })),
   theme: Type.Optional(Type.Union([Type.Literal('light'), Type.Literal('dark')])),
   primary_color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'hex colour such as #2563eb' })),
   position: Type.Optional(Type.Union([Type.Literal('bottom-right'), Type.Literal('bottom-left')])),
   greeting: Type.Optional(Type.String({ maxLength: 500 })),
-  allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites that may embed the widget; [] : any' }))
+  allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites whose pages may hold the agent\'s web calls (the widget, the browser stream); [] : any site for calls started with make-web-call, none for the public widget key' }))
 }, { description: 'the embeddable web-call widget; members merge on update' })
 
 const CallbackSettingsInput = Type.Object({

@@ -17,6 +17,8 @@ import {
 } from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
 import { maskUrlTemplate } from '../deliveries/render.ts'
+import { deleteWidgetKey, findWidgetKey, putWidgetKey } from '../widget/queries.ts'
+import { keyProblem, newWidgetKey, widgetSettings, widgetSnippet } from '../widget/widget.ts'
 import { capabilitySection } from './agent-capabilities.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
@@ -72,7 +74,7 @@ const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
 const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widget_settings.', {
   required: ['enabled', 'theme', 'primary_color', 'position'],
   labels: { enabled: 'Offer the web-call widget', primary_color: 'Primary colour', allowed_origins: 'Sites that may embed it' },
-  hints: { allowed_origins: 'One origin per line, such as https://www.example.com; none: any site.' }
+  hints: { allowed_origins: 'One origin per line, such as https://www.example.com. None: any site may hold the calls your backend starts, and the widget key works on no site.' }
 })
 const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, 'callback_settings.', {
   required: 'all',
@@ -262,12 +264,33 @@ ${options.saved === true && notice('success', 'Saved.')}
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
 </section>
 ${await capabilitySection(db, scope, agent)}
+${await widgetSection(viewer, scope.canChange, agent)}
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
 ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
 <p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration, knowledge bases and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
+  }
+
+  /** The website widget: whether it is on, the tag to paste (with the key when there is one), the key's buttons, a preview. */
+  async function widgetSection (viewer: Viewer, canChange: boolean, agent: AgentRow): Promise<SafeHtml> {
+    const key = await findWidgetKey(db, agent.user_id, agent.id)
+    const settings = widgetSettings(agent)
+    const problem = key === undefined ? undefined : keyProblem(agent)
+    const action = (path: string, label: string) => html`<form method="post" action="/agents/${agent.id}/${path}" class="inline">${csrfField(viewer.csrfToken)}<button type="submit">${label}</button></form>`
+    const look = { agent_name: agent.agent_name, theme: settings.theme, primary_color: settings.primary_color, position: settings.position, greeting: settings.greeting }
+    return html`<section aria-labelledby="widget-title" id="widget">
+  <h2 id="widget-title">Website widget</h2>
+  <p>${settings.enabled ? 'The widget is on.' : 'The widget is off: no site shows it.'} Paste this tag into your site's pages to show a call button (<a href="/docs">API reference</a>; docs/widget.md says more):</p>
+  ${problem !== undefined && notice('error', problem)}
+  <pre class="preview"><code>${widgetSnippet(jobs.config.publicBaseUrl, agent.id, key?.key)}</code></pre>
+  <p class="hint">${key === undefined
+    ? 'Without a widget key your site\'s backend calls POST /v1/call/make-web-call with your API key and answers the page { access_token } at data-token-url. Sites without a backend use a public widget key instead.'
+    : html`The widget key is public: it starts calls with this agent only, only from the sites listed below, at most ${jobs.config.widgetCallsPerAddressHour} an hour from one address. Made ${when(key.created_at)}.`}</p>
+  ${canChange && html`<div class="actions">${action('widget-key', key === undefined ? 'Create a widget key' : 'Rotate the widget key')}${key !== undefined && action('widget-key/delete', 'Delete the widget key')}</div>`}
+  ${settings.enabled && html`<script src="/widget.js" data-agent-id="${agent.id}" data-preview="${JSON.stringify(look)}" defer></script>`}
+</section>`
   }
 
   // The agent forms may be longer than the console's other forms (the prompt).
@@ -379,6 +402,20 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       })
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
+  })
+
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key', HIDDEN, async (request, reply) => {
+    const scope = changeScope(request)
+    const agent = await agentInScope(scope, request.params.id)
+    await putWidgetKey(db, scope.ownerId, agent.id, newWidgetKey())
+    return reply.redirect(`/agents/${agent.id}#widget`, 303)
+  })
+
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key/delete', HIDDEN, async (request, reply) => {
+    const scope = changeScope(request)
+    const agent = await agentInScope(scope, request.params.id)
+    await deleteWidgetKey(db, scope.ownerId, agent.id)
+    return reply.redirect(`/agents/${agent.id}#widget`, 303)
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id/talk', HIDDEN, async (request, reply) => {

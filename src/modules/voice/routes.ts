@@ -3,19 +3,16 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Logger } from 'pino'
 import { Type } from 'typebox'
-import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
-import { errors, ObjectId } from '../../http/schemas.ts'
+import { errors } from '../../http/schemas.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { findAgent, findLlm, type AgentRow } from '../agents/queries.ts'
-import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
-import { findCallByAccessToken, spendAccessToken } from '../calls/queries.ts'
-import { renderText } from '../../templates.ts'
+import { findAgent } from '../agents/queries.ts'
+import { spendAccessToken } from '../calls/queries.ts'
 import { hashToken } from '../users/keys.ts'
-import { chooseEngine } from './engines/index.ts'
+import { callOfToken, JoinDetails, joinDetails, ownOrigins, streamOriginAllowed } from './join.ts'
 import type { LiveCalls } from './live-calls.ts'
 import { Session } from './session.ts'
 import type { StreamAdmission } from './streams.ts'
@@ -44,38 +41,15 @@ const PAGE_HEADERS = {
   'referrer-policy': 'no-referrer'
 }
 
-/**
- * A page may open the stream when its Origin is this server's own or one of the agent's
- * widget_settings.allowed_origins ([] : any site; a browser always sends Origin, so none is refused then).
- */
-function originAllowed (agent: Pick<AgentRow, 'widget_settings'>, origin: string | undefined, own: string[]): boolean {
-  if (origin !== undefined && own.includes(origin)) return true
-  const allowed = (agent.widget_settings.allowed_origins as string[] | undefined) ?? []
-  if (allowed.length === 0) return true
-  if (origin === undefined) return false
-  return allowed.some((entry) => {
-    try {
-      return new URL(entry).origin === origin
-    } catch {
-      return false
-    }
-  })
+// The client and its worklets are loaded by the website widget from other sites' pages, as modules (CORS mode).
+const ASSET_HEADERS = {
+  'cache-control': 'no-cache',
+  'x-content-type-options': 'nosniff',
+  'access-control-allow-origin': '*',
+  'cross-origin-resource-policy': 'cross-origin'
 }
 
-/** This server's own origins: the public address, and the address the request reached. */
-function ownOrigins (config: Config, request: FastifyRequest): string[] {
-  const host = request.headers.host
-  return [new URL(config.publicBaseUrl).origin, ...(host === undefined ? [] : [`http://${host}`, `https://${host}`])]
-}
-
-/** The started call a web-call access token opens; 403 for a token unknown, expired or spent (a stream clears it). */
-async function callOfToken (db: DB, token: string) {
-  const call = await findCallByAccessToken(db, hashToken(token))
-  if (call === undefined || call.access_token_expires_at === null || call.access_token_expires_at.getTime() < Date.now() || call.call_status !== 'started') {
-    throw new HttpError(403, 'invalid_access_token', 'the access token is unknown, expired or spent, or its call has ended')
-  }
-  return { ...call, expiresAt: call.access_token_expires_at }
-}
+const JOIN_CORS = { 'access-control-allow-origin': '*' }
 
 const tokenOf = (request: FastifyRequest) => (request.query as { access_token: string }).access_token
 
@@ -84,6 +58,8 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
 
   app.post('/web-call/join', {
     config: KEYLESS,
+    // Before validation, so that a page of another site reads every answer, refusals included.
+    onRequest: async (_request, reply) => { void reply.headers(JOIN_CORS) },
     schema: {
       tags: TAGS,
       summary: 'Join a web call with its access token',
@@ -91,36 +67,16 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
       security: [],
       body: Type.Object({ access_token: Type.String({ minLength: 1, maxLength: 100 }) }),
       response: {
-        200: Type.Object({
-          call_id: ObjectId,
-          agent_id: ObjectId,
-          agent_name: Type.String(),
-          language: Type.String(),
-          voice_id: ObjectId,
-          begin_message: Type.Union([Type.String(), Type.Null()]),
-          mode: Type.Enum(['voice', 'text'], { description: 'voice: spoken (speech providers configured); text: typed turns with the simulator engine' }),
-          stream_path: Type.String({ description: 'the WebSocket to open, with ?access_token=' }),
-          expires_at: Type.Integer({ description: 'epoch ms: the token works until then, while the call runs, until a stream spends it' })
-        }),
+        200: JoinDetails,
         ...errors(400, 403)
       }
     }
-  }, async (request) => {
-    const call = await callOfToken(db, request.body.access_token)
-    const agent = await findAgent(db, call.user_id, call.agent_id)
-    const llm = agent === undefined ? undefined : await findLlm(db, call.user_id, agent.llm_id)
-    if (agent === undefined || llm === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')
-    return {
-      call_id: call.id,
-      agent_id: call.agent_id,
-      agent_name: call.agent_name,
-      language: String(agent.call_settings.language ?? CALL_SETTINGS_DEFAULTS.language),
-      voice_id: agent.voice_id,
-      begin_message: llm.begin_message == null ? null : renderText(llm.begin_message, call.dynamic_context),
-      mode: chooseEngine(config.voice, llm) === 'simulator' ? 'text' as const : 'voice' as const,
-      stream_path: '/web-call/stream',
-      expires_at: call.expiresAt.getTime()
-    }
+  }, async (request) => await joinDetails(db, config, request.body.access_token))
+
+  // The website widget joins from other sites' pages (docs/widget.md): the token is the credential and no cookie is
+  // involved, so any page may ask; the stream then checks the page's origin against the agent's allowed_origins.
+  app.options('/web-call/join', { schema: { hide: true } }, async (_request, reply) => {
+    return reply.code(204).headers({ ...JOIN_CORS, 'access-control-allow-methods': 'POST', 'access-control-allow-headers': 'content-type', 'access-control-max-age': '600' }).send()
   })
 
   // Checked before the upgrade, so that a refused stream is a plain HTTP answer the browser can read; after the
@@ -130,7 +86,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
     if (call.runtime !== 'voice') throw new HttpError(409, 'not_a_voice_call', `this call is held by the ${call.runtime} runtime, not the built-in voice engine (CALL_RUNTIME)`)
     const agent = await findAgent(db, call.user_id, call.agent_id)
     if (agent === undefined) throw new HttpError(403, 'invalid_access_token', 'the call\'s agent no longer exists')
-    if (!originAllowed(agent, request.headers.origin, ownOrigins(config, request))) {
+    if (!streamOriginAllowed(agent, request.headers.origin, ownOrigins(config, request))) {
       throw new HttpError(403, 'origin_not_allowed', 'this site may not open the agent\'s calls: add its origin to the agent\'s widget_settings.allowed_origins')
     }
   }
@@ -159,7 +115,7 @@ export const webCallRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender,
 
   for (const [name, asset] of Object.entries(ASSETS)) {
     app.get(`/web-call/${name}`, { schema: { hide: true } }, async (_request, reply) => {
-      return reply.type(asset.type).header('cache-control', 'no-cache').header('x-content-type-options', 'nosniff').send(asset.body)
+      return reply.type(asset.type).headers(ASSET_HEADERS).send(asset.body)
     })
   }
 

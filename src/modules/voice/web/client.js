@@ -10,18 +10,21 @@
 //   call.sendText('Hello')      // a typed turn (always possible; the only way in text mode)
 //   call.hangup()
 //
+// `joined`: what joining answered already (the website widget's key route answers it with the token), so that
+// start() skips POST /web-call/join.
+//
 // Events (each an Event with `detail`): ready, transcript, transcript_partial, agent_text, agent_speaking,
 // user_speaking, played, ended, error.
 
 export class WebCall extends EventTarget {
-  constructor ({ accessToken, baseUrl = globalThis.location?.origin, microphone = true } = {}) {
+  constructor ({ accessToken, baseUrl = globalThis.location?.origin, microphone = true, joined } = {}) {
     super()
     if (!accessToken) throw new Error('WebCall needs the accessToken from make-web-call')
     this.accessToken = accessToken
     this.baseUrl = String(baseUrl).replace(/\/+$/, '')
     this.microphone = microphone
     this.state = 'idle'
-    this.info = undefined
+    this.info = joined
     this.playedSeconds = 0
   }
 
@@ -33,17 +36,7 @@ export class WebCall extends EventTarget {
   async start () {
     if (this.state !== 'idle') throw new Error(`the call is ${this.state}`)
     this.state = 'connecting'
-    const joined = await fetch(`${this.baseUrl}/web-call/join`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ access_token: this.accessToken })
-    })
-    const info = await joined.json()
-    if (!joined.ok) {
-      this.state = 'ended'
-      throw new Error(info.message || `joining failed with ${joined.status}`)
-    }
-    this.info = info
+    const info = this.info ?? await this.join()
     this.context = new AudioContext()
     await this.context.audioWorklet.addModule(`${this.baseUrl}/web-call/worklet.js`)
     this.player = new AudioWorkletNode(this.context, 'switchboard-player', { numberOfInputs: 0, outputChannelCount: [1] })
@@ -65,6 +58,21 @@ export class WebCall extends EventTarget {
       this.socket.addEventListener('close', () => reject(new Error('the call\'s stream was refused')), { once: true })
     })
     this.state = 'connected'
+  }
+
+  async join () {
+    const joined = await fetch(`${this.baseUrl}/web-call/join`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ access_token: this.accessToken })
+    })
+    const info = await joined.json()
+    if (!joined.ok) {
+      this.state = 'ended'
+      throw new Error(info.message || `joining failed with ${joined.status}`)
+    }
+    this.info = info
+    return info
   }
 
   receive (data) {
