@@ -14,7 +14,7 @@ const LAYERS: string[][] = [
   ['http', 'jobs', 'mail'],
   // Modules, each its own layer: a module imports only modules listed before it.
   ['modules/users'], ['modules/account'], ['modules/integrations'], ['modules/knowledge-bases'], ['modules/agents'],
-  ['modules/phone-numbers'], ['modules/calls'], ['modules/deliveries'], ['modules/runtime'], ['modules/voice'], ['modules/telephony'], ['modules/console'],
+  ['modules/phone-numbers'], ['modules/contacts'], ['modules/calls'], ['modules/deliveries'], ['modules/runtime'], ['modules/voice'], ['modules/telephony'], ['modules/console'],
   // What composes the modules: the app, the process, the one place workers start (all beside main.ts).
   ['app', 'main', 'start', 'workers']
 ]

@@ -8,6 +8,7 @@ import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { learnContactName, linkContact } from '../contacts/contacts.ts'
 import { callLatency } from './latency.ts'
 import { insertCall, lockCall, updateCall } from './queries.ts'
 import { recordingUrl } from './recordings.ts'
@@ -42,16 +43,19 @@ export interface NewCall {
 
 /** Stores a new `started` call of the agent and schedules what follows it, in one transaction. */
 export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, call: NewCall): Promise<CallRow> {
+  const start = new Date()
   const row = await insertCall(trx, {
     ...call,
     id: newId(),
+    // The person on the other end (contacts): found or created with the call, in its transaction.
+    contact_id: await linkContact(trx, agent, call, start),
     user_id: agent.user_id,
     agent_id: agent.id,
     agent_name: agent.agent_name,
     customer_id: agent.customer_id,
     workspace_id: agent.workspace_id,
     call_status: 'started',
-    start_timestamp: new Date(),
+    start_timestamp: start,
     custom_data: JSON.stringify(call.custom_data ?? {}),
     dynamic_context: JSON.stringify(call.dynamic_context ?? {})
   })
@@ -258,6 +262,8 @@ export interface CallAnalysis {
 export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysis, prices: Prices): Promise<CallRow | undefined> {
   const locked = await lockCall(trx, call.user_id, call.id)
   if (locked?.analysis_status !== 'pending') return undefined
+  // Before the call's update, whose rollup rows a new call of the contact takes after the contact (no cycle).
+  await learnContactName(trx, call, analysis.data)
   const credits = creditsOf(call, prices)
   const tokens = { ...call.token_usage }
   for (const [model, usage] of Object.entries(analysis.usage)) {

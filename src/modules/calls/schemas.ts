@@ -85,6 +85,7 @@ export const CallDetail = Type.Object({
   ...listFields,
   customer_id: Nullable(ObjectId),
   workspace_id: Nullable(ObjectId),
+  contact_id: Nullable(ObjectId, 'the person on the other end (GET /v1/contacts/:id); null: none known, or the contact was deleted'),
   duration_ms: Nullable(Type.Integer(), 'from answer to hang-up; null while the call runs'),
   transcription: Type.Array(TranscriptItem),
   call_credits_details: Type.Object({

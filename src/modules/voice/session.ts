@@ -21,6 +21,7 @@ import { systemClock, type Clock, type Timer } from './turns/clock.ts'
 import { TurnCore } from './turns/core.ts'
 import { expectingOf } from './turns/words.ts'
 import { renderText } from '../deliveries/render.ts'
+import { memoryOf } from '../contacts/contacts.ts'
 
 // The call adapter of one live call (DESIGN.md, "Conversation core"): loads the agent, its configuration and
 // tools, wires the transport, the engine, the speech detector and the turn core (turns/core.ts, which takes every
@@ -266,7 +267,8 @@ export class Session {
     const settings = settingsOf(agent)
     const language = String(settings.language)
     return {
-      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type)].filter((s) => s !== '').join('\n\n'),
+      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
+        await memoryOf(db, this.call, agent)].filter((s) => s !== '').join('\n\n'),
       tools: loaded.tools.map((tool) => tool.spec),
       toolTypes: Object.fromEntries(loaded.tools.map((tool) => [tool.spec.name, tool.type])),
       language,
