@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely'
+import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { CallRow, Database } from '../../db/schema.ts'
 import { E164_PATTERN, EMAIL_PATTERN } from '../../http/schemas.ts'
@@ -60,6 +61,9 @@ export async function linkContact (trx: Transaction<Database>, owner: ContactOwn
 /** The fields that hold a person's whole name, in the order they are read; else `first_name` and `last_name`. */
 export const NAME_FIELDS = ['name', 'full_name', 'customer_name', 'caller_name', 'contact_name'] as const
 export const MAX_NAME_LENGTH = 200
+
+/** A contact's name as a person sets it (the API's PATCH, the console's form). */
+export const ContactName = Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, pattern: '\\S', description: 'the person\'s name' })
 
 const text = (value: unknown) => typeof value === 'string' ? value.replace(/\s+/g, ' ').trim() : ''
 

@@ -72,12 +72,6 @@ export async function findContact (db: DB, userId: string, id: string): Promise<
   return await db.selectFrom('contacts').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst()
 }
 
-/** The contact of a call, for the call's page. */
-export async function contactOfCall (db: DB, userId: string, callId: string): Promise<ContactRow | undefined> {
-  return await db.selectFrom('contacts').selectAll('contacts').innerJoin('calls', 'calls.contact_id', 'contacts.id')
-    .where('calls.id', '=', callId).where('calls.user_id', '=', userId).where('contacts.user_id', '=', userId).executeTakeFirst()
-}
-
 export async function countContactCalls (db: DB, userId: string, contactId: string): Promise<number> {
   const row = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('contact_id', '=', contactId).where('user_id', '=', userId).executeTakeFirstOrThrow()
   return Number(row.n)

@@ -5,12 +5,10 @@ import { AnyObject } from '../../db/shapes.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, E164, Email, EpochMs, errors, IdParams, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
-import { MAX_NAME_LENGTH, MEMORY_MAX_CALLS, MEMORY_MAX_CHARS } from './contacts.ts'
+import { ContactName, MEMORY_MAX_CALLS, MEMORY_MAX_CHARS } from './contacts.ts'
 import { contactCalls, countContactCalls, deleteContact, findContact, listContacts, renameContact, type ContactRow } from './queries.ts'
 
 const TAGS = ['contacts']
-
-const ContactName = Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, pattern: '\\S', description: 'the person\'s name' })
 
 const contactFields = {
   _id: ObjectId,
