@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { AnyObject } from '../../db/shapes.ts'
 import { notFound } from '../../http/errors.ts'
-import { AUTH_ERRORS, COMPONENT, E164, Email, EpochMs, errors, IdParams, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
+import { AUTH_ERRORS, CallStatus, CallType, COMPONENT, Direction, E164, Email, EpochMs, errors, IdParams, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
 import { ContactName, MEMORY_MAX_CALLS, MEMORY_MAX_CHARS } from './contacts.ts'
 import { contactCalls, countContactCalls, deleteContact, findContact, listContacts, renameContact, type ContactRow } from './queries.ts'
@@ -30,11 +30,11 @@ export const Contact = Type.Object(contactFields, {
 
 export const ContactCall = Type.Object({
   _id: ObjectId,
-  call_type: Type.Union([Type.Literal('phone'), Type.Literal('web')]),
-  direction: Type.Union([Type.Literal('inbound'), Type.Literal('outbound')]),
+  call_type: CallType,
+  direction: Direction,
   agent_id: ObjectId,
   agent_name: Type.String(),
-  call_status: Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')]),
+  call_status: CallStatus,
   start_timestamp: EpochMs,
   end_timestamp: Nullable(EpochMs, 'null while the call runs'),
   call_summary: Nullable(Type.String()),
