@@ -69,6 +69,11 @@ t.test('with memory on, a second call from the same number carries the first one
   const contact = (await ctx.app.inject({ method: 'GET', url: `/v1/contacts/${first.contact_id}`, headers: account.headers })).json()
   t.match(contact, { phone_number: CALLER, name: 'Ada Lovelace', call_count: 1 }, 'named from the extracted caller_name')
 
+  // An outside runtime builds its own prompt: the runtime API hands it the same memory.
+  const again = (await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: CALLER } })).json()
+  t.match(again.customer_memory, /^What you know of this person from earlier calls[^]*Their name: Ada Lovelace\.[^]*caller_name: Ada Lovelace/)
+  await ctx.app.inject({ method: 'POST', url: `/v1/runtime/calls/${again._id}/end`, headers: account.headers, payload: { outcome: 'failed', disconnection_reason: 'user_hangup' } })
+
   const withMemory = await instructionsOfWebCall(ctx, account, agent._id)
   t.match(withMemory, /receptionist|live web call/, 'the prompt and the session\'s lines come first')
   t.ok(withMemory.includes('Their name: Ada Lovelace.'), 'the name')
