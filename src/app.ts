@@ -23,6 +23,7 @@ import { agentRoutes } from './modules/agents/routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
 import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
+import { contactRoutes } from './modules/contacts/routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
@@ -139,6 +140,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(accountRoutes, { db: deps.db, mailer, publicBaseUrl: config.publicBaseUrl })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
+      await v1.register(contactRoutes, { db: deps.db })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
       await v1.register(deliveryRoutes, deliveries)
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })

@@ -20,7 +20,9 @@ t.test('every documented operation answers generated requests within its documen
     await post('/v1/customer', { customer_name: 'Fuzz' }),
     await post('/v1/workspaces', { workspace_name: 'Fuzz' }),
     await post('/v1/phone-number/buy', { area_code: '415' }),
-    ...await insertCalls(db, account.user.id, agent, [{}, { call_status: 'failed' }])
+    ...await insertCalls(db, account.user.id, agent, [{}, { call_status: 'failed' }]),
+    // A web call whose customer_phone makes a contact: its id is fuzzed as the contact's.
+    (await db.selectFrom('calls').select('contact_id').where('id', '=', await post('/v1/call/make-web-call', { agent_id: agent._id, dynamic_context: { customer_phone: '+4930123456' } })).executeTakeFirstOrThrow()).contact_id
   ].filter((id) => typeof id === 'string')
 
   const report = await fuzz(app, { headers: account.headers, ids, runs: RUNS, seed: SEED })

@@ -370,6 +370,8 @@ export interface CallsTable {
   forwarding: JsonNullable<Conversation>
   /** The call's timed turns and their summary (shapes.ts, CallLatency); null: no turn was timed. */
   latency: JsonNullable<CallLatency>
+  /** The person on the other end (contacts), set when the call is created; null: none known, or the contact was deleted. */
+  contact_id: Generated<string | null>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null
@@ -409,6 +411,20 @@ export interface CallCallbacksTable {
  * shapes.ts, which this file imports (a type there would make the two files import each other).
  */
 export type CallRow = Selectable<CallsTable>
+
+/** A person an account's agents talk to: one phone number or e-mail address per owner (migrations/0024_contacts.sql). */
+export interface ContactsTable {
+  id: string
+  user_id: string
+  customer_id: string | null
+  workspace_id: string | null
+  phone_number: string | null
+  email: string | null
+  name: string | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+  last_call_at: Date
+}
 
 export interface CallDailyStatsTable {
   user_id: string
@@ -589,6 +605,7 @@ export interface Database {
   agent_templates: AgentTemplatesTable
   calls: CallsTable
   call_callbacks: CallCallbacksTable
+  contacts: ContactsTable
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable

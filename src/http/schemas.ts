@@ -21,6 +21,11 @@ export const E164_PATTERN = '^\\+[1-9][0-9]{1,14}$'
 
 export const E164 = Type.String({ pattern: E164_PATTERN, [COMPONENT]: 'E164PhoneNumber', description: 'E.164: "+", the country code and the number, at most 15 digits', examples: ['+14155550123'] })
 
+// A call's kind, direction and status: shared by the calls and the contacts (a contact's calls).
+export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')], { [COMPONENT]: 'CallType' })
+export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')], { [COMPONENT]: 'CallDirection' })
+export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')], { [COMPONENT]: 'CallStatus' })
+
 // As the server accepts e-mail addresses everywhere (BOOTSTRAP_EMAIL, the console): its own default owner@localhost included.
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$'
 

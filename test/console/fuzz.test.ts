@@ -1,4 +1,5 @@
 import t from 'tap'
+import { newId } from '../../src/db/ids.ts'
 import { inviteMember } from '../../src/modules/account/workspace-queries.ts'
 import { storeRecordingPart } from '../../src/modules/calls/recordings.ts'
 import { createLoginLink, createSession } from '../../src/modules/console/queries.ts'
@@ -44,6 +45,9 @@ t.test('every console route answers generated requests with a page, never a 500'
   await storeRecordingPart(db, { callId: calls[0], userId: user.id, pcm: Buffer.alloc(3200) })
   const kb = (await upload(app, '/v1/knowledge-base', account.headers, { name: 'Fuzz', description: 'notes' }, [{ name: 'notes.txt', content: 'Opening hours: 9 to 5.', type: 'text/plain' }])).json()
   await analysedCall(ctx, account, agent)
+  // A contact of one of the calls (no call more: the crawl fetches three of a kind): its page and forms are crawled too.
+  const contact = await db.insertInto('contacts').values({ id: newId(), user_id: user.id, phone_number: '+4930123456', last_call_at: new Date() }).returning('id').executeTakeFirstOrThrow()
+  await db.updateTable('calls').set({ contact_id: contact.id }).where('id', '=', calls[1]).execute()
   const delivery = await db.selectFrom('webhook_deliveries').select('id').where('user_id', '=', user.id).executeTakeFirstOrThrow()
   const other = await createAccount(db)
   const otherAgent = await createAgent(app, other)

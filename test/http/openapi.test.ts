@@ -80,7 +80,8 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'KnowledgeBase', 'KnowledgeBaseFile', 'KnowledgeSearchResults', 'WebhookDelivery', 'WebhookDeliveryDetail', 'DeliveryAttempt',
     'ApiKey', 'Voice', 'Integration', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',
     'WebhookSecret', 'IntegrationProvider', 'CostsGroupBy', 'TurnDetection', 'CallLatency', 'LatencyStat', 'TurnTiming', 'LatencyMetrics',
-    'CallCallback'
+    'CallCallback',
+    'Contact', 'ContactCall', 'ContactDetail'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())
   t.notOk(res.body.includes(COMPONENT), 'the naming keyword is not part of the document')

@@ -17,6 +17,7 @@ export const RECORDS_WITH_OWNERS: ReadonlyArray<{ table: OwningTable, one: strin
   { table: 'phone_numbers', one: 'phone number', many: 'phone numbers' },
   { table: 'agents', one: 'agent', many: 'agents' },
   { table: 'calls', one: 'call', many: 'calls' },
+  { table: 'contacts', one: 'contact', many: 'contacts' },
   { table: 'knowledge_bases', one: 'knowledge base', many: 'knowledge bases' }
 ]
 

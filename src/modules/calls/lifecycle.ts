@@ -10,6 +10,7 @@ import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { cancelCallbacksTo } from './callback-queries.ts'
 import { scheduleCallback } from './callbacks.ts'
+import { learnContactName, linkContact } from '../contacts/contacts.ts'
 import { callLatency } from './latency.ts'
 import { insertCall, lockCall, updateCall } from './queries.ts'
 import { recordingUrl } from './recordings.ts'
@@ -47,16 +48,19 @@ export interface NewCall {
  * cancels the account's callbacks scheduled to its caller: the person called back.
  */
 export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, call: NewCall): Promise<CallRow> {
+  const start = new Date()
   const row = await insertCall(trx, {
     ...call,
     id: newId(),
+    // The person on the other end (contacts): found or created with the call, in its transaction.
+    contact_id: await linkContact(trx, agent, call, start),
     user_id: agent.user_id,
     agent_id: agent.id,
     agent_name: agent.agent_name,
     customer_id: agent.customer_id,
     workspace_id: agent.workspace_id,
     call_status: 'started',
-    start_timestamp: new Date(),
+    start_timestamp: start,
     custom_data: JSON.stringify(call.custom_data ?? {}),
     dynamic_context: JSON.stringify(call.dynamic_context ?? {})
   })
@@ -289,6 +293,8 @@ export async function finishCall (trx: Trx, call: CallRow, analysis: CallAnalysi
   const locked = await lockCall(trx, call.user_id, call.id)
   if (locked?.analysis_status !== 'pending') return undefined
   // The count as it is now: a message sent while the analysis ran is charged with the call.
+  // Before the call's update, whose rollup rows a new call of the contact takes after the contact (no cycle).
+  await learnContactName(trx, call, analysis.data)
   const credits = creditsOf({ ...call, sms_count: locked.sms_count }, prices)
   const tokens = { ...call.token_usage }
   for (const [model, usage] of Object.entries(analysis.usage)) {

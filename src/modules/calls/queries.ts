@@ -65,7 +65,9 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
 // schemas.ts; the tests hold them to it. `simulated` is isSimulated of lifecycle.ts: a call through a carrier never is.
 // A call's place in a chain of callbacks is read from call_callbacks (callbacks.ts): its own row, and the chain's.
 const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
-  'customer_id', customer_id, 'workspace_id', workspace_id, 'duration_ms', duration_ms, 'transcription', transcription,
+  'customer_id', customer_id, 'workspace_id', workspace_id,
+  'contact_id', contact_id,
+  'duration_ms', duration_ms, 'transcription', transcription,
   'call_credits_details', json_build_object('phone_call_credits', phone_call_credits, 'web_call_credits', web_call_credits,
     'text_message_credits', text_message_credits, 'call_forwarding_credits', call_forwarding_credits),
   'tokens', json_build_object('input', input_tokens, 'output', output_tokens, 'total', input_tokens + output_tokens,

@@ -1,13 +1,9 @@
 import { Type } from 'typebox'
 import { AnyObject, LatencyStat as StoredStat, TranscriptItem, TurnTiming as StoredTurn } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
-import { COMPONENT, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
+import { CallStatus, CallType, COMPONENT, Direction, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
-
-export const CallType = Type.Union([Type.Literal('phone'), Type.Literal('web')], { [COMPONENT]: 'CallType' })
-export const Direction = Type.Union([Type.Literal('inbound'), Type.Literal('outbound')], { [COMPONENT]: 'CallDirection' })
-export const CallStatus = Type.Union([Type.Literal('started'), Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')], { [COMPONENT]: 'CallStatus' })
 
 /** The filters of GET /v1/call/list, which the metrics and the export take too. */
 export const callFilters = {
@@ -96,6 +92,7 @@ export const CallDetail = Type.Object({
   ...listFields,
   customer_id: Nullable(ObjectId),
   workspace_id: Nullable(ObjectId),
+  contact_id: Nullable(ObjectId, 'the person on the other end (GET /v1/contacts/:id); null: none known, or the contact was deleted'),
   duration_ms: Nullable(Type.Integer(), 'from answer to hang-up; null while the call runs'),
   transcription: Type.Array(TranscriptItem),
   call_credits_details: Type.Object({

@@ -8,6 +8,8 @@ import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.t
 import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
+import { findContact, type ContactRow } from '../contacts/queries.ts'
+import { contactLabel } from './contacts.ts'
 import { formatNumber } from './charts.ts'
 import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -203,7 +205,7 @@ function callbacksSection (call: Detail): SafeHtml | false {
 }
 
 /** `recording`: the call's recording's count of tracks (undefined: none). */
-function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[] }): string {
+function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[], contact: ContactRow | undefined }): string {
   const { viewer, call, deliveries } = options
   const credits = call.call_credits_details
   const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
@@ -219,6 +221,7 @@ function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | u
   ${fact('Agent', call.agent_name)}
   ${fact('Type', `${capital(call.call_type)}, ${call.direction}`)}
   ${call.call_type === 'phone' && html`${fact('From', call.call_from ?? '—')}${fact('To', call.call_to ?? '—')}`}
+  ${options.contact !== undefined && fact('Contact', html`<a href="/contacts/${options.contact.id}">${options.contact.name ?? contactLabel(options.contact)}</a>`)}
   ${fact('Started', when(call.start_timestamp))}
   ${fact('Ended', when(call.end_timestamp))}
   ${fact('Duration', duration(call.duration_ms))}
@@ -322,11 +325,12 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     const id = request.params.id.toLowerCase()
     const call = await callInScope(scope, id)
     if (call === undefined) return noSuchCall(request, reply)
-    const [recording, deliveries] = await Promise.all([
+    const [recording, deliveries, contact] = await Promise.all([
       findRecording(db, scope.ownerId, id),
-      listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 })
+      listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 }),
+      call.contact_id === null ? undefined : findContact(db, scope.ownerId, call.contact_id)
     ])
-    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording?.channels, deliveries: deliveries.rows }))
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording?.channels, deliveries: deliveries.rows, contact }))
   })
 
   app.get<{ Params: { id: string }, Querystring: { channels?: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {

@@ -115,7 +115,7 @@ ${options.saved === true && notice('success', 'Saved.')}
 ${customerForm(viewer, `/customers/${customer.id}`, 'Save', options.form ?? formFromRow(customer), options.problems ?? {})}
 <h2>Delete</h2>
 ${options.error !== undefined && notice('error', options.error)}
-<p>A customer can be deleted once no phone number, agent, call or knowledge base names it.</p>
+<p>A customer can be deleted once no phone number, agent, call, contact or knowledge base names it.</p>
 <form method="post" action="/customers/${customer.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this customer</button></form>
 <p class="hint">Customer id <code>${customer.id}</code>.</p>`
     }))

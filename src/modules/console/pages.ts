@@ -12,6 +12,7 @@ const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/agents', label: 'Agents' },
   { href: '/knowledge-bases', label: 'Knowledge bases' },
   { href: '/calls', label: 'Calls' },
+  { href: '/contacts', label: 'Contacts' },
   { href: '/deliveries', label: 'Deliveries' },
   { href: '/analytics', label: 'Analytics', account: true },
   { href: '/workspaces', label: 'Workspaces' },

@@ -58,6 +58,7 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     collected_data: {},
     transfer_history: [],
     latency: null,
+    contact_id: null,
     runtime: 'external',
     access_token_hash: null,
     access_token_expires_at: null,

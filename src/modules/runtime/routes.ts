@@ -10,6 +10,7 @@ import { PhoneCallCreated } from '../calls/schemas.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { END_CLOCK_SKEW_MS, endCall, phoneCallCreated, startCall } from '../calls/lifecycle.ts'
+import { memoryOf } from '../contacts/contacts.ts'
 
 const TAGS = ['runtime']
 
@@ -51,7 +52,8 @@ const StartedCall = Type.Object({
   ...PhoneCallCreated.properties,
   direction: Type.Literal('inbound'),
   agent: Agent,
-  llm: LlmConfig
+  llm: LlmConfig,
+  customer_memory: Type.String({ description: 'what the agent knows of the caller from earlier calls (docs/contacts.md, "Memory"): add it to the instructions; empty when the agent\'s is_customer_memory_active is off or nothing is known' })
 }, { [COMPONENT]: 'StartedCall', description: 'the new call, with the agent and LLM configuration the runtime runs it with' })
 
 /**
@@ -92,7 +94,8 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
     return reply.code(201).send({
       ...phoneCallCreated(call, 'inbound', body.from_number, body.to_number),
       agent: (await agentBodies(db, userId, [agent]))[0],
-      llm: toLlm(llm!)
+      llm: toLlm(llm!),
+      customer_memory: await memoryOf(db, call, agent)
     })
   })
 

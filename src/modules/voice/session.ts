@@ -24,6 +24,7 @@ import { systemClock, type Clock, type Timer } from './turns/clock.ts'
 import { TurnCore } from './turns/core.ts'
 import { expectingOf } from './turns/words.ts'
 import { renderText } from '../../templates.ts'
+import { memoryOf } from '../contacts/contacts.ts'
 
 // The call adapter of one live call (DESIGN.md, "Conversation core"): loads the agent, its configuration and
 // tools, wires the transport, the engine, the speech detector and the turn core (turns/core.ts, which takes every
@@ -275,7 +276,8 @@ export class Session {
     this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
     this.closeTools = loaded.close
     return {
-      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type), collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
+      instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
+        await memoryOf(db, this.call, agent), collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
       tools: tools.map((tool) => tool.spec),
       toolTypes: Object.fromEntries(tools.map((tool) => [tool.spec.name, tool.type])),
       language,

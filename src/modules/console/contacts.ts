@@ -1,0 +1,168 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { HttpError } from '../../http/errors.ts'
+import { ContactName } from '../contacts/contacts.ts'
+import { contactCalls, deleteContact, findContact, listContacts, renameContact, type ContactRow } from '../contacts/queries.ts'
+import { fieldCheck, formFields, formOf, inputField, problemsNotice, type Problems } from './fields.ts'
+import { html, type SafeHtml } from './html.ts'
+import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
+import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
+import { HIDDEN, ID, listQuery, sendPage } from './reply.ts'
+
+// The console's contacts (docs/contacts.md): the list with a search, and a contact's page with its calls, its
+// name and its deletion (which erases its memory). The workspace rule is the calls' (scope.ts).
+
+const PAGE_SIZE = 50
+/** A contact's page lists this many of its newest calls; the API pages through all of them. */
+const CALLS_SHOWN = 100
+const MAX_SEARCH_LENGTH = 200
+
+const noSuchContact = () => new HttpError(404, 'not_found', 'You have no contact with that id.')
+
+/** How the contact is known: its number or its address. */
+export const contactLabel = (contact: Pick<ContactRow, 'phone_number' | 'email'>) => contact.phone_number ?? contact.email ?? ''
+
+interface Search { search: string, skip: number }
+
+/** The list's query, or what is wrong with it (shown on the page); NUL and half surrogates are refused before (validation.ts). */
+function parseSearch (query: unknown): { filters: Search, problem?: string } {
+  const { search, skip } = formFields(query, ['search', 'skip'])
+  const filters = { search, skip: 0 }
+  if (search.length > MAX_SEARCH_LENGTH) return { filters, problem: `The search must be at most ${MAX_SEARCH_LENGTH} characters.` }
+  if (skip !== '' && !/^\d{1,9}$/.test(skip)) return { filters, problem: 'The page position must be a whole number.' }
+  return { filters: { search, skip: Number(skip) } }
+}
+
+function contactsPage (options: { viewer: Viewer, filters: Search, contacts?: Array<ContactRow & { call_count: number }>, total?: number, error?: string, deleted?: boolean }): string {
+  const { viewer, filters, contacts, total = 0 } = options
+  const query = (skip: number) => listQuery({ search: filters.search }, ['search'], skip)
+  return layout({
+    title: 'Contacts',
+    viewer,
+    current: '/contacts',
+    body: html`
+${options.deleted === true && notice('success', 'The contact is deleted: its calls stay, and no later call remembers them.')}
+<p>The people your agents talk to, each known by a phone number or (web calls) an e-mail address. Agents with
+“Remember earlier calls with the same customer” on are told of a contact's earlier calls.</p>
+<form method="get" action="/contacts" role="search" aria-label="Search contacts">
+  <div class="stack">
+    <label for="search">Name, number or e-mail address</label>
+    <input id="search" name="search" type="search" maxlength="${MAX_SEARCH_LENGTH}" value="${filters.search}">
+    <button type="submit">Search</button>
+  </div>
+</form>
+${options.error !== undefined && notice('error', options.error)}
+${contacts !== undefined && (contacts.length === 0
+  ? html`<p>${filters.skip > 0 ? 'No more contacts.' : filters.search === '' ? 'No contacts yet: each call with a known number or address makes one.' : 'No contacts match.'}</p>`
+  : html`<div class="table"><table>
+  <caption>Contacts ${filters.skip + 1}–${filters.skip + contacts.length} of ${total}, the latest call first</caption>
+  <thead><tr><th scope="col">Contact</th><th scope="col">Name</th><th scope="col">Calls</th><th scope="col">Last call</th></tr></thead>
+  <tbody>${contacts.map((contact) => html`<tr>
+    <td><a href="/contacts/${contact.id}">${contactLabel(contact)}</a></td>
+    <td>${contact.name ?? '—'}</td>
+    <td>${contact.call_count}</td>
+    <td>${when(contact.last_call_at)}</td>
+  </tr>`)}</tbody>
+</table></div>`)}
+${contacts !== undefined && (filters.skip > 0 || filters.skip + PAGE_SIZE < total) && html`<nav aria-label="Pages of contacts"><ul class="pager">
+  ${filters.skip > 0 && html`<li><a href="/contacts${query(Math.max(0, filters.skip - PAGE_SIZE))}" rel="prev">Previous contacts</a></li>`}
+  ${filters.skip + PAGE_SIZE < total && html`<li><a href="/contacts${query(filters.skip + PAGE_SIZE)}" rel="next">More contacts</a></li>`}
+</ul></nav>`}`
+  })
+}
+
+type ContactCalls = Awaited<ReturnType<typeof contactCalls>>
+
+function contactPage (options: { viewer: Viewer, scope: Scope, contact: ContactRow, calls: ContactCalls, name?: string, problems?: Problems, saved?: boolean }): string {
+  const { viewer, scope, contact, calls } = options
+  const problems = options.problems ?? {}
+  const fact = (label: string, value: string | SafeHtml) => html`<dt>${label}</dt><dd>${value}</dd>`
+  return layout({
+    title: contact.name ?? contactLabel(contact),
+    viewer,
+    current: '/contacts',
+    body: html`
+<p><a href="/contacts">All contacts</a></p>
+${options.saved === true && notice('success', 'Saved.')}
+<dl class="facts">
+  ${contact.phone_number !== null && fact('Phone number', contact.phone_number)}
+  ${contact.email !== null && fact('E-mail address', contact.email)}
+  ${fact('Name', contact.name ?? 'not known')}
+  ${fact('First call', when(contact.created_at))}
+  ${fact('Last call', when(contact.last_call_at))}
+  ${fact('Contact id', html`<code>${contact.id}</code>`)}
+</dl>
+<h2>Calls</h2>
+${calls.rows.length === 0
+  ? html`<p>No calls.</p>`
+  : html`<div class="table"><table>
+  <caption>${calls.total > calls.rows.length ? `The ${calls.rows.length} newest of ${calls.total} calls` : `${calls.total} ${calls.total === 1 ? 'call' : 'calls'}`}, newest first</caption>
+  <thead><tr><th scope="col">Started</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Summary</th></tr></thead>
+  <tbody>${calls.rows.map((call) => html`<tr>
+    <td><a href="/calls/${call.id}">${when(call.start_timestamp)}</a></td>
+    <td>${call.agent_name}</td>
+    <td>${call.call_type}, ${call.direction}</td>
+    <td>${call.call_status}</td>
+    <td>${call.call_summary ?? '—'}</td>
+  </tr>`)}</tbody>
+</table></div>`}
+${scope.canChange && html`<h2>Name</h2>
+${problemsNotice(problems)}
+<form method="post" action="/contacts/${contact.id}" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${inputField({ name: 'name', label: 'Name', value: options.name ?? contact.name ?? '', problems, hint: 'Empty: not known. A name set here is kept; otherwise a call whose analysis finds a name sets it.', attrs: html` maxlength="200" autocomplete="off"` })}
+  <button type="submit">Save name</button>
+</form>
+<h2>Delete</h2>
+<p>Deleting the contact erases its number or address, its name and its memory. Its calls stay, no longer linked to
+anyone, so no later call remembers them; the next call from the same number makes a new contact.</p>
+<form method="post" action="/contacts/${contact.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this contact</button></form>`}`
+  })
+}
+
+export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
+  const checkName = fieldCheck('The name', ContactName)
+
+  async function contactInScope (scope: Scope, id: string): Promise<ContactRow> {
+    const contact = ID.test(id) ? await findContact(db, scope.ownerId, id.toLowerCase()) : undefined
+    if (contact === undefined || !inScope(scope, contact)) throw noSuchContact()
+    return contact
+  }
+
+  const showContact = async (request: FastifyRequest, reply: FastifyReply, status: number, scope: Scope, contact: ContactRow, options: { name?: string, problems?: Problems, saved?: boolean }) =>
+    sendPage(reply, status, contactPage({ viewer: viewerOf(request.consoleSession!), scope, contact, calls: await contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }), ...options }))
+
+  app.get<{ Querystring: Record<string, unknown> }>('/contacts', HIDDEN, async (request, reply) => {
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const viewer = viewerOf(scoped.session)
+    const { filters, problem } = parseSearch(request.query)
+    if (problem !== undefined) return sendPage(reply, 400, contactsPage({ viewer, filters, error: problem }))
+    const { rows, total } = await listContacts(db, scoped.scope.ownerId, { search: filters.search, workspaceId: scoped.scope.workspaceId }, { limit: PAGE_SIZE, offset: filters.skip })
+    return sendPage(reply, 200, contactsPage({ viewer, filters, contacts: rows, total, deleted: request.query.deleted !== undefined }))
+  })
+
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/contacts/:id', HIDDEN, async (request, reply) => {
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const contact = await contactInScope(scoped.scope, request.params.id)
+    return await showContact(request, reply, 200, scoped.scope, contact, { saved: request.query.saved !== undefined })
+  })
+
+  app.post<{ Params: { id: string } }>('/contacts/:id', HIDDEN, async (request, reply) => {
+    const scope = changeScope(request)
+    const contact = await contactInScope(scope, request.params.id)
+    const { name } = formOf(request, ['name'])
+    const problem = name === '' ? undefined : checkName(name)
+    if (problem !== undefined) return await showContact(request, reply, 400, scope, contact, { name, problems: { name: problem } })
+    await renameContact(db, scope.ownerId, contact.id, name === '' ? null : name)
+    return reply.redirect(`/contacts/${contact.id}?saved=1`, 303)
+  })
+
+  app.post<{ Params: { id: string } }>('/contacts/:id/delete', HIDDEN, async (request, reply) => {
+    const scope = changeScope(request)
+    const contact = await contactInScope(scope, request.params.id)
+    await deleteContact(db, scope.ownerId, contact.id)
+    return reply.redirect('/contacts?deleted=1', 303)
+  })
+}
