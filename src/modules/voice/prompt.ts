@@ -2,19 +2,21 @@ import type { CollectedData, RetrievalField } from '../../db/shapes.ts'
 
 // What the session adds to an agent's prompt, and the few lines it speaks itself, in the agent's language.
 
-/** `notForwarded`: the agent takes the call back from a forwarding that nobody answered (or that failed). */
-interface Lines { reminder: string, timeUp: string, notForwarded: string }
+/** `moment`: said while a tool takes longer than a second. `notForwarded`: the agent takes the call back from a forwarding that nobody answered (or that failed). */
+interface Lines { reminder: string, timeUp: string, notForwarded: string, moment: string }
 
 const LINES: Record<string, Lines> = {
   en: {
     reminder: 'Are you still there?',
     timeUp: 'I am sorry, we have reached the time limit for this call. Goodbye!',
-    notForwarded: 'I am sorry, I could not reach anyone there. I am back with you: how else can I help?'
+    notForwarded: 'I am sorry, I could not reach anyone there. I am back with you: how else can I help?',
+    moment: 'One moment, please.'
   },
   de: {
     reminder: 'Sind Sie noch da?',
     timeUp: 'Es tut mir leid, die Zeit für dieses Gespräch ist abgelaufen. Auf Wiederhören!',
-    notForwarded: 'Es tut mir leid, dort war niemand zu erreichen. Ich bin wieder für Sie da: Wie kann ich sonst helfen?'
+    notForwarded: 'Es tut mir leid, dort war niemand zu erreichen. Ich bin wieder für Sie da: Wie kann ich sonst helfen?',
+    moment: 'Einen Moment bitte.'
   }
 }
 

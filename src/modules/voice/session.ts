@@ -66,6 +66,8 @@ export interface ForwardRequest {
 /** An agent's call_settings with the defaults of the members it lacks. */
 const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings })
 
+/** A tool running longer than this gets a filler line ("One moment, please."), not dead air. */
+const FILLER_AFTER_MS = 1000
 /** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
 const LAST_WORDS_MS = 15_000
 /** The recording is stored this often while the call runs (about 64 KB a time), not held until its end. */
@@ -430,7 +432,14 @@ export class Session {
         throw new Error('the arguments are not valid JSON')
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the arguments must be a JSON object')
-      outcome = await tool.run(parsed as Record<string, unknown>, this.toolContext())
+      const filler = this.clock.after(this.scaled(FILLER_AFTER_MS), () => {
+        if (!this.ended && !this.core.speaking) this.engine.hold?.(spokenLines(this.language).moment)
+      })
+      try {
+        outcome = await tool.run(parsed as Record<string, unknown>, this.toolContext())
+      } finally {
+        filler.cancel()
+      }
       if (outcome.forwardTo !== undefined && this.transport.forward === undefined) {
         outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
       }

@@ -68,6 +68,8 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
     let tail: Promise<void> = Promise.resolve()
     let unnamedCalls = 0
     const waitingTools = new Map<string, (output: string) => void>()
+    /** Speaks a line within the answer that waits for tool results (hold); undefined while none waits. */
+    let holding: ((text: string) => void) | undefined
     // The response being spoken: what it said in its current model round, kept in the history if it is cut short.
     let current: { generation: number, spoken: string } | undefined
     /** An early reply: the answer to `text`, running in generation `gen`, its events held until released. */
@@ -292,7 +294,13 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
         }
         const outputs = round.toolCalls.map((call) => new Promise<string>((resolve) => waitingTools.set(call.id, resolve)))
         for (const call of round.toolCalls) emit(gen, { type: 'tool_call', id: call.id, name: call.function.name, arguments: call.function.arguments })
-        const results = await Promise.all(outputs)
+        holding = (line) => {
+          emit(gen, { type: 'agent_text', delta: `${text === '' && said.length === 0 ? '' : ' '}${line}` })
+          said.push(line)
+          voiceOut.say(line)
+        }
+        const results = await Promise.all(outputs).finally(() => { holding = undefined })
+        await voiceOut.drain()
         if (!live(gen)) return
         history.push({ role: 'assistant', content: text === '' ? null : text, tool_calls: round.toolCalls })
         round.toolCalls.forEach((call, i) => history.push({ role: 'tool', tool_call_id: call.id, content: results[i] }))
@@ -382,6 +390,7 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
           emit(gen, { type: 'response_done', text })
         })
       },
+      hold: (text) => holding?.(text),
       toolResult: (id, output) => {
         const resolve = waitingTools.get(id)
         if (resolve === undefined) {

@@ -348,6 +348,8 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
       const calls = response.kind === 'answer' ? (done.output ?? []).filter((item) => item.type === 'function_call') : []
       if (calls.length === 0) {
         emitInOrder({ type: 'response_done', text: turnText })
+        // A line said while tools run (hold) is its own utterance: the answer that follows starts afresh.
+        if (response.kind === 'say' && awaitedCalls.size > 0) turnText = ''
         return
       }
       for (const call of calls) {
@@ -598,6 +600,11 @@ export function realtimeEngine (voice: VoiceConfig): EngineFactory {
           instructions: `Say exactly the following text, word for word, and nothing else:\n\n${text}`,
           tool_choice: 'none'
         })
+      },
+
+      hold: (text) => {
+        if (!ready || ended || awaitedCalls.size === 0) return
+        respond('say', false, text, { instructions: `Say exactly the following text, word for word, and nothing else:\n\n${text}`, tool_choice: 'none' })
       },
 
       toolResult: (id, output) => {

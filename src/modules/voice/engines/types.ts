@@ -101,6 +101,8 @@ export interface Engine {
   say: (text: string) => void
   /** The output of a tool call; the model continues once every call of its response is answered. */
   toolResult: (id: string, output: string) => void
+  /** Says a short line while the model waits for tool results (a filler instead of dead air); nothing when none is awaited. */
+  hold?: (text: string) => void
   /**
    * Barge-in: stop the current response at once; none of its audio follows. `heardMs`: how much of its audio
    * the caller heard (an engine whose model remembers what it said can forget the rest).
