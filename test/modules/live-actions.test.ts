@@ -1,0 +1,86 @@
+import t, { type Test } from 'tap'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
+import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
+
+// Actions during the call (issue 28, section 2), through the real protocols: a cascade web call over the browser
+// WebSocket, the model (the OpenAI HTTP stand-in) calling the action's function, the action reaching a local
+// receiver or the Twilio Messages stand-in, the result read back by the model and kept in the transcript.
+
+const ENV = { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIME_SCALE: '0.001' }
+
+async function cascade (t: Test, env: Record<string, string> = {}) {
+  const standin = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, { ...ENV, VOICE_ENGINE: 'cascade', STT_URL: standin.url, LLM_URL: standin.url, TTS_URL: standin.url, ...env }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  return { ...ctx, url, standin }
+}
+
+async function agentOf (ctx: TestContext, account: Account) {
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi!', general_prompt: 'You are the shop.' } })).json()
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Shop', llm_id: llm._id } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json() as { _id: string }
+}
+
+async function addAction (ctx: TestContext, account: Account, agentId: string, type: string, settings: Record<string, unknown>) {
+  return await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: type, settings } })
+}
+
+async function webCall (ctx: TestContext & { url: string }, account: Account, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId } })).json()
+  const client = await openWebCall(ctx.url, call.access_token)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  return { callId: call._id, client }
+}
+
+/** A typed turn once the agent has finished speaking; answers when the agent has said `answer`. */
+async function turn (client: WebCallClient, text: string, answer: RegExp) {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  const from = client.events.length
+  client.sendText(text)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && answer.test(e.content), from)
+}
+
+const ORDER_PARAMETERS = { type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] }
+
+t.test('api_call during the call: the model calls it, the receiver gets the arguments, the answer goes back to the model and into the transcript; a 500 is an error text and the call goes on', async (t) => {
+  const ctx = await cascade(t)
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  const added = await addAction(ctx, account, agent._id, 'api_call', { name: 'Order status', when: 'during_call', url: `${receiver.url}/orders`, method: 'POST', parameters: ORDER_PARAMETERS })
+  t.equal(added.statusCode, 201, added.body)
+  receiver.answers.push({ status: 200, body: '{"status":"shipped"}', headers: { 'content-type': 'application/json' } }, { status: 500, body: 'database down' })
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Order_status', arguments: { order_id: 'A17' } }] },
+    { text: 'Your order has shipped.' },
+    { toolCalls: [{ name: 'Order_status', arguments: { order_id: 'B2' } }] },
+    { text: 'I cannot look that up right now.' }
+  )
+
+  const { callId, client } = await webCall(ctx, account, agent._id)
+  await turn(client, 'Where is my order A17?', /has shipped/)
+  const [request] = await receiver.waitFor(1)
+  t.equal(request.method, 'POST')
+  t.equal(request.url, '/orders')
+  t.same(request.json, { order_id: 'A17' }, 'the receiver got the model\'s arguments')
+  const first = ctx.standin.requests.chat[0].body
+  t.match(first.tools, [{ type: 'function', function: { name: 'Order_status', parameters: ORDER_PARAMETERS } }], 'offered with its declared parameters')
+  t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: '{"status":"shipped"}' }, 'the next model request carries the answer')
+
+  await turn(client, 'And order B2?', /cannot look that up/)
+  await receiver.waitFor(2)
+  t.match(ctx.standin.requests.chat[3].body.messages.at(-1), { role: 'tool', content: /^Error: .*HTTP 500/ }, 'a 500 reaches the model as an error text')
+  client.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  const tools = done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool')
+  t.equal(tools.length, 2)
+  t.match(tools[0], { tool: { name: 'Order_status', type: 'api_call', output: '{"status":"shipped"}' } }, 'the run is a tool item with its output')
+  t.match(tools[1], { tool: { name: 'Order_status', type: 'api_call', error: /HTTP 500/ } })
+  t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on after the failure')
+})
