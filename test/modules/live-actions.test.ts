@@ -84,3 +84,60 @@ t.test('api_call during the call: the model calls it, the receiver gets the argu
   t.match(tools[1], { tool: { name: 'Order_status', type: 'api_call', error: /HTTP 500/ } })
   t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on after the failure')
 })
+
+const NUMBER = '+14155550100'
+
+/** A cascade call's app with the Twilio stand-in (TWILIO_API_URL) and an account owning a Twilio number. */
+async function smsSetup (t: Test, env: Record<string, string> = {}) {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await cascade(t, { TWILIO_API_URL: twilio.url, ...env })
+  const account = await createAccount(ctx.db)
+  await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
+  const agent = await agentOf(ctx, account)
+  return { ...ctx, twilio, account, agent }
+}
+
+const SMS_SETTINGS = { name: 'Send code', when: 'during_call', message: 'Your code is {{code}}', send_to_customer: false, direct_recipients: ['+15551230000'] }
+
+t.test('send_sms during the call: the model fills {{code}}, Twilio gets the SMS from the account\'s number, the message log lists it with the call', async (t) => {
+  const ctx = await smsSetup(t)
+  const added = await addAction(ctx, ctx.account, ctx.agent._id, 'send_sms', SMS_SETTINGS)
+  t.equal(added.statusCode, 201, added.body)
+  ctx.standin.replies.push({ toolCalls: [{ name: 'Send_code', arguments: { code: '4411' } }] }, { text: 'I have sent you the code.' })
+
+  const { callId, client } = await webCall(ctx, ctx.account, ctx.agent._id)
+  await turn(client, 'Please text me the code.', /sent you the code/)
+  t.match(ctx.standin.requests.chat[0].body.tools, [{ function: { name: 'Send_code', parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] } } }])
+  t.equal(ctx.twilio.messages.length, 1)
+  t.match(ctx.twilio.messages[0], { from: NUMBER, to: '+15551230000', body: 'Your code is 4411', channel: 'sms' })
+  t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: 'The SMS was sent to +15551230000.' })
+  client.hangup()
+
+  const done = await finishedCall(ctx.app, ctx.account.headers, callId)
+  t.match(done.transcription.find((item: { speaker: string }) => item.speaker === 'tool'), { tool: { type: 'send_sms', output: /sent to \+15551230000/ } })
+  const list = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: ctx.account.headers })).json()
+  t.equal(list.data.length, 1)
+  t.match(list.data[0], { call_id: callId, origin: 'live', channel: 'sms', sender: NUMBER, recipient: '+15551230000', body: 'Your code is 4411', status: 'sent', action_id: added.json()._id })
+})
+
+t.test('send_sms during the call: a model asking for 15 sends gets MESSAGES_PER_CALL_MAX of them, the rest refused', async (t) => {
+  const ctx = await smsSetup(t, { MESSAGES_PER_CALL_MAX: '3' })
+  t.equal((await addAction(ctx, ctx.account, ctx.agent._id, 'send_sms', SMS_SETTINGS)).statusCode, 201)
+  ctx.standin.replies.push(
+    { toolCalls: Array.from({ length: 15 }, (_, i) => ({ name: 'Send_code', arguments: { code: String(1000 + i) } })) },
+    { text: 'Done sending.' }
+  )
+  const { callId, client } = await webCall(ctx, ctx.account, ctx.agent._id)
+  await turn(client, 'Send me fifteen codes.', /Done sending/)
+  t.equal(ctx.twilio.messages.length, 3, 'only the per-call limit went out')
+  const results = ctx.standin.requests.chat[1].body.messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => m.content)
+  t.equal(results.length, 15, 'every call of the function is answered')
+  t.equal(results.filter((r: string) => /^The SMS was sent/.test(r)).length, 3)
+  t.equal(results.filter((r: string) => /^Error: the SMS could not be sent/.test(r)).length, 12, 'the rest are answered as refused')
+  client.hangup()
+  await finishedCall(ctx.app, ctx.account.headers, callId)
+  const list = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: ctx.account.headers })).json()
+  t.equal(list.data.filter((m: { status: string }) => m.status === 'sent').length, 3)
+  t.equal(list.data.filter((m: { status: string }) => m.status === 'refused').length, 12, 'the refused ones are logged too')
+})
