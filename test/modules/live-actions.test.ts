@@ -141,3 +141,30 @@ t.test('send_sms during the call: a model asking for 15 sends gets MESSAGES_PER_
   t.equal(list.data.filter((m: { status: string }) => m.status === 'sent').length, 3)
   t.equal(list.data.filter((m: { status: string }) => m.status === 'refused').length, 12, 'the refused ones are logged too')
 })
+
+t.test('bad input: a parameter named like a call variable, a sender the account lacks, a type that cannot act', async (t) => {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await setup(t, { TWILIO_API_URL: twilio.url })
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  const error = (res: { statusCode: number, json: () => any }) => ({ statusCode: res.statusCode, ...res.json() })
+
+  const shadowing = await addAction(ctx, account, agent._id, 'api_call', {
+    name: 'Lookup', when: 'during_call', url: 'http://127.0.0.1:9/x', parameters: { type: 'object', properties: { call_id: { type: 'string' } } }
+  })
+  t.match(error(shadowing), { statusCode: 400, error: 'Bad Request', message: /"call_id" is a built-in call variable/ })
+
+  const noNumber = await addAction(ctx, account, agent._id, 'send_sms', SMS_SETTINGS)
+  t.match(error(noNumber), { statusCode: 409, code: 'sender_not_available', message: /no phone number that can send SMS/ })
+
+  await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
+  const notOurs = await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: '+14155550199' })
+  t.match(error(notOurs), { statusCode: 409, code: 'sender_not_available', message: /\+14155550199 is not one of your phone numbers/ })
+  t.equal((await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: NUMBER })).statusCode, 201, 'the account\'s own number is accepted')
+
+  const crm = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
+  t.match(error(crm), { statusCode: 422, code: 'capability_not_available' })
+  const actions = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })).json()
+  t.equal((Array.isArray(actions) ? actions : actions.data).length, 1, 'nothing refused was stored')
+})
