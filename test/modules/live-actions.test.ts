@@ -1,0 +1,170 @@
+import t, { type Test } from 'tap'
+import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
+import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
+import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { startReceiver } from '../helpers/receiver.ts'
+import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
+
+// Actions during the call (issue 28, section 2), through the real protocols: a cascade web call over the browser
+// WebSocket, the model (the OpenAI HTTP stand-in) calling the action's function, the action reaching a local
+// receiver or the Twilio Messages stand-in, the result read back by the model and kept in the transcript.
+
+const ENV = { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', DELIVERY_TIME_SCALE: '0.001' }
+
+async function cascade (t: Test, env: Record<string, string> = {}) {
+  const standin = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, { ...ENV, VOICE_ENGINE: 'cascade', STT_URL: standin.url, LLM_URL: standin.url, TTS_URL: standin.url, ...env }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  return { ...ctx, url, standin }
+}
+
+async function agentOf (ctx: TestContext, account: Account) {
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi!', general_prompt: 'You are the shop.' } })).json()
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Shop', llm_id: llm._id } })
+  if (res.statusCode !== 201) throw new Error(res.body)
+  return res.json() as { _id: string }
+}
+
+async function addAction (ctx: TestContext, account: Account, agentId: string, type: string, settings: Record<string, unknown>) {
+  return await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: type, settings } })
+}
+
+async function webCall (ctx: TestContext & { url: string }, account: Account, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
+  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId } })).json()
+  const client = await openWebCall(ctx.url, call.access_token)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  return { callId: call._id, client }
+}
+
+/** A typed turn once the agent has finished speaking; answers when the agent has said `answer`. */
+async function turn (client: WebCallClient, text: string, answer: RegExp) {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  const from = client.events.length
+  client.sendText(text)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && answer.test(e.content), from)
+}
+
+const ORDER_PARAMETERS = { type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] }
+
+t.test('api_call during the call: the model calls it, the receiver gets the arguments, the answer goes back to the model and into the transcript; a 500 is an error text and the call goes on', async (t) => {
+  const ctx = await cascade(t)
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  const added = await addAction(ctx, account, agent._id, 'api_call', { name: 'Order status', when: 'during_call', url: `${receiver.url}/orders`, method: 'POST', parameters: ORDER_PARAMETERS })
+  t.equal(added.statusCode, 201, added.body)
+  receiver.answers.push({ status: 200, body: '{"status":"shipped"}', headers: { 'content-type': 'application/json' } }, { status: 500, body: 'database down' })
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Order_status', arguments: { order_id: 'A17' } }] },
+    { text: 'Your order has shipped.' },
+    { toolCalls: [{ name: 'Order_status', arguments: { order_id: 'B2' } }] },
+    { text: 'I cannot look that up right now.' }
+  )
+
+  const { callId, client } = await webCall(ctx, account, agent._id)
+  await turn(client, 'Where is my order A17?', /has shipped/)
+  const [request] = await receiver.waitFor(1)
+  t.equal(request.method, 'POST')
+  t.equal(request.url, '/orders')
+  t.same(request.json, { order_id: 'A17' }, 'the receiver got the model\'s arguments')
+  const first = ctx.standin.requests.chat[0].body
+  t.match(first.tools, [{ type: 'function', function: { name: 'Order_status', parameters: ORDER_PARAMETERS } }], 'offered with its declared parameters')
+  t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: '{"status":"shipped"}' }, 'the next model request carries the answer')
+
+  await turn(client, 'And order B2?', /cannot look that up/)
+  await receiver.waitFor(2)
+  t.match(ctx.standin.requests.chat[3].body.messages.at(-1), { role: 'tool', content: /^Error: .*HTTP 500/ }, 'a 500 reaches the model as an error text')
+  client.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  const tools = done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool')
+  t.equal(tools.length, 2)
+  t.match(tools[0], { tool: { name: 'Order_status', type: 'api_call', output: '{"status":"shipped"}' } }, 'the run is a tool item with its output')
+  t.match(tools[1], { tool: { name: 'Order_status', type: 'api_call', error: /HTTP 500/ } })
+  t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on after the failure')
+})
+
+const NUMBER = '+14155550100'
+
+/** A cascade call's app with the Twilio stand-in (TWILIO_API_URL) and an account owning a Twilio number. */
+async function smsSetup (t: Test, env: Record<string, string> = {}) {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await cascade(t, { TWILIO_API_URL: twilio.url, ...env })
+  const account = await createAccount(ctx.db)
+  await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
+  const agent = await agentOf(ctx, account)
+  return { ...ctx, twilio, account, agent }
+}
+
+const SMS_SETTINGS = { name: 'Send code', when: 'during_call', message: 'Your code is {{code}}', send_to_customer: false, direct_recipients: ['+15551230000'] }
+
+t.test('send_sms during the call: the model fills {{code}}, Twilio gets the SMS from the account\'s number, the message log lists it with the call', async (t) => {
+  const ctx = await smsSetup(t)
+  const added = await addAction(ctx, ctx.account, ctx.agent._id, 'send_sms', SMS_SETTINGS)
+  t.equal(added.statusCode, 201, added.body)
+  ctx.standin.replies.push({ toolCalls: [{ name: 'Send_code', arguments: { code: '4411' } }] }, { text: 'I have sent you the code.' })
+
+  const { callId, client } = await webCall(ctx, ctx.account, ctx.agent._id)
+  await turn(client, 'Please text me the code.', /sent you the code/)
+  t.match(ctx.standin.requests.chat[0].body.tools, [{ function: { name: 'Send_code', parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] } } }])
+  t.equal(ctx.twilio.messages.length, 1)
+  t.match(ctx.twilio.messages[0], { from: NUMBER, to: '+15551230000', body: 'Your code is 4411', channel: 'sms' })
+  t.match(ctx.standin.requests.chat[1].body.messages.at(-1), { role: 'tool', content: 'The SMS was sent to +15551230000.' })
+  client.hangup()
+
+  const done = await finishedCall(ctx.app, ctx.account.headers, callId)
+  t.match(done.transcription.find((item: { speaker: string }) => item.speaker === 'tool'), { tool: { type: 'send_sms', output: /sent to \+15551230000/ } })
+  const list = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: ctx.account.headers })).json()
+  t.equal(list.data.length, 1)
+  t.match(list.data[0], { call_id: callId, origin: 'live', channel: 'sms', sender: NUMBER, recipient: '+15551230000', body: 'Your code is 4411', status: 'sent', action_id: added.json()._id })
+})
+
+t.test('send_sms during the call: a model asking for 15 sends gets MESSAGES_PER_CALL_MAX of them, the rest refused', async (t) => {
+  const ctx = await smsSetup(t, { MESSAGES_PER_CALL_MAX: '3' })
+  t.equal((await addAction(ctx, ctx.account, ctx.agent._id, 'send_sms', SMS_SETTINGS)).statusCode, 201)
+  ctx.standin.replies.push(
+    { toolCalls: Array.from({ length: 15 }, (_, i) => ({ name: 'Send_code', arguments: { code: String(1000 + i) } })) },
+    { text: 'Done sending.' }
+  )
+  const { callId, client } = await webCall(ctx, ctx.account, ctx.agent._id)
+  await turn(client, 'Send me fifteen codes.', /Done sending/)
+  t.equal(ctx.twilio.messages.length, 3, 'only the per-call limit went out')
+  const results = ctx.standin.requests.chat[1].body.messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => m.content)
+  t.equal(results.length, 15, 'every call of the function is answered')
+  t.equal(results.filter((r: string) => /^The SMS was sent/.test(r)).length, 3)
+  t.equal(results.filter((r: string) => /^Error: the SMS could not be sent/.test(r)).length, 12, 'the rest are answered as refused')
+  client.hangup()
+  await finishedCall(ctx.app, ctx.account.headers, callId)
+  const list = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: ctx.account.headers })).json()
+  t.equal(list.data.filter((m: { status: string }) => m.status === 'sent').length, 3)
+  t.equal(list.data.filter((m: { status: string }) => m.status === 'refused').length, 12, 'the refused ones are logged too')
+})
+
+t.test('bad input: a parameter named like a call variable, a sender the account lacks, a type that cannot act', async (t) => {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await setup(t, { TWILIO_API_URL: twilio.url })
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  const error = (res: { statusCode: number, json: () => any }) => ({ statusCode: res.statusCode, ...res.json() })
+
+  const shadowing = await addAction(ctx, account, agent._id, 'api_call', {
+    name: 'Lookup', when: 'during_call', url: 'http://127.0.0.1:9/x', parameters: { type: 'object', properties: { call_id: { type: 'string' } } }
+  })
+  t.match(error(shadowing), { statusCode: 400, error: 'Bad Request', message: /"call_id" is a built-in call variable/ })
+
+  const noNumber = await addAction(ctx, account, agent._id, 'send_sms', SMS_SETTINGS)
+  t.match(error(noNumber), { statusCode: 409, code: 'sender_not_available', message: /no phone number that can send SMS/ })
+
+  await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
+  const notOurs = await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: '+14155550199' })
+  t.match(error(notOurs), { statusCode: 409, code: 'sender_not_available', message: /\+14155550199 is not one of your phone numbers/ })
+  t.equal((await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: NUMBER })).statusCode, 201, 'the account\'s own number is accepted')
+
+  const crm = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
+  t.match(error(crm), { statusCode: 422, code: 'capability_not_available' })
+  const actions = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })).json()
+  t.equal((Array.isArray(actions) ? actions : actions.data).length, 1, 'nothing refused was stored')
+})
