@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import { loadLive } from '../../src/modules/capabilities/load.ts'
 import type { LiveTool, ToolContext } from '../../src/modules/capabilities/live.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
+import { newId } from '../../src/db/ids.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { upload } from '../helpers/documents.ts'
@@ -63,8 +64,14 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Retired', agent_id: retired._id })
   const stolen = await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Foreign', agent_id: retired._id })
   await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Elsewhere', phone_number: '+4930555000' })
-  await addTool(ctx, account, agent._id, 'appointment_booking', { name: 'Book', time_zone: 'UTC', duration_minutes: 30 })
-  await addTool(ctx, account, agent._id, 'crm', { name: 'CRM', operations: ['log_call'] })
+  // Rows stored before their types were refused (they do not act yet), and actions of every `when`.
+  for (const [type, settings] of [['appointment_booking', { name: 'Book', time_zone: 'UTC', duration_minutes: 30 }], ['crm', { name: 'CRM', operations: ['log_call'] }]] as const) {
+    await ctx.db.insertInto('agent_tools').values({ id: newId(), user_id: account.user.id, agent_id: agent._id, tool_type: type, settings: JSON.stringify(settings), is_active: true }).execute()
+  }
+  for (const when of ['after_call', 'during_call', 'both', undefined]) {
+    const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/actions`, headers: account.headers, payload: { action_type: 'api_call', settings: { name: `Hook ${when ?? 'default'}`, url: 'https://hooks.example.test/x', ...(when === undefined ? {} : { when }) } } })
+    t.equal(res.statusCode, 201, res.body)
+  }
   // The API refuses another account's agent; a row changed behind its back must still not reach it.
   await ctx.db.updateTable('agent_tools').set({ settings: JSON.stringify({ name: 'Foreign', agent_id: foreign._id }) }).where('id', '=', stolen._id).execute()
   const patch = await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${retired._id}`, headers: account.headers, payload: { status: 'inactive' } })
@@ -74,10 +81,11 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   const { tools } = await loaded(t, context, agent._id)
   t.same(tools.map((tool) => [tool.type, tool.spec.name]), [
     ['end_call', 'Hang_up'], ['end_call', 'Hang_up_2'], ['call_forwarding', 'To_a_human'], ['call_forwarding', 'B_ro'],
-    ['agent_transfer', 'Billing'], ['agent_transfer', 'Retired'], ['agent_transfer', 'Foreign'], ['agent_transfer', 'Elsewhere']
-  ])
+    ['agent_transfer', 'Billing'], ['agent_transfer', 'Retired'], ['agent_transfer', 'Foreign'], ['agent_transfer', 'Elsewhere'],
+    ['api_call', 'Hook_during_call'], ['api_call', 'Hook_both']
+  ], 'actions are offered when their `when` includes the call; after_call (the default) are not')
   t.ok(tools.every((tool) => SAFE_NAME.test(tool.spec.name)))
-  t.same(logs.filter((entry) => /not live/.test(entry.msg)).map((entry) => entry.type), ['appointment_booking', 'crm'], 'skipped types are logged')
+  t.same(logs.filter((entry) => /does not act during calls/.test(entry.msg)).map((entry) => entry.type), ['appointment_booking', 'crm'], 'skipped types are logged')
 
   const hangUp = named(tools, 'Hang_up')
   t.match(hangUp.spec, { description: /conversation is over/, parameters: { type: 'object', properties: { reason: { type: 'string' } } } })
@@ -155,7 +163,7 @@ t.test('mcp offers the allowed tools of its server and calls them with the confi
     ['end_call', 'slow_3']
   ])
   t.same(logs.filter((entry) => entry.level === 40).map((entry) => entry.msg), [
-    'MCP server skipped: its tools could not be listed', 'MCP server skipped: its tools could not be listed'
+    'mcp skipped: it could not be prepared for the call', 'mcp skipped: it could not be prepared for the call'
   ], 'the unreachable and the silent server are skipped')
 
   const lookup = named(tools, 'lookup_order')
