@@ -67,6 +67,7 @@ t.test('the sender: `from` when given, else the number the call runs on, else th
   t.match(await senderProblem(db, user.id, 'sms', '+14155550199'), /not one of your phone numbers/)
   t.match(await sendMessage(deps, outgoing(stranger.user.id, { callId: inbound, origin: 'live' })), { status: 'refused', error: `call ${inbound} not found` },
     'another account\'s call is not found')
+  t.match(await sendMessage(deps, outgoing(user.id, { callId: 'x\0y', origin: 'live' })), { status: 'refused', error: 'call x\uFFFDy not found' }, 'a malformed call id')
 })
 
 t.test('WhatsApp goes to the same resource with whatsapp: on From and To, from the account\'s whatsapp_sender', async (t) => {
