@@ -22,12 +22,10 @@ CREATE TABLE messages (
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now()
 );
--- The account's log, newest first (GET /v1/messages pages by id, which sorts by creation time).
-CREATE INDEX messages_user_id_idx ON messages (user_id, id DESC);
--- The per-account limit counts the last hour's messages.
-CREATE INDEX messages_user_created_idx ON messages (user_id, created_at);
+-- The account's log, newest first (GET /v1/messages), and the last hour's messages that the per-account limit counts.
+CREATE INDEX messages_user_created_idx ON messages (user_id, created_at DESC, id DESC);
 -- A call's messages: the call page, the per-call limit.
-CREATE INDEX messages_call_idx ON messages (call_id, id DESC) WHERE call_id IS NOT NULL;
+CREATE INDEX messages_call_idx ON messages (call_id, created_at DESC, id DESC) WHERE call_id IS NOT NULL;
 
 -- Per-account messaging settings: the WhatsApp sender (one of the account's Twilio numbers) and the display name and
 -- Reply-To of its e-mails (the From address is always the installation's MAIL_FROM).

@@ -47,9 +47,7 @@ export class TwilioMessaging {
     const whatsapp = rawFrom.startsWith('whatsapp:')
     const to = rawTo.replace(/^whatsapp:/, '')
     const from = rawFrom.replace(/^whatsapp:/, '')
-    if (rawTo === '') return fail(400, 21604, "A 'To' phone number is required.")
     if (!E164.test(to) || rawTo.startsWith('whatsapp:') !== whatsapp) return fail(400, 21211, `Invalid 'To' Phone Number: ${rawTo}`)
-    if (body === '') return fail(400, 21602, 'Message body is required.')
     if (body.length > MAX_BODY) return fail(400, 21617, 'The concatenated message body exceeds the 1600 character limit.')
     if (whatsapp) {
       if (this.#whatsapp.get(accountSid)?.has(from) !== true) return fail(400, 63007, 'Twilio could not find a Channel with the specified From address')

@@ -10,6 +10,7 @@ import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { findContact, type ContactRow } from '../contacts/queries.ts'
 import { contactLabel } from './contacts.ts'
+import { listMessages, type MessageRow } from '../messaging/queries.ts'
 import { formatNumber } from './charts.ts'
 import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -205,7 +206,7 @@ function callbacksSection (call: Detail): SafeHtml | false {
 }
 
 /** `recording`: the call's recording's count of tracks (undefined: none). */
-function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[], contact: ContactRow | undefined }): string {
+function callPage (options: { viewer: Viewer, call: Detail, recording: 1 | 2 | undefined, deliveries: DeliveryRow[], contact: ContactRow | undefined, messages: MessageRow[] }): string {
   const { viewer, call, deliveries } = options
   const credits = call.call_credits_details
   const total = credits.phone_call_credits + credits.web_call_credits + credits.text_message_credits + credits.call_forwarding_credits
@@ -262,12 +263,20 @@ ${deliveries.length > 0 && html`<h2>Deliveries</h2>
 <div class="table"><table>
   <thead><tr><th scope="col">Kind</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th></tr></thead>
   <tbody>${deliveries.map((row) => html`<tr><td><a href="/deliveries/${row.id}">${row.kind === 'agent_webhook' ? 'Webhook' : 'API call'}</a></td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
+</table></div>`}
+${options.messages.length > 0 && html`<h2>Messages</h2>
+<div class="table"><table>
+  <thead><tr><th scope="col">Channel</th><th scope="col">To</th><th scope="col">Status</th><th scope="col">Error</th><th scope="col">Time</th></tr></thead>
+  <tbody>${options.messages.map((row) => html`<tr><td>${MESSAGE_CHANNELS[row.channel]}</td><td>${row.recipient}</td><td>${row.status}</td><td>${row.error ?? '—'}</td><td>${when(row.created_at.getTime())}</td></tr>`)}</tbody>
 </table></div>`}`
   })
 }
 
 // At most this many of a call's deliveries are shown: one per action and webhook, so a few in practice.
 const MAX_DELIVERIES = 100
+// A call sends at most MESSAGES_PER_CALL_MAX live messages, and a few after it.
+const MAX_MESSAGES = 100
+const MESSAGE_CHANNELS = { email: 'E-mail', sms: 'SMS', chat: 'WhatsApp' } as const
 
 /**
  * The console's Calls pages (docs/console.md), registered inside the console's session scope: the list with
@@ -325,12 +334,13 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     const id = request.params.id.toLowerCase()
     const call = await callInScope(scope, id)
     if (call === undefined) return noSuchCall(request, reply)
-    const [recording, deliveries, contact] = await Promise.all([
+    const [recording, deliveries, contact, messages] = await Promise.all([
       findRecording(db, scope.ownerId, id),
       listDeliveries(db, scope.ownerId, { callId: id }, { limit: MAX_DELIVERIES, offset: 0 }),
-      call.contact_id === null ? undefined : findContact(db, scope.ownerId, call.contact_id)
+      call.contact_id === null ? undefined : findContact(db, scope.ownerId, call.contact_id),
+      listMessages(db, scope.ownerId, { callId: id, limit: MAX_MESSAGES })
     ])
-    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording?.channels, deliveries: deliveries.rows, contact }))
+    return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording?.channels, deliveries: deliveries.rows, contact, messages }))
   })
 
   app.get<{ Params: { id: string }, Querystring: { channels?: string } }>('/calls/:id/recording.wav', HIDDEN, async (request, reply) => {

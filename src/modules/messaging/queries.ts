@@ -61,8 +61,9 @@ export async function listMessages (db: DB, userId: string, filter: MessageFilte
     .$if(filter.callId !== undefined, (q) => q.where('call_id', '=', filter.callId!))
     .$if(filter.channel !== undefined, (q) => q.where('channel', '=', filter.channel!))
     .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
-    .$if(filter.before !== undefined, (q) => q.where('id', '<', filter.before!))
-    .orderBy('id', 'desc').limit(filter.limit).execute()
+    .$if(filter.before !== undefined, (q) => q.where((eb) => eb(eb.refTuple('created_at', 'id'), '<',
+      eb.selectFrom('messages as b').select(['b.created_at', 'b.id']).where('b.user_id', '=', userId).where('b.id', '=', filter.before!).$asTuple('created_at', 'id'))))
+    .orderBy('created_at', 'desc').orderBy('id', 'desc').limit(filter.limit).execute()
 }
 
 export async function findMessagingSettings (db: DB, userId: string): Promise<MessagingSettingsRow | undefined> {

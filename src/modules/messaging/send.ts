@@ -59,8 +59,8 @@ const MAX_EMAIL_TEXT = 100_000
 
 /** How a message goes out once it has its place within the limits. */
 type Send = () => Promise<{ status: 'sent' | 'recorded' | 'failed', error: string | null, retryable: boolean, carrierMessageId: string | null }>
-/** A message ready to go (its sender chosen), or the rule it breaks. */
-type Prepared = { sender: string, send: Send } | { sender: string | null, problem: string }
+/** A message ready to go (its sender chosen; an e-mail's subject as it goes out), or the rule it breaks. */
+type Prepared = { sender: string, subject?: string, send: Send } | { sender: string | null, problem: string }
 
 /** Text the log can store (PostgreSQL holds no NUL or half a surrogate pair); the message itself is refused then. */
 const loggable = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD')
@@ -108,6 +108,7 @@ async function prepareEmail (deps: MessagingDeps, message: OutgoingMessage): Pro
   }
   return {
     sender,
+    subject: envelope.subject,
     send: async () => {
       const outcome: MailOutcome = await deps.mailer.deliver(envelope)
       return { status: outcome.status, error: outcome.error, retryable: outcome.retryable, carrierMessageId: outcome.messageId }
@@ -137,8 +138,8 @@ export async function sendMessage (deps: MessagingDeps, message: OutgoingMessage
     body: loggable(message.text)
   }
   const refuse = async (sender: string | null, problem: string): Promise<MessageResult> => {
-    const row = await insertMessage(db, { ...logged, sender: sender === null ? null : loggable(sender), status: 'refused', error: problem })
-    return { id: row.id, status: 'refused', error: problem, retryable: false }
+    const row = await insertMessage(db, { ...logged, sender: sender === null ? null : loggable(sender), status: 'refused', error: loggable(problem) })
+    return { id: row.id, status: 'refused', error: row.error, retryable: false }
   }
 
   if (message.callId !== null && !callOk) return await refuse(null, `call ${message.callId} not found`)
@@ -149,7 +150,7 @@ export async function sendMessage (deps: MessagingDeps, message: OutgoingMessage
   if ('problem' in prepared) return await refuse(prepared.sender, prepared.problem)
 
   const limits = { perAccountHour: config.messaging.perAccountHour, perCall: message.origin === 'live' ? config.messaging.perCall : undefined }
-  const row = await reserveMessage(db, { ...logged, sender: prepared.sender, status: 'sending' }, limits)
+  const row = await reserveMessage(db, { ...logged, subject: prepared.subject ?? logged.subject, sender: prepared.sender, status: 'sending' }, limits)
   if (row.status === 'refused') return { id: row.id, status: 'refused', error: row.error, retryable: false }
 
   let outcome: Awaited<ReturnType<Send>>

@@ -33,8 +33,9 @@ t.test('an e-mail goes out from MAIL_FROM\'s address with the account\'s display
 
   // Without settings: MAIL_FROM as it is, no Reply-To, a subject of its own.
   await app.inject({ method: 'PATCH', url: '/v1/messaging-settings', headers, payload: { email_from_name: null, email_reply_to: null } })
-  await sendMessage(deps, outgoing(user.id, { channel: 'email', to: 'bo@example.com', text: 'Hello' }))
+  const unnamed = await sendMessage(deps, outgoing(user.id, { channel: 'email', to: 'bo@example.com', text: 'Hello' }))
   const [, plain] = await inbox.waitFor(2)
+  t.equal((await db.selectFrom('messages').select('subject').where('id', '=', unnamed.id).executeTakeFirstOrThrow()).subject, 'Message from Switchboard', 'the log keeps the subject sent')
   t.match(plain.raw, /^From: Switchboard <noreply@switchboard\.test>\r$/m)
   t.notMatch(plain.raw, /^Reply-To:/m)
   t.match(plain.raw, /^Subject: Message from Switchboard\r$/m)

@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import t from 'tap'
+import { loadConfig } from '../../../src/config.ts'
 import { sendMessage } from '../../../src/modules/messaging/send.ts'
 import { createAgent, insertCalls } from '../../helpers/calls.ts'
 import { addNumber, messagingSetup, outgoing } from '../../helpers/messaging.ts'
@@ -16,7 +17,9 @@ t.test('150 concurrent live SMS of one call: exactly MESSAGES_PER_CALL_MAX go ou
   const agent = await createAgent(app, { user, key, headers: { 'x-api-key': key } })
   const [callId, otherCall] = await insertCalls(db, user.id, agent, [{ call_status: 'started', call_from: NUMBER }, { call_status: 'started', call_from: NUMBER }])
 
+  const started = performance.now()
   const results = await Promise.all(Array.from({ length: 150 }, (_, i) => sendMessage(deps, outgoing(user.id, { callId, origin: 'live', text: `message ${i}` }))))
+  t.comment(`150 concurrent sends in ${Math.round(performance.now() - started)} ms`)
   t.equal(count(results, (r) => r.status === 'sent'), 10, 'the default MESSAGES_PER_CALL_MAX')
   t.equal(count(results, (r) => r.status === 'refused'), 140)
   t.equal(twilio.messages.length, 10, 'Twilio got exactly the ten')
@@ -56,4 +59,11 @@ t.test('messages that break a rule take no place within the limits', async (t) =
   twilio.failNext(500, 20500, 'Internal Server Error')
   t.equal((await sendMessage(deps, outgoing(user.id))).status, 'failed', 'a failure was an attempt: it takes the place')
   t.match(await sendMessage(deps, outgoing(user.id)), { status: 'refused', error: /MESSAGES_PER_ACCOUNT_HOUR/ })
+})
+
+t.test('the limits are configured, and a bad value stops the start with a line naming it', async (t) => {
+  t.same(loadConfig({}).messaging, { perCall: 10, perAccountHour: 200 })
+  t.same(loadConfig({ MESSAGES_PER_CALL_MAX: '3', MESSAGES_PER_ACCOUNT_HOUR: '1000' }).messaging, { perCall: 3, perAccountHour: 1000 })
+  t.throws(() => loadConfig({ MESSAGES_PER_CALL_MAX: '0' }), { message: 'MESSAGES_PER_CALL_MAX must be a whole number from 1 to 10000, got "0"' })
+  t.throws(() => loadConfig({ MESSAGES_PER_ACCOUNT_HOUR: 'lots' }), { message: 'MESSAGES_PER_ACCOUNT_HOUR must be a whole number from 1 to 1000000, got "lots"' })
 })

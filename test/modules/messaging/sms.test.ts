@@ -2,6 +2,8 @@ import t from 'tap'
 import { endCall, finishCall } from '../../../src/modules/calls/lifecycle.ts'
 import { findCallRow } from '../../../src/modules/calls/queries.ts'
 import { sendMessage, senderProblem } from '../../../src/modules/messaging/send.ts'
+import { createTwilioMessage } from '../../../src/modules/messaging/twilio.ts'
+import type { CarrierError } from '../../../src/modules/phone-numbers/carriers/carrier.ts'
 import { createAccount } from '../../helpers/app.ts'
 import { createAgent, insertCalls } from '../../helpers/calls.ts'
 import { addNumber, messagingSetup, outgoing, TWILIO_SID } from '../../helpers/messaging.ts'
@@ -65,6 +67,7 @@ t.test('the sender: `from` when given, else the number the call runs on, else th
   t.match(await senderProblem(db, user.id, 'sms', '+14155550199'), /not one of your phone numbers/)
   t.match(await sendMessage(deps, outgoing(stranger.user.id, { callId: inbound, origin: 'live' })), { status: 'refused', error: `call ${inbound} not found` },
     'another account\'s call is not found')
+  t.match(await sendMessage(deps, outgoing(user.id, { callId: 'x\0y', origin: 'live' })), { status: 'refused', error: 'call x\uFFFDy not found' }, 'a malformed call id')
 })
 
 t.test('WhatsApp goes to the same resource with whatsapp: on From and To, from the account\'s whatsapp_sender', async (t) => {
@@ -193,4 +196,25 @@ t.test('a call\'s text messages count on the call; once the call is charged, eac
   t.equal(Number(await balance()), before - config.prices.sms)
   const charge = await db.selectFrom('credit_ledger').selectAll().where('user_id', '=', user.id).where('kind', '=', 'call_charge').orderBy('created_at', 'desc').orderBy('id', 'desc').executeTakeFirstOrThrow()
   t.match(charge, { call_id: callId, amount: -config.prices.sms, description: `text message of call ${callId}` })
+})
+
+t.test('the stand-in refuses as Twilio does: a Body over 1600 characters, an invalid To, a From of another account, bad credentials', async (t) => {
+  const { twilio } = await messagingSetup(t)
+  twilio.hold(TWILIO_SID, NUMBER)
+  const account = { apiUrl: twilio.url, accountSid: TWILIO_SID, authToken: 'messaging-auth-token' }
+  const send = async (message: Partial<Parameters<typeof createTwilioMessage>[1]>, as = account) => {
+    try {
+      await createTwilioMessage(as, { channel: 'sms', from: NUMBER, to: CALLER, body: 'hi', ...message })
+      return 'sent'
+    } catch (err) {
+      return { status: (err as CarrierError).status, code: (err as CarrierError).carrierCode, kind: (err as CarrierError).kind }
+    }
+  }
+  t.same(await send({ body: 'x'.repeat(1601) }), { status: 400, code: 21617, kind: 'rejected' })
+  t.same(await send({ to: '555-0123' }), { status: 400, code: 21211, kind: 'rejected' })
+  t.same(await send({ from: OTHER }), { status: 400, code: 21606, kind: 'rejected' })
+  t.same(await send({ channel: 'chat' }), { status: 400, code: 63007, kind: 'rejected' }, 'a number that is no WhatsApp sender')
+  t.same(await send({}, { ...account, authToken: 'wrong' }), { status: 401, code: 20003, kind: 'credentials' })
+  t.equal(await send({}), 'sent')
+  t.same(twilio.messages.map((m) => m.body), ['hi'], 'only the accepted one is kept')
 })
