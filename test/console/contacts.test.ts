@@ -1,4 +1,5 @@
 import t from 'tap'
+import { newId } from '../../src/db/ids.ts'
 import { inviteMember } from '../../src/modules/account/workspace-queries.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
@@ -53,8 +54,15 @@ t.test('the list and its search, a contact\'s page with its calls, its name and 
   t.equal(nul.statusCode, 400)
   t.match(nul.body, 'query.search must not contain NUL characters')
 
+  // Its communications: the messages of its calls (another contact's are not shown).
+  const message = (callId: string, body: string) => ({ id: newId(), user_id: account.user.id, call_id: callId, origin: 'live', channel: 'sms', sender: '+14155550100', recipient: '+4930123456', body, status: 'sent' })
+  await ctx.db.insertInto('messages').values([message(adaCall, 'Your code is <b>1</b>'), message(graceCall, 'not hers')]).execute()
   const page = await browser.get(`/contacts/${ada.toUpperCase()}`)
   t.equal(page.statusCode, 200)
+  t.match(page.body, /<h2>Messages<\/h2>\s*<div class="table"><table>\s*<caption>The e-mails, SMS and WhatsApp messages of its calls, newest first<\/caption>/)
+  t.match(page.body, '<td>SMS</td><td>+4930123456</td><td>sent</td>')
+  t.notMatch(page.body, 'not hers')
+  t.match((await browser.get(`/contacts/${grace}`)).body, '<td>SMS</td>', 'each contact its own')
   t.match(page.body, '<h1>Ada &lt;b&gt;Lovelace&lt;/b&gt;</h1>')
   t.match(page.body, '<dd>+4930123456</dd>')
   t.same([...page.body.matchAll(/<a href="\/calls\/([0-9a-f]{24})">/g)].map((m) => m[1]), [adaAgain, adaCall], 'its calls, newest first')

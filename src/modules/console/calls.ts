@@ -11,6 +11,7 @@ import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import { findContact, type ContactRow } from '../contacts/queries.ts'
 import { contactLabel } from './contacts.ts'
 import { listMessages, type MessageRow } from '../messaging/queries.ts'
+import { deliveryKind, messagesTable } from './messages.ts'
 import { formatNumber } from './charts.ts'
 import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -262,13 +263,10 @@ ${latencySection(call.latency, call.start_timestamp)}
 ${deliveries.length > 0 && html`<h2>Deliveries</h2>
 <div class="table"><table>
   <thead><tr><th scope="col">Kind</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th></tr></thead>
-  <tbody>${deliveries.map((row) => html`<tr><td><a href="/deliveries/${row.id}">${row.kind === 'agent_webhook' ? 'Webhook' : 'API call'}</a></td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
+  <tbody>${deliveries.map((row) => html`<tr><td><a href="/deliveries/${row.id}">${deliveryKind(row)}</a></td><td>${row.name}</td><td>${row.status}</td><td>${row.attempts_made} of ${row.attempts_max}</td><td>${lastAttempt(row)}</td></tr>`)}</tbody>
 </table></div>`}
 ${options.messages.length > 0 && html`<h2>Messages</h2>
-<div class="table"><table>
-  <thead><tr><th scope="col">Channel</th><th scope="col">To</th><th scope="col">Status</th><th scope="col">Error</th><th scope="col">Time</th></tr></thead>
-  <tbody>${options.messages.map((row) => html`<tr><td>${MESSAGE_CHANNELS[row.channel]}</td><td>${row.recipient}</td><td>${row.status}</td><td>${row.error ?? '—'}</td><td>${when(row.created_at.getTime())}</td></tr>`)}</tbody>
-</table></div>`}`
+${messagesTable(options.messages, 'Messages sent for this call, newest first')}`}`
   })
 }
 
@@ -276,7 +274,6 @@ ${options.messages.length > 0 && html`<h2>Messages</h2>
 const MAX_DELIVERIES = 100
 // A call sends at most MESSAGES_PER_CALL_MAX live messages, and a few after it.
 const MAX_MESSAGES = 100
-const MESSAGE_CHANNELS = { email: 'E-mail', sms: 'SMS', chat: 'WhatsApp' } as const
 
 /**
  * The console's Calls pages (docs/console.md), registered inside the console's session scope: the list with

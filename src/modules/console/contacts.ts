@@ -3,6 +3,8 @@ import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { ContactName } from '../contacts/contacts.ts'
 import { contactCalls, deleteContact, findContact, listContacts, renameContact, type ContactRow } from '../contacts/queries.ts'
+import { listMessages, type MessageRow } from '../messaging/queries.ts'
+import { messagesTable } from './messages.ts'
 import { fieldCheck, formFields, formOf, inputField, problemsNotice, type Problems } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
@@ -13,6 +15,8 @@ import { HIDDEN, ID, listQuery, sendPage } from './reply.ts'
 // name and its deletion (which erases its memory). The workspace rule is the calls' (scope.ts).
 
 const PAGE_SIZE = 50
+/** A contact's page lists this many of its newest messages (GET /v1/messages?contact_id pages through all). */
+const MESSAGES_SHOWN = 50
 /** A contact's page lists this many of its newest calls; the API pages through all of them. */
 const CALLS_SHOWN = 100
 const MAX_SEARCH_LENGTH = 200
@@ -73,8 +77,8 @@ ${contacts !== undefined && (filters.skip > 0 || filters.skip + PAGE_SIZE < tota
 
 type ContactCalls = Awaited<ReturnType<typeof contactCalls>>
 
-function contactPage (options: { viewer: Viewer, scope: Scope, contact: ContactRow, calls: ContactCalls, name?: string, problems?: Problems, saved?: boolean }): string {
-  const { viewer, scope, contact, calls } = options
+function contactPage (options: { viewer: Viewer, scope: Scope, contact: ContactRow, calls: ContactCalls, messages: MessageRow[], name?: string, problems?: Problems, saved?: boolean }): string {
+  const { viewer, scope, contact, calls, messages } = options
   const problems = options.problems ?? {}
   const fact = (label: string, value: string | SafeHtml) => html`<dt>${label}</dt><dd>${value}</dd>`
   return layout({
@@ -106,6 +110,8 @@ ${calls.rows.length === 0
     <td>${call.call_summary ?? '—'}</td>
   </tr>`)}</tbody>
 </table></div>`}
+<h2>Messages</h2>
+${messages.length === 0 ? html`<p>No messages.</p>` : messagesTable(messages, `The e-mails, SMS and WhatsApp messages of its calls, newest first${messages.length === MESSAGES_SHOWN ? ` (the ${MESSAGES_SHOWN} newest)` : ''}`)}
 ${scope.canChange && html`<h2>Name</h2>
 ${problemsNotice(problems)}
 <form method="post" action="/contacts/${contact.id}" class="stack">
@@ -130,7 +136,7 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
   }
 
   const showContact = async (request: FastifyRequest, reply: FastifyReply, status: number, scope: Scope, contact: ContactRow, options: { name?: string, problems?: Problems, saved?: boolean }) =>
-    sendPage(reply, status, contactPage({ viewer: viewerOf(request.consoleSession!), scope, contact, calls: await contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }), ...options }))
+    sendPage(reply, status, contactPage({ viewer: viewerOf(request.consoleSession!), scope, contact, calls: await contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }), messages: await listMessages(db, scope.ownerId, { contactId: contact.id, limit: MESSAGES_SHOWN }), ...options }))
 
   app.get<{ Querystring: Record<string, unknown> }>('/contacts', HIDDEN, async (request, reply) => {
     const scoped = viewScope(request, reply)

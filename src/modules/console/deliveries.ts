@@ -6,6 +6,7 @@ import { resend, type DeliveryDeps } from '../deliveries/engine.ts'
 import { actionSettings, findDelivery, listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import type { ApiCallSettings } from '../capabilities/types/api-call.ts'
 import { displayUrl } from '../deliveries/render.ts'
+import { deliveryKind } from './messages.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
@@ -25,7 +26,7 @@ const STATUS_LABELS: Record<DeliveryRow['status'], string> = { delivered: 'Deliv
 const STATUSES = Object.keys(STATUS_LABELS) as Array<DeliveryRow['status']>
 
 const statusOf = (row: DeliveryRow) => row.status === 'pending' && row.attempts_made === 0 ? 'Queued' : STATUS_LABELS[row.status]
-const kindOf = (row: DeliveryRow) => row.kind === 'agent_webhook' ? 'Webhook' : 'API call'
+const kindOf = deliveryKind
 const nextAttempt = (row: DeliveryRow) => row.status === 'pending' && row.next_attempt_at !== null ? when(row.next_attempt_at) : '—'
 
 /** The list's filters as the form sends them: '' means any. */

@@ -48,6 +48,8 @@ export async function settleMessage (db: DB, id: string, outcome: Pick<Updateabl
 
 export interface MessageFilter {
   callId?: string
+  /** Only the messages of a contact's calls (its "communications"). */
+  contactId?: string
   channel?: MessageChannel
   status?: MessageRowStatus
   /** Only messages older than this one (its id): the next page. */
@@ -59,6 +61,8 @@ export interface MessageFilter {
 export async function listMessages (db: DB, userId: string, filter: MessageFilter): Promise<MessageRow[]> {
   return await db.selectFrom('messages').selectAll().where('user_id', '=', userId)
     .$if(filter.callId !== undefined, (q) => q.where('call_id', '=', filter.callId!))
+    .$if(filter.contactId !== undefined, (q) => q.where('call_id', 'in',
+      db.selectFrom('calls').select('id').where('user_id', '=', userId).where('contact_id', '=', filter.contactId!)))
     .$if(filter.channel !== undefined, (q) => q.where('channel', '=', filter.channel!))
     .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
     .$if(filter.before !== undefined, (q) => q.where((eb) => eb(eb.refTuple('created_at', 'id'), '<',

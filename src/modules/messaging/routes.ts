@@ -70,9 +70,11 @@ export const messagingRoutes: FastifyPluginAsyncTypebox<MessagingRouteOptions> =
       tags: TAGS,
       summary: 'The messages your agents sent (beyond the specification)',
       description: 'E-mails, SMS and WhatsApp messages, newest first, each with what became of it (refused and failed ones too). ' +
-        '`call_id` of a call that is not yours gives an empty list. Page on with `before`: the `next_before` of the previous page.',
+        '`call_id` of a call (or `contact_id` of a contact) that is not yours gives an empty list. `contact_id`: the messages of the ' +
+        'contact\'s calls, its communications beside GET /v1/contacts/:id. Page on with `before`: the `next_before` of the previous page.',
       querystring: Type.Object({
         call_id: Type.Optional(ObjectId),
+        contact_id: Type.Optional(ObjectId),
         channel: Type.Optional(Channel),
         status: Type.Optional(Status),
         before: Type.Optional({ ...ObjectId, description: 'only messages older than this one (a message id)' }),
@@ -87,9 +89,9 @@ export const messagingRoutes: FastifyPluginAsyncTypebox<MessagingRouteOptions> =
       }
     }
   }, async (request) => {
-    const { call_id: callId, channel, status, before, limit = 100 } = request.query
+    const { call_id: callId, contact_id: contactId, channel, status, before, limit = 100 } = request.query
     // One more than the page tells whether another page follows.
-    const rows = await listMessages(db, request.userId, { callId, channel, status, before, limit: limit + 1 })
+    const rows = await listMessages(db, request.userId, { callId, contactId, channel, status, before, limit: limit + 1 })
     const page = rows.slice(0, limit)
     return { data: page.map(messageView), next_before: rows.length > limit ? page[page.length - 1].id : null }
   })

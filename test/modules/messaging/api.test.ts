@@ -1,4 +1,5 @@
 import t from 'tap'
+import { newId } from '../../../src/db/ids.ts'
 import { sendMessage } from '../../../src/modules/messaging/send.ts'
 import { createAccount } from '../../helpers/app.ts'
 import { createAgent, insertCalls } from '../../helpers/calls.ts'
@@ -103,6 +104,25 @@ t.test('GET /v1/messages: the account\'s own, newest first, filtered and paged',
     t.equal(res.statusCode, 400, query)
   }
   t.equal((await app.inject({ method: 'GET', url: '/v1/messages' })).statusCode, 401)
+})
+
+t.test('GET /v1/messages?contact_id: the messages of a contact\'s calls, its communications; another account\'s contact gives none', async (t) => {
+  const { app, db, deps, user, key, headers } = await messagingSetup(t)
+  await addNumber(db, user.id, NUMBER, 'sandbox')
+  const agent = await createAgent(app, { user, key, headers })
+  const [first, second, other] = await insertCalls(db, user.id, agent, [{ call_status: 'started', call_from: NUMBER }, { call_status: 'started', call_from: NUMBER }, { call_status: 'started', call_from: NUMBER }])
+  const contact = newId()
+  await db.insertInto('contacts').values({ id: contact, user_id: user.id, phone_number: '+4930123456', last_call_at: new Date() }).execute()
+  await db.updateTable('calls').set({ contact_id: contact }).where('id', 'in', [first, second]).execute()
+  const mine = [
+    await sendMessage(deps, outgoing(user.id, { callId: first, text: 'first' })),
+    await sendMessage(deps, outgoing(user.id, { callId: other, text: 'someone else' })),
+    await sendMessage(deps, outgoing(user.id, { callId: second, text: 'second' }))
+  ]
+  const list = async (as: Record<string, string>) => (await app.inject({ method: 'GET', url: `/v1/messages?contact_id=${contact}`, headers: as })).json()
+  t.same((await list(headers)).data.map((m: { _id: string }) => m._id), [mine[2].id, mine[0].id], 'newest first, only the contact\'s calls')
+  t.same(await list((await createAccount(db)).headers), { data: [], next_before: null })
+  t.equal((await app.inject({ method: 'GET', url: '/v1/messages?contact_id=nope', headers })).statusCode, 400)
 })
 
 t.test('the routes are in the OpenAPI document, with named schemas', async (t) => {
