@@ -55,7 +55,7 @@ t.test('the list and its search, a contact\'s page with its calls, its name and 
   t.match(nul.body, 'query.search must not contain NUL characters')
 
   // Its communications: the messages of its calls (another contact's are not shown).
-  const message = (callId: string, body: string) => ({ id: newId(), user_id: account.user.id, call_id: callId, origin: 'live', channel: 'sms', sender: '+14155550100', recipient: '+4930123456', body, status: 'sent' })
+  const message = (callId: string, body: string) => ({ id: newId(), user_id: account.user.id, call_id: callId, origin: 'live' as const, channel: 'sms' as const, sender: '+14155550100', recipient: '+4930123456', body, status: 'sent' as const })
   await ctx.db.insertInto('messages').values([message(adaCall, 'Your code is <b>1</b>'), message(graceCall, 'not hers')]).execute()
   const page = await browser.get(`/contacts/${ada.toUpperCase()}`)
   t.equal(page.statusCode, 200)

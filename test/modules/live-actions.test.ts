@@ -1,7 +1,10 @@
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
@@ -155,8 +158,10 @@ t.test('bad input: a parameter named like a call variable, a sender the account 
   })
   t.match(error(shadowing), { statusCode: 400, error: 'Bad Request', message: /"call_id" is a built-in call variable/ })
 
-  const noNumber = await addAction(ctx, account, agent._id, 'send_sms', SMS_SETTINGS)
-  t.match(error(noNumber), { statusCode: 409, code: 'sender_not_available', message: /no phone number that can send SMS/ })
+  // Without a sender named, one is chosen when the message goes: an action may be set up before a number is bought.
+  t.equal((await addAction(ctx, account, agent._id, 'send_sms', SMS_SETTINGS)).statusCode, 201, 'no number yet: accepted')
+  const noNumber = await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: NUMBER })
+  t.match(error(noNumber), { statusCode: 409, code: 'sender_not_available' }, 'a sender named that the account does not hold')
 
   await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
   const notOurs = await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: '+14155550199' })
@@ -166,5 +171,33 @@ t.test('bad input: a parameter named like a call variable, a sender the account 
   const crm = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
   t.match(error(crm), { statusCode: 422, code: 'capability_not_available' })
   const actions = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })).json()
-  t.equal((Array.isArray(actions) ? actions : actions.data).length, 1, 'nothing refused was stored')
+  t.equal((Array.isArray(actions) ? actions : actions.data).length, 2, 'nothing refused was stored')
+})
+
+t.test('a live request slower than a second: the agent says a filler line while it waits, then the answer', async (t) => {
+  const ctx = await cascade(t, { CALL_TIME_SCALE: '0.05' })
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  // A receiver that answers only once the test has heard the filler: no timing is assumed.
+  let answer: (() => void) | undefined
+  const server = http.createServer((_req, res) => { answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"shipped"}') })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/orders`
+  t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Order status', when: 'during_call', url, parameters: ORDER_PARAMETERS })).statusCode, 201)
+  ctx.standin.replies.push({ toolCalls: [{ name: 'Order_status', arguments: { order_id: 'A17' } }] }, { text: 'Your order has shipped.' })
+
+  const { callId, client } = await webCall(ctx, account, agent._id)
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  const from = client.events.length
+  client.sendText('Where is my order A17?')
+  await client.waitFor('agent_text', (e) => /One moment, please\./.test(String(e.delta)), from)
+  t.notOk(client.events.slice(from).some((e) => e.type === 'agent_text' && /shipped/.test(String(e.delta))), 'the filler comes while the request runs')
+  t.ok(ctx.standin.requests.speech.some((r) => /One moment, please\./.test(String(r.body.input))), 'and is spoken')
+  await poll(() => answer, (ready) => ready !== undefined)
+  answer!()
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /shipped/.test(String(e.content)), from)
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.match(done.transcription.at(-1), { speaker: 'agent', content: 'One moment, please. Your order has shipped.' })
 })

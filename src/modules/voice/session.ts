@@ -433,7 +433,8 @@ export class Session {
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the arguments must be a JSON object')
       const filler = this.clock.after(this.scaled(FILLER_AFTER_MS), () => {
-        if (!this.ended && !this.core.speaking) this.engine.hold?.(spokenLines(this.language).moment)
+        // Only into silence: words still playing (the answer's start) are no dead air.
+        if (!this.ended && this.core.playingUntil <= this.clock.now()) this.engine.hold?.(spokenLines(this.language).moment)
       })
       try {
         outcome = await tool.run(parsed as Record<string, unknown>, this.toolContext())
