@@ -8,14 +8,13 @@ CREATE TABLE widget_keys (
   created_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Web calls started with an agent's widget key per client address, in windows of an hour that the first call opens
--- (WIDGET_CALLS_PER_ADDRESS_HOUR). One row per agent and address, counted with one atomic upsert; housekeeping
--- forgets windows that have ended.
-CREATE TABLE widget_call_budgets (
-  agent_id text NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
-  address text NOT NULL,
-  calls integer NOT NULL,
-  window_ends_at timestamptz NOT NULL,
-  PRIMARY KEY (agent_id, address)
+-- Hourly budgets, counted in the database so that every process shares them: one row per key, counted with one
+-- atomic upsert (db/budgets.ts), a window opened by the first use and lasting an hour; housekeeping forgets ended
+-- windows. Keys: `widget:<agent>:<address>` (web calls started with a widget key, WIDGET_CALLS_PER_ADDRESS_HOUR),
+-- `live-requests:<account>` (api_call requests during calls, LIVE_REQUESTS_PER_ACCOUNT_HOUR).
+CREATE TABLE hourly_budgets (
+  key text PRIMARY KEY,
+  used integer NOT NULL,
+  window_ends_at timestamptz NOT NULL
 );
-CREATE INDEX widget_call_budgets_window_ends_at_idx ON widget_call_budgets (window_ends_at);
+CREATE INDEX hourly_budgets_window_ends_at_idx ON hourly_budgets (window_ends_at);

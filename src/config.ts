@@ -79,6 +79,8 @@ export interface Config {
    * hour (docs/widget.md). The key is public, so this (with the agent's allowed origins) is what bounds its use.
    */
   widgetCallsPerAddressHour: number
+  /** Requests an account's api_call actions may send during calls in an hour, all calls together. */
+  liveRequestsPerAccountHour: number
 }
 
 /** An OpenAI-compatible HTTP API: its base URL (ending before `/audio/…` or `/chat/…`) and key. */
@@ -528,6 +530,7 @@ export function loadConfig (env: Env = process.env): Config {
       `http://${['0.0.0.0', '::', '127.0.0.1'].includes(str(env, 'HOST', '127.0.0.1')) ? 'localhost' : str(env, 'HOST', '127.0.0.1')}:${int(env, 'PORT', 3000, 0, 65535)}`).replace(/\/+$/, ''),
     voice: voice(env),
     widgetCallsPerAddressHour: int(env, 'WIDGET_CALLS_PER_ADDRESS_HOUR', 10, 1, 100_000),
+    liveRequestsPerAccountHour: int(env, 'LIVE_REQUESTS_PER_ACCOUNT_HOUR', 1000, 1, 1_000_000),
     delivery: Object.freeze({
       timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
       timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),

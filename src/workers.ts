@@ -8,13 +8,13 @@ import { registerCallWorkers } from './modules/calls/workers.ts'
 import { registerDeliveryWorkers } from './modules/deliveries/engine.ts'
 import { purgeExpired } from './modules/deliveries/queries.ts'
 import { guardedAgent } from './net/guard.ts'
+import { expireHourlyBudgets } from './db/budgets.ts'
 import { registerKnowledgeWorkers } from './modules/knowledge-bases/workers.ts'
 import { createAnalyser } from './modules/runtime/analysis/analyser.ts'
 import type { Analyser } from './modules/runtime/analysis/types.ts'
 import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { registerVoiceWorkers } from './modules/voice/workers.ts'
 import { registerTelephonyWorkers } from './modules/telephony/workers.ts'
-import { expireWidgetBudgets } from './modules/widget/queries.ts'
 import { QUEUES, workOn } from './jobs/queues.ts'
 
 // The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like app.ts
@@ -48,13 +48,13 @@ export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promi
   }
 }
 
-/** Hourly: forgets idempotency keys after 24 hours, delivery requests after the retention and widget call counts of past hours. */
+/** Hourly: forgets idempotency keys after 24 hours, delivery requests after the retention and the hourly budgets of past hours. */
 async function registerHousekeeping (boss: PgBoss, deps: { db: DB, config: Config, log: Logger }): Promise<void> {
   await workOn(boss, QUEUES.housekeeping, {}, async () => {
     const keys = await expireIdempotencyKeys(deps.db)
     const requests = await purgeExpired(deps.db, deps.config.delivery.retentionDays)
-    const widgetBudgets = await expireWidgetBudgets(deps.db)
-    if (keys + requests + widgetBudgets > 0) deps.log.info({ keys, requests, widgetBudgets }, 'housekeeping forgot expired records')
+    const budgets = await expireHourlyBudgets(deps.db)
+    if (keys + requests + budgets > 0) deps.log.info({ keys, requests, budgets }, 'housekeeping forgot expired records')
   })
   // pg-boss keeps one schedule however many processes ask, and runs it where schedules run (ROLE=all, worker).
   await boss.schedule(QUEUES.housekeeping, '17 * * * *')

@@ -289,10 +289,9 @@ export interface WidgetKeysTable {
 }
 
 /** Widget-key calls of one client address to one agent in the window that ends at `window_ends_at`. */
-export interface WidgetCallBudgetsTable {
-  agent_id: string
-  address: string
-  calls: number
+export interface HourlyBudgetsTable {
+  key: string
+  used: number
   window_ends_at: Date
 }
 
@@ -600,7 +599,7 @@ export interface Database {
   agent_actions: AgentActionsTable
   agent_tools: AgentToolsTable
   widget_keys: WidgetKeysTable
-  widget_call_budgets: WidgetCallBudgetsTable
+  hourly_budgets: HourlyBudgetsTable
   integrations: IntegrationsTable
   agent_templates: AgentTemplatesTable
   calls: CallsTable

@@ -1,6 +1,9 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
+import { createLogger } from '../../src/logger.ts'
+import { createMailer } from '../../src/mail/mailer.ts'
+import { loadLive } from '../../src/modules/capabilities/load.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
@@ -200,4 +203,32 @@ t.test('a live request slower than a second: the agent says a filler line while 
   client.hangup()
   const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done.transcription.at(-1), { speaker: 'agent', content: 'One moment, please. Your order has shipped.' })
+})
+
+t.test('live requests: at most 20 per call, and the account\'s hourly budget holds under 150 concurrent runs across calls', async (t) => {
+  const ctx = await setup(t, { ...ENV, LIVE_REQUESTS_PER_ACCOUNT_HOUR: '7' })
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Ping', when: 'during_call', url: `${receiver.url}/ping` })).statusCode, 201)
+  const log = createLogger(ctx.config)
+  const mailer = createMailer(ctx.db, ctx.config, log)
+  const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+    const loaded = await loadLive({ db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
+    t.teardown(loaded.close)
+    return loaded.tools[0]
+  }))
+  const runs = await Promise.allSettled(Array.from({ length: 150 }, async (_, i) => await calls[i % 10].run({}, { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i % 10}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } })))
+  t.equal(runs.filter((run) => run.status === 'fulfilled').length, 7, 'exactly the budget got through')
+  t.equal(receiver.received.length, 7, 'and only those reached the receiver')
+  t.ok(runs.filter((run) => run.status === 'rejected').every((run) => /as many live requests as it may this hour/.test(String((run as PromiseRejectedResult).reason))))
+
+  // The per-call cap: one call's function sends 20, then refuses, whatever the account's budget.
+  await ctx.db.deleteFrom('hourly_budgets').execute()
+  const roomy = { ...ctx.config, liveRequestsPerAccountHour: 1000 }
+  const loaded = await loadLive({ db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
+  t.teardown(loaded.close)
+  const context = { db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }
+  for (let i = 0; i < 20; i++) await loaded.tools[0].run({}, context)
+  await t.rejects(loaded.tools[0].run({}, context), /this call has sent 20 requests through Ping already/)
 })

@@ -166,7 +166,7 @@ t.test('at most WIDGET_CALLS_PER_ADDRESS_HOUR key calls per address and agent, h
   t.equal((await callWith(app, second.agent._id, second.key, SITE, '127.0.0.9')).statusCode, 201, 'and another agent')
 
   // Once the hour is over the address starts again (the window moved back instead of waiting for it).
-  await db.updateTable('widget_call_budgets').set({ window_ends_at: new Date(Date.now() - 1000) }).execute()
+  await db.updateTable('hourly_budgets').set({ window_ends_at: new Date(Date.now() - 1000) }).execute()
   t.equal((await callWith(app, agent._id, key, SITE, '127.0.0.9')).statusCode, 201)
 })
 

@@ -7,7 +7,8 @@ import { WIDGET_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
 import { generateToken } from '../users/keys.ts'
 import { allowedOrigins, joinDetails, originListed, type JoinDetails } from '../voice/join.ts'
-import { findKeyOwner, findWidgetAgent, takeWidgetCall } from './queries.ts'
+import { takeHourly } from '../../db/budgets.ts'
+import { findKeyOwner, findWidgetAgent } from './queries.ts'
 
 // The website widget (docs/widget.md): one script tag shows a call button on a site and holds a web call through
 // the browser protocol. A site with a backend hands the widget make-web-call's access token; a site without one
@@ -78,7 +79,7 @@ export async function startWidgetCall (db: DB, jobs: JobSender, request: WidgetC
     throw new HttpError(403, 'widget_origins_required', 'the agent\'s widget_settings.allowed_origins is empty, so its public widget key works on no site: a key usable from any site would let anyone start calls on your account. Add the origins of the sites that embed the widget')
   }
   if (!originListed(allowed, request.origin)) throw originRefused()
-  const taken = await takeWidgetCall(db, owner.agent_id, request.address, jobs.config.widgetCallsPerAddressHour)
+  const taken = await takeHourly(db, `widget:${owner.agent_id}:${request.address}`, jobs.config.widgetCallsPerAddressHour)
   if (!taken.taken) return { retryAfterSeconds: taken.retryAfterSeconds }
   const call = await startWebCall(db, jobs, owner.user_id, { agent_id: owner.agent_id, custom_data: { source: 'widget', origin: request.origin } })
   return { started: { ...await joinDetails(db, jobs.config, call.access_token), access_token: call.access_token, access_token_expires_at: call.access_token_expires_at } }

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox'
+import { takeHourly } from '../../../db/budgets.ts'
 import { badRequest, HttpError } from '../../../http/errors.ts'
 import { guardedAgent } from '../../../net/guard.ts'
 import { send, USER_AGENT } from '../../../net/request.ts'
@@ -115,6 +116,9 @@ function liveApiCall (row: Typed<typeof ApiCallSettings>, ctx: ToolContext): Liv
       run: async (args, runCtx) => {
         if (sent >= LIVE_REQUESTS_PER_CALL) throw new Error(`this call has sent ${LIVE_REQUESTS_PER_CALL} requests through ${settings.name} already; no more are sent`)
         const given = declaredArguments(settings, args)
+        // Reserved before anything is sent: concurrent calls of the account cannot pass the budget together.
+        const budget = await takeHourly(runCtx.db, `live-requests:${runCtx.userId}`, runCtx.config.liveRequestsPerAccountHour)
+        if (!budget.taken) throw new Error('the account has sent as many live requests as it may this hour; this one was not sent')
         const variables = { ...given, ...runCtx.variables() }
         const custom = renderValue(settings.body ?? {}, variables) as Record<string, unknown>
         const shaped = shapeRequest(settings, variables, Object.keys(settings.body ?? {}).length === 0 ? given : custom)
