@@ -146,6 +146,26 @@ t.test('an API call action: created, shown without its header values, edited, it
   t.same(await storedHeaders(ctx, user, agentId, actionId), { 'X-Extra': 'replaced' })
   t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.retry_schedule, [], 'none: one attempt')
 
+  // During the call: when, and the parameters the model gives, as JSON Schema typed in the form.
+  const parameters = { type: 'object', properties: { order_id: { type: 'string', description: 'the order number' } }, required: ['order_id'] }
+  const liveEdit = { ...edit, 'settings.headers': '0' }
+  const live = await browser.submit(`/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}`, { ...liveEdit, 'settings.when': 'both', 'settings.parameters': JSON.stringify(parameters) })
+  t.equal(live.statusCode, 303, live.body)
+  t.match((await api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings, { when: 'both', parameters })
+  t.match((await browser.get(`/agents/${agentId}`)).body, '<td>API call</td><td>inactive</td>')
+  const livePage = await browser.get(`/agents/${agentId}/actions/${actionId}`)
+  t.match(livePage.body, '<label for="settings-parameters">Parameters during the call (JSON Schema)</label>')
+  t.match(livePage.body, '&quot;order_id&quot;')
+  t.match(livePage.body, '<option value="both" selected>During and after the call</option>')
+  for (const [text, message] of [['{"type": ', /The parameters is not valid JSON/], ['[1]', /The parameters must be a JSON object/], ['{"type": "object", "properties": {"call_id": {"type": "string"}}}', /call_id.*is a built-in call variable/]] as const) {
+    const bad = await browser.post(`/agents/${agentId}/actions/${actionId}`, { ...liveEdit, csrf_token: csrfOf(livePage.body), 'settings.parameters': text })
+    t.equal(bad.statusCode, 400, text)
+    t.match(bad.body, message)
+  }
+  const cleared = await browser.submit(`/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}`, { ...liveEdit, 'settings.parameters': '' })
+  t.equal(cleared.statusCode, 303)
+  t.equal((await api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.parameters, undefined, 'emptied: none')
+
   const deleted = await browser.post(`/agents/${agentId}/actions/${actionId}/delete`, { csrf_token: csrfOf(page.body) })
   t.equal(deleted.statusCode, 303)
   t.equal(deleted.headers.location, `/agents/${agentId}`)

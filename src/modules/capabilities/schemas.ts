@@ -23,7 +23,7 @@ export const Dialling = {
 
 /** When an action acts. */
 export const When = Type.Optional(Type.Union([Type.Literal('after_call'), Type.Literal('during_call'), Type.Literal('both')], {
-  description: 'after_call (the default): once the call has ended and been analysed, as a post-call delivery; during_call: a function the agent may use while it talks; both'
+  description: 'when the action acts: after the call (`after_call`, the default: once the call has been analysed, as a post-call delivery), during the call (`during_call`: a function the agent may use while it talks), or `both`'
 }))
 
 /** How an action's post-call deliveries are sent: the same members for every channel (one outbox, one schedule). */

@@ -51,7 +51,6 @@ function stateOf (kind: Kind, row: CapabilityRow): string {
 /** The write-only headers of api_call actions and mcp tools; the query parameters of api_call actions. */
 const HEADERS: Pairs = { name: 'settings.headers', noun: 'header', caption: 'Headers (values are never shown)', keep: MASK }
 const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Query parameters ({{variables}} allowed)' }
-// `parameters` (a live api_call's JSON Schema) is set through the API only (docs/agents.md); the form keeps it as stored.
 const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule', 'parameters']
 /** An API call's members drawn before its headers, query and body. */
 const FIRST = ['name', 'url', 'method']
@@ -75,12 +74,18 @@ const validateRetries = compileBodySchema(RETRY_SCHEDULE)
 
 interface Choices { agents: Option[], knowledgeBases: Option[] }
 
+const WHEN_OPTIONS: Option[] = [
+  { value: 'after_call', label: 'After the call (a delivery, retried)' },
+  { value: 'during_call', label: 'During the call (a function the agent uses)' },
+  { value: 'both', label: 'During and after the call' }
+]
+
 function settingsFields (kind: Kind, type: string, choices: Choices): Field[] {
   return objectFields(kind.types[type].schema, 'settings.', {
     omit: HAND_DRAWN,
     labels: labelsOf(kind, type),
     hints: kind.types[type].fieldHints ?? {},
-    options: { agent_id: choices.agents, knowledge_base_ids: choices.knowledgeBases },
+    options: { agent_id: choices.agents, knowledge_base_ids: choices.knowledgeBases, when: WHEN_OPTIONS },
     multiline: ['message']
   })
 }
@@ -96,6 +101,7 @@ function formOf (kind: Kind, type: string, settings: Record<string, unknown>, ac
     const schedule = settings.retry_schedule as number[] | undefined
     Object.assign(values, pairValues(QUERY, settings.query as Record<string, string> | undefined), {
       'settings.body': JSON.stringify(settings.body ?? {}, null, 2),
+      'settings.parameters': settings.parameters === undefined ? '' : JSON.stringify(settings.parameters, null, 2),
       retry: schedule === undefined ? 'default' : schedule.length === 0 ? 'none' : 'custom',
       'settings.retry_schedule': schedule?.join(', ') ?? ''
     })
@@ -124,20 +130,24 @@ function jsonProblem (value: unknown, depth = 0): string | undefined {
   return undefined
 }
 
-function readBody (form: FormValues): { value?: unknown, problem?: string } {
-  const text = form['settings.body']
+/** A JSON object typed in a textarea (the body, the parameters); `empty` is what an empty one means. */
+function readJson (form: FormValues, member: 'body' | 'parameters', empty: unknown, example: string): { value?: unknown, problem?: string } {
+  const text = form[`settings.${member}`]
+  const noun = `The ${member}`
   if (text === undefined) return {}
-  if (text.trim() === '') return { value: {} }
+  if (text.trim() === '') return { value: empty }
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch (err) {
-    return { problem: `The body is not valid JSON: ${(err as Error).message}.` }
+    return { problem: `${noun} is not valid JSON: ${(err as Error).message}.` }
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { problem: 'The body must be a JSON object, such as {"name": "{{name}}"}.' }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { problem: `${noun} must be a JSON object, such as ${example}.` }
   const problem = jsonProblem(value)
-  return problem === undefined ? { value } : { problem: `The body ${problem}.` }
+  return problem === undefined ? { value } : { problem: `${noun} ${problem}.` }
 }
+
+const PARAMETERS_EXAMPLE = '{"type": "object", "properties": {"order_id": {"type": "string", "description": "the order number"}}, "required": ["order_id"]}'
 
 function readRetries (form: FormValues): { value?: number[] | null, problem?: string } {
   const mode = form.retry
@@ -183,9 +193,11 @@ function readSettings (kind: Kind, type: string, form: FormValues, choices: Choi
     const query = readPairs(QUERY, form)
     Object.assign(problems, query.problems)
     if (query.value !== undefined) values.query = query.value
-    const body = readBody(form)
-    if (body.problem !== undefined) problems['settings.body'] = body.problem
-    else if (body.value !== undefined) values.body = body.value
+    for (const [member, empty, example] of [['body', {}, '{"name": "{{name}}"}'], ['parameters', null, PARAMETERS_EXAMPLE]] as const) {
+      const read = readJson(form, member, empty, example)
+      if (read.problem !== undefined) problems[`settings.${member}`] = read.problem
+      else if (read.value !== undefined) values[member] = read.value
+    }
     const retries = readRetries(form)
     if (retries.problem !== undefined) problems['settings.retry_schedule'] = retries.problem
     else if (retries.value !== undefined) values.retry_schedule = retries.value
@@ -304,6 +316,7 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
   const headers = hasHeaders(kind, type)
   const apiCall = isApiCall(kind, type)
   const body = describe('settings-body', 'A JSON object (sent as the query string for GET and DELETE). A value that is exactly one {{variable}} keeps its type, such as {"people": "{{people}}"}.', problems['settings.body'])
+  const parameters = describe('settings-parameters', `What the agent gives when it calls this during a call: an object of text, number or yes/no properties, each a {{variable}} of the request; such as ${PARAMETERS_EXAMPLE}. Empty: none.`, problems['settings.parameters'])
   const retry = describe('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])
   const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   return layout({
@@ -332,6 +345,10 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   <textarea id="settings-body" name="settings.body" rows="8" class="code"${body.attrs}>
 ${form['settings.body'] ?? ''}</textarea>
   ${body.after}
+  <label for="settings-parameters">Parameters during the call (JSON Schema)</label>
+  <textarea id="settings-parameters" name="settings.parameters" rows="6" class="code"${parameters.attrs}>
+${form['settings.parameters'] ?? ''}</textarea>
+  ${parameters.after}
   ${renderFields(fields.filter((field) => !FIRST.includes(field.key)), form, problems)}
   ${renderField(RETRY_MODE, form, problems)}
   <label for="settings-retry_schedule">${RETRY_LABEL}</label>
