@@ -8,6 +8,7 @@ import { createAccount, setup, type Account, type TestContext } from '../helpers
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
+import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
@@ -231,4 +232,37 @@ t.test('live requests: at most 20 per call, and the account\'s hourly budget hol
   const context = { db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }
   for (let i = 0; i < 20; i++) await loaded.tools[0].run({}, context)
   await t.rejects(loaded.tools[0].run({}, context), /this call has sent 20 requests through Ping already/)
+})
+
+t.test('realtime engine: a live api_call offered in session.update, its slow answer bridged by the filler, then read back as the function output', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  const ctx = await setup(t, { ...ENV, VOICE_ENGINE: 'cascade', REALTIME_URL: standin.url, REALTIME_API_KEY: 'sk-realtime-test', CALL_TIME_SCALE: '0.05' }, { workers: true })
+  const listening = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const account = await createAccount(ctx.db)
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi!', general_prompt: 'You are the shop.', engine: 'realtime' } })).json()
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Shop', llm_id: llm._id } })).json()
+  let answer: (() => void) | undefined
+  const server = http.createServer((_req, res) => { answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"shipped"}') })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/orders`
+  t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Order status', when: 'both', url, parameters: ORDER_PARAMETERS })).statusCode, 201)
+  standin.replies.push({ calls: [{ name: 'Order_status', arguments: '{"order_id":"A17"}' }] }, { text: 'Your order has shipped.' })
+
+  const { callId, client } = await webCall({ ...ctx, url: listening }, account, agent._id)
+  const update = standin.events.find((e) => e.type === 'session.update') as any
+  t.match(update.session.tools, [{ type: 'function', name: 'Order_status', parameters: ORDER_PARAMETERS }])
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  const from = client.events.length
+  client.sendText('Where is my order A17?')
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /One moment, please\./.test(String(e.content)), from)
+  await poll(() => answer, (ready) => ready !== undefined)
+  answer!()
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && /shipped/.test(String(e.content)), from)
+  const outputs = standin.events.filter((e: any) => e.type === 'conversation.item.create' && e.item?.type === 'function_call_output').map((e: any) => e.item.output)
+  t.same(outputs, ['{"status":"shipped"}'])
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  const agentLines = done.transcription.filter((item: { speaker: string }) => item.speaker === 'agent').map((item: { content: string }) => item.content)
+  t.same(agentLines.slice(-2), ['One moment, please.', 'Your order has shipped.'], 'the filler and the answer, each once')
 })
