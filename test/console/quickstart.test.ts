@@ -46,5 +46,6 @@ t.test('from the first start to a conversation with an agent, in the browser onl
   await page.locator('#status', { hasText: 'The call ended' }).waitFor()
   t.comment(`from the start banner to a finished conversation: ${((Date.now() - began) / 1000).toFixed(1)} s of browser work`)
   t.same(problems, [], 'no script errors and no CSP violations')
-  t.equal(await stop(server), 0)
+  const code = await stop(server)
+  t.equal(code, 0, code === 0 ? 'the server stops cleanly' : `the server stopped with ${code}:\n${server.output().slice(-4000)}`)
 })
