@@ -22,8 +22,11 @@ export function renderValue (value: unknown, variables: Record<string, unknown>)
     return renderText(value, variables)
   }
   if (Array.isArray(value)) return value.map((item) => renderValue(item, variables))
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, renderValue(item, variables)]))
-  }
+  if (value !== null && typeof value === 'object') return renderRecord(value, variables)
   return value
+}
+
+/** An object's values rendered as renderValue renders each (a request's query or body). */
+export function renderRecord (value: object, variables: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, renderValue(item, variables)]))
 }

@@ -42,7 +42,7 @@ interface Source { kind: DeliveryRow['kind'], name: string, actionId: string | n
  * message as its body, so that it shares the outbox, the schedule, the attempts log and resend with HTTP ones.
  */
 const SCHEMES: Record<Exclude<Channel, 'http'>, string> = { email: 'mailto', sms: 'sms', chat: 'whatsapp' }
-const CHANNELS = new Map(Object.entries(SCHEMES).map(([channel, scheme]) => [`${scheme}:`, channel as Exclude<Channel, 'http'>]))
+const CHANNELS = new Map<string, Exclude<Channel, 'http'>>([['mailto:', 'email'], ['sms:', 'sms'], ['whatsapp:', 'chat']])
 
 /** A post-call action's plain-language condition: which calls it is for. */
 export interface ActionCondition {

@@ -3,7 +3,7 @@ import { takeHourly } from '../../../db/budgets.ts'
 import { badRequest, HttpError } from '../../../http/errors.ts'
 import { guardedAgent } from '../../../net/guard.ts'
 import { send, USER_AGENT } from '../../../net/request.ts'
-import { renderText, renderValue, text } from '../../../templates.ts'
+import { renderRecord, renderText, text } from '../../../templates.ts'
 import { CALL_VARIABLES } from '../../agents/data-retrieval.ts'
 import { describedAs, type LiveSet, type ToolContext } from '../live.ts'
 import { defineCapability, type ShapedRequest, type Typed } from '../registry.ts'
@@ -69,7 +69,7 @@ function renderedUrl (template: string, variables: Record<string, unknown>): URL
 export function shapeRequest (settings: ApiCallSettings, variables: Record<string, unknown>, fields: Record<string, unknown>): ShapedRequest {
   const method = (settings.method ?? 'POST').toUpperCase()
   const url = renderedUrl(settings.url, variables)
-  const query = renderValue(settings.query ?? {}, variables) as Record<string, unknown>
+  const query = renderRecord(settings.query ?? {}, variables)
   const inQuery = method === 'GET' || method === 'DELETE' ? { ...fields, ...query } : query
   for (const [key, value] of Object.entries(inQuery)) {
     if (isScalar(value)) url.searchParams.append(key, text(value))
@@ -82,7 +82,7 @@ export function shapeRequest (settings: ApiCallSettings, variables: Record<strin
  * call payload.
  */
 export function actionRequest (settings: ApiCallSettings, call: CallRow, variables: Record<string, unknown>): ShapedRequest {
-  const custom = renderValue(settings.body ?? {}, variables) as Record<string, unknown>
+  const custom = renderRecord(settings.body ?? {}, variables)
   return shapeRequest(settings, variables, settings.send_only_custom_fields === true ? custom : { ...callPayload(call), ...custom })
 }
 
@@ -120,7 +120,7 @@ function liveApiCall (row: Typed<typeof ApiCallSettings>, ctx: ToolContext): Liv
         const budget = await takeHourly(runCtx.db, `live-requests:${runCtx.userId}`, runCtx.config.liveRequestsPerAccountHour)
         if (!budget.taken) throw new Error('the account has sent as many live requests as it may this hour; this one was not sent')
         const variables = { ...given, ...runCtx.variables() }
-        const custom = renderValue(settings.body ?? {}, variables) as Record<string, unknown>
+        const custom = renderRecord(settings.body ?? {}, variables)
         const shaped = shapeRequest(settings, variables, Object.keys(settings.body ?? {}).length === 0 ? given : custom)
         sent++
         const outcome = await send(agent, {
