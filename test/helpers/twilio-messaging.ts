@@ -32,6 +32,9 @@ export class TwilioMessaging {
     this.#numbers = numbers
   }
 
+  /** Numbers that take no SMS (a landline): Twilio answers 21614, "'To' number is not a valid mobile number". */
+  readonly landlines = new Set<string>()
+
   enableWhatsApp (accountSid: string, phoneNumber: string): void {
     const senders = this.#whatsapp.get(accountSid) ?? new Set()
     senders.add(phoneNumber)
@@ -48,6 +51,7 @@ export class TwilioMessaging {
     const to = rawTo.replace(/^whatsapp:/, '')
     const from = rawFrom.replace(/^whatsapp:/, '')
     if (!E164.test(to) || rawTo.startsWith('whatsapp:') !== whatsapp) return fail(400, 21211, `Invalid 'To' Phone Number: ${rawTo}`)
+    if (!whatsapp && this.landlines.has(to)) return fail(400, 21614, `'To' number ${rawTo} is not a valid mobile number`)
     if (body.length > MAX_BODY) return fail(400, 21617, 'The concatenated message body exceeds the 1600 character limit.')
     if (whatsapp) {
       if (this.#whatsapp.get(accountSid)?.has(from) !== true) return fail(400, 63007, 'Twilio could not find a Channel with the specified From address')

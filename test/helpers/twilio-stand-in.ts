@@ -33,6 +33,8 @@ export interface TwilioStandIn extends VoiceStandIn {
   messages: SentMessage[]
   /** Registers one of the account's numbers as a WhatsApp sender (`whatsapp:` From addresses). */
   enableWhatsApp: (accountSid: string, phoneNumber: string) => void
+  /** Numbers that take no SMS: a message to one is refused with Twilio's 21614. */
+  landlines: Set<string>
   /** Runs while a purchase is answered, before the answer is sent. */
   onPurchase: ((phoneNumber: string) => Promise<void>) | undefined
 }
@@ -102,6 +104,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     failNext: (status, code, message) => { failure = { status, code, message } },
     messages: messaging.messages,
     enableWhatsApp: (accountSid, phoneNumber) => messaging.enableWhatsApp(accountSid, phoneNumber),
+    landlines: messaging.landlines,
     onPurchase: undefined,
     close: () => new Promise<void>((resolve) => {
       voice.close()

@@ -10,6 +10,7 @@ import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
+import { startInbox } from '../helpers/smtp.ts'
 import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
 
@@ -265,4 +266,53 @@ t.test('realtime engine: a live api_call offered in session.update, its slow ans
   const done = await finishedCall(ctx.app, account.headers, callId)
   const agentLines = done.transcription.filter((item: { speaker: string }) => item.speaker === 'agent').map((item: { content: string }) => item.content)
   t.same(agentLines.slice(-2), ['One moment, please.', 'Your order has shipped.'], 'the filler and the answer, each once')
+})
+
+t.test('realtime engine: the model sends an e-mail to the address the caller gave, an SMS and a WhatsApp message during the call', async (t) => {
+  const standin = await startRealtimeStandin(t)
+  const inbox = await startInbox(t)
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await setup(t, { ...ENV, VOICE_ENGINE: 'cascade', REALTIME_URL: standin.url, REALTIME_API_KEY: 'sk-realtime-test', SMTP_URL: inbox.url, TWILIO_API_URL: twilio.url }, { workers: true })
+  const listening = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const account = await createAccount(ctx.db)
+  await addNumber(ctx.db, account.user.id, NUMBER, 'twilio', twilio)
+  twilio.enableWhatsApp(TWILIO_SID, NUMBER)
+  t.equal((await ctx.app.inject({ method: 'PATCH', url: '/v1/messaging-settings', headers: account.headers, payload: { whatsapp_sender: NUMBER } })).statusCode, 200)
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi!', engine: 'realtime' } })).json()
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Shop', llm_id: llm._id } })).json()
+  for (const [type, settings] of [
+    ['send_email', { name: 'Mail booking', when: 'during_call', subject: 'Your booking', message: 'Booked for {{day}}.', send_to_customer: true }],
+    ['send_sms', { name: 'Text code', when: 'during_call', message: 'Code {{code}}', send_to_customer: false, direct_recipients: ['+15551230000'] }],
+    ['send_chat', { name: 'WhatsApp note', when: 'during_call', message: 'See you {{day}}!', send_to_customer: false, direct_recipients: ['+15551230001'] }]
+  ] as const) t.equal((await addAction(ctx, account, agent._id, type, settings)).statusCode, 201, type)
+  standin.replies.push({
+    calls: [
+      { name: 'Mail_booking', arguments: '{"day":"Friday","email":"ada@example.com"}' },
+      { name: 'Text_code', arguments: '{"code":"77"}' },
+      { name: 'WhatsApp_note', arguments: '{"day":"Friday"}' }
+    ]
+  }, { text: 'All sent.' })
+
+  const { callId, client } = await webCall({ ...ctx, url: listening }, account, agent._id)
+  const update = standin.events.find((e) => e.type === 'session.update') as any
+  t.match(update.session.tools, [
+    { name: 'Mail_booking', parameters: { properties: { day: { type: 'string' }, email: { type: 'string' } }, required: ['day'] } },
+    { name: 'Text_code', parameters: { properties: { code: { type: 'string' } }, required: ['code'] } },
+    { name: 'WhatsApp_note', parameters: { properties: { day: { type: 'string' } }, required: ['day'] } }
+  ], 'a web call knows no address: the e-mail asks the model for the one the caller gave')
+  await turn(client, 'Send me everything, my address is ada@example.com.', /All sent/)
+  const [mail] = await inbox.waitFor(1)
+  t.same(mail.to, ['ada@example.com'])
+  t.match(mail.raw, /Subject: Your booking/)
+  t.match(mail.raw, /Booked for Friday\./)
+  t.match(twilio.messages, [
+    { from: NUMBER, to: '+15551230000', body: 'Code 77', channel: 'sms' },
+    { from: NUMBER, to: '+15551230001', body: 'See you Friday!', channel: 'whatsapp' }
+  ])
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.same(done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool').map((item: { tool: { type: string } }) => item.tool.type).sort(), ['send_chat', 'send_email', 'send_sms'], 'each a tool item (in the order they finished)')
+  const logged = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: account.headers })).json()
+  t.same(logged.data.map((m: { channel: string, status: string, origin: string }) => [m.channel, m.status, m.origin]).sort(), [['chat', 'sent', 'live'], ['email', 'sent', 'live'], ['sms', 'sent', 'live']])
 })

@@ -5,6 +5,8 @@ import { createAgent } from '../helpers/calls.ts'
 import { analysedCall, deliveries, fastSetup } from '../helpers/deliveries.ts'
 import { poll } from '../helpers/poll.ts'
 import { startInbox } from '../helpers/smtp.ts'
+import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
+import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
 // After-call e-mail (issue 28, section 3): a send_email action with when after_call is a post-call delivery of kind
 // send_email, sent through the installation's SMTP server (the test helpers' real one on loopback), with the
@@ -83,4 +85,38 @@ t.test('an unreachable SMTP server: the e-mail is retried on the schedule, and r
   t.equal(after.data[0].attempts.at(-1).manual, true)
   t.equal(received.length, 1, 'the resend reached the server')
   t.match(received[0], /Summary: Booked\./)
+})
+
+t.test('after-call SMS and WhatsApp: one delivery per recipient through Twilio, the caller\'s number included; a number the carrier refuses fails at once, not retried for days', async (t) => {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  const ctx = await fastSetup(t, { TWILIO_API_URL: twilio.url })
+  await addNumber(ctx.db, ctx.account.user.id, '+14155550123', 'twilio', twilio)
+  twilio.enableWhatsApp(TWILIO_SID, '+14155550123')
+  twilio.landlines.add('+15559990000')
+  t.equal((await ctx.app.inject({ method: 'PATCH', url: '/v1/messaging-settings', headers: ctx.account.headers, payload: { whatsapp_sender: '+14155550123' } })).statusCode, 200)
+  const agent = await createAgent(ctx.app, ctx.account)
+  for (const [type, settings] of [
+    ['send_sms', { name: 'Thanks', message: 'Thanks {{caller_name}}: {{call_summary}}', direct_recipients: ['+15551230000', '+15559990000'] }],
+    ['send_chat', { name: 'Chat', message: 'Summary: {{call_summary}}', send_to_customer: false, direct_recipients: ['+15551230001'] }],
+    ['send_sms', { name: 'Live only', when: 'during_call', message: 'never after the call', direct_recipients: ['+15551230009'] }]
+  ] as const) {
+    const res = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/actions`, headers: ctx.account.headers, payload: { action_type: type, settings: { notify: 'never', retry_schedule: [60, 60], ...settings } } })
+    t.equal(res.statusCode, 201, res.body)
+  }
+  const call = await analysedCall(ctx, ctx.account, agent)
+
+  const list = await poll(() => deliveries(ctx, ctx.account), (l) => l.data.length === 4 && l.data.every((d: { status: string }) => d.status !== 'pending'))
+  const byName = Object.fromEntries(list.data.map((d: { name: string }) => [d.name, d]))
+  t.same(Object.keys(byName).sort(), ['Chat to +15551230001', 'Thanks to +15551230000', 'Thanks to +15559990000', 'Thanks to +4930123456'], 'one per recipient, the caller included; during_call actions are not delivered')
+  t.match(byName['Thanks to +4930123456'], { kind: 'send_sms', status: 'delivered', call_id: call.id, attempts_made: 1 })
+  t.match(byName['Chat to +15551230001'], { kind: 'send_chat', status: 'delivered' })
+  t.match(byName['Thanks to +15559990000'], { kind: 'send_sms', status: 'failed', attempts_made: 1, attempts_max: 3 }, 'a refused number: failed at the first attempt')
+  t.match(twilio.messages.map((m) => [m.channel, m.to, m.body]).sort(), [
+    ['sms', '+15551230000', 'Thanks Ada Lovelace: Booked.'],
+    ['sms', '+4930123456', 'Thanks Ada Lovelace: Booked.'],
+    ['whatsapp', '+15551230001', 'Summary: Booked.']
+  ])
+  const detail = (await ctx.app.inject({ method: 'GET', url: `/v1/webhook-deliveries/${byName['Thanks to +15559990000'].id}`, headers: ctx.account.headers })).json()
+  t.match(detail.attempts, [{ n: 1, error: /.+/ }])
 })
