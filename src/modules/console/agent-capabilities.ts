@@ -39,6 +39,11 @@ const typeLabel = (kind: Kind, type: string) => kind.types[type]?.label ?? type
 /** Labels of the members every type shares; each type adds its own (fieldLabels). */
 const LABELS: Record<string, string> = { when: 'When' }
 const labelsOf = (kind: Kind, type: string) => ({ ...LABELS, ...kind.types[type].fieldLabels })
+/** Hints of the members every action shares, in words rather than the API's values. */
+const HINTS: Record<string, string> = {
+  when: 'After the call: sent once the call has been analysed, and retried until it is delivered. During the call: the agent may use it while it talks, once, and hears the result.',
+  description: 'Tells the agent when to use it during a call.'
+}
 
 /** What a row's state says: whether it acts, and when (actions). */
 function stateOf (kind: Kind, row: CapabilityRow): string {
@@ -53,7 +58,7 @@ const HEADERS: Pairs = { name: 'settings.headers', noun: 'header', caption: 'Hea
 const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Query parameters ({{variables}} allowed)' }
 const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule', 'parameters']
 /** An API call's members drawn before its headers, query and body. */
-const FIRST = ['name', 'url', 'method']
+const FIRST = ['name', 'when', 'description', 'url', 'method']
 
 const ACTIVE = objectFields(Type.Object({ is_active: Type.Boolean() }), '', { labels: { is_active: 'Active' }, hints: { is_active: 'An inactive one is kept but not used.' } })
 const RETRY_MODE: Field = {
@@ -84,7 +89,7 @@ function settingsFields (kind: Kind, type: string, choices: Choices): Field[] {
   return objectFields(kind.types[type].schema, 'settings.', {
     omit: HAND_DRAWN,
     labels: labelsOf(kind, type),
-    hints: kind.types[type].fieldHints ?? {},
+    hints: { ...HINTS, ...kind.types[type].fieldHints },
     options: { agent_id: choices.agents, knowledge_base_ids: choices.knowledgeBases, when: WHEN_OPTIONS },
     multiline: ['message']
   })
