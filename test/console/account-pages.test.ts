@@ -6,6 +6,7 @@ import { conflict } from '../../src/http/errors.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
 // The console's account pages (docs/console.md, "Account pages"): phone numbers, customers, subscription and
@@ -352,6 +353,35 @@ t.test('settings: the signing secret only in the answer of a POST; rotation keep
   const after = await me.browser.get('/settings')
   t.notMatch(after.body, /whsec_/)
   t.match(after.body, '<dt>Previous secret signs until</dt>')
+})
+
+t.test('settings: the senders of messages, as the API\'s messaging settings; a WhatsApp sender must be one of the account\'s Twilio numbers', async (t) => {
+  const { ctx, twilio, me, other } = await accountSetup(t)
+  const page = await me.browser.get('/settings')
+  t.match(page.body, '<h2 id="messaging-title">Messages</h2>')
+  for (const id of ['whatsapp_sender', 'email_from_name', 'email_reply_to']) t.match(page.body, `<label for="${id}">`)
+  const bad = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme <x@y>', email_reply_to: 'not an address' })
+  t.equal(bad.statusCode, 400)
+  t.match(bad.body, /id="email_from_name-error" class="field-error">/)
+  t.match(bad.body, /id="email_reply_to-error" class="field-error">/)
+  t.match(bad.body, 'value="Acme &lt;x@y&gt;"', 'what was typed is kept, as text')
+  const notOurs = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme', email_reply_to: '' })
+  t.equal(notOurs.statusCode, 400, 'a number the account does not hold')
+  t.match(notOurs.body, /id="whatsapp_sender-error" class="field-error">[^<]+/)
+
+  twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
+  await addNumber(ctx.db, me.user.id, '+14155550100', 'twilio', twilio)
+  const saved = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+14155550100', email_from_name: 'Acme Dental', email_reply_to: 'desk@acme.example' })
+  t.equal(saved.statusCode, 303, saved.body.slice(0, 2000))
+  t.equal(saved.headers.location, '/settings?saved=messaging#messaging-title')
+  const after = await me.browser.get('/settings?saved=messaging')
+  t.match(after.body, 'Saved.')
+  t.match(after.body, 'value="Acme Dental"')
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/messaging-settings', headers: me.headers })).json(), { whatsapp_sender: '+14155550100', email_from_name: 'Acme Dental', email_reply_to: 'desk@acme.example' }, 'the API sees the same')
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/messaging-settings', headers: other.headers })).json(), { whatsapp_sender: null, email_from_name: null }, 'another account unchanged')
+  const cleared = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '', email_from_name: '', email_reply_to: '' })
+  t.equal(cleared.statusCode, 303)
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/messaging-settings', headers: me.headers })).json(), { whatsapp_sender: null, email_from_name: null, email_reply_to: null }, 'emptied: cleared')
 })
 
 t.test("phone numbers: this server's own Twilio numbers are not imported from the console; repoint; a rotated auth token replaced", async (t) => {

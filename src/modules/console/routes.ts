@@ -313,7 +313,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consolePhoneNumberRoutes, { db, carriers })
     await pages.register(consoleCustomerRoutes, { db })
     await pages.register(consoleSubscriptionRoutes, { db })
-    await pages.register(consoleSettingsRoutes, { db })
+    await pages.register(consoleSettingsRoutes, { db, config: jobs.config })
     await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleDeliveryRoutes, { deliveries })
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })

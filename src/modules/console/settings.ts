@@ -1,25 +1,45 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
+import { HttpError } from '../../http/errors.ts'
 import { previousSecretExpiry } from '../deliveries/queries.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from '../deliveries/signing.ts'
+import { changeMessagingSettings, messagingSettings, MessagingSettingsBody } from '../messaging/settings.ts'
+import { formOf } from './fields.ts'
+import { fieldValues, objectFields, readFields, renderFields, type FormValues, type Problems } from './forms.ts'
 import { html } from './html.ts'
-import { csrfField, layout, when, viewerOf } from './pages.ts'
+import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
 import { HIDDEN, sendPage } from './reply.ts'
 
 // The console's settings (docs/console.md): the webhook signing secret, revealed or rotated by a POST whose
-// answer is the only page that shows it (never a GET page, never a URL), and the way to the password page.
+// answer is the only page that shows it (never a GET page, never a URL), the senders of the agents' messages
+// (the API's messaging settings), and the way to the password page.
 
 interface Shown { secret: string, testSecret: string, rotated: boolean }
 
-export async function consoleSettingsRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  async function page (reply: FastifyReply, session: ConsoleSession, shown?: Shown) {
+/** The messaging settings' form: the API's PATCH body, field by field. */
+const MESSAGING_FIELDS = objectFields(MessagingSettingsBody, '', {
+  labels: { whatsapp_sender: 'WhatsApp sender', email_from_name: 'E-mail sender name', email_reply_to: 'Replies go to' },
+  hints: {
+    whatsapp_sender: 'One of your Twilio numbers that Twilio has enabled for WhatsApp, such as +14155550100. WhatsApp actions send from it. Empty: none (WhatsApp messages fail).',
+    email_from_name: 'The name your e-mails show; the address is this installation\'s own. Empty: the installation\'s name.',
+    email_reply_to: 'Where replies to your agents\' e-mails go. Empty: to the installation\'s address.'
+  }
+})
+
+interface MessagingForm { values: FormValues, problems: Problems, saved?: boolean }
+
+export async function consoleSettingsRoutes (app: FastifyInstance, { db, config }: { db: DB, config: Config }): Promise<void> {
+  async function page (reply: FastifyReply, session: ConsoleSession, shown?: Shown, messaging?: MessagingForm, status = 200) {
     const viewer = viewerOf(session)
+    const stored = await messagingSettings(db, config, session.userId)
+    const form = messaging ?? { values: fieldValues(MESSAGING_FIELDS, stored), problems: {} }
     // The secret is read for its date only: this page prints the secret only in `shown`.
     const { created_at: createdAt } = await currentSecret(db, session.userId)
     const previousUntil = await previousSecretExpiry(db, session.userId)
-    return sendPage(reply, 200, layout({
+    return sendPage(reply, status, layout({
       title: 'Settings',
       viewer,
       current: '/settings',
@@ -50,6 +70,17 @@ ${shown !== undefined && html`<section class="notice success created" aria-label
 with the previous, so that your receiver can switch without losing a request; then only the new one signs.</p>
 <form method="post" action="/settings/signing-secret/rotate">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Rotate the secret</button></form>
 </section>
+<section aria-labelledby="messaging-title">
+<h2 id="messaging-title">Messages</h2>
+<p>Your agents' e-mails come from <code>${stored.email_from}</code>; SMS from your phone numbers; WhatsApp messages
+from the sender below (docs/messaging.md).</p>
+${form.saved === true && notice('success', 'Saved.')}
+${Object.keys(form.problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
+<form method="post" action="/settings/messaging" class="stack">${csrfField(viewer.csrfToken)}
+${renderFields(MESSAGING_FIELDS, form.values, form.problems)}
+<button type="submit">Save</button>
+</form>
+</section>
 <section aria-labelledby="password-title">
 <h2 id="password-title">Password</h2>
 <p><a href="/account/password">Change your password</a>. Other browsers signed in as you are signed out when you do.</p>
@@ -57,10 +88,26 @@ with the previous, so that your receiver can switch without losing a request; th
     }))
   }
 
-  app.get('/settings', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { saved?: string } }>('/settings', HIDDEN, async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await page(reply, session)
+    if (request.query.saved !== 'messaging') return await page(reply, session)
+    const stored = await messagingSettings(db, config, session.userId)
+    return await page(reply, session, undefined, { values: fieldValues(MESSAGING_FIELDS, stored), problems: {}, saved: true })
+  })
+
+  app.post('/settings/messaging', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const values: FormValues = formOf(request, MESSAGING_FIELDS.map((field) => field.name))
+    const read = readFields(MESSAGING_FIELDS, values)
+    if (Object.keys(read.problems).length > 0) return await page(reply, session, undefined, { values, problems: read.problems }, 400)
+    try {
+      await changeMessagingSettings(db, config, session.userId, read.values)
+    } catch (err) {
+      if (!(err instanceof HttpError) || err.code !== 'invalid_sender') throw err
+      return await page(reply, session, undefined, { values, problems: { whatsapp_sender: err.message.replace(/^whatsapp_sender: /, '') } }, 400)
+    }
+    return reply.redirect('/settings?saved=messaging#messaging-title', 303)
   })
 
   app.post('/settings/signing-secret/reveal', HIDDEN, async (request, reply) => {

@@ -4,8 +4,7 @@ import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { AUTH_ERRORS, COMPONENT, E164, EpochMs, errors, Nullable, ObjectId } from '../../http/schemas.ts'
 import { listMessages, type MessageRow } from './queries.ts'
-import { SINGLE_EMAIL_PATTERN } from './senders.ts'
-import { changeMessagingSettings, messagingSettings } from './settings.ts'
+import { changeMessagingSettings, messagingSettings, MessagingSettingsBody } from './settings.ts'
 
 // The message log and the account's messaging settings (docs/messaging.md).
 
@@ -43,7 +42,6 @@ const MessagingSettings = Type.Object({
 }, { [COMPONENT]: 'MessagingSettings' })
 
 // A display name, not an address: no control characters, and nothing that would make it read as an address.
-const FromName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f@<>"\\\\]+$', description: 'no @, <, >, " or \\ (it must not look like an address)' })
 
 function messageView (row: MessageRow) {
   return {
@@ -112,11 +110,7 @@ export const messagingRoutes: FastifyPluginAsyncTypebox<MessagingRouteOptions> =
       description: 'Changes the given fields; null clears one. `whatsapp_sender` must be one of your phone numbers on Twilio ' +
         '(400 `invalid_sender` otherwise); Twilio must have it enabled for WhatsApp. Your e-mails always come from the ' +
         "installation's MAIL_FROM address: you set its display name and where replies go, never the address.",
-      body: Type.Object({
-        whatsapp_sender: Type.Optional(Nullable(E164)),
-        email_from_name: Type.Optional(Nullable(FromName)),
-        email_reply_to: Type.Optional(Nullable(Type.String({ maxLength: 254, pattern: SINGLE_EMAIL_PATTERN, description: 'one e-mail address' })))
-      }),
+      body: MessagingSettingsBody,
       response: { 200: MessagingSettings, ...errors(...AUTH_ERRORS) }
     }
   }, async (request) => await changeMessagingSettings(db, config, request.userId, request.body))

@@ -1,17 +1,24 @@
+import { Type, type Static } from 'typebox'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
+import { E164, Nullable } from '../../http/schemas.ts'
 import { findMessagingSettings, type MessagingSettingsRow, saveMessagingSettings } from './queries.ts'
-import { emailFrom, ownNumber } from './senders.ts'
+import { emailFrom, ownNumber, SINGLE_EMAIL_PATTERN } from './senders.ts'
 
 // The account's messaging settings (GET and PATCH /v1/messaging-settings): its WhatsApp sender, and the display name
 // and Reply-To of its e-mails. The e-mail address itself is the installation's MAIL_FROM and cannot be set.
 
-export interface MessagingSettingsChange {
-  whatsapp_sender?: string | null
-  email_from_name?: string | null
-  email_reply_to?: string | null
-}
+const FromName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f@<>"\\\\]+$', description: 'no @, <, >, " or \\ (it must not look like an address)' })
+
+/** What a change of the settings may hold (the API's PATCH body and the console's form); null clears a setting. */
+export const MessagingSettingsBody = Type.Object({
+  whatsapp_sender: Type.Optional(Nullable({ ...E164, description: 'one of your Twilio numbers that Twilio has enabled for WhatsApp' })),
+  email_from_name: Type.Optional(Nullable(FromName)),
+  email_reply_to: Type.Optional(Nullable(Type.String({ maxLength: 254, pattern: SINGLE_EMAIL_PATTERN, description: 'one e-mail address' })))
+})
+
+export type MessagingSettingsChange = Static<typeof MessagingSettingsBody>
 
 export function messagingSettingsView (config: Pick<Config, 'mailFrom'>, row: MessagingSettingsRow | undefined) {
   return {
