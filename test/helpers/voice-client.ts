@@ -129,3 +129,19 @@ export async function finishedCall (app: FastifyInstance, headers: Record<string
   return await poll(async () => (await app.inject({ method: 'GET', url: `/v1/call/${callId}`, headers })).json(),
     (call) => call.call_status === 'success' || call.call_status === 'failed', { message: (call) => `call still ${call.call_status}` })
 }
+
+/** A web call of the agent, opened on a listening app, once the agent has greeted. */
+export async function startWebCall (app: FastifyInstance, url: string, headers: Record<string, string>, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
+  const call = (await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers, payload: { agent_id: agentId } })).json()
+  const client = await openWebCall(url, call.access_token)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  return { callId: call._id, client }
+}
+
+/** A typed turn once the agent has finished speaking; answers when the agent has said `answer`. */
+export async function typedTurn (client: WebCallClient, text: string, answer: RegExp): Promise<void> {
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  const from = client.events.length
+  client.sendText(text)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && answer.test(e.content), from)
+}

@@ -12,7 +12,7 @@ import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { startInbox } from '../helpers/smtp.ts'
 import { startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
-import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
+import { finishedCall, startWebCall, typedTurn } from '../helpers/voice-client.ts'
 
 // Actions during the call (issue 28, section 2), through the real protocols: a cascade web call over the browser
 // WebSocket, the model (the OpenAI HTTP stand-in) calling the action's function, the action reaching a local
@@ -38,20 +38,9 @@ async function addAction (ctx: TestContext, account: Account, agentId: string, t
   return await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/actions`, headers: account.headers, payload: { action_type: type, settings } })
 }
 
-async function webCall (ctx: TestContext & { url: string }, account: Account, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
-  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId } })).json()
-  const client = await openWebCall(ctx.url, call.access_token)
-  await client.waitFor('transcript', (e) => e.speaker === 'agent')
-  return { callId: call._id, client }
-}
+const webCall = async (ctx: TestContext & { url: string }, account: Account, agentId: string) => await startWebCall(ctx.app, ctx.url, account.headers, agentId)
 
-/** A typed turn once the agent has finished speaking; answers when the agent has said `answer`. */
-async function turn (client: WebCallClient, text: string, answer: RegExp) {
-  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
-  const from = client.events.length
-  client.sendText(text)
-  await client.waitFor('transcript', (e) => e.speaker === 'agent' && answer.test(e.content), from)
-}
+const turn = typedTurn
 
 const ORDER_PARAMETERS = { type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] }
 

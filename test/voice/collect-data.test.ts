@@ -7,7 +7,7 @@ import { addAction } from '../helpers/calls.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { startRealtimeStandin, type RealtimeStandin } from '../helpers/realtime-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-import { finishedCall, openWebCall, type WebCallClient } from '../helpers/voice-client.ts'
+import { finishedCall, type WebCallClient, startWebCall, typedTurn } from '../helpers/voice-client.ts'
 
 // Data collection during calls (is_data_collection_active with data_retrieval): the fields in the agent's
 // instructions, the built-in save_collected_data function offered to the model, each run a tool event, what was
@@ -60,20 +60,9 @@ async function addTool (ctx: TestContext, account: Account, agentId: string, typ
   if (res.statusCode !== 201) throw new Error(res.body)
 }
 
-async function webCall (ctx: TestContext & { url: string }, account: Account, agentId: string): Promise<{ callId: string, client: WebCallClient }> {
-  const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agentId } })).json()
-  const client = await openWebCall(ctx.url, call.access_token)
-  await client.waitFor('transcript', (e) => e.speaker === 'agent')
-  return { callId: call._id, client }
-}
+const webCall = async (ctx: TestContext & { url: string }, account: Account, agentId: string) => await startWebCall(ctx.app, ctx.url, account.headers, agentId)
 
-/** A typed turn once the agent has finished speaking; answers when the agent has said `answer`. */
-async function turn (client: WebCallClient, text: string, answer: RegExp) {
-  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
-  const from = client.events.length
-  client.sendText(text)
-  await client.waitFor('transcript', (e) => e.speaker === 'agent' && answer.test(e.content), from)
-}
+const turn = typedTurn
 
 const toolEvents = (client: WebCallClient) => client.events.filter((e) => e.type === 'transcript' && e.speaker === 'tool')
 

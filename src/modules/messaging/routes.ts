@@ -41,8 +41,6 @@ const MessagingSettings = Type.Object({
   email_from: Type.String({ description: "the From your e-mails carry: the installation's MAIL_FROM address with your display name (the address cannot be changed)" })
 }, { [COMPONENT]: 'MessagingSettings' })
 
-// A display name, not an address: no control characters, and nothing that would make it read as an address.
-
 function messageView (row: MessageRow) {
   return {
     _id: row.id,

@@ -9,6 +9,7 @@ import { emailFrom, ownNumber, SINGLE_EMAIL_PATTERN } from './senders.ts'
 // The account's messaging settings (GET and PATCH /v1/messaging-settings): its WhatsApp sender, and the display name
 // and Reply-To of its e-mails. The e-mail address itself is the installation's MAIL_FROM and cannot be set.
 
+// A display name, not an address: no control characters, and nothing that would make it read as an address.
 const FromName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f@<>"\\\\]+$', description: 'no @, <, >, " or \\ (it must not look like an address)' })
 
 /** What a change of the settings may hold (the API's PATCH body and the console's form); null clears a setting. */
