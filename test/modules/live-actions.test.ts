@@ -4,6 +4,7 @@ import t, { type Test } from 'tap'
 import { createLogger } from '../../src/logger.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
 import { loadLive } from '../../src/modules/capabilities/load.ts'
+import { UNREACHABLE } from '../../src/net/request.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
@@ -304,4 +305,18 @@ t.test('realtime engine: the model sends an e-mail to the address the caller gav
   t.same(done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool').map((item: { tool: { type: string } }) => item.tool.type).sort(), ['send_chat', 'send_email', 'send_sms'], 'each a tool item (in the order they finished)')
   const logged = (await ctx.app.inject({ method: 'GET', url: `/v1/messages?call_id=${callId}`, headers: account.headers })).json()
   t.same(logged.data.map((m: { channel: string, status: string, origin: string }) => [m.channel, m.status, m.origin]).sort(), [['chat', 'sent', 'live'], ['email', 'sent', 'live'], ['sms', 'sent', 'live']])
+})
+
+t.test('a live api_call follows the deliveries\' address rules: a private address is refused before any connection', async (t) => {
+  const ctx = await setup(t, {})
+  const receiver = await startReceiver(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentOf(ctx, account)
+  t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Ping', when: 'during_call', url: `${receiver.url}/ping` })).statusCode, 201)
+  const log = createLogger(ctx.config)
+  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }
+  const loaded = await loadLive(context, agent._id)
+  t.teardown(loaded.close)
+  await t.rejects(loaded.tools[0].run({}, context), new RegExp(UNREACHABLE))
+  t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver')
 })
