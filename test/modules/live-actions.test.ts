@@ -188,7 +188,8 @@ t.test('a live request slower than a second: the agent says a filler line while 
   client.sendText('Where is my order A17?')
   await client.waitFor('agent_text', (e) => /One moment, please\./.test(String(e.delta)), from)
   t.notOk(client.events.slice(from).some((e) => e.type === 'agent_text' && /shipped/.test(String(e.delta))), 'the filler comes while the request runs')
-  t.ok(ctx.standin.requests.speech.some((r) => /One moment, please\./.test(String(r.body.input))), 'and is spoken')
+  // The text goes out as the speech request starts: the request is awaited, not assumed.
+  await poll(() => ctx.standin.requests.speech, (all) => all.some((r) => /One moment, please\./.test(String(r.body.input))), { message: () => 'the filler was never synthesised' })
   await poll(() => answer, (ready) => ready !== undefined)
   answer!()
   await client.waitFor('transcript', (e) => e.speaker === 'agent' && /shipped/.test(String(e.content)), from)
