@@ -124,7 +124,9 @@ const FORMAT_TEXT: Record<string, string> = {
 const PATTERN_MEANINGS: Array<{ matches: (pattern: string) => boolean, meaning: string, code: ErrorCode }> = [
   { matches: (pattern) => pattern.endsWith('{24}$'), meaning: 'a 24-character hexadecimal id', code: 'invalid_id' },
   { matches: (pattern) => pattern.startsWith('^\\+[1-9]'), meaning: 'an E.164 phone number such as +14155550123', code: 'validation_error' },
-  { matches: (pattern) => pattern.includes('@'), meaning: 'an e-mail address', code: 'validation_error' }
+  // A display name forbids what would make it read as an address (messaging's FromName); an address pattern has `]+@[`.
+  { matches: (pattern) => pattern.includes('@<>"'), meaning: 'a name without @, <, >, " or \\', code: 'validation_error' },
+  { matches: (pattern) => pattern.includes(']+@['), meaning: 'an e-mail address', code: 'validation_error' }
 ]
 
 /** Names the offending field: `body.call_settings.language must be string`. */

@@ -362,7 +362,7 @@ t.test('settings: the senders of messages, as the API\'s messaging settings; a W
   for (const id of ['whatsapp_sender', 'email_from_name', 'email_reply_to']) t.match(page.body, `<label for="${id}">`)
   const bad = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme <x@y>', email_reply_to: 'not an address' })
   t.equal(bad.statusCode, 400)
-  t.match(bad.body, /id="email_from_name-error" class="field-error">/)
+  t.match(bad.body, /id="email_from_name-error" class="field-error">The E-mail sender name must be a name without @, &lt;, &gt;, &quot; or \\/, 'a name, not said to be an address')
   t.match(bad.body, /id="email_reply_to-error" class="field-error">/)
   t.match(bad.body, 'value="Acme &lt;x@y&gt;"', 'what was typed is kept, as text')
   const notOurs = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme', email_reply_to: '' })
