@@ -69,7 +69,7 @@ t.test('an API key is sent as a Bearer token; a 401 marks the connection revoked
   const refused = await connectionOf(deps, account.user.id, 'crm')
   await t.rejects(refused.request({ method: 'GET', path: '/x' }), { reason: 'revoked', message: /HubSpot refused this account's connection \(HubSpot answered 401: Authentication credentials not found\.\)/ })
   t.equal((await integrationOf(ctx.db, account.user.id, 'crm'))?.status, 'revoked')
-  await t.rejects(connectionOf(deps, account.user.id, 'crm'), { reason: 'revoked' })
+  await t.rejects(connectionOf(deps, account.user.id, 'crm'), { reason: 'revoked', message: /must be connected again/ })
 })
 
 t.test('an account that is not connected is refused with not_connected', async (t) => {
