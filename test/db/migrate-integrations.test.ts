@@ -23,12 +23,12 @@ t.test('an upgrade from before OAuth connections keeps a connected API key as a 
   await migrate(pool, before)
   const userId = '66000000cccccccccccccccc'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'integrations@example.com'])
-  await pool.query(`INSERT INTO integrations (user_id, provider, account_label, credentials) VALUES ($1, 'booking_one', 'Clinic', '{"api_key":"cal_live_1"}')`, [userId])
+  await pool.query('INSERT INTO integrations (user_id, provider, account_label, credentials) VALUES ($1, \'booking_one\', \'Clinic\', \'{"api_key":"cal_live_1"}\')', [userId])
 
   t.ok((await migrate(pool)).includes('0030_integration_connections.sql'))
   t.same(await schema(), fresh, 'the same columns, indexes and constraints as a fresh database')
   t.same((await pool.query('SELECT provider, account_label, method, status, expires_at FROM integrations')).rows,
     [{ provider: 'booking_one', account_label: 'Clinic', method: 'api_key', status: 'connected', expires_at: null }], 'a key connected before is a connected API key')
   await t.rejects(pool.query("UPDATE integrations SET status = 'expired'"), { code: '23514' }, 'a status it does not know')
-  await t.rejects(pool.query(`INSERT INTO oauth_states (state_hash, user_id, provider, code_verifier, expires_at) VALUES ('h', $1, 'payroll', 'v', now())`, [userId]), { code: '23514' }, 'a provider it does not know')
+  await t.rejects(pool.query('INSERT INTO oauth_states (state_hash, user_id, provider, code_verifier, expires_at) VALUES (\'h\', $1, \'payroll\', \'v\', now())', [userId]), { code: '23514' }, 'a provider it does not know')
 })
