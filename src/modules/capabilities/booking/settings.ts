@@ -1,4 +1,8 @@
 import { Type } from 'typebox'
+import { HttpError } from '../../../http/errors.ts'
+import { integrationOf } from '../../integrations/queries.ts'
+import { PROVIDER_INFO, type Provider } from '../../integrations/providers.ts'
+import type { CheckContext } from '../registry.ts'
 import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 import { CalendarMembers } from './hours.ts'
 
@@ -26,3 +30,19 @@ export const BOOKING_LABELS = { duration_minutes: 'Length (minutes)', calendar_i
 
 /** Until a type acts, it cannot be created (DESIGN.md: a setting that is stored and never acts is a defect). */
 export const NOT_YET = 'does not act during calls yet in this version of Switchboard, so it cannot be added (docs/agents.md, "Tools")'
+
+/**
+ * The check of a tool that acts in a connected account: an active one needs the account connected (and not revoked)
+ * first, as the specification says of the booking tools; a tool switched off may be stored and set up before.
+ */
+export function requireConnection (provider: Provider): (ctx: CheckContext, settings: unknown, active: boolean) => Promise<void> {
+  return async (ctx, _settings, active) => {
+    if (!active) return
+    const connection = await integrationOf(ctx.db, ctx.agent.user_id, provider)
+    if (connection?.status === 'connected') return
+    const service = PROVIDER_INFO[provider].service
+    throw new HttpError(409, 'integration_not_connected', connection === undefined
+      ? `${provider} tools act in a connected ${service} account: connect it first (PUT /v1/integrations/${provider}, or the console's Integrations page)`
+      : `${service} refused this account's connection${connection.status_reason === null ? '' : ` (${connection.status_reason})`}: connect it again first (the console's Integrations page)`)
+  }
+}
