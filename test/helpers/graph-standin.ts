@@ -2,14 +2,16 @@ import { randomUUID } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { localOf, zonedToUtc } from '../../src/modules/capabilities/booking/time.ts'
+import { oauthServer, type OAuthServer } from './oauth-server.ts'
 
 // A local stand-in for Microsoft Graph v1.0 (the calendar_two tool), written from Graph's public reference: GET /me;
 // calendar view (GET /me/calendarView, /me/calendar/calendarView, /me/calendars/{id}/calendarView) with
 // startDateTime/endDateTime, `Prefer: outlook.timezone`, $top/$select and @odata.nextLink paging; events (list with a
 // singleValueExtendedProperties filter, create, get, update, delete, cancel); Bearer tokens; Graph's error body
-// {error: {code, message, innerError}} with 401 InvalidAuthenticationToken and 429 with Retry-After. The
-// authorization server (token and refresh endpoints) is the OAuth stand-in's; this one only asks it whether a token
-// is good.
+// {error: {code, message, innerError}} with 401 InvalidAuthenticationToken and 429 with Retry-After. The Microsoft
+// identity platform's v2.0 authorize and token endpoints (tenant `common`) are the OAuth stand-in's, on the same
+// server; Microsoft rotates refresh tokens, so the stand-in does too.
 
 export interface DateTimeTimeZone { dateTime: string, timeZone: string }
 
@@ -46,6 +48,10 @@ export interface Cancellation { event: GraphEvent, comment: string | null }
 export interface GraphStandIn {
   /** For MICROSOFT_GRAPH_URL (ends in /v1.0). */
   url: string
+  /** The configuration that points Switchboard here: Graph, the authorize and token URLs, the client. */
+  env: Record<string, string>
+  /** The authorization server: tokens issued, expire(), revokeAll(), issue(). */
+  oauth: OAuthServer
   /** Every request, in order. */
   requests: GraphRequest[]
   /** The signed-in user GET /me answers with. */
@@ -68,40 +74,31 @@ export interface GraphStandIn {
 }
 
 export interface GraphStandInOptions {
-  /** Whether an access token is good now (the OAuth stand-in's view: issued, not expired, not revoked). */
-  tokenValid: (token: string) => boolean
+  /** Seconds an access token lasts (default 3600). */
+  lifetime?: number
+  /** Approve at once instead of showing the consent page. */
+  autoApprove?: boolean
 }
 
+export const CLIENT_ID = '6731de76-14a6-49ae-97bc-6eba6914391e'
+export const CLIENT_SECRET = 'graph-standin-client-secret'
+
 /** The stand-in for a tap test: closed at teardown. */
-export async function startGraphStandIn (t: Test, options: GraphStandInOptions): Promise<GraphStandIn> {
+export async function startGraphStandIn (t: Test, options: GraphStandInOptions = {}): Promise<GraphStandIn> {
   const standIn = await createGraphStandIn(options)
   t.teardown(standIn.close)
   return standIn
 }
 
 /** Graph writes dateTime with seven fractional digits and no offset (the zone is beside it). */
-const graphDateTime = (date: Date, timeZone: string) => `${localOf(date, timeZone)}.0000000`
+const graphDateTime = (date: Date, timeZone: string) => `${localOf(date, timeZone)}:${String(date.getUTCSeconds()).padStart(2, '0')}.0000000`
 
-/** 'YYYY-MM-DDTHH:mm:ss' of an instant in an IANA zone (or UTC). */
-function localOf (date: Date, timeZone: string): string {
-  const parts = Object.fromEntries(new Intl.DateTimeFormat('en-CA', {
-    timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit'
-  }).formatToParts(date).map((p) => [p.type, p.value]))
-  return `${parts.year}-${parts.month}-${parts.day}T${parts.hour}:${parts.minute}:${parts.second}`
-}
-
-/** The instant a local date-time in an IANA zone (or UTC) stands for; undefined when either part is not understood. */
+/** The instant a dateTimeTimeZone names (UTC or an IANA zone); undefined when either part is not understood. */
 function instantOf (value: DateTimeTimeZone): Date | undefined {
-  const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2})?)(\.\d{1,7})?$/.exec(String(value.dateTime))
+  const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})(?::(\d{2}))?(\.\d{1,7})?$/.exec(String(value.dateTime))
   if (match === null) return undefined
-  const asUtc = new Date(`${match[1]}Z`)
-  if (Number.isNaN(asUtc.getTime())) return undefined
-  if (value.timeZone === 'UTC') return asUtc
   try {
-    // The zone's offset at that moment, applied twice to land on the right side of a change.
-    let guess = asUtc
-    for (let i = 0; i < 2; i++) guess = new Date(asUtc.getTime() - (new Date(`${localOf(guess, value.timeZone)}Z`).getTime() - guess.getTime()))
-    return guess
+    return new Date(zonedToUtc(match[1], String(value.timeZone)).getTime() + Number(match[2] ?? 0) * 1000)
   } catch {
     return undefined
   }
@@ -129,7 +126,16 @@ function preferredZone (prefer: string | undefined): string {
 /** The one $filter form the tool sends: events carrying a string extended property of a value (OData quotes doubled). */
 const PROPERTY_FILTER = /^singleValueExtendedProperties\/Any\(ep: ep\/id eq '((?:[^']|'')*)' and ep\/value eq '((?:[^']|'')*)'\)$/
 
-export async function createGraphStandIn (options: GraphStandInOptions): Promise<GraphStandIn> {
+export async function createGraphStandIn (options: GraphStandInOptions = {}): Promise<GraphStandIn> {
+  const oauth = oauthServer({
+    authorizePath: '/common/oauth2/v2.0/authorize',
+    tokenPath: '/common/oauth2/v2.0/token',
+    clientId: CLIENT_ID,
+    clientSecret: CLIENT_SECRET,
+    rotate: true,
+    ...(options.lifetime === undefined ? {} : { lifetime: options.lifetime }),
+    ...(options.autoApprove === undefined ? {} : { autoApprove: options.autoApprove })
+  })
   const defaultCalendarId = 'AAMkAGI2-default-calendar'
   const calendars = new Set([defaultCalendarId])
   const requests: GraphRequest[] = []
@@ -244,6 +250,7 @@ export async function createGraphStandIn (options: GraphStandInOptions): Promise
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = new URL(req.url ?? '/', origin)
     const text = await readBody(req)
+    if (oauth.handle(req, res, url.pathname, url.searchParams, text)) return
     let body: any = null
     if (text !== '') {
       try {
@@ -259,7 +266,7 @@ export async function createGraphStandIn (options: GraphStandInOptions): Promise
 
     const token = /^Bearer (.+)$/.exec(authorization ?? '')?.[1]
     if (token === undefined) return error(res, 401, 'InvalidAuthenticationToken', 'Access token is empty.')
-    if (!options.tokenValid(token)) return error(res, 401, 'InvalidAuthenticationToken', 'Access token has expired or is not yet valid.', { 'www-authenticate': 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", error="invalid_token"' })
+    if (!oauth.valid(authorization)) return error(res, 401, 'InvalidAuthenticationToken', 'Access token has expired or is not yet valid.', { 'www-authenticate': 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", error="invalid_token"' })
     const failure = failures.shift()
     if (failure !== undefined) return error(res, failure.status, failure.code, failure.message, failure.retryAfter === undefined ? {} : { 'retry-after': String(failure.retryAfter) })
 
@@ -342,6 +349,14 @@ export async function createGraphStandIn (options: GraphStandInOptions): Promise
   const user: GraphUser = { id: '87d349ed-44d7-43e1-9a83-5f2406dee5bd', displayName: 'Megan Bowen', mail: 'MeganB@contoso.com', userPrincipalName: 'MeganB@contoso.com' }
   const standIn: GraphStandIn = {
     url: `${origin}/v1.0`,
+    env: {
+      MICROSOFT_GRAPH_URL: `${origin}/v1.0`,
+      MICROSOFT_AUTHORIZE_URL: `${origin}/common/oauth2/v2.0/authorize`,
+      MICROSOFT_TOKEN_URL: `${origin}/common/oauth2/v2.0/token`,
+      MICROSOFT_CLIENT_ID: CLIENT_ID,
+      MICROSOFT_CLIENT_SECRET: CLIENT_SECRET
+    },
+    oauth,
     requests,
     user,
     events,
