@@ -36,7 +36,7 @@ interface Outlook extends TestContext { url: string, graph: GraphStandIn, accoun
  */
 async function outlook (t: Test, env: Record<string, string>, llm: Record<string, unknown> = {}): Promise<Outlook> {
   const graph = await startGraphStandIn(t)
-  const ctx = await setup(t, { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', CALL_TIME_SCALE: '0.01', VOICE_ENGINE: 'cascade', ...graph.env, ...env }, { workers: true })
+  const ctx = await setup(t, { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', VOICE_ENGINE: 'cascade', ...graph.env, ...env }, { workers: true })
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const account = await createAccount(ctx.db)
   const tokens = graph.oauth.issue()
@@ -55,9 +55,9 @@ async function outlook (t: Test, env: Record<string, string>, llm: Record<string
   return { ...ctx, url, graph, account, agentId: agent._id, label }
 }
 
-async function cascade (t: Test): Promise<Outlook & { standin: OpenAiHttpStandin }> {
+async function cascade (t: Test, env: Record<string, string> = {}): Promise<Outlook & { standin: OpenAiHttpStandin }> {
   const standin = await startOpenAiHttpStandin(t)
-  return { ...await outlook(t, { STT_URL: standin.url, LLM_URL: standin.url, TTS_URL: standin.url }), standin }
+  return { ...await outlook(t, { STT_URL: standin.url, LLM_URL: standin.url, TTS_URL: standin.url, ...env }), standin }
 }
 
 /** The tool items of a finished call's transcript. */
@@ -165,7 +165,8 @@ t.test('a slot taken meanwhile: the book re-checks, creates nothing and offers o
 })
 
 t.test('an access token expired mid-call is refreshed (the rotated refresh token kept); a 429 is retried once, a second one told to the model', async (t) => {
-  const ctx = await cascade(t)
+  // Retry-After is waited times CALL_TIME_SCALE.
+  const ctx = await cascade(t, { CALL_TIME_SCALE: '0.05' })
   const day = bookableDay()
   const first = await integrationOf(ctx.db, ctx.account.user.id, 'calendar_two')
   ctx.standin.replies.push(
@@ -187,16 +188,23 @@ t.test('an access token expired mid-call is refreshed (the rotated refresh token
   t.not(stored?.credentials.access_token, first?.credentials.access_token, 'the new access token is stored')
   t.not(stored?.credentials.refresh_token, first?.credentials.refresh_token, 'and Microsoft\'s new refresh token with it')
   t.equal(stored?.status, 'connected')
+  const view = ctx.graph.requests.filter((r) => r.path.endsWith('/calendarView')).map((r) => r.authorization)
+  t.same(view, [`Bearer ${first?.credentials.access_token}`, `Bearer ${stored?.credentials.access_token}`], 'refused with the expired token (401), then asked again with the new one')
 
   ctx.graph.failNext(429, { retryAfter: 2 })
+  const before = ctx.graph.requests.length
   await typedTurn(client, 'Half past nine, Ann Lee, ann@example.com.', /Booked for half past nine/)
   t.equal(ctx.graph.events.length, 1, 'booked once, after the retry')
+  t.same(ctx.graph.requests.slice(before).map((r) => `${r.method} ${r.path.replace(/^\/v1\.0/, '')}`), ['GET /me/calendar/calendarView', 'GET /me/calendar/calendarView', 'POST /me/calendar/events'],
+    'the check before booking answered 429 and was asked once more, then the event was created')
   t.equal(localOf(ctx.graph.events[0].start, ZONE), `${day}T09:30`)
 
   ctx.graph.failNext(429)
   ctx.graph.failNext(429)
+  const asked = ctx.graph.requests.length
   await typedTurn(client, 'And something at ten for my friend?', /not answering/)
   client.hangup()
+  t.equal(ctx.graph.requests.length - asked, 2, 'two 429s: one retry, no third try')
   const tools = await toolItems(ctx, callId)
   t.ok(tools.slice(0, 2).every((tool) => tool.error === undefined), 'the refresh and the one retry were not failures')
   t.match(tools[2], { name: 'Outlook_find_times', error: /Microsoft Outlook is busy \(HTTP 429\)[\s\S]*not answering right now/ }, 'after the retry the model is told, and the call goes on')
