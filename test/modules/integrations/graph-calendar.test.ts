@@ -8,7 +8,7 @@ import { createAccount, setup, type Account, type TestContext } from '../../help
 import { startGraphStandIn, type GraphStandIn } from '../../helpers/graph-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
 import { startRealtimeStandin } from '../../helpers/realtime-standin.ts'
-import { finishedCall, startWebCall, typedTurn } from '../../helpers/voice-client.ts'
+import { finishedCall, openWebCall, startWebCall, typedTurn } from '../../helpers/voice-client.ts'
 
 // The calendar_two tool (Microsoft Outlook through Microsoft Graph) during calls, through the real protocols: a web
 // call over the browser WebSocket, the model (the OpenAI HTTP or Realtime stand-in) calling the tool's functions, the
@@ -141,6 +141,47 @@ t.test('a call finds free times around busy events (across pages, in the agent\'
   t.match(json(tools[2].output), { bookings: [{ booking_id: event!.id, start: `${day}T13:00`, title: 'Jane Doe' }] })
   t.match(json(tools[3].output), { rescheduled: { start: `${day}T14:30` } })
   t.match(json(tools[4].output), { cancelled: { booking_id: event!.id } })
+})
+
+t.test('a caller known by number: the event keeps the number (no attendee without an e-mail), and a later call finds it by the number alone and cancels it', async (t) => {
+  const ctx = await cascade(t)
+  const day = bookableDay()
+  const PHONE = '+14155550123'
+  /** A web call whose caller's number is known, as a phone call's is. */
+  const callFrom = async () => {
+    const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: ctx.account.headers, payload: { agent_id: ctx.agentId, dynamic_context: { customer_phone: PHONE } } })).json()
+    const client = await openWebCall(ctx.url, call.access_token)
+    await client.waitFor('transcript', (e) => e.speaker === 'agent')
+    return { callId: call._id as string, client }
+  }
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Outlook_book', arguments: { start: `${day}T10:00`, name: 'Lou Grant' } }] },
+    { text: 'See you at ten.' }
+  )
+  const first = await callFrom()
+  await typedTurn(first.client, 'Ten o\'clock, Lou Grant.', /See you at ten/)
+  first.client.hangup()
+  const event = ctx.graph.events.find((e) => e.subject === 'Lou Grant')
+  t.same(event?.attendees, [], 'no e-mail: nobody to invite')
+  t.same([...event!.properties.values()], [PHONE])
+  t.match(event?.body.content, /Phone: \+14155550123/)
+
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Outlook_find_booking', arguments: {} }] },
+    { text: 'You are booked at ten.' },
+    { toolCalls: [{ name: 'Outlook_cancel', arguments: { booking_id: event!.id } }] },
+    { text: 'Cancelled.' }
+  )
+  const second = await callFrom()
+  await typedTurn(second.client, 'When am I booked?', /booked at ten/)
+  await typedTurn(second.client, 'Cancel it please.', /Cancelled/)
+  second.client.hangup()
+  const [found, cancelled] = await toolItems(ctx, second.callId)
+  t.match(json(found.output), { bookings: [{ booking_id: event!.id, start: `${day}T10:00` }] })
+  const filter = ctx.graph.requests.find((r) => r.path === '/v1.0/me/calendar/events' && r.method === 'GET')?.query.get('$filter')
+  t.match(filter, /ep\/value eq '\+14155550123'/, 'found by the number\'s extended property')
+  t.match(json(cancelled.output), { cancelled: { booking_id: event!.id } })
+  t.same(ctx.graph.events, [], 'the event is gone')
 })
 
 t.test('a slot taken meanwhile: the book re-checks, creates nothing and offers other times', async (t) => {
