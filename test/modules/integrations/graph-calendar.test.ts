@@ -205,6 +205,31 @@ t.test('a slot taken meanwhile: the book re-checks, creates nothing and offers o
   t.same(json(book.output).free_times.map((slot: { start: string }) => slot.start.slice(11)).slice(0, 2), ['09:30', '10:00'], 'the same day\'s other times offered')
 })
 
+t.test('buffer_minutes keeps time clear around events, in the offered times and in the check before booking', async (t) => {
+  const ctx = await cascade(t)
+  const day = bookableDay()
+  const tools = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${ctx.agentId}/tools`, headers: ctx.account.headers })).json()
+  const id = (Array.isArray(tools) ? tools : tools.data)[0]._id
+  t.equal((await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${ctx.agentId}/tools/${id}`, headers: ctx.account.headers, payload: { settings: { ...SETTINGS, buffer_minutes: 15 } } })).statusCode, 200)
+  ctx.graph.busy(at(day, '10:00'), at(day, '10:30'))
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Outlook_find_times', arguments: { from: `${day}T09:00`, to: `${day}T12:00` } }] },
+    { text: 'Nine or eleven.' },
+    { toolCalls: [{ name: 'Outlook_book', arguments: { start: `${day}T11:00`, name: 'Max Mo', email: 'max@example.com' } }] },
+    { text: 'Eleven has gone.' }
+  )
+  const { callId, client } = await startWebCall(ctx.app, ctx.url, ctx.account.headers, ctx.agentId)
+  await typedTurn(client, 'Morning?', /Nine or eleven/)
+  // An event that ends a quarter of an hour after 11:00's slot would: inside its buffer.
+  ctx.graph.busy(at(day, '11:40'), at(day, '12:00'))
+  await typedTurn(client, 'Eleven.', /Eleven has gone/)
+  client.hangup()
+  const [found, book] = await toolItems(ctx, callId)
+  t.same(json(found.output).free_times.map((slot: { start: string }) => slot.start.slice(11)), ['09:00', '11:00', '11:30'], '15 minutes kept clear before and after 10:00–10:30')
+  t.match(json(book.output), { booked: null, problem: /taken by someone else meanwhile/ })
+  t.equal(ctx.graph.events.length, 2, 'nothing booked')
+})
+
 t.test('an access token expired mid-call is refreshed (the rotated refresh token kept); a 429 is retried once, a second one told to the model', async (t) => {
   // Retry-After is waited times CALL_TIME_SCALE.
   const ctx = await cascade(t, { CALL_TIME_SCALE: '0.05' })
