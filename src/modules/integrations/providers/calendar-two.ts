@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /**
  * Microsoft Outlook calendars through Microsoft Graph v1.0, OAuth 2.0 only (the Microsoft identity platform's v2.0
