@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { oauthServer, type OAuthServer, type OAuthServerOptions } from './oauth-server.ts'
 
 // A local server that answers like the Google Calendar API v3 (https://www.googleapis.com/calendar/v3) for what the
 // calendar_one adapter uses, written from Google's reference (developers.google.com/calendar/api/v3/reference and
@@ -17,6 +18,8 @@ import type { Test } from 'tap'
 //   whose id is the owner's e-mail address and whose title (summary) is that address too, as Google makes it.
 // - Bearer tokens; a token that is not (or no longer) valid gets 401 `authError` "Invalid Credentials". Errors
 //   carry Google's body: {error: {code, message, errors: [{domain, reason, message}], status}}.
+// - Scopes: each method answers 403 `insufficientPermissions` unless the connection holds one of the scopes its
+//   reference lists (by default the connection holds what calendar_one asks for: calendar.events, calendar.freebusy).
 // Event times are stored as instants; `dateTime` without an offset is read in the `timeZone` given beside it, and
 // answered with the offset of the event's time zone (or of the calendar's).
 
@@ -65,6 +68,8 @@ export interface GoogleCalendarStandin {
   accepts: (token: string) => boolean
   /** The access tokens the default `accepts` takes. */
   tokens: Set<string>
+  /** The scopes the connection was granted (Google checks each method's). */
+  scopes: Set<string>
   /** Most events one page of events.list holds (Google allows up to 2500); default 250. */
   pageSize: number
   /** Adds a calendar the owner can use (besides the primary one). */
@@ -83,6 +88,19 @@ export interface GoogleCalendarStandin {
   /** Extra endpoints on the same server (an OAuth server's authorize and token pages): true when handled. */
   routes: Array<(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => boolean | Promise<boolean>>
 }
+
+const SCOPE = 'https://www.googleapis.com/auth/calendar'
+/** What each method accepts, from its reference page ("Authorization": at least one of these scopes). */
+const SCOPES = {
+  freeBusy: [SCOPE, `${SCOPE}.readonly`, `${SCOPE}.freebusy`, `${SCOPE}.events.freebusy`],
+  readEvents: [SCOPE, `${SCOPE}.readonly`, `${SCOPE}.events`, `${SCOPE}.events.readonly`, `${SCOPE}.events.owned`, `${SCOPE}.events.owned.readonly`],
+  writeEvents: [SCOPE, `${SCOPE}.events`, `${SCOPE}.events.owned`],
+  calendar: [SCOPE, `${SCOPE}.readonly`, `${SCOPE}.calendars`, `${SCOPE}.calendars.readonly`, `${SCOPE}.app.created`],
+  calendarList: [SCOPE, `${SCOPE}.readonly`, `${SCOPE}.calendarlist`, `${SCOPE}.calendarlist.readonly`]
+}
+
+/** What calendar_one asks for (src/modules/integrations/providers/calendar-one.ts). */
+export const NARROW_SCOPES = [`${SCOPE}.events`, `${SCOPE}.freebusy`]
 
 const STATUS: Record<number, string> = { 400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND', 409: 'ALREADY_EXISTS', 410: 'NOT_FOUND', 429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE' }
 
@@ -250,6 +268,7 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
     requests,
     owner: { email: ownerEmail },
     tokens: new Set(),
+    scopes: new Set(NARROW_SCOPES),
     accepts: (token) => standin.tokens.has(token),
     pageSize: 250,
     addCalendar,
@@ -353,10 +372,18 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
     }
   }
 
+  const needs = (accepted: string[]) => {
+    if (!accepted.some((scope) => standin.scopes.has(scope))) throw new Failure(403, 'insufficientPermissions', 'Request had insufficient authentication scopes.')
+  }
+
   const answer = async (method: string, path: string, query: URLSearchParams, body: any): Promise<{ status: number, body?: unknown }> => {
-    if (method === 'POST' && path === '/freeBusy') return { status: 200, body: freeBusy(isObject(body) ? body : {}) }
+    if (method === 'POST' && path === '/freeBusy') {
+      needs(SCOPES.freeBusy)
+      return { status: 200, body: freeBusy(isObject(body) ? body : {}) }
+    }
     const calendarPath = /^\/(?:calendars|users\/me\/calendarList)\/([^/]+)$/.exec(path)
     if (method === 'GET' && calendarPath !== null) {
+      needs(path.startsWith('/users/') ? SCOPES.calendarList : SCOPES.calendar)
       const calendar = calendarOf(decodeURIComponent(calendarPath[1]))
       const entry = { etag: etag(), id: calendar.id, summary: calendar.summary, timeZone: calendar.timeZone }
       return path.startsWith('/users/')
@@ -365,6 +392,7 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
     }
     const events = /^\/calendars\/([^/]+)\/events(?:\/([^/]+))?$/.exec(path)
     if (events === null) throw new Failure(404, 'notFound', 'Not Found')
+    needs(method === 'GET' ? SCOPES.readEvents : SCOPES.writeEvents)
     const calendar = calendarOf(decodeURIComponent(events[1]))
     if (events[2] === undefined) {
       if (method === 'GET') return { status: 200, body: list(calendar, query) }
@@ -445,4 +473,31 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
   standin.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   standin.url = `${standin.origin}/calendar/v3`
   return standin
+}
+
+export const CLIENT_ID = 'switchboard-test.apps.googleusercontent.com'
+export const CLIENT_SECRET = 'GOCSPX-test-secret'
+
+/**
+ * The Calendar stand-in with Google's OAuth 2.0 endpoints on the same server (the coordinator's OAuth server at
+ * Google's paths: /o/oauth2/v2/auth, /token, /revoke): bearer tokens are valid while the OAuth server says so.
+ * `env`: the configuration that points calendar_one at it.
+ */
+export async function startGoogle (t: Test, options: { owner?: string, timeZone?: string, oauth?: Partial<OAuthServerOptions> } = {}): Promise<{ calendar: GoogleCalendarStandin, oauth: OAuthServer, env: Record<string, string> }> {
+  const calendar = await startGoogleCalendarStandin(t, options.owner, options.timeZone)
+  const oauth = oauthServer({ authorizePath: '/o/oauth2/v2/auth', tokenPath: '/token', revokePath: '/revoke', clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, ...options.oauth })
+  calendar.accepts = (token) => oauth.valid(`Bearer ${token}`)
+  calendar.routes.push((req, res, body) => {
+    const url = new URL(req.url ?? '/', 'http://standin')
+    return oauth.handle(req, res, url.pathname, url.searchParams, body.toString('utf8'))
+  })
+  const env = {
+    GOOGLE_CALENDAR_API_URL: calendar.url,
+    GOOGLE_AUTHORIZE_URL: `${calendar.origin}/o/oauth2/v2/auth`,
+    GOOGLE_TOKEN_URL: `${calendar.origin}/token`,
+    GOOGLE_REVOKE_URL: `${calendar.origin}/revoke`,
+    GOOGLE_CLIENT_ID: CLIENT_ID,
+    GOOGLE_CLIENT_SECRET: CLIENT_SECRET
+  }
+  return { calendar, oauth, env }
 }

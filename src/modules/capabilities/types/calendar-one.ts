@@ -1,8 +1,9 @@
 import { Type, type Static } from 'typebox'
+import { badRequest } from '../../../http/errors.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
-import { SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { freeSlots, OpeningHours } from '../booking/hours.ts'
-import { localOf } from '../booking/time.ts'
+import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
+import { CalendarMembers, DEFAULT_HOURS, freeSlots, hoursProblem, WEEKDAYS } from '../booking/hours.ts'
+import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
 import { defineCapability } from '../registry.ts'
 import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
@@ -16,17 +17,22 @@ import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 export const CalendarOneSettings = Type.Object({
   name: Name,
   description: Description,
-  calendar_id: Type.String({ minLength: 1, maxLength: 200, description: "calendar in the connected Google account: `primary` (its own calendar) or a calendar's id" }),
+  calendar_id: Type.String({ minLength: 1, maxLength: 200, description: "the Google calendar it books in: `primary` (the connected account's own calendar, the default) or a calendar's id" }),
   time_zone: TimeZone,
-  duration_minutes: Minutes(5, 480, 'length of an event'),
-  buffer_minutes: Minutes(0, 240, 'free time kept before and after each event'),
-  opening_hours: OpeningHours,
-  days_ahead: Type.Integer({ minimum: 1, maximum: 365, description: 'how many days ahead times are offered' })
+  duration_minutes: Minutes(5, 480, 'length of an appointment'),
+  ...CalendarMembers
 })
 type CalendarOneSettings = Static<typeof CalendarOneSettings>
 
+/** Unset members of the calendar settings (hours.ts, CalendarMembers). */
+const DEFAULT_DAYS_AHEAD = 60
+const DEFAULT_NOTICE_MINUTES = 60
+
 /** Private extended properties of the events it books (Google keeps them on this calendar's copy only). */
 const PROPERTY = { booked: 'switchboard', phone: 'switchboard_phone', email: 'switchboard_email' } as const
+
+/** A phone number as stored and searched: its digits and leading +, whatever spacing the caller or model used. */
+const phoneKey = (phone: string) => phone.replace(/[^\d+]/g, '')
 
 /** Most pages of events.list read when finding a caller's bookings (Google's pages hold up to 250 events). */
 const MAX_PAGES = 10
@@ -45,9 +51,10 @@ const bookingOf = (event: GoogleEvent): Booking | undefined => {
   return { id: event.id, start: new Date(event.start.dateTime), end: new Date(event.end.dateTime), title: event.summary ?? '' }
 }
 
+/** An instant as Google takes it: the wall-clock time in the tool's zone, with the zone (the event shows it so). */
 const wall = (at: Date, timeZone: string) => ({ dateTime: `${localOf(at, timeZone)}:00`, timeZone })
 
-const minutes = (n: number) => n * 60_000
+const MINUTE = 60_000
 
 /** The busy periods with one booking's own time taken out (it does not stand in its own way when moved). */
 function without (busy: Slot[], own: Booking): Slot[] {
@@ -62,27 +69,44 @@ function without (busy: Slot[], own: Booking): Slot[] {
 
 /** A BookingBackend over one Google calendar of the connected account. */
 export function googleBackend (conn: Connection, settings: CalendarOneSettings, now: () => Date = () => new Date()): BookingBackend {
-  const calendarId = settings.calendar_id
+  const { calendar_id: calendarId, time_zone: timeZone } = settings
   const events = `/calendars/${encodeURIComponent(calendarId)}/events`
-  const buffer = minutes(settings.buffer_minutes)
+  const hours = settings.opening_hours ?? DEFAULT_HOURS
+  const buffer = (settings.buffer_minutes ?? 0) * MINUTE
+  const notBefore = () => new Date(now().getTime() + (settings.min_notice_minutes ?? DEFAULT_NOTICE_MINUTES) * MINUTE)
+  const notAfter = () => new Date(now().getTime() + (settings.days_ahead ?? DEFAULT_DAYS_AHEAD) * 86_400_000)
 
   const busy = async (from: Date, to: Date, signal: AbortSignal): Promise<Slot[]> => {
     const answer = await conn.request({ method: 'POST', path: '/freeBusy', body: { timeMin: from.toISOString(), timeMax: to.toISOString(), items: [{ id: calendarId }] } }, signal)
     const entry = answer.body?.calendars?.[calendarId]
-    if (entry === undefined || (Array.isArray(entry.errors) && entry.errors.length > 0)) {
-      throw new IntegrationError('rejected', `Google Calendar cannot read the calendar "${calendarId}" (${entry?.errors?.[0]?.reason ?? 'not in the answer'})`, { status: 404, body: answer.body })
-    }
-    return (entry.busy as Array<{ start: string, end: string }>).map((period) => ({ start: new Date(period.start), end: new Date(period.end) }))
+    const problem = entry === undefined ? 'it is not in the answer' : Array.isArray(entry.errors) && entry.errors.length > 0 ? String(entry.errors[0]?.reason) : undefined
+    // Per calendar, freeBusy answers 200 with errors (notFound: a calendar_id the account cannot see).
+    if (problem !== undefined) throw new IntegrationError('rejected', `Google Calendar cannot read the calendar "${calendarId}" of the connected account (${problem})`, answer.status, answer.body)
+    return (Array.isArray(entry.busy) ? entry.busy as Array<{ start: string, end: string }> : []).map((period) => ({ start: new Date(period.start), end: new Date(period.end) }))
   }
 
-  const free = (slot: Slot, periods: Slot[]) => !periods.some((period) => period.start.getTime() < slot.end.getTime() + buffer && period.end.getTime() > slot.start.getTime() - buffer)
+  /** The slot lies in one of its day's opening ranges, within the notice and the days ahead. */
+  const bookable = (slot: Slot) => {
+    if (slot.start < notBefore()) throw new BookingProblem(`appointments start at least ${settings.min_notice_minutes ?? DEFAULT_NOTICE_MINUTES} minutes from now; offer a later time`)
+    if (slot.end > notAfter()) throw new BookingProblem(`appointments can be booked at most ${settings.days_ahead ?? DEFAULT_DAYS_AHEAD} days ahead; offer an earlier day`)
+    const day = localOf(slot.start, timeZone).slice(0, 10)
+    const ranges = hours[WEEKDAYS[weekdayOf(slot.start, timeZone)]] ?? []
+    const inside = ranges.some((range) => {
+      const opens = zonedToUtc(`${day}T${range.from}`, timeZone)
+      const closes = zonedToUtc(range.to === '24:00' ? `${nextDay(day)}T00:00` : `${day}T${range.to}`, timeZone)
+      return opens <= slot.start && slot.end <= closes
+    })
+    if (!inside) throw new BookingProblem('that time is outside the opening hours; offer one of the free times found')
+  }
 
-  /** Asked again right before a change: the slot (and its buffer) must still be free. */
+  /** Asked again right before a change: the slot (and the buffer around it) must still be free. */
   const stillFree = async (slot: Slot, signal: AbortSignal, own?: Booking) => {
-    const periods = await busy(new Date(slot.start.getTime() - buffer), new Date(slot.end.getTime() + buffer), signal)
-    if (!free(slot, own === undefined ? periods : without(periods, own))) throw new SlotTaken()
+    const around = { start: new Date(slot.start.getTime() - buffer), end: new Date(slot.end.getTime() + buffer) }
+    const periods = await busy(around.start, around.end, signal)
+    if ((own === undefined ? periods : without(periods, own)).some((period) => period.start < around.end && period.end > around.start)) throw new SlotTaken()
   }
 
+  /** The upcoming events it booked whose private property holds the value, every page. */
   const list = async (property: string, value: string, signal: AbortSignal): Promise<GoogleEvent[]> => {
     const found: GoogleEvent[] = []
     let pageToken: string | undefined
@@ -92,8 +116,8 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
         path: events,
         query: { privateExtendedProperty: `${property}=${value}`, timeMin: now().toISOString(), singleEvents: true, orderBy: 'startTime', maxResults: 250, pageToken }
       }, signal)
-      found.push(...(answer.body?.items ?? []) as GoogleEvent[])
-      pageToken = answer.body?.nextPageToken
+      found.push(...(Array.isArray(answer.body?.items) ? answer.body.items as GoogleEvent[] : []))
+      pageToken = typeof answer.body?.nextPageToken === 'string' ? answer.body.nextPageToken : undefined
       if (pageToken === undefined) break
     }
     return found
@@ -102,61 +126,65 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
   return {
     async slots (from, to, signal) {
       const periods = await busy(from, to, signal)
-      return freeSlots({ from, to, hours: settings.opening_hours, timeZone: settings.time_zone, slotMinutes: settings.duration_minutes, bufferMinutes: settings.buffer_minutes, busy: periods, notBefore: now() })
+      return freeSlots({ from, to, hours, timeZone, slotMinutes: settings.duration_minutes, bufferMinutes: settings.buffer_minutes ?? 0, busy: periods, notBefore: notBefore(), notAfter: notAfter() })
     },
 
     async book (slot, attendee: Attendee, signal) {
+      bookable(slot)
       await stillFree(slot, signal)
       const email = attendee.email?.toLowerCase() ?? null
-      const details = [`Name: ${attendee.name}`, attendee.phone === null ? undefined : `Phone: ${attendee.phone}`, email === null ? undefined : `E-mail: ${email}`, attendee.notes === null ? undefined : `Notes: ${attendee.notes}`]
+      const details = [`Name: ${attendee.name}`, attendee.phone === null ? '' : `Phone: ${attendee.phone}`, email === null ? '' : `E-mail: ${email}`, attendee.notes === null ? '' : `Notes: ${attendee.notes}`]
+      const title = `${settings.name}: ${attendee.name}`
       const answer = await conn.request({
         method: 'POST',
         path: events,
-        // Google e-mails the invitation to the caller (when an address is known).
+        // Google e-mails the caller the invitation when an address is known.
         query: { sendUpdates: email === null ? 'none' : 'all' },
         body: {
-          summary: `${settings.name}: ${attendee.name}`,
-          description: [...details.filter((line) => line !== undefined), 'Booked by the voice agent during a call.'].join('\n'),
-          start: wall(slot.start, settings.time_zone),
-          end: wall(slot.end, settings.time_zone),
+          summary: title,
+          description: [...details.filter((line) => line !== ''), 'Booked by the voice agent during a call.'].join('\n'),
+          start: wall(slot.start, timeZone),
+          end: wall(slot.end, timeZone),
           ...(email === null ? {} : { attendees: [{ email, displayName: attendee.name }] }),
           extendedProperties: {
             private: {
-              [PROPERTY.booked]: '1',
-              ...(attendee.phone === null ? {} : { [PROPERTY.phone]: attendee.phone }),
+              [PROPERTY.booked]: 'true',
+              ...(attendee.phone === null ? {} : { [PROPERTY.phone]: phoneKey(attendee.phone) }),
               ...(email === null ? {} : { [PROPERTY.email]: email })
             }
           }
         }
       }, signal)
-      return bookingOf(answer.body) ?? { id: String(answer.body?.id), start: slot.start, end: slot.end, title: `${settings.name}: ${attendee.name}` }
+      return bookingOf(answer.body) ?? { id: String(answer.body?.id), start: slot.start, end: slot.end, title }
     },
 
     async find (who, signal) {
       const lists = await Promise.all([
-        who.phone === null ? [] : await list(PROPERTY.phone, who.phone, signal),
-        who.email === null ? [] : await list(PROPERTY.email, who.email.toLowerCase(), signal)
+        who.phone === null ? [] : list(PROPERTY.phone, phoneKey(who.phone), signal),
+        who.email === null ? [] : list(PROPERTY.email, who.email.toLowerCase(), signal)
       ])
       const unique = new Map(lists.flat().filter((event) => event.status !== 'cancelled').map((event) => [event.id, event]))
       return [...unique.values()].map(bookingOf).filter((booking) => booking !== undefined).sort((a, b) => a.start.getTime() - b.start.getTime())
     },
 
     async reschedule (booking, slot, signal) {
+      bookable(slot)
       await stillFree(slot, signal, booking)
       const answer = await conn.request({
         method: 'PATCH',
         path: `${events}/${encodeURIComponent(booking.id)}`,
         query: { sendUpdates: 'all' },
-        body: { start: wall(slot.start, settings.time_zone), end: wall(slot.end, settings.time_zone) }
+        body: { start: wall(slot.start, timeZone), end: wall(slot.end, timeZone) }
       }, signal)
       return bookingOf(answer.body) ?? { ...booking, start: slot.start, end: slot.end }
     },
 
+    // Google's delete takes no reason; the attendees get Google's cancellation e-mail.
     async cancel (booking, _reason, signal) {
       try {
         await conn.request({ method: 'DELETE', path: `${events}/${encodeURIComponent(booking.id)}`, query: { sendUpdates: 'all' } }, signal)
       } catch (err) {
-        // 410: cancelled already (another call, or the owner in Google Calendar): what was asked is done.
+        // 410 `deleted`: cancelled already (by the owner in Google Calendar meanwhile): what was asked is done.
         if (!(err instanceof IntegrationError && err.status === 410)) throw err
       }
     }
@@ -166,9 +194,13 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
 export const calendarOne = defineCapability({
   type: 'calendar_one',
   label: 'Calendar (Google Calendar)',
-  hint: 'Finds free times and books, moves and cancels events in a Google calendar.',
+  hint: 'Finds free times and books, moves and cancels appointments in a connected Google calendar.',
   schema: CalendarOneSettings,
-  defaults: { calendar_id: 'primary', buffer_minutes: 0, days_ahead: 30 },
-  fieldLabels: { duration_minutes: 'Length (minutes)', calendar_id: 'Calendar id', buffer_minutes: 'Buffer (minutes)', opening_hours: 'Opening hours', days_ahead: 'Days ahead' },
-  live: async (row, ctx) => bookingTools(row, ctx, googleBackend(await connectionOf(ctx, ctx.userId, 'calendar_one'), row.settings))
+  defaults: { calendar_id: 'primary' },
+  fieldLabels: { duration_minutes: 'Length (minutes)', calendar_id: 'Calendar id' },
+  check: async (_ctx, settings) => {
+    const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
+    if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
+  },
+  live: async (row, ctx) => bookingTools(row, ctx, googleBackend(await connectionOf(ctx, ctx.userId, 'calendar_one'), row.settings), 'Google Calendar')
 })

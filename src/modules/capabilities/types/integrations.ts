@@ -43,7 +43,6 @@ export const appointmentBooking = defineCapability({
   unavailable: NOT_YET
 })
 
-export const calendarOne = defineCapability({ type: 'calendar_one', label: 'Calendar (Google Calendar)', hint: 'Checks and books times in a Google calendar.', schema: calendarSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const calendarTwo = defineCapability({ type: 'calendar_two', label: 'Calendar (Microsoft Outlook)', hint: 'Checks and books times in an Outlook calendar.', schema: calendarSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const bookingOne = defineCapability({ type: 'booking_one', label: 'Booking (Cal.com)', hint: 'Books, reschedules and cancels in Cal.com.', schema: bookingSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const bookingTwo = defineCapability({ type: 'booking_two', label: 'Booking (Calendly)', hint: 'Books and cancels in Calendly.', schema: bookingSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
