@@ -17,7 +17,7 @@ import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 export const CalendarOneSettings = Type.Object({
   name: Name,
   description: Description,
-  calendar_id: Type.String({ minLength: 1, maxLength: 200, description: "the Google calendar it books in: `primary` (the connected account's own calendar, the default) or a calendar's id" }),
+  calendar_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "the Google calendar it books in: `primary` (the connected account's own calendar, the default) or a calendar's id" })),
   time_zone: TimeZone,
   duration_minutes: Minutes(5, 480, 'length of an appointment'),
   ...CalendarMembers
@@ -69,7 +69,7 @@ function without (busy: Slot[], own: Booking): Slot[] {
 
 /** A BookingBackend over one Google calendar of the connected account. */
 export function googleBackend (conn: Connection, settings: CalendarOneSettings, now: () => Date = () => new Date()): BookingBackend {
-  const { calendar_id: calendarId, time_zone: timeZone } = settings
+  const { calendar_id: calendarId = 'primary', time_zone: timeZone } = settings
   const events = `/calendars/${encodeURIComponent(calendarId)}/events`
   const hours = settings.opening_hours ?? DEFAULT_HOURS
   const buffer = (settings.buffer_minutes ?? 0) * MINUTE
@@ -106,16 +106,13 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
     if ((own === undefined ? periods : without(periods, own)).some((period) => period.start < around.end && period.end > around.start)) throw new SlotTaken()
   }
 
-  /** The upcoming events it booked whose private property holds the value, every page. */
+  /** The upcoming events it booked whose private property holds the value, every page (each with the same query). */
   const list = async (property: string, value: string, signal: AbortSignal): Promise<GoogleEvent[]> => {
+    const query = { privateExtendedProperty: `${property}=${value}`, timeMin: now().toISOString(), singleEvents: true, orderBy: 'startTime', maxResults: 250 }
     const found: GoogleEvent[] = []
     let pageToken: string | undefined
     for (let page = 0; page < MAX_PAGES; page++) {
-      const answer = await conn.request({
-        method: 'GET',
-        path: events,
-        query: { privateExtendedProperty: `${property}=${value}`, timeMin: now().toISOString(), singleEvents: true, orderBy: 'startTime', maxResults: 250, pageToken }
-      }, signal)
+      const answer = await conn.request({ method: 'GET', path: events, query: { ...query, pageToken } }, signal)
       found.push(...(Array.isArray(answer.body?.items) ? answer.body.items as GoogleEvent[] : []))
       pageToken = typeof answer.body?.nextPageToken === 'string' ? answer.body.nextPageToken : undefined
       if (pageToken === undefined) break
