@@ -80,7 +80,7 @@ export interface GoogleCalendarStandin {
   events: (calendarId?: string) => StoredEvent[]
   /**
    * The next API requests (after authentication) are answered with these failures, in turn. `reason` defaults to
-   * Google's for the status (429 and 403: rateLimitExceeded, 500: backendError, 503: backendError).
+   * Google's for the status (429 and 403: rateLimitExceeded, 500 and 503: backendError).
    */
   failNext: (status: number, options?: { reason?: string, retryAfter?: number }) => void
   /** Runs when a request arrives, before it is answered (for example: take a slot between two requests). */
@@ -104,11 +104,20 @@ export const NARROW_SCOPES = [`${SCOPE}.events`, `${SCOPE}.freebusy`]
 
 const STATUS: Record<number, string> = { 400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND', 409: 'ALREADY_EXISTS', 410: 'NOT_FOUND', 429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE' }
 
-const DEFAULT_REASON: Record<number, { domain: string, reason: string, message: string }> = {
-  403: { domain: 'usageLimits', reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded' },
-  429: { domain: 'usageLimits', reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded' },
-  500: { domain: 'global', reason: 'backendError', message: 'Backend Error' },
-  503: { domain: 'global', reason: 'backendError', message: 'Backend Error' }
+const DEFAULT_REASON: Record<number, { reason: string }> = {
+  403: { reason: 'rateLimitExceeded' },
+  429: { reason: 'rateLimitExceeded' },
+  500: { reason: 'backendError' },
+  503: { reason: 'backendError' }
+}
+
+/** Messages and domains of the reasons Google's error guide lists. */
+const REASONS: Record<string, { domain: string, message: string }> = {
+  rateLimitExceeded: { domain: 'usageLimits', message: 'Rate Limit Exceeded' },
+  userRateLimitExceeded: { domain: 'usageLimits', message: 'User Rate Limit Exceeded' },
+  quotaExceeded: { domain: 'usageLimits', message: 'Calendar usage limits exceeded.' },
+  forbiddenForNonOrganizer: { domain: 'calendar', message: 'Shared properties can only be changed by the organizer of the event.' },
+  backendError: { domain: 'global', message: 'Backend Error' }
 }
 
 /** Google's error body. */
@@ -455,9 +464,10 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
         }
         const failure = failures.shift()
         if (failure !== undefined) {
-          const known = DEFAULT_REASON[failure.status] ?? { domain: 'global', reason: failure.reason ?? 'backendError', message: 'Backend Error' }
+          const reason = failure.reason ?? DEFAULT_REASON[failure.status]?.reason ?? 'backendError'
+          const known = REASONS[reason] ?? { domain: 'global', message: reason }
           const headers: Record<string, string> = failure.retryAfter === undefined ? {} : { 'retry-after': String(failure.retryAfter) }
-          return json(failure.status, googleError(failure.status, failure.reason ?? known.reason, known.message, known.domain), headers)
+          return json(failure.status, googleError(failure.status, reason, known.message, known.domain), headers)
         }
         try {
           const answered = await answer(request.method, path, url.searchParams, body)

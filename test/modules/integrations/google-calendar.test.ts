@@ -294,14 +294,20 @@ t.test('a slot taken meanwhile (between finding it and booking it): the model is
   t.equal(done.transcription.at(-1).speaker, 'agent')
 })
 
-t.test('rate limits: a 429 is retried once after Retry-After and the call goes on; two in a row reach the model as busy', async (t) => {
+t.test('rate limits: a 429 (and Google\'s 403 rateLimitExceeded) is retried once and the call goes on; two in a row reach the model as busy', async (t) => {
   const ctx = await calendarCall(t)
   const day = openDay()
   ctx.model!.replies.push(
     { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T09:00`, to: `${day}T10:00` } }] },
     { text: 'Nine is free.' },
     { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T13:00`, to: `${day}T14:00` } }] },
-    { text: 'The calendar is busy, shall I try again in a moment?' }
+    { text: 'The calendar is busy, shall I try again in a moment?' },
+    { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T14:00`, to: `${day}T14:30` } }] },
+    { text: 'Two is free.' },
+    { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T15:00`, to: `${day}T15:30` } }] },
+    { text: 'The calendar is still busy.' },
+    { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T16:00`, to: `${day}T16:30` } }] },
+    { text: 'I cannot book that right now.' }
   )
   const { callId, client } = await startWebCall(ctx.app, ctx.url, ctx.account.headers, ctx.agent._id)
   ctx.google.calendar.failNext(429, { retryAfter: 1 })
@@ -314,6 +320,20 @@ t.test('rate limits: a 429 is retried once after Retry-After and the call goes o
   ctx.google.calendar.failNext(429)
   await typedTurn(client, 'And at one?', /try again in a moment/)
   t.match(toolResults(ctx.model!).at(-1), /^Error: Google Calendar is busy \(HTTP 429\).*Tell the caller the booking system is not answering right now/)
+
+  // Google's more usual answer: 403 with reason rateLimitExceeded (or userRateLimitExceeded), retried the same way.
+  ctx.google.calendar.failNext(403)
+  const third = ctx.google.calendar.requests.length
+  await typedTurn(client, 'And at two?', /Two is free/)
+  t.same(ctx.google.calendar.requests.slice(third).map((r) => r.path), ['/freeBusy', '/freeBusy'], 'one retry')
+  t.match(JSON.parse(toolResults(ctx.model!).at(-1)!), { free_times: [{ start: `${day}T14:00` }] })
+  ctx.google.calendar.failNext(403, { reason: 'userRateLimitExceeded' })
+  ctx.google.calendar.failNext(403, { reason: 'userRateLimitExceeded' })
+  await typedTurn(client, 'And at three?', /still busy/)
+  t.match(toolResults(ctx.model!).at(-1), /^Error: Google Calendar is busy \(HTTP 403 userRateLimitExceeded\).*not answering right now/)
+  ctx.google.calendar.failNext(403, { reason: 'forbiddenForNonOrganizer' })
+  await typedTurn(client, 'And at four?', /cannot book/)
+  t.match(toolResults(ctx.model!).at(-1), /^Error: Google Calendar refused the request \(HTTP 403: .*\)\. Tell the caller you cannot book right now/, 'another 403 is a refusal, not retried')
   client.hangup()
   const { done } = await toolItems(ctx, callId)
   t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on')

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises'
 import { Type, type Static } from 'typebox'
 import { badRequest } from '../../../http/errors.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
@@ -65,6 +66,42 @@ function without (busy: Slot[], own: Booking): Slot[] {
     if (period.end > own.end) parts.push({ start: own.end, end: period.end })
     return parts
   })
+}
+
+/** Google's usual rate-limit answers: 403 with these reasons (429 too, which the client retries itself). */
+const RATE_LIMITS = new Set(['rateLimitExceeded', 'userRateLimitExceeded'])
+
+function limitReason (err: unknown): string | undefined {
+  if (!(err instanceof IntegrationError) || err.status !== 403) return undefined
+  const errors: unknown = (err.body as { error?: { errors?: unknown } } | null)?.error?.errors
+  const reasons = Array.isArray(errors) ? errors.map((e: { reason?: unknown }) => e?.reason) : []
+  return reasons.find((reason): reason is string => typeof reason === 'string' && RATE_LIMITS.has(reason))
+}
+
+/**
+ * The connection with Google's 403 rate limits treated as the client treats a 429: one retry after a pause
+ * (`pauseMs`: the client's default second, times CALL_TIME_SCALE), then `rate_limited`. Any 403 is a refusal, so
+ * retrying an insert cannot book twice.
+ */
+export function withRateLimits (conn: Connection, pauseMs: number): Connection {
+  return {
+    ...conn,
+    request: async (req, signal) => {
+      try {
+        return await conn.request(req, signal)
+      } catch (err) {
+        if (limitReason(err) === undefined) throw err
+      }
+      await delay(pauseMs, undefined, signal === undefined ? {} : { signal })
+      try {
+        return await conn.request(req, signal)
+      } catch (err) {
+        const reason = limitReason(err)
+        if (reason === undefined) throw err
+        throw new IntegrationError('rate_limited', `Google Calendar is busy (HTTP 403 ${reason}) and asked to try again later`, 403, (err as IntegrationError).body)
+      }
+    }
+  }
 }
 
 /** A BookingBackend over one Google calendar of the connected account. */
@@ -199,5 +236,8 @@ export const calendarOne = defineCapability({
     const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
     if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
   },
-  live: async (row, ctx) => bookingTools(row, ctx, googleBackend(await connectionOf(ctx, ctx.userId, 'calendar_one'), row.settings), 'Google Calendar')
+  live: async (row, ctx) => {
+    const conn = withRateLimits(await connectionOf(ctx, ctx.userId, 'calendar_one'), 1000 * ctx.config.callTimeScale)
+    return bookingTools(row, ctx, googleBackend(conn, row.settings), 'Google Calendar')
+  }
 })
