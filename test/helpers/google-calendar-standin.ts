@@ -75,7 +75,7 @@ export interface GoogleCalendarStandin {
   /** Adds a calendar the owner can use (besides the primary one). */
   addCalendar: (id: string, summary: string, timeZone: string) => void
   /** An event someone else put in the calendar, busy from `start` to `end`; answers it. */
-  busy: (start: Date, end: Date, options?: { calendarId?: string, summary?: string, extendedProperties?: StoredEvent['extendedProperties'] }) => StoredEvent
+  busy: (start: Date, end: Date, options?: { calendarId?: string, summary?: string, extendedProperties?: StoredEvent['extendedProperties'], transparency?: 'opaque' | 'transparent' }) => StoredEvent
   /** The events of a calendar (cancelled ones too), by start. */
   events: (calendarId?: string) => StoredEvent[]
   /**
@@ -283,8 +283,9 @@ export async function createGoogleCalendarStandin (ownerEmail = 'owner@example.c
     addCalendar,
     busy: (start, end, options = {}) => {
       const calendar = calendarOf(options.calendarId ?? 'primary')
-      const event = store(calendar, { summary: options.summary ?? 'Busy', start: { dateTime: start.toISOString() }, end: { dateTime: end.toISOString() }, extendedProperties: options.extendedProperties }, null)
+      const event = store(calendar, { summary: options.summary ?? 'Busy', start: { dateTime: start.toISOString() }, end: { dateTime: end.toISOString() }, extendedProperties: options.extendedProperties, transparency: options.transparency }, null)
       if (options.extendedProperties === undefined) delete event.extendedProperties
+      if (options.transparency === undefined) delete event.transparency
       return event
     },
     events: (calendarId = 'primary') => sorted(calendarOf(calendarId)),

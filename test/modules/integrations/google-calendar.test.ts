@@ -1,5 +1,7 @@
 import t, { type Test } from 'tap'
+import { BookingProblem, SlotTaken } from '../../../src/modules/capabilities/booking/backend.ts'
 import { zonedToUtc, localOf, weekdayOf } from '../../../src/modules/capabilities/booking/time.ts'
+import { googleBackend } from '../../../src/modules/capabilities/types/calendar-one.ts'
 import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
 import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
@@ -349,4 +351,30 @@ t.test('settings: opening hours that overlap are refused; the type acts (no long
   })
   t.match({ statusCode: bad.statusCode, ...bad.json() }, { statusCode: 400, code: 'bad_request', message: /opening_hours\.mon: 09:00–12:00 and 11:00–13:00 overlap/ })
   t.match(ctx.tool, { tool_type: 'calendar_one', settings: { calendar_id: 'primary' } }, 'calendar_id defaults to the primary calendar')
+})
+
+t.test('free times keep the buffer around busy events (also one just before the search), inside the opening hours; booking outside them is refused', async (t) => {
+  const ctx = await calendarCall(t)
+  const day = openDay()
+  const deps = { db: ctx.db, config: ctx.config, log: createLogger(ctx.config) }
+  const conn = await connectionOf(deps, ctx.account.user.id, 'calendar_one')
+  const weekdays = Object.fromEntries(['mon', 'tue', 'wed', 'thu', 'fri'].map((d) => [d, [{ from: '09:00', to: '12:00' }]]))
+  const backend = googleBackend(conn, { ...SETTINGS, buffer_minutes: 15, opening_hours: weekdays })
+  ctx.google.calendar.busy(at(day, '08:20'), at(day, '08:50'), { summary: 'Early' })
+  ctx.google.calendar.busy(at(day, '10:00'), at(day, '10:30'), { summary: 'Meeting' })
+  ctx.google.calendar.busy(at(day, '11:00'), at(day, '11:30'), { summary: 'Lunch plans', transparency: 'transparent' })
+  const signal = new AbortController().signal
+  const slots = await backend.slots(at(day, '09:00'), at(day, '12:00'), signal)
+  t.same(slots.map((slot) => localOf(slot.start, ZONE).slice(11)), ['11:00', '11:30'], '08:50 + 15 min blocks 09:00; 10:00–10:30 ± 15 min blocks 09:30 to 10:30; a "free" event blocks nothing')
+  const freeBusy = ctx.google.calendar.requests.filter((r) => r.path === '/freeBusy').at(-1)!
+  t.equal(freeBusy.body.timeMin, at(day, '08:45').toISOString(), 'asked from the buffer before the search')
+
+  const ada = { name: 'Ada', email: null, phone: '+4930111', notes: null }
+  const failure = async (booking: Promise<unknown>) => await booking.then(() => undefined, (err: unknown) => err)
+  t.ok(await failure(backend.book({ start: at(day, '13:00'), end: at(day, '13:30') }, ada, signal)) instanceof BookingProblem, 'outside the opening hours')
+  t.ok(await failure(backend.book({ start: at(day, '09:30'), end: at(day, '10:00') }, ada, signal)) instanceof SlotTaken, 'within the buffer of a busy event')
+  const booked = await backend.book({ start: at(day, '11:00'), end: at(day, '11:30') }, ada, signal)
+  t.equal(booked.start.getTime(), at(day, '11:00').getTime())
+  t.equal(ctx.google.calendar.events().find((e) => e.id === booked.id)?.sendUpdates, 'none', 'no address: no invitation')
+  t.same((await backend.find({ email: null, phone: '+49 30 111' }, signal)).map((b) => b.id), [booked.id], 'found by the phone number however it is spaced')
 })

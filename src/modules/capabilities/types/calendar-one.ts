@@ -159,7 +159,8 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
 
   return {
     async slots (from, to, signal) {
-      const periods = await busy(from, to, signal)
+      // Widened by the buffer: an event just outside the search still keeps its neighbouring slots busy.
+      const periods = await busy(new Date(from.getTime() - buffer), new Date(to.getTime() + buffer), signal)
       return freeSlots({ from, to, hours, timeZone, slotMinutes: settings.duration_minutes, bufferMinutes: settings.buffer_minutes ?? 0, busy: periods, notBefore: notBefore(), notAfter: notAfter() })
     },
 
