@@ -4,7 +4,7 @@ import { zonedToUtc, localOf, weekdayOf } from '../../../src/modules/capabilitie
 import { googleBackend } from '../../../src/modules/capabilities/types/calendar-one.ts'
 import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
-import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { connectIntegration, integrationOf, markRevoked } from '../../../src/modules/integrations/queries.ts'
 import { createLogger } from '../../../src/logger.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
 import { startGoogle } from '../../helpers/google-calendar-standin.ts'
@@ -263,6 +263,24 @@ t.test('a revoked connection: the model is told, the call goes on, the integrati
   const { done, tools } = await toolItems(ctx, callId)
   t.match(tools[0], { tool: { name: 'Calendar_find_times', type: 'calendar_one', error: /refused this account's connection/ } })
   t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on')
+})
+
+t.test('a connection revoked before the call: the functions are still offered and say why they cannot book', async (t) => {
+  const ctx = await calendarCall(t)
+  const day = openDay()
+  await markRevoked(ctx.db, ctx.account.user.id, 'calendar_one', 'invalid_grant')
+  ctx.model!.replies.push(
+    { toolCalls: [{ name: 'Calendar_find_times', arguments: { from: `${day}T09:00`, to: `${day}T10:00` } }] },
+    { text: 'I cannot book right now; may I take your number?' }
+  )
+  const requests = ctx.google.calendar.requests.length
+  const { callId, client } = await startWebCall(ctx.app, ctx.url, ctx.account.headers, ctx.agent._id)
+  await typedTurn(client, 'Can I book for Tuesday?', /take your number/)
+  t.match(ctx.model!.requests.chat[0].body.tools.map((tool: { function: { name: string } }) => tool.function.name), ['Calendar_find_times', 'Calendar_book', 'Calendar_find_booking', 'Calendar_reschedule', 'Calendar_cancel'])
+  t.match(toolResults(ctx.model!).at(-1), /^Error: Google Calendar refused this account's connection \(invalid_grant\); it must be connected again\. Tell the caller you cannot book right now/)
+  t.equal(ctx.google.calendar.requests.length, requests, 'Google was not asked')
+  client.hangup()
+  await toolItems(ctx, callId)
 })
 
 t.test('a slot taken meanwhile (between finding it and booking it): the model is told and offered others; nothing is double-booked', async (t) => {

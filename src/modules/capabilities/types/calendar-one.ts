@@ -6,6 +6,7 @@ import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBac
 import { CalendarMembers, DEFAULT_HOURS, freeSlots, hoursProblem, WEEKDAYS } from '../booking/hours.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
+import type { ToolContext } from '../live.ts'
 import { defineCapability } from '../registry.ts'
 import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 
@@ -226,6 +227,19 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
   }
 }
 
+/**
+ * The account's connection; one that cannot be used (revoked, disconnected) still offers the functions, each
+ * answering why: the model tells the caller it cannot book now rather than having no way to book at all.
+ */
+async function connectionOrFailure (ctx: ToolContext): Promise<Connection> {
+  try {
+    return await connectionOf(ctx, ctx.userId, 'calendar_one')
+  } catch (err) {
+    if (!(err instanceof IntegrationError)) throw err
+    return { provider: 'calendar_one', method: 'oauth', accountLabel: '', request: async () => { throw err } }
+  }
+}
+
 export const calendarOne = defineCapability({
   type: 'calendar_one',
   label: 'Calendar (Google Calendar)',
@@ -238,7 +252,7 @@ export const calendarOne = defineCapability({
     if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
   },
   live: async (row, ctx) => {
-    const conn = withRateLimits(await connectionOf(ctx, ctx.userId, 'calendar_one'), 1000 * ctx.config.callTimeScale)
+    const conn = withRateLimits(await connectionOrFailure(ctx), 1000 * ctx.config.callTimeScale)
     return bookingTools(row, ctx, googleBackend(conn, row.settings), 'Google Calendar')
   }
 })
