@@ -45,7 +45,6 @@ interface GoogleEvent {
   status?: string
   start?: { dateTime?: string, date?: string }
   end?: { dateTime?: string, date?: string }
-  attendees?: unknown[]
 }
 
 const bookingOf = (event: GoogleEvent): Booking | undefined => {
