@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { connectIntegration } from '../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
 
 async function agentOf (app: FastifyInstance, account: Account): Promise<string> {
@@ -28,6 +29,8 @@ t.test('every tool type is accepted with valid settings and answered with its de
     agent_transfer: [{ name: 'To billing', agent_id: target.toUpperCase() }, { name: 'To billing', agent_id: target }],
     mcp: [{ name: 'Tools', server_url: 'https://mcp.example.com/sse', headers: { Authorization: 'Bearer t' } }, { name: 'Tools', server_url: 'https://mcp.example.com/sse', allowed_tools: [], headers: { Authorization: '********' } }]
   }
+  // The tools that act in a connected account need it connected first (test/modules/integrations/*.test.ts).
+  await connectIntegration(db, account.user.id, 'calendar_one', { account_label: 'cal@example.com', method: 'oauth', credentials: { access_token: 'access', refresh_token: 'refresh' } })
   // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
   const notYet = new Set(['appointment_booking', 'calendar_two', 'booking_one', 'booking_two', 'crm'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {

@@ -19,7 +19,7 @@ import { finishedCall, startWebCall, typedTurn } from '../../helpers/voice-clien
 
 const ZONE = 'Europe/Berlin'
 const ENV = { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', CALL_TIME_SCALE: '0.05' }
-const SETTINGS = { name: 'Calendar', time_zone: ZONE, duration_minutes: 30 }
+const SETTINGS = { name: 'Calendar', calendar_id: 'primary', time_zone: ZONE, duration_minutes: 30 }
 
 /** A weekday (Monday to Friday, open by default) at least two days ahead, as 'YYYY-MM-DD' in the tool's zone. */
 function openDay (): string {
@@ -359,7 +359,7 @@ t.test('rate limits: a 429 (and Google\'s 403 rateLimitExceeded) is retried once
   t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on')
 })
 
-t.test('settings: opening hours that overlap are refused; the type acts (no longer unavailable)', async (t) => {
+t.test('settings: opening hours that overlap are refused; the type can be created (it acts)', async (t) => {
   const ctx = await calendarCall(t)
   const bad = await ctx.app.inject({
     method: 'POST',
@@ -368,7 +368,15 @@ t.test('settings: opening hours that overlap are refused; the type acts (no long
     payload: { tool_type: 'calendar_one', settings: { ...SETTINGS, name: 'Second', opening_hours: { mon: [{ from: '09:00', to: '12:00' }, { from: '11:00', to: '13:00' }] } } }
   })
   t.match({ statusCode: bad.statusCode, ...bad.json() }, { statusCode: 400, code: 'bad_request', message: /opening_hours\.mon: 09:00–12:00 and 11:00–13:00 overlap/ })
-  t.match(ctx.tool, { tool_type: 'calendar_one', settings: { calendar_id: 'primary' } }, 'calendar_id defaults to the primary calendar')
+  t.match(ctx.tool, { tool_type: 'calendar_one', is_active: true, settings: SETTINGS }, 'created: it acts')
+
+  // An active tool needs the account connected (and not revoked); a tool switched off may be set up before.
+  const other = await createAccount(ctx.db)
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: other.headers, payload: { agent_name: 'Other', llm_id: (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: other.headers, payload: {} })).json()._id } })).json()
+  const add = async (payload: object) => await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: other.headers, payload: { tool_type: 'calendar_one', settings: SETTINGS, ...payload } })
+  const refused = await add({})
+  t.match({ statusCode: refused.statusCode, ...refused.json() }, { statusCode: 409, code: 'integration_not_connected', message: /connect it first/ })
+  t.equal((await add({ is_active: false })).statusCode, 201)
 })
 
 t.test('free times keep the buffer around busy events (also one just before the search), inside the opening hours; booking outside them is refused', async (t) => {

@@ -1,14 +1,14 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { Type, type Static } from 'typebox'
+import type { Static } from 'typebox'
 import { badRequest } from '../../../http/errors.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CalendarMembers, DEFAULT_HOURS, freeSlots, hoursProblem, WEEKDAYS } from '../booking/hours.ts'
+import { DEFAULT_HOURS, freeSlots, hoursProblem, WEEKDAYS } from '../booking/hours.ts'
+import { BOOKING_LABELS, calendarSettings, requireConnection } from '../booking/settings.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
 import type { ToolContext } from '../live.ts'
 import { defineCapability } from '../registry.ts'
-import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 
 // calendar_one: Google Calendar (API v3) through the connected account (OAuth 2.0). Free times are the tool's
 // opening hours minus what freeBusy reports busy; a booking is an event (events.insert) with the caller as attendee
@@ -16,14 +16,7 @@ import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 // finds, moves (events.patch) and cancels (events.delete) it. Google lets events overlap: whether the slot is still
 // free is asked again right before the insert, and a slot taken meanwhile is SlotTaken.
 
-export const CalendarOneSettings = Type.Object({
-  name: Name,
-  description: Description,
-  calendar_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "the Google calendar it books in: `primary` (the connected account's own calendar, the default) or a calendar's id" })),
-  time_zone: TimeZone,
-  duration_minutes: Minutes(5, 480, 'length of an appointment'),
-  ...CalendarMembers
-})
+const CalendarOneSettings = calendarSettings()
 type CalendarOneSettings = Static<typeof CalendarOneSettings>
 
 /** Unset members of the calendar settings (hours.ts, CalendarMembers). */
@@ -106,7 +99,7 @@ export function withRateLimits (conn: Connection, pauseMs: number): Connection {
 
 /** A BookingBackend over one Google calendar of the connected account. */
 export function googleBackend (conn: Connection, settings: CalendarOneSettings, now: () => Date = () => new Date()): BookingBackend {
-  const { calendar_id: calendarId = 'primary', time_zone: timeZone } = settings
+  const { calendar_id: calendarId, time_zone: timeZone } = settings
   const events = `/calendars/${encodeURIComponent(calendarId)}/events`
   const hours = settings.opening_hours ?? DEFAULT_HOURS
   const buffer = (settings.buffer_minutes ?? 0) * MINUTE
@@ -239,16 +232,19 @@ async function connectionOrFailure (ctx: ToolContext): Promise<Connection> {
   }
 }
 
+const connected = requireConnection('calendar_one')
+
 export const calendarOne = defineCapability({
   type: 'calendar_one',
   label: 'Calendar (Google Calendar)',
   hint: 'Finds free times and books, moves and cancels appointments in a connected Google calendar.',
   schema: CalendarOneSettings,
-  defaults: { calendar_id: 'primary' },
-  fieldLabels: { duration_minutes: 'Length (minutes)', calendar_id: 'Calendar id' },
-  check: async (_ctx, settings) => {
+  defaults: {},
+  fieldLabels: BOOKING_LABELS,
+  check: async (ctx, settings, active) => {
     const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
     if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
+    await connected(ctx, settings, active)
   },
   live: async (row, ctx) => {
     const conn = withRateLimits(await connectionOrFailure(ctx), 1000 * ctx.config.callTimeScale)
