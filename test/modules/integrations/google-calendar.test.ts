@@ -404,3 +404,22 @@ t.test('free times keep the buffer around busy events (also one just before the 
   t.equal(ctx.google.calendar.events().find((e) => e.id === booked.id)?.sendUpdates, 'none', 'no address: no invitation')
   t.same((await backend.find({ email: null, phone: '+49 30 111' }, signal)).map((b) => b.id), [booked.id], 'found by the phone number however it is spaced')
 })
+
+t.test('another calendar of the account: free times and bookings use its id; one the account cannot see is a clear error', async (t) => {
+  const ctx = await calendarCall(t)
+  const day = openDay()
+  const team = 'team-room@group.calendar.google.com'
+  ctx.google.calendar.addCalendar(team, 'Team room', ZONE)
+  ctx.google.calendar.busy(at(day, '09:00'), at(day, '09:30'), { calendarId: team })
+  const conn = await connectionOf({ db: ctx.db, config: ctx.config, log: createLogger(ctx.config) }, ctx.account.user.id, 'calendar_one')
+  const signal = new AbortController().signal
+  const room = googleBackend(conn, { ...SETTINGS, calendar_id: team })
+  t.same((await room.slots(at(day, '09:00'), at(day, '10:00'), signal)).map((slot) => localOf(slot.start, ZONE).slice(11)), ['09:30'])
+  const booked = await room.book({ start: at(day, '09:30'), end: at(day, '10:00') }, { name: 'Ada', email: 'ada@example.com', phone: null, notes: null }, signal)
+  t.same(ctx.google.calendar.events(team).map((e) => e.id).at(-1), booked.id, 'booked in that calendar')
+  t.equal(ctx.google.calendar.events().length, 0, 'not in the primary one')
+  t.match(ctx.google.calendar.requests.at(-1), { method: 'POST', path: `/calendars/${encodeURIComponent(team)}/events` })
+
+  const missing = googleBackend(conn, { ...SETTINGS, calendar_id: 'gone@group.calendar.google.com' })
+  await t.rejects(missing.slots(at(day, '09:00'), at(day, '10:00'), signal), { reason: 'rejected', message: 'Google Calendar cannot read the calendar "gone@group.calendar.google.com" of the connected account (notFound)' })
+})
