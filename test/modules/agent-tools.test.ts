@@ -33,7 +33,7 @@ t.test('every tool type is accepted with valid settings and answered with its de
   // The calendar, booking and CRM tools act in a connected account (see the next test when it is not).
   for (const provider of PROVIDERS) await connectIntegration(db, account.user.id, provider, { account_label: 'Test', method: 'api_key', credentials: { api_key: 'k' } })
   // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
-  const notYet = new Set(['appointment_booking', 'calendar_one', 'booking_one', 'booking_two', 'crm'])
+  const notYet = new Set(['appointment_booking', 'booking_one', 'booking_two', 'crm'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
     if (notYet.has(toolType)) {
