@@ -192,6 +192,9 @@ export async function connectionOf (deps: IntegrationDeps, userId: string, provi
     }, signal)
   }
 
+  const info = PROVIDER_INFO[provider]
+  const limited = (answer: Raw) => answer.status === 429 || answer.status === 503 || info.rateLimited?.(answer.status, answer.body) === true
+
   async function request (req: ApiRequest, signal?: AbortSignal): Promise<ApiAnswer> {
     if (row!.method === 'oauth' && expiresAt !== null && expiresAt.getTime() - Date.now() < REFRESH_MARGIN_MS) await refresh(credentials.access_token, signal)
     let answer = await once(req, signal)
@@ -200,11 +203,11 @@ export async function connectionOf (deps: IntegrationDeps, userId: string, provi
       answer = await once(req, signal)
     }
     if (answer.status === 401) await revoked(`${service} answered 401${problemOf(answer.body) === '' ? '' : `: ${problemOf(answer.body)}`}`)
-    if (answer.status === 429 || answer.status === 503) {
+    if (limited(answer)) {
       const wait = Math.min(answer.retryAfter ?? 1, MAX_WAIT_S) * 1000 * deps.config.callTimeScale
       await delay(wait, undefined, signal === undefined ? {} : { signal })
       answer = await once(req, signal)
-      if (answer.status === 429 || answer.status === 503) {
+      if (limited(answer)) {
         throw new IntegrationError('rate_limited', `${service} is busy (HTTP ${answer.status}) and asked to try again later`, answer.status, answer.body)
       }
     }
@@ -216,4 +219,17 @@ export async function connectionOf (deps: IntegrationDeps, userId: string, provi
   }
 
   return { provider, method: row.method, accountLabel: row.account_label, request }
+}
+
+/**
+ * The connection a call's tool works through. One that cannot be used (revoked, disconnected) still gives the tool
+ * its functions, each answering why: the model tells the caller it cannot book now, rather than having no way to.
+ */
+export async function connectionForCall (deps: IntegrationDeps, userId: string, provider: Provider): Promise<Connection> {
+  try {
+    return await connectionOf(deps, userId, provider)
+  } catch (err) {
+    if (!(err instanceof IntegrationError)) throw err
+    return { provider, method: 'api_key', accountLabel: '', request: async () => { throw err } }
+  }
 }

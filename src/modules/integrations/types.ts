@@ -39,6 +39,8 @@ export interface ProviderInfo {
   scopes: string[]
   /** Extra query members of the authorize URL (Google's `access_type=offline` for a refresh token). */
   authorizeParams?: Record<string, string>
+  /** An answer that is a rate limit though its status is not 429 or 503 (Google's 403 rateLimitExceeded): retried once too. */
+  rateLimited?: (status: number, body: unknown) => boolean
   /** The cheap authenticated call made once on connect: answers the account's name shown in the app. */
   account: (conn: Connection, signal?: AbortSignal) => Promise<string>
 }

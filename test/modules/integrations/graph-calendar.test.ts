@@ -276,7 +276,7 @@ t.test('an access token expired mid-call is refreshed (the rotated refresh token
   t.match(tools[2], { name: 'Outlook_find_times', error: /Microsoft Outlook is busy \(HTTP 429\)[\s\S]*not answering right now/ }, 'after the retry the model is told, and the call goes on')
 })
 
-t.test('a connection revoked mid-call: the model is told, the integration is marked revoked, the next call does not offer the tool', async (t) => {
+t.test('a connection revoked mid-call: the model is told, the integration is marked revoked, the next call\'s functions say so without asking Graph', async (t) => {
   const ctx = await cascade(t)
   const day = bookableDay()
   ctx.standin.replies.push(
@@ -293,13 +293,17 @@ t.test('a connection revoked mid-call: the model is told, the integration is mar
   t.equal(row?.status, 'revoked')
   t.match(row?.status_reason, /invalid_grant/)
 
-  const standinRequests = ctx.standin.requests.chat.length
-  ctx.standin.replies.push({ text: 'Hello again.' })
+  const graphRequests = ctx.graph.requests.length
+  ctx.standin.replies.push(
+    { toolCalls: [{ name: 'Outlook_find_times', arguments: { from: `${day}T09:00`, to: `${day}T12:00` } }] },
+    { text: 'I cannot book right now.' }
+  )
   const next = await startWebCall(ctx.app, ctx.url, ctx.account.headers, ctx.agentId)
-  await typedTurn(next.client, 'Hi.', /Hello again/)
+  await typedTurn(next.client, 'Any time on that day?', /cannot book right now/)
   next.client.hangup()
-  const offered = ctx.standin.requests.chat.slice(standinRequests).flatMap((r) => (r.body.tools ?? []).map((tool: { function: { name: string } }) => tool.function.name))
-  t.notOk(offered.some((name: string) => name.startsWith('Outlook_')), 'a revoked connection offers no calendar functions')
+  const [told] = await toolItems(ctx, next.callId)
+  t.match(told, { name: 'Outlook_find_times', error: /Microsoft Outlook refused this account's connection \(.*invalid_grant.*\); it must be connected again\. Tell the caller you cannot book right now/ }, 'the model can tell the caller instead of having no booking function')
+  t.equal(ctx.graph.requests.length, graphRequests, 'nothing was sent to Graph')
 })
 
 t.test('another calendar than the default: its own calendar view and events; an unknown one is a told error', async (t) => {

@@ -1,13 +1,11 @@
-import { setTimeout as delay } from 'node:timers/promises'
 import type { Static } from 'typebox'
-import { badRequest } from '../../../http/errors.ts'
-import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
+import { connectionForCall, IntegrationError, type Connection } from '../../integrations/client.ts'
+import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { DEFAULT_HOURS, freeSlots, hoursProblem, WEEKDAYS } from '../booking/hours.ts'
-import { BOOKING_LABELS, calendarSettings, requireConnection } from '../booking/settings.ts'
+import { DEFAULT_HOURS, freeSlots, WEEKDAYS } from '../booking/hours.ts'
+import { BOOKING_LABELS, calendarCheck, calendarSettings } from '../booking/settings.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
-import type { ToolContext } from '../live.ts'
 import { defineCapability } from '../registry.ts'
 
 // calendar_one: Google Calendar (API v3) through the connected account (OAuth 2.0). Free times are the tool's
@@ -59,42 +57,6 @@ function without (busy: Slot[], own: Booking): Slot[] {
     if (period.end > own.end) parts.push({ start: own.end, end: period.end })
     return parts
   })
-}
-
-/** Google's usual rate-limit answers: 403 with these reasons (429 too, which the client retries itself). */
-const RATE_LIMITS = new Set(['rateLimitExceeded', 'userRateLimitExceeded'])
-
-function limitReason (err: unknown): string | undefined {
-  if (!(err instanceof IntegrationError) || err.status !== 403) return undefined
-  const errors: unknown = (err.body as { error?: { errors?: unknown } } | null)?.error?.errors
-  const reasons = Array.isArray(errors) ? errors.map((e: { reason?: unknown }) => e?.reason) : []
-  return reasons.find((reason): reason is string => typeof reason === 'string' && RATE_LIMITS.has(reason))
-}
-
-/**
- * The connection with Google's 403 rate limits treated as the client treats a 429: one retry after a pause
- * (`pauseMs`: the client's default second, times CALL_TIME_SCALE), then `rate_limited`. Any 403 is a refusal, so
- * retrying an insert cannot book twice.
- */
-export function withRateLimits (conn: Connection, pauseMs: number): Connection {
-  return {
-    ...conn,
-    request: async (req, signal) => {
-      try {
-        return await conn.request(req, signal)
-      } catch (err) {
-        if (limitReason(err) === undefined) throw err
-      }
-      await delay(pauseMs, undefined, signal === undefined ? {} : { signal })
-      try {
-        return await conn.request(req, signal)
-      } catch (err) {
-        const reason = limitReason(err)
-        if (reason === undefined) throw err
-        throw new IntegrationError('rate_limited', `Google Calendar is busy (HTTP 403 ${reason}) and asked to try again later`, 403, (err as IntegrationError).body)
-      }
-    }
-  }
 }
 
 /** A BookingBackend over one Google calendar of the connected account. */
@@ -219,21 +181,6 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
   }
 }
 
-/**
- * The account's connection; one that cannot be used (revoked, disconnected) still offers the functions, each
- * answering why: the model tells the caller it cannot book now rather than having no way to book at all.
- */
-async function connectionOrFailure (ctx: ToolContext): Promise<Connection> {
-  try {
-    return await connectionOf(ctx, ctx.userId, 'calendar_one')
-  } catch (err) {
-    if (!(err instanceof IntegrationError)) throw err
-    return { provider: 'calendar_one', method: 'oauth', accountLabel: '', request: async () => { throw err } }
-  }
-}
-
-const connected = requireConnection('calendar_one')
-
 export const calendarOne = defineCapability({
   type: 'calendar_one',
   label: 'Calendar (Google Calendar)',
@@ -241,13 +188,6 @@ export const calendarOne = defineCapability({
   schema: CalendarOneSettings,
   defaults: {},
   fieldLabels: BOOKING_LABELS,
-  check: async (ctx, settings, active) => {
-    const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
-    if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
-    await connected(ctx, settings, active)
-  },
-  live: async (row, ctx) => {
-    const conn = withRateLimits(await connectionOrFailure(ctx), 1000 * ctx.config.callTimeScale)
-    return bookingTools(row, ctx, googleBackend(conn, row.settings), 'Google Calendar')
-  }
+  check: calendarCheck('calendar_one'),
+  live: async (row, ctx) => bookingTools(row, ctx, googleBackend(await connectionForCall(ctx, ctx.userId, 'calendar_one'), row.settings), PROVIDER_INFO.calendar_one.service)
 })

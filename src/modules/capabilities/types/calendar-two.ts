@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { connectionOf, type Connection } from '../../integrations/client.ts'
+import { connectionForCall, type Connection } from '../../integrations/client.ts'
 import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
 import { CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
@@ -175,5 +175,5 @@ export const calendarTwo = defineCapability({
   defaults: { calendar_id: 'primary' },
   fieldLabels: BOOKING_LABELS,
   check: calendarCheck('calendar_two'),
-  live: async (row, ctx) => bookingTools(row, ctx, graphBackend(await connectionOf(ctx, ctx.userId, 'calendar_two'), row.settings), PROVIDER_INFO.calendar_two.service)
+  live: async (row, ctx) => bookingTools(row, ctx, graphBackend(await connectionForCall(ctx, ctx.userId, 'calendar_two'), row.settings), PROVIDER_INFO.calendar_two.service)
 })

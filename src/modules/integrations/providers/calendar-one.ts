@@ -11,6 +11,11 @@ export const calendarOne: ProviderInfo = {
   scopes: ['https://www.googleapis.com/auth/calendar.events', 'https://www.googleapis.com/auth/calendar.freebusy'],
   // A refresh token is given only for offline access, and again on a reconnect only when consent is asked again.
   authorizeParams: { access_type: 'offline', prompt: 'consent' },
+  // Google usually answers a rate limit with 403 and these reasons (and sometimes 429).
+  rateLimited: (status, body) => {
+    const errors: unknown = (body as { error?: { errors?: unknown } } | null)?.error?.errors
+    return status === 403 && Array.isArray(errors) && errors.some((e: { reason?: unknown }) => e?.reason === 'rateLimitExceeded' || e?.reason === 'userRateLimitExceeded')
+  },
   // events.list answers the calendar's title beside its events; the primary calendar's title is the account's
   // e-mail address. One event at most: the call proves the token and the scope, nothing more is read.
   account: async (conn, signal) => {
