@@ -26,10 +26,10 @@ export const utcStamp = (date: Date) => date.toISOString().replace(/[-:]/g, '').
 
 /** TEXT (RFC 5545 3.3.11): backslash, semicolon and comma escaped, line breaks as \n; other controls dropped. */
 export const escapeText = (text: string) =>
-  text.replace(/\r\n?/g, '\n').replace(/[\\;,]/g, (c) => `\\${c}`).replace(/\n/g, '\\n').replace(/[\u0000-\u001f\u007f]/g, '')
+  text.replace(/\r\n?/g, '\n').replace(/[\\;,]/g, (c) => `\\${c}`).replace(/\n/g, '\\n').replace(/\p{Cc}/gu, '')
 
 /** A parameter value (CN): quoted, since a name may hold ":", ";" or ","; a double quote cannot be in one at all. */
-const paramValue = (text: string) => `"${text.replace(/["\u0000-\u001f\u007f]/g, '')}"`
+const paramValue = (text: string) => `"${text.replace(/["\p{Cc}]/gu, '')}"`
 
 /** One content line folded at 75 octets without cutting a UTF-8 character in two. */
 export function fold (line: string): string {
