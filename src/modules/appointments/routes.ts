@@ -116,11 +116,13 @@ export const appointmentRoutes: FastifyPluginAsyncTypebox<AppointmentDeps> = asy
       description: 'Frees its time and e-mails the tool\'s notify_email and the person booked (when their address is known) an .ics ' +
         'cancellation. Cancelling a cancelled appointment answers it unchanged and sends nothing.',
       params: IdParams,
-      body: Type.Optional(Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500, description: 'told in the e-mail to notify_email' })) })),
+      body: Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500, description: 'told in the e-mail to notify_email' })) }, { description: 'optional' }),
       response: { 200: Appointment, ...errors(...AUTH_ERRORS, 404) }
-    }
+    },
+    // The body is optional: a bare POST cancels without a reason.
+    preValidation: async (request) => { request.body ??= {} }
   }, async (request) => {
-    const cancelled = await cancelAppointment(db, request.userId, request.params.id, request.body?.reason ?? null)
+    const cancelled = await cancelAppointment(db, request.userId, request.params.id, request.body.reason ?? null)
     if (cancelled === undefined) throw notFound(`appointment ${request.params.id}`)
     if (cancelled.changed) await announce({ ...deps, log: request.log }, cancelled.row, 'cancelled')
     return toAppointment(cancelled.row)
