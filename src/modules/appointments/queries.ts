@@ -53,8 +53,8 @@ export async function findAppointment (db: DB, userId: string, id: string): Prom
 }
 
 /** A tool's booked appointments that overlap [from, to): the times its free slots leave out. */
-export async function bookedBetween (db: DB, toolId: string, from: Date, to: Date): Promise<Array<{ starts_at: Date, ends_at: Date }>> {
-  return await db.selectFrom('appointments').select(['starts_at', 'ends_at'])
+export async function bookedBetween (db: DB, toolId: string, from: Date, to: Date): Promise<Array<{ id: string, starts_at: Date, ends_at: Date }>> {
+  return await db.selectFrom('appointments').select(['id', 'starts_at', 'ends_at'])
     .where('tool_id', '=', toolId).where('status', '=', 'booked')
     .where(sql<boolean>`tstzrange(starts_at, blocked_until) && tstzrange(${from}, ${to})`)
     .orderBy('starts_at').execute()

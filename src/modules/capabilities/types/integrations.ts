@@ -1,5 +1,4 @@
 import { Type } from 'typebox'
-import { Email } from '../../../http/schemas.ts'
 import { defineCapability } from '../registry.ts'
 import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 
@@ -26,22 +25,6 @@ const bookingSettings = () => Type.Object({
 })
 
 const LABELS = { duration_minutes: 'Length (minutes)', calendar_id: 'Calendar id', event_type_id: 'Event type id' }
-
-export const appointmentBooking = defineCapability({
-  type: 'appointment_booking',
-  label: 'Appointment booking',
-  hint: 'Books appointments in a built-in calendar.',
-  schema: Type.Object({
-    name: Name,
-    description: Description,
-    time_zone: TimeZone,
-    duration_minutes: Minutes(5, 480, 'length of an appointment'),
-    notify_email: Type.Optional(Type.Union([Email, Type.Null()], { description: 'told of every booking' }))
-  }),
-  defaults: { notify_email: null },
-  fieldLabels: LABELS,
-  unavailable: NOT_YET
-})
 
 export const calendarOne = defineCapability({ type: 'calendar_one', label: 'Calendar (Google Calendar)', hint: 'Checks and books times in a Google calendar.', schema: calendarSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const calendarTwo = defineCapability({ type: 'calendar_two', label: 'Calendar (Microsoft Outlook)', hint: 'Checks and books times in an Outlook calendar.', schema: calendarSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
