@@ -18,7 +18,7 @@ const Status = Type.Enum(['booked', 'cancelled'], { description: 'booked: it hol
 export const Appointment = Type.Object({
   _id: ObjectId,
   agent_id: ObjectId,
-  tool_id: { ...ObjectId, description: 'the appointment_booking tool that booked it' },
+  tool_id: ObjectId,
   call_id: Nullable(ObjectId, 'the call it was booked in (null: that call is deleted)'),
   contact_id: Nullable(ObjectId, 'the contact of that call, else of the number or address given (docs/contacts.md)'),
   workspace_id: Nullable(ObjectId, "the agent's workspace"),
@@ -35,7 +35,7 @@ export const Appointment = Type.Object({
   created_at: EpochMs,
   updated_at: EpochMs,
   cancelled_at: Nullable(EpochMs)
-}, { [COMPONENT]: 'Appointment', description: 'An appointment booked by an appointment_booking tool during a call (docs/appointments.md).' })
+}, { [COMPONENT]: 'Appointment', description: 'An appointment booked during a call by an appointment_booking tool (`tool_id`) of an agent (docs/appointments.md).' })
 
 const ListQuery = Type.Object({
   agent_id: Type.Optional(ObjectId),
