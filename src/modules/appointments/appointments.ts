@@ -62,10 +62,11 @@ const cleaned = (text: string | null, max: number) => {
 export async function bookAppointment (db: DB, input: NewAppointment): Promise<AppointmentRow | 'taken'> {
   const phone = phoneNumber(input.phone) ?? null
   const email = emailAddress(input.email) ?? null
-  const [agent, call] = await Promise.all([
+  const [agent, found] = await Promise.all([
     findAgent(db, input.userId, input.agentId),
     input.callId === null ? undefined : findCallRow(db, input.callId)
   ])
+  const call = found?.user_id === input.userId ? found : undefined
   const owner = { user_id: input.userId, customer_id: agent?.customer_id ?? null, workspace_id: agent?.workspace_id ?? null }
   const key = phone !== null ? { phone_number: phone } : email !== null ? { email } : undefined
   try {
