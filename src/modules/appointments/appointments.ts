@@ -161,7 +161,8 @@ export async function announce (deps: AppointmentDeps, row: AppointmentRow, chan
       attachments: attachment(`Appointment: ${row.name}`)
     })
   }
-  if (row.email !== null && row.email !== notify) {
+  // One e-mail when the person booked is notify_email themselves (an owner trying the agent).
+  if (row.email !== null && row.email !== notify?.toLowerCase()) {
     mails.push({
       to: row.email,
       subject: `Your appointment is ${WORDS[change]}: ${when}`,
