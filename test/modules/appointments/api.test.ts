@@ -149,3 +149,15 @@ t.test('a tool\'s booked appointments never overlap: of 20 bookings of one time 
   t.equal(await book(end + 5 * MINUTE), 'taken', 'inside the buffer')
   t.not(await book(end + 10 * MINUTE), 'taken', 'after the buffer')
 })
+
+t.test('the person booked is notify_email themselves (in another case): one e-mail, not two', async (t) => {
+  const inbox = await startInbox(t)
+  const ctx = await setup(t, { SMTP_URL: inbox.url })
+  const account = await createAccount(ctx.db)
+  const { book } = await bookingSetup(t, ctx, account)
+  const booked = await book(BASE, { email: 'Desk@Example.COM' })
+  if (booked === 'taken') throw new Error('refused')
+  t.equal((await ctx.app.inject({ method: 'POST', url: `/v1/appointments/${booked.id}/cancel`, headers: account.headers })).statusCode, 200)
+  t.same((await ctx.db.selectFrom('emails').select('to_address').execute()).map((mail) => mail.to_address), ['desk@example.com'])
+  t.equal((await inbox.waitFor(1)).length, 1)
+})
