@@ -13,12 +13,12 @@ const TOOLS = { table: 'agent_tools', typeColumn: 'tool_type' } as const
 const MINUTE = 60_000
 const BASE = Date.parse('2030-03-04T09:00:00Z')
 
-async function bookingSetup (t: Test, ctx: TestContext, account: Account) {
+async function bookingSetup (t: Test, ctx: TestContext, account: Account, notify = 'desk@example.com') {
   const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const tool = await insertCapability(ctx.db, account.user.id, TOOLS, {
     agent_id: agent._id,
     type: 'appointment_booking',
-    settings: { name: 'appointments', time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: 'desk@example.com' },
+    settings: { name: 'appointments', time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: notify },
     is_active: true
   })
   const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id, dynamic_context: { customer_phone: '+4930123456' } } })).json()
@@ -154,10 +154,10 @@ t.test('the person booked is notify_email themselves (in another case): one e-ma
   const inbox = await startInbox(t)
   const ctx = await setup(t, { SMTP_URL: inbox.url })
   const account = await createAccount(ctx.db)
-  const { book } = await bookingSetup(t, ctx, account)
-  const booked = await book(BASE, { email: 'Desk@Example.COM' })
+  const { book } = await bookingSetup(t, ctx, account, 'Desk@Example.com')
+  const booked = await book(BASE, { email: 'desk@example.com' })
   if (booked === 'taken') throw new Error('refused')
   t.equal((await ctx.app.inject({ method: 'POST', url: `/v1/appointments/${booked.id}/cancel`, headers: account.headers })).statusCode, 200)
-  t.same((await ctx.db.selectFrom('emails').select('to_address').execute()).map((mail) => mail.to_address), ['desk@example.com'])
+  t.same((await ctx.db.selectFrom('emails').select('to_address').execute()).map((mail) => mail.to_address), ['Desk@Example.com'])
   t.equal((await inbox.waitFor(1)).length, 1)
 })
