@@ -1,12 +1,12 @@
-import { Type, type Static } from 'typebox'
-import { badRequest } from '../../../http/errors.ts'
+import { Type } from 'typebox'
 import { Email } from '../../../http/schemas.ts'
 import { announce, bookAppointment, cancelAppointment, localTime, rescheduleAppointment, type Change } from '../../appointments/appointments.ts'
 import { bookedBetween, findAppointment, upcomingOf, type AppointmentRow } from '../../appointments/queries.ts'
 import { emailAddress, phoneNumber } from '../../contacts/contacts.ts'
 import { findCallRow } from '../../calls/queries.ts'
 import { BookingProblem, SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CalendarMembers, DEFAULT_HOURS, freeSlots, hoursProblem } from '../booking/hours.ts'
+import { CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
+import { BOOKING_LABELS, checkHours } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import type { ToolContext } from '../live.ts'
 import { defineCapability, type Typed } from '../registry.ts'
@@ -27,7 +27,6 @@ export const AppointmentBookingSettings = Type.Object({
   ...CalendarMembers,
   notify_email: Type.Optional(Type.Union([Email, Type.Null()], { description: 'told of every booking, move and cancellation (with an .ics file)' }))
 })
-type Settings = Static<typeof AppointmentBookingSettings>
 
 /** What a stored row leaves out: the defaults the schema describes. */
 const DEFAULTS = { opening_hours: DEFAULT_HOURS, buffer_minutes: 0, days_ahead: 60, min_notice_minutes: 60, notify_email: null } as const
@@ -141,18 +140,8 @@ export const appointmentBooking = defineCapability({
   hint: 'Finds free times in its opening hours and books, moves and cancels appointments in a built-in calendar, with e-mails and calendar files. No external account needed.',
   schema: AppointmentBookingSettings,
   defaults: { ...DEFAULTS },
-  fieldLabels: {
-    duration_minutes: 'Length (minutes)',
-    buffer_minutes: 'Buffer (minutes)',
-    days_ahead: 'Days ahead',
-    min_notice_minutes: 'Minimum notice (minutes)',
-    notify_email: 'Notify e-mail',
-    opening_hours: 'Opening hours',
-    time_zone: 'Time zone'
-  },
-  check: async (_ctx, settings: Settings) => {
-    const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
-    if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
-  },
+  fieldLabels: { ...BOOKING_LABELS, notify_email: 'Notify e-mail' },
+  // No account to connect: only the opening hours need a check the schema cannot make.
+  check: async (_ctx, settings) => { checkHours(settings) },
   live: async (row, ctx) => bookingTools(row, ctx, appointmentBackend(row, ctx), SERVICE)
 })
