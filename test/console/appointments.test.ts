@@ -110,6 +110,8 @@ t.test('the tool\'s form: opening hours one line per day, read back into the set
   t.equal(form.statusCode, 200)
   t.match(form.body, /<textarea id="settings-opening_hours" name="settings.opening_hours"[^>]*>\nMon 09:00-17:00\nTue 09:00-17:00\nWed 09:00-17:00\nThu 09:00-17:00\nFri 09:00-17:00<\/textarea>/, 'the default hours as text')
   t.match(form.body, /Days not listed are closed/)
+  const outlook = await browser.get(`/agents/${agent._id}/tools/new?type=calendar_two`)
+  t.match(outlook.body, /<textarea id="settings-opening_hours" name="settings.opening_hours"/, 'the calendar tools that share opening_hours get the same field')
   const fields = {
     type: 'appointment_booking',
     'settings.name': 'Book',
