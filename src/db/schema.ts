@@ -441,6 +441,33 @@ export interface ContactsTable {
   last_call_at: Date
 }
 
+/** What the built-in appointment_booking tool booked (migrations/0031_appointments.sql). */
+export interface AppointmentsTable {
+  id: string
+  user_id: string
+  workspace_id: string | null
+  agent_id: string
+  tool_id: string
+  call_id: string | null
+  contact_id: string | null
+  starts_at: Date
+  ends_at: Date
+  /** The end plus the tool's buffer: no other appointment of the tool starts before it. */
+  blocked_until: Date
+  time_zone: string
+  name: string
+  email: string | null
+  phone: string | null
+  notes: string | null
+  status: Generated<'booked' | 'cancelled'>
+  /** iCalendar's SEQUENCE: one more at every move and at the cancellation. */
+  sequence: Generated<number>
+  cancel_reason: string | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+  cancelled_at: Date | null
+}
+
 export interface CallDailyStatsTable {
   user_id: string
   day: Date
@@ -622,6 +649,7 @@ export interface Database {
   calls: CallsTable
   call_callbacks: CallCallbacksTable
   contacts: ContactsTable
+  appointments: AppointmentsTable
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable

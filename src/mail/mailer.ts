@@ -15,6 +15,8 @@ export interface Envelope {
    */
   fromName?: string
   replyTo?: string
+  /** Files sent with it (an appointment's .ics); `emails` keeps the text only. */
+  attachments?: Array<{ filename: string, content: string, contentType: string }>
 }
 
 export interface MailMessage extends Envelope {
@@ -70,7 +72,8 @@ export function createMailer (db: DB, config: Pick<Config, 'smtpUrl' | 'mailFrom
         to: envelope.to,
         subject: envelope.subject,
         text: envelope.text,
-        ...(envelope.replyTo !== undefined && { replyTo: envelope.replyTo })
+        ...(envelope.replyTo !== undefined && { replyTo: envelope.replyTo }),
+        ...(envelope.attachments !== undefined && { attachments: envelope.attachments })
       })
       return { status: 'sent', error: null, retryable: false, messageId: info.messageId }
     } catch (err) {

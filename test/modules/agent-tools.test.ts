@@ -19,7 +19,10 @@ t.test('every tool type is accepted with valid settings and answered with its de
   await db.insertInto('knowledge_bases').values({ id: kb, user_id: account.user.id, name: 'Docs', description: 'Product docs', language: 'en', search_config: 'english' }).execute()
   const cases: Record<string, [object, object]> = {
     api_rag: [{ name: 'Search docs', knowledge_base_ids: [kb] }, { name: 'Search docs', knowledge_base_ids: [kb], top_k: 3 }],
-    appointment_booking: [{ name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30 }, { name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: null }],
+    appointment_booking: [{ name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30 }, {
+      name: 'Book', time_zone: 'Europe/Berlin', duration_minutes: 30, notify_email: null, buffer_minutes: 0, days_ahead: 60, min_notice_minutes: 60,
+      opening_hours: Object.fromEntries(['mon', 'tue', 'wed', 'thu', 'fri'].map((day) => [day, [{ from: '09:00', to: '17:00' }]]))
+    }],
     call_forwarding: [{ name: 'To a human', phone_number: '+4930123456' }, { name: 'To a human', phone_number: '+4930123456' }],
     end_call: [{ name: 'Hang up', description: 'when the caller says goodbye' }, { name: 'Hang up', description: 'when the caller says goodbye' }],
     calendar_one: [{ name: 'Cal', calendar_id: 'primary', time_zone: 'America/New_York', duration_minutes: 45 }, { name: 'Cal', calendar_id: 'primary', time_zone: 'America/New_York', duration_minutes: 45 }],
@@ -33,7 +36,7 @@ t.test('every tool type is accepted with valid settings and answered with its de
   // The calendar, booking and CRM tools act in a connected account (see the next test when it is not).
   for (const provider of PROVIDERS) await connectIntegration(db, account.user.id, provider, { account_label: 'Test', method: 'api_key', credentials: { api_key: 'k' } })
   // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
-  const notYet = new Set(['appointment_booking', 'booking_one', 'booking_two', 'crm'])
+  const notYet = new Set(['booking_one', 'booking_two', 'crm'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
     if (notYet.has(toolType)) {

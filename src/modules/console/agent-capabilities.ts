@@ -19,6 +19,7 @@ import {
   type Field, type FormValues, type Option, type Pairs, type Problems
 } from './forms.ts'
 import { describe } from './fields.ts'
+import { hoursText, HOURS_HINT, readHours } from './opening-hours.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -56,7 +57,7 @@ function stateOf (kind: Kind, row: CapabilityRow): string {
 /** The write-only headers of api_call actions and mcp tools; the query parameters of api_call actions. */
 const HEADERS: Pairs = { name: 'settings.headers', noun: 'header', caption: 'Headers (values are never shown)', keep: MASK }
 const QUERY: Pairs = { name: 'settings.query', noun: 'parameter', caption: 'Query parameters ({{variables}} allowed)' }
-const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule', 'parameters']
+const HAND_DRAWN = ['headers', 'query', 'body', 'retry_schedule', 'parameters', 'opening_hours']
 /** An API call's members drawn before its headers, query and body. */
 const FIRST = ['name', 'when', 'description', 'url', 'method']
 
@@ -96,12 +97,15 @@ function settingsFields (kind: Kind, type: string, choices: Choices): Field[] {
 }
 
 const hasHeaders = (kind: Kind, type: string) => kind.types[type].schema.properties.headers !== undefined
+/** The calendar tools' opening hours: a textarea of one line per day (opening-hours.ts). */
+const hasHours = (kind: Kind, type: string) => kind.types[type].schema.properties.opening_hours !== undefined
 const isApiCall = (kind: Kind, type: string) => kind === ACTIONS && type === 'api_call'
 
 /** A stored (or default) settings object as form text; header values never leave the server. */
 function formOf (kind: Kind, type: string, settings: Record<string, unknown>, active: boolean, choices: Choices): FormValues {
   const values: FormValues = { ...fieldValues(settingsFields(kind, type, choices), settings), ...fieldValues(ACTIVE, { is_active: active }) }
   if (hasHeaders(kind, type)) Object.assign(values, pairValues(HEADERS, settings.headers as Record<string, string> | undefined))
+  if (hasHours(kind, type)) values['settings.opening_hours'] = hoursText(settings.opening_hours)
   if (isApiCall(kind, type)) {
     const schedule = settings.retry_schedule as number[] | undefined
     Object.assign(values, pairValues(QUERY, settings.query as Record<string, string> | undefined), {
@@ -193,6 +197,12 @@ function readSettings (kind: Kind, type: string, form: FormValues, choices: Choi
     const headers = readPairs(HEADERS, form)
     Object.assign(problems, headers.problems, headerNameProblems(form))
     if (headers.value !== undefined) values.headers = headers.value
+  }
+  const hours = form['settings.opening_hours']
+  if (hasHours(kind, type) && hours !== undefined) {
+    const read = readHours(hours)
+    if (read.problem !== undefined) problems['settings.opening_hours'] = read.problem
+    else values.opening_hours = read.value
   }
   if (isApiCall(kind, type)) {
     const query = readPairs(QUERY, form)
@@ -322,6 +332,7 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
   const apiCall = isApiCall(kind, type)
   const body = describe('settings-body', 'A JSON object (sent as the query string for GET and DELETE). A value that is exactly one {{variable}} keeps its type, such as {"people": "{{people}}"}.', problems['settings.body'])
   const parameters = describe('settings-parameters', `What the agent gives when it calls this during a call: an object of text, number or yes/no properties, each a {{variable}} of the request; such as ${PARAMETERS_EXAMPLE}. Empty: none.`, problems['settings.parameters'])
+  const hours = describe('settings-opening_hours', HOURS_HINT, problems['settings.opening_hours'])
   const retry = describe('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])
   const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   return layout({
@@ -340,6 +351,10 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this ${kin
   <fieldset class="plain"${readOnly && html` disabled`}>
   <legend class="visually-hidden">${typeLabel(kind, type)} settings</legend>
   ${renderFields(apiCall ? fields.filter((field) => FIRST.includes(field.key)) : fields, form, problems)}
+  ${hasHours(kind, type) && html`<label for="settings-opening_hours">Opening hours</label>
+  <textarea id="settings-opening_hours" name="settings.opening_hours" rows="7" class="code" spellcheck="false"${hours.attrs}>
+${form['settings.opening_hours'] ?? ''}</textarea>
+  ${hours.after}`}
   ${headers && html`${renderPairs(HEADERS, form, problems)}
   <p class="hint">A stored value is never shown: leave it empty to keep it, type a new one to replace it, or tick Remove. Save to get more empty rows.
   Stored values go only to the origin (scheme, host and port) of the URL they were given with: a change of origin needs each one typed again or removed.</p>

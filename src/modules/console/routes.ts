@@ -14,6 +14,7 @@ import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
+import { consoleAppointmentRoutes } from './appointments.ts'
 import { consoleContactRoutes } from './contacts.ts'
 import { consoleCustomerRoutes } from './customers.ts'
 import { consoleDeliveryRoutes } from './deliveries.ts'
@@ -309,6 +310,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleAgentRoutes, { db, jobs })
     await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleContactRoutes, { db })
+    await pages.register(consoleAppointmentRoutes, { db, config: jobs.config, log: app.log, mailer })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
     await pages.register(consolePhoneNumberRoutes, { db, carriers })
     await pages.register(consoleCustomerRoutes, { db })

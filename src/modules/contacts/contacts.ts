@@ -22,14 +22,14 @@ const E164 = new RegExp(E164_PATTERN)
 const EMAIL = new RegExp(EMAIL_PATTERN)
 
 /** A phone number as E.164, the usual separators ("+1 (415) 555-0123") dropped; undefined when it is none. */
-function phoneNumber (value: unknown): string | undefined {
+export function phoneNumber (value: unknown): string | undefined {
   if (typeof value !== 'string') return undefined
   const number = value.replace(/[\s().-]/g, '')
   return E164.test(number) ? number : undefined
 }
 
 /** An e-mail address, lower-cased (one person whatever the case they type); undefined when it is none. */
-function emailAddress (value: unknown): string | undefined {
+export function emailAddress (value: unknown): string | undefined {
   if (typeof value !== 'string') return undefined
   const email = value.trim().toLowerCase()
   return email.length <= 254 && EMAIL.test(email) && !email.includes('\0') && email.isWellFormed() ? email : undefined
