@@ -191,7 +191,7 @@ t.test('a 429 is retried once after Retry-After; two in a row reach the model as
 t.test('without the caller\'s e-mail address the booking is not attempted: the model is told to ask for it', async (t) => {
   const ctx = await booked(t)
   const log = createLogger(ctx.config)
-  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c1', signal: new AbortController().signal, variables: () => ({}), customer: { phone: '+4915112345678', email: null } }
+  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c1', signal: new AbortController().signal, variables: () => ({}), language: 'en-US', customer: { phone: '+4915112345678', email: null } }
   const loaded = await loadLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const book = loaded.tools.find((tool) => tool.spec.name === ctx.fn('book'))!
@@ -208,7 +208,7 @@ t.test('a caller known only by phone: their bookings are found by the number Cal
   for (let i = 0; i < 130; i++) ctx.cal.book(TYPE, new Date(start + (i + 3) * 30 * 60_000), { name: `Other ${i}`, email: `other${i}@example.com`, timeZone: ZONE, phoneNumber: `+49151000${String(i).padStart(4, '0')}` })
   const mine = ctx.cal.book(TYPE, new Date(start + 133 * 30 * 60_000), { name: 'Grace Hopper', email: 'grace@example.com', timeZone: ZONE, phoneNumber: '+4915112345678' })
   const log = createLogger(ctx.config)
-  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c2', signal: new AbortController().signal, variables: () => ({}), customer: { phone: '+49 151 12345678', email: null } }
+  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c2', signal: new AbortController().signal, variables: () => ({}), language: 'en-US', customer: { phone: '+49 151 12345678', email: null } }
   const loaded = await loadLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const find = loaded.tools.find((tool) => tool.spec.name === ctx.fn('find_booking'))!

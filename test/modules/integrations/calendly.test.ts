@@ -48,7 +48,7 @@ const lastToolMessage = (standin: OpenAiHttpStandin): string =>
 
 function liveContext (ctx: Booked, customer = { phone: null as string | null, email: null as string | null }) {
   const log = createLogger(ctx.config)
-  return { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer }
+  return { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), language: 'en-US', customer }
 }
 
 t.test('connect with a personal access token: checked once with GET /users/me, the account name shown', async (t) => {

@@ -1,10 +1,9 @@
 import { Type, type Static } from 'typebox'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
-import type { Attendee, Booking, BookingBackend, Slot } from '../booking/backend.ts'
-import { SlotTaken } from '../booking/backend.ts'
+import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
+import { BOOKING_LABELS, bookingSettings, requireConnection } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import { defineCapability } from '../registry.ts'
-import { Description, Name, TimeZone } from '../schemas.ts'
 
 // booking_one: Cal.com (API v2, https://cal.com/docs/api-reference/v2) with an API key. Free times come from Cal.com's
 // own availability (GET /v2/slots), bookings are made, found, moved and cancelled through /v2/bookings. Cal.com pins
@@ -16,17 +15,10 @@ const BOOKINGS_VERSION = { 'cal-api-version': '2024-08-13' }
 /** At most this many pages of a caller's upcoming bookings are read (100 each). */
 const MAX_PAGES = 5
 
-/** The settings of the two booking services: the same members, told apart by what identifies an event type. */
-export const bookingSettings = (eventType: { description: string, pattern?: string }) => Type.Object({
-  name: Name,
-  description: Description,
-  event_type_id: Type.String({ minLength: 1, maxLength: 200, ...eventType }),
-  time_zone: TimeZone
+const CalcomSettings = Type.Object({
+  ...bookingSettings().properties,
+  event_type_id: Type.String({ minLength: 1, maxLength: 12, pattern: '^[0-9]+$', description: 'the Cal.com event type\'s id: a number (Event Types, open one: the number in its address)' })
 })
-
-export const BOOKING_LABELS = { event_type_id: 'Event type', time_zone: 'Time zone' }
-
-const CalcomSettings = bookingSettings({ description: 'the id of the Cal.com event type (a number: Event Types, open one, the id in its address)', pattern: '^[0-9]{1,12}$' })
 
 /** A Cal.com booking (BookingOutput_2024_08_13) as the tools speak of it: its uid is what reschedule and cancel take. */
 function bookingOf (data: any): Booking {
@@ -68,7 +60,7 @@ export function calcomBackend (conn: Connection, settings: Static<typeof CalcomS
     },
 
     async book (slot: Slot, attendee: Attendee, signal: AbortSignal): Promise<Booking> {
-      if (attendee.email === null) throw new Error('Cal.com books only with the caller\'s e-mail address: ask the caller for it, then book again with email.')
+      if (attendee.email === null) throw new BookingProblem('Cal.com books only with the caller\'s e-mail address: ask the caller for it, then book again with email.')
       const phoneNumber = phoneFor(attendee.phone)
       try {
         const answer = await conn.request({
@@ -136,5 +128,6 @@ export const bookingOne = defineCapability({
   schema: CalcomSettings,
   defaults: {},
   fieldLabels: BOOKING_LABELS,
-  live: async (row, ctx) => bookingTools(row, ctx, calcomBackend(await connectionOf(ctx, ctx.userId, 'booking_one'), row.settings, ctx.callId))
+  check: requireConnection('booking_one'),
+  live: async (row, ctx) => bookingTools(row, ctx, calcomBackend(await connectionOf(ctx, ctx.userId, 'booking_one'), row.settings, ctx.callId), 'Cal.com')
 })

@@ -1,10 +1,9 @@
-import type { Static } from 'typebox'
+import { Type, type Static } from 'typebox'
 import { connectionOf, IntegrationError, type ApiRequest, type Connection } from '../../integrations/client.ts'
-import type { Attendee, Booking, BookingBackend, Slot } from '../booking/backend.ts'
-import { SlotTaken } from '../booking/backend.ts'
+import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
+import { BOOKING_LABELS, bookingSettings, requireConnection } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import { defineCapability } from '../registry.ts'
-import { BOOKING_LABELS, bookingSettings } from './booking-one.ts'
 
 // booking_two: Calendly (API v2, https://developer.calendly.com/api-docs) with a personal access token or OAuth 2.0.
 // Free times are Calendly's own (GET /event_type_available_times, at most 7 days a request: longer ranges are split),
@@ -20,7 +19,10 @@ const LEAD = 60_000
 /** At most this many pages (100 each) are read when listing event types or a caller's events. */
 const MAX_PAGES = 5
 
-const CalendlySettings = bookingSettings({ description: 'the Calendly event type: its URI (https://api.calendly.com/event_types/…), its UUID, or its slug (the last part of its booking link)' })
+const CalendlySettings = Type.Object({
+  ...bookingSettings().properties,
+  event_type_id: Type.String({ minLength: 1, maxLength: 200, description: 'the Calendly event type: its URI (https://api.calendly.com/event_types/…), its UUID, or its slug (the last part of its booking link)' })
+})
 
 interface EventType { uri: string, name: string, duration: number }
 
@@ -37,7 +39,7 @@ function slotTakenOr (error: unknown): unknown {
   if (error.status === 409 || (error.status === 400 && detailsOf(body).some((d) => d.parameter === 'start_time'))) {
     return new SlotTaken([body?.message, ...detailsOf(body).map((d) => d.message)].filter((m) => typeof m === 'string').join(' '))
   }
-  if (error.status === 403) return new Error(`Calendly refused to book (${String(body?.message ?? 'Permission Denied')}): its Scheduling API needs a paid Calendly plan`)
+  if (error.status === 403) return new BookingProblem(`Calendly refused to book (${String(body?.message ?? 'Permission Denied')}): its Scheduling API needs a paid Calendly plan`)
   return error
 }
 
@@ -123,7 +125,7 @@ export function calendlyBackend (conn: Connection, settings: Static<typeof Calen
     },
 
     async book (slot: Slot, attendee: Attendee, signal: AbortSignal): Promise<Booking> {
-      if (attendee.email === null) throw new Error('Calendly books only with the caller\'s e-mail address: ask the caller for it, then book again with email.')
+      if (attendee.email === null) throw new BookingProblem('Calendly books only with the caller\'s e-mail address: ask the caller for it, then book again with email.')
       const { type } = await resolve(signal)
       return await invite(type, slot.start, { name: attendee.name, email: attendee.email, timezone: timeZone }, signal)
     },
@@ -166,5 +168,6 @@ export const bookingTwo = defineCapability({
   schema: CalendlySettings,
   defaults: {},
   fieldLabels: BOOKING_LABELS,
-  live: async (row, ctx) => bookingTools(row, ctx, calendlyBackend(await connectionOf(ctx, ctx.userId, 'booking_two'), row.settings))
+  check: requireConnection('booking_two'),
+  live: async (row, ctx) => bookingTools(row, ctx, calendlyBackend(await connectionOf(ctx, ctx.userId, 'booking_two'), row.settings), 'Calendly')
 })

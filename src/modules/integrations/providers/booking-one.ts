@@ -2,7 +2,7 @@ import type { ProviderInfo } from '../providers.ts'
 
 // Cal.com (booking_one): an API key (Settings → Developer → API keys, cal_live_…), sent as a bearer token. Cal.com's
 // OAuth is for its platform customers only, so an API key is the one way in. The account check is GET /v2/me.
-export const bookingOneInfo: ProviderInfo = {
+export const bookingOne: ProviderInfo = {
   provider: 'booking_one',
   service: 'Cal.com',
   methods: ['api_key'],

@@ -4,7 +4,7 @@ import type { ProviderInfo } from '../providers.ts'
 // or a personal access token (Integrations → API & Webhooks). The scopes cover what the tool does: the user
 // (GET /users/me), event types and their available times, and scheduled events, whose write scope also books
 // (POST /invitees) and cancels. The account check is GET /users/me.
-export const bookingTwoInfo: ProviderInfo = {
+export const bookingTwo: ProviderInfo = {
   provider: 'booking_two',
   service: 'Calendly',
   methods: ['oauth', 'api_key'],
