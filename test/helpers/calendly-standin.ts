@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto'
-import type http from 'node:http'
 import type { Test } from 'tap'
 import { bearerOf, startJsonServer, type JsonReply, type JsonServer, type StandInRequest } from './json-standin.ts'
+import { oauthServer, type OAuthServer } from './oauth-server.ts'
 
 // A stand-in for Calendly's API v2 (https://developer.calendly.com/api-docs), for what booking_two uses:
 // GET /users/me, GET /event_types?user= (and /event_types/{uuid}), GET /event_type_available_times (a window of at
 // most 7 days, start in the future), POST /invitees (the Scheduling API), GET /scheduled_events?user=&invitee_email=
 // &status=&min_start_time= with page_token pagination (pagination.next_page), GET /scheduled_events/{uuid}/invitees,
 // POST /scheduled_events/{uuid}/cancellation; Calendly's error JSON { title, message, details? }. Auth is a bearer
-// token: a personal access token from `tokens`, or whatever `acceptToken` accepts (the OAuth server's tokens).
+// token: a personal access token from `tokens`, or an access token of the OAuth server mounted on the same origin at
+// Calendly's auth.calendly.com paths (/oauth/authorize, /oauth/token, /oauth/revoke; tokens last 2 hours as Calendly's).
 // A taken time answers 400 "Invalid Argument" with a start_time detail (Calendly documents no dedicated code for it).
 
 export const TAKEN_DETAIL = 'The selected time is no longer available.'
@@ -32,10 +33,8 @@ export interface CalendlyStandIn extends JsonServer {
   apiUrl: string
   /** Personal access tokens that authenticate; remove one to revoke it. */
   tokens: Set<string>
-  /** Other tokens that authenticate (set by a test to the OAuth server's live access tokens). */
-  acceptToken: (token: string) => boolean
-  /** A handler given each request first (an OAuth authorization server on the same origin); true when it answered. */
-  mount: ((req: http.IncomingMessage, res: http.ServerResponse) => boolean | Promise<boolean>) | undefined
+  /** Calendly's OAuth server (auth.calendly.com): CALENDLY_AUTHORIZE_URL, CALENDLY_TOKEN_URL and CALENDLY_REVOKE_URL are these. */
+  oauth: OAuthServer & { authorizeUrl: string, tokenUrl: string, revokeUrl: string }
   user: { uuid: string, name: string, slug: string, email: string, timezone: string, organization: string }
   eventTypes: Map<string, CalendlyEventType>
   events: CalendlyEvent[]
@@ -59,7 +58,11 @@ const stamp = (date: Date) => date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z
 
 const DAY = 86_400_000
 
-export async function startCalendlyStandIn (t: Test): Promise<CalendlyStandIn> {
+export const CLIENT_ID = 'calendly-client-id'
+export const CLIENT_SECRET = 'calendly-client-secret'
+
+export async function startCalendlyStandIn (t: Test, options: { autoApprove?: boolean } = {}): Promise<CalendlyStandIn> {
+  const oauth = oauthServer({ authorizePath: '/oauth/authorize', tokenPath: '/oauth/token', revokePath: '/oauth/revoke', clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, lifetime: 7200, autoApprove: options.autoApprove ?? false })
   const tokens = new Set<string>()
   const eventTypes = new Map<string, CalendlyEventType>()
   const events: CalendlyEvent[] = []
@@ -238,7 +241,7 @@ export async function startCalendlyStandIn (t: Test): Promise<CalendlyStandIn> {
 
   function handle (request: StandInRequest): JsonReply {
     const token = bearerOf(request)
-    if (token === undefined || (!tokens.has(token) && !standIn.acceptToken(token))) return error(401, 'Unauthenticated', 'The access token is invalid')
+    if (token === undefined || (!tokens.has(token) && !oauth.valid(`Bearer ${token}`))) return error(401, 'Unauthenticated', 'The access token is invalid')
     const { method, path } = request
     if (method === 'GET' && path === '/users/me') {
       return {
@@ -287,14 +290,13 @@ export async function startCalendlyStandIn (t: Test): Promise<CalendlyStandIn> {
     return error(404, 'Resource Not Found', 'The server could not find the requested resource.')
   }
 
-  const server = await startJsonServer(t, handle, () => standIn.mount)
+  const server = await startJsonServer(t, handle, () => oauth.handle)
   origin = server.url
   const standIn: CalendlyStandIn = {
     ...server,
     apiUrl: server.url,
     tokens,
-    acceptToken: () => false,
-    mount: undefined,
+    oauth: { ...oauth, authorizeUrl: `${server.url}/oauth/authorize`, tokenUrl: `${server.url}/oauth/token`, revokeUrl: `${server.url}/oauth/revoke` },
     user,
     eventTypes,
     events,

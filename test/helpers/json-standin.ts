@@ -21,21 +21,19 @@ export interface JsonServer {
   close: () => Promise<void>
 }
 
-/**
- * Starts a loopback server whose `handle` answers each JSON request; `other` (when set) gets the raw request first
- * and may take it (answers true), so an OAuth authorization server can be mounted on the same origin.
- */
-export async function startJsonServer (t: Test, handle: (request: StandInRequest) => JsonReply | Promise<JsonReply>,
-  other?: () => ((req: http.IncomingMessage, res: http.ServerResponse) => boolean | Promise<boolean>) | undefined): Promise<JsonServer> {
+/** A handler offered each request before the JSON API (an OAuth authorization server on the same origin): true when it answered. */
+export type Mounted = (req: http.IncomingMessage, res: http.ServerResponse, path: string, query: URLSearchParams, body: string) => boolean
+
+/** Starts a loopback server whose `handle` answers each JSON request that `mounted` (when there is one) leaves. */
+export async function startJsonServer (t: Test, handle: (request: StandInRequest) => JsonReply | Promise<JsonReply>, mounted?: () => Mounted | undefined): Promise<JsonServer> {
   const requests: StandInRequest[] = []
   const queued: Queued[] = []
   const server = http.createServer((req, res) => {
     void (async () => {
-      const mounted = other?.()
-      if (mounted !== undefined && await mounted(req, res)) return
       let raw = ''
       for await (const chunk of req) raw += String(chunk)
       const url = new URL(req.url ?? '/', 'http://stand.in')
+      if (mounted?.()?.(req, res, url.pathname, url.searchParams, raw) === true) return
       let body: unknown = null
       const type = String(req.headers['content-type'] ?? '')
       try { body = raw === '' ? null : type.includes('json') ? JSON.parse(raw) : Object.fromEntries(new URLSearchParams(raw)) } catch { body = { unparsable: raw } }
