@@ -178,7 +178,7 @@ t.test('a revoked token: reported to the model, the call goes on', async (t) => 
 t.test('the event type named by its slug is found on the second page of the user\'s event types', async (t) => {
   const ctx = await booked(t, {
     eventTypeId: (_type, cly) => {
-    for (let i = 0; i < 120; i++) cly.addEventType({ name: `Other ${i}`, slug: `other-${i}`, duration: 15 })
+      for (let i = 0; i < 120; i++) cly.addEventType({ name: `Other ${i}`, slug: `other-${i}`, duration: 15 })
       return 'late-one'
     }
   })
@@ -230,4 +230,25 @@ t.test('OAuth: an access token that expires mid-call is refreshed once at Calend
   client.hangup()
   const done = await finishedCall(ctx.app, ctx.account.headers, callId)
   t.equal(done.transcription.at(-1).speaker, 'agent', 'the call went on')
+})
+
+t.test('a 429 is retried once; a free Calendly plan and a missing e-mail address are told to the model in words it can act on', async (t) => {
+  const ctx = await booked(t)
+  const context = liveContext(ctx)
+  const loaded = await loadLive(context, ctx.agent._id)
+  t.teardown(loaded.close)
+  const run = async (what: string, args: Record<string, unknown>) => await loaded.tools.find((tool) => tool.spec.name === ctx.fn(what))!.run(args, context)
+  const [first, second] = ctx.type.openings
+
+  ctx.cly.queued.push({ status: 429, headers: { 'retry-after': '0', 'x-ratelimit-limit': '500', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '60' }, body: { title: 'Too Many Requests', message: 'You have exceeded the rate limit' } })
+  const found = JSON.parse((await run('find_times', { from: local(first), to: local(second) })).output)
+  t.same(found.free_times.map((f: { start: string }) => f.start), [local(first), local(second)], 'answered after one retry')
+  t.equal(ctx.cly.requests.filter((r) => r.path === '/users/me').length, 2, 'the 429 and its retry')
+
+  await t.rejects(run('book', { start: local(first), name: 'Grace Hopper' }), /e-mail address: ask the caller for it/)
+  t.notOk(ctx.cly.requests.some((r) => r.path === '/invitees'), 'nothing sent without an address')
+
+  ctx.cly.plan = 'free'
+  await t.rejects(run('book', { start: local(first), name: 'Grace Hopper', email: 'grace@example.com' }), /Scheduling API needs a paid Calendly plan/)
+  t.equal(ctx.cly.events.length, 0)
 })
