@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 // Cal.com (booking_one): an API key (Settings → Developer → API keys, cal_live_…), sent as a bearer token. Cal.com's
 // OAuth is for its platform customers only, so an API key is the one way in. The account check is GET /v2/me.

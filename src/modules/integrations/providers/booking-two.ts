@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 // Calendly (booking_two): OAuth 2.0 (an app at developer.calendly.com; authorization code with PKCE, refresh tokens)
 // or a personal access token (Integrations → API & Webhooks). The scopes cover what the tool does: the user

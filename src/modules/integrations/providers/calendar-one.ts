@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /** Google Calendar (API v3), OAuth 2.0 only. */
 export const calendarOne: ProviderInfo = {

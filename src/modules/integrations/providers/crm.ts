@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /** HubSpot (CRM v3), with a private app's token or OAuth 2.0. */
 export const crm: ProviderInfo = {
