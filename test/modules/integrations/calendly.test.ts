@@ -252,3 +252,13 @@ t.test('a 429 is retried once; a free Calendly plan and a missing e-mail address
   await t.rejects(run('book', { start: local(first), name: 'Grace Hopper', email: 'grace@example.com' }), /Scheduling API needs a paid Calendly plan/)
   t.equal(ctx.cly.events.length, 0)
 })
+
+t.test('an event type the account does not have is named in the answer, with some of those it has', async (t) => {
+  const ctx = await booked(t, { eventTypeId: () => 'no-such-type' })
+  const context = liveContext(ctx)
+  const loaded = await loadLive(context, ctx.agent._id)
+  t.teardown(loaded.close)
+  await t.rejects(loaded.tools.find((tool) => tool.spec.name === ctx.fn('find_times'))!.run({ from: local(ctx.type.openings[0]), to: local(ctx.type.openings[2]) }, context),
+    /Calendly has no event type "no-such-type" for Ada Lovelace; it has: Intro call \(intro\)/)
+  t.notOk(ctx.cly.requests.some((r) => r.path === '/event_type_available_times'), 'no availability asked')
+})

@@ -73,7 +73,7 @@ export function calendlyBackend (conn: Connection, settings: Static<typeof Calen
       const types = await collect(conn, { method: 'GET', path: '/event_types', query: { user, count: 100 } }, signal)
       const type = types.find((t) => t.uri === wanted || uuidOf(String(t.uri)) === key || t.slug === key)
       if (type === undefined) {
-        const names = types.map((t) => `${String(t.name)} (${String(t.slug)})`).join(', ')
+        const names = types.slice(0, 10).map((t) => `${String(t.name)} (${String(t.slug)})`).join(', ')
         throw new Error(`Calendly has no event type "${wanted}" for ${String(me?.name ?? 'this account')}${names === '' ? '' : `; it has: ${names}`}`)
       }
       return { user, type: { uri: String(type.uri), name: String(type.name), duration: Number(type.duration) } }
