@@ -5,8 +5,9 @@ import { localOf, zonedToUtc } from '../../../src/modules/capabilities/booking/t
 import { loadLive } from '../../../src/modules/capabilities/load.ts'
 import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
-import { integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../../helpers/console-client.ts'
 import { BOOKINGS_VERSION, SLOTS_VERSION, startCalcomStandIn, type CalcomStandIn } from '../../helpers/calcom-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
 import { startRealtimeStandin } from '../../helpers/realtime-standin.ts'
@@ -263,4 +264,25 @@ t.test('realtime engine: the booking functions in session.update, the model book
   client.hangup()
   const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done.transcription.find((item: { speaker: string }) => item.speaker === 'tool'), { tool: { type: 'booking_one' } })
+})
+
+t.test('the console: a Cal.com booking tool is offered, added through its form once Cal.com is connected, refused (409) before', async (t) => {
+  const ctx = await setup(t)
+  const user = await createConsoleUser(ctx.db)
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  const created = await browser.submit('/agents/new', '/agents', { agent_name: 'Clinic', begin_message: '', general_prompt: 'Be kind.', language: 'en-US', voice_id: '65a0f0000000000000000001', webhook_url: '', status: 'active' })
+  const agentId = /^\/agents\/([0-9a-f]{24})/.exec(String(created.headers.location))![1]
+  t.match((await browser.get(`/agents/${agentId}`)).body, '<option value="booking_one">', 'offered')
+  const add = async () => {
+    const page = await browser.get(`/agents/${agentId}/tools/new?type=booking_one`)
+    t.equal(page.statusCode, 200, 'a form')
+    return await browser.post(`/agents/${agentId}/tools`, { csrf_token: csrfOf(page.body), type: 'booking_one', 'settings.name': 'Cal', 'settings.event_type_id': String(TYPE), 'settings.time_zone': ZONE, is_active: 'true' })
+  }
+  const refused = await add()
+  t.equal(refused.statusCode, 409)
+  t.match(refused.body, 'connect it first')
+  await connectIntegration(ctx.db, user.id, 'booking_one', { account_label: 'Ada Clinic', method: 'api_key', credentials: { api_key: KEY } })
+  t.equal((await add()).statusCode, 303, 'added')
+  t.match(await ctx.db.selectFrom('agent_tools').select(['tool_type', 'settings']).where('agent_id', '=', agentId).execute(), [{ tool_type: 'booking_one', settings: { name: 'Cal', event_type_id: String(TYPE), time_zone: ZONE } }])
 })
