@@ -1,6 +1,7 @@
 import type { ProviderInfo } from '../types.ts'
 
-/** Cal.com (API v2), with an API key. */
+// Cal.com (booking_one): an API key (Settings → Developer → API keys, cal_live_…), sent as a bearer token. Cal.com's
+// OAuth is for its platform customers only, so an API key is the one way in. The account check is GET /v2/me.
 export const bookingOne: ProviderInfo = {
   provider: 'booking_one',
   service: 'Cal.com',
@@ -8,6 +9,6 @@ export const bookingOne: ProviderInfo = {
   scopes: [],
   account: async (conn, signal) => {
     const me = (await conn.request({ method: 'GET', path: '/me' }, signal)).body?.data
-    return String(me?.email ?? me?.username ?? '')
+    return String(me?.name ?? '') || String(me?.username ?? '') || String(me?.email ?? '')
   }
 }
