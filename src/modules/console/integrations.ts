@@ -7,7 +7,7 @@ import { TOOLS } from '../capabilities/catalog.ts'
 import {
   connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
 } from '../integrations/connect.ts'
-import { PROVIDERS, type Provider } from '../integrations/queries.ts'
+import { PROVIDERS, type Provider } from '../integrations/providers.ts'
 import { describe, formOf } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'

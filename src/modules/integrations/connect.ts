@@ -197,7 +197,8 @@ export async function connectWithKey (deps: IntegrationDeps, userId: string, pro
     return await connectChecked(deps, userId, provider, { method: 'api_key', credentials: { api_key: input.apiKey }, accountLabel: input.accountLabel })
   } catch (err) {
     if (!(err instanceof IntegrationError)) throw err
-    const status = err.status ?? 0
+    // `revoked` comes from a 401 (client.ts), which the error does not carry.
+    const status = err.status ?? (err.reason === 'revoked' ? 401 : 0)
     if (err.reason === 'revoked' || (err.reason === 'rejected' && status >= 400 && status < 500)) {
       throw new HttpError(422, 'integration_rejected', `${service} refused the key${status === 0 ? '' : ` (HTTP ${status})`}: check that it is complete, not expired, and has the permissions docs/integrations.md lists`)
     }
