@@ -83,7 +83,7 @@ ${state.status !== 'connected' && key !== undefined && html`<form method="post" 
   <label for="${provider}-api_key">${key.label}</label>
   <input id="${provider}-api_key" name="api_key" type="password" autocomplete="off" required maxlength="2000"${field.attrs}>
   ${field.after}
-  <button type="submit">${oauth ? 'Connect with the token' : `Connect ${service}`}</button>
+  <button type="submit">${oauth ? `Connect ${service} with the token` : `Connect ${service}`}</button>
 </form>`}
 ${connected && html`<form method="post" action="/integrations/${provider}/disconnect">${csrfField(viewer.csrfToken)}
   <p>Disconnecting deletes the stored tokens${state.method === 'oauth' && ' and revokes them at the service where it allows'} and switches off
