@@ -213,16 +213,16 @@ t.test('API keys: checked at the service once, named after the account; a refuse
 
   google.failAccount(500)
   const failing = await put({ api_key: CALENDLY_TOKEN })
-  t.equal(failing.statusCode, 502)
+  t.equal(failing.statusCode, 503)
   t.equal(failing.json().code, 'integration_unavailable')
   google.failAccount(200)
 })
 
-t.test('API keys: a service that does not answer is 502 integration_unavailable', async (t) => {
+t.test('API keys: a service that does not answer is 503 integration_unavailable', async (t) => {
   const ctx = await setup(t, { CALENDLY_API_URL: 'http://127.0.0.1:9', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true' })
   const account = await createAccount(ctx.db)
   const res = await ctx.app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: 'k' } })
-  t.equal(res.statusCode, 502)
+  t.equal(res.statusCode, 503)
   t.match(res.json(), { code: 'integration_unavailable', message: /^Calendly could not be reached/ })
   t.equal(await integration(ctx, account.user.id, 'booking_two'), undefined)
 })

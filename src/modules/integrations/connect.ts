@@ -186,7 +186,7 @@ async function connectChecked (deps: IntegrationDeps, userId: string, provider: 
 
 /**
  * Connects with an API key or token after the provider's account check: 422 `integration_rejected` when the service
- * refuses it, 502/503 `integration_unavailable` when it cannot tell; nothing is stored either way.
+ * refuses it, 503 `integration_unavailable` when it cannot tell (no answer, a failure, busy); nothing is stored either way.
  */
 export async function connectWithKey (deps: IntegrationDeps, userId: string, provider: Provider, input: { apiKey: string, accountLabel?: string }): Promise<string> {
   const { service, methods } = PROVIDER_INFO[provider]
@@ -203,7 +203,7 @@ export async function connectWithKey (deps: IntegrationDeps, userId: string, pro
       throw new HttpError(422, 'integration_rejected', `${service} refused the key${status === 0 ? '' : ` (HTTP ${status})`}: check that it is complete, not expired, and has the permissions docs/integrations.md lists`)
     }
     if (err.reason === 'rate_limited') throw new HttpError(503, 'integration_unavailable', `${service} is busy and could not check the key: try again in a minute`)
-    throw new HttpError(502, 'integration_unavailable', `${service} could not be reached to check the key (${err.reason === 'unavailable' ? 'no answer' : `HTTP ${status}`}): try again in a moment`)
+    throw new HttpError(503, 'integration_unavailable', `${service} could not be reached to check the key (${err.reason === 'unavailable' ? 'no answer' : `HTTP ${status}`}): try again in a moment`)
   }
 }
 
