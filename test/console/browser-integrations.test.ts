@@ -78,7 +78,7 @@ t.test('connect Google Calendar through its OAuth page and disconnect it: in Chr
   await page.waitForURL(`${base}/integrations?disconnected=calendar_one&tools=1`)
   t.equal(await page.getByRole('status').textContent(), 'Google Calendar is disconnected; 1 tool was switched off.')
   t.equal(await page.locator('#integration-calendar_one-status').textContent(), 'Not connected')
-  t.equal(google.revoked.length, 1, 'revoked at Google')
+  t.equal(google.oauth.revoked.length, 1, 'revoked at Google')
   await check('disconnected')
 
   // The agent page lists the tool as no longer active.

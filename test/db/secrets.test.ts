@@ -12,6 +12,7 @@ import { openEmbedded, stopEmbedded } from '../../src/db/embedded.ts'
 import { newId } from '../../src/db/ids.ts'
 import { createCipher, keyIdOf, loadSecretsKey, SecretsKeyError, stageKeyFile } from '../../src/db/secrets.ts'
 import { prepareSecrets } from '../../src/db/stored-secrets.ts'
+import { connectIntegration } from '../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { startReceiver, type Receiver } from '../helpers/receiver.ts'
@@ -29,7 +30,8 @@ async function storeEverything (t: Test, ctx: TestContext, account: Account, rec
   const headers = account.headers
   const plain = { sip: 'sip-pass-123', integration: 'crm-api-key-456', action: 'Bearer action-token-789', mcp: 'Bearer mcp-token-012' }
   t.equal((await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers, payload: { phone_number: '+4930901821', termination_uri: 'sip:pbx.example.de', sip_trunk_auth_username: 'u', sip_trunk_auth_password: plain.sip } })).statusCode, 201)
-  t.equal((await app.inject({ method: 'PUT', url: '/v1/integrations/crm', headers, payload: { api_key: plain.integration } })).statusCode, 200)
+  // Stored as PUT /v1/integrations/crm stores it after the account check (which needs HubSpot: integrations-connect.test.ts).
+  await connectIntegration(ctx.db, account.user.id, 'crm', { account_label: '', method: 'api_key', credentials: { api_key: plain.integration } })
   const agent = await createAgent(app, account)
   const action = await addAction(app, account, agent._id, { url: `${receiver.url}/hook`, headers: { Authorization: plain.action } })
   const tool = await app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers, payload: { tool_type: 'mcp', settings: { name: 'mcp', server_url: 'https://mcp.example.com/', headers: { Authorization: plain.mcp } } } })

@@ -1,10 +1,14 @@
-import { createHash, randomBytes } from 'node:crypto'
-import Fastify from 'fastify'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { oauthServer, type OAuthServer } from './oauth-server.ts'
 
-// TEMPORARY minimal authorization server until the coordinator's test/helpers/oauth-server.ts is in main.
+// What connecting accounts needs of the providers (docs/integrations.md): Google's authorize, token and revocation
+// endpoints (the shared OAuth authorization server, test/helpers/oauth-server.ts) with the one Calendar API request
+// of the account check, and Calendly's GET /users/me for a personal access token. The calendar and booking tools'
+// full stand-ins are elsewhere; this one answers only what connecting asks.
 
-export const CLIENT_ID = 'switchboard-test-client'
+export const CLIENT_ID = 'switchboard-test-client.apps.googleusercontent.com'
 export const CLIENT_SECRET = 'switchboard-test-secret'
 export const ACCOUNT_EMAIL = 'jane@example.com'
 export const CALENDLY_TOKEN = 'calendly-pat-0123456789'
@@ -12,72 +16,53 @@ export const CALENDLY_EMAIL = 'booker@example.com'
 
 export interface AccountsStandIn {
   url: string
-  /** The env that points the Google and Calendly variables at this server. */
+  /** Points the Google and Calendly variables here (and lets the guarded client reach loopback). */
   env: Record<string, string>
-  tokenRequests: Array<Record<string, string>>
-  revoked: string[]
-  accessTokens: () => string[]
-  /** The next token request answers this status and body instead. */
+  oauth: OAuthServer
+  /** The next token request answers this instead. */
   failTokens: (status: number, body: unknown) => void
+  /** The revocation endpoint answers this status (and revokes nothing) from now on. */
   failRevoke: (status: number) => void
+  /** The account check answers this status from now on (200: works again). */
   failAccount: (status: number) => void
 }
 
-/**
- * A loopback server standing in for Google's authorize, token and revocation endpoints and the one Calendar API
- * request of the account check (GET /calendar/v3/calendars/primary), and Calendly's GET /users/me.
- */
 export async function accountsStandIn (t: Test): Promise<AccountsStandIn> {
-  const app = Fastify()
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)))
+  const oauth = oauthServer({ authorizePath: '/o/oauth2/v2/auth', tokenPath: '/token', revokePath: '/revoke', clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })
+  const failures = { token: undefined as undefined | { status: number, body: unknown }, revoke: 200, account: 200 }
+  const json = (res: http.ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json' })
+    res.end(typeof body === 'string' ? body : JSON.stringify(body))
+  }
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://stand-in')
+      const body = Buffer.concat(chunks).toString()
+      if (url.pathname === '/token' && failures.token !== undefined) {
+        const { status, body: answer } = failures.token
+        failures.token = undefined
+        return json(res, status, answer)
+      }
+      if (url.pathname === '/revoke' && failures.revoke !== 200) return json(res, failures.revoke, { error: 'temporarily_unavailable' })
+      if (oauth.handle(req, res, url.pathname, url.searchParams, body)) return
+      if (url.pathname === '/calendar/v3/calendars/primary') {
+        if (!oauth.valid(req.headers.authorization)) return json(res, 401, { error: { code: 401, message: 'Request had invalid authentication credentials.', status: 'UNAUTHENTICATED' } })
+        if (failures.account !== 200) return json(res, failures.account, { error: { code: failures.account, message: 'The caller does not have permission', status: 'PERMISSION_DENIED' } })
+        return json(res, 200, { kind: 'calendar#calendar', id: ACCOUNT_EMAIL, summary: ACCOUNT_EMAIL, timeZone: 'Europe/Berlin' })
+      }
+      if (url.pathname === '/calendly/users/me') {
+        if (req.headers.authorization !== `Bearer ${CALENDLY_TOKEN}`) return json(res, 401, { title: 'Unauthenticated', message: 'The access token is invalid' })
+        if (failures.account !== 200) return json(res, failures.account, { title: 'Internal Server Error', message: 'failing' })
+        return json(res, 200, { resource: { email: CALENDLY_EMAIL, name: 'Booker', uri: 'https://api.calendly.com/users/AAAA' } })
+      }
+      json(res, 404, { error: 'not found' })
+    })
   })
-  const codes = new Map<string, { challenge: string, redirectUri: string }>()
-  const tokens = new Set<string>()
-  const state = { tokenFailure: undefined as undefined | { status: number, body: unknown }, revokeStatus: 200, accountStatus: 200 }
-  const tokenRequests: Array<Record<string, string>> = []
-  const revoked: string[] = []
-
-  app.get<{ Querystring: Record<string, string> }>('/o/oauth2/v2/auth', async (request, reply) => {
-    const q = request.query
-    const code = randomBytes(16).toString('hex')
-    codes.set(code, { challenge: q.code_challenge, redirectUri: q.redirect_uri })
-    return reply.type('text/html').send(`<!doctype html><html lang="en"><head><title>Sign in</title></head><body><main><h1>Allow access?</h1>
-<form method="get" action="${q.redirect_uri}"><input type="hidden" name="code" value="${code}"><input type="hidden" name="state" value="${q.state}"><button type="submit">Allow</button></form></main></body></html>`)
-  })
-  app.post<{ Body: Record<string, string> }>('/token', async (request, reply) => {
-    const form = request.body
-    tokenRequests.push(form)
-    if (state.tokenFailure !== undefined) {
-      const failure = state.tokenFailure
-      state.tokenFailure = undefined
-      return reply.code(failure.status).send(failure.body)
-    }
-    const pending = codes.get(form.code)
-    codes.delete(form.code)
-    if (form.client_id !== CLIENT_ID || form.client_secret !== CLIENT_SECRET) return reply.code(401).send({ error: 'invalid_client' })
-    if (pending === undefined || pending.redirectUri !== form.redirect_uri ||
-      createHash('sha256').update(form.code_verifier ?? '').digest('base64url') !== pending.challenge) return reply.code(400).send({ error: 'invalid_grant' })
-    const access = randomBytes(16).toString('hex')
-    tokens.add(access)
-    return { access_token: access, refresh_token: randomBytes(16).toString('hex'), expires_in: 3600, token_type: 'Bearer' }
-  })
-  app.post<{ Body: Record<string, string> }>('/revoke', async (request, reply) => {
-    revoked.push(request.body.token)
-    return reply.code(state.revokeStatus).send({})
-  })
-  app.get('/calendar/v3/calendars/primary', async (request, reply) => {
-    if (!tokens.has((request.headers.authorization ?? '').replace(/^Bearer /, ''))) return reply.code(401).send({ error: { code: 401, message: 'Invalid Credentials' } })
-    if (state.accountStatus !== 200) return reply.code(state.accountStatus).send({ error: { code: state.accountStatus, message: 'failing' } })
-    return { kind: 'calendar#calendar', id: ACCOUNT_EMAIL, summary: ACCOUNT_EMAIL, timeZone: 'Europe/Berlin' }
-  })
-  app.get('/calendly/users/me', async (request, reply) => {
-    if (request.headers.authorization !== `Bearer ${CALENDLY_TOKEN}`) return reply.code(401).send({ title: 'Unauthenticated', message: 'The access token is invalid' })
-    if (state.accountStatus !== 200) return reply.code(state.accountStatus).send({ title: 'Failing', message: 'failing' })
-    return { resource: { email: CALENDLY_EMAIL, name: 'Booker', uri: 'https://api.calendly.com/users/AAA' } }
-  })
-  const url = await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   return {
     url,
     env: {
@@ -90,11 +75,9 @@ export async function accountsStandIn (t: Test): Promise<AccountsStandIn> {
       CALENDLY_API_URL: `${url}/calendly`,
       DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true'
     },
-    tokenRequests,
-    revoked,
-    accessTokens: () => [...tokens],
-    failTokens: (status, body) => { state.tokenFailure = { status, body } },
-    failRevoke: (status) => { state.revokeStatus = status },
-    failAccount: (status) => { state.accountStatus = status }
+    oauth,
+    failTokens: (status, body) => { failures.token = { status, body } },
+    failRevoke: (status) => { failures.revoke = status },
+    failAccount: (status) => { failures.account = status }
   }
 }
