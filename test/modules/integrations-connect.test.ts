@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { isSealed } from '../../src/db/secrets.ts'
+import { markRevoked } from '../../src/modules/integrations/queries.ts'
+import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
 import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_EMAIL, CALENDLY_TOKEN, CLIENT_ID } from '../helpers/oauth-connect.ts'
@@ -221,6 +223,24 @@ t.test('API keys: checked at the service once, named after the account; a refuse
   t.equal(failing.statusCode, 503)
   t.equal(failing.json().code, 'integration_unavailable')
   google.failAccount(200)
+})
+
+t.test('a revoked connection: listed as revoked with the reason, and the console offers Reconnect and Disconnect', async (t) => {
+  const { ctx } = await connectSetup(t)
+  const { user, browser } = await signedIn(ctx)
+  t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?connected=calendar_one')
+  await markRevoked(ctx.db, user.id, 'calendar_one', 'Google Calendar answered 401: Request had invalid authentication credentials.')
+  const page = (await browser.get('/integrations')).body
+  t.match(page, 'id="integration-calendar_one-status">Access revoked or expired: reconnect<')
+  t.match(page, '<dd>Google Calendar answered 401: Request had invalid authentication credentials.</dd>')
+  t.match(page, '>Reconnect Google Calendar</button>')
+  t.match(page, '>Disconnect Google Calendar</button>')
+  const { key } = await createApiKey(ctx.db, user.id)
+  const listed = (await ctx.app.inject({ method: 'GET', url: '/v1/integrations', headers: { 'x-api-key': key } })).json()[0]
+  t.match(listed, { provider: 'calendar_one', connected: false, status: 'revoked', status_reason: /^Google Calendar answered 401/, method: 'oauth', account_label: ACCOUNT_EMAIL })
+  // Reconnecting makes it connected again.
+  t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?connected=calendar_one')
+  t.match(await integration(ctx, user.id), { status: 'connected', status_reason: null })
 })
 
 t.test('API keys: a service that does not answer is 503 integration_unavailable', async (t) => {

@@ -70,6 +70,7 @@ function providerSection (viewer: Viewer, state: IntegrationState, keyForm: KeyF
 <p class="hint">Used by the ${toolsLabel(provider)} tools.</p>
 <dl class="facts">
   <dt>Status</dt><dd id="${id}-status">${STATUS_TEXT[state.status]}</dd>
+  ${state.status === 'revoked' && state.statusReason !== null && html`<dt>Why</dt><dd>${state.statusReason}</dd>`}
   ${connected && html`<dt>Account</dt><dd id="${id}-account">${state.accountLabel === '' ? '—' : state.accountLabel}</dd>
   <dt>Connected with</dt><dd>${state.method === null ? '—' : METHOD_TEXT[state.method]}</dd>
   <dt>Connected</dt><dd>${when(state.connectedAt)}</dd>`}
