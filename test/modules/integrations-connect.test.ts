@@ -182,6 +182,9 @@ t.test('a state started in another session, used twice, expired, without a code,
   // The account check fails after a good exchange: nothing kept.
   google.failAccount(403)
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?failed=account_failed&provider=calendar_one&detail=HTTP+403')
+  // A fresh token the API refuses at once: a failed check, not a refresh (the grant is new).
+  google.failAccount(401)
+  t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?failed=account_failed&provider=calendar_one&detail=revoked')
   google.failAccount(200)
 
   // A state nobody made, or none at all.
@@ -189,6 +192,18 @@ t.test('a state started in another session, used twice, expired, without a code,
   await failure(await browser.get('/integrations/oauth/callback'), 'unknown_state')
   t.equal(await integration(ctx, user.id), undefined, 'nothing was connected by any of them')
   t.equal(await integration(ctx, other.user.id), undefined)
+})
+
+t.test('one state fired at the callback 20 times at once connects once; the others are refused', async (t) => {
+  const { ctx, google } = await connectSetup(t)
+  const { user, browser } = await signedIn(ctx)
+  const url = callback(await allow(await connectIn(browser)))
+  const answers = await Promise.all(Array.from({ length: 20 }, () => browser.get(url)))
+  const places = answers.map((res) => res.headers.location)
+  t.equal(places.filter((place) => place === '/integrations?connected=calendar_one').length, 1)
+  t.equal(places.filter((place) => place === '/integrations?failed=unknown_state').length, 19)
+  t.equal(google.oauth.tokenRequests.length, 1, 'one code exchange')
+  t.equal((await integration(ctx, user.id))?.status, 'connected')
 })
 
 t.test('the token endpoint cannot be reached: the page says so', async (t) => {

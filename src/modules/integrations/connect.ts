@@ -175,11 +175,12 @@ export async function finishAuthorization (deps: IntegrationDeps, input: { state
 async function connectChecked (deps: IntegrationDeps, userId: string, provider: Provider,
   input: { method: AuthMethod, credentials: Credentials, expires_at?: Date | null, accountLabel?: string }): Promise<string> {
   return await deps.db.transaction().execute(async (trx) => {
-    const stored = { method: input.method, credentials: input.credentials, expires_at: input.expires_at ?? null }
-    await connectIntegration(trx, userId, provider, { ...stored, account_label: '' })
+    // The check sends the token as it is, as for a key: a token issued a moment ago that the API refuses is a failed
+    // check, not one to refresh (and a refresh would open a transaction inside this one). The real method follows.
+    await connectIntegration(trx, userId, provider, { method: 'api_key', credentials: input.credentials, account_label: '' })
     const name = await PROVIDER_INFO[provider].account(await connectionOf({ ...deps, db: trx }, userId, provider))
     const label = (input.accountLabel ?? name).slice(0, 200)
-    await connectIntegration(trx, userId, provider, { ...stored, account_label: label })
+    await connectIntegration(trx, userId, provider, { method: input.method, credentials: input.credentials, expires_at: input.expires_at ?? null, account_label: label })
     return label
   })
 }
