@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { TOOLS } from '../capabilities/catalog.ts'
 import {
-  connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
+  CALLBACK_PATH, connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
 } from '../integrations/connect.ts'
 import { PROVIDERS, type Provider } from '../integrations/providers.ts'
 import { describe, formOf } from './fields.ts'
@@ -13,7 +13,7 @@ import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { PAGE_HEADERS, sessionOf } from './security.ts'
-import { HIDDEN, sendPage } from './reply.ts'
+import { HIDDEN, HIDDEN_KEYLESS, sendPage } from './reply.ts'
 
 // The console's Integrations page (docs/integrations.md): each provider with its service, status and account, a
 // Connect button for OAuth (a POST that starts the authorization and sends the browser to the provider), a form for
@@ -193,8 +193,9 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
   })
 
   // Every provider sends the browser back here. A state started in the console must come back in the same session;
-  // one started through the API (an integrator's user) ends on a plain page, whoever is signed in.
-  app.get<{ Querystring: Record<string, unknown> }>('/integrations/oauth/callback', HIDDEN, async (request, reply) => {
+  // one started through the API (an integrator's user) ends on a plain page, whoever is signed in. It spends a
+  // token without needing a session, so it is counted per client address as the sign-in link is.
+  app.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, HIDDEN_KEYLESS, async (request, reply) => {
     const query = request.query
     const text = (name: string) => typeof query[name] === 'string' ? query[name] : undefined
     const outcome = await finishAuthorization(deps, {
