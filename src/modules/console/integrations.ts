@@ -23,10 +23,10 @@ import { HIDDEN, HIDDEN_KEYLESS, sendPage } from './reply.ts'
 const PAGE = '/integrations'
 
 /** What a key form asks for, in the service's own words. */
-const KEY_LABELS: Partial<Record<Provider, { label: string, hint: string }>> = {
-  booking_one: { label: 'Cal.com API key', hint: 'Cal.com → Settings → Developer → API keys (starts with cal_live_).' },
-  booking_two: { label: 'Calendly personal access token', hint: 'Calendly → Integrations & apps → API & Webhooks → Personal access tokens.' },
-  crm: { label: 'HubSpot service key', hint: 'HubSpot → Development → Keys → Service keys, with the contacts read and write scopes (or a legacy private app\'s access token).' }
+const KEY_LABELS: Partial<Record<Provider, { label: string, noun: string, hint: string }>> = {
+  booking_one: { label: 'Cal.com API key', noun: 'key', hint: 'Cal.com → Settings → Developer → API keys (starts with cal_live_).' },
+  booking_two: { label: 'Calendly personal access token', noun: 'token', hint: 'Calendly → Integrations & apps → API & Webhooks → Personal access tokens.' },
+  crm: { label: 'HubSpot service key', noun: 'key', hint: 'HubSpot → Development → Keys → Service keys, with the contacts read and write scopes (or a legacy private app\'s access token).' }
 }
 
 /** Why an OAuth round trip did not connect, as the page says it; the callback names one in its redirect. */
@@ -78,13 +78,13 @@ function providerSection (viewer: Viewer, state: IntegrationState, keyForm: KeyF
 </dl>
 ${state.status !== 'connected' && oauth && (state.oauthConfigured
   ? html`<form method="post" action="/integrations/${provider}/connect">${csrfField(viewer.csrfToken)}<button type="submit">${state.status === 'revoked' ? `Reconnect ${service}` : `Connect ${service}`}</button></form>`
-  : html`<p id="${id}-unconfigured">Connecting with OAuth is not configured on this installation. Whoever runs the server sets
-  ${state.clientVariables.map((name, i) => html`${i > 0 && ' and '}<code>${name}</code>`)} (docs/integrations.md explains each step).</p>`)}
+  : html`<p id="${id}-unconfigured">${key === undefined ? 'Connecting' : `Signing in at ${service}`} with OAuth is not configured on this installation. Whoever runs the server sets
+  ${state.clientVariables.map((name, i) => html`${i > 0 && ' and '}<code>${name}</code>`)} (docs/integrations.md explains each step)${key !== undefined && `; until then, connect with a ${key.noun}`}.</p>`)}
 ${state.status !== 'connected' && key !== undefined && html`<form method="post" action="/integrations/${provider}/key" class="stack">${csrfField(viewer.csrfToken)}
   <label for="${provider}-api_key">${key.label}</label>
   <input id="${provider}-api_key" name="api_key" type="password" autocomplete="off" required maxlength="2000"${field.attrs}>
   ${field.after}
-  <button type="submit">${oauth ? `Connect ${service} with the token` : `Connect ${service}`}</button>
+  <button type="submit">${oauth ? `Connect ${service} with the ${key.noun}` : `Connect ${service}`}</button>
 </form>`}
 ${connected && html`<form method="post" action="/integrations/${provider}/disconnect">${csrfField(viewer.csrfToken)}
   <p>Disconnecting deletes the stored tokens${state.method === 'oauth' && ' and revokes them at the service where it allows'} and switches off
