@@ -226,6 +226,7 @@ t.test('API keys: checked at the service once, named after the account; a refuse
   t.equal(good.statusCode, 200)
   t.match(good.json(), { provider: 'booking_two', service: 'Calendly', status: 'connected', method: 'api_key', account_label: CALENDLY_EMAIL })
   t.notOk(good.body.includes(CALENDLY_TOKEN))
+  t.equal((await put({ api_key: CALENDLY_TOKEN, account_label: '' })).json().account_label, CALENDLY_EMAIL, 'an empty label is none')
   t.equal((await put({ api_key: CALENDLY_TOKEN, account_label: 'Front desk' })).json().account_label, 'Front desk', 'a given label wins')
 
   // A bad key sent later leaves the working connection as it was.

@@ -179,7 +179,7 @@ async function connectChecked (deps: IntegrationDeps, userId: string, provider: 
     // check, not one to refresh (and a refresh would open a transaction inside this one). The real method follows.
     await connectIntegration(trx, userId, provider, { method: 'api_key', credentials: input.credentials, account_label: '' })
     const name = await PROVIDER_INFO[provider].account(await connectionOf({ ...deps, db: trx }, userId, provider))
-    const label = (input.accountLabel ?? name).slice(0, 200)
+    const label = (input.accountLabel === undefined || input.accountLabel.trim() === '' ? name : input.accountLabel).slice(0, 200)
     await connectIntegration(trx, userId, provider, { method: input.method, credentials: input.credentials, expires_at: input.expires_at ?? null, account_label: label })
     return label
   })
