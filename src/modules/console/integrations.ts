@@ -34,7 +34,7 @@ const FAILED: Record<FailedReason, (service: string, detail: string) => string> 
   denied: (service) => `${service} was not connected: access was not allowed on ${service}'s page.`,
   provider_error: (service, detail) => `${service} answered with an error (${detail || 'no reason given'}); nothing was connected. Try again.`,
   missing_code: (service) => `${service} sent the browser back without an authorization code; nothing was connected. Try again.`,
-  unknown_state: () => 'This sign-in link was used already or is unknown; nothing was connected. Start again with Connect.',
+  unknown_state: () => 'This return from the service was used already, or belongs to no connection started here; nothing was connected. Start again with Connect.',
   expired: (service) => `The connection to ${service} took longer than 10 minutes; nothing was connected. Start again with Connect.`,
   other_session: (service) => `The connection to ${service} was started in another browser or session; nothing was connected. Start again with Connect here.`,
   token_failed: (service, detail) => `${service} refused the authorization code (${detail || 'no reason given'}); nothing was connected. Try again.`,
@@ -53,7 +53,7 @@ const METHOD_TEXT = { oauth: 'OAuth (signed in at the service)', api_key: 'API k
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`
 
 /** The page's notice: what the last action did (from the redirect's query), or a form's error. */
-export type PageNotice = { kind: 'success' | 'error', text: string }
+interface PageNotice { kind: 'success' | 'error', text: string }
 
 interface KeyForm { provider: Provider, problem: string }
 
@@ -87,7 +87,7 @@ ${state.status !== 'connected' && key !== undefined && html`<form method="post" 
   <button type="submit">${oauth ? `Connect ${service} with the ${key.noun}` : `Connect ${service}`}</button>
 </form>`}
 ${connected && html`<form method="post" action="/integrations/${provider}/disconnect">${csrfField(viewer.csrfToken)}
-  <p>Disconnecting deletes the stored tokens${state.method === 'oauth' && ' and revokes them at the service where it allows'} and switches off
+  <p>Disconnecting deletes the stored ${state.method === 'oauth' ? 'tokens, revokes them at the service where it allows,' : 'credentials'} and switches off
   ${plural(state.activeTools, 'tool', 'tools')} that ${state.activeTools === 1 ? 'uses' : 'use'} it.</p>
   <button type="submit" class="danger">Disconnect ${service}</button>
 </form>`}
@@ -133,7 +133,7 @@ function noticeOf (query: Record<string, unknown>, states: IntegrationState[]): 
   }
   const reason = text(query.failed) as FailedReason
   if (Object.hasOwn(FAILED, reason)) {
-    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .-]*$/.test(text(query.detail)) ? text(query.detail) : '') }
+    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(text(query.detail)) ? text(query.detail) : '') }
   }
   return undefined
 }
@@ -161,7 +161,7 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
       const { authorizationUrl } = await startAuthorization(deps, { userId: session.userId, sessionIdHash: session.idHash }, provider)
       return reply.redirect(authorizationUrl, 303)
     } catch (err) {
-      if (!(err instanceof HttpError) || err.statusCode >= 500) throw err
+      if (!(err instanceof HttpError) || err.statusCode === 500) throw err
       return await page(reply, session, err.statusCode, { notice: { kind: 'error', text: err.message } })
     }
   })
