@@ -242,7 +242,7 @@ t.test('API keys: checked at the service once, named after the account; a refuse
 })
 
 t.test('a revoked connection: listed as revoked with the reason, and the console offers Reconnect and Disconnect', async (t) => {
-  const { ctx } = await connectSetup(t)
+  const { ctx, google } = await connectSetup(t)
   const { user, browser } = await signedIn(ctx)
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?connected=calendar_one')
   await markRevoked(ctx.db, user.id, 'calendar_one', 'Google Calendar answered 401: Request had invalid authentication credentials.')
@@ -254,9 +254,13 @@ t.test('a revoked connection: listed as revoked with the reason, and the console
   const { key } = await createApiKey(ctx.db, user.id)
   const listed = (await ctx.app.inject({ method: 'GET', url: '/v1/integrations', headers: { 'x-api-key': key } })).json()[0]
   t.match(listed, { provider: 'calendar_one', connected: false, status: 'revoked', status_reason: /^Google Calendar answered 401/, method: 'oauth', account_label: ACCOUNT_EMAIL })
-  // Reconnecting makes it connected again.
+  // Reconnecting makes it connected again, and revokes the grant it replaces.
+  const replaced = google.oauth.tokenRequests.length
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?connected=calendar_one')
   t.match(await integration(ctx, user.id), { status: 'connected', status_reason: null })
+  t.equal(google.oauth.tokenRequests.length, replaced + 1)
+  t.equal(google.oauth.revoked.length, 1, 'the replaced refresh token is revoked')
+  t.same(google.oauth.accessTokens().map((token) => token.live), [false, true], 'the new grant works, the old one does not')
 })
 
 t.test('API keys: a service that does not answer is 503 integration_unavailable', async (t) => {

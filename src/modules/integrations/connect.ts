@@ -158,7 +158,10 @@ export async function finishAuthorization (deps: IntegrationDeps, input: { state
     return failed('token_failed', detailOf((err.body as { error?: unknown } | undefined)?.error) || (err.status === undefined ? '' : `HTTP ${err.status}`))
   }
   try {
+    const previous = await integrationOf(deps.db, row.user_id, provider)
     const accountLabel = await connectChecked(deps, row.user_id, provider, { method: 'oauth', credentials: { access_token: tokens.access_token, refresh_token: tokens.refresh_token }, expires_at: expiryOf(tokens) })
+    // A reconnect replaces the grant: the one it replaces is revoked, so that no forgotten token stays valid there.
+    if (previous?.method === 'oauth' && previous.credentials.refresh_token !== tokens.refresh_token) await revokeAtProvider(deps, row.user_id, provider, previous.credentials)
     return { ok: true, viaApi, provider, service, accountLabel }
   } catch (err) {
     if (!(err instanceof IntegrationError)) throw err
