@@ -137,7 +137,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(agentRoutes, { db: deps.db })
       await v1.register(capabilityRoutes(ACTIONS), { db: deps.db })
       await v1.register(capabilityRoutes(TOOLS), { db: deps.db })
-      await v1.register(integrationRoutes, { db: deps.db })
+      await v1.register(integrationRoutes, { db: deps.db, config, log: app.log as Logger })
       await v1.register(accountRoutes, { db: deps.db, mailer, publicBaseUrl: config.publicBaseUrl })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })

@@ -10,7 +10,7 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20240601)
 t.test('every documented operation answers generated requests within its documented responses, never 500', async (t) => {
   // Nothing leaves loopback: the sandbox carrier, Twilio pointed at a closed local port, no SMTP, the built-in
   // analyser, no workers (nothing stored is ever delivered) and deliveries refused to private addresses.
-  const { app, db } = await setup(t, { PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
+  const { app, db } = await setup(t, { PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', CALCOM_API_URL: 'http://127.0.0.1:9', CALENDLY_API_URL: 'http://127.0.0.1:9', HUBSPOT_API_URL: 'http://127.0.0.1:9', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
   const account = await createAccount(db)
   const post = async (url: string, payload: object) => (await app.inject({ method: 'POST', url, headers: account.headers, payload })).json()._id as string
   const agent = await createAgent(app, account, { data_retrieval: [{ name: 'plan', type: 'enum', enum_values: ['a', 'b'] }] })

@@ -24,6 +24,8 @@ export const SECRET_LOCATIONS: Location[] = [
   { table: 'webhook_secrets', keys: ['id'], column: 'secret' },
   { table: 'webhook_test_secrets', keys: ['user_id'], column: 'secret' },
   { table: 'integrations', keys: ['user_id', 'provider'], column: 'credentials', map: {} },
+  // A pending OAuth authorization's PKCE verifier: re-sealed by a rotation like the rest, so that it still opens.
+  { table: 'oauth_states', keys: ['state_hash'], column: 'code_verifier' },
   { table: 'agent_actions', keys: ['id'], column: 'settings', map: { member: 'headers' } },
   { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } }
 ]

@@ -25,7 +25,7 @@ const NOT_CONSOLE = /^\/(v1\/|docs|openapi\.json|health|web-call|telephony\/)/
 t.test('every console route answers generated requests with a page, never a 500', async (t) => {
   // Nothing leaves loopback: the sandbox carrier, Twilio pointed at a closed local port, no SMTP, the built-in
   // analyser, no workers, and action tests refused to private addresses (every URL is on 127.0.0.1).
-  const ctx = await setup(t, { PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
+  const ctx = await setup(t, { PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', CALCOM_API_URL: 'http://127.0.0.1:9', CALENDLY_API_URL: 'http://127.0.0.1:9', HUBSPOT_API_URL: 'http://127.0.0.1:9', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false' })
   const { app, db } = ctx
   const user = await createConsoleUser(db)
   const { key } = await createApiKey(db, user.id)

@@ -10,8 +10,9 @@ import { loadConfig } from '../../src/config.ts'
 import { createDb, createPool, type DB } from '../../src/db/database.ts'
 import { openEmbedded, stopEmbedded } from '../../src/db/embedded.ts'
 import { newId } from '../../src/db/ids.ts'
-import { createCipher, keyIdOf, loadSecretsKey, SecretsKeyError, stageKeyFile } from '../../src/db/secrets.ts'
+import { createCipher, keyIdOf, loadSecretsKey, sealSecret, SecretsKeyError, stageKeyFile } from '../../src/db/secrets.ts'
 import { prepareSecrets } from '../../src/db/stored-secrets.ts'
+import { connectIntegration, insertState } from '../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { startReceiver, type Receiver } from '../helpers/receiver.ts'
@@ -27,9 +28,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..')
 async function storeEverything (t: Test, ctx: TestContext, account: Account, receiver: Receiver) {
   const { app } = ctx
   const headers = account.headers
-  const plain = { sip: 'sip-pass-123', integration: 'crm-api-key-456', action: 'Bearer action-token-789', mcp: 'Bearer mcp-token-012' }
+  const plain = { sip: 'sip-pass-123', integration: 'crm-api-key-456', action: 'Bearer action-token-789', mcp: 'Bearer mcp-token-012', verifier: 'pkce-verifier-345' }
   t.equal((await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers, payload: { phone_number: '+4930901821', termination_uri: 'sip:pbx.example.de', sip_trunk_auth_username: 'u', sip_trunk_auth_password: plain.sip } })).statusCode, 201)
-  t.equal((await app.inject({ method: 'PUT', url: '/v1/integrations/crm', headers, payload: { api_key: plain.integration } })).statusCode, 200)
+  // Stored as PUT /v1/integrations/crm stores it after the account check (which needs HubSpot: integrations-connect.test.ts).
+  await connectIntegration(ctx.db, account.user.id, 'crm', { account_label: '', method: 'api_key', credentials: { api_key: plain.integration } })
+  // A pending OAuth authorization's PKCE verifier, as integrations/connect.ts keeps it.
+  await insertState(ctx.db, { state_hash: 'a'.repeat(64), user_id: account.user.id, session_id: null, provider: 'calendar_one', code_verifier: sealSecret(plain.verifier), expires_at: new Date(Date.now() + 600_000) })
   const agent = await createAgent(app, account)
   const action = await addAction(app, account, agent._id, { url: `${receiver.url}/hook`, headers: { Authorization: plain.action } })
   const tool = await app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers, payload: { tool_type: 'mcp', settings: { name: 'mcp', server_url: 'https://mcp.example.com/', headers: { Authorization: plain.mcp } } } })
@@ -47,7 +51,8 @@ async function storedValues (db: DB): Promise<string[]> {
     UNION ALL SELECT secret FROM webhook_test_secrets
     UNION ALL SELECT e.value FROM integrations, jsonb_each_text(credentials) e
     UNION ALL SELECT e.value FROM agent_actions, jsonb_each_text(settings -> 'headers') e
-    UNION ALL SELECT e.value FROM agent_tools, jsonb_each_text(settings -> 'headers') e`.execute(db)
+    UNION ALL SELECT e.value FROM agent_tools, jsonb_each_text(settings -> 'headers') e
+    UNION ALL SELECT code_verifier FROM oauth_states`.execute(db)
   return rows.map((r) => r.v)
 }
 
@@ -70,14 +75,14 @@ t.test('every kind of secret is stored encrypted, answers stay masked, deliverie
   const { plain, agent, action } = await storeEverything(t, ctx, account, receiver)
 
   const stored = await storedValues(ctx.db)
-  t.equal(stored.length, 6)
+  t.equal(stored.length, 7)
   for (const value of stored) {
     t.match(value, SEALED)
     t.equal(value.split(':')[2], keyIdOf(Buffer.from(TEST_SECRETS_KEY, 'base64')), 'sealed with the configured key')
   }
   const all = JSON.stringify(await sql`SELECT row_to_json(x) FROM (SELECT * FROM phone_numbers) x UNION ALL SELECT row_to_json(i) FROM integrations i
     UNION ALL SELECT row_to_json(a) FROM agent_actions a UNION ALL SELECT row_to_json(o) FROM agent_tools o UNION ALL SELECT row_to_json(w) FROM webhook_secrets w
-    UNION ALL SELECT row_to_json(s) FROM webhook_test_secrets s`.execute(ctx.db))
+    UNION ALL SELECT row_to_json(s) FROM webhook_test_secrets s UNION ALL SELECT row_to_json(v) FROM oauth_states v`.execute(ctx.db))
   for (const value of Object.values(plain)) t.notOk(all.includes(value.replace(/^Bearer /, '')), `no plaintext ${value.slice(0, 12)}… in any row`)
 
   const actions = await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })
@@ -128,7 +133,7 @@ t.test('rotation re-encrypts every secret; the server then reads with the new ke
   const rotated = await runScript('cli.ts', ctx.url, 'secrets', 'rotate', '--new-key', OTHER_KEY)
   t.equal(rotated.code, 0, rotated.stderr)
   const rotatedId = keyIdOf(Buffer.from(OTHER_KEY, 'base64'))
-  t.match(rotated.stdout, `re-encrypted 6 stored secrets with key ${rotatedId}`)
+  t.match(rotated.stdout, `re-encrypted 7 stored secrets with key ${rotatedId}`)
   t.match(rotated.stdout, `now set SECRETS_KEY=${OTHER_KEY} on every process`)
   const stored = await storedValues(ctx.db)
   t.ok(stored.every((v) => v.startsWith(`enc:v1:${rotatedId}:`)), 'every secret is sealed with the new key')

@@ -20,6 +20,7 @@ const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/phone-numbers', label: 'Phone numbers', account: true },
   { href: '/customers', label: 'Customers', account: true },
   { href: '/subscription', label: 'Subscription', account: true },
+  { href: '/integrations', label: 'Integrations', account: true },
   { href: '/keys', label: 'API keys', account: true },
   { href: '/settings', label: 'Settings', account: true }
 ]

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
 import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
@@ -18,6 +19,7 @@ import { consoleAppointmentRoutes } from './appointments.ts'
 import { consoleContactRoutes } from './contacts.ts'
 import { consoleCustomerRoutes } from './customers.ts'
 import { consoleDeliveryRoutes } from './deliveries.ts'
+import { consoleIntegrationRoutes } from './integrations.ts'
 import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
@@ -316,6 +318,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleCustomerRoutes, { db })
     await pages.register(consoleSubscriptionRoutes, { db })
     await pages.register(consoleSettingsRoutes, { db, config: jobs.config })
+    await pages.register(consoleIntegrationRoutes, { db, config: jobs.config, log: app.log as Logger })
     await pages.register(consoleAnalyticsRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleDeliveryRoutes, { deliveries })
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })

@@ -73,3 +73,27 @@ export async function deactivateTools (db: Db, userId: string, toolType: string)
 function defined (credentials: Credentials): Record<string, string> {
   return Object.fromEntries(Object.entries(credentials).filter((entry): entry is [string, string] => typeof entry[1] === 'string'))
 }
+
+/** The account's active tools per type: what disconnecting an integration switches off (its tools share its name). */
+export async function countActiveTools (db: Db, userId: string): Promise<Partial<Record<string, number>>> {
+  const rows = await db.selectFrom('agent_tools').select(['tool_type', (eb) => eb.fn.countAll<string>().as('n')])
+    .where('user_id', '=', userId).where('is_active', '=', true).groupBy('tool_type').execute()
+  return Object.fromEntries(rows.map((row) => [row.tool_type, Number(row.n)]))
+}
+
+/** A pending OAuth authorization (connect.ts): the state's hash, the sealed PKCE verifier, whose it is. */
+export async function insertState (db: Db, row: { state_hash: string, user_id: string, session_id: string | null, provider: Provider, code_verifier: string, expires_at: Date }): Promise<void> {
+  await db.insertInto('oauth_states').values(row).execute()
+}
+
+/** Pending authorizations past their time: nobody can finish them any more. */
+export async function deleteExpiredStates (db: Db): Promise<void> {
+  await db.deleteFrom('oauth_states').where('expires_at', '<=', new Date()).execute()
+}
+
+/** Takes (deletes and answers) the pending authorization of a state's hash: one statement, so a state works once. */
+export async function takeState (db: Db, stateHash: string) {
+  const row = await db.deleteFrom('oauth_states').where('state_hash', '=', stateHash)
+    .returning(['user_id', 'session_id', 'provider', 'code_verifier', 'expires_at']).executeTakeFirst()
+  return row === undefined ? undefined : { ...row, provider: row.provider as Provider }
+}
