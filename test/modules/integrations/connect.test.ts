@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { newId } from '../../src/db/ids.ts'
-import { isSealed } from '../../src/db/secrets.ts'
-import { markRevoked } from '../../src/modules/integrations/queries.ts'
-import { createApiKey } from '../../src/modules/users/queries.ts'
-import { createAccount, setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
-import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_EMAIL, CALENDLY_TOKEN, CLIENT_ID } from '../helpers/oauth-connect.ts'
+import { newId } from '../../../src/db/ids.ts'
+import { isSealed } from '../../../src/db/secrets.ts'
+import { markRevoked } from '../../../src/modules/integrations/queries.ts'
+import { createApiKey } from '../../../src/modules/users/queries.ts'
+import { createAccount, setup, type TestContext } from '../../helpers/app.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../../helpers/console-client.ts'
+import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_EMAIL, CALENDLY_TOKEN, CLIENT_ID } from '../../helpers/oauth-connect.ts'
 
 // Connecting accounts (docs/integrations.md): the OAuth 2.0 authorization code flow with PKCE through the API and
 // the console's routes, its refusals (another session's state, a replayed or expired one, no code, the provider's
