@@ -47,10 +47,10 @@ export async function accountsStandIn (t: Test): Promise<AccountsStandIn> {
       }
       if (url.pathname === '/revoke' && failures.revoke !== 200) return json(res, failures.revoke, { error: 'temporarily_unavailable' })
       if (oauth.handle(req, res, url.pathname, url.searchParams, body)) return
-      if (url.pathname === '/calendar/v3/calendars/primary') {
+      if (url.pathname === '/calendar/v3/calendars/primary/events') {
         if (!oauth.valid(req.headers.authorization)) return json(res, 401, { error: { code: 401, message: 'Request had invalid authentication credentials.', status: 'UNAUTHENTICATED' } })
         if (failures.account !== 200) return json(res, failures.account, { error: { code: failures.account, message: 'The caller does not have permission', status: 'PERMISSION_DENIED' } })
-        return json(res, 200, { kind: 'calendar#calendar', id: ACCOUNT_EMAIL, summary: ACCOUNT_EMAIL, timeZone: 'Europe/Berlin' })
+        return json(res, 200, { kind: 'calendar#events', summary: ACCOUNT_EMAIL, timeZone: 'Europe/Berlin', items: [] })
       }
       if (url.pathname === '/calendly/users/me') {
         if (req.headers.authorization !== `Bearer ${CALENDLY_TOKEN}`) return json(res, 401, { title: 'Unauthenticated', message: 'The access token is invalid' })

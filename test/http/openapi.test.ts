@@ -78,7 +78,7 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'CallType', 'CallDirection', 'CallStatus', 'CallSentiment', 'CallListItem', 'CallDetail', 'PhoneCallCreated', 'WebCallCreated',
     'StartedCall', 'PhoneNumber', 'AvailablePhoneNumber', 'Customer', 'Workspace', 'WorkspaceMember', 'Subscription', 'CreditEntry',
     'KnowledgeBase', 'KnowledgeBaseFile', 'KnowledgeSearchResults', 'WebhookDelivery', 'WebhookDeliveryDetail', 'DeliveryAttempt',
-    'ApiKey', 'Voice', 'Integration', 'Appointment', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',
+    'ApiKey', 'Voice', 'Integration', 'IntegrationAuthorization', 'IntegrationDisconnected', 'Appointment', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',
     'WebhookSecret', 'IntegrationProvider', 'CostsGroupBy', 'TurnDetection', 'CallLatency', 'LatencyStat', 'TurnTiming', 'LatencyMetrics',
     'CallCallback',
     'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings'
