@@ -11,15 +11,16 @@ import type { Test } from 'tap'
 //   200); paging by `after` (answers paging.next.after while more are left); `total`;
 // - POST /crm/v3/objects/contacts (201; an e-mail address already held: 409 CONFLICT "Contact already exists.
 //   Existing ID: <id>"), PATCH /crm/v3/objects/contacts/{id} (404 OBJECT_NOT_FOUND when unknown);
-// - POST /crm/v3/objects/calls: hs_timestamp required; `associations` [{ to: { id }, types: [{ associationCategory,
-//   associationTypeId }] }], checked (HUBSPOT_DEFINED 194 is call to contact; the contact must exist);
+// - POST /crm/v3/objects/calls and /crm/v3/objects/notes: hs_timestamp required; `associations` [{ to: { id }, types:
+//   [{ associationCategory, associationTypeId }] }], checked (HUBSPOT_DEFINED 194 is call to contact, 202 note to
+//   contact; the contact must exist);
 // - Bearer authentication: a private app's access token, or an OAuth access token through `oauthToken`; otherwise
 //   401 INVALID_AUTHENTICATION (or EXPIRED_AUTHENTICATION for an expired OAuth token);
 // - errors as HubSpot's JSON ({ status: 'error', message, correlationId, category }); a 429 with HubSpot's
 //   RATE_LIMIT body and X-HubSpot-RateLimit-* headers on demand.
 
-/** HubSpot's association type id of a call to a contact (HUBSPOT_DEFINED). */
-export const CALL_TO_CONTACT = 194
+/** HubSpot's association type ids (HUBSPOT_DEFINED) of a call and of a note to a contact. */
+const TO_CONTACT = { calls: 194, notes: 202 } as const
 
 export interface HubSpotObject {
   id: string
@@ -29,8 +30,9 @@ export interface HubSpotObject {
   archived: false
 }
 
-export interface HubSpotCall extends HubSpotObject {
-  /** The contacts the call is associated with (type 194). */
+/** A call or note engagement. */
+export interface HubSpotEngagement extends HubSpotObject {
+  /** The contacts it is associated with (type 194 for a call, 202 for a note). */
   contactIds: string[]
 }
 
@@ -46,7 +48,8 @@ export interface HubSpotStandIn {
   /** Every API request, in order. */
   requests: HubSpotRequest[]
   contacts: Map<string, HubSpotObject>
-  calls: Map<string, HubSpotCall>
+  calls: Map<string, HubSpotEngagement>
+  notes: Map<string, HubSpotEngagement>
   /** Adds a contact as if entered in HubSpot; answers it. */
   addContact: (properties: Record<string, string>) => HubSpotObject
   /** Private app access tokens accepted (add one to connect with it; delete it to revoke). */
@@ -83,7 +86,7 @@ export async function startHubSpotStandIn (t: Test): Promise<HubSpotStandIn> {
 
 export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close: () => Promise<void> }> {
   const contacts = new Map<string, HubSpotObject>()
-  const calls = new Map<string, HubSpotCall>()
+  const engagements = { calls: new Map<string, HubSpotEngagement>(), notes: new Map<string, HubSpotEngagement>() }
   const requests: HubSpotRequest[] = []
   const privateTokens = new Set<string>()
   let nextId = 101
@@ -153,14 +156,14 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     return Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, v === null ? null : String(v)]))
   }
 
-  function createCall (body: any): HubSpotCall {
+  function createEngagement (kind: 'calls' | 'notes', body: any): HubSpotEngagement {
     const properties = propertiesOf(body)
     if (properties.hs_timestamp == null || properties.hs_timestamp === '') throw validation('Property values were not valid: hs_timestamp is required')
     const contactIds: string[] = []
     for (const association of body?.associations ?? []) {
       const id = String(association?.to?.id)
       const types = association?.types
-      if (!Array.isArray(types) || !types.every((t: any) => t?.associationCategory === 'HUBSPOT_DEFINED' && t?.associationTypeId === CALL_TO_CONTACT)) {
+      if (!Array.isArray(types) || !types.every((t: any) => t?.associationCategory === 'HUBSPOT_DEFINED' && t?.associationTypeId === TO_CONTACT[kind])) {
         throw validation(`Unsupported association types: ${JSON.stringify(types)}`)
       }
       if (!contacts.has(id)) throw validation(`No contact with id ${id} exists to associate with.`)
@@ -168,9 +171,9 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     }
     const id = String(nextId++)
     const now = stamp()
-    const call: HubSpotCall = { id, properties: { ...properties, hs_object_id: id, hs_createdate: now }, createdAt: now, updatedAt: now, archived: false, contactIds }
-    calls.set(id, call)
-    return call
+    const engagement: HubSpotEngagement = { id, properties: { ...properties, hs_object_id: id, hs_createdate: now }, createdAt: now, updatedAt: now, archived: false, contactIds }
+    engagements[kind].set(id, engagement)
+    return engagement
   }
 
   function authenticate (authorization: string | undefined): void {
@@ -207,9 +210,10 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
       Object.assign(contact.properties, properties, { lastmodifieddate: contact.updatedAt })
       return { status: 200, body: shown(contact, Object.keys(properties)) }
     }
-    if (method === 'POST' && path === '/crm/v3/objects/calls') {
-      const call = createCall(body)
-      return { status: 201, body: { id: call.id, properties: call.properties, createdAt: call.createdAt, updatedAt: call.updatedAt, archived: false } }
+    const engagementPath = /^\/crm\/v3\/objects\/(calls|notes)$/.exec(path)
+    if (method === 'POST' && engagementPath !== null) {
+      const { contactIds: _, ...created } = createEngagement(engagementPath[1] as 'calls' | 'notes', body)
+      return { status: 201, body: created }
     }
     throw new HubSpotError(404, 'OBJECT_NOT_FOUND', `No route for ${method} ${path}`)
   }
@@ -261,7 +265,8 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     portalId: 62515,
     requests,
     contacts,
-    calls,
+    calls: engagements.calls,
+    notes: engagements.notes,
     addContact: (properties) => newContact(properties),
     privateTokens,
     oauthToken: () => 'unknown',
