@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox'
 import type { CallRow } from '../../../db/schema.ts'
 import { E164_PATTERN, EMAIL_PATTERN } from '../../../http/schemas.ts'
+import { contactKeyOf } from '../../contacts/contacts.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { describedAs, type LiveTool, type ToolContext } from '../live.ts'
 import { defineCapability, type Typed } from '../registry.ts'
@@ -318,7 +319,9 @@ function contactOfTranscript (call: CallRow): string | null {
 export function callLog (publicBaseUrl: string, call: CallRow, variables: Record<string, unknown>): CallLog {
   const summary = typeof variables.call_summary === 'string' && variables.call_summary !== '' ? variables.call_summary : 'No summary.'
   const link = `${publicBaseUrl.replace(/\/+$/, '')}/calls/${call.id}`
-  const phone = typeof variables.customer_phone === 'string' ? e164(variables.customer_phone) ?? null : null
+  // The call's other party as the contacts module names it (a web call's customer_phone from its dynamic_context too).
+  const key = contactKeyOf(call)
+  const phone = key !== undefined && 'phone_number' in key ? key.phone_number : null
   const email = typeof variables.customer_email === 'string' && EMAIL.test(variables.customer_email) ? variables.customer_email.toLowerCase() : null
   return {
     call_id: call.id,
