@@ -47,3 +47,16 @@ export const calendarOne = defineCapability({ type: 'calendar_one', label: 'Cale
 export const calendarTwo = defineCapability({ type: 'calendar_two', label: 'Calendar (Microsoft Outlook)', hint: 'Checks and books times in an Outlook calendar.', schema: calendarSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const bookingOne = defineCapability({ type: 'booking_one', label: 'Booking (Cal.com)', hint: 'Books, reschedules and cancels in Cal.com.', schema: bookingSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
 export const bookingTwo = defineCapability({ type: 'booking_two', label: 'Booking (Calendly)', hint: 'Books and cancels in Calendly.', schema: bookingSettings(), defaults: {}, fieldLabels: LABELS, unavailable: NOT_YET })
+
+export const crm = defineCapability({
+  type: 'crm',
+  label: 'CRM (HubSpot)',
+  hint: 'Looks up and updates the caller in HubSpot.',
+  schema: Type.Object({
+    name: Name,
+    description: Description,
+    operations: Type.Array(Type.Union([Type.Literal('lookup_contact'), Type.Literal('create_contact'), Type.Literal('update_contact'), Type.Literal('log_call')]), { minItems: 1, uniqueItems: true })
+  }),
+  defaults: {},
+  unavailable: NOT_YET
+})
