@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { oauthServer, type OAuthServer } from './oauth-server.ts'
 
 // A local HTTP server that answers like HubSpot's API (https://api.hubapi.com) for what the `crm` tool uses, written
 // from HubSpot's public reference:
@@ -14,8 +15,10 @@ import type { Test } from 'tap'
 // - POST /crm/v3/objects/calls and /crm/v3/objects/notes: hs_timestamp required; `associations` [{ to: { id }, types:
 //   [{ associationCategory, associationTypeId }] }], checked (HUBSPOT_DEFINED 194 is call to contact, 202 note to
 //   contact; the contact must exist);
-// - Bearer authentication: a private app's access token, or an OAuth access token through `oauthToken`; otherwise
-//   401 INVALID_AUTHENTICATION (or EXPIRED_AUTHENTICATION for an expired OAuth token);
+// - Bearer authentication: a private app's access token, or an OAuth access token of the OAuth server mounted at
+//   HubSpot's paths (GET /oauth/authorize, as app.hubspot.com has it; POST /oauth/v1/token, form-encoded
+//   authorization_code and refresh_token grants); otherwise 401 INVALID_AUTHENTICATION (EXPIRED_AUTHENTICATION for an
+//   OAuth token that ran out);
 // - errors as HubSpot's JSON ({ status: 'error', message, correlationId, category }); a 429 with HubSpot's
 //   RATE_LIMIT body and X-HubSpot-RateLimit-* headers on demand.
 
@@ -38,8 +41,8 @@ export interface HubSpotEngagement extends HubSpotObject {
 
 export interface HubSpotRequest { method: string, path: string, authorization: string | undefined, body: any }
 
-/** What an OAuth access token is worth: the oauth-server helper answers this for the tokens it issued. */
-export type TokenState = 'valid' | 'expired' | 'unknown'
+/** The public app's client (HUBSPOT_CLIENT_ID, HUBSPOT_CLIENT_SECRET). */
+export const HUBSPOT_CLIENT = { id: 'hubspot-client-id', secret: 'hubspot-client-secret' }
 
 export interface HubSpotStandIn {
   /** For HUBSPOT_API_URL. */
@@ -54,8 +57,8 @@ export interface HubSpotStandIn {
   addContact: (properties: Record<string, string>) => HubSpotObject
   /** Private app access tokens accepted (add one to connect with it; delete it to revoke). */
   privateTokens: Set<string>
-  /** Decides on a Bearer token that is no private app token (an OAuth access token); unknown by default. */
-  oauthToken: (token: string) => TokenState
+  /** The OAuth authorization server (HUBSPOT_AUTHORIZE_URL `${url}/oauth/authorize`, HUBSPOT_TOKEN_URL `${url}/oauth/v1/token`). */
+  oauth: OAuthServer
   /** The next `count` API requests are answered 429 (HubSpot's secondly limit). */
   rateLimitNext: (count?: number) => void
   /** Runs before a request is answered (e.g. to hold a search while a test looks at the call). */
@@ -179,9 +182,8 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
   function authenticate (authorization: string | undefined): void {
     const token = /^Bearer (.+)$/.exec(authorization ?? '')?.[1]
     if (token !== undefined && privateTokens.has(token)) return
-    const state = token === undefined ? 'unknown' : standIn.oauthToken(token)
-    if (state === 'valid') return
-    if (state === 'expired') throw new HubSpotError(401, 'EXPIRED_AUTHENTICATION', 'The OAuth token used to make this call expired 1 second(s) ago.')
+    if (oauth.valid(authorization)) return
+    if (oauth.accessTokens().some((issued) => issued.token === token)) throw new HubSpotError(401, 'EXPIRED_AUTHENTICATION', 'The OAuth token used to make this call expired 1 second(s) ago.')
     throw new HubSpotError(401, 'INVALID_AUTHENTICATION', 'Authentication credentials not found. This API supports OAuth 2.0 authentication and you can find more details at https://developers.hubspot.com/docs/methods/auth/oauth-overview')
   }
 
@@ -218,13 +220,17 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     throw new HubSpotError(404, 'OBJECT_NOT_FOUND', `No route for ${method} ${path}`)
   }
 
+  const oauth = oauthServer({ authorizePath: '/oauth/authorize', tokenPath: '/oauth/v1/token', clientId: HUBSPOT_CLIENT.id, clientSecret: HUBSPOT_CLIENT.secret, lifetime: 1800, autoApprove: true })
+
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       void (async () => {
-        const path = new URL(req.url ?? '/', 'http://localhost').pathname
+        const url = new URL(req.url ?? '/', 'http://localhost')
+        const path = url.pathname
         const text = Buffer.concat(chunks).toString('utf8')
+        if (oauth.handle(req, res, path, url.searchParams, text)) return
         let body: unknown = null
         const answer = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
           res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', ...headers })
@@ -269,7 +275,7 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     notes: engagements.notes,
     addContact: (properties) => newContact(properties),
     privateTokens,
-    oauthToken: () => 'unknown',
+    oauth,
     rateLimitNext: (count = 1) => { throttled += count },
     beforeAnswer: undefined,
     close: () => new Promise<void>((resolve) => {

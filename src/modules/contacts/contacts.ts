@@ -22,7 +22,7 @@ const E164 = new RegExp(E164_PATTERN)
 const EMAIL = new RegExp(EMAIL_PATTERN)
 
 /** A phone number as E.164, the usual separators ("+1 (415) 555-0123") dropped; undefined when it is none. */
-function phoneNumber (value: unknown): string | undefined {
+export function phoneNumber (value: unknown): string | undefined {
   if (typeof value !== 'string') return undefined
   const number = value.replace(/[\s().-]/g, '')
   return E164.test(number) ? number : undefined

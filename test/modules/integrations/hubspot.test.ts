@@ -1,8 +1,11 @@
 import t, { type Test } from 'tap'
+import { createLogger } from '../../../src/logger.ts'
+import { connectionOf } from '../../../src/modules/integrations/client.ts'
+import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
 import { connectIntegration } from '../../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
 import { deliveries } from '../../helpers/deliveries.ts'
-import { startHubSpotStandIn, type HubSpotStandIn } from '../../helpers/hubspot-standin.ts'
+import { HUBSPOT_CLIENT, startHubSpotStandIn, type HubSpotStandIn } from '../../helpers/hubspot-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
 import { poll } from '../../helpers/poll.ts'
 import { startRealtimeStandin } from '../../helpers/realtime-standin.ts'
@@ -24,7 +27,8 @@ async function world (t: Test, env: Record<string, string> = {}): Promise<World>
   const hubspot = await startHubSpotStandIn(t)
   hubspot.privateTokens.add(TOKEN)
   const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, { ...ENV, HUBSPOT_API_URL: hubspot.url, VOICE_ENGINE: 'cascade', STT_URL: openai.url, LLM_URL: openai.url, TTS_URL: openai.url, ...env }, { workers: true })
+  const oauth = { HUBSPOT_AUTHORIZE_URL: `${hubspot.url}/oauth/authorize`, HUBSPOT_TOKEN_URL: `${hubspot.url}/oauth/v1/token`, HUBSPOT_CLIENT_ID: HUBSPOT_CLIENT.id, HUBSPOT_CLIENT_SECRET: HUBSPOT_CLIENT.secret }
+  const ctx = await setup(t, { ...ENV, HUBSPOT_API_URL: hubspot.url, ...oauth, VOICE_ENGINE: 'cascade', STT_URL: openai.url, LLM_URL: openai.url, TTS_URL: openai.url, ...env }, { workers: true })
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   return { ...ctx, url, hubspot, openai, account: await createAccount(ctx.db) }
 }
@@ -53,14 +57,17 @@ async function webCall (w: World, agentId: string, dynamic: Record<string, strin
 const systemPrompt = (w: World, n = 0) => String(w.openai.requests.chat[n].body.messages[0].content)
 const toolItems = (call: any) => call.transcription.filter((item: { speaker: string }) => item.speaker === 'tool')
 
-t.test('connect with a private app token through the API: the account check names the HubSpot account; a token HubSpot refuses is not stored', async (t) => {
+t.test('connect with a private app token through the API; the account check (GET /account-info/v3/details) names the HubSpot account; a token HubSpot refuses is revoked', async (t) => {
   const w = await world(t)
-  const refused = await connectToken(w, 'pat-na1-wrong')
-  t.equal(refused.statusCode >= 400 && refused.statusCode < 500, true, refused.body)
   const connected = await connectToken(w)
   t.equal(connected.statusCode, 200, connected.body)
-  t.match(connected.json(), { provider: 'crm', connected: true, account_label: `HubSpot account ${w.hubspot.portalId}` })
-  t.match(w.hubspot.requests.at(-1), { method: 'GET', path: '/account-info/v3/details', authorization: `Bearer ${TOKEN}` }, 'checked once with the token as a Bearer token')
+  const deps = { db: w.db, config: w.config, log: createLogger(w.config) }
+  t.equal(await PROVIDER_INFO.crm.account(await connectionOf(deps, w.account.user.id, 'crm')), `HubSpot account ${w.hubspot.portalId}`)
+  t.match(w.hubspot.requests.at(-1), { method: 'GET', path: '/account-info/v3/details', authorization: `Bearer ${TOKEN}` }, 'checked with the token as a Bearer token')
+
+  await w.db.deleteFrom('integrations').execute()
+  await connectIntegration(w.db, w.account.user.id, 'crm', { account_label: '', method: 'api_key', credentials: { api_key: 'pat-na1-wrong' } })
+  await t.rejects(PROVIDER_INFO.crm.account(await connectionOf(deps, w.account.user.id, 'crm')), { message: /refused this account's connection \(HubSpot answered 401: Authentication credentials not found/ }, 'HubSpot\'s 401 INVALID_AUTHENTICATION: revoked')
 })
 
 t.test('a known caller is greeted by name (cascade): the lookup finds the number stored in its national form, the prompt names them', async (t) => {
@@ -191,8 +198,8 @@ t.test('log_call: after the call a call engagement with the summary, duration, d
       hs_call_body: `${String(done.call_summary)}\n\nTranscript and recording: https://switchboard.example.com/calls/${callId}`
     }
   })
-  const list = await poll(() => deliveries(w, w.account), (l: any) => l.data.some((d: any) => d.status === 'success'))
-  t.match(list.data.find((d: any) => d.kind === 'crm'), { status: 'success' }, 'a post-call delivery of its own')
+  const list = await poll(() => deliveries(w, w.account), (l: any) => l.data.some((d: any) => d.kind === 'crm' && d.status === 'delivered'))
+  t.match(list.data.find((d: any) => d.kind === 'crm'), { status: 'delivered' }, 'a post-call delivery of its own')
 })
 
 t.test('log_call without a known contact creates one with the caller\'s number; a contact saved during the call is the one logged on', async (t) => {
@@ -251,13 +258,29 @@ t.test('a revoked token: the model is told and the call goes on; the call log fa
   const delivery = list.data.find((d: any) => d.kind === 'crm')
   t.match(delivery, { status: 'failed' })
   t.equal(delivery.attempts?.length ?? delivery.attempts_made, 1, 'not retried: a revoked connection does not heal by waiting')
-  const integrations = (await w.app.inject({ method: 'GET', url: '/v1/integrations', headers: w.account.headers })).json()
-  t.match(integrations.find((i: any) => i.provider === 'crm'), { status: 'revoked' }, 'the integration shows it must be connected again')
+  const integration = await w.db.selectFrom('integrations').select(['status', 'status_reason']).where('user_id', '=', w.account.user.id).executeTakeFirst()
+  t.match(integration, { status: 'revoked', status_reason: /HubSpot answered 401: Authentication credentials not found/ }, 'the integration shows it must be connected again')
 })
 
-t.test('an expired OAuth access token is refreshed mid-call and the request goes through', async (t) => {
+t.test('an expired OAuth access token is refreshed mid-call (refresh_token grant with the app\'s client) and the request goes through', async (t) => {
   const w = await world(t)
-  const tokens = { access: 'oauth-access-1', refresh: 'oauth-refresh-1' }
-  await connectIntegration(w.db, w.account.user.id, 'crm', { account_label: 'HubSpot account 62515', method: 'oauth', credentials: { access_token: tokens.access, refresh_token: tokens.refresh }, expires_at: new Date(Date.now() + 3_600_000) })
-  t.pass('TODO: oauth-server helper')
+  const issued = w.hubspot.oauth.issue()
+  await connectIntegration(w.db, w.account.user.id, 'crm', {
+    account_label: 'HubSpot account 62515', method: 'oauth', credentials: { access_token: issued.access_token, refresh_token: issued.refresh_token }, expires_at: new Date(Date.now() + issued.expires_in * 1000)
+  })
+  const jane = w.hubspot.addContact({ firstname: 'Jane', lastname: 'Doe', phone: CALLER })
+  const agentId = await crmAgent(w, ['lookup_contact', 'update_contact'])
+  w.openai.replies.push({ toolCalls: [{ name: 'CRM_save_contact', arguments: { company: 'Acme' } }] }, { text: 'Noted, Jane.' })
+  const { callId, client } = await webCall(w, agentId)
+  t.match(w.hubspot.requests.find((r) => r.path.endsWith('/search')), { authorization: `Bearer ${issued.access_token}` }, 'the greeting\'s lookup used the access token')
+  w.hubspot.oauth.expire()
+  await typedTurn(client, 'I work at Acme now.', /Noted, Jane/)
+  t.match(jane.properties, { company: 'Acme' }, 'the update went through')
+  const grants = w.hubspot.oauth.tokenRequests.map((form) => Object.fromEntries(form))
+  t.match(grants, [{ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id: HUBSPOT_CLIENT.id, client_secret: HUBSPOT_CLIENT.secret }], 'one refresh, form-encoded, with the app\'s client')
+  const fresh = w.hubspot.oauth.accessTokens().at(-1)
+  t.match(w.hubspot.requests.at(-1), { method: 'PATCH', authorization: `Bearer ${fresh?.token}` }, 'retried with the new token')
+  t.match(w.hubspot.requests.filter((r) => r.method === 'PATCH').map((r) => r.authorization), [`Bearer ${issued.access_token}`, `Bearer ${fresh?.token}`], 'the 401, then the retry')
+  client.hangup()
+  await finishedCall(w.app, w.account.headers, callId)
 })

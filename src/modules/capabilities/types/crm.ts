@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import type { CallRow } from '../../../db/schema.ts'
-import { E164_PATTERN, EMAIL_PATTERN } from '../../../http/schemas.ts'
-import { contactKeyOf } from '../../contacts/contacts.ts'
+import { EMAIL_PATTERN } from '../../../http/schemas.ts'
+import { contactKeyOf, phoneNumber } from '../../contacts/contacts.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { describedAs, type LiveTool, type ToolContext } from '../live.ts'
 import { defineCapability, type Typed } from '../registry.ts'
@@ -41,22 +41,15 @@ const NOTE_TO_CONTACT = 202
 /** The most contacts a search reads: more than one is already ambiguous. */
 const SEARCH_LIMIT = 5
 
-const E164 = new RegExp(E164_PATTERN)
 const EMAIL = new RegExp(EMAIL_PATTERN)
 
 interface Contact { id: string, firstname: string | null, lastname: string | null, email: string | null, phone: string | null, mobilephone: string | null, company: string | null }
-
-/** A number as E.164, the usual separators dropped; undefined when it is none. */
-export function e164 (value: string): string | undefined {
-  const number = value.replace(/[\s().-]/g, '')
-  return E164.test(number) ? number : undefined
-}
 
 /**
  * The forms a number may be stored in, for an exact search: E.164 as given, and for North American numbers (+1) the
  * ten-digit national number, the form people most often type there. (HubSpot's search matches the stored text.)
  */
-export function phoneForms (number: string): string[] {
+function phoneForms (number: string): string[] {
   return /^\+1\d{10}$/.test(number) ? [number, number.slice(2)] : [number]
 }
 
@@ -139,7 +132,7 @@ function contactInput (args: Record<string, unknown>): Record<string, string> {
   }
   const phone = text(args.phone, 40)
   if (phone !== undefined) {
-    const number = e164(phone)
+    const number = phoneNumber(phone)
     if (number === undefined) throw new Error(`"${phone}" is not a phone number in international form (such as +14155550100).`)
     properties.phone = number
   }
@@ -185,7 +178,7 @@ function crmTools (row: Typed<typeof CrmSettings>, ctx: ToolContext, ops: Set<Op
       run: async (args, runCtx) => {
         const email = text(args.email, 254)?.toLowerCase()
         const phoneText = text(args.phone, 40)
-        const phone = phoneText === undefined ? undefined : e164(phoneText)
+        const phone = phoneNumber(phoneText)
         if (phoneText !== undefined && phone === undefined) throw new Error(`"${phoneText}" is not a phone number in international form (such as +14155550100).`)
         if (email === undefined && phone === undefined) throw new Error('give an e-mail address or a phone number to look up.')
         let result
@@ -220,7 +213,7 @@ function crmTools (row: Typed<typeof CrmSettings>, ctx: ToolContext, ops: Set<Op
         if (Object.keys(properties).length === 0 && notes === undefined) throw new Error('nothing to save: give at least a name, an e-mail address, a phone number, a company or notes.')
         try {
           const api = await conn()
-          const caller = ctx.customer.phone === null ? undefined : e164(ctx.customer.phone)
+          const caller = phoneNumber(ctx.customer.phone)
           let target = current
           if (target === undefined && (properties.email !== undefined || caller !== undefined)) {
             const result = await search(api, { email: properties.email, phone: properties.email === undefined ? caller : undefined }, runCtx.signal)
@@ -275,7 +268,7 @@ const association = (contactId: string, typeId: number) => ({ to: { id: contactI
 
 /** The caller's contact at the start of the call, within LOOKUP_MS; undefined when unknown, slow or failing. */
 async function lookupCaller (ctx: ToolContext): Promise<{ total: number, contacts: Contact[] } | undefined> {
-  const phone = ctx.customer.phone === null ? undefined : e164(ctx.customer.phone)
+  const phone = phoneNumber(ctx.customer.phone)
   const email = ctx.customer.email === null || !EMAIL.test(ctx.customer.email) ? undefined : ctx.customer.email.toLowerCase()
   if (phone === undefined && email === undefined) return undefined
   const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(Math.max(1, Math.round(LOOKUP_MS * ctx.config.callTimeScale)))])
@@ -294,7 +287,7 @@ export interface CallLog {
   call_id: string
   timestamp: string
   title: string
-  body: string
+  summary: string
   duration_ms: number
   direction: 'INBOUND' | 'OUTBOUND'
   from_number: string | null
@@ -316,9 +309,9 @@ function contactOfTranscript (call: CallRow): string | null {
   return null
 }
 
-export function callLog (publicBaseUrl: string, call: CallRow, variables: Record<string, unknown>): CallLog {
-  const summary = typeof variables.call_summary === 'string' && variables.call_summary !== '' ? variables.call_summary : 'No summary.'
-  const link = `${publicBaseUrl.replace(/\/+$/, '')}/calls/${call.id}`
+function callLog (call: CallRow, variables: Record<string, unknown>): CallLog {
+  // HubSpot's direction is the business's view: a web call is the customer reaching the agent, as an inbound call is.
+  const inbound = call.call_type === 'web' || call.direction === 'inbound'
   // The call's other party as the contacts module names it (a web call's customer_phone from its dynamic_context too).
   const key = contactKeyOf(call)
   const phone = key !== undefined && 'phone_number' in key ? key.phone_number : null
@@ -326,10 +319,10 @@ export function callLog (publicBaseUrl: string, call: CallRow, variables: Record
   return {
     call_id: call.id,
     timestamp: call.start_timestamp.toISOString(),
-    title: `${call.direction === 'inbound' ? 'Inbound' : 'Outbound'} ${call.call_type === 'web' ? 'web ' : ''}call with the voice agent`,
-    body: `${summary}\n\nTranscript and recording: ${link}`,
+    title: call.call_type === 'web' ? 'Web call with the voice agent' : `${inbound ? 'Inbound' : 'Outbound'} call with the voice agent`,
+    summary: typeof variables.call_summary === 'string' && variables.call_summary !== '' ? variables.call_summary : 'No summary.',
     duration_ms: call.duration_ms ?? 0,
-    direction: call.direction === 'inbound' ? 'INBOUND' : 'OUTBOUND',
+    direction: inbound ? 'INBOUND' : 'OUTBOUND',
     from_number: call.call_from,
     to_number: call.call_to,
     phone,
@@ -338,8 +331,11 @@ export function callLog (publicBaseUrl: string, call: CallRow, variables: Record
   }
 }
 
-/** Logs the call on the caller's contact (found, else created); answers the log's preview text. */
-export async function logCall (api: Connection, log: CallLog): Promise<string> {
+/**
+ * Logs the call on the caller's contact (found, else created); answers the log's preview text. The link to the call
+ * in the console is made at each attempt, from the installation's PUBLIC_BASE_URL as it is then.
+ */
+async function logCall (api: Connection, log: CallLog, publicBaseUrl: string): Promise<string> {
   let contactId = log.contact_id
   if (contactId === null && (log.phone !== null || log.email !== null)) {
     const found = await search(api, { phone: log.phone ?? undefined, email: log.email ?? undefined })
@@ -357,7 +353,7 @@ export async function logCall (api: Connection, log: CallLog): Promise<string> {
   const properties = {
     hs_timestamp: log.timestamp,
     hs_call_title: log.title,
-    hs_call_body: log.body,
+    hs_call_body: `${log.summary}\n\nTranscript and recording: ${publicBaseUrl.replace(/\/+$/, '')}/calls/${log.call_id}`,
     hs_call_duration: String(log.duration_ms),
     hs_call_direction: log.direction,
     hs_call_status: 'COMPLETED',
@@ -372,6 +368,10 @@ export async function logCall (api: Connection, log: CallLog): Promise<string> {
   return `HubSpot call ${String(created.body?.id)} logged${contactId === null ? ' (no contact: the caller left no number or e-mail address)' : ` on contact ${contactId}`}.`
 }
 
+function isCallLog (payload: unknown): payload is CallLog {
+  return typeof payload === 'object' && payload !== null && typeof (payload as CallLog).call_id === 'string' && typeof (payload as CallLog).timestamp === 'string'
+}
+
 export const crm = defineCapability({
   type: 'crm',
   label: 'CRM (HubSpot)',
@@ -384,6 +384,16 @@ export const crm = defineCapability({
     const found = ops.has('lookup_contact') ? await lookupCaller(ctx) : undefined
     const instructions = found === undefined ? undefined : greeting(found)
     const known = found !== undefined && found.contacts.length === 1 ? found.contacts[0] : undefined
-    return { tools: crmTools(row, ctx, ops, known), ...(instructions === undefined ? {} : { instructions }), close: async () => {} }
+    return { tools: crmTools(row, ctx, ops, known), ...(instructions === undefined ? {} : { instructions }) }
+  },
+  after: {
+    channel: 'integration',
+    // Only a tool that logs calls has a delivery.
+    payload: (settings, call, variables) => settings.operations.includes('log_call') ? callLog(call, variables) : undefined,
+    deliver: async (ctx, settings, payload) => {
+      if (!settings.operations.includes('log_call')) return 'Not logged: the tool no longer logs calls.'
+      if (!isCallLog(payload)) throw new Error('the stored call log is not one this version can send')
+      return await logCall(await connectionOf(ctx, ctx.userId, 'crm'), payload, ctx.config.publicBaseUrl)
+    }
   }
 })
