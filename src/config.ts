@@ -58,6 +58,8 @@ export interface Config {
   analyser: AnalyserConfig
   /** Credits (1 credit = 1 US cent) charged per started minute and per message. */
   prices: Prices
+  /** The integrations' services: Google Calendar, Microsoft Graph, Cal.com, Calendly, HubSpot (docs/integrations.md). */
+  integrations: Record<IntegrationProvider, ProviderEndpoints>
   messaging: MessagingLimits
   delivery: DeliveryConfig
   knowledgeBases: KnowledgeBaseLimits
@@ -260,6 +262,22 @@ export interface TwilioConfig {
   allowPrivateBaseUrl: boolean
 }
 
+/** The neutral names of the specification's integrations (docs/integrations.md maps them to the services). */
+export type IntegrationProvider = 'calendar_one' | 'calendar_two' | 'booking_one' | 'booking_two' | 'crm'
+
+/**
+ * Where one integration's service is reached, and the installation's OAuth client there (unset: accounts connect
+ * with an API key only, where the service offers one). Every URL is configurable so that tests use stand-ins.
+ */
+export interface ProviderEndpoints {
+  api: string
+  authorize?: string
+  token?: string
+  revoke?: string
+  clientId?: string
+  clientSecret?: string
+}
+
 export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>
@@ -358,6 +376,55 @@ function endpoint (env: Env, name: string, protocols: string[], example: string)
     throw new ConfigError(`${name} must start with ${protocols.map((p) => p + '//').join(' or ')}`)
   }
   return value
+}
+
+/** A service's URL variable: its default, or the configured one without a trailing slash. */
+function serviceUrl (env: Env, name: string, fallback: string): string {
+  return (endpoint(env, name, ['https:', 'http:'], fallback) ?? fallback).replace(/\/+$/, '')
+}
+
+/** An OAuth client: both halves or neither. */
+function oauthClient (env: Env, prefix: string): Pick<ProviderEndpoints, 'clientId' | 'clientSecret'> {
+  const clientId = optional(env, `${prefix}_CLIENT_ID`)
+  const clientSecret = optional(env, `${prefix}_CLIENT_SECRET`)
+  if ((clientId === undefined) !== (clientSecret === undefined)) {
+    throw new ConfigError(`${prefix}_CLIENT_ID and ${prefix}_CLIENT_SECRET are set together (the OAuth client of your app at the service)`)
+  }
+  return clientId === undefined ? {} : { clientId, clientSecret }
+}
+
+function integrations (env: Env): Record<IntegrationProvider, ProviderEndpoints> {
+  return Object.freeze({
+    calendar_one: Object.freeze({
+      api: serviceUrl(env, 'GOOGLE_CALENDAR_API_URL', 'https://www.googleapis.com/calendar/v3'),
+      authorize: serviceUrl(env, 'GOOGLE_AUTHORIZE_URL', 'https://accounts.google.com/o/oauth2/v2/auth'),
+      token: serviceUrl(env, 'GOOGLE_TOKEN_URL', 'https://oauth2.googleapis.com/token'),
+      revoke: serviceUrl(env, 'GOOGLE_REVOKE_URL', 'https://oauth2.googleapis.com/revoke'),
+      ...oauthClient(env, 'GOOGLE')
+    }),
+    calendar_two: Object.freeze({
+      api: serviceUrl(env, 'MICROSOFT_GRAPH_URL', 'https://graph.microsoft.com/v1.0'),
+      authorize: serviceUrl(env, 'MICROSOFT_AUTHORIZE_URL', 'https://login.microsoftonline.com/common/oauth2/v2.0/authorize'),
+      token: serviceUrl(env, 'MICROSOFT_TOKEN_URL', 'https://login.microsoftonline.com/common/oauth2/v2.0/token'),
+      ...oauthClient(env, 'MICROSOFT')
+    }),
+    booking_one: Object.freeze({
+      api: serviceUrl(env, 'CALCOM_API_URL', 'https://api.cal.com/v2')
+    }),
+    booking_two: Object.freeze({
+      api: serviceUrl(env, 'CALENDLY_API_URL', 'https://api.calendly.com'),
+      authorize: serviceUrl(env, 'CALENDLY_AUTHORIZE_URL', 'https://auth.calendly.com/oauth/authorize'),
+      token: serviceUrl(env, 'CALENDLY_TOKEN_URL', 'https://auth.calendly.com/oauth/token'),
+      revoke: serviceUrl(env, 'CALENDLY_REVOKE_URL', 'https://auth.calendly.com/oauth/revoke'),
+      ...oauthClient(env, 'CALENDLY')
+    }),
+    crm: Object.freeze({
+      api: serviceUrl(env, 'HUBSPOT_API_URL', 'https://api.hubapi.com'),
+      authorize: serviceUrl(env, 'HUBSPOT_AUTHORIZE_URL', 'https://app.hubspot.com/oauth/authorize'),
+      token: serviceUrl(env, 'HUBSPOT_TOKEN_URL', 'https://api.hubapi.com/oauth/v1/token'),
+      ...oauthClient(env, 'HUBSPOT')
+    })
+  })
 }
 
 function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
@@ -539,6 +606,7 @@ export function loadConfig (env: Env = process.env): Config {
       caFile: optional(env, 'DELIVERY_CA_FILE'),
       concurrency: int(env, 'DELIVERY_CONCURRENCY', 50, 1, 500)
     }),
+    integrations: integrations(env),
     prices: Object.freeze({
       phoneMinute: int(env, 'CREDITS_PHONE_MINUTE', 10, 0, 100_000),
       webMinute: int(env, 'CREDITS_WEB_MINUTE', 5, 0, 100_000),

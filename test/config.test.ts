@@ -13,6 +13,21 @@ t.test('mail settings', async (t) => {
   t.throws(() => loadConfig({ MAIL_FROM: 'Switchboard' }), { message: /^MAIL_FROM must be an address/ })
 })
 
+t.test('integration services and their OAuth clients', async (t) => {
+  const defaults = loadConfig({}).integrations
+  t.same(defaults.calendar_one, {
+    api: 'https://www.googleapis.com/calendar/v3',
+    authorize: 'https://accounts.google.com/o/oauth2/v2/auth',
+    token: 'https://oauth2.googleapis.com/token',
+    revoke: 'https://oauth2.googleapis.com/revoke'
+  }, 'the real services, and no OAuth client until one is configured')
+  t.same(defaults.booking_one, { api: 'https://api.cal.com/v2' })
+  const configured = loadConfig({ HUBSPOT_CLIENT_ID: 'id', HUBSPOT_CLIENT_SECRET: 'secret', HUBSPOT_API_URL: 'http://127.0.0.1:9/' }).integrations.crm
+  t.same([configured.clientId, configured.clientSecret, configured.api], ['id', 'secret', 'http://127.0.0.1:9'])
+  t.throws(() => loadConfig({ GOOGLE_CLIENT_ID: 'id' }), new ConfigError('GOOGLE_CLIENT_ID and GOOGLE_CLIENT_SECRET are set together (the OAuth client of your app at the service)'))
+  t.throws(() => loadConfig({ MICROSOFT_GRAPH_URL: 'graph.microsoft.com' }), new ConfigError('MICROSOFT_GRAPH_URL must be a URL such as https://graph.microsoft.com/v1.0'))
+})
+
 t.test('phone carrier settings', async (t) => {
   const defaults = loadConfig({})
   t.equal(defaults.phoneCarrier, 'sandbox')

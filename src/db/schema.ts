@@ -301,6 +301,22 @@ export interface IntegrationsTable {
   account_label: string
   credentials: Json<Record<string, string>>
   connected_at: UpdatedAt
+  method: ColumnType<'api_key' | 'oauth', 'api_key' | 'oauth' | undefined, 'api_key' | 'oauth'>
+  status: ColumnType<'connected' | 'revoked', 'connected' | 'revoked' | undefined, 'connected' | 'revoked'>
+  status_reason: ColumnType<string | null, string | null | undefined, string | null>
+  expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>
+  refreshed_at: ColumnType<Date | null, Date | null | undefined, Date | null>
+}
+
+/** A pending OAuth authorization (migration 0030): used once, by the session that asked for it. */
+export interface OauthStatesTable {
+  state_hash: string
+  user_id: string
+  session_id: string | null
+  provider: string
+  code_verifier: string
+  created_at: CreatedAt
+  expires_at: Date
 }
 
 export interface AgentTemplatesTable {
@@ -601,6 +617,7 @@ export interface Database {
   widget_keys: WidgetKeysTable
   hourly_budgets: HourlyBudgetsTable
   integrations: IntegrationsTable
+  oauth_states: OauthStatesTable
   agent_templates: AgentTemplatesTable
   calls: CallsTable
   call_callbacks: CallCallbacksTable

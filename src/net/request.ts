@@ -9,8 +9,9 @@ export interface OutgoingRequest {
   headers: Record<string, string>
   /** The action's headers, the receiver's credentials: sent to the URL's origin only, never after a redirect leaves it. */
   configured: Record<string, string>
-  /** JSON text, for POST, PUT and PATCH. */
+  /** JSON text, for POST, PUT and PATCH (or of `contentType`: an OAuth token request is a form). */
   body?: string
+  contentType?: string
   /** Names the request in the server log (a delivery id, a call id). */
   id: string
   /** Headers that sign each hop over what it sends (deliveries/signing.ts): computed per hop, as the URL may change. */
@@ -23,6 +24,8 @@ export interface Outcome {
   error?: string
   duration_ms: number
   response_preview?: string
+  /** A 429 or 503's Retry-After in seconds (the delta form; a date is not read). */
+  retry_after_s?: number
 }
 
 /** What every request Switchboard sends to a user's receiver says it is (the specification's deliveries header). */
@@ -78,7 +81,7 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
         ...configured,
         ...outgoing.sign?.(url, body),
         ...outgoing.headers,
-        ...(body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' })
+        ...(body === undefined ? {} : { 'content-type': outgoing.contentType ?? 'application/json; charset=utf-8' })
       }
       const response = await request(url, { method: method as 'POST', headers, body, dispatcher: agent, signal })
       const location = response.headers.location
@@ -107,7 +110,14 @@ export async function send (agent: Agent, outgoing: OutgoingRequest, timeoutMs: 
       // Breaking out of the loop destroys the rest of the answer; nothing more is read.
       const preview = Buffer.concat(chunks).subarray(0, previewBytes).toString('utf8')
       const ok = response.statusCode >= 200 && response.statusCode < 300
-      return { ok, status_code: response.statusCode, duration_ms: elapsed(started), ...(preview === '' ? {} : { response_preview: preview }) }
+      const retryAfter = Number(response.headers['retry-after'])
+      return {
+        ok,
+        status_code: response.statusCode,
+        duration_ms: elapsed(started),
+        ...(preview === '' ? {} : { response_preview: preview }),
+        ...((response.statusCode === 429 || response.statusCode === 503) && Number.isFinite(retryAfter) && retryAfter >= 0 ? { retry_after_s: retryAfter } : {})
+      }
     }
   } catch (err) {
     const { error, reason } = describe(err, timeoutMs)

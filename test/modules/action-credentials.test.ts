@@ -79,7 +79,7 @@ t.test('an mcp tool: a new server origin drops the stored headers, so the agent\
   const tool = created.json()
   const toolsOf = async () => {
     const log = createLogger(ctx.config)
-    const listed = await loadLive({ db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
+    const listed = await loadLive({ db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
     await listed.close()
     return listed.tools
   }

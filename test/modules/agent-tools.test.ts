@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { connectIntegration } from '../../src/modules/integrations/queries.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
 
 async function agentOf (app: FastifyInstance, account: Account): Promise<string> {
@@ -29,7 +30,9 @@ t.test('every tool type is accepted with valid settings and answered with its de
     mcp: [{ name: 'Tools', server_url: 'https://mcp.example.com/sse', headers: { Authorization: 'Bearer t' } }, { name: 'Tools', server_url: 'https://mcp.example.com/sse', allowed_tools: [], headers: { Authorization: '********' } }]
   }
   // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
-  const notYet = new Set(['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm'])
+  const notYet = new Set(['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two'])
+  // An active CRM tool needs its integration connected.
+  await connectIntegration(db, account.user.id, 'crm', { account_label: 'HubSpot account 1', method: 'api_key', credentials: { api_key: 'pat-test' } })
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
     if (notYet.has(toolType)) {
@@ -97,9 +100,9 @@ t.test('tool types that do not act yet are refused with 422; a row stored before
   t.match(refused.json(), { code: 'capability_not_available', message: /^booking_two does not act during calls yet/ })
 
   const id = newId()
-  await db.insertInto('agent_tools').values({ id, user_id: account.user.id, agent_id: agentId, tool_type: 'crm', settings: JSON.stringify({ name: 'CRM', operations: ['log_call'] }), is_active: true }).execute()
-  t.match((await app.inject({ method: 'GET', url, headers: account.headers })).json(), [{ _id: id, tool_type: 'crm', is_active: true }])
-  const change = await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { settings: { name: 'CRM 2' } } })
+  await db.insertInto('agent_tools').values({ id, user_id: account.user.id, agent_id: agentId, tool_type: 'booking_one', settings: JSON.stringify({ name: 'Cal', event_type_id: 'e1', time_zone: 'UTC' }), is_active: true }).execute()
+  t.match((await app.inject({ method: 'GET', url, headers: account.headers })).json(), [{ _id: id, tool_type: 'booking_one', is_active: true }])
+  const change = await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { settings: { name: 'Cal 2' } } })
   t.equal(change.statusCode, 422)
   t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: false } })).json().is_active, false)
   t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: true } })).statusCode, 422)

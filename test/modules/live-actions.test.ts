@@ -164,7 +164,7 @@ t.test('bad input: a parameter named like a call variable, a sender the account 
   t.equal((await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: NUMBER })).statusCode, 201, 'the account\'s own number is accepted')
 
   const crm = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
-  t.match(error(crm), { statusCode: 422, code: 'capability_not_available' })
+  t.match(error(crm), { statusCode: 409, code: 'integration_not_connected' }, 'a CRM tool needs HubSpot connected')
   const actions = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })).json()
   t.equal((Array.isArray(actions) ? actions : actions.data).length, 2, 'nothing refused was stored')
 })
@@ -207,11 +207,11 @@ t.test('live requests: at most 20 per call, and the account\'s hourly budget hol
   const log = createLogger(ctx.config)
   const mailer = createMailer(ctx.db, ctx.config, log)
   const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
-    const loaded = await loadLive({ db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
+    const loaded = await loadLive({ db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
     t.teardown(loaded.close)
     return loaded.tools[0]
   }))
-  const runs = await Promise.allSettled(Array.from({ length: 150 }, async (_, i) => await calls[i % 10].run({}, { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i % 10}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } })))
+  const runs = await Promise.allSettled(Array.from({ length: 150 }, async (_, i) => await calls[i % 10].run({}, { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i % 10}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' })))
   t.equal(runs.filter((run) => run.status === 'fulfilled').length, 7, 'exactly the budget got through')
   t.equal(receiver.received.length, 7, 'and only those reached the receiver')
   t.ok(runs.filter((run) => run.status === 'rejected').every((run) => /as many live requests as it may this hour/.test(String((run as PromiseRejectedResult).reason))))
@@ -219,9 +219,9 @@ t.test('live requests: at most 20 per call, and the account\'s hourly budget hol
   // The per-call cap: one call's function sends 20, then refuses, whatever the account's budget.
   await ctx.db.deleteFrom('hourly_budgets').execute()
   const roomy = { ...ctx.config, liveRequestsPerAccountHour: 1000 }
-  const loaded = await loadLive({ db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }, agent._id)
+  const loaded = await loadLive({ db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
   t.teardown(loaded.close)
-  const context = { db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }
+  const context = { db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }
   for (let i = 0; i < 20; i++) await loaded.tools[0].run({}, context)
   await t.rejects(loaded.tools[0].run({}, context), /this call has sent 20 requests through Ping already/)
 })
@@ -316,7 +316,7 @@ t.test('a live api_call follows the deliveries\' address rules: a private addres
   const agent = await agentOf(ctx, account)
   t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Ping', when: 'during_call', url: `${receiver.url}/ping` })).statusCode, 201)
   const log = createLogger(ctx.config)
-  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } }
+  const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }
   const loaded = await loadLive(context, agent._id)
   t.teardown(loaded.close)
   await t.rejects(loaded.tools[0].run({}, context), new RegExp(UNREACHABLE))

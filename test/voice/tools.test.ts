@@ -23,7 +23,7 @@ function toolContext (ctx: TestContext, account: Account): { tool: ToolContext, 
   const log = pino({ level: 'debug' }, { write: (line: string) => { logs.push(JSON.parse(line)) } })
   const mailer = createMailer(ctx.db, ctx.config, log)
   return {
-    tool: { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: 'call-1', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null } },
+    tool: { db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: 'call-1', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' },
     logs
   }
 }

@@ -30,6 +30,8 @@ export interface ToolContext {
   customer: Customer
   /** Sends e-mail (the installation's mailer), for the message actions. */
   mailer: Mailer
+  /** The agent's language (BCP 47): what a tool's answers are worded and its times spoken in. */
+  language: string
 }
 
 /** What running a tool did: `output` answers the model; the other members ask the session to act. */
@@ -50,8 +52,11 @@ export interface LiveTool {
   run: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>
 }
 
-/** The functions of one capability that holds a connection while the call lasts (an MCP server). */
-export interface LiveSet { tools: LiveTool[], close: () => Promise<void> }
+/**
+ * The functions of one capability prepared when the call starts (an MCP server's, a calendar's), what it adds to the
+ * agent's prompt (today's date for a calendar, the known customer for a CRM), and what it holds open while the call lasts.
+ */
+export interface LiveSet { tools: LiveTool[], instructions?: string, close?: () => Promise<void> }
 
 /** The description the model reads: the configured one, else the type's own. */
 export const describedAs = (settings: { description?: string }, fallback: string) =>

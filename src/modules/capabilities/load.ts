@@ -25,7 +25,7 @@ export function uniqueName (name: string, taken: Set<string>): string {
 }
 
 /** The live functions of one row; a row whose settings no longer match its schema is left out with a warning. */
-async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers: Array<() => Promise<void>>): Promise<LiveTool[]> {
+async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers: Array<() => Promise<void>>, instructions: string[]): Promise<LiveTool[]> {
   const definition = kind.types[row.type]
   if (definition?.live === undefined) {
     ctx.log.debug({ capabilityId: row.id, type: row.type }, 'capability skipped: its type does not act during calls')
@@ -39,24 +39,28 @@ async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers
   const made = definition.live(checked, ctx)
   if (!(made instanceof Promise)) return [made]
   const set = await made
-  closers.push(set.close)
+  if (set.close !== undefined) closers.push(set.close)
+  if (set.instructions !== undefined && set.instructions !== '') instructions.push(set.instructions)
   return set.tools
 }
 
 /**
  * The agent's live functions as the model is offered them: one per tool or action row, one per allowed tool of
  * each MCP server. A capability that cannot be prepared (an MCP server that cannot be listed: refused address,
- * time-out, error) is left out with a warning: the call goes on without it. `close` closes what they hold open.
+ * time-out, error) is left out with a warning: the call goes on without it. `instructions`: what they add to the
+ * prompt, in the order of the rows. `close` closes what they hold open.
  */
-export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ tools: LiveTool[], close: () => Promise<void> }> {
+export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ tools: LiveTool[], instructions: string, close: () => Promise<void> }> {
   const tools = (await listCapabilities(ctx.db, ctx.userId, TOOLS, agentId)).filter((row) => row.is_active).map((row) => ({ kind: TOOLS, row }))
   const actions = (await listCapabilities(ctx.db, ctx.userId, ACTIONS, agentId))
     .filter((row) => row.is_active && whenOf(row.settings) !== 'after_call').map((row) => ({ kind: ACTIONS, row }))
   const closers: Array<() => Promise<void>> = []
+  const rows = [...tools, ...actions]
+  const instructions: string[][] = rows.map(() => [])
   // Prepared at once, not one after the other (MCP servers are listed): the call waits for the slowest only.
-  const perRow = await Promise.all([...tools, ...actions].map(async ({ kind, row }) => {
+  const perRow = await Promise.all(rows.map(async ({ kind, row }, n) => {
     try {
-      return await liveOf(kind, row, ctx, closers)
+      return await liveOf(kind, row, ctx, closers, instructions[n])
     } catch (err) {
       ctx.log.warn({ err, capabilityId: row.id, agentId, callId: ctx.callId }, `${row.type} skipped: it could not be prepared for the call`)
       return []
@@ -66,6 +70,7 @@ export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ to
   const live = perRow.flat().map((tool) => ({ ...tool, spec: { ...tool.spec, name: uniqueName(safeName(tool.spec.name, tool.type), taken) } }))
   return {
     tools: live,
+    instructions: instructions.flat().join('\n\n'),
     close: async () => { await Promise.all(closers.map(async (close) => await close())) }
   }
 }

@@ -1,5 +1,7 @@
 import type { Static, TObject } from 'typebox'
 import type { ValidateFunction } from 'ajv'
+import type { Logger } from 'pino'
+import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { CallRow } from '../../db/schema.ts'
 import { compileBodySchema } from '../../http/validation.ts'
@@ -13,8 +15,14 @@ import { DeliveryOptions } from './schemas.ts'
 // of them switches on type names. (Methods, not function members: a definition of one schema is then one of the
 // catalogue's, whose rows are checked against their own schema before they reach it: see `typed`.)
 
-/** How a post-call action is delivered: one outbox, one schedule, one attempts log for all of them. */
-export type Channel = 'http' | 'email' | 'sms' | 'chat'
+/**
+ * How a post-call action is delivered: one outbox, one schedule, one attempts log for all of them. `integration`:
+ * through a connected account's service (a CRM's call log), with the account's credentials as they are at the attempt.
+ */
+export type Channel = 'http' | 'email' | 'sms' | 'chat' | 'integration'
+
+/** What an integration's post-call delivery may use. */
+export interface DeliverContext { db: DB, config: Config, log: Logger, userId: string, callId: string }
 
 export type When = 'during_call' | 'after_call' | 'both'
 
@@ -52,7 +60,18 @@ export interface CapabilityType<S extends TObject = TObject> {
    * request (http), or the messages (one delivery each), from the call's {{variables}} and the other party.
    */
   after?: { channel: 'http', request (settings: Static<S>, call: CallRow, variables: Record<string, unknown>): ShapedRequest } |
-  { channel: Exclude<Channel, 'http'>, messages (settings: Static<S>, variables: Record<string, unknown>, customer: Customer): OutboxMessage[] }
+  { channel: 'email' | 'sms' | 'chat', messages (settings: Static<S>, variables: Record<string, unknown>, customer: Customer): OutboxMessage[] } |
+  {
+    /** A tool's work after the call (it is a tool's: its row is read at every attempt, and a deleted tool ends the delivery). */
+    channel: 'integration'
+    /**
+     * What the delivery stores from the call (its body): what `deliver` sends, also when it is sent again. Undefined:
+     * no delivery for this call (a CRM tool that does not log calls).
+     */
+    payload (settings: Static<S>, call: CallRow, variables: Record<string, unknown>): unknown
+    /** One attempt: answers the attempts log's text, or throws (an IntegrationError says whether a retry may help). */
+    deliver (ctx: DeliverContext, settings: Static<S>, payload: unknown): Promise<string>
+  }
   /**
    * Why the type cannot be created (it neither acts during nor after calls yet): refused with 422 and shown so in
    * the console, so that no setting is stored that never acts.

@@ -11,7 +11,8 @@ import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.ts'
 import { openSettings } from '../agents/queries.ts'
 import { callVariables } from '../calls/variables.ts'
-import { ACTIONS } from '../capabilities/catalog.ts'
+import { ACTIONS, TOOLS } from '../capabilities/catalog.ts'
+import { IntegrationError } from '../integrations/client.ts'
 import { deliveryOptions, typed, whenOf, type Channel, type ShapedRequest } from '../capabilities/registry.ts'
 import { renderHeaders } from '../capabilities/types/api-call.ts'
 import { sendMessage } from '../messaging/send.ts'
@@ -20,7 +21,7 @@ import { notifyFailure } from './notify.ts'
 import { send, USER_AGENT, type Outcome, type OutgoingRequest } from '../../net/request.ts'
 import { signatureHeaders, signingSecrets } from './signing.ts'
 import {
-  actionSettingsByIds, activeActions, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
+  actionSettingsByIds, activeActions, activeTools, agentWebhookUrl, toolById, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
@@ -41,8 +42,11 @@ interface Source { kind: DeliveryRow['kind'], name: string, actionId: string | n
  * A message delivery is stored as a request to a URI of its channel (`mailto:`, `sms:`, `whatsapp:`) with the
  * message as its body, so that it shares the outbox, the schedule, the attempts log and resend with HTTP ones.
  */
-const SCHEMES: Record<Exclude<Channel, 'http'>, string> = { email: 'mailto', sms: 'sms', chat: 'whatsapp' }
-const CHANNELS = new Map<string, Exclude<Channel, 'http'>>([['mailto:', 'email'], ['sms:', 'sms'], ['whatsapp:', 'chat']])
+type MessageChannel = Exclude<Channel, 'http' | 'integration'>
+const SCHEMES: Record<MessageChannel, string> = { email: 'mailto', sms: 'sms', chat: 'whatsapp' }
+const CHANNELS = new Map<string, MessageChannel>([['mailto:', 'email'], ['sms:', 'sms'], ['whatsapp:', 'chat']])
+/** An integration's delivery (a CRM's call log) is stored as a request to `integration:<tool type>`, its payload the body. */
+const INTEGRATION = 'integration:'
 
 /** A post-call action's plain-language condition: which calls it is for. */
 export interface ActionCondition {
@@ -90,6 +94,7 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
     const schedule = options.retry_schedule ?? DEFAULT_SCHEDULE
     const name = String(checked.settings.name)
     const after = definition.after
+    if (after.channel === 'integration') continue
     if (after.channel !== 'http') {
       for (const message of after.messages(checked.settings, variables, customer)) {
         const body = { text: message.text, ...(message.subject === undefined ? {} : { subject: message.subject }), ...(message.from === undefined ? {} : { from: message.from }) }
@@ -104,6 +109,15 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
       // Only ids are logged: the error carries the rendered URL, with the call's data and any key in its query.
       deps.log.warn({ actionId: row.id, callId: call.id }, 'post-call action has an invalid URL')
     }
+  }
+  for (const row of await activeTools(trx, call.agent_id)) {
+    const definition = TOOLS.types[row.type]
+    const checked = definition === undefined ? undefined : typed(definition, row)
+    if (checked === undefined || definition.after?.channel !== 'integration') continue
+    const body = definition.after.payload(checked.settings, call, variables)
+    if (body === undefined) continue
+    const request = { method: 'POST', url: `${INTEGRATION}${row.type}`, body }
+    sources.push({ kind: row.type, name: String(checked.settings.name), actionId: row.id, request, schedule: DEFAULT_SCHEDULE })
   }
   for (const source of sources) {
     const id = await insertDelivery(trx, {
@@ -180,6 +194,7 @@ function storedMessage (body: string | null): { text: string, subject?: string, 
 async function attempt (deps: DeliveryDeps, row: SendableRow, headers: Map<string, Record<string, string>>, secrets: Map<string, string[]>): Promise<{ outcome: Outcome, retryable: boolean }> {
   const url = row.url!
   const scheme = url.slice(0, url.indexOf(':') + 1)
+  if (scheme === INTEGRATION) return await integrationAttempt(deps, row)
   const channel = CHANNELS.get(scheme)
   if (channel === undefined) {
     return { outcome: await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log), retryable: true }
@@ -196,6 +211,30 @@ async function attempt (deps: DeliveryDeps, row: SendableRow, headers: Map<strin
       : { error: result.error ?? result.status })
   }
   return { outcome, retryable: result.retryable }
+}
+
+/**
+ * One attempt of an integration's delivery, through the tool as it is now (its settings, the account's connection).
+ * Not retried when no later attempt can do better: the tool was deleted, the account is not connected or was
+ * revoked, the service refused the request itself (a 4xx other than a rate limit).
+ */
+async function integrationAttempt (deps: DeliveryDeps, row: SendableRow): Promise<{ outcome: Outcome, retryable: boolean }> {
+  const started = performance.now()
+  const took = () => Math.round(performance.now() - started)
+  const tool = row.action_id === null ? undefined : await toolById(deps.db, row.action_id)
+  const definition = tool === undefined ? undefined : TOOLS.types[tool.type]
+  const checked = definition === undefined || tool === undefined ? undefined : typed(definition, tool)
+  if (checked === undefined || definition?.after?.channel !== 'integration') {
+    return { outcome: { ok: false, error: 'the tool behind this delivery was deleted or changed its type', duration_ms: took() }, retryable: false }
+  }
+  try {
+    const preview = await definition.after.deliver({ db: deps.db, config: deps.config, log: deps.log, userId: row.user_id, callId: row.call_id }, checked.settings, JSON.parse(row.body_text ?? 'null'))
+    return { outcome: { ok: true, duration_ms: took(), response_preview: preview }, retryable: true }
+  } catch (err) {
+    const final = err instanceof IntegrationError && (err.reason === 'revoked' || err.reason === 'not_connected' ||
+      (err.reason === 'rejected' && err.status !== undefined && err.status >= 400 && err.status < 500))
+    return { outcome: { ok: false, error: err instanceof Error ? err.message : String(err), duration_ms: took(), ...(err instanceof IntegrationError && err.status !== undefined ? { status_code: err.status } : {}) }, retryable: !final }
+  }
 }
 
 function logEntry (outcome: Outcome, manual: boolean): Omit<DeliveryAttempt, 'n'> {

@@ -21,6 +21,21 @@ export async function activeActions (db: Executor, agentId: string): Promise<Cap
   return actions.map((action) => ({ ...action, settings: openSettings(action.settings) }))
 }
 
+/** The agent's active tools with their settings (some have post-call work: a CRM's call log). */
+export async function activeTools (db: Executor, agentId: string): Promise<CapabilityRow[]> {
+  const tools = await db.selectFrom('agent_tools').select(['id', 'agent_id', 'tool_type as type', 'settings', 'is_active', 'created_at', 'updated_at'])
+    .where('agent_id', '=', agentId).where('is_active', '=', true)
+    .orderBy('created_at').orderBy('id').execute()
+  return tools.map((tool) => ({ ...tool, settings: openSettings(tool.settings) }))
+}
+
+/** The tool behind an integration's delivery, as it is now; undefined once it was deleted. */
+export async function toolById (db: DB, id: string): Promise<CapabilityRow | undefined> {
+  const tool = await db.selectFrom('agent_tools').select(['id', 'agent_id', 'tool_type as type', 'settings', 'is_active', 'created_at', 'updated_at'])
+    .where('id', '=', id).executeTakeFirst()
+  return tool === undefined ? undefined : { ...tool, settings: openSettings(tool.settings) }
+}
+
 /** The settings of the action behind a delivery, as stored (header values sealed); undefined once it was deleted. */
 export async function actionSettings (db: DB, actionId: string): Promise<Record<string, unknown> | undefined> {
   const action = await db.selectFrom('agent_actions').select('settings').where('id', '=', actionId).executeTakeFirst()

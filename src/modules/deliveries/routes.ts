@@ -4,7 +4,7 @@ import { DeliveryAttempt } from '../../db/shapes.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { findAgent, findCapability } from '../agents/queries.ts'
-import { ACTIONS } from '../capabilities/catalog.ts'
+import { ACTIONS, TOOLS } from '../capabilities/catalog.ts'
 import { testApiCall } from './action-test.ts'
 import { resend, type DeliveryDeps } from './engine.ts'
 import { actionSettings, findDelivery, listDeliveries, previousSecretExpiry, type DeliveryRow } from './queries.ts'
@@ -14,10 +14,13 @@ import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from 
 
 const TAGS = ['webhook deliveries']
 
+/** The tool types with post-call work of their own (a CRM's call log). */
+const integrationKinds = () => Object.entries(TOOLS.types).filter(([, definition]) => definition.after?.channel === 'integration').map(([type]) => type)
+
 const deliveryFields = {
   id: ObjectId,
   delivery_id: Type.String({ format: 'uuid', description: 'identical on every attempt; also the X-Service-Delivery-Id header' }),
-  kind: Type.Unsafe<string>({ type: 'string', enum: ['agent_webhook', ...Object.keys(ACTIONS.types)], description: "the agent's webhook_url, or the type of the action behind it (which tells the channel: api_call HTTP, send_email e-mail, send_sms SMS, send_chat WhatsApp)" }),
+  kind: Type.Unsafe<string>({ type: 'string', enum: ['agent_webhook', ...Object.keys(ACTIONS.types), ...integrationKinds()], description: "the agent's webhook_url, or the type of the action behind it (which tells the channel: api_call HTTP, send_email e-mail, send_sms SMS, send_chat WhatsApp), or of the tool (crm: the call logged in the connected CRM; action_id is then the tool's id)" }),
   name: Type.String({ description: 'the action\'s name; "Agent webhook" for the agent\'s webhook_url' }),
   call_id: ObjectId,
   agent_id: ObjectId,

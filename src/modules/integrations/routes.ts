@@ -3,7 +3,8 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, errors } from '../../http/schemas.ts'
-import { connectIntegration, deactivateTools, disconnectIntegration, listIntegrations, PROVIDERS } from './queries.ts'
+import { connectIntegration, deactivateTools, disconnectIntegration, listIntegrations } from './queries.ts'
+import { PROVIDERS } from './providers.ts'
 
 const TAGS = ['integrations']
 
@@ -50,6 +51,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (a
   }, async (request) => {
     const row = await connectIntegration(db, request.userId, request.params.provider, {
       account_label: request.body.account_label ?? '',
+      method: 'api_key',
       credentials: { api_key: request.body.api_key }
     })
     return connected(row)

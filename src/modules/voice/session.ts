@@ -279,7 +279,7 @@ export class Session {
     this.closeTools = loaded.close
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
-        await memoryOf(db, this.call, agent), collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
+        await memoryOf(db, this.call, agent), loaded.instructions, collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
       tools: tools.map((tool) => tool.spec),
       toolTypes: Object.fromEntries(tools.map((tool) => [tool.spec.name, tool.type])),
       language,
@@ -411,6 +411,7 @@ export class Session {
       userId: this.call.user_id,
       callId: this.call.id,
       signal: this.abort.signal,
+      language: this.language,
       variables,
       customer: {
         phone: this.call.call_type === 'phone' ? (this.call.direction === 'inbound' ? this.call.call_from : this.call.call_to) : typeof phone === 'string' && phone !== '' ? phone : null,

@@ -91,6 +91,7 @@ t.test('a known caller is greeted by name (cascade): the lookup finds the number
   t.match(w.openai.requests.chat[0].body.tools, [{ function: { name: 'CRM_lookup' } }], 'the lookup function is offered')
   client.hangup()
   await finishedCall(w.app, w.account.headers, callId)
+  t.equal((await deliveries(w, w.account)).total, 0, 'a tool that does not log calls has no post-call delivery')
 })
 
 t.test('a known caller is greeted by name (realtime): session.update\'s instructions name them', async (t) => {
@@ -106,19 +107,19 @@ t.test('a known caller is greeted by name (realtime): session.update\'s instruct
   await finishedCall(w.app, w.account.headers, callId)
 })
 
-t.test('an unknown caller, a slow HubSpot or no connection: no greeting, and the call starts all the same', async (t) => {
+t.test('an unknown caller or a slow HubSpot: no greeting, and the call starts all the same', async (t) => {
   // The lookup's bound is 3 s times CALL_TIME_SCALE.
   const w = await world(t, { CALL_TIME_SCALE: '0.1' })
+  t.equal((await connectToken(w)).statusCode, 200)
   const agentId = await crmAgent(w, ['lookup_contact'])
   w.openai.replies.push({ text: 'Welcome.' }, { text: 'Welcome back.' })
-  // Not connected: the call starts without the greeting.
+  // Nobody in HubSpot has the number.
   const first = await webCall(w, agentId)
   await typedTurn(first.client, 'Hello?', /Welcome\./)
   t.notMatch(systemPrompt(w), /The caller is/)
   first.client.hangup()
   await finishedCall(w.app, w.account.headers, first.callId)
 
-  t.equal((await connectToken(w)).statusCode, 200)
   w.hubspot.addContact({ firstname: 'Jane', lastname: 'Doe', phone: CALLER })
   // HubSpot holds the search past the lookup's bound: the call does not wait for it.
   let release: (() => void) | undefined
@@ -131,6 +132,18 @@ t.test('an unknown caller, a slow HubSpot or no connection: no greeting, and the
   release?.()
   second.client.hangup()
   await finishedCall(w.app, w.account.headers, second.callId)
+})
+
+t.test('a CRM tool needs HubSpot connected: 409 integration_not_connected before, 201 after', async (t) => {
+  const w = await world(t)
+  const llm = (await w.app.inject({ method: 'POST', url: '/v1/llm', headers: w.account.headers, payload: {} })).json()
+  const agent = (await w.app.inject({ method: 'POST', url: '/v1/agent', headers: w.account.headers, payload: { agent_name: 'Shop', llm_id: llm._id } })).json()
+  const add = async () => await w.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: w.account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
+  const refused = await add()
+  t.equal(refused.statusCode, 409)
+  t.match(refused.json(), { code: 'integration_not_connected', message: /connect it first/ })
+  t.equal((await connectToken(w)).statusCode, 200)
+  t.equal((await add()).statusCode, 201)
 })
 
 t.test('save_contact creates the caller\'s contact with their number, then updates it; notes become a note on the contact', async (t) => {

@@ -4,6 +4,7 @@ import { EMAIL_PATTERN } from '../../../http/schemas.ts'
 import { contactKeyOf, phoneNumber } from '../../contacts/contacts.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { describedAs, type LiveTool, type ToolContext } from '../live.ts'
+import { requireConnection } from '../booking/settings.ts'
 import { defineCapability, type Typed } from '../registry.ts'
 import { Description, Name } from '../schemas.ts'
 
@@ -379,6 +380,7 @@ export const crm = defineCapability({
   schema: CrmSettings,
   defaults: {},
   fieldLabels: { operations: 'Operations' },
+  check: requireConnection('crm'),
   live: async (row, ctx) => {
     const ops = new Set(row.settings.operations)
     const found = ops.has('lookup_contact') ? await lookupCaller(ctx) : undefined
