@@ -190,6 +190,21 @@ t.test('save_contact updates the contact an e-mail address names, even when the 
   await finishedCall(w.app, w.account.headers, callId)
 })
 
+t.test('save_contact does not take another person\'s contact for the caller\'s: a shared number with another address gets a contact of its own', async (t) => {
+  const w = await world(t)
+  t.equal((await connectToken(w)).statusCode, 200)
+  const bob = w.hubspot.addContact({ firstname: 'Bob', email: 'bob@example.com', phone: CALLER })
+  const agentId = await crmAgent(w, ['create_contact', 'update_contact'])
+  w.openai.replies.push({ toolCalls: [{ name: 'CRM_save_contact', arguments: { firstname: 'Alice', email: 'alice@example.com' } }] }, { text: 'Saved, Alice.' })
+  const { callId, client } = await webCall(w, agentId)
+  await typedTurn(client, 'I am Alice, alice@example.com, on the family phone.', /Saved, Alice/)
+  t.match(bob.properties, { firstname: 'Bob', email: 'bob@example.com' }, 'Bob\'s contact is untouched')
+  const alice = [...w.hubspot.contacts.values()].find((c) => c.properties.email === 'alice@example.com')
+  t.match(alice?.properties, { firstname: 'Alice', phone: CALLER })
+  client.hangup()
+  await finishedCall(w.app, w.account.headers, callId)
+})
+
 t.test('log_call: after the call a call engagement with the summary, duration, direction and the console link, on the caller\'s contact', async (t) => {
   const w = await world(t)
   t.equal((await connectToken(w)).statusCode, 200)

@@ -154,7 +154,10 @@ const NAME_PARAMETERS = {
   company: { type: 'string', description: 'company' }
 }
 
-/** The live functions of one CRM tool for one call, sharing the contact found or saved (one save at a time). */
+/**
+ * The live functions of one CRM tool for one call, sharing the caller's contact: the one found at the start, then the
+ * one saved (one save at a time). A lookup does not make its find the caller's: the model may look up someone else.
+ */
 function crmTools (row: Typed<typeof CrmSettings>, ctx: ToolContext, ops: Set<Operation>, found: Contact | undefined): LiveTool[] {
   let current = found
   let connection: Promise<Connection> | undefined
@@ -189,7 +192,6 @@ function crmTools (row: Typed<typeof CrmSettings>, ctx: ToolContext, ops: Set<Op
           throw failure(err)
         }
         if (result.contacts.length === 0) return { output: 'No contact in HubSpot has that e-mail address or number.' }
-        if (result.contacts.length === 1) current ??= result.contacts[0]
         const more = result.total > result.contacts.length ? ` (${result.total} in all)` : ''
         return { output: `Found ${result.contacts.map(saidOf).join('; ')}${more}.` }
       }
@@ -217,8 +219,11 @@ function crmTools (row: Typed<typeof CrmSettings>, ctx: ToolContext, ops: Set<Op
           const caller = phoneNumber(ctx.customer.phone)
           let target = current
           if (target === undefined && (properties.email !== undefined || caller !== undefined)) {
-            const result = await search(api, { email: properties.email, phone: properties.email === undefined ? caller : undefined }, runCtx.signal)
-            target = result.contacts[0]
+            // The contact with the address given, else one with the caller's number that holds no other address
+            // (a number may be a household's or a switchboard's: another person's contact is not the caller's).
+            const { contacts } = await search(api, { email: properties.email, phone: caller }, runCtx.signal)
+            target = contacts.find((c) => properties.email !== undefined && c.email?.toLowerCase() === properties.email) ??
+              contacts.find((c) => properties.email === undefined || c.email === null)
           }
           let saved: Contact
           let did: string
@@ -284,7 +289,7 @@ async function lookupCaller (ctx: ToolContext): Promise<{ total: number, contact
 // After the call.
 
 /** What the call log delivery stores (the delivery's body): all it needs, so that a retry sends the same. */
-export interface CallLog {
+interface CallLog {
   call_id: string
   timestamp: string
   title: string
