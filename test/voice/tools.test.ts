@@ -65,7 +65,7 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
   const stolen = await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Foreign', agent_id: retired._id })
   await addTool(ctx, account, agent._id, 'agent_transfer', { name: 'Elsewhere', phone_number: '+4930555000' })
   // Rows stored before their types were refused (they do not act yet), and actions of every `when`.
-  for (const [type, settings] of [['appointment_booking', { name: 'Book', time_zone: 'UTC', duration_minutes: 30 }], ['crm', { name: 'CRM', operations: ['log_call'] }]] as const) {
+  for (const [type, settings] of [['appointment_booking', { name: 'Book', time_zone: 'UTC', duration_minutes: 30 }], ['booking_one', { name: 'Cal', event_type_id: 'e1', time_zone: 'UTC' }]] as const) {
     await ctx.db.insertInto('agent_tools').values({ id: newId(), user_id: account.user.id, agent_id: agent._id, tool_type: type, settings: JSON.stringify(settings), is_active: true }).execute()
   }
   for (const when of ['after_call', 'during_call', 'both', undefined]) {
@@ -85,7 +85,7 @@ t.test('end_call, call_forwarding and agent_transfer act as the session expects;
     ['api_call', 'Hook_during_call'], ['api_call', 'Hook_both']
   ], 'actions are offered when their `when` includes the call; after_call (the default) are not')
   t.ok(tools.every((tool) => SAFE_NAME.test(tool.spec.name)))
-  t.same(logs.filter((entry) => /does not act during calls/.test(entry.msg)).map((entry) => entry.type), ['appointment_booking', 'crm'], 'skipped types are logged')
+  t.same(logs.filter((entry) => /does not act during calls/.test(entry.msg)).map((entry) => entry.type), ['appointment_booking', 'booking_one'], 'skipped types are logged')
 
   const hangUp = named(tools, 'Hang_up')
   t.match(hangUp.spec, { description: /conversation is over/, parameters: { type: 'object', properties: { reason: { type: 'string' } } } })
