@@ -61,6 +61,8 @@ export interface HubSpotStandIn {
   oauth: OAuthServer
   /** The next `count` API requests are answered 429 (HubSpot's secondly limit). */
   rateLimitNext: (count?: number) => void
+  /** Contacts the search does not find yet: HubSpot's search index lags behind writes by some seconds. */
+  unindexed: Set<string>
   /** Runs before a request is answered (e.g. to hold a search while a test looks at the call). */
   beforeAnswer: ((request: HubSpotRequest) => Promise<void>) | undefined
 }
@@ -142,6 +144,7 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw validation('limit must be between 1 and 200')
     const after = Number(body?.after ?? 0)
     const found = [...contacts.values()]
+      .filter((c) => !standIn.unindexed.has(c.id))
       .filter((c) => groups.length === 0 || groups.some((g) => g.filters.every((f: any) => matches(c, f))))
       .sort((a, b) => Number(a.id) - Number(b.id))
     const page = found.slice(after, after + limit)
@@ -277,6 +280,7 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
     privateTokens,
     oauth,
     rateLimitNext: (count = 1) => { throttled += count },
+    unindexed: new Set(),
     beforeAnswer: undefined,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections()

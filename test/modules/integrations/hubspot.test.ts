@@ -179,8 +179,8 @@ t.test('save_contact updates the contact an e-mail address names, even when the 
   t.equal((await connectToken(w)).statusCode, 200)
   const agentId = await crmAgent(w, ['create_contact', 'update_contact'])
   const existing = w.hubspot.addContact({ firstname: 'Grace', email: 'grace@example.com' })
-  // The search answers nothing (HubSpot's index lags behind writes); the create meets the taken address.
-  w.hubspot.beforeAnswer = async (request) => { if (request.path.endsWith('/search')) request.body.filterGroups = [{ filters: [{ propertyName: 'email', operator: 'EQ', value: 'nobody@example.com' }] }] }
+  // Just written: the search does not find it yet, the create meets the taken address.
+  w.hubspot.unindexed.add(existing.id)
   w.openai.replies.push({ toolCalls: [{ name: 'CRM_save_contact', arguments: { firstname: 'Grace', lastname: 'Hopper', email: 'grace@example.com' } }] }, { text: 'Saved.' })
   const { callId, client } = await webCall(w, agentId, {})
   await typedTurn(client, 'Grace Hopper, grace@example.com.', /Saved/)
