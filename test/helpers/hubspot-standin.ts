@@ -8,8 +8,8 @@ import { oauthServer, type OAuthServer } from './oauth-server.ts'
 // from HubSpot's public reference:
 // - GET /account-info/v3/details: the account check (portalId, uiDomain, timeZone, …);
 // - POST /crm/v3/objects/contacts/search: filterGroups (OR) of filters (AND) with EQ / NEQ / HAS_PROPERTY /
-//   NOT_HAS_PROPERTY, at most 5 groups, 10 filters a group and 25 in all; `properties`; `limit` (default 10, at most
-//   200); paging by `after` (answers paging.next.after while more are left); `total`;
+//   NOT_HAS_PROPERTY, at most 5 groups, 10 filters a group and 25 in all; `properties`; `sorts`; `limit` (default
+//   10, at most 200); paging by `after` (answers paging.next.after while more are left); `total`;
 // - POST /crm/v3/objects/contacts (201; an e-mail address already held: 409 CONFLICT "Contact already exists.
 //   Existing ID: <id>"), PATCH /crm/v3/objects/contacts/{id} (404 OBJECT_NOT_FOUND when unknown);
 // - POST /crm/v3/objects/calls and /crm/v3/objects/notes: hs_timestamp required; `associations` [{ to: { id }, types:
@@ -147,6 +147,12 @@ export async function createHubSpotStandIn (): Promise<HubSpotStandIn & { close:
       .filter((c) => !standIn.unindexed.has(c.id))
       .filter((c) => groups.length === 0 || groups.some((g) => g.filters.every((f: any) => matches(c, f))))
       .sort((a, b) => Number(a.id) - Number(b.id))
+    // `sorts`: [{ propertyName, direction }] (one is all HubSpot's search takes); ids ascending otherwise.
+    const sort = Array.isArray(body?.sorts) ? body.sorts[0] : undefined
+    if (typeof sort?.propertyName === 'string') {
+      const sign = sort.direction === 'DESCENDING' ? -1 : 1
+      found.sort((a, b) => sign * String(a.properties[sort.propertyName] ?? '').localeCompare(String(b.properties[sort.propertyName] ?? '')))
+    }
     const page = found.slice(after, after + limit)
     const names = Array.isArray(body?.properties) ? body.properties.map(String) : []
     return {

@@ -107,6 +107,21 @@ t.test('a known caller is greeted by name (realtime): session.update\'s instruct
   await finishedCall(w.app, w.account.headers, callId)
 })
 
+t.test('a number two people share: the prompt names both and asks the agent to ask who is calling', async (t) => {
+  const realtime = await startRealtimeStandin(t)
+  const w = await world(t, { REALTIME_URL: realtime.url, REALTIME_API_KEY: 'sk-realtime-test' })
+  t.equal((await connectToken(w)).statusCode, 200)
+  w.hubspot.addContact({ firstname: 'Jane', lastname: 'Doe', phone: CALLER })
+  w.hubspot.addContact({ firstname: 'John', lastname: 'Doe', mobilephone: CALLER })
+  const agentId = await crmAgent(w, ['lookup_contact'], 'realtime')
+  const { callId, client } = await webCall(w, agentId)
+  const update = realtime.events.find((e) => e.type === 'session.update') as any
+  t.match(update.session.instructions, /The caller's number belongs to several HubSpot contacts \((Jane Doe, John Doe|John Doe, Jane Doe)\): ask who is calling before using a name\./)
+  t.notMatch(update.session.instructions, /greet them by name/)
+  client.hangup()
+  await finishedCall(w.app, w.account.headers, callId)
+})
+
 t.test('an unknown caller or a slow HubSpot: no greeting, and the call starts all the same', async (t) => {
   // The lookup's bound is 3 s times CALL_TIME_SCALE.
   const w = await world(t, { CALL_TIME_SCALE: '0.1' })
