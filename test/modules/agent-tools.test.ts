@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
-import { connectIntegration } from '../../src/modules/integrations/queries.ts'
+import { connectIntegration, markRevoked } from '../../src/modules/integrations/queries.ts'
+import { PROVIDERS } from '../../src/modules/integrations/providers.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
 
 async function agentOf (app: FastifyInstance, account: Account): Promise<string> {
@@ -29,10 +30,10 @@ t.test('every tool type is accepted with valid settings and answered with its de
     agent_transfer: [{ name: 'To billing', agent_id: target.toUpperCase() }, { name: 'To billing', agent_id: target }],
     mcp: [{ name: 'Tools', server_url: 'https://mcp.example.com/sse', headers: { Authorization: 'Bearer t' } }, { name: 'Tools', server_url: 'https://mcp.example.com/sse', allowed_tools: [], headers: { Authorization: '********' } }]
   }
+  // The calendar, booking and CRM tools act in a connected account (see the next test when it is not).
+  for (const provider of PROVIDERS) await connectIntegration(db, account.user.id, provider, { account_label: 'Test', method: 'api_key', credentials: { api_key: 'k' } })
   // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
-  const notYet = new Set(['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two'])
-  // An active CRM tool needs its integration connected.
-  await connectIntegration(db, account.user.id, 'crm', { account_label: 'HubSpot account 1', method: 'api_key', credentials: { api_key: 'pat-test' } })
+  const notYet = new Set(['appointment_booking', 'booking_one', 'booking_two'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
     if (notYet.has(toolType)) {
@@ -45,6 +46,25 @@ t.test('every tool type is accepted with valid settings and answered with its de
   }
   const list = (await app.inject({ method: 'GET', url: `/v1/agent/${agentId}/tools`, headers: account.headers })).json()
   t.same(list.map((tool: { tool_type: string }) => tool.tool_type), Object.keys(cases).filter((type) => !notYet.has(type)))
+})
+
+t.test('an active calendar, booking or CRM tool needs its integration connected and not revoked; a switched-off one may wait', async (t) => {
+  const { app, db } = await setup(t)
+  const account = await createAccount(db)
+  const agentId = await agentOf(app, account)
+  const settings = { name: 'Cal2', calendar_id: 'primary', time_zone: 'UTC', duration_minutes: 15 }
+  const add = async (isActive: boolean) => await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: 'calendar_two', settings, is_active: isActive } })
+  const refused = await add(true)
+  t.match({ status: refused.statusCode, ...refused.json() }, { status: 409, code: 'integration_not_connected', message: 'calendar_two tools act in a connected Microsoft Outlook account: connect it first (PUT /v1/integrations/calendar_two, or the console\'s Integrations page)' })
+  const waiting = await add(false)
+  t.equal(waiting.statusCode, 201, 'stored switched off')
+  const switchOn = async () => await app.inject({ method: 'PATCH', url: `/v1/agent/${agentId}/tools/${waiting.json()._id as string}`, headers: account.headers, payload: { is_active: true } })
+  t.equal((await switchOn()).statusCode, 409)
+  await connectIntegration(db, account.user.id, 'calendar_two', { account_label: 'Ada', method: 'oauth', credentials: { access_token: 'a', refresh_token: 'r' } })
+  t.equal((await switchOn()).statusCode, 200, 'switched on once connected')
+  await markRevoked(db, account.user.id, 'calendar_two', 'invalid_grant')
+  const again = await add(true)
+  t.match({ status: again.statusCode, ...again.json() }, { status: 409, code: 'integration_not_connected', message: /Microsoft Outlook refused this account's connection \(invalid_grant\): connect it again first/ })
 })
 
 t.test('tool settings are validated per tool_type', async (t) => {

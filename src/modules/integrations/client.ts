@@ -6,7 +6,8 @@ import type { DB } from '../../db/database.ts'
 import { guardedAgent } from '../../net/guard.ts'
 import { send, type Outcome } from '../../net/request.ts'
 import { integrationOf, markRevoked, storeTokens, type Credentials } from './queries.ts'
-import { endpointsOf, PROVIDER_INFO, type AuthMethod, type Provider } from './providers.ts'
+import { endpointsOf, PROVIDER_INFO } from './providers.ts'
+import type { ApiAnswer, ApiRequest, Connection, Provider } from './types.ts'
 
 // The one way Switchboard talks to a connected account's service: the account's credentials as a Bearer token, an
 // OAuth access token refreshed before it runs out and once on a 401, one retry after a rate limit, and every
@@ -15,27 +16,7 @@ import { endpointsOf, PROVIDER_INFO, type AuthMethod, type Provider } from './pr
 
 export interface IntegrationDeps { db: DB, config: Config, log: Logger }
 
-export interface ApiRequest {
-  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE'
-  /** Appended to the provider's API URL (`/freeBusy`), or a full URL on the same origin (a pagination link). */
-  path: string
-  query?: Record<string, string | number | boolean | undefined>
-  /** Sent as JSON. */
-  body?: unknown
-  /** The service's own headers (Cal.com's `cal-api-version`). */
-  headers?: Record<string, string>
-}
-
-/** A 2xx answer: its status and its JSON (null when empty). */
-export interface ApiAnswer { status: number, body: any }
-
-export interface Connection {
-  provider: Provider
-  method: AuthMethod
-  accountLabel: string
-  /** Answers a 2xx; anything else throws an IntegrationError. */
-  request: (req: ApiRequest, signal?: AbortSignal) => Promise<ApiAnswer>
-}
+export type { ApiAnswer, ApiRequest, Connection } from './types.ts'
 
 /**
  * `not_connected`, `revoked` (the service refuses the credentials for good: connect again), `rate_limited` (still

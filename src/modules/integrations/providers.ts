@@ -1,5 +1,5 @@
 import type { Config, IntegrationProvider, ProviderEndpoints } from '../../config.ts'
-import type { Connection } from './client.ts'
+import type { Provider, ProviderInfo } from './types.ts'
 import { bookingOne } from './providers/booking-one.ts'
 import { bookingTwo } from './providers/booking-two.ts'
 import { calendarOne } from './providers/calendar-one.ts'
@@ -10,23 +10,7 @@ import { crm } from './providers/crm.ts'
 // connects to each, and the one cheap call that proves a connection works and names the account.
 
 export const PROVIDERS = ['calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm'] as const satisfies readonly IntegrationProvider[]
-export type Provider = IntegrationProvider
-
-export type AuthMethod = 'api_key' | 'oauth'
-
-export interface ProviderInfo {
-  provider: Provider
-  /** The service's own name, shown in the app. */
-  service: string
-  /** How an account connects, in order of preference. */
-  methods: AuthMethod[]
-  /** OAuth scopes asked for. */
-  scopes: string[]
-  /** Extra query members of the authorize URL (Google's `access_type=offline` for a refresh token). */
-  authorizeParams?: Record<string, string>
-  /** The cheap authenticated call made once on connect: answers the account's name shown in the app. */
-  account: (conn: Connection, signal?: AbortSignal) => Promise<string>
-}
+export type { AuthMethod, Provider, ProviderInfo } from './types.ts'
 
 export const PROVIDER_INFO: Record<Provider, ProviderInfo> = {
   calendar_one: calendarOne,

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { Database } from '../../db/schema.ts'
 import { openValues, sealValues } from '../../db/secrets.ts'
-import type { AuthMethod, Provider } from './providers.ts'
+import type { AuthMethod, Provider } from './types.ts'
 
 type Db = DB | Transaction<Database>
 

@@ -1,10 +1,10 @@
 import { Type } from 'typebox'
-import { HttpError } from '../../../http/errors.ts'
+import { badRequest, HttpError } from '../../../http/errors.ts'
 import { integrationOf } from '../../integrations/queries.ts'
 import { PROVIDER_INFO, type Provider } from '../../integrations/providers.ts'
 import type { CheckContext } from '../registry.ts'
 import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
-import { CalendarMembers } from './hours.ts'
+import { CalendarMembers, hoursProblem, type OpeningHours } from './hours.ts'
 
 // The settings the booking and calendar tools share.
 
@@ -44,5 +44,20 @@ export function requireConnection (provider: Provider): (ctx: CheckContext, sett
     throw new HttpError(409, 'integration_not_connected', connection === undefined
       ? `${provider} tools act in a connected ${service} account: connect it first (PUT /v1/integrations/${provider}, or the console's Integrations page)`
       : `${service} refused this account's connection${connection.status_reason === null ? '' : ` (${connection.status_reason})`}: connect it again first (the console's Integrations page)`)
+  }
+}
+
+/** Opening hours that a schema cannot refuse (a range that ends before it starts, overlapping ranges): 400. */
+export function checkHours (settings: { opening_hours?: OpeningHours }): void {
+  const problem = settings.opening_hours === undefined ? undefined : hoursProblem(settings.opening_hours)
+  if (problem !== undefined) throw badRequest(`body.settings.${problem}`)
+}
+
+/** The check of a calendar in a connected account: its opening hours, and the connection when the tool is active. */
+export function calendarCheck (provider: Provider): (ctx: CheckContext, settings: { opening_hours?: OpeningHours }, active: boolean) => Promise<void> {
+  const connected = requireConnection(provider)
+  return async (ctx, settings, active) => {
+    checkHours(settings)
+    await connected(ctx, settings, active)
   }
 }

@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /** Cal.com (API v2), with an API key. */
 export const bookingOne: ProviderInfo = {

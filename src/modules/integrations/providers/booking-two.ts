@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /** Calendly (API v2), with a personal access token or OAuth 2.0. */
 export const bookingTwo: ProviderInfo = {

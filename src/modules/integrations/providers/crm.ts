@@ -1,4 +1,4 @@
-import type { ProviderInfo } from '../providers.ts'
+import type { ProviderInfo } from '../types.ts'
 
 /**
  * HubSpot (CRM v3), with a private app's access token (Settings → Integrations → Private apps) or OAuth 2.0 (a public
