@@ -7,6 +7,7 @@ import { createAccount, setup, type Account, type TestContext } from '../../help
 import { deliveries } from '../../helpers/deliveries.ts'
 import { HUBSPOT_CLIENT, startHubSpotStandIn, type HubSpotStandIn } from '../../helpers/hubspot-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../../helpers/console-client.ts'
 import { poll } from '../../helpers/poll.ts'
 import { startRealtimeStandin } from '../../helpers/realtime-standin.ts'
 import { finishedCall, openWebCall, typedTurn, type WebCallClient } from '../../helpers/voice-client.ts'
@@ -68,6 +69,24 @@ t.test('connect with a private app token through the API; the account check (GET
   await w.db.deleteFrom('integrations').execute()
   await connectIntegration(w.db, w.account.user.id, 'crm', { account_label: '', method: 'api_key', credentials: { api_key: 'pat-na1-wrong' } })
   await t.rejects(PROVIDER_INFO.crm.account(await connectionOf(deps, w.account.user.id, 'crm')), { message: /refused this account's connection \(HubSpot answered 401: Authentication credentials not found/ }, 'HubSpot\'s 401 INVALID_AUTHENTICATION: revoked')
+})
+
+t.test('the console: a CRM tool is added with its operations as checkboxes, once HubSpot is connected', async (t) => {
+  const w = await world(t)
+  const user = await createConsoleUser(w.db)
+  await connectIntegration(w.db, user.id, 'crm', { account_label: 'HubSpot account 62515', method: 'api_key', credentials: { api_key: TOKEN } })
+  const browser = new ConsoleClient(w.app)
+  await browser.signIn(user.email, PASSWORD)
+  const created = await browser.submit('/agents/new', '/agents', { agent_name: 'Front desk', begin_message: '', general_prompt: 'Be kind.', language: 'en-US', voice_id: '65a0f0000000000000000001', webhook_url: '', status: 'active' })
+  const agentId = /^\/agents\/([0-9a-f]{24})/.exec(String(created.headers.location))?.[1]
+  const page = await browser.get(`/agents/${agentId}/tools/new?type=crm`)
+  t.equal(page.statusCode, 200)
+  for (const operation of ['lookup_contact', 'create_contact', 'update_contact', 'log_call']) t.match(page.body, `name="settings.operations.${operation}"`, operation)
+  t.match(page.body, 'greet a known caller by name')
+  const saved = await browser.post(`/agents/${agentId}/tools`, { csrf_token: csrfOf(page.body), type: 'crm', 'settings.name': 'HubSpot', 'settings.operations': '', 'settings.operations.lookup_contact': 'true', 'settings.operations.log_call': 'true', is_active: 'true' })
+  t.equal(saved.statusCode, 303, saved.body)
+  const row = await w.db.selectFrom('agent_tools').select(['tool_type', 'settings', 'is_active']).where('agent_id', '=', agentId!).executeTakeFirst()
+  t.match(row, { tool_type: 'crm', settings: { name: 'HubSpot', operations: ['lookup_contact', 'log_call'] }, is_active: true })
 })
 
 t.test('a known caller is greeted by name (cascade): the lookup finds the number stored in its national form, the prompt names them', async (t) => {

@@ -385,6 +385,9 @@ export const crm = defineCapability({
   schema: CrmSettings,
   defaults: {},
   fieldLabels: { operations: 'Operations' },
+  fieldHints: {
+    operations: 'lookup_contact: greet a known caller by name, and look people up; create_contact, update_contact: save the caller\'s contact; log_call: log the call on the contact afterwards.'
+  },
   check: requireConnection('crm'),
   live: async (row, ctx) => {
     const ops = new Set(row.settings.operations)
