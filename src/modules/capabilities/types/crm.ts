@@ -56,9 +56,14 @@ function phoneForms (number: string): string[] {
 
 const fullName = (c: Contact) => [c.firstname, c.lastname].filter((part) => part !== null && part !== '').join(' ')
 
+/** A contact as HubSpot answers it; its values go into the prompt, so each is one short line. */
 function contactOf (result: { id: unknown, properties?: Record<string, unknown> }): Contact {
   const p = result.properties ?? {}
-  const text = (name: string) => typeof p[name] === 'string' && p[name] !== '' ? p[name] : null
+  const text = (name: string) => {
+    const value = p[name]
+    const line = typeof value === 'string' ? value.replace(/\s+/g, ' ').trim().slice(0, 200) : ''
+    return line === '' ? null : line
+  }
   return { id: String(result.id), firstname: text('firstname'), lastname: text('lastname'), email: text('email'), phone: text('phone'), mobilephone: text('mobilephone'), company: text('company') }
 }
 
