@@ -272,7 +272,8 @@ t.test('the other action types and a tool of each type: created, edited, deleted
   const listed = await browser.get(`/agents/${agentId}`)
   t.match(listed.body, '<td>Knowledge-base search</td>')
   t.match(listed.body, '5 of at most 30.')
-  t.notMatch(listed.body, '<option value="crm">', 'tool types that cannot act yet are not offered')
+  t.notMatch(listed.body, '<option value="booking_one">', 'tool types that cannot act yet are not offered')
+  t.match(listed.body, '<option value="crm">', 'the CRM tool acts: offered')
 
   const both = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Both', 'settings.agent_id': otherId, 'settings.phone_number': '+14155550123', is_active: 'true' })
   t.equal(both.statusCode, 400)

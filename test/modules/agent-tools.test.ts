@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
+import { ACTIONS, TOOLS } from '../../src/modules/capabilities/catalog.ts'
 import { connectIntegration, markRevoked } from '../../src/modules/integrations/queries.ts'
 import { PROVIDERS } from '../../src/modules/integrations/providers.ts'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
@@ -35,20 +36,14 @@ t.test('every tool type is accepted with valid settings and answered with its de
   }
   // The calendar, booking and CRM tools act in a connected account (see the next test when it is not).
   for (const provider of PROVIDERS) await connectIntegration(db, account.user.id, provider, { account_label: 'Test', method: 'api_key', credentials: { api_key: 'k' } })
-  // The booking, calendar and CRM tools do not act yet: valid settings, and still refused (nothing stored that never acts).
-  const notYet = new Set(['crm'])
   for (const [toolType, [settings, expected]] of Object.entries(cases)) {
     const res = await app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: toolType, settings: { ...settings, stray: 1 } } })
-    if (notYet.has(toolType)) {
-      t.match({ status: res.statusCode, ...res.json() }, { status: 422, code: 'capability_not_available' }, toolType)
-      continue
-    }
     t.equal(res.statusCode, 201, toolType)
     t.match(res.json(), { agent_id: agentId, tool_type: toolType, is_active: true })
     t.same(res.json().settings, expected, `${toolType} settings`)
   }
   const list = (await app.inject({ method: 'GET', url: `/v1/agent/${agentId}/tools`, headers: account.headers })).json()
-  t.same(list.map((tool: { tool_type: string }) => tool.tool_type), Object.keys(cases).filter((type) => !notYet.has(type)))
+  t.same(list.map((tool: { tool_type: string }) => tool.tool_type), Object.keys(cases))
 })
 
 t.test('an active calendar, booking or CRM tool needs its integration connected and not revoked; a switched-off one may wait', async (t) => {
@@ -113,25 +108,13 @@ t.test('tool settings are validated per tool_type', async (t) => {
   t.same(good.json().settings, { name: 'x', phone_number: '+14155550100', transfer_message: 'One moment' })
 })
 
-t.test('tool types that do not act yet are refused with 422; a row stored before is listed, may be switched off or deleted, not changed or switched on', async (t) => {
+t.test('every tool and action type acts during calls, after them, or both: none is stored that never acts', async (t) => {
+  for (const kind of [TOOLS, ACTIONS]) {
+    for (const [type, definition] of Object.entries(kind.types)) t.ok(definition.live !== undefined || definition.after !== undefined, `${kind.noun} ${type}`)
+  }
   const { app, db } = await setup(t)
   const account = await createAccount(db)
-  const agentId = await agentOf(app, account)
-  const url = `/v1/agent/${agentId}/tools`
-  const refused = await app.inject({ method: 'POST', url, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'Live', operations: ['log_call'] }, is_active: false } })
-  t.equal(refused.statusCode, 422)
-  t.match(refused.json(), { code: 'capability_not_available', message: /^crm does not act during calls yet/ })
-
-  const id = newId()
-  await db.insertInto('agent_tools').values({ id, user_id: account.user.id, agent_id: agentId, tool_type: 'crm', settings: JSON.stringify({ name: 'CRM', operations: ['log_call'] }), is_active: true }).execute()
-  t.match((await app.inject({ method: 'GET', url, headers: account.headers })).json(), [{ _id: id, tool_type: 'crm', is_active: true }])
-  const change = await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { settings: { name: 'CRM 2' } } })
-  t.equal(change.statusCode, 422)
-  t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: false } })).json().is_active, false)
-  t.equal((await app.inject({ method: 'PATCH', url: `${url}/${id}`, headers: account.headers, payload: { is_active: true } })).statusCode, 422)
-  t.equal((await app.inject({ method: 'DELETE', url: `${url}/${id}`, headers: account.headers })).statusCode, 204)
-
-  // The integrations keep their own routes (test/modules/integrations-connect.test.ts connects and disconnects them).
+  // The integrations keep their own routes (test/modules/integrations/connect.test.ts connects and disconnects them).
   t.equal((await app.inject({ method: 'PUT', url: '/v1/integrations/fax', headers: account.headers, payload: { api_key: 'x' } })).statusCode, 400)
 })
 

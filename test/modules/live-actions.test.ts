@@ -164,7 +164,7 @@ t.test('bad input: a parameter named like a call variable, a sender the account 
   t.equal((await addAction(ctx, account, agent._id, 'send_sms', { ...SMS_SETTINGS, from_number: NUMBER })).statusCode, 201, 'the account\'s own number is accepted')
 
   const crm = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'crm', settings: { name: 'CRM', operations: ['log_call'] } } })
-  t.match(error(crm), { statusCode: 422, code: 'capability_not_available' })
+  t.match(error(crm), { statusCode: 409, code: 'integration_not_connected' }, 'a CRM tool needs HubSpot connected')
   const actions = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })).json()
   t.equal((Array.isArray(actions) ? actions : actions.data).length, 2, 'nothing refused was stored')
 })

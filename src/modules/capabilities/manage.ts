@@ -22,13 +22,9 @@ function validateSettings (definition: CapabilityType, settings: Settings): void
   if (!validate(settings)) throw invalidInput('body.settings', validate.errors![0] as AjvIssue)
 }
 
-/** The type's definition; a type that does not act during or after calls is refused (nothing stored that never acts). */
+/** The type's definition (the route's schema has checked the type is one of the kind's). */
 export function definitionOf (kind: Kind, type: string): CapabilityType {
-  const definition = kind.types[type]
-  if (definition.unavailable !== undefined) {
-    throw new HttpError(422, 'capability_not_available', `${type} ${definition.unavailable}`)
-  }
-  return definition
+  return kind.types[type]
 }
 
 /**
@@ -78,7 +74,7 @@ export async function changeCapability (db: DB, userId: string, kind: Kind, agen
       if (masked !== undefined) throw badRequest(`body.settings.headers.${masked} has no stored value to keep; send the value itself`)
       validateSettings(definition, settings)
     }
-    if (definition.unavailable === undefined) await definition.check?.({ db, agent }, settings, active)
+    await definition.check?.({ db, agent }, settings, active)
     return await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
   })
 }

@@ -64,16 +64,14 @@ export interface CapabilityType<S extends TObject = TObject> {
   {
     /** A tool's work after the call (it is a tool's: its row is read at every attempt, and a deleted tool ends the delivery). */
     channel: 'integration'
-    /** What the delivery stores from the call (its body): what `deliver` sends, also when it is sent again. */
+    /**
+     * What the delivery stores from the call (its body): what `deliver` sends, also when it is sent again. Undefined:
+     * no delivery for this call (a CRM tool that does not log calls).
+     */
     payload (settings: Static<S>, call: CallRow, variables: Record<string, unknown>): unknown
     /** One attempt: answers the attempts log's text, or throws (an IntegrationError says whether a retry may help). */
     deliver (ctx: DeliverContext, settings: Static<S>, payload: unknown): Promise<string>
   }
-  /**
-   * Why the type cannot be created (it neither acts during nor after calls yet): refused with 422 and shown so in
-   * the console, so that no setting is stored that never acts.
-   */
-  unavailable?: string
 }
 
 /** A stored row with its settings checked against its type's schema. */

@@ -48,7 +48,6 @@ const HINTS: Record<string, string> = {
 
 /** What a row's state says: whether it acts, and when (actions). */
 function stateOf (kind: Kind, row: CapabilityRow): string {
-  if (kind.types[row.type]?.unavailable !== undefined) return 'does not act (cannot be used yet)'
   if (!row.is_active) return 'inactive'
   if (kind !== ACTIONS) return 'active'
   return { after_call: 'active, after the call', during_call: 'active, during the call', both: 'active, during and after the call' }[whenOf(row.settings)]
@@ -279,7 +278,7 @@ ${rows.length === 0
 </table></div>`}
 ${scope.canChange && rows.length < kind.max && html`<form method="get" action="${base(agent, kind)}/new" class="inline">
   <label for="new-${kind.noun}-type">New ${kind.noun} of type</label>
-  <select id="new-${kind.noun}-type" name="type">${Object.entries(kind.types).filter(([, type]) => type.unavailable === undefined).map(([type, definition]) => html`<option value="${type}">${definition.label}</option>`)}</select>
+  <select id="new-${kind.noun}-type" name="type">${Object.entries(kind.types).map(([type, definition]) => html`<option value="${type}">${definition.label}</option>`)}</select>
   <button type="submit">Add ${kind.noun === 'action' ? 'an action' : 'a tool'}</button>
 </form>`}
 </section>`)}`
@@ -341,7 +340,6 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
 <p class="hint">${kind.types[type].hint}</p>
-${kind.types[type].unavailable !== undefined && notice('error', `This ${kind.noun} ${kind.types[type].unavailable}. It is kept as it was stored; you can switch it off or delete it.`)}
 ${saved === true && notice('success', 'Saved.')}
 ${general !== undefined && notice('error', general)}
 ${readOnly && html`<p>You are a member of this workspace: you can see this ${kind.noun}, not change it.</p>`}
@@ -393,7 +391,7 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     const path = `/agents/:id/${kind.path}`
     const item = `${path}/:itemId`
     const typeOf = (type: string | undefined) => {
-      const offered = Object.entries(kind.types).filter(([, definition]) => definition.unavailable === undefined)
+      const offered = Object.entries(kind.types)
       if (type === undefined || !offered.some(([name]) => name === type)) {
         throw new HttpError(400, 'bad_request', `Choose one of the ${kind.noun} types: ${offered.map(([, definition]) => definition.label).join(', ')}.`)
       }

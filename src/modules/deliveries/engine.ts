@@ -114,7 +114,9 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
     const definition = TOOLS.types[row.type]
     const checked = definition === undefined ? undefined : typed(definition, row)
     if (checked === undefined || definition.after?.channel !== 'integration') continue
-    const request = { method: 'POST', url: `${INTEGRATION}${row.type}`, body: definition.after.payload(checked.settings, call, variables) }
+    const body = definition.after.payload(checked.settings, call, variables)
+    if (body === undefined) continue
+    const request = { method: 'POST', url: `${INTEGRATION}${row.type}`, body }
     sources.push({ kind: row.type, name: String(checked.settings.name), actionId: row.id, request, schedule: DEFAULT_SCHEDULE })
   }
   for (const source of sources) {

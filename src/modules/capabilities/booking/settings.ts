@@ -28,9 +28,6 @@ export const bookingSettings = () => Type.Object({
 
 export const BOOKING_LABELS = { duration_minutes: 'Length (minutes)', calendar_id: 'Calendar id', event_type_id: 'Event type id', opening_hours: 'Opening hours', buffer_minutes: 'Buffer (minutes)', days_ahead: 'Days ahead', min_notice_minutes: 'Minimum notice (minutes)' }
 
-/** Until a type acts, it cannot be created (DESIGN.md: a setting that is stored and never acts is a defect). */
-export const NOT_YET = 'does not act during calls yet in this version of Switchboard, so it cannot be added (docs/agents.md, "Tools")'
-
 /**
  * The check of a tool that acts in a connected account: an active one needs the account connected (and not revoked)
  * first, as the specification says of the booking tools; a tool switched off may be stored and set up before.
