@@ -1,10 +1,7 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 // 0031_appointments.sql: an upgrade gives the schema a fresh database has, and the exclusion constraint refuses a
 // booked appointment that overlaps another of its tool (buffer included), not a cancelled one, not another tool's.
@@ -18,11 +15,7 @@ t.test('an upgrade from before appointments gives the fresh schema; overlapping 
     (SELECT json_agg(pg_get_indexdef(indexrelid) ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'appointments'::regclass) AS indexes,
     (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) ORDER BY conname) FROM pg_constraint WHERE conrelid = 'appointments'::regclass) AS constraints`)).rows[0]
   const fresh = await schema()
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public; DROP EXTENSION IF EXISTS btree_gist')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0031')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0031')
   t.ok((await migrate(pool)).includes('0031_appointments.sql'))
   t.same(await schema(), fresh, 'the same columns, indexes and constraints as a fresh database')
 

@@ -1,11 +1,8 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createDb, createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
+import { migrate } from '../../src/db/migrate.ts'
 import { findCallJson } from '../../src/modules/calls/queries.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 // migrations/0026_call_callbacks.sql on an install that holds calls already (docs/migrations.md).
 
@@ -20,11 +17,7 @@ t.test('an upgrade from before callbacks keeps each call (no callbacks) and give
     (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) ORDER BY conname) FROM pg_constraint WHERE conrelid = 'call_callbacks'::regclass) AS constraints`)).rows[0]
   const fresh = await schema()
   // The database as the main before callbacks left it: every migration before 0026.
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0026')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0026')
   const userId = '65000000cccccccccccccccc'
   const callId = '65000001cccccccccccccccc'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'callbacks@example.com'])

@@ -1,10 +1,7 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 t.test('an upgrade from before contacts keeps each call (no contact) and gives the schema a fresh database has; run again, it changes nothing', async (t) => {
   const pool = createPool(await createTestDatabase(t), 2)
@@ -17,11 +14,7 @@ t.test('an upgrade from before contacts keeps each call (no contact) and gives t
     (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) || ' ' || convalidated::text ORDER BY conname) FROM pg_constraint
       WHERE conrelid = ANY ('{calls,contacts}'::regclass[])) AS constraints`)).rows[0]
   const fresh = await schema()
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0024')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0024')
   const userId = '65000000cccccccccccccccc'
   const callId = '65000001cccccccccccccccc'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'contacts@example.com'])

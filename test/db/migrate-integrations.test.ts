@@ -1,10 +1,7 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 t.test('an upgrade from before OAuth connections keeps a connected API key as a working connection and gives a fresh database\'s schema', async (t) => {
   const pool = createPool(await createTestDatabase(t), 2)
@@ -16,11 +13,7 @@ t.test('an upgrade from before OAuth connections keeps a connected API key as a 
     (SELECT json_agg(conname || ' ' || pg_get_constraintdef(oid) ORDER BY conname) FROM pg_constraint WHERE conrelid IN ('integrations'::regclass, 'oauth_states'::regclass, 'webhook_deliveries'::regclass)) AS constraints`)).rows[0]
   const fresh = await schema()
   // The database as it was before: every migration before 0030.
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0030')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0030')
   const userId = '66000000cccccccccccccccc'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'integrations@example.com'])
   await pool.query('INSERT INTO integrations (user_id, provider, account_label, credentials) VALUES ($1, \'booking_one\', \'Clinic\', \'{"api_key":"cal_live_1"}\')', [userId])

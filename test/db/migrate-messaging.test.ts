@@ -1,10 +1,7 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 t.test('an upgrade from before messaging keeps each call, gives the schema a fresh database has, and a call\'s messages go with it', async (t) => {
   const pool = createPool(await createTestDatabase(t), 2)
@@ -15,11 +12,7 @@ t.test('an upgrade from before messaging keeps each call, gives the schema a fre
     (SELECT json_agg(indexdef ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public' AND tablename IN ('messages', 'messaging_settings')) AS indexes`)).rows[0]
   const fresh = await schema()
   // The database as it was before messaging: every migration before 0027.
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0027')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0027')
   const userId = '65000000cccccccccccccccc'
   const callId = '65000001cccccccccccccccc'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'messaging@example.com'])

@@ -1,10 +1,7 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import { createPool } from '../../src/db/database.ts'
-import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 t.test('an upgrade from before widget keys keeps each agent (no key) and gives the schema a fresh database has', async (t) => {
   const pool = createPool(await createTestDatabase(t), 2)
@@ -14,11 +11,7 @@ t.test('an upgrade from before widget keys keeps each agent (no key) and gives t
       FROM information_schema.columns WHERE table_schema = 'public' AND table_name LIKE 'widget_%') AS columns,
     (SELECT json_agg(indexdef ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'widget_%') AS indexes`)).rows[0]
   const fresh = await schema()
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0025')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0025')
   const userId = '65000000cccccccccccccccc'
   const llmId = '65000001cccccccccccccccc'
   const agentId = '65000002cccccccccccccccc'

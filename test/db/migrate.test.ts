@@ -1,4 +1,4 @@
-import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { setImmediate } from 'node:timers/promises'
@@ -6,7 +6,7 @@ import type pg from 'pg'
 import t, { type Test } from 'tap'
 import { createPool } from '../../src/db/database.ts'
 import { MIGRATION_LOCK, migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
-import { createTestDatabase } from '../helpers/database.ts'
+import { createTestDatabase, migratedBefore } from '../helpers/database.ts'
 
 t.test('migrations applied again are a no-op, also when replicas start together', async (t) => {
   const pool = createPool(await createTestDatabase(t), 4)
@@ -165,11 +165,7 @@ t.test('an upgrade from before the recording parts keeps each stored recording, 
     ORDER BY table_name, column_name) AS columns FROM information_schema.columns WHERE table_schema = 'public'`)).rows[0]
   const fresh = await columns()
   // The database as the main before recording parts left it: every migration before 0018.
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0018')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0018')
   const userId = '65000000aaaaaaaaaaaaaaaa'
   const callIds = ['65000001aaaaaaaaaaaaaaaa', '65000002aaaaaaaaaaaaaaaa']
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'upgrade@example.com'])
@@ -200,11 +196,7 @@ t.test('an upgrade from before call latency keeps each call (latency null) and g
       WHERE table_schema = 'public' AND table_name = 'calls') AS columns,
     (SELECT json_agg(pg_get_indexdef(indexrelid) || ' ' || indisvalid::text ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'calls'::regclass) AS indexes`)).rows[0]
   const fresh = await schema()
-  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
-  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
-  t.teardown(() => rm(before, { recursive: true, force: true }))
-  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < '0023')) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
-  await migrate(pool, before)
+  await migratedBefore(t, pool, '0023')
   const userId = '65000000bbbbbbbbbbbbbbbb'
   const callId = '65000001bbbbbbbbbbbbbbbb'
   await pool.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, 'latency@example.com'])

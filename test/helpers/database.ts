@@ -1,6 +1,10 @@
 import { randomBytes } from 'node:crypto'
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import pg from 'pg'
 import type { Test } from 'tap'
+import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.ts'
 
 function env (name: string): string {
   const value = process.env[name]
@@ -54,4 +58,13 @@ export async function createTestDatabase (t: Test): Promise<string> {
     }
   })
   return databaseUrl(name)
+}
+
+/** The database as a release before migration `first` left it ('0030'): the schema dropped, every earlier migration run. */
+export async function migratedBefore (t: Test, pool: pg.Pool, first: string): Promise<void> {
+  await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public; DROP EXTENSION IF EXISTS btree_gist')
+  const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'))
+  t.teardown(() => rm(before, { recursive: true, force: true }))
+  for (const name of (await readdir(MIGRATIONS_DIR)).filter((name) => name < first)) await copyFile(path.join(MIGRATIONS_DIR, name), path.join(before, name))
+  await migrate(pool, before)
 }
