@@ -52,11 +52,14 @@ export interface LiveTool {
   run: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>
 }
 
+/** What a capability did by itself as the call started (a CRM's lookup of the caller): a tool item of the transcript. */
+export interface StartEvent { name: string, arguments: Record<string, unknown>, output?: string, error?: string }
+
 /**
  * The functions of one capability prepared when the call starts (an MCP server's, a calendar's), what it adds to the
  * agent's prompt (today's date for a calendar, the known customer for a CRM), and what it holds open while the call lasts.
  */
-export interface LiveSet { tools: LiveTool[], instructions?: string, close?: () => Promise<void> }
+export interface LiveSet { tools: LiveTool[], instructions?: string, events?: StartEvent[], close?: () => Promise<void> }
 
 /** The description the model reads: the configured one, else the type's own. */
 export const describedAs = (settings: { description?: string }, fallback: string) =>

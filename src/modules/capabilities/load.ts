@@ -1,6 +1,6 @@
 import { listCapabilities, type CapabilityRow } from '../agents/queries.ts'
 import { ACTIONS, TOOLS, type Kind } from './catalog.ts'
-import type { LiveTool, ToolContext } from './live.ts'
+import type { LiveTool, StartEvent, ToolContext } from './live.ts'
 import { typed, whenOf } from './registry.ts'
 
 // What an agent offers the model during a call: its active tools, and its active actions whose `when` includes the
@@ -24,8 +24,11 @@ export function uniqueName (name: string, taken: Set<string>): string {
   return unique
 }
 
+/** What the rows' preparation adds besides functions: prompt text and the transcript's start events. */
+interface Prepared { instructions: string[], events: Array<StartEvent & { type: string }> }
+
 /** The live functions of one row; a row whose settings no longer match its schema is left out with a warning. */
-async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers: Array<() => Promise<void>>, instructions: string[]): Promise<LiveTool[]> {
+async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers: Array<() => Promise<void>>, prepared: Prepared): Promise<LiveTool[]> {
   const definition = kind.types[row.type]
   if (definition?.live === undefined) {
     ctx.log.debug({ capabilityId: row.id, type: row.type }, 'capability skipped: its type does not act during calls')
@@ -40,7 +43,8 @@ async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers
   if (!(made instanceof Promise)) return [made]
   const set = await made
   if (set.close !== undefined) closers.push(set.close)
-  if (set.instructions !== undefined && set.instructions !== '') instructions.push(set.instructions)
+  if (set.instructions !== undefined && set.instructions !== '') prepared.instructions.push(set.instructions)
+  for (const event of set.events ?? []) prepared.events.push({ ...event, type: row.type })
   return set.tools
 }
 
@@ -50,17 +54,17 @@ async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers
  * time-out, error) is left out with a warning: the call goes on without it. `instructions`: what they add to the
  * prompt, in the order of the rows. `close` closes what they hold open.
  */
-export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ tools: LiveTool[], instructions: string, close: () => Promise<void> }> {
+export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ tools: LiveTool[], instructions: string, events: Array<StartEvent & { type: string }>, close: () => Promise<void> }> {
   const tools = (await listCapabilities(ctx.db, ctx.userId, TOOLS, agentId)).filter((row) => row.is_active).map((row) => ({ kind: TOOLS, row }))
   const actions = (await listCapabilities(ctx.db, ctx.userId, ACTIONS, agentId))
     .filter((row) => row.is_active && whenOf(row.settings) !== 'after_call').map((row) => ({ kind: ACTIONS, row }))
   const closers: Array<() => Promise<void>> = []
   const rows = [...tools, ...actions]
-  const instructions: string[][] = rows.map(() => [])
+  const prepared: Prepared[] = rows.map(() => ({ instructions: [], events: [] }))
   // Prepared at once, not one after the other (MCP servers are listed): the call waits for the slowest only.
   const perRow = await Promise.all(rows.map(async ({ kind, row }, n) => {
     try {
-      return await liveOf(kind, row, ctx, closers, instructions[n])
+      return await liveOf(kind, row, ctx, closers, prepared[n])
     } catch (err) {
       ctx.log.warn({ err, capabilityId: row.id, agentId, callId: ctx.callId }, `${row.type} skipped: it could not be prepared for the call`)
       return []
@@ -70,7 +74,8 @@ export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ to
   const live = perRow.flat().map((tool) => ({ ...tool, spec: { ...tool.spec, name: uniqueName(safeName(tool.spec.name, tool.type), taken) } }))
   return {
     tools: live,
-    instructions: instructions.flat().join('\n\n'),
+    instructions: prepared.flatMap((p) => p.instructions).join('\n\n'),
+    events: prepared.flatMap((p) => p.events),
     close: async () => { await Promise.all(closers.map(async (close) => await close())) }
   }
 }

@@ -277,6 +277,9 @@ export class Session {
     const tools = collect === undefined ? loaded.tools : [...loaded.tools, collect.tool]
     this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
     this.closeTools = loaded.close
+    for (const { type, name, arguments: args, output, error } of loaded.events) {
+      this.addTranscript({ speaker: 'tool', content: `${name}: ${error === undefined ? output ?? '' : `error: ${error}`}`, timestamp: Date.now(), tool: { name, type, arguments: JSON.stringify(args), ...(error === undefined ? { output: output ?? '' } : { error }) } })
+    }
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
         await memoryOf(db, this.call, agent), loaded.instructions, collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),

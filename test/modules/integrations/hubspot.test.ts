@@ -109,7 +109,11 @@ t.test('a known caller is greeted by name (cascade): the lookup finds the number
   ], 'phone and mobilephone, in E.164 and the national form')
   t.match(w.openai.requests.chat[0].body.tools, [{ function: { name: 'CRM_lookup' } }], 'the lookup function is offered')
   client.hangup()
-  await finishedCall(w.app, w.account.headers, callId)
+  const done = await finishedCall(w.app, w.account.headers, callId)
+  t.match(done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool')[0], {
+    content: `caller_lookup: found: Jane Doe (HubSpot contact ${jane.id})`,
+    tool: { name: 'caller_lookup', type: 'crm', arguments: JSON.stringify({ phone: CALLER }), output: `found: Jane Doe (HubSpot contact ${jane.id})` }
+  }, 'the lookup at the start of the call is a tool item of the transcript')
   t.equal((await deliveries(w, w.account)).total, 0, 'a tool that does not log calls has no post-call delivery')
 })
 
@@ -165,7 +169,8 @@ t.test('an unknown caller or a slow HubSpot: no greeting, and the call starts al
   t.notMatch(systemPrompt(w, 1), /The caller is/, 'the greeting is dropped, not waited for')
   release?.()
   second.client.hangup()
-  await finishedCall(w.app, w.account.headers, second.callId)
+  const done = await finishedCall(w.app, w.account.headers, second.callId)
+  t.match(done.transcription.find((item: { speaker: string }) => item.speaker === 'tool'), { tool: { name: 'caller_lookup', type: 'crm', error: /HubSpot could not be reached/ } }, 'the lookup given up is in the transcript')
 })
 
 t.test('a CRM tool needs HubSpot connected: 409 integration_not_connected before, 201 after', async (t) => {
@@ -205,7 +210,7 @@ t.test('save_contact creates the caller\'s contact with their number, then updat
   t.match(w.openai.requests.chat[3].body.messages.at(-1), { role: 'tool', content: /, updated, with a note\.$/ })
   client.hangup()
   const done = await finishedCall(w.app, w.account.headers, callId)
-  t.match(toolItems(done), [{ tool: { name: 'CRM_save_contact', type: 'crm', output: /created/ } }, { tool: { name: 'CRM_save_contact', type: 'crm', output: /updated/ } }])
+  t.match(toolItems(done), [{ tool: { name: 'caller_lookup', type: 'crm', output: 'not found in HubSpot' } }, { tool: { name: 'CRM_save_contact', type: 'crm', output: /created/ } }, { tool: { name: 'CRM_save_contact', type: 'crm', output: /updated/ } }])
 })
 
 t.test('save_contact updates the contact an e-mail address names, even when the search has not indexed it yet (409 CONFLICT)', async (t) => {

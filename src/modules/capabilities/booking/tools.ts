@@ -216,7 +216,7 @@ export function bookingTools (row: { type: string, settings: BookingToolSettings
   ]
   return {
     tools,
-    instructions: `${service} (the ${name}_… functions) books appointments. Now it is ${spokenToday(new Date(), timeZone, language)} in ${timeZone}; ` +
+    instructions: `${service} (the ${name}_… functions) books appointments. Now it is ${spokenToday(new Date(Date.now()), timeZone, language)} in ${timeZone}; ` +
       'say every time in that zone as the functions\' `spoken` gives it.'
   }
 }

@@ -3,7 +3,7 @@ import type { CallRow } from '../../../db/schema.ts'
 import { EMAIL_PATTERN } from '../../../http/schemas.ts'
 import { contactKeyOf, phoneNumber } from '../../contacts/contacts.ts'
 import { connectionOf, IntegrationError, type Connection } from '../../integrations/client.ts'
-import { describedAs, type LiveTool, type ToolContext } from '../live.ts'
+import { describedAs, type LiveTool, type StartEvent, type ToolContext } from '../live.ts'
 import { requireConnection } from '../booking/settings.ts'
 import { defineCapability, type Typed } from '../registry.ts'
 import { Description, Name } from '../schemas.ts'
@@ -278,16 +278,20 @@ async function note (api: Connection, contactId: string, body: string, signal: A
 const association = (contactId: string, typeId: number) => ({ to: { id: contactId }, types: [{ associationCategory: 'HUBSPOT_DEFINED', associationTypeId: typeId }] })
 
 /** The caller's contact at the start of the call, within LOOKUP_MS; undefined when unknown, slow or failing. */
-async function lookupCaller (ctx: ToolContext): Promise<{ total: number, contacts: Contact[] } | undefined> {
+async function lookupCaller (ctx: ToolContext): Promise<{ found?: { total: number, contacts: Contact[] }, event: StartEvent } | undefined> {
   const phone = phoneNumber(ctx.customer.phone)
   const email = ctx.customer.email === null || !EMAIL.test(ctx.customer.email) ? undefined : ctx.customer.email.toLowerCase()
   if (phone === undefined && email === undefined) return undefined
+  const who = phone !== undefined ? { phone } : { email }
   const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(Math.max(1, Math.round(LOOKUP_MS * ctx.config.callTimeScale)))])
+  const event = { name: 'caller_lookup', arguments: who }
   try {
-    return await search(await connectionOf(ctx, ctx.userId, 'crm'), phone !== undefined ? { phone } : { email }, signal)
+    const found = await search(await connectionOf(ctx, ctx.userId, 'crm'), who, signal)
+    const names = found.contacts.map((c) => `${fullName(c) === '' ? 'no name' : fullName(c)} (HubSpot contact ${c.id})`)
+    return { found, event: { ...event, output: names.length === 0 ? 'not found in HubSpot' : `found: ${names.join(', ')}` } }
   } catch (err) {
     ctx.log.warn({ err, callId: ctx.callId }, 'crm: the caller could not be looked up in HubSpot; the call starts without a greeting')
-    return undefined
+    return { event: { ...event, error: err instanceof Error ? err.message : String(err) } }
   }
 }
 
@@ -396,10 +400,12 @@ export const crm = defineCapability({
   check: requireConnection('crm'),
   live: async (row, ctx) => {
     const ops = new Set(row.settings.operations)
-    const found = ops.has('lookup_contact') ? await lookupCaller(ctx) : undefined
+    // The caller looked up as the call starts (a tool item of the transcript), so that a known one is greeted by name.
+    const lookup = ops.has('lookup_contact') ? await lookupCaller(ctx) : undefined
+    const found = lookup?.found
     const instructions = found === undefined ? undefined : greeting(found)
     const known = found !== undefined && found.contacts.length === 1 ? found.contacts[0] : undefined
-    return { tools: crmTools(row, ctx, ops, known), ...(instructions === undefined ? {} : { instructions }) }
+    return { tools: crmTools(row, ctx, ops, known), ...(instructions === undefined ? {} : { instructions }), ...(lookup === undefined ? {} : { events: [lookup.event] }) }
   },
   after: {
     channel: 'integration',
