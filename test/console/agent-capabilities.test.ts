@@ -272,15 +272,14 @@ t.test('the other action types and a tool of each type: created, edited, deleted
   const listed = await browser.get(`/agents/${agentId}`)
   t.match(listed.body, '<td>Knowledge-base search</td>')
   t.match(listed.body, '5 of at most 30.')
-  t.notMatch(listed.body, '<option value="booking_one">', 'tool types that cannot act yet are not offered')
-  t.match(listed.body, '<option value="crm">', 'the CRM tool acts: offered')
+  for (const type of ['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm']) t.match(listed.body, `<option value="${type}">`, `${type} acts: offered`)
 
   const both = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Both', 'settings.agent_id': otherId, 'settings.phone_number': '+14155550123', is_active: 'true' })
   t.equal(both.statusCode, 400)
   t.match(both.body, 'This tool needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both.')
   const self = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Self', 'settings.agent_id': agentId, is_active: 'true' })
   t.match(self.body, 'The agent must be one of the listed choices.', 'only the other agents are offered')
-  t.equal((await browser.get(`/agents/${agentId}/tools/new?type=crm`)).statusCode, 400, 'a type that cannot act yet has no form')
+  t.equal((await browser.get(`/agents/${agentId}/tools/new?type=teleport`)).statusCode, 400, 'a type that does not exist has no form')
 
   // Up to the limit through the API, then the console's form answers 409 with the API's message.
   for (let i = 5; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
