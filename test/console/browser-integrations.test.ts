@@ -65,7 +65,7 @@ t.test('connect Google Calendar through its OAuth page and disconnect it: in Chr
 
   // Connect → Google's page (the stand-in, another origin) → Allow → back on the Integrations page.
   await page.getByRole('button', { name: 'Connect Google Calendar' }).click()
-  await page.waitForURL((url) => url.href.startsWith(`${google.url}/o/oauth2/v2/auth?`))
+  await page.waitForURL((url) => url.href.startsWith(`${google.calendar.origin}/o/oauth2/v2/auth?`))
   await page.getByRole('button', { name: 'Allow' }).click()
   await page.waitForURL(`${base}/integrations?connected=calendar_one`)
   t.equal(await page.getByRole('status').textContent(), `Google Calendar is connected as ${ACCOUNT_EMAIL}.`)

@@ -39,6 +39,8 @@ export interface OAuthServer {
   issue: () => { access_token: string, refresh_token: string, expires_in: number }
   /** Tokens revoked through the revocation endpoint. */
   revoked: string[]
+  /** The next request to the token or revocation endpoint is answered with this status and body instead. */
+  failNext: (endpoint: 'token' | 'revoke', status: number, body?: unknown) => void
 }
 
 const s256 = (verifier: string) => createHash('sha256').update(verifier).digest('base64url')
@@ -58,6 +60,16 @@ export function oauthServer (options: OAuthServerOptions): OAuthServer {
   const issued: string[] = []
   const tokenRequests: URLSearchParams[] = []
   const revoked: string[] = []
+  const failures = new Map<'token' | 'revoke', { status: number, body: unknown }>()
+  /** Answers a failure queued for the endpoint; true when it did. */
+  const failed = (endpoint: 'token' | 'revoke', res: http.ServerResponse) => {
+    const failure = failures.get(endpoint)
+    if (failure === undefined) return false
+    failures.delete(endpoint)
+    res.writeHead(failure.status, { 'content-type': 'application/json' })
+    res.end(typeof failure.body === 'string' ? failure.body : JSON.stringify(failure.body ?? {}))
+    return true
+  }
 
   function issue (): { access_token: string, refresh_token: string, expires_in: number } {
     const family: Family = { refresh: token('refresh'), access: new Map(), revoked: false }
@@ -125,6 +137,7 @@ export function oauthServer (options: OAuthServerOptions): OAuthServer {
     tokenRequests,
     revoked,
     issue,
+    failNext: (endpoint, status, body) => { failures.set(endpoint, { status, body }) },
     valid: (authorization) => live(/^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? ''),
     accessTokens: () => issued.map((t) => ({ token: t, live: live(t) })),
     expire: () => { for (const f of families) for (const t of f.access.keys()) f.access.set(t, 0) },
@@ -140,10 +153,12 @@ export function oauthServer (options: OAuthServerOptions): OAuthServer {
         return true
       }
       if (path === options.tokenPath && req.method === 'POST') {
+        if (failed('token', res)) return true
         tokenEndpoint(req, res, new URLSearchParams(body))
         return true
       }
       if (options.revokePath !== undefined && path === options.revokePath && req.method === 'POST') {
+        if (failed('revoke', res)) return true
         const revokedToken = new URLSearchParams(body).get('token') ?? query.get('token') ?? ''
         revoked.push(revokedToken)
         for (const f of families) if (f.refresh === revokedToken || f.access.has(revokedToken)) f.revoked = true

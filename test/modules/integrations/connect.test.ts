@@ -6,7 +6,7 @@ import { markRevoked } from '../../../src/modules/integrations/queries.ts'
 import { createApiKey } from '../../../src/modules/users/queries.ts'
 import { createAccount, setup, type TestContext } from '../../helpers/app.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../../helpers/console-client.ts'
-import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_EMAIL, CALENDLY_TOKEN, CLIENT_ID } from '../../helpers/oauth-connect.ts'
+import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_ACCOUNT, CALENDLY_TOKEN, CLIENT_ID } from '../../helpers/oauth-connect.ts'
 
 // Connecting accounts (docs/integrations.md): the OAuth 2.0 authorization code flow with PKCE through the API and
 // the console's routes, its refusals (another session's state, a replayed or expired one, no code, the provider's
@@ -58,7 +58,7 @@ t.test('API: an authorization URL with PKCE; the callback connects the API key\'
   t.equal(res.statusCode, 201)
   const { authorization_url: authorizationUrl, expires_at: expiresAt } = res.json()
   const url = new URL(authorizationUrl)
-  t.equal(`${url.origin}${url.pathname}`, `${google.url}/o/oauth2/v2/auth`)
+  t.equal(`${url.origin}${url.pathname}`, `${google.calendar.origin}/o/oauth2/v2/auth`)
   const q = Object.fromEntries(url.searchParams)
   t.match(q, {
     client_id: CLIENT_ID,
@@ -173,19 +173,18 @@ t.test('a state started in another session, used twice, expired, without a code,
   t.equal(google.oauth.tokenRequests.length, 1, 'none of these exchanged a code')
 
   // The token endpoint refuses the code, or fails.
-  google.failTokens(400, { error: 'invalid_grant', error_description: 'Bad Request' })
+  google.oauth.failNext('token', 400, { error: 'invalid_grant', error_description: 'Bad Request' })
   const refused = await browser.get(callback(await allow(await connectIn(browser))))
   t.equal(refused.headers.location, '/integrations?failed=token_failed&provider=calendar_one&detail=invalid_grant')
   t.match((await browser.get(refused.headers.location as string)).body, 'Google Calendar refused the authorization code (invalid_grant)')
-  google.failTokens(500, 'oops')
+  google.oauth.failNext('token', 500, 'oops')
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?failed=token_failed&provider=calendar_one&detail=HTTP+500')
   // The account check fails after a good exchange: nothing kept.
-  google.failAccount(403)
+  google.calendar.failNext(403, { reason: 'insufficientPermissions' })
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?failed=account_failed&provider=calendar_one&detail=HTTP+403')
   // A fresh token the API refuses at once: a failed check, not a refresh (the grant is new).
-  google.failAccount(401)
+  google.calendar.failNext(401, { reason: 'authError' })
   t.equal((await browser.get(callback(await allow(await connectIn(browser))))).headers.location, '/integrations?failed=account_failed&provider=calendar_one&detail=revoked')
-  google.failAccount(200)
 
   // A state nobody made, or none at all.
   await failure(await browser.get(callback({ state: 'made-up', code: 'x' })), 'unknown_state')
@@ -224,9 +223,9 @@ t.test('API keys: checked at the service once, named after the account; a refuse
 
   const good = await put({ api_key: CALENDLY_TOKEN })
   t.equal(good.statusCode, 200)
-  t.match(good.json(), { provider: 'booking_two', service: 'Calendly', status: 'connected', method: 'api_key', account_label: CALENDLY_EMAIL })
+  t.match(good.json(), { provider: 'booking_two', service: 'Calendly', status: 'connected', method: 'api_key', account_label: CALENDLY_ACCOUNT })
   t.notOk(good.body.includes(CALENDLY_TOKEN))
-  t.equal((await put({ api_key: CALENDLY_TOKEN, account_label: '' })).json().account_label, CALENDLY_EMAIL, 'an empty label is none')
+  t.equal((await put({ api_key: CALENDLY_TOKEN, account_label: '' })).json().account_label, CALENDLY_ACCOUNT, 'an empty label is none')
   t.equal((await put({ api_key: CALENDLY_TOKEN, account_label: 'Front desk' })).json().account_label, 'Front desk', 'a given label wins')
 
   // A bad key sent later leaves the working connection as it was.
@@ -234,11 +233,10 @@ t.test('API keys: checked at the service once, named after the account; a refuse
   const kept = await integration(ctx, account.user.id, 'booking_two')
   t.match(kept, { account_label: 'Front desk', status: 'connected' })
 
-  google.failAccount(500)
+  google.calendly.queued.push({ status: 500, body: { title: 'Internal Server Error', message: 'failing' } })
   const failing = await put({ api_key: CALENDLY_TOKEN })
   t.equal(failing.statusCode, 503)
   t.equal(failing.json().code, 'integration_unavailable')
-  google.failAccount(200)
 })
 
 t.test('a revoked connection: listed as revoked with the reason, and the console offers Reconnect and Disconnect', async (t) => {
@@ -306,7 +304,7 @@ t.test('disconnect revokes the refresh token at Google, deletes the tokens and s
 t.test('a revocation the provider refuses is logged and the local disconnect happens all the same', async (t) => {
   const { ctx, google } = await connectSetup(t)
   const { account } = await connectedWithTool(ctx)
-  google.failRevoke(503)
+  google.oauth.failNext('revoke', 503, { error: 'temporarily_unavailable' })
   const res = await ctx.app.inject({ method: 'DELETE', url: '/v1/integrations/calendar_one', headers: account.headers })
   t.equal(res.statusCode, 200)
   t.equal(res.json().tools_switched_off, 1)
@@ -329,7 +327,7 @@ t.test('console: a provider without an OAuth client says so and names the variab
   t.notOk(wrong.body.includes('value="wrong"'), 'the key is not written back')
   const right = await browser.submit('/integrations', '/integrations/booking_two/key', { api_key: CALENDLY_TOKEN })
   t.equal(right.headers.location, '/integrations?connected=booking_two')
-  t.match((await browser.get('/integrations?connected=booking_two')).body, `Calendly is connected as ${CALENDLY_EMAIL}.`)
+  t.match((await browser.get('/integrations?connected=booking_two')).body, `Calendly is connected as ${CALENDLY_ACCOUNT}.`)
 
   const off = await browser.submit('/integrations', '/integrations/booking_two/disconnect', {})
   t.equal(off.headers.location, '/integrations?disconnected=booking_two&tools=0')
