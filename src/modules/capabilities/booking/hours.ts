@@ -20,6 +20,9 @@ export type OpeningHours = Static<typeof OpeningHours>
 const WORKDAY = [{ from: '09:00', to: '17:00' }]
 export const DEFAULT_HOURS: OpeningHours = { mon: WORKDAY, tue: WORKDAY, wed: WORKDAY, thu: WORKDAY, fri: WORKDAY }
 
+/** How the calendar members act when they are unset. */
+export const CALENDAR_DEFAULTS = { opening_hours: DEFAULT_HOURS, buffer_minutes: 0, days_ahead: 60, min_notice_minutes: 60 } as const
+
 /** The settings members every calendar-like tool shares (the built-in one, Google, Outlook). */
 export const CalendarMembers = {
   opening_hours: Type.Optional(OpeningHours),

@@ -5,7 +5,7 @@ import { bookedBetween, findAppointment, upcomingOf, type AppointmentRow } from 
 import { emailAddress, phoneNumber } from '../../contacts/contacts.ts'
 import { findCallRow } from '../../calls/queries.ts'
 import { BookingProblem, SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
+import { CALENDAR_DEFAULTS, CalendarMembers, freeSlots } from '../booking/hours.ts'
 import { BOOKING_LABELS, checkHours } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import type { ToolContext } from '../live.ts'
@@ -29,7 +29,7 @@ export const AppointmentBookingSettings = Type.Object({
 })
 
 /** What a stored row leaves out: the defaults the schema describes. */
-const DEFAULTS = { opening_hours: DEFAULT_HOURS, buffer_minutes: 0, days_ahead: 60, min_notice_minutes: 60, notify_email: null } as const
+const DEFAULTS = { ...CALENDAR_DEFAULTS, notify_email: null } as const
 
 const bookingOf = (row: AppointmentRow): Booking => ({ id: row.id, start: row.starts_at, end: row.ends_at, title: `Appointment: ${row.name}` })
 

@@ -2,7 +2,7 @@ import type { Static } from 'typebox'
 import { connectionForCall, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { DEFAULT_HOURS, freeSlots, WEEKDAYS } from '../booking/hours.ts'
+import { CALENDAR_DEFAULTS, DEFAULT_HOURS, freeSlots, WEEKDAYS } from '../booking/hours.ts'
 import { BOOKING_LABELS, calendarCheck, calendarSettings } from '../booking/settings.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
@@ -18,8 +18,6 @@ const CalendarOneSettings = calendarSettings()
 type CalendarOneSettings = Static<typeof CalendarOneSettings>
 
 /** Unset members of the calendar settings (hours.ts, CalendarMembers). */
-const DEFAULT_DAYS_AHEAD = 60
-const DEFAULT_NOTICE_MINUTES = 60
 
 /** Private extended properties of the events it books (Google keeps them on this calendar's copy only). */
 const PROPERTY = { booked: 'switchboard', phone: 'switchboard_phone', email: 'switchboard_email' } as const
@@ -65,8 +63,8 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
   const events = `/calendars/${encodeURIComponent(calendarId)}/events`
   const hours = settings.opening_hours ?? DEFAULT_HOURS
   const buffer = (settings.buffer_minutes ?? 0) * MINUTE
-  const notBefore = () => new Date(now().getTime() + (settings.min_notice_minutes ?? DEFAULT_NOTICE_MINUTES) * MINUTE)
-  const notAfter = () => new Date(now().getTime() + (settings.days_ahead ?? DEFAULT_DAYS_AHEAD) * 86_400_000)
+  const notBefore = () => new Date(now().getTime() + (settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes) * MINUTE)
+  const notAfter = () => new Date(now().getTime() + (settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead) * 86_400_000)
 
   const busy = async (from: Date, to: Date, signal: AbortSignal): Promise<Slot[]> => {
     const answer = await conn.request({ method: 'POST', path: '/freeBusy', body: { timeMin: from.toISOString(), timeMax: to.toISOString(), items: [{ id: calendarId }] } }, signal)
@@ -79,8 +77,8 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
 
   /** The slot lies in one of its day's opening ranges, within the notice and the days ahead. */
   const bookable = (slot: Slot) => {
-    if (slot.start < notBefore()) throw new BookingProblem(`appointments start at least ${settings.min_notice_minutes ?? DEFAULT_NOTICE_MINUTES} minutes from now; offer a later time`)
-    if (slot.end > notAfter()) throw new BookingProblem(`appointments can be booked at most ${settings.days_ahead ?? DEFAULT_DAYS_AHEAD} days ahead; offer an earlier day`)
+    if (slot.start < notBefore()) throw new BookingProblem(`appointments start at least ${settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes} minutes from now; offer a later time`)
+    if (slot.end > notAfter()) throw new BookingProblem(`appointments can be booked at most ${settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead} days ahead; offer an earlier day`)
     const day = localOf(slot.start, timeZone).slice(0, 10)
     const ranges = hours[WEEKDAYS[weekdayOf(slot.start, timeZone)]] ?? []
     const inside = ranges.some((range) => {

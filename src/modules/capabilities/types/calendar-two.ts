@@ -2,7 +2,7 @@ import { Type, type Static } from 'typebox'
 import { connectionForCall, type Connection } from '../../integrations/client.ts'
 import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
+import { CALENDAR_DEFAULTS, CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
 import { BOOKING_LABELS, calendarCheck } from '../booking/settings.ts'
 import { zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
@@ -28,8 +28,6 @@ const PAGE = 100
 const MAX_PAGES = 20
 
 const MINUTE = 60_000
-const DEFAULT_DAYS_AHEAD = 60
-const DEFAULT_NOTICE_MINUTES = 60
 
 const Settings = Type.Object({
   name: Name,
@@ -103,8 +101,8 @@ export function graphBackend (conn: Connection, settings: Settings): BookingBack
         slotMinutes: settings.duration_minutes,
         bufferMinutes: settings.buffer_minutes ?? 0,
         busy: events,
-        notBefore: new Date(now + (settings.min_notice_minutes ?? DEFAULT_NOTICE_MINUTES) * MINUTE),
-        notAfter: new Date(now + (settings.days_ahead ?? DEFAULT_DAYS_AHEAD) * 86_400_000)
+        notBefore: new Date(now + (settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes) * MINUTE),
+        notAfter: new Date(now + (settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead) * 86_400_000)
       })
     },
 
