@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { startCalendlyStandIn, type CalendlyStandIn } from './calendly-standin.ts'
 import { CLIENT_ID, startGoogle, type GoogleCalendarStandin } from './google-calendar-standin.ts'
@@ -33,4 +34,20 @@ export async function accountsStandIn (t: Test): Promise<AccountsStandIn> {
     calendar: google.calendar,
     calendly
   }
+}
+
+/**
+ * Connects the API key's account to an OAuth provider the way an integrator does: the authorization URL from the API,
+ * the person's Allow on the provider's page, the provider's redirect to the callback. Throws unless it connected.
+ */
+export async function connectThroughApi (app: FastifyInstance, headers: Record<string, string>, provider: string): Promise<void> {
+  const asked = await app.inject({ method: 'POST', url: `/v1/integrations/${provider}/authorizations`, headers })
+  if (asked.statusCode !== 201) throw new Error(`authorizations answered ${asked.statusCode}: ${asked.body}`)
+  const page = new URL(asked.json().authorization_url)
+  const form = new URLSearchParams(page.searchParams)
+  form.set('decision', 'allow')
+  const allowed = await fetch(`${page.origin}${page.pathname}`, { method: 'POST', body: form, redirect: 'manual' })
+  const back = new URL(allowed.headers.get('location') ?? '')
+  const done = await app.inject({ method: 'GET', url: `${back.pathname}${back.search}` })
+  if (done.statusCode !== 200 || !done.body.includes('is connected')) throw new Error(`the callback answered ${done.statusCode}: ${done.body.slice(0, 300)}`)
 }

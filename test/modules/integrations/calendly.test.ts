@@ -3,12 +3,13 @@ import { createLogger } from '../../../src/logger.ts'
 import { createMailer } from '../../../src/mail/mailer.ts'
 import { localOf, zonedToUtc } from '../../../src/modules/capabilities/booking/time.ts'
 import { loadLive } from '../../../src/modules/capabilities/load.ts'
-import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
-import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { connectThroughApi } from '../../helpers/oauth-connect.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
 import { CLIENT_ID, CLIENT_SECRET, startCalendlyStandIn, type CalendlyEventType, type CalendlyStandIn } from '../../helpers/calendly-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
+import { startRealtimeStandin } from '../../helpers/realtime-standin.ts'
 import { finishedCall, startWebCall, typedTurn } from '../../helpers/voice-client.ts'
 
 // booking_two against Calendly's API v2, through the real protocols: the API connects the account with a personal
@@ -42,9 +43,7 @@ async function booked (t: Test, options: Options = {}): Promise<Booked> {
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const account = await createAccount(ctx.db)
   if (options.oauth === true) {
-    // As the OAuth connect flow (the integrations module's) leaves it: the tokens Calendly issued, stored.
-    const tokens = cly.oauth.issue()
-    await connectIntegration(ctx.db, account.user.id, 'booking_two', { account_label: 'Ada Lovelace', method: 'oauth', credentials: { access_token: tokens.access_token, refresh_token: tokens.refresh_token }, expires_at: new Date(Date.now() + tokens.expires_in * 1000) })
+    await connectThroughApi(ctx.app, account.headers, 'booking_two')
   } else {
     const connected = await ctx.app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: PAT } })
     t.equal(connected.statusCode, 200, connected.body)
@@ -67,9 +66,8 @@ function liveContext (ctx: Booked, customer = { phone: null as string | null, em
 
 t.test('connecting: the account check (GET /users/me) names the account (a personal access token); the scopes an OAuth app asks for', async (t) => {
   const ctx = await booked(t)
-  const log = createLogger(ctx.config)
-  // The connect route's own account check is the integrations module's: here the check itself, on the stored token.
-  t.equal(await PROVIDER_INFO.booking_two.account(await connectionOf({ db: ctx.db, config: ctx.config, log }, ctx.account.user.id, 'booking_two')), 'Ada Lovelace (ada@ada-clinic.example)')
+  // PUT /v1/integrations/booking_two checked the token once and named the account after it.
+  t.equal((await integrationOf(ctx.db, ctx.account.user.id, 'booking_two'))?.account_label, 'Ada Lovelace (ada@ada-clinic.example)')
   const me = ctx.cly.requests.filter((r) => r.path === '/users/me')
   t.equal(me.length, 1)
   t.equal(me[0].headers.authorization, `Bearer ${PAT}`)
@@ -105,6 +103,34 @@ t.test('a call: free times over ten days asked in windows of at most 7 days, one
   client.hangup()
   const done = await finishedCall(ctx.app, ctx.account.headers, callId)
   t.match(done.transcription.filter((item: { speaker: string }) => item.speaker === 'tool'), [{ tool: { type: 'booking_two' } }, { tool: { type: 'booking_two' } }])
+})
+
+t.test('realtime engine: the booking functions in session.update, the model books, Calendly gets the invitee', async (t) => {
+  const cly = await startCalendlyStandIn(t)
+  cly.tokens.add(PAT)
+  const type = cly.addEventType({ name: 'Intro call', slug: 'intro', duration: 30, openings: morning(2) })
+  const realtime = await startRealtimeStandin(t)
+  const ctx = await setup(t, { ...ENV, VOICE_ENGINE: 'cascade', REALTIME_URL: realtime.url, REALTIME_API_KEY: 'sk-realtime-test', CALENDLY_API_URL: cly.apiUrl }, { workers: true })
+  const listening = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const account = await createAccount(ctx.db)
+  t.equal((await ctx.app.inject({ method: 'PUT', url: '/v1/integrations/booking_two', headers: account.headers, payload: { api_key: PAT } })).statusCode, 200)
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hi!', engine: 'realtime' } })).json()
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Ada', llm_id: llm._id } })).json()
+  t.equal((await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id as string}/tools`, headers: account.headers, payload: { tool_type: 'booking_two', settings: { name: 'Calendly', event_type_id: 'intro', time_zone: ZONE } } })).statusCode, 201)
+  const start = type.openings[1]
+  realtime.replies.push({ calls: [{ name: 'Calendly_book', arguments: JSON.stringify({ start: local(start), name: 'Grace Hopper', email: 'grace@example.com' }) }] }, { text: 'You are booked.' })
+
+  const { callId, client } = await startWebCall(ctx.app, listening, account.headers, agent._id)
+  const update = realtime.events.find((e) => e.type === 'session.update') as any
+  t.match(update.session.tools.map((tool: { name: string }) => tool.name), ['Calendly_find_times', 'Calendly_book', 'Calendly_find_booking', 'Calendly_reschedule', 'Calendly_cancel'])
+  t.match(update.session.instructions, /Calendly \(the Calendly_… functions\) books appointments\. Now it is .* in Europe\/Berlin/, 'the prompt says today\'s date in the tool\'s zone')
+  await typedTurn(client, 'Book me at half past nine, Grace Hopper, grace@example.com.', /booked/)
+  t.match(cly.events, [{ status: 'active', start, invitees: [{ name: 'Grace Hopper', email: 'grace@example.com' }] }])
+  const outputs = realtime.events.filter((e: any) => e.type === 'conversation.item.create' && e.item?.type === 'function_call_output').map((e: any) => JSON.parse(String(e.item.output)))
+  t.match(outputs, [{ booked: { start: local(start), spoken: /at 9:30 AM$/ } }])
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.match(done.transcription.find((item: { speaker: string }) => item.speaker === 'tool'), { tool: { name: 'Calendly_book', type: 'booking_two' } })
 })
 
 t.test('a call: the booking found by e-mail, rescheduled (the new time booked first, then the old one cancelled), then cancelled', async (t) => {
@@ -212,7 +238,8 @@ t.test('OAuth: an access token that expires mid-call is refreshed once at Calend
     { text: 'You are booked.' }
   )
   await typedTurn(client, 'Half past nine. Grace Hopper, grace@example.com.', /booked/)
-  t.same(ctx.cly.oauth.tokenRequests.map((form) => form.get('grant_type')), ['refresh_token'], 'one refresh')
+  t.same(ctx.cly.oauth.tokenRequests.map((form) => form.get('grant_type')), ['authorization_code', 'refresh_token'], 'connected with a code (PKCE), then one refresh')
+  t.ok(ctx.cly.oauth.tokenRequests[0].has('code_verifier'), 'the code exchange carries the PKCE verifier')
   t.equal(ctx.cly.oauth.tokenRequests[0].get('client_id'), CLIENT_ID)
   const fresh = ctx.cly.oauth.accessTokens().at(-1)!
   t.ok(fresh.live && fresh.token !== issued.token, 'a new access token')
@@ -243,7 +270,7 @@ t.test('a 429 is retried once; a free Calendly plan and a missing e-mail address
   ctx.cly.queued.push({ status: 429, headers: { 'retry-after': '0', 'x-ratelimit-limit': '500', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '60' }, body: { title: 'Too Many Requests', message: 'You have exceeded the rate limit' } })
   const found = JSON.parse((await run('find_times', { from: local(first), to: local(second) })).output)
   t.same(found.free_times.map((f: { start: string }) => f.start), [local(first), local(second)], 'answered after one retry')
-  t.equal(ctx.cly.requests.filter((r) => r.path === '/users/me').length, 2, 'the 429 and its retry')
+  t.equal(ctx.cly.requests.filter((r) => r.path === '/users/me').length, 3, 'the check on connect, then the 429 and its retry')
 
   await t.rejects(run('book', { start: local(first), name: 'Grace Hopper' }), /e-mail address: ask the caller for it/)
   t.notOk(ctx.cly.requests.some((r) => r.path === '/invitees'), 'nothing sent without an address')

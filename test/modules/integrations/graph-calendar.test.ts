@@ -3,7 +3,8 @@ import { createLogger } from '../../../src/logger.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../../../src/modules/capabilities/booking/time.ts'
 import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
-import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { integrationOf } from '../../../src/modules/integrations/queries.ts'
+import { connectThroughApi } from '../../helpers/oauth-connect.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
 import { startGraphStandIn, type GraphStandIn } from '../../helpers/graph-standin.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../../helpers/openai-http-standin.ts'
@@ -29,25 +30,17 @@ const at = (day: string, time: string) => zonedToUtc(`${day}T${time}`, ZONE)
 interface Outlook extends TestContext { url: string, graph: GraphStandIn, account: Account, agentId: string, label: string }
 
 /**
- * The app with the Graph stand-in configured, an account connected to it, and an agent with the calendar_two tool.
- * The OAuth connect flow (authorize page, callback) is the `oauth` helper's and is not in this branch: the tokens it
- * would store are stored through the core's connectIntegration, and the account check it makes on connect (GET /me
- * through the provider's descriptor) is made here.
+ * The app with the Graph stand-in configured, an account connected to it through the API's OAuth flow (the
+ * authorization URL, Allow on Microsoft's page, the callback, whose account check is GET /me), and an agent with the
+ * calendar_two tool.
  */
 async function outlook (t: Test, env: Record<string, string>, llm: Record<string, unknown> = {}): Promise<Outlook> {
   const graph = await startGraphStandIn(t)
   const ctx = await setup(t, { DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true', VOICE_ENGINE: 'cascade', ...graph.env, ...env }, { workers: true })
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const account = await createAccount(ctx.db)
-  const tokens = graph.oauth.issue()
-  await connectIntegration(ctx.db, account.user.id, 'calendar_two', {
-    account_label: '',
-    method: 'oauth',
-    credentials: { access_token: tokens.access_token, refresh_token: tokens.refresh_token },
-    expires_at: new Date(Date.now() + tokens.expires_in * 1000)
-  })
-  const deps = { db: ctx.db, config: ctx.config, log: createLogger(ctx.config) }
-  const label = await PROVIDER_INFO.calendar_two.account(await connectionOf(deps, account.user.id, 'calendar_two'))
+  await connectThroughApi(ctx.app, account.headers, 'calendar_two')
+  const label = (await integrationOf(ctx.db, account.user.id, 'calendar_two'))!.account_label
   const config = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello!', general_prompt: 'You book appointments.', ...llm } })).json()
   const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Front desk', llm_id: config._id } })).json()
   const tool = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tools`, headers: account.headers, payload: { tool_type: 'calendar_two', settings: SETTINGS } })
