@@ -56,8 +56,9 @@ const lastToolMessage = (standin: OpenAiHttpStandin) => toolMessages(standin).at
 t.test('connecting: the account check (GET /v2/me) names the account; a key Cal.com refuses is revoked; an active tool needs the connection', async (t) => {
   const ctx = await booked(t)
   const log = createLogger(ctx.config)
-  // The connect route's own account check is the integrations module's: here the check itself, on the stored key.
-  t.equal(await PROVIDER_INFO.booking_one.account(await connectionOf({ db: ctx.db, config: ctx.config, log }, ctx.account.user.id, 'booking_one')), 'Ada Clinic')
+  // PUT /v1/integrations/booking_one checked the key once (GET /v2/me) and named the account after it.
+  const listed = (await ctx.app.inject({ method: 'GET', url: '/v1/integrations', headers: ctx.account.headers })).json()
+  t.match(listed.find((i: { provider: string }) => i.provider === 'booking_one'), { connected: true, status: 'connected', account_label: 'Ada Clinic' })
   const me = ctx.cal.requests.filter((r) => r.path === '/v2/me')
   t.equal(me.length, 1)
   t.equal(me[0].headers.authorization, `Bearer ${KEY}`)
@@ -66,7 +67,7 @@ t.test('connecting: the account check (GET /v2/me) names the account; a key Cal.
   const refused = await PROVIDER_INFO.booking_one.account(await connectionOf({ db: ctx.db, config: ctx.config, log }, ctx.account.user.id, 'booking_one')).catch((err: unknown) => err)
   t.match(refused, { reason: 'revoked', message: /Cal.com refused/ }, 'a refused key is a revoked connection')
   const list = (await ctx.app.inject({ method: 'GET', url: '/v1/integrations', headers: ctx.account.headers })).json()
-  t.match(list.find((i: { provider: string }) => i.provider === 'booking_one'), { connected: true })
+  t.match(list.find((i: { provider: string }) => i.provider === 'booking_one'), { connected: false, status: 'revoked', status_reason: /Cal.com answered 401/ }, 'and listed so')
 
   const other = await createAccount(ctx.db)
   const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: other.headers, payload: {} })).json()
