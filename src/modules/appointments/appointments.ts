@@ -10,7 +10,7 @@ import { upsertContact } from '../contacts/queries.ts'
 import { findMessagingSettings } from '../messaging/queries.ts'
 import { emailSenderName } from '../messaging/senders.ts'
 import { calendarFile } from './ics.ts'
-import { cancelAppointmentRow, insertAppointment, isOverlap, moveAppointment, type AppointmentRow } from './queries.ts'
+import { cancelAppointmentRow, insertAppointment, isOverlap, lockCalendar, moveAppointment, type AppointmentRow } from './queries.ts'
 
 // Appointments (docs/appointments.md): booking, moving and cancelling one of the built-in calendar's appointments,
 // and telling the tool's notify_email and the person booked, each with an .ics file for their calendar. The free
@@ -71,6 +71,7 @@ export async function bookAppointment (db: DB, input: NewAppointment): Promise<A
   const key = phone !== null ? { phone_number: phone } : email !== null ? { email } : undefined
   try {
     return await db.transaction().execute(async (trx) => {
+      await lockCalendar(trx, input.toolId)
       const contactId = call?.contact_id ?? (key === undefined ? null : await upsertContact(trx, owner, key, call?.start_timestamp ?? new Date()))
       return await insertAppointment(trx, {
         id: newId(),
