@@ -9,7 +9,7 @@ import type { DB } from '../../db/database.ts'
 import type { CallRow, Database, DeliveryAttempt } from '../../db/schema.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import { QUEUES, sendJob, workOn, type QueuePayloads } from '../../jobs/queues.ts'
-import { openSettings } from '../agents/queries.ts'
+import { findCapability, openSettings } from '../agents/queries.ts'
 import { callVariables } from '../calls/variables.ts'
 import { ACTIONS, TOOLS } from '../capabilities/catalog.ts'
 import { IntegrationError } from '../integrations/client.ts'
@@ -21,7 +21,7 @@ import { notifyFailure } from './notify.ts'
 import { send, USER_AGENT, type Outcome, type OutgoingRequest } from '../../net/request.ts'
 import { signatureHeaders, signingSecrets } from './signing.ts'
 import {
-  actionSettingsByIds, activeActions, activeTools, agentWebhookUrl, toolById, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
+  actionSettingsByIds, activeActions, activeTools, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
@@ -221,7 +221,7 @@ async function attempt (deps: DeliveryDeps, row: SendableRow, headers: Map<strin
 async function integrationAttempt (deps: DeliveryDeps, row: SendableRow): Promise<{ outcome: Outcome, retryable: boolean }> {
   const started = performance.now()
   const took = () => Math.round(performance.now() - started)
-  const tool = row.action_id === null ? undefined : await toolById(deps.db, row.action_id)
+  const tool = row.action_id === null ? undefined : await findCapability(deps.db, row.user_id, TOOLS, row.agent_id, row.action_id)
   const definition = tool === undefined ? undefined : TOOLS.types[tool.type]
   const checked = definition === undefined || tool === undefined ? undefined : typed(definition, tool)
   if (checked === undefined || definition?.after?.channel !== 'integration') {

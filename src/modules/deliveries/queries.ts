@@ -29,13 +29,6 @@ export async function activeTools (db: Executor, agentId: string): Promise<Capab
   return tools.map((tool) => ({ ...tool, settings: openSettings(tool.settings) }))
 }
 
-/** The tool behind an integration's delivery, as it is now; undefined once it was deleted. */
-export async function toolById (db: DB, id: string): Promise<CapabilityRow | undefined> {
-  const tool = await db.selectFrom('agent_tools').select(['id', 'agent_id', 'tool_type as type', 'settings', 'is_active', 'created_at', 'updated_at'])
-    .where('id', '=', id).executeTakeFirst()
-  return tool === undefined ? undefined : { ...tool, settings: openSettings(tool.settings) }
-}
-
 /** The settings of the action behind a delivery, as stored (header values sealed); undefined once it was deleted. */
 export async function actionSettings (db: DB, actionId: string): Promise<Record<string, unknown> | undefined> {
   const action = await db.selectFrom('agent_actions').select('settings').where('id', '=', actionId).executeTakeFirst()

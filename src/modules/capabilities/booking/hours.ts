@@ -23,6 +23,14 @@ export const DEFAULT_HOURS: OpeningHours = { mon: WORKDAY, tue: WORKDAY, wed: WO
 /** How the calendar members act when they are unset. */
 export const CALENDAR_DEFAULTS = { opening_hours: DEFAULT_HOURS, buffer_minutes: 0, days_ahead: 60, min_notice_minutes: 60 } as const
 
+/** When a booking may start at the earliest (the minimum notice) and end at the latest (days ahead), from `now`. */
+export function bookingWindow (settings: { min_notice_minutes?: number, days_ahead?: number }, now = Date.now()): { notBefore: Date, notAfter: Date } {
+  return {
+    notBefore: new Date(now + (settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes) * MINUTE),
+    notAfter: new Date(now + (settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead) * 86_400_000)
+  }
+}
+
 /** The settings members every calendar-like tool shares (the built-in one, Google, Outlook). */
 export const CalendarMembers = {
   opening_hours: Type.Optional(OpeningHours),

@@ -5,7 +5,7 @@ import { bookedBetween, findAppointment, upcomingOf, type AppointmentRow } from 
 import { emailAddress, phoneNumber } from '../../contacts/contacts.ts'
 import { findCallRow } from '../../calls/queries.ts'
 import { BookingProblem, SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CALENDAR_DEFAULTS, CalendarMembers, freeSlots } from '../booking/hours.ts'
+import { bookingWindow, CALENDAR_DEFAULTS, CalendarMembers, freeSlots } from '../booking/hours.ts'
 import { BOOKING_LABELS, checkHours } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import type { ToolContext } from '../live.ts'
@@ -17,7 +17,6 @@ import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
 
 const SERVICE = 'the appointment calendar'
 const MINUTE = 60_000
-const DAY = 86_400_000
 
 export const AppointmentBookingSettings = Type.Object({
   name: Name,
@@ -41,7 +40,6 @@ export function appointmentBackend (row: Typed<typeof AppointmentBookingSettings
 
   /** The free slots between two instants, leaving out the tool's booked appointments (but `except`, one being moved). */
   async function slots (from: Date, to: Date, except?: string): Promise<Slot[]> {
-    const now = Date.now()
     // Busy times a buffer before `from` and after `to` still keep slots near the edges clear.
     const booked = await bookedBetween(ctx.db, row.id, new Date(from.getTime() - bufferMinutes * MINUTE), new Date(to.getTime() + bufferMinutes * MINUTE))
     return freeSlots({
@@ -52,8 +50,7 @@ export function appointmentBackend (row: Typed<typeof AppointmentBookingSettings
       slotMinutes: minutes,
       bufferMinutes,
       busy: booked.filter((b) => b.id !== except).map((b) => ({ start: b.starts_at, end: b.ends_at })),
-      notBefore: new Date(now + settings.min_notice_minutes * MINUTE),
-      notAfter: new Date(now + settings.days_ahead * DAY)
+      ...bookingWindow(settings)
     })
   }
 
@@ -66,7 +63,7 @@ export function appointmentBackend (row: Typed<typeof AppointmentBookingSettings
     const around = { from: slot.start, to: new Date(slot.start.getTime() + minutes * MINUTE) }
     const isIn = (free: Slot[]) => free.some((s) => s.start.getTime() === slot.start.getTime())
     if (isIn(await slots(around.from, around.to, except))) return { start: around.from, end: around.to }
-    const open = freeSlots({ ...around, hours: settings.opening_hours, timeZone, slotMinutes: minutes, bufferMinutes: 0, busy: [], notBefore: new Date(Date.now() + settings.min_notice_minutes * MINUTE), notAfter: new Date(Date.now() + settings.days_ahead * DAY) })
+    const open = freeSlots({ ...around, hours: settings.opening_hours, timeZone, slotMinutes: minutes, bufferMinutes: 0, busy: [], ...bookingWindow(settings) })
     if (isIn(open)) throw new SlotTaken(`${localTime(slot.start, timeZone)} is taken`)
     throw new BookingProblem(`${localTime(slot.start, timeZone)} is not a free appointment time (opening hours, at least ${settings.min_notice_minutes} minutes' notice, at most ${settings.days_ahead} days ahead); offer one that ${row.settings.name}_find_times gives`)
   }

@@ -2,7 +2,7 @@ import type { Static } from 'typebox'
 import { connectionForCall, IntegrationError, type Connection } from '../../integrations/client.ts'
 import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { BookingProblem, SlotTaken, type Attendee, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CALENDAR_DEFAULTS, DEFAULT_HOURS, freeSlots, WEEKDAYS } from '../booking/hours.ts'
+import { bookingWindow, CALENDAR_DEFAULTS, DEFAULT_HOURS, freeSlots, WEEKDAYS } from '../booking/hours.ts'
 import { BOOKING_LABELS, calendarCheck, calendarSettings } from '../booking/settings.ts'
 import { localOf, nextDay, weekdayOf, zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
@@ -63,8 +63,8 @@ export function googleBackend (conn: Connection, settings: CalendarOneSettings, 
   const events = `/calendars/${encodeURIComponent(calendarId)}/events`
   const hours = settings.opening_hours ?? DEFAULT_HOURS
   const buffer = (settings.buffer_minutes ?? 0) * MINUTE
-  const notBefore = () => new Date(now().getTime() + (settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes) * MINUTE)
-  const notAfter = () => new Date(now().getTime() + (settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead) * 86_400_000)
+  const notBefore = () => bookingWindow(settings, now().getTime()).notBefore
+  const notAfter = () => bookingWindow(settings, now().getTime()).notAfter
 
   const busy = async (from: Date, to: Date, signal: AbortSignal): Promise<Slot[]> => {
     const answer = await conn.request({ method: 'POST', path: '/freeBusy', body: { timeMin: from.toISOString(), timeMax: to.toISOString(), items: [{ id: calendarId }] } }, signal)

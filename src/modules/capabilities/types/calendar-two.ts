@@ -2,7 +2,7 @@ import { Type, type Static } from 'typebox'
 import { connectionForCall, type Connection } from '../../integrations/client.ts'
 import { PROVIDER_INFO } from '../../integrations/providers.ts'
 import { SlotTaken, type Booking, type BookingBackend, type Slot } from '../booking/backend.ts'
-import { CALENDAR_DEFAULTS, CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
+import { bookingWindow, CalendarMembers, DEFAULT_HOURS, freeSlots } from '../booking/hours.ts'
 import { BOOKING_LABELS, calendarCheck } from '../booking/settings.ts'
 import { zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
@@ -90,7 +90,6 @@ export function graphBackend (conn: Connection, settings: Settings): BookingBack
 
   return {
     async slots (from, to, signal) {
-      const now = Date.now()
       // Events just outside the search still keep their buffer clear inside it.
       const events = await busy(new Date(from.getTime() - buffer), new Date(to.getTime() + buffer), signal)
       return freeSlots({
@@ -101,8 +100,7 @@ export function graphBackend (conn: Connection, settings: Settings): BookingBack
         slotMinutes: settings.duration_minutes,
         bufferMinutes: settings.buffer_minutes ?? 0,
         busy: events,
-        notBefore: new Date(now + (settings.min_notice_minutes ?? CALENDAR_DEFAULTS.min_notice_minutes) * MINUTE),
-        notAfter: new Date(now + (settings.days_ahead ?? CALENDAR_DEFAULTS.days_ahead) * 86_400_000)
+        ...bookingWindow(settings)
       })
     },
 
