@@ -2,12 +2,12 @@ import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
   AnyObject, CallbackSettings, CallLatency, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
-  TranscriptItem, TurnDetection, WidgetSettings
+  TranscriptItem, TurnDetection, WidgetSettings, WorkflowState
 } from './shapes.ts'
 
 // The jsonb columns are typed from the TypeBox shapes in shapes.ts (one source for the column, the
 // responses that show it and the code that reads it); their types are re-exported for the modules.
-export type { DeliveryAttempt, RetrievalField, TranscriptItem, TurnDetection } from './shapes.ts'
+export type { DeliveryAttempt, RetrievalField, TranscriptItem, TurnDetection, WorkflowState } from './shapes.ts'
 
 /** A timestamptz the database fills in on insert. */
 type CreatedAt = ColumnType<Date, Date | undefined, never>
@@ -154,6 +154,9 @@ export interface PhoneNumbersTable {
   nickname: Generated<string>
   inbound_agent_id: string | null
   outbound_agent_id: string | null
+  /** The agent version the number runs (null: the latest). */
+  inbound_agent_version: number | null
+  outbound_agent_version: number | null
   customer_id: string | null
   workspace_id: string | null
   sip_termination_uri: string | null
@@ -261,8 +264,24 @@ export interface AgentsTable {
   is_customer_memory_active: Generated<boolean>
   widget_settings: Json<Partial<Static<typeof WidgetSettings>>>
   callback_settings: Json<Partial<Static<typeof CallbackSettings>>>
+  /** The agent's workflow (agents/workflow.ts, read through its schema); null: it talks from one prompt. */
+  workflow: JsonNullable<AnyObject>
+  /** Its latest version (agent_versions); 0: none written yet. */
+  version: Generated<number>
   created_at: CreatedAt
   updated_at: UpdatedAt
+}
+
+export interface AgentVersionsTable {
+  agent_id: string
+  user_id: string
+  version: number
+  /** What the agent's calls run on (agents/versions.ts, AgentSnapshot). */
+  snapshot: Json<AnyObject>
+  /** What made it: created, agent, llm, tools, actions, workflow, restore. */
+  change: string
+  restored_from: number | null
+  created_at: CreatedAt
 }
 
 /** Shape shared by agent_actions and agent_tools: a typed settings object hanging off an agent. */
@@ -364,6 +383,10 @@ export interface CallsTable {
   custom_analysis_data: JsonNullable<AnyObject>
   collected_data: JsonNullable<AnyObject>
   transfer_history: JsonNullable<unknown[]>
+  /** The agent version the call ran (null: a call from before versions). */
+  agent_version: number | null
+  /** A workflow's path and variables (null: the agent had none). */
+  workflow: JsonNullable<WorkflowState>
   runtime: Generated<'voice' | 'simulator' | 'external'>
   access_token_hash: string | null
   access_token_expires_at: Date | null
@@ -639,6 +662,7 @@ export interface Database {
   call_recordings: CallRecordingsTable
   call_recording_chunks: CallRecordingChunksTable
   agents: AgentsTable
+  agent_versions: AgentVersionsTable
   agent_actions: AgentActionsTable
   agent_tools: AgentToolsTable
   widget_keys: WidgetKeysTable

@@ -6,7 +6,7 @@ import { Type, type Static } from 'typebox'
 // A shape is what the column holds, not what a request may send: input limits stay in the modules' schemas.
 
 export const TranscriptItem = Type.Object({
-  speaker: Type.Enum(['agent', 'user', 'tool'], { description: '`tool`: a tool the agent used during the call (the built-in voice engine)' }),
+  speaker: Type.Enum(['agent', 'user', 'tool', 'step'], { description: '`tool`: a tool the agent used during the call (the built-in voice engine); `step`: a workflow step the call entered' }),
   content: Type.String(),
   timestamp: Type.Integer({ description: 'epoch ms' }),
   tool: Type.Optional(Type.Object({
@@ -15,7 +15,12 @@ export const TranscriptItem = Type.Object({
     arguments: Type.String({ description: 'as the model sent them (JSON)' }),
     output: Type.Optional(Type.String({ description: 'what the tool answered the model' })),
     error: Type.Optional(Type.String({ description: 'why it failed; the call went on' }))
-  }))
+  })),
+  step: Type.Optional(Type.Object({
+    id: Type.String(),
+    name: Type.String(),
+    type: Type.String({ description: 'conversation, api_call, message, transfer or end' })
+  }, { description: 'the workflow step entered (speaker `step`)' }))
 })
 export type TranscriptItem = Static<typeof TranscriptItem>
 
@@ -75,6 +80,18 @@ export type CallLatency = Static<typeof CallLatency>
 export const CollectedData = Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'by data_retrieval field name; a Conversation stored before data was collected during calls has none' })
 export type CollectedData = Static<typeof CollectedData>
 
+/** A workflow variable's value: what the caller said (collected in a step) or an API call step's answer held. */
+export const VariableValue = Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()])
+
+/** Where a call is in its agent's workflow, and what it collected (calls.workflow once it ended). */
+export const WorkflowState = Type.Object({
+  step: Type.String({ description: 'the step the call is in (the last one, once it ended)' }),
+  path: Type.Array(Type.Object({ id: Type.String(), name: Type.String(), type: Type.String(), at: Type.Integer({ description: 'epoch ms' }) }), { description: 'the steps entered, in order' }),
+  variables: Type.Record(Type.String(), VariableValue, { description: 'collected in conversation steps and mapped from API call steps\' answers, by name' }),
+  after: Type.Array(Type.String(), { description: 'ids of the after-call API steps reached: each is a post-call delivery once the call is analysed' })
+})
+export type WorkflowState = Static<typeof WorkflowState>
+
 /**
  * The record of a call so far (DESIGN.md, "Conversation core"): what the voice session keeps, what
  * calls.forwarding holds while the carrier has the call, and what calls' `toCallEnd()` turns into the call's
@@ -88,7 +105,9 @@ export const Conversation = Type.Object({
   transfers: Type.Array(TransferRecord, { description: 'the call\'s transfers; while it is forwarded, the last one is that forwarding' }),
   recording_ms: Type.Integer({ description: 'length of the recording stored so far (0: none)' }),
   turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' })),
-  collected_data: Type.Optional(CollectedData)
+  collected_data: Type.Optional(CollectedData),
+  workflow: Type.Optional(WorkflowState),
+  agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' }))
 })
 export type Conversation = Static<typeof Conversation>
 

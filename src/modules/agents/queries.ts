@@ -81,17 +81,17 @@ export async function findAgent (db: Executor, userId: string, id: string): Prom
 }
 
 /** Columns a new agent needs, as the routes compute them: jsonb members as objects, as they are read. */
-export type AgentValues = Omit<AgentRow, 'id' | 'user_id' | 'status' | 'folder' | 'is_customer_memory_active' | 'created_at' | 'updated_at'>
+export type AgentValues = Omit<AgentRow, 'id' | 'user_id' | 'status' | 'folder' | 'is_customer_memory_active' | 'workflow' | 'version' | 'created_at' | 'updated_at'> & Partial<Pick<AgentRow, 'workflow'>>
 
-const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings'] as const
+const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings', 'workflow'] as const
 
-/** The values with their jsonb members as JSON text, as the columns are written (see Json in schema.ts). */
-type Stored<T> = { [K in keyof T]: K extends typeof JSON_COLUMNS[number] ? string : T[K] }
+/** The values with their jsonb members as JSON text, as the columns are written (see Json in schema.ts); null stays NULL. */
+type Stored<T> = { [K in keyof T]: K extends typeof JSON_COLUMNS[number] ? (null extends T[K] ? string | null : string) : T[K] }
 
 function jsonColumns<T extends Partial<AgentRow>> (values: T): Stored<T> {
   const out: Record<string, unknown> = { ...values }
   for (const column of JSON_COLUMNS) {
-    if (out[column] !== undefined) out[column] = JSON.stringify(out[column])
+    if (out[column] !== undefined && out[column] !== null) out[column] = JSON.stringify(out[column])
   }
   return out as Stored<T>
 }
@@ -102,7 +102,7 @@ export async function insertAgent (db: Executor, userId: string, values: AgentVa
     .returningAll().executeTakeFirstOrThrow()
 }
 
-export type AgentChanges = Partial<Omit<AgentRow, 'id' | 'user_id' | 'customer_id' | 'workspace_id' | 'created_at' | 'updated_at'>>
+export type AgentChanges = Partial<Omit<AgentRow, 'id' | 'user_id' | 'customer_id' | 'workspace_id' | 'version' | 'created_at' | 'updated_at'>>
 
 /** Writes the changes of a PATCH; the caller has merged the nested settings already, under the row lock. */
 export async function updateAgent (trx: Trx, userId: string, id: string, changes: AgentChanges): Promise<AgentRow> {

@@ -36,7 +36,7 @@ export function callPayload (call: CallRow): Partial<Record<PayloadField, unknow
 
 const firstString = (...values: unknown[]) => values.find((v) => typeof v === 'string' && v !== '') as string | undefined
 
-const SPEAKERS: Record<TranscriptItem['speaker'], string> = { agent: 'Agent', user: 'User', tool: 'Tool' }
+const SPEAKERS: Record<TranscriptItem['speaker'], string> = { agent: 'Agent', user: 'User', tool: 'Tool', step: 'Step' }
 
 /** The values of every {{variable}}: the built-in call variables, then retrieval and collected fields. */
 export function callVariables (call: CallRow): Record<string, unknown> {

@@ -43,6 +43,8 @@ export interface ToolOutcome {
   transferTo?: string
   /** call_forwarding, or agent_transfer to a number: on a transport that can dial (the phone); the browser cannot. */
   forwardTo?: { type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, timeoutSeconds: number, showCallerNumber: boolean }
+  /** A workflow's transition function: the call moves to this step (workflows/run.ts). */
+  step?: string
 }
 
 export interface LiveTool {

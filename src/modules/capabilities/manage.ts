@@ -5,7 +5,7 @@ import {
 } from '../agents/queries.ts'
 import type { Kind } from './catalog.ts'
 import { validatorOf, type CapabilityType } from './registry.ts'
-import { forgetStoredCredentials, movesOrigin, unmaskSettings } from './schemas.ts'
+import { forgetStoredCredentials, movesOrigin, unmaskSettings } from '../agents/settings-parts.ts'
 
 // Adding and changing an agent's actions and tools: the API's and the console's one rule. Each type's definition
 // (catalog.ts) gives the schema, the defaults and the checks; a type that cannot act is refused.

@@ -7,7 +7,7 @@ import type { CallRow } from '../../db/schema.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import type { AgentRow, CapabilityRow } from '../agents/queries.ts'
 import type { Customer, LiveSet, LiveTool, ToolContext } from './live.ts'
-import { DeliveryOptions } from './schemas.ts'
+import { DeliveryOptions } from '../agents/settings-parts.ts'
 
 // Every tool and action type is defined once (DESIGN.md, "Capabilities"): its settings schema, defaults, checks,
 // what it does during a call (`live`), what it does after the call (`after`, a delivery channel), and how the

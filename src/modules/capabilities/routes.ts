@@ -6,7 +6,7 @@ import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId } from '../../http/s
 import { deleteCapability, findAgent, listCapabilities, type CapabilityRow } from '../agents/queries.ts'
 import type { Kind } from './catalog.ts'
 import { addCapability, changeCapability } from './manage.ts'
-import { maskSettings, MASK } from './schemas.ts'
+import { maskSettings, MASK } from '../agents/settings-parts.ts'
 
 type Settings = Record<string, unknown>
 

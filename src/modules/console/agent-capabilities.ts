@@ -7,7 +7,7 @@ import { countCapabilities, deleteCapability, findAgent, findCapability, listAge
 import { ACTIONS, TOOLS, type Kind } from '../capabilities/catalog.ts'
 import { addCapability, changeCapability } from '../capabilities/manage.ts'
 import { whenOf } from '../capabilities/registry.ts'
-import { headerProblem, MASK } from '../capabilities/schemas.ts'
+import { headerProblem, MASK } from '../agents/settings-parts.ts'
 import { ApiCallSettings } from '../capabilities/types/api-call.ts'
 import { testApiCall } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'

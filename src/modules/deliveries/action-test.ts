@@ -57,6 +57,8 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
     custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
     collected_data: {},
     transfer_history: [],
+    agent_version: null,
+    workflow: null,
     latency: null,
     contact_id: null,
     runtime: 'external',

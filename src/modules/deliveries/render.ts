@@ -1,6 +1,6 @@
 import type { CallRow } from '../../db/schema.ts'
 import { callPayload, QUERY_PAYLOAD_FIELDS } from '../calls/variables.ts'
-import { MASK } from '../capabilities/schemas.ts'
+import { MASK } from '../agents/settings-parts.ts'
 import type { ShapedRequest } from '../capabilities/registry.ts'
 import type { ApiCallSettings } from '../capabilities/types/api-call.ts'
 

@@ -3,7 +3,7 @@ import { badRequest, HttpError } from '../../../http/errors.ts'
 import { integrationOf } from '../../integrations/queries.ts'
 import { PROVIDER_INFO, type Provider } from '../../integrations/providers.ts'
 import type { CheckContext } from '../registry.ts'
-import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
+import { Description, Minutes, Name, TimeZone } from '../../agents/settings-parts.ts'
 import { CalendarMembers, hoursProblem, type OpeningHours } from './hours.ts'
 
 // The settings the booking and calendar tools share.

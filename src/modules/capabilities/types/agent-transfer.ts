@@ -5,7 +5,7 @@ import { E164 } from '../../../http/schemas.ts'
 import { findAgent } from '../../agents/queries.ts'
 import { defineCapability } from '../registry.ts'
 import { describedAs, type LiveTool } from '../live.ts'
-import { Description, Dialling, Name } from '../schemas.ts'
+import { Description, Dialling, Name } from '../../agents/settings-parts.ts'
 import { dialTarget } from './call-forwarding.ts'
 
 /**

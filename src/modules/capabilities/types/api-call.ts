@@ -9,7 +9,7 @@ import { describedAs, type LiveSet, type ToolContext } from '../live.ts'
 import { defineCapability, type ShapedRequest, type Typed } from '../registry.ts'
 import { callPayload } from '../../calls/variables.ts'
 import type { CallRow } from '../../../db/schema.ts'
-import { DeliveryMembers, Description, headerProblem, Headers, Name, When } from '../schemas.ts'
+import { DeliveryMembers, Description, headerProblem, Name, RequestMembers, When } from '../../agents/settings-parts.ts'
 
 // An API call: after the call a post-call delivery (the call payload, shaped by the URL, query, body and headers
 // with {{variables}}, retried on the schedule); during the call a function the model calls with declared
@@ -31,14 +31,8 @@ export const ApiCallSettings = Type.Object({
   name: Name,
   description: Description,
   when: When,
-  url: Type.String({ format: 'http-url-template', maxLength: 2000 }),
-  method: Type.Optional(Type.Union([Type.Literal('GET'), Type.Literal('POST'), Type.Literal('PUT'), Type.Literal('PATCH'), Type.Literal('DELETE')], { description: 'default POST' })),
-  headers: Type.Optional(Headers),
-  query: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 2000 }), { maxProperties: 50, description: 'query parameters; {{variables}} allowed' })),
-  body: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'JSON body (query string for GET and DELETE); a value that is exactly one {{variable}} keeps its type. During the call, an empty body sends the model\'s arguments' })),
+  ...RequestMembers,
   parameters: Type.Optional(Parameters),
-  timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 30, description: 'during the call: how long the model waits for the answer (default 10)' })),
-  send_only_custom_fields: Type.Optional(Type.Boolean({ description: 'after the call: send only `query` and `body`, without the call payload (default false)' })),
   ...DeliveryMembers
 })
 

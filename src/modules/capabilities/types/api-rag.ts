@@ -5,7 +5,7 @@ import { findKnowledgeBase } from '../../knowledge-bases/queries.ts'
 import { search } from '../../knowledge-bases/search.ts'
 import { defineCapability } from '../registry.ts'
 import { describedAs } from '../live.ts'
-import { Description, Name } from '../schemas.ts'
+import { Description, Name } from '../../agents/settings-parts.ts'
 
 /** Searches the tool's knowledge bases and answers the model with the best passages. */
 export const apiRag = defineCapability({

@@ -10,7 +10,7 @@ import { BOOKING_LABELS, checkHours } from '../booking/settings.ts'
 import { bookingTools } from '../booking/tools.ts'
 import type { ToolContext } from '../live.ts'
 import { defineCapability, type Typed } from '../registry.ts'
-import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
+import { Description, Minutes, Name, TimeZone } from '../../agents/settings-parts.ts'
 
 // The built-in calendar (docs/appointments.md): the agent's own opening hours, appointments kept in PostgreSQL
 // (the appointments module), e-mails with an .ics file to notify_email and the caller. No external account.

@@ -7,7 +7,7 @@ import { BOOKING_LABELS, calendarCheck } from '../booking/settings.ts'
 import { zonedToUtc } from '../booking/time.ts'
 import { bookingTools } from '../booking/tools.ts'
 import { defineCapability } from '../registry.ts'
-import { Description, Minutes, Name, TimeZone } from '../schemas.ts'
+import { Description, Minutes, Name, TimeZone } from '../../agents/settings-parts.ts'
 
 // calendar_two: Microsoft Outlook through Microsoft Graph v1.0 (docs/integrations.md). Free times are the tool's
 // opening hours minus the calendar view's events that are not shown as free; a booking is an event in the chosen

@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import { E164 } from '../../../http/schemas.ts'
 import { defineCapability } from '../registry.ts'
 import { describedAs, type ToolOutcome } from '../live.ts'
-import { Description, Dialling, Name } from '../schemas.ts'
+import { Description, Dialling, Name } from '../../agents/settings-parts.ts'
 
 /** The default ring time before the agent takes the call back (Twilio's <Dial> default too). */
 const RING_SECONDS = 30

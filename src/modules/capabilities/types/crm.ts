@@ -6,7 +6,7 @@ import { connectionOf, IntegrationError, type Connection } from '../../integrati
 import { describedAs, type LiveTool, type StartEvent, type ToolContext } from '../live.ts'
 import { requireConnection } from '../booking/settings.ts'
 import { defineCapability, type Typed } from '../registry.ts'
-import { Description, Name } from '../schemas.ts'
+import { Description, Name } from '../../agents/settings-parts.ts'
 
 // The CRM tool: HubSpot (CRM v3), connected with a private app's access token or OAuth 2.0 (providers/crm.ts).
 // - lookup_contact: at the start of the call the caller's number (or e-mail) is searched among the contacts' `phone`

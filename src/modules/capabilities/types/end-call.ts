@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import { defineCapability } from '../registry.ts'
 import { describedAs } from '../live.ts'
-import { Description, Name } from '../schemas.ts'
+import { Description, Name } from '../../agents/settings-parts.ts'
 
 /** Lets the model hang up: the session says its last words and ends the call as `agent_hangup`. */
 export const endCall = defineCapability({

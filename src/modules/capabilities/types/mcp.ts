@@ -8,7 +8,7 @@ import { badRequest } from '../../../http/errors.ts'
 import { guardedAgent } from '../../../net/guard.ts'
 import type { LiveSet, LiveTool, ToolContext } from '../live.ts'
 import { defineCapability, type Typed } from '../registry.ts'
-import { Description, headerProblem, Headers, Name } from '../schemas.ts'
+import { Description, headerProblem, Headers, Name } from '../../agents/settings-parts.ts'
 
 // An MCP server is a user-given URL, so it is reached under the deliveries' address rules (every address
 // resolved and checked before a connection opens; private ones only with DELIVERY_ALLOW_PRIVATE_NETWORKS),

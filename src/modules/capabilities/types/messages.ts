@@ -6,7 +6,7 @@ import { CALL_VARIABLES } from '../../agents/data-retrieval.ts'
 import { senderProblem, sendMessage, type Channel } from '../../messaging/send.ts'
 import { describedAs, type Customer, type LiveTool, type ToolContext } from '../live.ts'
 import { defineCapability, type CheckContext, type OutboxMessage } from '../registry.ts'
-import { DeliveryMembers, Description, Name, When } from '../schemas.ts'
+import { DeliveryMembers, Description, Name, When } from '../../agents/settings-parts.ts'
 
 // E-mail, SMS and chat-app (WhatsApp) messages: after the call, one post-call delivery per recipient (the
 // delivery engine's schedule, attempts log and resend); during the call, a function the agent uses ("I'll text

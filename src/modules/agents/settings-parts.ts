@@ -2,8 +2,9 @@ import { Type } from 'typebox'
 import { COMPONENT, Email } from '../../http/schemas.ts'
 import { VARIABLE } from '../../templates.ts'
 
-// The parts the settings schemas of the capability types share (types/), and the rules of their write-only
-// header values: masked in answers, kept when a change sends the mask, dropped when the URL moves elsewhere.
+// The parts the settings of an agent's actions, tools (capabilities/types/) and workflow steps (workflow.ts) share,
+// and the rules of their write-only header values: masked in answers, kept when a change sends the mask, dropped
+// when the URL moves elsewhere. They live with the agent so that both the capabilities and the workflow use them.
 
 export const Name = Type.String({ minLength: 1, maxLength: 100, description: 'shown in the app and in failure e-mails' })
 export const Description = Type.Optional(Type.String({ maxLength: 1000, description: 'tells the language model when to use the tool' }))
@@ -14,6 +15,17 @@ export const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4000 
   maxProperties: 50,
   description: 'sent with every request; values are write-only: answers show `********`, and a PATCH that sends `********` keeps the stored value'
 })
+
+/** An HTTP request shaped with the call's {{variables}}: an api_call action's, and a workflow's API call step's. */
+export const RequestMembers = {
+  url: Type.String({ format: 'http-url-template', maxLength: 2000 }),
+  method: Type.Optional(Type.Union([Type.Literal('GET'), Type.Literal('POST'), Type.Literal('PUT'), Type.Literal('PATCH'), Type.Literal('DELETE')], { description: 'default POST' })),
+  headers: Type.Optional(Headers),
+  query: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 2000 }), { maxProperties: 50, description: 'query parameters; {{variables}} allowed' })),
+  body: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'JSON body (query string for GET and DELETE); a value that is exactly one {{variable}} keeps its type. During the call, an empty body sends the model\'s arguments' })),
+  timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 30, description: 'during the call: how long the model waits for the answer (default 10)' })),
+  send_only_custom_fields: Type.Optional(Type.Boolean({ description: 'after the call: send only `query` and `body`, without the call payload (default false)' }))
+}
 
 /** How a phone call is put through to a number (call_forwarding, agent_transfer to a number). */
 export const Dialling = {
