@@ -166,6 +166,7 @@ export const Agent = Type.Object({
   is_customer_memory_active: Type.Boolean(),
   widget_settings: WidgetSettings,
   callback_settings: CallbackSettings,
+  version: Type.Integer({ minimum: 0, description: 'its latest version (GET /v1/agent/:id/versions; beyond the specification): every change of what its calls run on writes one' }),
   created_at: Epoch,
   updated_at: Epoch
 }, { [COMPONENT]: 'Agent' })

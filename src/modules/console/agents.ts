@@ -9,8 +9,9 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { listVoices, voiceExists } from '../account/queries.ts'
 import { dataRetrieval } from '../agents/data-retrieval.ts'
 import { checkTurnDetection, TURN_DETECTION_DEFAULT } from '../agents/turn-detection.ts'
+import { recordVersion, recordVersions } from '../agents/versions.ts'
 import {
-  countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgent, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
+  agentsOfLlm, countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgents, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
 } from '../agents/queries.ts'
 import {
   AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, WIDGET_SETTINGS_DEFAULTS
@@ -362,9 +363,9 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       })
       // What the API's create does not take (it is active, in no folder): its PATCH sets them.
       const { folder, is_customer_memory_active: memory } = values.agent
-      return values.status === 'active' && folder == null && memory !== true
-        ? row
-        : await updateAgent(trx, scope.ownerId, row.id, { status: values.status, folder, is_customer_memory_active: memory })
+      if (values.status !== 'active' || folder != null || memory === true) await updateAgent(trx, scope.ownerId, row.id, { status: values.status, folder, is_customer_memory_active: memory })
+      await recordVersion(trx, scope.ownerId, row.id, 'created')
+      return row
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
@@ -386,8 +387,10 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await agentPage(session, agent, { form, problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
-      // Locked as the API's PATCH does, so that call_settings merge with a concurrent change.
-      const current = await lockAgent(trx, scope.ownerId, agent.id)
+      // Locked as the API's PATCH does, so that call_settings merge with a concurrent change; with the other agents of
+      // its LLM configuration (the form changes that too: each gets a version), in id order as every such change locks.
+      const sharing = await agentsOfLlm(trx, scope.ownerId, agent.llm_id)
+      const current = (await lockAgents(trx, scope.ownerId, [agent.id, ...sharing])).find((row) => row.id === agent.id)
       if (current === undefined) throw noSuchAgent()
       await updateLlm(trx, scope.ownerId, current.llm_id, { ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
       await updateAgent(trx, scope.ownerId, current.id, {
@@ -400,6 +403,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         widget_settings: { ...current.widget_settings, ...values.widget_settings },
         callback_settings: { ...current.callback_settings, ...values.callback_settings }
       })
+      await recordVersions(trx, scope.ownerId, [current.id, ...sharing], 'agent')
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
