@@ -158,7 +158,11 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
       const updated = await updateAgent(trx, request.userId, current.id, changes)
       // A change of what calls run on is a new version; folder, status and widget_settings alone make none.
-      return { ...updated, version: await recordVersion(trx, request.userId, current.id, 'agent') }
+      const version = await recordVersion(trx, request.userId, current.id, 'agent')
+      // The widget's pin names one of the agent's versions (checked after this PATCH's own version is written).
+      const pin = body.widget_settings?.agent_version
+      if (pin != null && pin > version) throw notFound(`version ${pin} of agent ${current.id} (body.widget_settings.agent_version)`)
+      return { ...updated, version }
     })
     return (await agentBodies(db, request.userId, [row]))[0]
   })

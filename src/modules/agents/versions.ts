@@ -220,7 +220,7 @@ export async function loadAgentConfig (db: Executor, userId: string, agentId: st
   return {
     version,
     // The live row's identity and status with the version's settings; its LLM configuration's values likewise.
-    agent: { ...agent, ...snapshot.agent },
+    agent: { ...agent, ...snapshot.agent, version },
     llm: { ...llm, ...snapshot.llm },
     tools: snapshot.tools.map((tool) => revived(tool, agent.id, row.created_at)),
     actions: snapshot.actions.map((action) => revived(action, agent.id, row.created_at))

@@ -73,6 +73,8 @@ const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
   hints: { folder: 'Groups agents; empty: none.', is_data_collection_active: 'The agent asks for the data retrieval fields during the call and saves the answers as the call\'s collected data (beside what analysis extracts afterwards).' }
 })
 const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widget_settings.', {
+  // The version pin is chosen on the agent's Versions page.
+  omit: ['agent_version'],
   required: ['enabled', 'theme', 'primary_color', 'position'],
   labels: { enabled: 'Offer the web-call widget', primary_color: 'Primary colour', allowed_origins: 'Sites that may embed it' },
   hints: { allowed_origins: 'One origin per line, such as https://www.example.com. None: any site may hold the calls your backend starts, and the widget key works on no site.' }
