@@ -57,6 +57,7 @@ const nullable = (schema: TSchema) => (schema as { anyOf?: Array<{ type?: string
 async function inboundNumber (ctx: TestContext, account: Account, agentId: string) {
   const bought = (await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: '+14155550123' } })).json()
   await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${bought._id}`, headers: account.headers, payload: { inbound_agent_id: agentId } })
+  return bought._id as string
 }
 
 async function waitForFinal (ctx: TestContext, ids: string[]) {
@@ -71,7 +72,7 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
     agent_name: 'Front desk',
     data_retrieval: [{ name: 'caller_name', type: 'string', description: 'the caller\'s name', required: true }]
   })
-  await inboundNumber(ctx, account, agent._id)
+  const number = await inboundNumber(ctx, account, agent._id)
   const inbound = async (payload: Record<string, unknown> = {}) => {
     const res = await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: '+4930123456', ...payload } })
     if (res.statusCode !== 201) throw new Error(res.body)
@@ -84,6 +85,8 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
 
   // Still running: the end, the analysis and most nullable fields are null.
   const started = await inbound({ custom_data: { crm_id: 7 }, dynamic_context: { customer_name: 'Ada' } })
+  // The number pins the agent's version 1 from here on: the calls record it (agent_version).
+  await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${number}`, headers: account.headers, payload: { inbound_agent_version: 1 } })
   // Ended and analysed, with everything an end can carry.
   const analysed = await inbound()
   await end(analysed._id, {

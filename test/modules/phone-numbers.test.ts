@@ -12,7 +12,9 @@ async function sandboxSetup (t: Test) {
   const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: {} })).json()
   for (const id of [AGENT_A, AGENT_B]) {
     const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: id, llm_id: llm._id } })).json()
-    await ctx.db.updateTable('agents').set({ id }).where('id', '=', agent._id).execute()
+    // Renamed as an agent from before versions (its version 1 follows the new id on first use).
+    await ctx.db.deleteFrom('agent_versions').where('agent_id', '=', agent._id).execute()
+    await ctx.db.updateTable('agents').set({ id, version: 0 }).where('id', '=', agent._id).execute()
   }
   return { ...ctx, ...account }
 }
