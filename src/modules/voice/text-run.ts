@@ -130,8 +130,7 @@ export class TextConversation {
     else if (event.type === 'transcript') {
       const { type, ...item } = event
       this.items.push(item)
-    }
-    else if (event.type === 'agent_speaking') {
+    } else if (event.type === 'agent_speaking') {
       this.speaking = event.speaking
       // The agent ending the conversation speaks its last words, then it ends: wait for that.
       if (!event.speaking && !this.session.closing) this.settle()
