@@ -38,8 +38,6 @@ export interface NewCall {
   stream_token_expires_at?: Date
   /** The carrier that carries a phone call (its number's); none: the voice runtime simulates it. */
   carrier?: 'twilio'
-  /** The agent version the call runs (a number's, a widget's or the request's pin); absent: the latest. */
-  agent_version?: number
   /** The carrier's id of an inbound call. */
   carrier_call_id?: string
   /** How long an outbound call through a carrier rings before it counts as not answered. */
