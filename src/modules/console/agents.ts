@@ -267,6 +267,10 @@ ${options.saved === true && notice('success', 'Saved.')}
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
 </section>
 ${await capabilitySection(db, scope, agent)}
+<section aria-labelledby="versions-title">
+  <h2 id="versions-title">Versions</h2>
+  <p>${agent.version === 0 ? 'No version yet.' : `Version ${agent.version}.`} Every change of its settings, language model, tools and actions is a new version: <a href="/agents/${agent.id}/versions">see the history, compare and restore</a>.</p>
+</section>
 ${await widgetSection(viewer, scope.canChange, agent)}
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
