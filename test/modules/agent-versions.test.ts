@@ -204,6 +204,23 @@ t.test('restore makes a new version equal to the old one; a shared LLM configura
   t.equal((await call(ctx, 'GET', `/v1/llm/${newLlm as string}`)).json().general_prompt, 'You are Ada.')
 })
 
+t.test('a change of the workflow alone is labelled so', async (t) => {
+  const { app, db } = await setup(t)
+  const ctx = { app, account: await createAccount(db) }
+  const { agent } = await newAgent(ctx)
+  // Written as the agent's PATCH writes it (the workflow's own API is the workflow part's).
+  const workflow = { start: 'greet', steps: [{ id: 'greet', name: 'Greet', type: 'end' }] }
+  await db.updateTable('agents').set({ workflow: JSON.stringify(workflow) }).where('id', '=', agent).execute()
+  await call(ctx, 'PATCH', `/v1/agent/${agent}`, { folder: 'Flows' })
+  t.match(await latest(ctx, agent), { version: 2, change: 'workflow', changes: ['workflow'] })
+  t.same((await call(ctx, 'GET', `/v1/agent/${agent}/versions/2`)).json().agent.workflow, workflow)
+  await db.updateTable('agents').set({ workflow: JSON.stringify({ ...workflow, steps: [{ id: 'greet', name: 'Hello', type: 'end' }] }) }).where('id', '=', agent).execute()
+  await call(ctx, 'PATCH', `/v1/agent/${agent}`, { folder: 'Flows' })
+  t.match(await latest(ctx, agent), { version: 3, change: 'workflow', changes: ['workflow.steps'] }, 'its members compared one by one')
+  t.match((await call(ctx, 'POST', `/v1/agent/${agent}/versions/1/restore`)).json(), { version: 4, agent: { workflow: null } })
+  t.equal((await db.selectFrom('agents').select('workflow').where('id', '=', agent).executeTakeFirstOrThrow()).workflow, null, 'restored: no workflow')
+})
+
 t.test('an agent from before versions gets version 1 on first use', async (t) => {
   const { app, db } = await setup(t)
   const ctx = { app, account: await createAccount(db) }

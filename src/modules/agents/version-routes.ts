@@ -17,7 +17,7 @@ const Json = Type.Unknown()
 const fields = {
   agent_id: ObjectId,
   version: VersionNumber,
-  change: Type.String({ description: 'what made it: created, agent (its settings or workflow), llm (its LLM configuration), tools, actions, restore' }),
+  change: Type.String({ description: 'what made it: created, agent (its settings), workflow (its workflow alone), llm (its LLM configuration), tools, actions, restore' }),
   restored_from: Nullable(VersionNumber, 'the version a restore brought back; null otherwise'),
   created_at: EpochMs
 }

@@ -147,7 +147,10 @@ async function record (trx: Trx, agent: AgentRow, change: string, restoredFrom: 
   const latest = agent.version === 0 ? undefined : await latestVersion(trx, agent.id)
   if (latest !== undefined && sameSnapshot(snapshotOfRow(latest), snapshot)) return latest.version
   const version = (latest?.version ?? 0) + 1
-  await insertVersion(trx, { agent_id: agent.id, user_id: agent.user_id, version, snapshot, change, restored_from: restoredFrom })
+  // A change of the agent's settings that is its workflow alone says so.
+  const workflowOnly = change === 'agent' && latest !== undefined && changedPaths(snapshotOfRow(latest).agent, snapshot.agent, '', []).every((path) => path.startsWith('workflow')) &&
+    sameSnapshot({ ...snapshotOfRow(latest), agent: snapshot.agent }, snapshot)
+  await insertVersion(trx, { agent_id: agent.id, user_id: agent.user_id, version, snapshot, change: workflowOnly ? 'workflow' : change, restored_from: restoredFrom })
   return version
 }
 
