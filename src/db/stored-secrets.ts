@@ -72,8 +72,8 @@ export async function foreignKeyIds (db: DB, keyId: string): Promise<string[]> {
       ? sql<{ v: string }>`SELECT ${SEALED_PREFIX} || m[1] || ':' AS v FROM ${sql.table(at.table)}, regexp_matches(${sql.ref(at.column)}::text, ${SEALED_IN_TEXT}, 'g') AS m
           WHERE m[1] <> ${keyId} LIMIT 1`
       : at.map === undefined
-      ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
-      : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
+        ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
+        : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
           WHERE jsonb_typeof(${objectOf(at)}) = 'object' AND ${other(sql.ref('e.value'))} LIMIT 1`
     for (const row of (await values.execute(db)).rows) found.add(row.v.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + 8))
   }
