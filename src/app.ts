@@ -20,6 +20,8 @@ import { ACTIONS, TOOLS } from './modules/capabilities/catalog.ts'
 import { capabilityRoutes } from './modules/capabilities/routes.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
+import { toolsSwitchedOff } from './modules/agents/versions.ts'
+import { versionRoutes } from './modules/agents/version-routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
 import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
@@ -135,9 +137,10 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(apiKeyRoutes, { db: deps.db })
       await v1.register(llmRoutes, { db: deps.db })
       await v1.register(agentRoutes, { db: deps.db })
+      await v1.register(versionRoutes, { db: deps.db })
       await v1.register(capabilityRoutes(ACTIONS), { db: deps.db })
       await v1.register(capabilityRoutes(TOOLS), { db: deps.db })
-      await v1.register(integrationRoutes, { db: deps.db, config, log: app.log as Logger })
+      await v1.register(integrationRoutes, { db: deps.db, config, log: app.log as Logger, switchedOff: toolsSwitchedOff })
       await v1.register(accountRoutes, { db: deps.db, mailer, publicBaseUrl: config.publicBaseUrl })
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })

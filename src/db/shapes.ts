@@ -135,7 +135,8 @@ export const WidgetSettings = Type.Object({
   primary_color: Type.String(),
   position: Type.String(),
   greeting: Type.String(),
-  allowed_origins: Type.Array(Type.String())
+  allowed_origins: Type.Array(Type.String()),
+  agent_version: Type.Union([Type.Integer(), Type.Null()], { description: 'the agent version the widget\'s calls run; null: the latest' })
 })
 
 export const CallbackSettings = Type.Object({

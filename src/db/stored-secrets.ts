@@ -16,6 +16,8 @@ interface Location {
   column: string
   /** Absent: the column is the secret (text). `{}`: the column is a jsonb object of secrets; a name: its member is. */
   map?: { member?: string }
+  /** The column is a jsonb document whose sealed strings, wherever they are, are secrets (copies of sealed values only: never plaintext). */
+  deep?: true
 }
 
 export const SECRET_LOCATIONS: Location[] = [
@@ -27,8 +29,25 @@ export const SECRET_LOCATIONS: Location[] = [
   // A pending OAuth authorization's PKCE verifier: re-sealed by a rotation like the rest, so that it still opens.
   { table: 'oauth_states', keys: ['state_hash'], column: 'code_verifier' },
   { table: 'agent_actions', keys: ['id'], column: 'settings', map: { member: 'headers' } },
-  { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } }
+  { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } },
+  // Agent versions keep their tools' and actions' header values as the rows held them (agents/versions.ts).
+  { table: 'agent_versions', keys: ['agent_id', 'version'], column: 'snapshot', deep: true }
 ]
+
+const SEALED_IN_TEXT = `${SEALED_PREFIX}([0-9a-f]{8}):`
+
+/** Every sealed string of a JSON value passed through `change`; `changed` counts those it changed. */
+function rewriteDeep (value: unknown, change: (value: string) => string, changed: { n: number }): unknown {
+  if (typeof value === 'string') {
+    if (!isSealed(value)) return value
+    const out = change(value)
+    if (out !== value) changed.n++
+    return out
+  }
+  if (Array.isArray(value)) return value.map((item) => rewriteDeep(item, change, changed))
+  if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, rewriteDeep(item, change, changed)]))
+  return value
+}
 
 const LIKE_SEALED = `${SEALED_PREFIX}%`
 
@@ -49,9 +68,12 @@ export async function foreignKeyIds (db: DB, keyId: string): Promise<string[]> {
   const found = new Set<string>()
   const other = (v: RawBuilder<unknown>) => sql`${v} LIKE ${LIKE_SEALED} AND ${v} NOT LIKE ${`${SEALED_PREFIX}${keyId}:%`}`
   for (const at of SECRET_LOCATIONS) {
-    const values = at.map === undefined
-      ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
-      : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
+    const values = at.deep === true
+      ? sql<{ v: string }>`SELECT ${SEALED_PREFIX} || m[1] || ':' AS v FROM ${sql.table(at.table)}, regexp_matches(${sql.ref(at.column)}::text, ${SEALED_IN_TEXT}, 'g') AS m
+          WHERE m[1] <> ${keyId} LIMIT 1`
+      : at.map === undefined
+        ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
+        : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
           WHERE jsonb_typeof(${objectOf(at)}) = 'object' AND ${other(sql.ref('e.value'))} LIMIT 1`
     for (const row of (await values.execute(db)).rows) found.add(row.v.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + 8))
   }
@@ -68,6 +90,20 @@ export async function rewriteSecrets (trx: Transaction<Database>, change: (value
   const some = () => sql`true`
   for (const at of SECRET_LOCATIONS) {
     const keys = sql.join(at.keys.map((k) => sql.ref(k)))
+    if (at.deep === true) {
+      if (onlyPlain) continue
+      const documents = (await sql<Record<string, unknown>>`SELECT ${keys}, ${sql.ref(at.column)} AS secret FROM ${sql.table(at.table)}
+        WHERE ${sql.ref(at.column)}::text LIKE ${`%${LIKE_SEALED}`} FOR UPDATE`.execute(trx)).rows
+      for (const row of documents) {
+        const count = { n: 0 }
+        const next = JSON.stringify(rewriteDeep(row.secret, change, count))
+        if (count.n === 0) continue
+        changed += count.n
+        const where = sql.join(at.keys.map((k) => sql`${sql.ref(k)} = ${row[k]}`), sql` AND `)
+        await sql`UPDATE ${sql.table(at.table)} SET ${sql.ref(at.column)} = ${next} WHERE ${where}`.execute(trx)
+      }
+      continue
+    }
     const rows = (await sql<Record<string, unknown>>`SELECT ${keys}, ${sql.ref(at.column)} AS secret FROM ${sql.table(at.table)}
       WHERE ${anyValue(at, onlyPlain ? plain : some)} FOR UPDATE`.execute(trx)).rows
     for (const row of rows) {

@@ -52,7 +52,8 @@ async function storedValues (db: DB): Promise<string[]> {
     UNION ALL SELECT e.value FROM integrations, jsonb_each_text(credentials) e
     UNION ALL SELECT e.value FROM agent_actions, jsonb_each_text(settings -> 'headers') e
     UNION ALL SELECT e.value FROM agent_tools, jsonb_each_text(settings -> 'headers') e
-    UNION ALL SELECT code_verifier FROM oauth_states`.execute(db)
+    UNION ALL SELECT code_verifier FROM oauth_states
+    UNION ALL SELECT m[1] FROM agent_versions, regexp_matches(snapshot::text, '"(enc:v1:[^"]*)"', 'g') m`.execute(db)
   return rows.map((r) => r.v)
 }
 
@@ -75,14 +76,15 @@ t.test('every kind of secret is stored encrypted, answers stay masked, deliverie
   const { plain, agent, action } = await storeEverything(t, ctx, account, receiver)
 
   const stored = await storedValues(ctx.db)
-  t.equal(stored.length, 7)
+  t.equal(stored.length, 10, '7, and 3 copies in the agent\'s versions')
   for (const value of stored) {
     t.match(value, SEALED)
     t.equal(value.split(':')[2], keyIdOf(Buffer.from(TEST_SECRETS_KEY, 'base64')), 'sealed with the configured key')
   }
   const all = JSON.stringify(await sql`SELECT row_to_json(x) FROM (SELECT * FROM phone_numbers) x UNION ALL SELECT row_to_json(i) FROM integrations i
     UNION ALL SELECT row_to_json(a) FROM agent_actions a UNION ALL SELECT row_to_json(o) FROM agent_tools o UNION ALL SELECT row_to_json(w) FROM webhook_secrets w
-    UNION ALL SELECT row_to_json(s) FROM webhook_test_secrets s UNION ALL SELECT row_to_json(v) FROM oauth_states v`.execute(ctx.db))
+    UNION ALL SELECT row_to_json(s) FROM webhook_test_secrets s UNION ALL SELECT row_to_json(v) FROM oauth_states v
+    UNION ALL SELECT row_to_json(n) FROM agent_versions n`.execute(ctx.db))
   for (const value of Object.values(plain)) t.notOk(all.includes(value.replace(/^Bearer /, '')), `no plaintext ${value.slice(0, 12)}… in any row`)
 
   const actions = await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/actions`, headers: account.headers })
@@ -133,7 +135,8 @@ t.test('rotation re-encrypts every secret; the server then reads with the new ke
   const rotated = await runScript('cli.ts', ctx.url, 'secrets', 'rotate', '--new-key', OTHER_KEY)
   t.equal(rotated.code, 0, rotated.stderr)
   const rotatedId = keyIdOf(Buffer.from(OTHER_KEY, 'base64'))
-  t.match(rotated.stdout, `re-encrypted 7 stored secrets with key ${rotatedId}`)
+  // 7, and 3 copies in the agent's versions (the action's header in two, the MCP tool's in one).
+  t.match(rotated.stdout, `re-encrypted 10 stored secrets with key ${rotatedId}`)
   t.match(rotated.stdout, `now set SECRETS_KEY=${OTHER_KEY} on every process`)
   const stored = await storedValues(ctx.db)
   t.ok(stored.every((v) => v.startsWith(`enc:v1:${rotatedId}:`)), 'every secret is sealed with the new key')

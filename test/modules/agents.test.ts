@@ -17,8 +17,9 @@ t.test('POST /v1/agent with only the required fields answers every field with it
   const agent = res.json()
   t.same(Object.keys(agent).sort(), ['_id', 'agent_name', 'call_settings', 'callback_settings', 'created_at', 'customer_id', 'data_retrieval',
     'folder', 'interruption_sensitivity', 'is_customer_memory_active', 'is_data_collection_active', 'knowledge_base', 'llm_id', 'status',
-    'updated_at', 'voice', 'webhook_url', 'widget_settings', 'workspace_id'])
+    'updated_at', 'version', 'voice', 'webhook_url', 'widget_settings', 'workspace_id'])
   t.match(agent, {
+    version: 1,
     _id: /^[0-9a-f]{24}$/,
     agent_name: 'Front desk',
     llm_id: llmId,
@@ -46,7 +47,7 @@ t.test('POST /v1/agent with only the required fields answers every field with it
     recording_enabled: true,
     stt_languages: []
   })
-  t.same(agent.widget_settings, { enabled: false, theme: 'light', primary_color: '#2563eb', position: 'bottom-right', greeting: '', allowed_origins: [] })
+  t.same(agent.widget_settings, { enabled: false, theme: 'light', primary_color: '#2563eb', position: 'bottom-right', greeting: '', allowed_origins: [], agent_version: null })
   t.same(agent.callback_settings, { enabled: false, max_attempts: 2, retry_delay_minutes: 30, on_outcomes: ['no_answer', 'busy'] })
   t.same((await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}`, headers: account.headers })).json(), agent)
 })
@@ -156,7 +157,7 @@ t.test('PATCH changes only what it names and merges nested settings member by me
   updated = await patch({ call_settings: { max_call_duration_minutes: 12 } })
   t.match(updated.call_settings, { language: 'fr-FR', max_call_duration_minutes: 12, recording_enabled: false })
   updated = await patch({ widget_settings: { enabled: true, theme: 'dark' } })
-  t.same(updated.widget_settings, { enabled: true, theme: 'dark', primary_color: '#2563eb', position: 'bottom-right', greeting: '', allowed_origins: [] })
+  t.same(updated.widget_settings, { enabled: true, theme: 'dark', primary_color: '#2563eb', position: 'bottom-right', greeting: '', allowed_origins: [], agent_version: null })
   updated = await patch({ widget_settings: { greeting: 'Hi!' }, callback_settings: { enabled: true, on_outcomes: ['voicemail'] } })
   t.match(updated.widget_settings, { enabled: true, theme: 'dark', greeting: 'Hi!' })
   t.same(updated.callback_settings, { enabled: true, max_attempts: 2, retry_delay_minutes: 30, on_outcomes: ['voicemail'] })

@@ -57,6 +57,7 @@ const nullable = (schema: TSchema) => (schema as { anyOf?: Array<{ type?: string
 async function inboundNumber (ctx: TestContext, account: Account, agentId: string) {
   const bought = (await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: '+14155550123' } })).json()
   await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${bought._id}`, headers: account.headers, payload: { inbound_agent_id: agentId } })
+  return bought._id as string
 }
 
 async function waitForFinal (ctx: TestContext, ids: string[]) {
@@ -71,7 +72,7 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
     agent_name: 'Front desk',
     data_retrieval: [{ name: 'caller_name', type: 'string', description: 'the caller\'s name', required: true }]
   })
-  await inboundNumber(ctx, account, agent._id)
+  const number = await inboundNumber(ctx, account, agent._id)
   const inbound = async (payload: Record<string, unknown> = {}) => {
     const res = await ctx.app.inject({ method: 'POST', url: '/v1/runtime/calls/inbound', headers: account.headers, payload: { to_number: '+14155550123', from_number: '+4930123456', ...payload } })
     if (res.statusCode !== 201) throw new Error(res.body)
@@ -84,6 +85,8 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
 
   // Still running: the end, the analysis and most nullable fields are null.
   const started = await inbound({ custom_data: { crm_id: 7 }, dynamic_context: { customer_name: 'Ada' } })
+  // The number pins the agent's version 1 from here on: the calls record it (agent_version).
+  await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${number}`, headers: account.headers, payload: { inbound_agent_version: 1 } })
   // Ended and analysed, with everything an end can carry.
   const analysed = await inbound()
   await end(analysed._id, {
@@ -147,7 +150,9 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
   for (const item of list.json()) conforms(t, checkList, item, `GET /v1/call/list item ${item._id} is a CallListItem`)
 
   const stored = await ctx.db.selectFrom('calls').select(['id', 'list_json']).where('id', 'in', ids).execute()
-  for (const row of stored) conforms(t, checkList, JSON.parse(row.list_json), `calls.list_json of ${row.id} is a CallListItem`)
+  // The list appends the call's agent_version to the stored view (calls/queries.ts, LIST_JSON).
+  const versions = new Map(list.json().map((item: { _id: string, agent_version: number | null }) => [item._id, item.agent_version]))
+  for (const row of stored) conforms(t, checkList, { ...JSON.parse(row.list_json), agent_version: versions.get(row.id) }, `calls.list_json of ${row.id} with its agent_version is a CallListItem`)
 
   // Each nullable field was seen both null and not, so a mistyped value cannot hide behind null.
   const seen = typesSeen(details)
@@ -161,7 +166,9 @@ t.test('a trigger that renames or mistypes a field fails the contract', async (t
   const account = await createAccount(ctx.db)
   const agent = await createAgent(ctx.app, account)
   const [id] = await insertCalls(ctx.db, account.user.id, agent, [{ task_achieved: true }])
-  conforms(t, checkList, JSON.parse((await ctx.db.selectFrom('calls').select('list_json').where('id', '=', id).executeTakeFirstOrThrow()).list_json), 'as migrated')
+  // With the agent_version the list appends to the stored view (calls/queries.ts, LIST_JSON).
+  const listed = async () => ({ ...JSON.parse((await ctx.db.selectFrom('calls').select('list_json').where('id', '=', id).executeTakeFirstOrThrow()).list_json), agent_version: null })
+  conforms(t, checkList, await listed(), 'as migrated')
 
   // In this test's own database only.
   const { rows } = await sql<{ def: string }>`SELECT pg_get_functiondef('call_list_json_trigger'::regproc) AS def`.execute(ctx.db)
@@ -170,7 +177,7 @@ t.test('a trigger that renames or mistypes a field fails the contract', async (t
     t.match(rows[0].def, from)
     await sql.raw(rows[0].def.replace(from, to)).execute(ctx.db)
     await ctx.db.updateTable('calls').set({ call_summary: 'Changed.' }).where('id', '=', id).execute()
-    const item = JSON.parse((await ctx.db.selectFrom('calls').select('list_json').where('id', '=', id).executeTakeFirstOrThrow()).list_json)
+    const item = await listed()
     const detail = (await ctx.app.inject({ method: 'GET', url: `/v1/call/${id}`, headers: account.headers })).json()
     t.notOk(checkDetail(detail), 'the detail built on it does not conform')
     t.notOk(checkList(item), 'the stored list view does not conform')

@@ -54,7 +54,7 @@ t.test('GET /v1/call/list: every filter alone and combined, day bounds, order, p
   t.same(await list('?limit=2&skip=2'), [c1, c4])
 
   const [first] = (await app.inject({ method: 'GET', url: '/v1/call/list?limit=1&sort_order=asc', headers: account.headers })).json()
-  t.same(Object.keys(first).sort(), ['_id', 'agent_id', 'agent_name', 'call_from', 'call_status', 'call_summary', 'call_to', 'call_type',
+  t.same(Object.keys(first).sort(), ['_id', 'agent_id', 'agent_name', 'agent_version', 'call_from', 'call_status', 'call_summary', 'call_to', 'call_type',
     'direction', 'disconnection_reason', 'end_timestamp', 'recording_url', 'sentiment', 'start_timestamp', 'task_achieved'])
   t.match(first, { _id: c4, agent_name: 'Two', start_timestamp: Date.parse('2026-04-30T23:59:59.999Z') })
 
@@ -77,7 +77,8 @@ t.test('GET /v1/call/list: every filter alone and combined, day bounds, order, p
     disconnection_reason: null,
     sentiment: { sentiment: 'negative', explanation: '' },
     call_summary: 'Called back "later"',
-    task_achieved: null
+    task_achieved: null,
+    agent_version: null
   })
   t.same(await list('?call_status=started'), [], 'and so does the filter')
 

@@ -12,7 +12,9 @@ async function sandboxSetup (t: Test) {
   const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: {} })).json()
   for (const id of [AGENT_A, AGENT_B]) {
     const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: id, llm_id: llm._id } })).json()
-    await ctx.db.updateTable('agents').set({ id }).where('id', '=', agent._id).execute()
+    // Renamed as an agent from before versions (its version 1 follows the new id on first use).
+    await ctx.db.deleteFrom('agent_versions').where('agent_id', '=', agent._id).execute()
+    await ctx.db.updateTable('agents').set({ id, version: 0 }).where('id', '=', agent._id).execute()
   }
   return { ...ctx, ...account }
 }
@@ -56,7 +58,7 @@ t.test('buy: numbers leave the inventory, are unique across the installation and
   const res = await app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers, payload: { phone_number: '+12125550100', user_id: other.user.id, carrier_auth_token: 'x', sip_password: 'x' } })
   t.equal(res.statusCode, 201)
   const number = res.json()
-  t.same(Object.keys(number).sort(), ['_id', 'carrier', 'carrier_number_id', 'created_at', 'customer_id', 'inbound_agent_id', 'nickname', 'outbound_agent_id', 'phone_number', 'sip_trunk', 'source', 'updated_at', 'user_id', 'workspace_id'])
+  t.same(Object.keys(number).sort(), ['_id', 'carrier', 'carrier_number_id', 'created_at', 'customer_id', 'inbound_agent_id', 'inbound_agent_version', 'nickname', 'outbound_agent_id', 'outbound_agent_version', 'phone_number', 'sip_trunk', 'source', 'updated_at', 'user_id', 'workspace_id'])
   t.match(number, { phone_number: '+12125550100', source: 'purchased', carrier: 'sandbox', carrier_number_id: 'SB12125550100', user_id: user.id, nickname: '', inbound_agent_id: null, sip_trunk: null })
   const row = await db.selectFrom('phone_numbers').selectAll().executeTakeFirstOrThrow()
   t.match(row, { user_id: user.id, carrier_auth_token: null, sip_password: null })

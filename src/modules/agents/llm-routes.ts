@@ -4,9 +4,10 @@ import type { DB } from '../../db/database.ts'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
 import { toLlm } from './mappers.ts'
-import { deleteLlm, findLlm, insertLlm, listLlms, updateLlm } from './queries.ts'
+import { agentsOfLlm, deleteLlm, findLlm, insertLlm, listLlms, lockAgents, updateLlm } from './queries.ts'
 import { LLM_DEFAULTS, LlmConfig, LlmWrite } from './schemas.ts'
 import { checkTurnDetection } from './turn-detection.ts'
+import { recordVersions } from './versions.ts'
 
 const TAGS = ['llm configurations']
 
@@ -39,7 +40,7 @@ export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db
   })
 
   app.patch('/llm/:id', {
-    schema: { tags: TAGS, summary: 'Update an LLM configuration', params: IdParams, body: LlmWrite, response: { 200: LlmConfig, ...errors(...AUTH_ERRORS, 404) } }
+    schema: { tags: TAGS, summary: 'Update an LLM configuration', description: 'Takes effect at once for every agent using it; each of them gets a new version (docs/agents.md, "Versions").', params: IdParams, body: LlmWrite, response: { 200: LlmConfig, ...errors(...AUTH_ERRORS, 404) } }
   }, async (request) => {
     if (request.body.engine !== undefined || request.body.turn_detection !== undefined) {
       // Checked against the stored configuration; a concurrent PATCH that makes the pair wrong meets the table's CHECK.
@@ -47,7 +48,13 @@ export const llmRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db
       if (stored === undefined) throw notFound(`LLM configuration ${request.params.id}`)
       checkTurnDetection(request.body, stored)
     }
-    const row = await updateLlm(db, request.userId, request.params.id, request.body)
+    const row = await db.transaction().execute(async (trx) => {
+      // Every agent using it gets a version of the change: locked first (in id order), as each agent's own changes lock it.
+      const agentIds = await lockAgents(trx, request.userId, await agentsOfLlm(trx, request.userId, request.params.id))
+      const updated = await updateLlm(trx, request.userId, request.params.id, request.body)
+      if (updated !== undefined) await recordVersions(trx, request.userId, agentIds.map((agent) => agent.id), 'llm')
+      return updated
+    })
     if (row === undefined) throw notFound(`LLM configuration ${request.params.id}`)
     return toLlm(row)
   })

@@ -25,6 +25,7 @@ export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
     is_customer_memory_active: row.is_customer_memory_active,
     widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
     callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...row.callback_settings },
+    version: row.version,
     created_at: row.created_at.getTime(),
     updated_at: row.updated_at.getTime()
   }

@@ -2,13 +2,13 @@ import type { ExpressionBuilder, Selectable, Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import { openValues, sealValues } from '../../db/secrets.ts'
-import type { AgentsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
+import type { AgentsTable, AgentVersionsTable, Database, LlmConfigsTable } from '../../db/schema.ts'
 import { conflict, PG } from '../../http/errors.ts'
 
 export type AgentRow = Selectable<AgentsTable>
 export type LlmRow = Selectable<LlmConfigsTable>
-type Trx = Transaction<Database>
-type Executor = DB | Trx
+export type Trx = Transaction<Database>
+export type Executor = DB | Trx
 
 export interface Paging { limit?: number, skip?: number }
 
@@ -34,7 +34,7 @@ export async function insertLlm (db: Executor, userId: string, values: LlmValues
   return await db.insertInto('llm_configs').values({ id: newId(), user_id: userId, ...llmColumns(values) }).returningAll().executeTakeFirstOrThrow()
 }
 
-export async function updateLlm (db: DB, userId: string, id: string, changes: Partial<LlmValues>): Promise<LlmRow | undefined> {
+export async function updateLlm (db: Executor, userId: string, id: string, changes: Partial<LlmValues>): Promise<LlmRow | undefined> {
   return await db.updateTable('llm_configs').set({ ...llmColumns(changes), updated_at: new Date() })
     .where('user_id', '=', userId).where('id', '=', id.toLowerCase()).returningAll().executeTakeFirst()
 }
@@ -117,18 +117,20 @@ export async function lockAgent (trx: Trx, userId: string, id: string): Promise<
 /**
  * Deletes the agent with its actions and tools (foreign keys cascade); its calls stay. Transfer tools of
  * other agents that pointed at it are switched off rather than deleted, so their settings are not lost.
+ * Answers the agents whose tools were switched off (each then gets a version), undefined when there was no agent.
  */
-export async function deleteAgent (db: DB, userId: string, id: string): Promise<boolean> {
+export async function deleteAgent (trx: Trx, userId: string, id: string): Promise<string[] | undefined> {
   const agentId = id.toLowerCase()
-  return await db.transaction().execute(async (trx) => {
-    const result = await trx.deleteFrom('agents').where('user_id', '=', userId).where('id', '=', agentId).executeTakeFirst()
-    if (result.numDeletedRows === 0n) return false
-    await trx.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
-      .where('user_id', '=', userId).where('tool_type', '=', 'agent_transfer')
-      .where((eb) => eb(eb.ref('settings', '->>').key('agent_id'), '=', agentId))
-      .execute()
-    return true
-  })
+  const others = (await agentsTransferringTo(trx, userId, agentId)).filter((other) => other !== agentId)
+  // All of them locked in id order first, as every multi-agent change does.
+  await lockAgents(trx, userId, [agentId, ...others])
+  const result = await trx.deleteFrom('agents').where('user_id', '=', userId).where('id', '=', agentId).executeTakeFirst()
+  if (result.numDeletedRows === 0n) return undefined
+  const switched = await trx.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
+    .where('user_id', '=', userId).where('tool_type', '=', 'agent_transfer').where('is_active', '=', true)
+    .where((eb) => eb(eb.ref('settings', '->>').key('agent_id'), '=', agentId))
+    .returning('agent_id').execute()
+  return [...new Set(switched.map((row) => row.agent_id))]
 }
 
 // Actions and tools: the same shape in two tables, told apart by the name of their type column.
@@ -198,10 +200,80 @@ export async function updateCapability (db: Executor, userId: string, kind: Capa
     .returning(capabilityColumns(kind)).executeTakeFirstOrThrow())
 }
 
-export async function deleteCapability (db: DB, userId: string, kind: CapabilityTable, agentId: string, id: string): Promise<boolean> {
+export async function deleteCapability (db: Executor, userId: string, kind: CapabilityTable, agentId: string, id: string): Promise<boolean> {
   const result = await db.deleteFrom(tableOf(kind)).where('user_id', '=', userId)
     .where('agent_id', '=', agentId.toLowerCase()).where('id', '=', id.toLowerCase()).executeTakeFirst()
   return result.numDeletedRows > 0n
+}
+
+// Versions (versions.ts): immutable snapshots of what an agent's calls run on.
+
+export type VersionRow = Selectable<AgentVersionsTable>
+
+export const TOOL_TABLE: CapabilityTable = { table: 'agent_tools', typeColumn: 'tool_type' }
+export const ACTION_TABLE: CapabilityTable = { table: 'agent_actions', typeColumn: 'action_type' }
+
+/** Locks several agents of the account, in id order (every multi-agent locker takes them so: no deadlock); answers those found. */
+export async function lockAgents (trx: Trx, userId: string, ids: string[]): Promise<AgentRow[]> {
+  if (ids.length === 0) return []
+  return await trx.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', 'in', [...new Set(ids)])
+    .orderBy('id').forUpdate().execute()
+}
+
+/** The ids of the account's agents that use an LLM configuration. */
+export async function agentsOfLlm (db: Executor, userId: string, llmId: string): Promise<string[]> {
+  return (await db.selectFrom('agents').select('id').where('user_id', '=', userId).where('llm_id', '=', llmId.toLowerCase()).execute()).map((row) => row.id)
+}
+
+/** The agents whose transfer tools point at `agentId`. */
+export async function agentsTransferringTo (db: Executor, userId: string, agentId: string): Promise<string[]> {
+  return (await db.selectFrom('agent_tools').select('agent_id').distinct()
+    .where('user_id', '=', userId).where('tool_type', '=', 'agent_transfer')
+    .where((eb) => eb(eb.ref('settings', '->>').key('agent_id'), '=', agentId)).execute()).map((row) => row.agent_id)
+}
+
+/** An agent's actions or tools with their settings as stored (header values sealed), oldest first. */
+export async function storedCapabilities (db: Executor, userId: string, kind: CapabilityTable, agentId: string): Promise<CapabilityRow[]> {
+  return await db.selectFrom(tableOf(kind)).select(capabilityColumns(kind))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId).orderBy('created_at').orderBy('id').execute()
+}
+
+/** Puts an action or tool back as a version holds it (settings as stored), under its own id; drops the agent's others. */
+export async function replaceCapabilities (trx: Trx, userId: string, kind: CapabilityTable, agentId: string,
+  rows: Array<{ id: string, type: string, settings: Record<string, unknown>, is_active: boolean, created_at: Date }>): Promise<void> {
+  await trx.deleteFrom(tableOf(kind)).where('user_id', '=', userId).where('agent_id', '=', agentId)
+    .$if(rows.length > 0, (q) => q.where('id', 'not in', rows.map((row) => row.id))).execute()
+  for (const row of rows) {
+    const values = { settings: JSON.stringify(row.settings), is_active: row.is_active, [typeOf(kind)]: row.type, updated_at: new Date() }
+    await trx.insertInto(tableOf(kind)).values({ id: row.id, user_id: userId, agent_id: agentId, created_at: row.created_at, ...values })
+      .onConflict((oc) => oc.column('id').doUpdateSet(values).where(`${tableOf(kind)}.agent_id`, '=', agentId)).execute()
+  }
+}
+
+export async function latestVersion (db: Executor, agentId: string): Promise<VersionRow | undefined> {
+  return await db.selectFrom('agent_versions').selectAll().where('agent_id', '=', agentId).orderBy('version', 'desc').limit(1).executeTakeFirst()
+}
+
+export async function insertVersion (trx: Trx, row: { agent_id: string, user_id: string, version: number, snapshot: unknown, change: string, restored_from: number | null }): Promise<VersionRow> {
+  const version = await trx.insertInto('agent_versions').values({ ...row, snapshot: JSON.stringify(row.snapshot) }).returningAll().executeTakeFirstOrThrow()
+  await trx.updateTable('agents').set({ version: row.version }).where('id', '=', row.agent_id).execute()
+  return version
+}
+
+export async function findVersion (db: Executor, userId: string, agentId: string, version: number): Promise<VersionRow | undefined> {
+  return await db.selectFrom('agent_versions').selectAll()
+    .where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase()).where('version', '=', version).executeTakeFirst()
+}
+
+/** Newest first; `extra` more rows past the page (what the oldest of the page is compared with). */
+export async function listVersions (db: Executor, userId: string, agentId: string, paging: Paging, extra = 0): Promise<VersionRow[]> {
+  return await db.selectFrom('agent_versions').selectAll().where('user_id', '=', userId).where('agent_id', '=', agentId.toLowerCase())
+    .orderBy('version', 'desc').limit((paging.limit ?? 100) + extra).offset(paging.skip ?? 0).execute()
+}
+
+/** The providers the account has connected (a tool of a provider's type needs it to act). */
+export async function connectedProviders (db: Executor, userId: string): Promise<Set<string>> {
+  return new Set((await db.selectFrom('integrations').select('provider').where('user_id', '=', userId).execute()).map((row) => row.provider))
 }
 
 // Templates

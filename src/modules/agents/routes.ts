@@ -14,6 +14,7 @@ import {
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
+import { recordVersion, recordVersions } from './versions.ts'
 
 const TAGS = ['agents']
 
@@ -70,7 +71,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const { agent, llm } = template
     const row = await db.transaction().execute(async (trx) => {
       const config = await insertLlm(trx, request.userId, { ...llm, max_tokens: null })
-      return await insertAgent(trx, request.userId, {
+      const row = await insertAgent(trx, request.userId, {
         ...newAgentDefaults(),
         customer_id: lower(request.query.customer_id),
         workspace_id: lower(request.query.workspace_id),
@@ -79,6 +80,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
         call_settings: { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings },
         data_retrieval: dataRetrieval(agent.data_retrieval)
       })
+      return { ...row, version: await recordVersion(trx, request.userId, row.id, 'created') }
     })
     return reply.code(201).send(toAgent(row, []))
   })
@@ -104,18 +106,21 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const { body } = request
     await requireOwners(db, request.userId, request.query)
     await checkReferences(db, request.userId, body)
-    const row = await insertAgent(db, request.userId, {
-      ...newAgentDefaults(),
-      customer_id: lower(request.query.customer_id),
-      workspace_id: lower(request.query.workspace_id),
-      agent_name: body.agent_name,
-      llm_id: body.llm_id.toLowerCase(),
-      voice_id: (body.voice?.voice_id ?? AGENT_DEFAULTS.voice_id).toLowerCase(),
-      interruption_sensitivity: body.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
-      call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
-      data_retrieval: dataRetrieval(body.data_retrieval ?? []),
-      webhook_url: body.webhook_url ?? null,
-      is_data_collection_active: body.is_data_collection_active ?? false
+    const row = await db.transaction().execute(async (trx) => {
+      const created = await insertAgent(trx, request.userId, {
+        ...newAgentDefaults(),
+        customer_id: lower(request.query.customer_id),
+        workspace_id: lower(request.query.workspace_id),
+        agent_name: body.agent_name,
+        llm_id: body.llm_id.toLowerCase(),
+        voice_id: (body.voice?.voice_id ?? AGENT_DEFAULTS.voice_id).toLowerCase(),
+        interruption_sensitivity: body.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
+        call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
+        data_retrieval: dataRetrieval(body.data_retrieval ?? []),
+        webhook_url: body.webhook_url ?? null,
+        is_data_collection_active: body.is_data_collection_active ?? false
+      })
+      return { ...created, version: await recordVersion(trx, request.userId, created.id, 'created') }
     })
     return reply.code(201).send(toAgent(row, []))
   })
@@ -151,7 +156,13 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.call_settings !== undefined) changes.call_settings = { ...current.call_settings, ...body.call_settings }
       if (body.widget_settings !== undefined) changes.widget_settings = { ...current.widget_settings, ...body.widget_settings }
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
-      return await updateAgent(trx, request.userId, current.id, changes)
+      const updated = await updateAgent(trx, request.userId, current.id, changes)
+      // A change of what calls run on is a new version; folder, status and widget_settings alone make none.
+      const version = await recordVersion(trx, request.userId, current.id, 'agent')
+      // The widget's pin names one of the agent's versions (checked after this PATCH's own version is written).
+      const pin = body.widget_settings?.agent_version
+      if (pin != null && pin > version) throw notFound(`version ${pin} of agent ${current.id} (body.widget_settings.agent_version)`)
+      return { ...updated, version }
     })
     return (await agentBodies(db, request.userId, [row]))[0]
   })
@@ -165,7 +176,12 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request, reply) => {
-    if (!await deleteAgent(db, request.userId, request.params.id)) throw notFound(`agent ${request.params.id}`)
+    const deleted = await db.transaction().execute(async (trx) => {
+      const switchedOff = await deleteAgent(trx, request.userId, request.params.id)
+      if (switchedOff !== undefined) await recordVersions(trx, request.userId, switchedOff, 'tools')
+      return switchedOff !== undefined
+    })
+    if (!deleted) throw notFound(`agent ${request.params.id}`)
     return reply.code(204).send(null)
   })
 }

@@ -7,6 +7,9 @@ import { CHECKED_IN_HANDLER, COMPONENT, Nullable, ObjectId } from '../../http/sc
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
 
+/** An agent version's number (GET /v1/agent/:id/versions), as pins and requests name it. */
+export const AgentVersionNumber = Type.Integer({ minimum: 1, maximum: 2_147_483_647, description: 'an agent version, from 1' })
+
 const LanguageTag = Type.String({ format: 'language-tag', maxLength: 35 })
 
 /** `call_settings` members accepted on create. */
@@ -50,7 +53,8 @@ export const WIDGET_SETTINGS_DEFAULTS = {
   primary_color: '#2563eb',
   position: 'bottom-right',
   greeting: '',
-  allowed_origins: [] as string[]
+  allowed_origins: [] as string[],
+  agent_version: null as number | null
 }
 
 export const CALLBACK_SETTINGS_DEFAULTS = {
@@ -84,7 +88,8 @@ const WidgetSettingsInput = Type.Object({
   primary_color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'hex colour such as #2563eb' })),
   position: Type.Optional(Type.Union([Type.Literal('bottom-right'), Type.Literal('bottom-left')])),
   greeting: Type.Optional(Type.String({ maxLength: 500 })),
-  allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites whose pages may hold the agent\'s web calls (the widget, the browser stream); [] : any site for calls started with make-web-call, none for the public widget key' }))
+  allowed_origins: Type.Optional(Type.Array(Type.String({ format: 'http-url', maxLength: 500 }), { maxItems: 20, description: 'sites whose pages may hold the agent\'s web calls (the widget, the browser stream); [] : any site for calls started with make-web-call, none for the public widget key' })),
+  agent_version: Type.Optional(Nullable(AgentVersionNumber, 'the agent version the widget\'s calls run (one of GET /v1/agent/:id/versions: 404 otherwise); null (default): the latest'))
 }, { description: 'the embeddable web-call widget; members merge on update' })
 
 const CallbackSettingsInput = Type.Object({
@@ -166,6 +171,7 @@ export const Agent = Type.Object({
   is_customer_memory_active: Type.Boolean(),
   widget_settings: WidgetSettings,
   callback_settings: CallbackSettings,
+  version: Type.Integer({ minimum: 0, description: 'its latest version (GET /v1/agent/:id/versions; beyond the specification): every change of what its calls run on writes one' }),
   created_at: Epoch,
   updated_at: Epoch
 }, { [COMPONENT]: 'Agent' })

@@ -21,15 +21,19 @@ export interface PhoneCallRequest {
   custom_data?: Record<string, unknown>
   dynamic_context?: Record<string, unknown>
   ring_timeout_seconds?: number
+  /** The agent version the call runs; absent: the number's pin when the agent is its outbound agent, else the latest. */
+  agent_version?: number
 }
 
 /**
  * Starts an outbound phone call of the agent from one of the account's numbers, in the caller's transaction: with
  * the configured runtime, through the number's carrier (CALL_RUNTIME=voice places a Twilio number's call at Twilio).
  */
-export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier'>,
+export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'outbound_agent_id' | 'outbound_agent_version'>,
   request: PhoneCallRequest): Promise<CallRow> {
+  const pinned = number.outbound_agent_id === agent.id ? number.outbound_agent_version ?? undefined : undefined
   return await startCall(trx, jobs, agent, {
+    agent_version: request.agent_version ?? pinned,
     call_type: 'phone',
     direction: 'outbound',
     call_from: request.from_number,

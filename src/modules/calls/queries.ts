@@ -65,6 +65,7 @@ function statsConditions (userId: string, filter: CallFilter, range: DateRange):
 // schemas.ts; the tests hold them to it. `simulated` is isSimulated of lifecycle.ts: a call through a carrier never is.
 // A call's place in a chain of callbacks is read from call_callbacks (callbacks.ts): its own row, and the chain's.
 const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
+  'agent_version', agent_version,
   'customer_id', customer_id, 'workspace_id', workspace_id,
   'contact_id', contact_id,
   'duration_ms', duration_ms, 'transcription', transcription,
@@ -144,23 +145,26 @@ export async function listCallsJson (db: DB, userId: string, filter: CallFilter,
   return `[${rows.map((row) => row[0]).join(',')}]`
 }
 
+/** A call's list view: the stored one with the agent version the call ran (added with versions, after the stored view). */
+const LIST_JSON = (table = '') => `left(${table}list_json, -1) || ',"agent_version":' || coalesce(${table}agent_version::text, 'null') || '}'`
+
 /** One index scan. Past a skip, the page starts at the call the skip lands on, found from index entries alone. */
 function scannedPage (db: DB, userId: string, filter: CallFilter, options: ListOptions): CompiledQuery {
   const where = sql`${callConditions(userId, filter, options)}`.compile(db)
   const start = options.skip === 0
     ? ''
     : `AND (start_timestamp, id) ${options.order === 'asc' ? '>=' : '<='} (SELECT start_timestamp, id FROM calls WHERE ${where.sql} ${pageOf(options, 1, options.skip)})`
-  return CompiledQuery.raw(`SELECT list_json FROM calls WHERE ${where.sql} ${start} ${pageOf(options, options.limit, 0)}`, [...where.parameters])
+  return CompiledQuery.raw(`SELECT ${LIST_JSON()} FROM calls WHERE ${where.sql} ${start} ${pageOf(options, options.limit, 0)}`, [...where.parameters])
 }
 
 /** Merged ranges. Past a skip, the page's calls are found from index entries, then only they are read. */
 function mergedPage (db: DB, userId: string, filter: CallFilter, options: ListOptions, merged: MergedRanges): CompiledQuery {
   if (options.skip === 0) {
-    const ranges = mergedRanges(db, userId, filter, options, merged, 'list_json, start_timestamp, id')
-    return CompiledQuery.raw(`SELECT list_json FROM (${ranges.sql}) AS calls ${pageOf(options, options.limit, 0)}`, [...ranges.parameters])
+    const ranges = mergedRanges(db, userId, filter, options, merged, 'list_json, agent_version, start_timestamp, id')
+    return CompiledQuery.raw(`SELECT ${LIST_JSON()} FROM (${ranges.sql}) AS calls ${pageOf(options, options.limit, 0)}`, [...ranges.parameters])
   }
   const ranges = mergedRanges(db, userId, filter, options, merged, 'start_timestamp, id')
-  return CompiledQuery.raw(`SELECT c.list_json FROM (SELECT id, start_timestamp FROM (${ranges.sql}) AS calls
+  return CompiledQuery.raw(`SELECT ${LIST_JSON('c.')} FROM (SELECT id, start_timestamp FROM (${ranges.sql}) AS calls
     ${pageOf(options, options.limit, options.skip)}) AS page JOIN calls c USING (id) ${pageOf(options, options.limit, 0, 'page.')}`, [...ranges.parameters])
 }
 

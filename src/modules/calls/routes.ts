@@ -20,7 +20,7 @@ import {
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
 import { recordingRoutes } from './recording-routes.ts'
-import { callingAgent, startWebCall, WEB_CALL_TOKEN_TTL_MS } from './web-calls.ts'
+import { callingAgent, checkPin, startWebCall, WEB_CALL_TOKEN_TTL_MS } from './web-calls.ts'
 
 const TAGS = ['calls']
 
@@ -167,6 +167,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     const agent = await callingAgent(db, userId, body.agent_id)
     const number = await findPhoneNumberByE164(db, userId, body.from_number)
     if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
+    await checkPin(db, userId, agent.id, body.agent_version)
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
       const call = await startPhoneCall(trx, jobs, agent, number, body)
       return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }

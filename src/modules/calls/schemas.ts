@@ -1,6 +1,7 @@
 import { Type } from 'typebox'
 import { AnyObject, LatencyStat as StoredStat, TranscriptItem, TurnTiming as StoredTurn } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
+import { AgentVersionNumber } from '../agents/schemas.ts'
 import { CallStatus, CallType, COMPONENT, Direction, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
 
 const Epoch = Type.Integer({ description: 'epoch ms' })
@@ -49,7 +50,8 @@ const listFields = {
   disconnection_reason: Nullable(Type.String()),
   sentiment: Nullable(Sentiment, 'null until analysed, or when sentiment analysis is off'),
   call_summary: Nullable(Type.String()),
-  task_achieved: Nullable(Type.Boolean())
+  task_achieved: Nullable(Type.Boolean()),
+  agent_version: Nullable(Type.Integer(), 'the agent version the call ran (GET /v1/agent/:id/versions/:version); null: a call from before versions (beyond the specification)')
 }
 
 // A call's latency, modelled on Retell's call object (docs/calls.md, "Latency"): the shapes of calls.latency, named.
@@ -125,6 +127,7 @@ export const CallDetail = Type.Object({
 
 const callInput = {
   agent_id: ObjectId,
+  agent_version: Type.Optional({ ...AgentVersionNumber, description: 'the agent version the call runs (GET /v1/agent/:id/versions; 404 when it has no such version); default: what the number pins (phone calls from its outbound agent), else the latest (beyond the specification)' }),
   custom_data: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'arbitrary data kept with the call' })),
   dynamic_context: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'values for {{variables}} in the agent\'s prompt and begin message, e.g. the customer\'s name' }))
 }

@@ -3,6 +3,7 @@ import type { DB } from '../../db/database.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
+import { versionExists } from '../agents/versions.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import { idempotent } from './idempotency.ts'
 import { startCall } from './lifecycle.ts'
@@ -22,6 +23,11 @@ export async function callingAgent (db: DB, userId: string, agentId: string) {
   return agent
 }
 
+/** A version a request pins must be one of the agent's (404 naming the field otherwise). */
+export async function checkPin (db: DB, userId: string, agentId: string, version: number | undefined, field = 'body.agent_version'): Promise<void> {
+  if (version !== undefined && !await versionExists(db, userId, agentId, version)) throw notFound(`version ${version} of agent ${agentId} (${field})`)
+}
+
 function newToken () {
   const token = generateToken('wct_')
   return { token, hash: hashToken(token), expires: new Date(Date.now() + WEB_CALL_TOKEN_TTL_MS) }
@@ -34,11 +40,13 @@ function newToken () {
  */
 export async function startWebCall (db: DB, jobs: JobSender, userId: string, body: Static<typeof WebCallBody>, idempotencyKey?: string): Promise<WebCallStarted> {
   const agent = await callingAgent(db, userId, body.agent_id)
+  await checkPin(db, userId, agent.id, body.agent_version)
   return await idempotent(db, userId, idempotencyKey, 'make-web-call', body, async (trx) => {
     const { token, hash, expires } = newToken()
     const call = await startCall(trx, jobs, agent, {
       call_type: 'web',
       direction: 'outbound',
+      agent_version: body.agent_version,
       custom_data: body.custom_data,
       dynamic_context: body.dynamic_context,
       runtime: jobs.config.callRuntime,

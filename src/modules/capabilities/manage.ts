@@ -1,8 +1,9 @@
 import type { DB } from '../../db/database.ts'
 import { badRequest, HttpError, invalidInput, notFound, type AjvIssue } from '../../http/errors.ts'
 import {
-  countCapabilities, findCapability, insertCapability, lockAgent, updateCapability, type AgentRow, type CapabilityRow
+  countCapabilities, deleteCapability, findCapability, insertCapability, lockAgent, updateCapability, type AgentRow, type CapabilityRow
 } from '../agents/queries.ts'
+import { recordVersion } from '../agents/versions.ts'
 import type { Kind } from './catalog.ts'
 import { validatorOf, type CapabilityType } from './registry.ts'
 import { forgetStoredCredentials, movesOrigin, unmaskSettings } from '../agents/settings-parts.ts'
@@ -44,7 +45,9 @@ export async function addCapability (db: DB, userId: string, kind: Kind, agent: 
     if (await countCapabilities(trx, userId, kind, agent.id) >= kind.max) {
       throw new HttpError(409, `${kind.noun}_limit_reached`, `an agent has at most ${kind.max} ${kind.path}; delete one before adding another`)
     }
-    return await insertCapability(trx, userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+    const row = await insertCapability(trx, userId, kind, { agent_id: agent.id, type, settings, is_active: active })
+    await recordVersion(trx, userId, agent.id, kind.path)
+    return row
   })
 }
 
@@ -55,6 +58,8 @@ export async function addCapability (db: DB, userId: string, kind: Kind, agent: 
  */
 export async function changeCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, id: string, changes: { settings?: Settings, is_active?: boolean }): Promise<CapabilityRow> {
   return await db.transaction().execute(async (trx) => {
+    // The agent first, as every change of it locks it (its version is written under that lock).
+    if (await lockAgent(trx, userId, agent.id) === undefined) throw notFound(`agent ${agent.id}`)
     const current = await findCapability(trx, userId, kind, agent.id, id, true)
     if (current === undefined) throw notFound(`${kind.noun} ${id}`)
     const definition = kind.types[current.type]
@@ -75,6 +80,18 @@ export async function changeCapability (db: DB, userId: string, kind: Kind, agen
       validateSettings(definition, settings)
     }
     await definition.check?.({ db, agent }, settings, active)
-    return await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
+    const row = await updateCapability(trx, userId, kind, current.id, { settings, is_active: active })
+    await recordVersion(trx, userId, agent.id, kind.path)
+    return row
+  })
+}
+
+/** Deletes an action or tool of the agent, with a new version of the agent; false when there is no such row. */
+export async function removeCapability (db: DB, userId: string, kind: Kind, agent: AgentRow, id: string): Promise<boolean> {
+  return await db.transaction().execute(async (trx) => {
+    if (await lockAgent(trx, userId, agent.id) === undefined) return false
+    if (!await deleteCapability(trx, userId, kind, agent.id, id)) return false
+    await recordVersion(trx, userId, agent.id, kind.path)
+    return true
   })
 }

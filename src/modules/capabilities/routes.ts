@@ -3,9 +3,9 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, errors, IdParams, ObjectId } from '../../http/schemas.ts'
-import { deleteCapability, findAgent, listCapabilities, type CapabilityRow } from '../agents/queries.ts'
+import { findAgent, listCapabilities, type CapabilityRow } from '../agents/queries.ts'
 import type { Kind } from './catalog.ts'
-import { addCapability, changeCapability } from './manage.ts'
+import { addCapability, changeCapability, removeCapability } from './manage.ts'
 import { maskSettings, MASK } from '../agents/settings-parts.ts'
 
 type Settings = Record<string, unknown>
@@ -108,7 +108,7 @@ export function capabilityRoutes (kind: Kind): FastifyPluginAsyncTypebox<{ db: D
     }, async (request, reply) => {
       const params = request.params as Record<string, string>
       const agent = await agentOf(request.userId, params.id)
-      if (!await deleteCapability(db, request.userId, kind, agent.id, params[kind.idParam])) throw notFound(`${kind.noun} ${params[kind.idParam]}`)
+      if (!await removeCapability(db, request.userId, kind, agent, params[kind.idParam])) throw notFound(`${kind.noun} ${params[kind.idParam]}`)
       return reply.code(204).send(null)
     })
   }

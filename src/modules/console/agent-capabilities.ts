@@ -3,9 +3,9 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError, type AjvIssue } from '../../http/errors.ts'
 import { compileBodySchema, MAX_JSON_DEPTH } from '../../http/validation.ts'
-import { countCapabilities, deleteCapability, findAgent, findCapability, listAgents, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
+import { countCapabilities, findAgent, findCapability, listAgents, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
 import { ACTIONS, TOOLS, type Kind } from '../capabilities/catalog.ts'
-import { addCapability, changeCapability } from '../capabilities/manage.ts'
+import { addCapability, changeCapability, removeCapability } from '../capabilities/manage.ts'
 import { whenOf } from '../capabilities/registry.ts'
 import { headerProblem, MASK } from '../agents/settings-parts.ts'
 import { ApiCallSettings } from '../capabilities/types/api-call.ts'
@@ -472,7 +472,7 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       const scope = changeScope(request)
       const agent = await agentInScope(db, scope, request.params.id)
       const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
-      await deleteCapability(db, scope.ownerId, kind, agent.id, row.id)
+      await removeCapability(db, scope.ownerId, kind, agent, row.id)
       return reply.redirect(`/agents/${agent.id}`, 303)
     })
   }

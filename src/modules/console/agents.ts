@@ -9,8 +9,9 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { listVoices, voiceExists } from '../account/queries.ts'
 import { dataRetrieval } from '../agents/data-retrieval.ts'
 import { checkTurnDetection, TURN_DETECTION_DEFAULT } from '../agents/turn-detection.ts'
+import { recordVersion, recordVersions } from '../agents/versions.ts'
 import {
-  countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgent, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
+  agentsOfLlm, countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgents, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
 } from '../agents/queries.ts'
 import {
   AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, WIDGET_SETTINGS_DEFAULTS
@@ -72,6 +73,8 @@ const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
   hints: { folder: 'Groups agents; empty: none.', is_data_collection_active: 'The agent asks for the data retrieval fields during the call and saves the answers as the call\'s collected data (beside what analysis extracts afterwards).' }
 })
 const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widget_settings.', {
+  // The version pin is chosen on the agent's Versions page.
+  omit: ['agent_version'],
   required: ['enabled', 'theme', 'primary_color', 'position'],
   labels: { enabled: 'Offer the web-call widget', primary_color: 'Primary colour', allowed_origins: 'Sites that may embed it' },
   hints: { allowed_origins: 'One origin per line, such as https://www.example.com. None: any site may hold the calls your backend starts, and the widget key works on no site.' }
@@ -264,6 +267,10 @@ ${options.saved === true && notice('success', 'Saved.')}
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
 </section>
 ${await capabilitySection(db, scope, agent)}
+<section aria-labelledby="versions-title">
+  <h2 id="versions-title">Versions</h2>
+  <p>${agent.version === 0 ? 'No version yet.' : `Version ${agent.version}.`} Every change of its settings, language model, tools and actions is a new version: <a href="/agents/${agent.id}/versions">see the history, compare and restore</a>.</p>
+</section>
 ${await widgetSection(viewer, scope.canChange, agent)}
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
@@ -362,9 +369,9 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       })
       // What the API's create does not take (it is active, in no folder): its PATCH sets them.
       const { folder, is_customer_memory_active: memory } = values.agent
-      return values.status === 'active' && folder == null && memory !== true
-        ? row
-        : await updateAgent(trx, scope.ownerId, row.id, { status: values.status, folder, is_customer_memory_active: memory })
+      if (values.status !== 'active' || folder != null || memory === true) await updateAgent(trx, scope.ownerId, row.id, { status: values.status, folder, is_customer_memory_active: memory })
+      await recordVersion(trx, scope.ownerId, row.id, 'created')
+      return row
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
@@ -386,8 +393,10 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await agentPage(session, agent, { form, problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
-      // Locked as the API's PATCH does, so that call_settings merge with a concurrent change.
-      const current = await lockAgent(trx, scope.ownerId, agent.id)
+      // Locked as the API's PATCH does, so that call_settings merge with a concurrent change; with the other agents of
+      // its LLM configuration (the form changes that too: each gets a version), in id order as every such change locks.
+      const sharing = await agentsOfLlm(trx, scope.ownerId, agent.llm_id)
+      const current = (await lockAgents(trx, scope.ownerId, [agent.id, ...sharing])).find((row) => row.id === agent.id)
       if (current === undefined) throw noSuchAgent()
       await updateLlm(trx, scope.ownerId, current.llm_id, { ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
       await updateAgent(trx, scope.ownerId, current.id, {
@@ -400,6 +409,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         widget_settings: { ...current.widget_settings, ...values.widget_settings },
         callback_settings: { ...current.callback_settings, ...values.callback_settings }
       })
+      await recordVersions(trx, scope.ownerId, [current.id, ...sharing], 'agent')
     })
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })

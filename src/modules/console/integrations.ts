@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
+import { toolsSwitchedOff } from '../agents/versions.ts'
 import { TOOLS } from '../capabilities/catalog.ts'
 import {
   CALLBACK_PATH, connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
@@ -187,7 +188,7 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
     const session = request.consoleSession!
     const { provider } = request.params
     if (!isProvider(provider)) return await page(reply, session, 404, { notice: { kind: 'error', text: 'There is no such integration.' } })
-    const outcome = await disconnect(deps, session.userId, provider)
+    const outcome = await disconnect(deps, session.userId, provider, toolsSwitchedOff)
     if (outcome === undefined) return await page(reply, session, 404, { notice: { kind: 'error', text: 'That integration is not connected.' } })
     return reply.redirect(`${PAGE}?disconnected=${provider}&tools=${outcome.toolsSwitchedOff}`, 303)
   })

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { DB } from '../../db/database.ts'
+import { Type } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
 import { listAgents } from '../agents/queries.ts'
@@ -25,7 +26,7 @@ const SEARCH_LIMIT = 20
 
 const SEARCH_FIELDS = ['country', 'area_code', 'contains'] as const
 const IMPORT_FIELDS = ['phone_number', 'carrier', 'account_sid', 'auth_token', 'nickname'] as const
-const ASSIGN_FIELDS = ['nickname', 'inbound_agent_id', 'outbound_agent_id'] as const
+const ASSIGN_FIELDS = ['nickname', 'inbound_agent_id', 'outbound_agent_id', 'inbound_agent_version', 'outbound_agent_version'] as const
 type SearchForm = Record<typeof SEARCH_FIELDS[number], string>
 type ImportForm = Record<typeof IMPORT_FIELDS[number], string>
 type AssignForm = Record<typeof ASSIGN_FIELDS[number], string>
@@ -56,7 +57,8 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carr
     account_sid: fieldCheck('The account SID', AccountSid, 'A Twilio account SID is AC followed by 32 hexadecimal characters.'),
     auth_token: fieldCheck('The auth token', AuthToken),
     nickname: fieldCheck('The nickname', Nickname),
-    agent: fieldCheck('The agent', ObjectId, 'Choose one of the listed agents.')
+    agent: fieldCheck('The agent', ObjectId, 'Choose one of the listed agents.'),
+    version: fieldCheck('The version', Type.String({ pattern: '^[1-9][0-9]{0,8}$' }), 'Choose one of the listed versions.')
   }
   /** The checks of optional fields: an empty one is simply not given. */
   const optional = (check: (value: unknown) => string | undefined, value: string) => value === '' ? undefined : check(value)
@@ -278,9 +280,20 @@ ${problemsNotice(options.tokenProblems ?? {})}
     const viewer = viewerOf(session)
     const number = await ownNumber(session.userId, id)
     const agents = await agentsOf(session.userId)
-    const form = options.form ?? { nickname: number.nickname, inbound_agent_id: number.inbound_agent_id ?? '', outbound_agent_id: number.outbound_agent_id ?? '' }
+    const form = options.form ?? {
+      nickname: number.nickname,
+      inbound_agent_id: number.inbound_agent_id ?? '',
+      outbound_agent_id: number.outbound_agent_id ?? '',
+      inbound_agent_version: String(number.inbound_agent_version ?? ''),
+      outbound_agent_version: String(number.outbound_agent_version ?? '')
+    }
     const problems = options.problems ?? {}
     const choices = [{ value: '', label: 'None' }, ...agents.map((agent) => ({ value: agent.id, label: agent.agent_name }))]
+    // The versions of the agent saved for each direction (another agent chosen and saved clears the pin: pick then).
+    const versionChoices = (agentId: string | null) => {
+      const latest = agents.find((agent) => agent.id === agentId)?.version ?? 0
+      return [{ value: '', label: 'The latest version' }, ...Array.from({ length: latest }, (_, n) => ({ value: String(latest - n), label: `Version ${latest - n}` }))]
+    }
     const purchased = number.source === 'purchased' && number.carrier !== 'sip'
     return sendPage(reply, status, layout({
       title: number.phone_number,
@@ -302,7 +315,9 @@ ${problemsNotice(problems)}
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems, attrs: html` maxlength="100"` })}
   ${selectField({ name: 'inbound_agent_id', label: 'Inbound agent', value: form.inbound_agent_id, problems, hint: 'Answers calls to this number.', choices })}
+  ${selectField({ name: 'inbound_agent_version', label: 'Inbound agent\'s version', value: form.inbound_agent_version, problems, hint: 'What calls to this number run. Another agent chosen above runs its latest version until you pick one of its versions here after saving.', choices: versionChoices(number.inbound_agent_id) })}
   ${selectField({ name: 'outbound_agent_id', label: 'Outbound agent', value: form.outbound_agent_id, problems, hint: 'Places calls from this number.', choices })}
+  ${selectField({ name: 'outbound_agent_version', label: 'Outbound agent\'s version', value: form.outbound_agent_version, problems, hint: 'What calls of the outbound agent from this number run, unless the request names a version.', choices: versionChoices(number.outbound_agent_id) })}
   <button type="submit">Save</button>
 </form>
 <h2>Release</h2>
@@ -325,15 +340,29 @@ ${problemsNotice(problems)}
     const problems: Problems = {
       nickname: checks.nickname(form.nickname),
       inbound_agent_id: optional(checks.agent, form.inbound_agent_id),
-      outbound_agent_id: optional(checks.agent, form.outbound_agent_id)
+      outbound_agent_id: optional(checks.agent, form.outbound_agent_id),
+      inbound_agent_version: optional(checks.version, form.inbound_agent_version),
+      outbound_agent_version: optional(checks.version, form.outbound_agent_version)
     }
     if (hasProblems(problems)) return await numberPage(reply, 400, session, number.id, { form, problems })
-    // Another account's agent is a 404, as in the API.
-    await assignNumber(db, session.userId, number.id, {
-      nickname: form.nickname,
-      inbound_agent_id: form.inbound_agent_id === '' ? null : form.inbound_agent_id.toLowerCase(),
-      outbound_agent_id: form.outbound_agent_id === '' ? null : form.outbound_agent_id.toLowerCase()
-    })
+    const agentOf = (id: string) => id === '' ? null : id.toLowerCase()
+    // A version is of the agent saved: with another agent chosen it is left out, and the number runs that one's latest.
+    const pin = (agentId: string | null, stored: string | null, version: string) => agentId !== stored ? undefined : version === '' ? null : Number(version)
+    try {
+      // Another account's agent is a 404, as in the API.
+      await assignNumber(db, session.userId, number.id, {
+        nickname: form.nickname,
+        inbound_agent_id: agentOf(form.inbound_agent_id),
+        outbound_agent_id: agentOf(form.outbound_agent_id),
+        inbound_agent_version: pin(agentOf(form.inbound_agent_id), number.inbound_agent_id, form.inbound_agent_version),
+        outbound_agent_version: pin(agentOf(form.outbound_agent_id), number.outbound_agent_id, form.outbound_agent_version)
+      })
+    } catch (err) {
+      // A version the agent does not have (a form from before a change): said at the field.
+      if (!(err instanceof HttpError) || err.statusCode !== 404 || !/_agent_version\)/.test(err.message)) throw err
+      const field = err.message.includes('inbound_agent_version') ? 'inbound_agent_version' : 'outbound_agent_version'
+      return await numberPage(reply, 400, session, number.id, { form, problems: { [field]: 'The agent has no such version: choose one of the list.' } })
+    }
     return reply.redirect(`/phone-numbers/${number.id}?saved=1`, 303)
   })
 

@@ -13,6 +13,7 @@ import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
+import { consoleVersionRoutes } from './agent-versions.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleAppointmentRoutes } from './appointments.ts'
@@ -310,6 +311,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     })
 
     await pages.register(consoleAgentRoutes, { db, jobs })
+    await pages.register(consoleVersionRoutes, { db })
     await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleContactRoutes, { db })
     await pages.register(consoleAppointmentRoutes, { db, config: jobs.config, log: app.log, mailer })

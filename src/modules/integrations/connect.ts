@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
+import type { Transaction } from 'kysely'
 import type { Config } from '../../config.ts'
+import type { Database } from '../../db/schema.ts'
 import { guardedAgent } from '../../net/guard.ts'
 import { send } from '../../net/request.ts'
 import { openSecret, sealSecret } from '../../db/secrets.ts'
@@ -241,13 +243,21 @@ async function revokeAtProvider (deps: IntegrationDeps, userId: string, provider
   }
 }
 
+/**
+ * What is done with the agents whose tools a disconnect switched off, in its transaction: the agents module (a layer
+ * above) writes each a version.
+ */
+export type ToolsSwitchedOff = (trx: Transaction<Database>, userId: string, agentIds: string[]) => Promise<void>
+
 /** Disconnects: revokes at the provider (best effort), deletes the credentials, switches the tools off; undefined when not connected. */
-export async function disconnect (deps: IntegrationDeps, userId: string, provider: Provider): Promise<{ toolsSwitchedOff: number } | undefined> {
+export async function disconnect (deps: IntegrationDeps, userId: string, provider: Provider, switchedOff: ToolsSwitchedOff): Promise<{ toolsSwitchedOff: number } | undefined> {
   const row = await integrationOf(deps.db, userId, provider)
   if (row === undefined) return undefined
   if (row.method === 'oauth') await revokeAtProvider(deps, userId, provider, row.credentials)
   return await deps.db.transaction().execute(async (trx) => {
     if (!await disconnectIntegration(trx, userId, provider)) return undefined
-    return { toolsSwitchedOff: await deactivateTools(trx, userId, provider) }
+    const agentIds = await deactivateTools(trx, userId, provider)
+    await switchedOff(trx, userId, [...new Set(agentIds)])
+    return { toolsSwitchedOff: agentIds.length }
   })
 }

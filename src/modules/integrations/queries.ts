@@ -63,11 +63,17 @@ export async function disconnectIntegration (db: Db, userId: string, provider: P
   return result.numDeletedRows > 0n
 }
 
-/** Switches off the account's tools of one type (their integration was disconnected). */
-export async function deactivateTools (db: Db, userId: string, toolType: string): Promise<number> {
-  const result = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
-    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).executeTakeFirst()
-  return Number(result.numUpdatedRows)
+/**
+ * Switches off the account's tools of one type (their integration was disconnected); answers the agents whose tools
+ * it switched off. Their agents are locked first, in id order, as every change of an agent locks it (its version is
+ * written under that lock, agents/versions.ts).
+ */
+export async function deactivateTools (db: Db, userId: string, toolType: string): Promise<string[]> {
+  const holders = db.selectFrom('agent_tools').select('agent_id').where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true)
+  await db.selectFrom('agents').select('id').where('user_id', '=', userId).where('id', 'in', holders).orderBy('id').forUpdate().execute()
+  const rows = await db.updateTable('agent_tools').set({ is_active: false, updated_at: new Date() })
+    .where('user_id', '=', userId).where('tool_type', '=', toolType).where('is_active', '=', true).returning('agent_id').execute()
+  return rows.map((row) => row.agent_id)
 }
 
 function defined (credentials: Credentials): Record<string, string> {

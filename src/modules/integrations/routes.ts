@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, EpochMs, errors, Nullable } from '../../http/schemas.ts'
 import type { IntegrationDeps } from './client.ts'
-import { connectWithKey, disconnect, integrationStates, startAuthorization, type IntegrationState } from './connect.ts'
+import { connectWithKey, disconnect, integrationStates, startAuthorization, type IntegrationState, type ToolsSwitchedOff } from './connect.ts'
 import { PROVIDERS } from './providers.ts'
 
 const TAGS = ['integrations']
@@ -47,7 +47,8 @@ const shown = (state: IntegrationState) => ({
  * listed without their credentials, connected with an API key (checked at the service first) or through OAuth 2.0
  * (an authorization URL for the person whose account it is), disconnected with the tools that use them switched off.
  */
-export const integrationRoutes: FastifyPluginAsyncTypebox<IntegrationDeps> = async (app, deps) => {
+/** `switchedOff`: the agents module's versions of the agents whose tools a disconnect switches off. */
+export const integrationRoutes: FastifyPluginAsyncTypebox<IntegrationDeps & { switchedOff: ToolsSwitchedOff }> = async (app, deps) => {
   app.get('/integrations', {
     schema: { tags: TAGS, summary: 'List the integrations, how each connects and whether it is connected', response: { 200: Type.Array(Integration), ...errors(...AUTH_ERRORS) } }
   }, async (request) => (await integrationStates(deps, request.userId)).map(shown))
@@ -104,7 +105,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<IntegrationDeps> = asy
     }
   }, async (request) => {
     const { provider } = request.params
-    const outcome = await disconnect(deps, request.userId, provider)
+    const outcome = await disconnect(deps, request.userId, provider, deps.switchedOff)
     if (outcome === undefined) throw notFound(`connected integration ${provider}`)
     return { provider, connected: false as const, tools_switched_off: outcome.toolsSwitchedOff }
   })

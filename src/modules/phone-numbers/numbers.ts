@@ -6,6 +6,7 @@ import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
 import { agentExists } from '../agents/queries.ts'
+import { versionExists } from '../agents/versions.ts'
 import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
 import {
@@ -20,9 +21,20 @@ export interface AssignmentInput {
   nickname?: string
   inbound_agent_id?: string | null
   outbound_agent_id?: string | null
+  /** The version of the inbound (outbound) agent the number's calls run; null: the latest. */
+  inbound_agent_version?: number | null
+  outbound_agent_version?: number | null
   customer_id?: string | null
   workspace_id?: string | null
 }
+
+/** The agents a stored number has (a pin is checked against the agent it ends up with). */
+type Assigned = Partial<Pick<PhoneNumberRow, 'inbound_agent_id' | 'outbound_agent_id'>>
+
+const DIRECTIONS = [
+  { label: 'inbound agent', agent: 'inbound_agent_id', pin: 'inbound_agent_version' },
+  { label: 'outbound agent', agent: 'outbound_agent_id', pin: 'outbound_agent_version' }
+] as const
 
 /** Carrier outcomes as client errors. Rejected credentials are the caller's when they gave them, else the installation's. */
 export async function atCarrier<T> (work: () => Promise<T>, callerCredentials = false): Promise<T> {
@@ -42,21 +54,37 @@ function requireReachable (carriers: Carriers, name: CarrierName): void {
   if (name === 'twilio' && carriers.webhooksProblem !== undefined) throw conflict(carriers.webhooksProblem, 'webhooks_unreachable')
 }
 
-/** 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored. */
-export async function checkAssignment (db: DB, userId: string, a: AssignmentInput): Promise<void> {
-  for (const [field, label] of [['inbound_agent_id', 'inbound agent'], ['outbound_agent_id', 'outbound agent']] as const) {
-    const agentId = a[field]
+/**
+ * 404s for any named agent, customer or workspace the caller does not have, before anything is bought or stored; a
+ * version pin must name a version of the agent the number has with the change (404), and needs one (400).
+ */
+export async function checkAssignment (db: DB, userId: string, a: AssignmentInput, stored: Assigned = {}): Promise<void> {
+  for (const { label, agent, pin } of DIRECTIONS) {
+    const agentId = a[agent]
     if (agentId != null && !await agentExists(db, userId, agentId)) throw notFound(label)
+    const version = a[pin]
+    if (version == null) continue
+    const pinned = agentId !== undefined ? agentId : stored[agent] ?? null
+    if (pinned === null) throw badRequest(`body.${pin} pins a version of the ${label}, and the number has none: set body.${agent} too`)
+    if (!await versionExists(db, userId, pinned.toLowerCase(), version)) throw notFound(`version ${version} of the ${label} ${pinned.toLowerCase()} (body.${pin})`)
   }
   if (a.customer_id != null) await requireCustomer(db, userId, a.customer_id)
   if (a.workspace_id != null) await requireWorkspace(db, userId, a.workspace_id)
 }
 
-export function assignmentColumns (a: AssignmentInput) {
+/** The columns of an assignment. Another agent (or none) without a pin of its own clears the pin, which named a version of the one before. */
+export function assignmentColumns (a: AssignmentInput, stored: Assigned = {}) {
+  const pins: Partial<Record<typeof DIRECTIONS[number]['pin'], number | null>> = {}
+  for (const { agent, pin } of DIRECTIONS) {
+    const version = a[pin]
+    if (version !== undefined) pins[pin] = version
+    else if (a[agent] !== undefined && a[agent]?.toLowerCase() !== stored[agent]) pins[pin] = null
+  }
   return {
     ...(a.nickname !== undefined && { nickname: a.nickname }),
     ...(a.inbound_agent_id !== undefined && { inbound_agent_id: a.inbound_agent_id }),
     ...(a.outbound_agent_id !== undefined && { outbound_agent_id: a.outbound_agent_id }),
+    ...pins,
     ...(a.customer_id !== undefined && { customer_id: a.customer_id }),
     ...(a.workspace_id !== undefined && { workspace_id: a.workspace_id })
   }
@@ -167,8 +195,10 @@ export async function importNumber (db: DB, carriers: Carriers, userId: string, 
 
 /** Only the fields given change. */
 export async function assignNumber (db: DB, userId: string, id: string, assignment: AssignmentInput) {
-  await checkAssignment(db, userId, assignment)
-  return await updatePhoneNumber(db, userId, id, assignmentColumns(assignment))
+  const stored = await findPhoneNumber(db, userId, id)
+  if (stored === undefined) throw notFound('phone number')
+  await checkAssignment(db, userId, assignment, stored)
+  return await updatePhoneNumber(db, userId, id, assignmentColumns(assignment, stored))
 }
 
 /** A number bought here is given back to the carrier first; if the carrier fails, the number stays (502). */

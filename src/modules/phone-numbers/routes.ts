@@ -5,6 +5,7 @@ import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
+import { AgentVersionNumber } from '../agents/schemas.ts'
 import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdParams, ObjectId, Paging } from '../../http/schemas.ts'
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
@@ -19,12 +20,15 @@ export interface PhoneNumberOptions {
 }
 
 const NullableId = (description: string) => Type.Optional(Type.Union([ObjectId, Type.Null()], { description }))
+const NullableVersion = (description: string) => Type.Optional(Type.Union([AgentVersionNumber, Type.Null()], { description: `${description} (beyond the specification)` }))
 
 /** What a number is used for and whom it belongs to; settable on every route that makes or changes one. */
 const Assignment = {
   nickname: Type.Optional(Nickname),
   inbound_agent_id: NullableId('the agent that answers calls to this number; null for none'),
   outbound_agent_id: NullableId('the agent that places calls from this number; null for none'),
+  inbound_agent_version: NullableVersion('the version of the inbound agent its calls run (GET /v1/agent/:id/versions; 404 when the agent has no such version); null (default): the latest. Changing the inbound agent clears it'),
+  outbound_agent_version: NullableVersion('the version of the outbound agent its calls run when it is the call\'s agent; null (default): the latest. Changing the outbound agent clears it'),
   customer_id: NullableId('one of your customers; null for none'),
   workspace_id: NullableId('one of your workspaces; null for none')
 }
@@ -38,6 +42,8 @@ const PhoneNumber = Type.Object({
   carrier_number_id: Type.Union([Type.String(), Type.Null()], { description: "the carrier's id for the number, such as a Twilio PN… sid" }),
   inbound_agent_id: Type.Union([ObjectId, Type.Null()]),
   outbound_agent_id: Type.Union([ObjectId, Type.Null()]),
+  inbound_agent_version: Type.Union([Type.Integer(), Type.Null()], { description: 'the inbound agent\'s version its calls run; null: the latest' }),
+  outbound_agent_version: Type.Union([Type.Integer(), Type.Null()], { description: 'the outbound agent\'s version its calls run; null: the latest' }),
   customer_id: Type.Union([ObjectId, Type.Null()]),
   workspace_id: Type.Union([ObjectId, Type.Null()]),
   user_id: ObjectId,
@@ -82,6 +88,8 @@ function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
     carrier_number_id: row.carrier_number_id,
     inbound_agent_id: row.inbound_agent_id,
     outbound_agent_id: row.outbound_agent_id,
+    inbound_agent_version: row.inbound_agent_version,
+    outbound_agent_version: row.outbound_agent_version,
     customer_id: row.customer_id,
     workspace_id: row.workspace_id,
     user_id: row.user_id,
@@ -207,11 +215,11 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = request.body
     if (!SIP_URI.test(terminationUri)) throw badRequest('body.termination_uri must be a SIP URI such as sip:trunk.example.com:5060')
     if (password !== undefined && username === undefined) throw badRequest('body.sip_trunk_auth_password needs body.sip_trunk_auth_username')
-    await checkAssignment(db, request.userId, assignment)
     const trunk = { sip_termination_uri: terminationUri, sip_username: username ?? null, sip_password: password ?? null }
     const existing = await findPhoneNumberByE164(db, request.userId, phoneNumber)
+    await checkAssignment(db, request.userId, assignment, existing)
     if (existing !== undefined) {
-      return reply.code(200).send(phoneNumberView(await updatePhoneNumber(db, request.userId, existing.id, { ...trunk, ...assignmentColumns(assignment) })))
+      return reply.code(200).send(phoneNumberView(await updatePhoneNumber(db, request.userId, existing.id, { ...trunk, ...assignmentColumns(assignment, existing) })))
     }
     // Another account's number: as for any record of another account.
     if (await numberHolder(db, phoneNumber) !== undefined) throw notFound('phone number')

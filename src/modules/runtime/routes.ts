@@ -3,7 +3,8 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, COMPONENT, E164, errors, IdParams, MAX_EPOCH_MS, ObjectId } from '../../http/schemas.ts'
-import { findAgent, findLlm } from '../agents/queries.ts'
+import { findAgent } from '../agents/queries.ts'
+import { loadAgentConfig } from '../agents/versions.ts'
 import { agentBodies, toLlm } from '../agents/mappers.ts'
 import { Agent, LlmConfig } from '../agents/schemas.ts'
 import { PhoneCallCreated } from '../calls/schemas.ts'
@@ -81,8 +82,10 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
     const agent = number.inbound_agent_id === null ? undefined : await findAgent(db, userId, number.inbound_agent_id)
     if (agent === undefined) throw new HttpError(409, 'no_inbound_agent', `phone number ${body.to_number} has no inbound agent; set one with PATCH /v1/phone-number/${number.id}`)
     if (agent.status !== 'active') throw new HttpError(409, 'agent_inactive', `the inbound agent ${agent.id} of ${body.to_number} is inactive`)
-    const llm = await findLlm(db, userId, agent.llm_id)
+    // The agent and LLM values of the version the number pins (else the latest): what the runtime runs the call on.
+    const config = (await loadAgentConfig(db, userId, agent.id, number.inbound_agent_version))!
     const call = await db.transaction().execute(async (trx) => await startCall(trx, jobs, agent, {
+      agent_version: number.inbound_agent_version ?? undefined,
       call_type: 'phone',
       direction: 'inbound',
       call_from: body.from_number,
@@ -93,8 +96,8 @@ export const runtimeRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender 
     }))
     return reply.code(201).send({
       ...phoneCallCreated(call, 'inbound', body.from_number, body.to_number),
-      agent: (await agentBodies(db, userId, [agent]))[0],
-      llm: toLlm(llm!),
+      agent: (await agentBodies(db, userId, [config.agent]))[0],
+      llm: toLlm(config.llm),
       customer_memory: await memoryOf(db, call, agent)
     })
   })

@@ -136,6 +136,7 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     const { token, hash, expires } = newStreamToken()
     try {
       await db.transaction().execute(async (trx) => await startCall(trx, deps, agent, {
+        agent_version: number.inbound_agent_version ?? undefined,
         call_type: 'phone',
         direction: 'inbound',
         call_from: from,

@@ -81,6 +81,7 @@ export async function startWidgetCall (db: DB, jobs: JobSender, request: WidgetC
   if (!originListed(allowed, request.origin)) throw originRefused()
   const taken = await takeHourly(db, `widget:${owner.agent_id}:${request.address}`, jobs.config.widgetCallsPerAddressHour)
   if (!taken.taken) return { retryAfterSeconds: taken.retryAfterSeconds }
-  const call = await startWebCall(db, jobs, owner.user_id, { agent_id: owner.agent_id, custom_data: { source: 'widget', origin: request.origin } })
+  const pin = widgetSettings(agent).agent_version ?? undefined
+  const call = await startWebCall(db, jobs, owner.user_id, { agent_id: owner.agent_id, agent_version: pin, custom_data: { source: 'widget', origin: request.origin } })
   return { started: { ...await joinDetails(db, jobs.config, call.access_token), access_token: call.access_token, access_token_expires_at: call.access_token_expires_at } }
 }
