@@ -1,0 +1,38 @@
+import { Type, type Static } from 'typebox'
+import { Conversation, TranscriptItem } from '../../db/shapes.ts'
+import { COMPONENT } from '../../http/schemas.ts'
+import type { SessionDeps } from '../voice/session.ts'
+import { MAX_LINE_CHARS } from './shapes.ts'
+
+// The test chat (docs/testing.md, "Test chat"): typed turns with an agent version through the conversation core,
+// one request a turn. Nothing is kept on the server: the client sends back the conversation it was given.
+
+/** Transcript items a test chat's conversation may hold (caller and agent lines, tools, steps). */
+export const MAX_CHAT_ITEMS = 400
+
+export const TestChatBody = Type.Object({
+  message: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_LINE_CHARS, description: 'what the caller types; absent with no conversation: the conversation opens (the begin message)' })),
+  conversation: Type.Optional(Type.Object({
+    ...Conversation.properties,
+    transcript: Type.Array(TranscriptItem, { maxItems: MAX_CHAT_ITEMS })
+  }, { description: 'the conversation the last answer gave, as it was; absent: a new conversation' })),
+  agent_version: Type.Optional(Type.Integer({ minimum: 1, description: 'the version to talk to (default: the latest); a conversation goes on with the version it began with' }))
+}, { [COMPONENT]: 'TestChatRequest' })
+export type TestChatBody = Static<typeof TestChatBody>
+
+export const TestChatReply = Type.Object({
+  conversation: Conversation,
+  items: Type.Array(TranscriptItem, { description: 'what this turn added: the caller\'s line, tool calls, steps entered, the agent\'s answer' }),
+  ended: Type.Boolean(),
+  end_reason: Type.Union([Type.String(), Type.Null()]),
+  engine: Type.Enum(['text', 'simulator']),
+  notice: Type.Union([Type.String(), Type.Null()], { description: 'set when no LLM is configured: the simulator answered' })
+}, { [COMPONENT]: 'TestChatReply' })
+export type TestChatReply = Static<typeof TestChatReply>
+
+export interface TestChatInput { message?: string, conversation?: Conversation, version?: number | null }
+
+/** One turn of a test chat: opens the conversation (or goes on from `conversation`), says `message`, answers what came of it. 404: not the account's agent or version. */
+export async function testChatTurn (_deps: SessionDeps, _userId: string, _agentId: string, _input: TestChatInput): Promise<TestChatReply> {
+  throw new Error('not yet')
+}
