@@ -160,6 +160,8 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
   let conversation: TextConversation | undefined
   let error: string | null = null
   let callerTurns = 0
+  // Read before close(), which ends a conversation still going as the caller hanging up.
+  let endReason: string | null = null
   let transcript: Conversation = { agent_id: agentId, transcript: [], tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 }
   try {
     conversation = await TextConversation.open(deps, { userId, agentId, version, mocks, dynamicContext: scenario.dynamic_context })
@@ -174,16 +176,19 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
       callerTurns++
     }
     transcript = conversation.conversation()
-    if (conversation.endReason === 'runtime_error') error = 'the agent failed during the conversation (its model or a tool): runtime_error'
+    endReason = conversation.endReason
+    if (endReason === 'runtime_error') error = 'the agent failed during the conversation (its model or a tool): runtime_error'
   } catch (failure) {
     // An HTTP error (a version that vanished) is the run's, not the scenario's.
     if (failure instanceof HttpError) throw failure
     error = message(failure)
-    if (conversation !== undefined) transcript = conversation.conversation()
+    if (conversation !== undefined) {
+      transcript = conversation.conversation()
+      endReason = conversation.endReason
+    }
   } finally {
     await conversation?.close()
   }
-  const endReason = conversation?.endReason ?? null
   const criteria = scenario.expectations.flatMap((expectation) => expectation.type === 'criterion' ? [expectation] : [])
   const verdicts = error === null ? await judge(deps.config.analyser, transcript.transcript, criteria.map((c) => c.criterion)) : []
   const results = scenario.expectations.map((expectation) => {
