@@ -114,6 +114,23 @@ export function scenarioFromChat (conversation: Conversation, options: { name?: 
 
 // Runs
 
+export { agentOwner } from './queries.ts'
+
+/** A run as lines of text: one per scenario and one per expectation (the CLI prints it). */
+export function runReport (run: TestRun): string {
+  const lines = [`agent ${run.agent_id} version ${run.agent_version} (${run.engine}): ${run.results.length} test${run.results.length === 1 ? '' : 's'}`]
+  for (const result of run.results) {
+    lines.push(`${result.status === 'passed' ? 'pass ' : result.status === 'error' ? 'ERROR' : 'FAIL '} ${result.scenario_name} (${result.scenario_id}; ${result.caller_turns} caller turn${result.caller_turns === 1 ? '' : 's'}, ${result.duration_ms} ms${result.end_reason === null ? '' : `, ended ${result.end_reason}`})`)
+    if (result.error !== null) lines.push(`        error: ${result.error}`)
+    for (const { expectation, status, reason } of result.expectations) {
+      const { type, ...what } = expectation
+      lines.push(`  ${status === 'passed' ? 'passed    ' : status === 'failed' ? 'FAILED    ' : 'NOT JUDGED'} ${type} ${JSON.stringify(what)}: ${reason}`)
+    }
+  }
+  lines.push(`${run.passed} passed, ${run.failed} failed (run ${run._id}, ${run.duration_ms} ms)`)
+  return lines.join('\n')
+}
+
 const toSummary = (row: RunRow): TestRunSummary => ({
   _id: row.id,
   agent_id: row.agent_id,
