@@ -89,4 +89,7 @@ t.test('a test chat kept as a scenario: caller lines, tools, steps, variables an
   const quiet = scenarioFromChat({ ...conversation, workflow: undefined, transcript: conversation.transcript.filter((item) => item.speaker === 'agent' || item.speaker === 'user') })
   t.same(quiet.expectations, [{ type: 'transcript_contains', text: 'For ten, let me pass you to our events team.' }], 'nothing happened: the agent\'s last answer')
   t.throws(() => scenarioFromChat({ ...conversation, transcript: [] }), { message: /no caller line/ })
+  // The conversation comes from the client: what it makes is held to a scenario's limits.
+  const forged = conversation.transcript.map((item) => item.tool === undefined ? item : { ...item, tool: { ...item.tool, name: 'x'.repeat(100) } })
+  t.throws(() => scenarioFromChat({ ...conversation, transcript: forged }), { message: /body\.from_conversation: the test made of it.*expectations.*tool.*64/ })
 })

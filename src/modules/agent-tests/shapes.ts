@@ -79,7 +79,7 @@ export const ScenarioInput = Type.Object({
   ...scenarioMembers,
   mocks: Type.Optional(scenarioMembers.mocks),
   dynamic_context: Type.Optional(scenarioMembers.dynamic_context)
-}, { [COMPONENT]: 'TestScenarioInput' })
+}, { description: 'a test as a client writes it' })
 export type ScenarioInput = Static<typeof ScenarioInput>
 
 export const ScenarioPatch = Type.Partial(ScenarioInput)

@@ -1,7 +1,9 @@
 import { performance } from 'node:perf_hooks'
+import type { ValidateFunction } from 'ajv'
 import type { DB } from '../../db/database.ts'
 import type { Conversation } from '../../db/shapes.ts'
-import { badRequest, conflict, HttpError, notFound } from '../../http/errors.ts'
+import { badRequest, conflict, HttpError, invalidInput, notFound } from '../../http/errors.ts'
+import { compileBodySchema } from '../../http/validation.ts'
 import { agentExists, lockAgent } from '../agents/queries.ts'
 import { loadAgentConfig } from '../agents/versions.ts'
 import { textEngine } from '../voice/engines/index.ts'
@@ -15,7 +17,7 @@ import {
   resultsOf, updateScenarioRow, type ResultRow, type ResultValues, type RunRow, type ScenarioRow
 } from './queries.ts'
 import {
-  MAX_EXPECTATIONS, MAX_LINE_CHARS, MAX_SCENARIOS, MAX_SCRIPT_LINES, type Expectation, type ExpectationResult, type Scenario, type ScenarioInput,
+  MAX_EXPECTATIONS, MAX_LINE_CHARS, MAX_SCENARIOS, MAX_SCRIPT_LINES, ScenarioInput, type Expectation, type ExpectationResult, type Scenario,
   type ScenarioPatch, type ScenarioResult, type TestRun, type TestRunSummary
 } from './shapes.ts'
 
@@ -84,6 +86,8 @@ export async function deleteScenario (db: DB, userId: string, agentId: string, t
   return await deleteScenarioRow(db, userId, agentId, testId)
 }
 
+let validateScenario: ValidateFunction | undefined
+
 /**
  * A test chat kept as a scenario: the caller's lines as a script, and expectations from what happened — each tool
  * called (by name; arguments vary between runs of a model), the workflow steps entered, the variables collected, and
@@ -103,13 +107,18 @@ export function scenarioFromChat (conversation: Conversation, options: { name?: 
   if (expectations.length === 0 && last !== undefined) expectations.push({ type: 'transcript_contains', text: last.content.trim().slice(0, 500) })
   if (expectations.length === 0) throw badRequest('the conversation has nothing to expect: no tool, step, end or agent answer')
   const first = lines[0].length > 60 ? `${lines[0].slice(0, 59)}…` : lines[0]
-  return {
+  const scenario: ScenarioInput = {
     name: options.name ?? `Chat: ${first}`,
     caller: { type: 'script', lines },
     mocks: [],
     expectations: expectations.slice(0, MAX_EXPECTATIONS),
     dynamic_context: {}
   }
+  // The conversation came from the client: what was built of it is held to a scenario's limits as a body would be.
+  validateScenario ??= compileBodySchema(ScenarioInput)
+  const validate = validateScenario
+  if (!validate(scenario)) throw invalidInput('body.from_conversation: the test made of it', validate.errors![0])
+  return scenario
 }
 
 // Runs
@@ -171,7 +180,7 @@ export async function findRun (db: DB, userId: string, agentId: string, runId: s
 const message = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 /** One scenario through the conversation core: the caller talks until its lines or turns run out or the conversation ends, then the expectations are checked. */
-async function runScenario (deps: SessionDeps, userId: string, agentId: string, version: number, model: string, scenario: Scenario): Promise<ResultValues> {
+async function runScenario (deps: SessionDeps, userId: string, agentId: string, version: number, model: string, engine: 'text' | 'simulator', scenario: Scenario): Promise<ResultValues> {
   const started = performance.now()
   const mocks = Object.fromEntries(scenario.mocks.map((mock) => [mock.tool, mock.output]))
   let conversation: TextConversation | undefined
@@ -181,9 +190,9 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
   let endReason: string | null = null
   let transcript: Conversation = { agent_id: agentId, transcript: [], tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 }
   try {
-    conversation = await TextConversation.open(deps, { userId, agentId, version, mocks, dynamicContext: scenario.dynamic_context })
     const caller = scenario.caller
-    if (caller.type === 'persona' && conversation.engine !== 'text') throw new Error('a persona caller needs the LLM (LLM_URL) to play it; without one only scripted callers run')
+    if (caller.type === 'persona' && engine !== 'text') throw new Error('a persona caller needs the LLM (LLM_URL) to play it; without one only scripted callers run')
+    conversation = await TextConversation.open(deps, { userId, agentId, version, mocks, dynamicContext: scenario.dynamic_context })
     const turns = caller.type === 'script' ? caller.lines.length : caller.max_turns
     const signal = AbortSignal.timeout(deps.config.voice.providerTimeoutMs * (turns + 1))
     for (let turn = 0; turn < turns && !conversation.ended; turn++) {
@@ -254,7 +263,7 @@ export async function runTests (deps: SessionDeps, userId: string, agentId: stri
     const results: ResultValues[] = new Array(scenarios.length)
     let next = 0
     const worker = async () => {
-      for (let i = next++; i < scenarios.length; i = next++) results[i] = await runScenario(deps, userId, agentId, config.version, config.llm.model, scenarios[i])
+      for (let i = next++; i < scenarios.length; i = next++) results[i] = await runScenario(deps, userId, agentId, config.version, config.llm.model, engine, scenarios[i])
     }
     await Promise.all(Array.from({ length: Math.min(SCENARIOS_AT_ONCE, scenarios.length) }, worker))
     const finished = await finishRun(db, run.id, results, Math.round(performance.now() - started))
