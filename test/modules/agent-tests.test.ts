@@ -74,3 +74,35 @@ t.test('test chat: turn by turn through the model, stateless; save as test, then
   const one = await api(ctx, account, 'GET', `/v1/agent/${agent._id}/tests/runs/${failing.body._id}`)
   t.same(one.body, failing.body, 'the stored run is the one answered')
 })
+
+t.test('test chat with the simulator, turn by turn to the end; kept as a test with its end, it passes on a run', async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account)
+  t.equal((await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tools`, { tool_type: 'end_call', settings: { name: 'end' } })).status, 201)
+  const chat = (payload: object) => api(ctx, account, 'POST', `/v1/agent/${agent._id}/test-chat`, payload)
+
+  let turn = await chat({})
+  t.equal(turn.body.engine, 'simulator')
+  t.match(turn.body.notice, /simulator answered/)
+  // (The simulator's script does not go on from a saved conversation: each turn it answers as to a first line.)
+  for (const message of ['I need an appointment', 'Do you open on Saturdays']) {
+    turn = await chat({ message, conversation: turn.body.conversation })
+    t.equal(turn.status, 200, turn.raw)
+    t.match(turn.body.items.at(-1), { speaker: 'agent', content: /Tuesday at 10/ })
+    t.equal(turn.body.ended, false)
+  }
+  turn = await chat({ message: 'Thanks, goodbye', conversation: turn.body.conversation })
+  t.equal(turn.body.ended, true)
+  t.equal(turn.body.end_reason, 'agent_hangup')
+  t.same(turn.body.conversation.transcript.filter((item: any) => item.speaker === 'user').length, 3, 'the whole conversation came back each turn')
+
+  const saved = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests`, { from_conversation: turn.body.conversation, end_reason: turn.body.end_reason })
+  t.equal(saved.status, 201, saved.raw)
+  t.same(saved.body.caller.lines, ['I need an appointment', 'Do you open on Saturdays', 'Thanks, goodbye'])
+  t.same(saved.body.expectations, [{ type: 'tool_called', tool: 'end' }, { type: 'ended', reason: 'agent_hangup' }])
+  t.equal(saved.body.name, 'Chat: I need an appointment')
+  const run = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests/run`, {})
+  t.equal(run.body.status, 'passed', JSON.stringify(run.body.results[0].expectations))
+  t.equal(run.body.results[0].end_reason, 'agent_hangup')
+})
