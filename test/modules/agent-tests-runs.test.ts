@@ -156,3 +156,24 @@ t.test('a suite of twenty scenarios runs in one request, results in order', asyn
   const rows = await ctx.db.selectFrom('agent_test_results').select('scenario_id').where('run_id', '=', run.body._id).execute()
   t.equal(rows.length, 20, 'one result per scenario stored')
 })
+
+t.test('a model that fails or never answers puts its scenario in error, said why; the next run passes', async (t) => {
+  const llm = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, { LLM_URL: llm.url, VOICE_PROVIDER_TIMEOUT_MS: '300' })
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account)
+  const scenario = { caller: { type: 'script', lines: ['Hello'] }, expectations: [{ type: 'transcript_contains', text: 'you said' }] }
+  const first = await addTest(ctx, account, agent._id, { ...scenario, name: 'hangs' })
+  const second = await addTest(ctx, account, agent._id, { ...scenario, name: 'fails' })
+  const third = await addTest(ctx, account, agent._id, { ...scenario, name: 'answers' })
+  // One at a time, so that each failure meets its own scenario.
+  for (const [test, fail] of [[first, () => llm.hangNext('chat')], [second, () => llm.failNext('chat', 500)]] as const) {
+    fail()
+    const run = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests/run`, { test_ids: [test._id] })
+    t.equal(run.status, 200, run.raw)
+    t.match(run.body.results[0], { status: 'error', error: /runtime_error/, end_reason: 'runtime_error' })
+    t.equal(run.body.status, 'failed')
+  }
+  const ok = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests/run`, { test_ids: [third._id] })
+  t.equal(ok.body.status, 'passed', JSON.stringify(ok.body.results))
+})
