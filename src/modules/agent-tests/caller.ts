@@ -15,7 +15,7 @@ const instructions = (persona: string) =>
   `Answer with only what you say next, one short turn. When your goal is reached or the conversation is over, answer exactly ${HANG_UP}.`
 
 /** The persona's next line, or null when it hangs up. Fails with a ProviderError. */
-export async function personaLine (voice: VoiceConfig, model: string, persona: string, transcript: TranscriptItem[], signal: AbortSignal): Promise<string | null> {
+export async function personaLine (voice: VoiceConfig, model: string, persona: string, transcript: TranscriptItem[]): Promise<string | null> {
   // The caller is the assistant here: the agent's lines are what it hears.
   const messages = [
     { role: 'system', content: instructions(persona) },
@@ -27,6 +27,8 @@ export async function personaLine (voice: VoiceConfig, model: string, persona: s
   const body = JSON.stringify({ model, messages, temperature: 0.7, stream: false })
   const decoder = new TextDecoder()
   let text = ''
+  // The whole answer within the provider time-out, not only its first byte: a persona's line is short.
+  const signal = AbortSignal.timeout(voice.providerTimeoutMs)
   for await (const chunk of postToProvider('LLM', voice.llm, '/chat/completions', { type: 'application/json', body }, { signal, timeoutMs: voice.providerTimeoutMs })) {
     text += decoder.decode(chunk, { stream: true })
   }

@@ -194,9 +194,8 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
     if (caller.type === 'persona' && engine !== 'text') throw new Error('a persona caller needs the LLM (LLM_URL) to play it; without one only scripted callers run')
     conversation = await TextConversation.open(deps, { userId, agentId, version, mocks, dynamicContext: scenario.dynamic_context })
     const turns = caller.type === 'script' ? caller.lines.length : caller.max_turns
-    const signal = AbortSignal.timeout(deps.config.voice.providerTimeoutMs * (turns + 1))
     for (let turn = 0; turn < turns && !conversation.ended; turn++) {
-      const line = caller.type === 'script' ? caller.lines[turn] : await personaLine(deps.config.voice, model, caller.persona, conversation.conversation().transcript, signal)
+      const line = caller.type === 'script' ? caller.lines[turn] : await personaLine(deps.config.voice, model, caller.persona, conversation.conversation().transcript)
       if (line === null) break
       await conversation.say(line)
       callerTurns++
