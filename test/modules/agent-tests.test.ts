@@ -71,6 +71,9 @@ t.test('test chat: turn by turn through the model, stateless; save as test, then
 
   const runs = await api(ctx, account, 'GET', `/v1/agent/${agent._id}/tests/runs`)
   t.same(runs.body.data.map((r: any) => r.status), ['failed', 'passed'], 'newest first')
+  const version = runs.body.data[0].agent_version
+  t.equal((await api(ctx, account, 'GET', `/v1/agent/${agent._id}/tests/runs?agent_version=${version}`)).body.total, 2, 'the runs of one version')
+  t.equal((await api(ctx, account, 'GET', `/v1/agent/${agent._id}/tests/runs?agent_version=${version + 1}`)).body.total, 0)
   const one = await api(ctx, account, 'GET', `/v1/agent/${agent._id}/tests/runs/${failing.body._id}`)
   t.same(one.body, failing.body, 'the stored run is the one answered')
 })

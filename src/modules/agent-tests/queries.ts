@@ -104,9 +104,10 @@ export async function dropRun (db: DB, runId: string): Promise<void> {
   await db.deleteFrom('agent_test_runs').where('id', '=', runId).execute()
 }
 
-/** Finished runs, newest first. */
-export async function listRunRows (db: DB, userId: string, agentId: string, page: { limit: number, offset: number }): Promise<{ rows: RunRow[], total: number }> {
-  const base = db.selectFrom('agent_test_runs').where('user_id', '=', userId).where('agent_id', '=', agentId).where('status', '!=', 'running')
+/** Finished runs, newest first; `version`: of that agent version only. */
+export async function listRunRows (db: DB, userId: string, agentId: string, page: { limit: number, offset: number, version?: number }): Promise<{ rows: RunRow[], total: number }> {
+  let base = db.selectFrom('agent_test_runs').where('user_id', '=', userId).where('agent_id', '=', agentId).where('status', '!=', 'running')
+  if (page.version !== undefined) base = base.where('agent_version', '=', page.version)
   const [rows, count] = await Promise.all([
     base.selectAll().orderBy('started_at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
     base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()

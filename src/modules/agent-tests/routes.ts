@@ -97,14 +97,14 @@ export const agentTestRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (ap
     schema: {
       tags: TAGS,
       summary: 'List an agent\'s test runs',
-      description: 'Finished runs, newest first, without their results.',
+      description: 'Finished runs, newest first, without their results; `agent_version` keeps those of one version.',
       params: AgentParams,
-      querystring: Type.Object({ limit: Paging.limit, offset: Paging.skip }),
+      querystring: Type.Object({ agent_version: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'runs against this version only' })), limit: Paging.limit, offset: Paging.skip }),
       response: { 200: Type.Object({ data: Type.Array(TestRunSummary), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request) => {
-    const { limit = 100, offset = 0 } = request.query
-    return { ...await listRuns(db, request.userId, request.params.id, { limit, offset }), limit, offset }
+    const { agent_version: version, limit = 100, offset = 0 } = request.query
+    return { ...await listRuns(db, request.userId, request.params.id, { limit, offset, version }), limit, offset }
   })
 
   app.get('/agent/:id/tests/runs/:run_id', {

@@ -165,8 +165,8 @@ const toResult = (row: ResultRow): ScenarioResult => ({
   error: row.error
 })
 
-/** Newest first, without their results. 404 when the agent is not the account's. */
-export async function listRuns (db: DB, userId: string, agentId: string, paging: { limit: number, offset: number }): Promise<{ data: TestRunSummary[], total: number }> {
+/** Newest first, without their results; `version`: runs against that version only. 404 when the agent is not the account's. */
+export async function listRuns (db: DB, userId: string, agentId: string, paging: { limit: number, offset: number, version?: number }): Promise<{ data: TestRunSummary[], total: number }> {
   await requireAgent(db, userId, agentId)
   const { rows, total } = await listRunRows(db, userId, agentId, paging)
   return { data: rows.map(toSummary), total }
