@@ -12,7 +12,7 @@ import { DeliveryMembers, Dialling, RequestMembers } from './settings-parts.ts'
  * A union told apart by its `type` member, as a discriminated oneOf: Ajv then checks the one branch the type names,
  * and its removal of unknown members cannot strip one branch's members through another's.
  */
-function byType<T extends TObject[]> (branches: [...T], options: Record<string | symbol, unknown>) {
+export function byType<T extends TObject[]> (branches: [...T], options: Record<string | symbol, unknown>) {
   return Type.Unsafe<Static<TUnion<T>>>({ ...options, type: 'object', required: ['type'], discriminator: { propertyName: 'type' }, oneOf: branches })
 }
 
