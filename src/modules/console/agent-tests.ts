@@ -119,7 +119,7 @@ function playgroundPage ({ session, agent, llmConfigured, state, message = '', v
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a> · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 <p>Type what a caller would say and read what the agent answers, with the tools it calls and the workflow steps it enters. Nothing is stored and no call is made.</p>
-${simulated && notice('error', NO_LLM)}
+${simulated && html`<p class="notice info" role="status" id="engine-notice">${NO_LLM}</p>`}
 ${error !== undefined && notice('error', error)}
 <section aria-labelledby="chat-title">
 <h2 id="chat-title">Conversation${state?.conversation.agent_version !== undefined && html` with version ${state.conversation.agent_version}`}</h2>
