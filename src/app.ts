@@ -20,6 +20,7 @@ import { ACTIONS, TOOLS } from './modules/capabilities/catalog.ts'
 import { capabilityRoutes } from './modules/capabilities/routes.ts'
 import { llmRoutes } from './modules/agents/llm-routes.ts'
 import { agentRoutes } from './modules/agents/routes.ts'
+import { agentTestRoutes } from './modules/agent-tests/routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
 import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
@@ -148,6 +149,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(knowledgeBaseRoutes, { db: deps.db, jobs })
       await v1.register(messagingRoutes, { db: deps.db, config })
       await v1.register(widgetKeyRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl })
+      await v1.register(agentTestRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer })
     }, { prefix: '/v1' })
     // The website widget's script and what it reaches from other sites' pages: no API key (docs/widget.md).
     await app.register(widgetPublicRoutes, { db: deps.db, jobs })

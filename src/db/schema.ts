@@ -465,6 +465,49 @@ export interface ContactsTable {
 }
 
 /** What the built-in appointment_booking tool booked (migrations/0031_appointments.sql). */
+/** An agent's test scenario (docs/testing.md); the jsonb members as agent-tests/shapes.ts describes them. */
+export interface AgentTestsTable {
+  id: string
+  user_id: string
+  agent_id: string
+  name: string
+  caller: Json<AnyObject>
+  mocks: Json<Array<{ tool: string, output: string }>>
+  expectations: Json<AnyObject[]>
+  dynamic_context: Json<AnyObject>
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+export interface AgentTestRunsTable {
+  id: string
+  user_id: string
+  agent_id: string
+  agent_version: number
+  engine: 'text' | 'simulator'
+  status: Generated<'running' | 'passed' | 'failed'>
+  passed: Generated<number>
+  failed: Generated<number>
+  started_at: CreatedAt
+  /** null while it runs. */
+  duration_ms: number | null
+}
+
+export interface AgentTestResultsTable {
+  run_id: string
+  position: number
+  scenario_id: string
+  scenario_name: string
+  status: 'passed' | 'failed' | 'error'
+  expectations: Json<AnyObject[]>
+  transcript: Json<TranscriptItem[]>
+  end_reason: string | null
+  caller_turns: number
+  answer_ms: Json<number[]>
+  duration_ms: number
+  error: string | null
+}
+
 export interface AppointmentsTable {
   id: string
   user_id: string
@@ -674,6 +717,9 @@ export interface Database {
   call_callbacks: CallCallbacksTable
   contacts: ContactsTable
   appointments: AppointmentsTable
+  agent_tests: AgentTestsTable
+  agent_test_runs: AgentTestRunsTable
+  agent_test_results: AgentTestResultsTable
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
   idempotency_keys: IdempotencyKeysTable

@@ -53,6 +53,8 @@ export interface OpenAiHttpStandin {
   transcripts: string[]
   /** Chat replies streamed in turn; once used up: a sentence that repeats the last user message. */
   replies: ScriptedReply[]
+  /** Answers a chat request itself when it returns a reply (before the queue): a judge that reads what it is asked. */
+  replyTo?: (body: any) => ScriptedReply | undefined
   /** The next request of this kind is answered with this status and an OpenAI error body. */
   failNext: (kind: Kind, status: number) => void
   /** The next request of this kind is never answered (until teardown). */
@@ -128,9 +130,14 @@ export async function startOpenAiHttpStandin (t: Test): Promise<OpenAiHttpStandi
   async function chat (req: http.IncomingMessage, res: http.ServerResponse, body: any) {
     const record: ChatRequest = { authorization: req.headers.authorization, body, ended: false }
     standin.requests.chat.push(record)
-    const reply = standin.replies.shift() ?? { text: `You said: ${lastUserText(body).replace(/[.!?…\s]+$/, '')}.` }
+    const reply = standin.replyTo?.(body) ?? standin.replies.shift() ?? { text: `You said: ${lastUserText(body).replace(/[.!?…\s]+$/, '')}.` }
     const text = reply.text ?? ''
     const model = typeof body?.model === 'string' ? body.model : 'stand-in'
+    if (body?.stream !== true) {
+      // Not streamed (the analyser, the tests' persona caller): one JSON answer.
+      record.ended = true
+      return json(res, 200, { id: `chatcmpl-${++chunkId}`, object: 'chat.completion', model, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: reply.usage ?? { prompt_tokens: 1, completion_tokens: 1 } })
+    }
     const chunk = (choices: unknown[], extra: object = {}) =>
       `data: ${JSON.stringify({ id: `chatcmpl-${++chunkId}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, choices, ...extra })}\n\n`
     const delta = (d: object, finishReason: string | null = null) => chunk([{ index: 0, delta: d, finish_reason: finishReason }])

@@ -1,7 +1,10 @@
 import { Type, type Static } from 'typebox'
 import { Conversation, TranscriptItem } from '../../db/shapes.ts'
 import { COMPONENT } from '../../http/schemas.ts'
+import { badRequest, notFound } from '../../http/errors.ts'
+import { agentExists } from '../agents/queries.ts'
 import type { SessionDeps } from '../voice/session.ts'
+import { TextConversation } from '../voice/text-run.ts'
 import { MAX_LINE_CHARS } from './shapes.ts'
 
 // The test chat (docs/testing.md, "Test chat"): typed turns with an agent version through the conversation core,
@@ -32,7 +35,30 @@ export type TestChatReply = Static<typeof TestChatReply>
 
 export interface TestChatInput { message?: string, conversation?: Conversation, version?: number | null }
 
-/** One turn of a test chat: opens the conversation (or goes on from `conversation`), says `message`, answers what came of it. 404: not the account's agent or version. */
-export async function testChatTurn (_deps: SessionDeps, _userId: string, _agentId: string, _input: TestChatInput): Promise<TestChatReply> {
-  throw new Error('not yet')
+export const SIMULATOR_NOTICE = 'No language model is configured (LLM_URL or OPENAI_API_KEY): the simulator answered, not the agent\'s model. Tools and workflow steps still run.'
+
+/**
+ * One turn of a test chat: opens the conversation (or goes on from `conversation`), says `message`, answers what
+ * came of it. Nothing is stored; unmocked tools act for real. 404: not the account's agent or version; 400
+ * `message_required` to go on without a message.
+ */
+export async function testChatTurn (deps: SessionDeps, userId: string, agentId: string, input: TestChatInput): Promise<TestChatReply> {
+  if (input.conversation !== undefined && input.message === undefined) throw badRequest('say something to go on with the conversation (message)', 'message_required')
+  if (!await agentExists(deps.db, userId, agentId)) throw notFound(`agent ${agentId}`)
+  const run = await TextConversation.open(deps, { userId, agentId, version: input.version ?? null, conversation: input.conversation })
+  try {
+    // A new conversation's items start with its begin message.
+    const items = input.conversation === undefined ? [...run.conversation().transcript] : []
+    if (input.message !== undefined) items.push(...(await run.say(input.message)).items)
+    return {
+      conversation: run.conversation(),
+      items,
+      ended: run.ended,
+      end_reason: run.endReason,
+      engine: run.engine,
+      notice: run.engine === 'simulator' ? SIMULATOR_NOTICE : null
+    }
+  } finally {
+    await run.close()
+  }
 }
