@@ -87,17 +87,17 @@ t.test('without a model: the simulator\'s notice; the conversation ends; Save as
   const agent = await agentWithTools(ctx, account)
 
   const empty = await browser.get(`/agents/${agent._id}/playground`)
-  t.match(empty.body, /No language model is configured \(LLM_URL\), so the built-in simulator answers/)
+  t.match(empty.body, /No language model is configured \(LLM_URL or OPENAI_API_KEY\), so the built-in simulator answers/)
   const first = await say(browser, agent._id, empty.body, 'Do you have a table on Tuesday?')
   t.equal(first.statusCode, 200, first.body)
   t.match(first.body, /simulator answers/, 'the notice stays')
-  t.match(chatLines(first.body), [/^Agent: /, 'Caller: Do you have a table on Tuesday?', /^Agent: /], 'the begin message, the line, the reply')
+  t.match(chatLines(first.body), ['Caller: Do you have a table on Tuesday?', /^Agent: Yes, Tuesday/], 'the line and the simulator\'s reply (the agent has no begin message)')
   const bye = await say(browser, agent._id, first.body, 'Thanks, goodbye')
   t.match(bye.body, 'The conversation has ended: the agent ended it.')
   t.notMatch(bye.body, 'name="message"', 'no more messages')
-  t.match(chatLines(bye.body), [/^Agent/, /^Caller/, /^Agent/, 'Caller: Thanks, goodbye', /^Tool end_call/])
+  t.match(chatLines(bye.body).slice(2), ['Caller: Thanks, goodbye', /^Tool end Arguments \{"reason":.*\} Answer /, /^Agent: /], 'the end_call tool with its arguments and answer')
 
-  const saved = await browser.post(`/agents/${agent._id}/playground/save`, { csrf_token: csrfOf(bye.body), conversation: inputValue(bye.body, 'conversation'), name: 'Tuesday table' })
+  const saved = await browser.post(`/agents/${agent._id}/playground/save`, { csrf_token: csrfOf(bye.body), conversation: inputValue(bye.body, 'conversation'), end_reason: inputValue(bye.body, 'end_reason'), name: 'Tuesday table' })
   t.equal(saved.statusCode, 303, saved.body)
   const testId = /^\/agents\/[0-9a-f]{24}\/tests\/([0-9a-f]{24})\?saved=1$/.exec(String(saved.headers.location))?.[1]
   t.ok(testId, 'to the saved test')

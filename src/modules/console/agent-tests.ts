@@ -59,7 +59,7 @@ const STEP_TYPES: Record<string, string> = { conversation: 'conversation', api_c
 const RESULT_WORDS: Record<string, string> = { passed: 'Passed', failed: 'Failed', error: 'Could not run', not_judged: 'Not judged' }
 const ENGINE_WORDS = { text: 'the agent\'s language model', simulator: 'the simulator (no language model is configured)' }
 
-const NO_LLM = 'No language model is configured (LLM_URL), so the built-in simulator answers: it follows a short appointment script instead of the agent\'s prompt. Tools and workflow steps still run.'
+const NO_LLM = 'No language model is configured (LLM_URL or OPENAI_API_KEY), so the built-in simulator answers: it follows a short appointment script instead of the agent\'s prompt. Tools and workflow steps still run.'
 
 // The transcript of a test chat or a scenario's run: caller and agent lines, tool calls with their arguments and
 // output, workflow steps entered.
@@ -145,6 +145,7 @@ ${state !== undefined && callerLines && canChange && html`<section aria-labelled
 <form method="post" action="${action}/save" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <input type="hidden" name="conversation" value="${json}">
+  ${state.ended && html`<input type="hidden" name="end_reason" value="${state.endReason ?? ''}">`}
   <label for="test-name">Name of the test</label>
   <input id="test-name" name="name" value="${chatName()}" maxlength="200" required>
   <button type="submit">Save as test</button>
@@ -655,7 +656,9 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const state = { conversation, ended: false, endReason: null, engine: llmConfigured ? 'text' as const : 'simulator' as const }
     let scenario: Scenario
     try {
-      const input = scenarioFromChat(conversation, (form.name ?? '').trim() || chatName())
+      // How it ended, as the last turn answered it (an expectation of the test).
+      const endReason = (form.end_reason ?? '') === '' ? null : form.end_reason
+      const input = scenarioFromChat(conversation, { name: (form.name ?? '').trim() || chatName(), endReason })
       scenario = await createScenario(db, scope.ownerId, agent.id, input)
     } catch (err) {
       return sendPage(reply, err instanceof HttpError && err.statusCode < 500 ? err.statusCode : 500, playgroundPage({ session, agent, llmConfigured, state, error: `Not saved: ${refusal(err)}` }))
