@@ -289,3 +289,49 @@ t.test('another account\'s agent, test or run: 404; without the CSRF token: 403;
   t.equal(unknownVersion.statusCode, 404, 'an unknown version')
   t.match(unknownVersion.body, 'class="notice error"')
 })
+
+t.test('a workspace member talks in the playground and runs the tests of the workspace\'s agent, but changes no test', async (t) => {
+  const ctx = await setup(t)
+  const owner = await signedInWithKey(ctx)
+  const created = await owner.browser.submit('/workspaces', '/workspaces', { workspace_name: 'Front office', description: '' })
+  const workspaceId = /^\/workspaces\/([0-9a-f]{24})$/.exec(String(created.headers.location))![1]
+  const inside = await createAgent(ctx.app, owner.account, { agent_name: 'Shared' }, `?workspace_id=${workspaceId}`)
+  const outside = await createAgent(ctx.app, owner.account, { agent_name: 'Private' })
+  const test = await ctx.app.inject({
+    method: 'POST',
+    url: `/v1/agent/${inside._id}/tests`,
+    headers: owner.account.headers,
+    payload: { name: 'Greets', caller: { type: 'script', lines: ['Hello'] }, expectations: [{ type: 'transcript_excludes', text: 'sorry' }] }
+  })
+  const testId = test.json()._id as string
+
+  const person = await createConsoleUser(ctx.db)
+  await ctx.db.insertInto('workspace_members').values({ workspace_id: workspaceId, email: person.email.toLowerCase(), role: 'member', status: 'active', member_user_id: person.id, joined_at: new Date() }).execute()
+  const member = new ConsoleClient(ctx.app)
+  await member.signIn(person.email, PASSWORD)
+  t.equal((await member.submit('/workspaces', '/workspace', { workspace_id: workspaceId })).statusCode, 303)
+
+  t.equal((await member.get(`/agents/${outside._id}/playground`)).statusCode, 404, 'an agent outside the workspace')
+  const playground = await member.get(`/agents/${inside._id}/playground`)
+  t.equal(playground.statusCode, 200)
+  const turn = await say(member, inside._id, playground.body, 'Hello there')
+  t.equal(turn.statusCode, 200, 'a member may talk to it')
+  t.notMatch(turn.body, 'Save as test', 'but not save a test')
+  t.equal((await member.post(`/agents/${inside._id}/playground/save`, { csrf_token: csrfOf(turn.body), conversation: inputValue(turn.body, 'conversation'), name: 'Mine' })).statusCode, 403)
+
+  const list = await member.get(`/agents/${inside._id}/tests`)
+  t.equal(list.statusCode, 200)
+  t.notMatch(list.body, 'New test')
+  t.equal((await member.get(`/agents/${inside._id}/tests/new`)).statusCode, 403)
+  const editor = await member.get(`/agents/${inside._id}/tests/${testId}`)
+  t.match(editor.body, '<fieldset class="plain" disabled>', 'the test is shown read-only')
+  t.notMatch(editor.body, 'Delete this test')
+  for (const url of [`/agents/${inside._id}/tests`, `/agents/${inside._id}/tests/${testId}`, `/agents/${inside._id}/tests/${testId}/delete`]) {
+    t.equal((await member.post(url, { csrf_token: csrfOf(list.body), name: 'Changed', 'caller.type': 'script', 'caller.lines': 'x', expectations: '1', 'expectations.0.kind': 'ended:none' })).statusCode, 403, `POST ${url}`)
+  }
+  const run = await member.post(`/agents/${inside._id}/tests/run`, { csrf_token: csrfOf(list.body), test_id: testId })
+  t.equal(run.statusCode, 303, 'a member may run the tests')
+  t.equal((await member.get(String(run.headers.location))).statusCode, 200)
+  const stored = await ctx.app.inject({ method: 'GET', url: `/v1/agent/${inside._id}/tests/${testId}`, headers: owner.account.headers })
+  t.equal(stored.json().name, 'Greets', 'nothing changed')
+})
