@@ -92,6 +92,12 @@ t.test('without a model: the simulator\'s notice; the conversation ends; Save as
   t.equal(first.statusCode, 200, first.body)
   t.match(first.body, /simulator answers/, 'the notice stays')
   t.match(chatLines(first.body), ['Caller: Do you have a table on Tuesday?', /^Agent: Yes, Tuesday/], 'the line and the simulator\'s reply (the agent has no begin message)')
+  // A workflow step entered shows by its name and kind (the conversation as the page holds it, with a step item).
+  const held = JSON.parse(inputValue(first.body, 'conversation'))
+  held.transcript.push({ speaker: 'step', content: 'Booking', timestamp: Date.now(), step: { id: 'booking', name: 'Booking', type: 'api_call' } })
+  const stepped = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(first.body), conversation: JSON.stringify(held), message: 'Yes please' })
+  t.equal(stepped.statusCode, 200, stepped.body)
+  t.match(chatLines(stepped.body)[2], 'Step Booking (API call)')
   const bye = await say(browser, agent._id, first.body, 'Thanks, goodbye')
   t.match(bye.body, 'The conversation has ended: the agent ended it.')
   t.notMatch(bye.body, 'name="message"', 'no more messages')

@@ -176,7 +176,7 @@ const CALLER_CHOICES = [
   { value: 'script', label: 'Typed lines, said in turn' },
   { value: 'persona', label: 'A persona the language model plays' }
 ]
-const CALLER_TYPE: Field = { name: 'caller.type', key: 'type', label: 'The caller', schema: Type.String(), required: true, options: CALLER_CHOICES }
+const CALLER_TYPE: Field = { name: 'caller.type', key: 'type', label: 'Kind of caller', schema: Type.String(), required: true, options: CALLER_CHOICES }
 
 const MOCKS: Rows = {
   name: 'mocks',
@@ -439,7 +439,7 @@ ${scenario !== undefined && !readOnly && html`<section aria-labelledby="delete-t
 /** The form that runs one test (`testId`) or all of them, against the latest or a chosen version. */
 function runForm (viewer: Viewer, agent: AgentRow, testId?: string): SafeHtml {
   const id = testId === undefined ? 'run-version' : 'run-one-version'
-  return html`<form method="post" action="/agents/${agent.id}/tests/run" class="inline">
+  return html`<form method="post" action="/agents/${agent.id}/tests/run" class="inline run">
   ${csrfField(viewer.csrfToken)}
   ${testId !== undefined && html`<input type="hidden" name="test_id" value="${testId}">`}
   <label for="${id}">Version</label>
@@ -570,7 +570,7 @@ ${runs.length === 0
   ? html`<p>No runs yet.</p>`
   : html`<div class="table"><table>
   <caption>The latest runs</caption>
-  <thead><tr><th scope="col">Started</th><th scope="col">Version</th><th scope="col">Result</th><th scope="col">Passed</th><th scope="col">Failed</th><th scope="col">Took</th></tr></thead>
+  <thead><tr><th scope="col">Started</th><th scope="col">Version</th><th scope="col">Result</th><th scope="col" class="number">Passed</th><th scope="col" class="number">Failed</th><th scope="col">Took</th></tr></thead>
   <tbody>${runs.map((run) => html`<tr>
     <td><a href="/agents/${agent.id}/tests/runs/${run._id}">${when(new Date(run.started_at))}</a></td><td>${run.agent_version}</td><td>${resultBadge(run.status)}</td>
     <td class="number">${run.passed}</td><td class="number">${run.failed}</td><td>${duration(run.duration_ms)}</td>
