@@ -10,6 +10,7 @@
 //   npm run cli -- number import --user <id|email> --number <+E.164> [--name <nickname>]
 //   npm run cli -- numbers repoint
 //   npm run cli -- replay <call id> [--agent <id>]
+//   npm run cli -- test <agent id> [--version N] [--test <id>]…
 import { loadConfig, parseSecretsKey, type Config } from '../src/config.ts'
 import { createDb, createPool, type DB } from '../src/db/database.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -17,7 +18,11 @@ import { openDatabase } from '../src/db/open.ts'
 import { createCipher, isSealed, keyFileOf, newSecretsKey, SecretsKeyError, stageKeyFile, type Cipher } from '../src/db/secrets.ts'
 import { prepareSecrets, rewriteSecrets } from '../src/db/stored-secrets.ts'
 import { HttpError } from '../src/http/errors.ts'
+import { createBoss } from '../src/jobs/boss.ts'
+import { createQueues } from '../src/jobs/queues.ts'
 import { createLogger } from '../src/logger.ts'
+import { createMailer } from '../src/mail/mailer.ts'
+import { agentOwner, runReport, runTests } from '../src/modules/agent-tests/tests.ts'
 import { INVITATION_MS, renewInvitation, workspaceOwner } from '../src/modules/account/workspace-queries.ts'
 import { publicInvitationUrl } from '../src/modules/account/workspaces.ts'
 import { createLoginLink, LOGIN_LINK_MS, loginLinkUrl } from '../src/modules/console/queries.ts'
@@ -44,13 +49,20 @@ const USAGE = `usage:
       this process with its configuration and providers (CALL_RUNTIME=voice), and scores the new call against the
       original as npm run bench:turns does: turn boundaries, end-of-turn latency, cut-offs, barge-ins; a table,
       then one JSON line. The replay is a new web call of the account: its providers are paid for and it is
-      billed like any call (custom_data.replay_of names the original). docs/voice.md, "Replaying a call"`
+      billed like any call (custom_data.replay_of names the original). docs/voice.md, "Replaying a call"
+  cli test <agent id> [--version <n>] [--test <test id>]…
+      runs the agent's tests (all, or each --test) against its latest version or --version, as POST
+      /v1/agent/:id/tests/run does, stores the run and prints one line per test and expectation. Exit code 0 when
+      every test passed, 1 otherwise, 2 for bad arguments (an unknown agent, version or test included).
+      Tools that are not mocked act for real. docs/testing.md, "CLI"`
 
 class UsageError extends Error {}
+/** Some test failed: its report goes to stdout, the exit code is 1. */
+class TestsFailed extends Error {}
 
 const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' }, agent: { type: 'string' } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' }, agent: { type: 'string' }, version: { type: 'string' }, test: { type: 'string', multiple: true } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -81,6 +93,34 @@ async function replay (url: string, log: ReturnType<typeof createLogger>): Promi
   const agentId = values.agent === undefined ? undefined : recordId(values.agent, '--agent')
   const config = loadConfig({ ...process.env, CALL_RUNTIME: 'voice', ROLE: 'voice', PORT: '0', HOST: '127.0.0.1' })
   return await replayCall({ databaseUrl: url, config, log, callId: call, agentId, write: (line) => process.stdout.write(line + '\n') })
+}
+
+/** `test <agent id> [--version N] [--test id]…`: the agent's tests against the database the server uses. */
+async function agentTests (db: DB, config: Config, url: string, log: ReturnType<typeof createLogger>): Promise<string> {
+  const [, agentArg, extra] = positionals
+  if (extra !== undefined) throw new UsageError(`test takes one agent id, got also ${extra}`)
+  const agentId = recordId(agentArg, 'agent id')
+  if (values.version !== undefined && !/^[1-9]\d{0,8}$/.test(values.version)) throw new UsageError(`--version ${values.version} is not a version number (1, 2, …)`)
+  const testIds = values.test?.map((id) => recordId(id, '--test'))
+  const userId = await agentOwner(db, agentId)
+  if (userId === undefined) throw new UsageError(`no agent ${agentId}`)
+  const boss = createBoss(url, config)
+  boss.on('error', (err) => log.error({ err }, 'job queue error'))
+  await boss.start()
+  const mailer = createMailer(db, config, log)
+  try {
+    await createQueues(boss, config)
+    const run = await runTests({ db, boss, config, log, mailer }, userId, agentId, { testIds, version: values.version === undefined ? null : Number(values.version) })
+    if (run.status !== 'passed') throw new TestsFailed(runReport(run))
+    return runReport(run)
+  } catch (err) {
+    // An agent, version or test that is not there is a mistake on the command line.
+    if (err instanceof HttpError && err.statusCode === 404) throw new UsageError(err.message)
+    throw err
+  } finally {
+    await mailer.close()
+    await boss.stop({ graceful: false })
+  }
 }
 
 /**
@@ -189,10 +229,16 @@ async function main (): Promise<number> {
   try {
     await migrate(pool)
     const cipher = await prepareSecrets(config, db)
-    const output = positionals[0] === 'replay' ? await replay(url, log) : await command(db, config, cipher, embedded !== undefined && !embedded.owned)
+    const output = positionals[0] === 'replay'
+      ? await replay(url, log)
+      : positionals[0] === 'test' ? await agentTests(db, config, url, log) : await command(db, config, cipher, embedded !== undefined && !embedded.owned)
     process.stdout.write(output + '\n')
     return 0
   } catch (err) {
+    if (err instanceof TestsFailed) {
+      process.stdout.write(err.message + '\n')
+      return 1
+    }
     if (!(err instanceof UsageError || err instanceof HttpError || err instanceof SecretsKeyError || err instanceof ReplayError)) throw err
     process.stderr.write(err.message + '\n')
     return err instanceof UsageError ? 2 : 1

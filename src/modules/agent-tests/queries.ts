@@ -122,3 +122,8 @@ export async function findRunRow (db: DB, userId: string, agentId: string, id: s
 export async function resultsOf (db: DB, runId: string): Promise<ResultRow[]> {
   return await db.selectFrom('agent_test_results').selectAll().where('run_id', '=', runId).orderBy('position').execute()
 }
+
+/** The account an agent belongs to (the CLI runs an agent's tests by its id alone). */
+export async function agentOwner (db: DB, agentId: string): Promise<string | undefined> {
+  return (await db.selectFrom('agents').select('user_id').where('id', '=', agentId).executeTakeFirst())?.user_id
+}

@@ -114,6 +114,23 @@ export function scenarioFromChat (conversation: Conversation, options: { name?: 
 
 // Runs
 
+export { agentOwner } from './queries.ts'
+
+/** A run as lines of text: one per scenario and one per expectation (the CLI prints it). */
+export function runReport (run: TestRun): string {
+  const lines = [`agent ${run.agent_id} version ${run.agent_version} (${run.engine}): ${run.results.length} test${run.results.length === 1 ? '' : 's'}`]
+  for (const result of run.results) {
+    lines.push(`${result.status === 'passed' ? 'pass ' : result.status === 'error' ? 'ERROR' : 'FAIL '} ${result.scenario_name} (${result.scenario_id}; ${result.caller_turns} caller turn${result.caller_turns === 1 ? '' : 's'}, ${result.duration_ms} ms${result.end_reason === null ? '' : `, ended ${result.end_reason}`})`)
+    if (result.error !== null) lines.push(`        error: ${result.error}`)
+    for (const { expectation, status, reason } of result.expectations) {
+      const { type, ...what } = expectation
+      lines.push(`  ${status === 'passed' ? 'passed    ' : status === 'failed' ? 'FAILED    ' : 'NOT JUDGED'} ${type} ${JSON.stringify(what)}: ${reason}`)
+    }
+  }
+  lines.push(`${run.passed} passed, ${run.failed} failed (run ${run._id}, ${run.duration_ms} ms)`)
+  return lines.join('\n')
+}
+
 const toSummary = (row: RunRow): TestRunSummary => ({
   _id: row.id,
   agent_id: row.agent_id,
@@ -160,6 +177,8 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
   let conversation: TextConversation | undefined
   let error: string | null = null
   let callerTurns = 0
+  // Read before close(), which ends a conversation still going as the caller hanging up.
+  let endReason: string | null = null
   let transcript: Conversation = { agent_id: agentId, transcript: [], tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 }
   try {
     conversation = await TextConversation.open(deps, { userId, agentId, version, mocks, dynamicContext: scenario.dynamic_context })
@@ -174,16 +193,19 @@ async function runScenario (deps: SessionDeps, userId: string, agentId: string, 
       callerTurns++
     }
     transcript = conversation.conversation()
-    if (conversation.endReason === 'runtime_error') error = 'the agent failed during the conversation (its model or a tool): runtime_error'
+    endReason = conversation.endReason
+    if (endReason === 'runtime_error') error = 'the agent failed during the conversation (its model or a tool): runtime_error'
   } catch (failure) {
     // An HTTP error (a version that vanished) is the run's, not the scenario's.
     if (failure instanceof HttpError) throw failure
     error = message(failure)
-    if (conversation !== undefined) transcript = conversation.conversation()
+    if (conversation !== undefined) {
+      transcript = conversation.conversation()
+      endReason = conversation.endReason
+    }
   } finally {
     await conversation?.close()
   }
-  const endReason = conversation?.endReason ?? null
   const criteria = scenario.expectations.flatMap((expectation) => expectation.type === 'criterion' ? [expectation] : [])
   const verdicts = error === null ? await judge(deps.config.analyser, transcript.transcript, criteria.map((c) => c.criterion)) : []
   const results = scenario.expectations.map((expectation) => {
