@@ -288,6 +288,11 @@ t.test('another account\'s agent, test or run: 404; without the CSRF token: 403;
     t.equal(res.statusCode, 400, conversation)
     t.match(res.body, 'Start over')
   }
+  // A long conversation is more than the console's usual 16 KB form: the playground takes it.
+  const long = { agent_id: agent._id, transcript: Array.from({ length: 300 }, (_, i) => ({ speaker: i % 2 === 0 ? 'user' : 'agent', content: `line ${i} ${'x'.repeat(300)}`, timestamp: 1 + i })), tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 }
+  const longTurn = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation: JSON.stringify(long), message: 'Still there?' })
+  t.equal(longTurn.statusCode, 200, 'a conversation of about 100 KB')
+  t.equal(chatLines(longTurn.body).length, 302, 'every item shown, and the new turn')
   const badVersion = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation: '', message: 'hi', version: 'latest' })
   t.equal(badVersion.statusCode, 400)
   t.match(badVersion.body, 'The version must be a whole number from 1.')
