@@ -13,6 +13,7 @@ import {
 import type { SessionDeps } from '../voice/session.ts'
 import { agentInScope, jsonProblem } from './agent-capabilities.ts'
 import { objectFields, problemOf, readRows, renderField, renderRows, rowCount, rowValues, type Field, type FormValues, type Problems, type Rows } from './forms.ts'
+import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -113,6 +114,8 @@ function playgroundPage ({ session, agent, llmConfigured, state, message = '', v
   const json = state === undefined ? '' : JSON.stringify(state.conversation)
   const simulated = state === undefined ? !llmConfigured : state.engine === 'simulator'
   const callerLines = state?.conversation.transcript.some((item) => item.speaker === 'user') ?? false
+  const versionField = describe('version', `Empty: the latest${agent.version > 0 ? ` (version ${agent.version})` : ''}. The conversation keeps the version it began with.`, problems.version)
+  const messageField = describe('message', undefined, problems.message)
   return layout({
     title: `Playground: ${agent.agent_name}`,
     viewer,
@@ -129,12 +132,11 @@ ${state?.ended !== true && html`<form method="post" action="${action}" class="st
   ${csrfField(viewer.csrfToken)}
   <input type="hidden" name="conversation" value="${json}">
   ${state === undefined && html`<label for="version">Version</label>
-  <input id="version" name="version" type="number" min="1" step="1" value="${version}" aria-describedby="version-hint${problems.version !== undefined ? ' version-error' : ''}"${problems.version !== undefined && html` aria-invalid="true"`}>
-  <p id="version-hint" class="hint">Empty: the latest${agent.version > 0 && html` (version ${agent.version})`}. The conversation keeps the version it began with.</p>
-  ${problems.version !== undefined && html`<p id="version-error" class="field-error">${problems.version}</p>`}`}
+  <input id="version" name="version" type="number" min="1" step="1" value="${version}"${versionField.attrs}>
+  ${versionField.after}`}
   <label for="message">Your message</label>
-  <input id="message" name="message" value="${message}" maxlength="${MAX_LINE_CHARS}" autocomplete="off" autofocus${state !== undefined && html` required`}${problems.message !== undefined && html` aria-invalid="true" aria-describedby="message-error"`}>
-  ${problems.message !== undefined && html`<p id="message-error" class="field-error">${problems.message}</p>`}
+  <input id="message" name="message" value="${message}" maxlength="${MAX_LINE_CHARS}" autocomplete="off" autofocus${state !== undefined && html` required`}${messageField.attrs}>
+  ${messageField.after}
   <button type="submit">Send</button>
 </form>`}
 <form method="get" action="${action}" class="inline"><button type="submit">Start over</button></form>
@@ -381,16 +383,13 @@ function scenarioPage ({ session, agent, scenario, form, problems, saved }: Scen
   const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   const field = (name: string, label: string, hint: string, control: 'text' | 'textarea' | 'number', extra?: SafeHtml) => {
     const id = name.replaceAll('.', '-')
-    const problem = problems[name]
-    const ids = [`${id}-hint`, problem !== undefined && `${id}-error`].filter(Boolean).join(' ')
-    const attrs = html` aria-describedby="${ids}"${problem !== undefined && html` aria-invalid="true"`}${extra}`
+    const { attrs, after } = describe(id, hint, problems[name])
     return html`<label for="${id}">${label}</label>
   ${control === 'textarea'
-    ? html`<textarea id="${id}" name="${name}" rows="5"${attrs}>
+    ? html`<textarea id="${id}" name="${name}" rows="5"${attrs}${extra}>
 ${form[name] ?? ''}</textarea>`
-    : html`<input id="${id}" name="${name}"${control === 'number' && html` type="number"`} value="${form[name] ?? ''}"${attrs}>`}
-  <p id="${id}-hint" class="hint">${hint}</p>
-  ${problem !== undefined && html`<p id="${id}-error" class="field-error">${problem}</p>`}`
+    : html`<input id="${id}" name="${name}"${control === 'number' && html` type="number"`} value="${form[name] ?? ''}"${attrs}${extra}>`}
+  ${after}`
   }
   return layout({
     title: scenario === undefined ? `New test of ${agent.agent_name}` : `Test: ${scenario.name}`,
