@@ -81,6 +81,8 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'ApiKey', 'Voice', 'Integration', 'IntegrationAuthorization', 'IntegrationDisconnected', 'Appointment', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',
     'WebhookSecret', 'IntegrationProvider', 'CostsGroupBy', 'TurnDetection', 'CallLatency', 'LatencyStat', 'TurnTiming', 'LatencyMetrics',
     'CallCallback',
+    'TestCaller', 'TestScriptCaller', 'TestPersonaCaller', 'TestToolMock', 'TestExpectation', 'TestExpectationResult', 'TestScenario', 'TestScenarioResult',
+    'TestRun', 'TestRunSummary', 'TestChatRequest', 'TestChatReply', 'TestConversation',
     'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { Conversation, TranscriptItem } from '../../db/shapes.ts'
 import { COMPONENT } from '../../http/schemas.ts'
+import { TurnTiming } from '../calls/schemas.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { agentExists } from '../agents/queries.ts'
 import type { SessionDeps } from '../voice/session.ts'
@@ -13,18 +14,22 @@ import { MAX_LINE_CHARS } from './shapes.ts'
 /** Transcript items a test chat's conversation may hold (caller and agent lines, tools, steps). */
 export const MAX_CHAT_ITEMS = 400
 
+/** A conversation as the test chat answers it and takes it back: db/shapes.ts's Conversation, its transcript capped. */
+export const TestConversation = Type.Object({
+  ...Conversation.properties,
+  transcript: Type.Array(TranscriptItem, { maxItems: MAX_CHAT_ITEMS }),
+  turns: Type.Optional(Type.Array(TurnTiming))
+}, { [COMPONENT]: 'TestConversation', description: 'the state of a test chat: send it back as it was with the next message' })
+
 export const TestChatBody = Type.Object({
   message: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_LINE_CHARS, description: 'what the caller types; absent with no conversation: the conversation opens (the begin message)' })),
-  conversation: Type.Optional(Type.Object({
-    ...Conversation.properties,
-    transcript: Type.Array(TranscriptItem, { maxItems: MAX_CHAT_ITEMS })
-  }, { description: 'the conversation the last answer gave, as it was; absent: a new conversation' })),
+  conversation: Type.Optional({ ...TestConversation, description: 'the conversation the last answer gave, as it was; absent: a new conversation' }),
   agent_version: Type.Optional(Type.Integer({ minimum: 1, description: 'the version to talk to (default: the latest); a conversation goes on with the version it began with' }))
 }, { [COMPONENT]: 'TestChatRequest' })
 export type TestChatBody = Static<typeof TestChatBody>
 
 export const TestChatReply = Type.Object({
-  conversation: Conversation,
+  conversation: TestConversation,
   items: Type.Array(TranscriptItem, { description: 'what this turn added: the caller\'s line, tool calls, steps entered, the agent\'s answer' }),
   ended: Type.Boolean(),
   end_reason: Type.Union([Type.String(), Type.Null()]),

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, CHECKED_IN_HANDLER, errors, ObjectId, Paging } from '../../http/schemas.ts'
 import type { SessionDeps } from '../voice/session.ts'
-import { MAX_CHAT_ITEMS, TestChatBody, TestChatReply, testChatTurn } from './chat.ts'
+import { MAX_CHAT_ITEMS, TestChatBody, TestChatReply, testChatTurn, TestConversation } from './chat.ts'
 import {
   createScenario, deleteScenario, findRun, findScenario, listRuns, listScenarios, MAX_SCENARIOS, runTests, Scenario, ScenarioInput, ScenarioPatch,
   scenarioFromChat, TestRun, TestRunSummary, updateScenario
@@ -22,7 +22,7 @@ const CHAT_BODY_LIMIT = 512 * 1024
 
 const CreateBody = Type.Object({
   ...Type.Partial(ScenarioInput).properties,
-  from_conversation: Type.Optional({ ...TestChatBody.properties.conversation, description: 'a test chat\'s conversation to keep as a test (Save as test): its caller lines become the script and what happened the expectations; `name` may be given, the other members are built' }),
+  from_conversation: Type.Optional({ ...TestConversation, description: 'a test chat\'s conversation to keep as a test (Save as test): its caller lines become the script and what happened the expectations; `name` may be given, the other members are built' }),
   end_reason: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()], { description: 'with from_conversation: the test chat\'s end_reason, so the test expects the same end' }))
 }, { [CHECKED_IN_HANDLER]: { oneOf: [{ required: ['name', 'caller', 'expectations'] }, { required: ['from_conversation'] }] } })
 
