@@ -127,7 +127,7 @@ function viewedSettings (kind: Kind, type: string, settings: Record<string, unkn
 }
 
 /** Where a JSON value cannot be stored or sent: too deep, or text PostgreSQL refuses. */
-function jsonProblem (value: unknown, depth = 0): string | undefined {
+export function jsonProblem (value: unknown, depth = 0): string | undefined {
   if (depth > MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
   if (typeof value === 'string') return value.isWellFormed() && !value.includes('\0') ? undefined : 'holds a NUL character or an unpaired surrogate'
   if (value === null || typeof value !== 'object') return undefined
@@ -239,7 +239,8 @@ function problemsOfError (kind: Kind, type: string, err: HttpError, form: FormVa
 const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 const base = (agent: AgentRow, kind: Kind) => `/agents/${agent.id}/${kind.path}`
 
-async function agentInScope (db: DB, scope: Scope, id: string): Promise<AgentRow> {
+/** The scope's agent with this id; 404 for another account's, another workspace's or an unknown one. */
+export async function agentInScope (db: DB, scope: Scope, id: string): Promise<AgentRow> {
   const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
   if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
   return agent

@@ -265,6 +265,7 @@ ${options.saved === true && notice('success', 'Saved.')}
   ${options.talkError !== undefined && notice('error', options.talkError)}
   <p>Starts a web call in this browser: typed turns, or your microphone when speech providers are configured.</p>
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
+  <p><a href="/agents/${agent.id}/playground">Type to it in the playground</a> (its replies, tool calls and workflow steps, turn by turn) · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 </section>
 ${await capabilitySection(db, scope, agent)}
 <section aria-labelledby="versions-title">

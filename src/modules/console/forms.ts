@@ -282,7 +282,7 @@ export interface Rows {
   fields: (index: number) => Field[]
 }
 
-const rowCount = (name: string, form: FormValues) => Math.min(MAX_ROWS, Math.max(0, Number.parseInt(form[name] ?? '0', 10) || 0))
+export const rowCount = (name: string, form: FormValues) => Math.min(MAX_ROWS, Math.max(0, Number.parseInt(form[name] ?? '0', 10) || 0))
 
 /** Stored rows as form text, and `blank` empty rows after them for new entries. */
 export function rowValues (rows: Rows, stored: Array<Record<string, unknown>>, blank: number): FormValues {

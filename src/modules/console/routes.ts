@@ -11,6 +11,7 @@ import { clientAddress } from '../../http/rate-limit.ts'
 import { checkText } from '../../http/validation.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
+import { consoleAgentTestRoutes } from './agent-tests.ts'
 import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleVersionRoutes } from './agent-versions.ts'
@@ -325,5 +326,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleDeliveryRoutes, { deliveries })
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
     await pages.register(consoleCapabilityRoutes, { deliveries })
+    await pages.register(consoleAgentTestRoutes, { deps: { ...jobs, db, log: app.log as Logger, mailer } })
   })
 }
