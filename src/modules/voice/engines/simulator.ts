@@ -107,7 +107,11 @@ export const simulatorEngine: EngineFactory = (onEvent: (event: EngineEvent) => 
   }
 
   return {
-    async start (value) { setup = value },
+    async start (value) {
+      setup = value
+      // A conversation that goes on (a test chat's next turn, a call taken back) keeps its place in the script.
+      turn = (value.history ?? []).filter((item) => item.role === 'user').length
+    },
     audio () {},
     // No recogniser: a spoken turn is heard as nothing.
     endOfTurn () { emit({ type: 'user_text', text: '' }) },
