@@ -65,6 +65,11 @@ export class WorkflowRun {
     return this.data.variables
   }
 
+  /** The variables that hold a value (collected data reads them so). */
+  collected (): Record<string, string | number | boolean> {
+    return Object.fromEntries(Object.entries(this.data.variables).filter((entry): entry is [string, string | number | boolean] => entry[1] !== null))
+  }
+
   /** The conversation step in force: the current one, else the last one entered (after action steps that led nowhere). */
   private conversationStep (): ConversationStep | undefined {
     const ids = [this.data.step, ...this.data.path.map((entry) => entry.id).reverse()]
