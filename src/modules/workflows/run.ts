@@ -44,6 +44,8 @@ export class WorkflowRun {
   private readonly steps: Map<string, WorkflowStep>
   private readonly data: WorkflowState
   private readonly wall: () => number
+  /** Step id → the answer an API call step gets instead of sending its request (a test's mocks; status 200). */
+  mocks: Record<string, string> = {}
   /** Expression conditions parsed once (an expression that does not parse never holds: the API refuses it). */
   private readonly conditions = new Map<string, ((variables: Record<string, unknown>) => boolean)>()
 
@@ -217,22 +219,7 @@ export class WorkflowRun {
 
   /** An API call step during the call: sent as an api_call action's live request, its answer mapped into variables. */
   private async callApi (step: ApiCallStep, ctx: ToolContext): Promise<string> {
-    const settings = openSettings(step) as unknown as ApiCallSettings
-    const variables = this.fill(ctx)
-    const agent = guardedAgent(ctx.config.delivery)
-    let status = 0
-    let answer = ''
-    let failure: string | undefined
-    try {
-      const outcome = await liveRequest(agent, settings, variables, renderRecord(settings.body ?? {}, variables), ctx, STEP_ANSWER_BYTES)
-      status = outcome.status_code ?? 0
-      answer = outcome.response_preview ?? ''
-      if (!outcome.ok) failure = outcome.status_code === undefined ? outcome.error ?? 'the request failed' : `HTTP ${outcome.status_code}`
-    } catch (err) {
-      failure = err instanceof Error ? err.message : String(err)
-    } finally {
-      await agent.close().catch(() => {})
-    }
+    const { status, answer, failure } = Object.hasOwn(this.mocks, step.id) ? { status: 200, answer: this.mocks[step.id], failure: undefined } : await this.request(step, ctx)
     this.data.variables[`${step.id}_status`] = status
     let parsed: unknown
     try {
@@ -246,6 +233,22 @@ export class WorkflowRun {
     return failure === undefined
       ? `${step.name}: done${mapped.length === 0 ? '' : ` (${mapped.map(([name]) => `${name} = ${text(this.data.variables[name])}`).join(', ')})`}.`
       : `${step.name} failed (${failure}).`
+  }
+
+  /** An API call step's request, sent as an api_call action's live request: its HTTP status (0: none), answer, and why it failed. */
+  private async request (step: ApiCallStep, ctx: ToolContext): Promise<{ status: number, answer: string, failure?: string }> {
+    const settings = openSettings(step) as unknown as ApiCallSettings
+    const variables = this.fill(ctx)
+    const agent = guardedAgent(ctx.config.delivery)
+    try {
+      const outcome = await liveRequest(agent, settings, variables, renderRecord(settings.body ?? {}, variables), ctx, STEP_ANSWER_BYTES)
+      const failure = outcome.ok ? undefined : outcome.status_code === undefined ? outcome.error ?? 'the request failed' : `HTTP ${outcome.status_code}`
+      return { status: outcome.status_code ?? 0, answer: outcome.response_preview ?? '', ...(failure === undefined ? {} : { failure }) }
+    } catch (err) {
+      return { status: 0, answer: '', failure: err instanceof Error ? err.message : String(err) }
+    } finally {
+      await agent.close().catch(() => {})
+    }
   }
 
   /** A message step: sent through the messaging module as the message actions' functions send theirs. */
