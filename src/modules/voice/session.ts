@@ -110,6 +110,8 @@ export class Session {
   private running!: { config: AgentConfig, tools: LiveTool[], instructions: string }
   /** The call's agent's workflow (docs/workflows.md): undefined when it talks from its single prompt. */
   private workflow: WorkflowRun | undefined
+  /** The workflow state of a conversation resumed with another agent in charge (after an agent_transfer): kept as it was. */
+  private keptWorkflow: Conversation['workflow']
   private closeTools: () => Promise<void> = async () => {}
   private readonly abort = new AbortController()
   /** When the recording starts (clock time): earlier than now for a call taken back after forwarding. */
@@ -299,6 +301,7 @@ export class Session {
    * from the single prompt, with a warning), entered at its start; a resumed conversation goes on where it was.
    */
   private async startWorkflow (agent: AgentRow, resume: Conversation | undefined): Promise<Entered[]> {
+    this.keptWorkflow = resume?.workflow
     if (agent.id !== this.call.agent_id || agent.workflow === null) return []
     const workflow = readWorkflow(agent.workflow)
     if (workflow === undefined) {
@@ -554,9 +557,10 @@ export class Session {
 
   /** The conversation so far, as kept with a forwarded call and turned into the call's end. */
   private conversation (recordingMs: number): Conversation {
+    const workflow = this.workflow?.state() ?? this.keptWorkflow
     return {
       agent_id: this.agent.id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected,
-      ...(this.workflow === undefined ? {} : { workflow: this.workflow.state() })
+      ...(workflow === undefined ? {} : { workflow })
     }
   }
 
