@@ -142,6 +142,18 @@ t.test('a failed API call step: status 0, variables cleared, its condition on th
   t.match(moved.output, /Find a table failed[\s\S]*say exactly this and nothing more: Bye Bo!/)
 })
 
+t.test('moves made at once run one after the other', async (t) => {
+  const ctx = await setup(t, ENV)
+  const account = await createAccount(ctx.db)
+  const receiver = await startReceiver(t)
+  const context = toolContext(ctx, account.user.id)
+  const run = new WorkflowRun(booking(receiver.url), { step: 'greet', path: [], variables: { party_size: 2 }, after: [] }, () => 0)
+  const [lookup, human] = await Promise.all([run.enter('lookup', context), run.enter('human', context)])
+  t.same(lookup.entered.map((s) => s.id), ['lookup', 'later', 'confirm'])
+  t.same(human.entered.map((s) => s.id), ['human'])
+  t.same(run.state().path.map((s) => s.id), ['lookup', 'later', 'confirm', 'human'], 'the second move waited for the first one\'s API call')
+})
+
 t.test('transfer steps answer a transfer; a loop of action steps stops', async (t) => {
   const ctx = await setup(t, ENV)
   const account = await createAccount(ctx.db)

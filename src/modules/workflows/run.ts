@@ -44,6 +44,7 @@ export class WorkflowRun {
   private readonly steps: Map<string, WorkflowStep>
   private readonly data: WorkflowState
   private readonly wall: () => number
+  private moving: Promise<unknown> = Promise.resolve()
   /** Step id → the answer an API call step gets instead of sending its request (a test's mocks; status 200). */
   mocks: Record<string, string> = {}
   /** Expression conditions parsed once (an expression that does not parse never holds: the API refuses it). */
@@ -164,6 +165,13 @@ export class WorkflowRun {
    * recorded) until a conversation step, a transfer or an end; at most MAX_ACTION_STEPS action steps.
    */
   async enter (stepId: string, ctx: ToolContext): Promise<EnterResult> {
+    // One move at a time: two functions called at once (a model's parallel calls) move the call one after the other.
+    const move = this.moving.then(async () => await this.move(stepId, ctx))
+    this.moving = move.catch(() => {})
+    return await move
+  }
+
+  private async move (stepId: string, ctx: ToolContext): Promise<EnterResult> {
     const entered: Entered[] = []
     const notes: string[] = []
     let id: string | undefined = stepId
