@@ -6,6 +6,7 @@ import type { LiveTool, ToolContext } from '../../src/modules/capabilities/live.
 import { MAX_ACTION_STEPS, WorkflowRun } from '../../src/modules/workflows/run.ts'
 import { valueAt } from '../../src/modules/workflows/paths.ts'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
+import { createAgent, insertCalls } from '../helpers/calls.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 
 // The workflow engine on its own (workflows/run.ts): the step's functions, transitions on variables and by the
@@ -140,6 +141,30 @@ t.test('a failed API call step: status 0, variables cleared, its condition on th
   t.equal(run.state().variables.table, null)
   t.same(moved.outcome, { endCall: { message: 'Bye Bo!' } })
   t.match(moved.output, /Find a table failed[\s\S]*say exactly this and nothing more: Bye Bo!/)
+})
+
+t.test('a message step is sent through the messaging module and logged with the call', async (t) => {
+  const ctx = await setup(t, ENV)
+  const account = await createAccount(ctx.db)
+  const agent = await createAgent(ctx.app, account)
+  const [callId] = await insertCalls(ctx.db, account.user.id, agent, [{ call_status: 'started' }])
+  const workflow: Workflow = {
+    start: 'mail',
+    steps: [
+      { id: 'mail', name: 'Confirmation', type: 'message', channel: 'email', to: '{{email}}', subject: 'Table for {{guest}}', message: 'See you at {{slot}}, {{guest}}.', transitions: [{ to: 'bye', condition: { type: 'always' } }] },
+      { id: 'bye', name: 'Bye', type: 'end' }
+    ]
+  }
+  const run = new WorkflowRun(workflow, { step: 'mail', path: [], variables: { guest: 'Ada', slot: '19:30', email: 'ada@example.com' }, after: [] }, () => 0)
+  const moved = await run.enter('mail', { ...toolContext(ctx, account.user.id), callId })
+  t.same(moved.entered.map((s) => s.id), ['mail', 'bye'])
+  t.match(moved.output, /Confirmation: sent to ada@example.com\./)
+  t.same(moved.outcome, { endCall: {} })
+  const [message] = await ctx.db.selectFrom('messages').selectAll().where('call_id', '=', callId).execute()
+  t.match(message, { action_id: 'mail', origin: 'live', channel: 'email', recipient: 'ada@example.com', subject: 'Table for Ada', body: 'See you at 19:30, Ada.' })
+
+  const nobody = new WorkflowRun(workflow, undefined, () => 0)
+  t.match((await nobody.enter('mail', { ...toolContext(ctx, account.user.id), callId })).output, /Confirmation: not sent \(no recipient\)/, 'an empty recipient: not sent, the workflow goes on')
 })
 
 t.test('moves made at once run one after the other', async (t) => {
