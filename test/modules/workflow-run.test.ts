@@ -167,6 +167,19 @@ t.test('a message step is sent through the messaging module and logged with the 
   t.match((await nobody.enter('mail', { ...toolContext(ctx, account.user.id), callId })).output, /Confirmation: not sent \(no recipient\)/, 'an empty recipient: not sent, the workflow goes on')
 })
 
+t.test('a conversation step that collects nothing offers its default as a function', async (t) => {
+  const workflow: Workflow = {
+    start: 'hello',
+    steps: [
+      { id: 'hello', name: 'Hello', type: 'conversation', instructions: 'Greet.', transitions: [{ to: 'bye', condition: { type: 'always' } }] },
+      { id: 'bye', name: 'Bye', type: 'end' }
+    ]
+  }
+  const run = new WorkflowRun(workflow, { step: 'hello', path: [], variables: {}, after: [] }, () => 0)
+  const [move] = run.setup([]).tools
+  t.match(move.spec, { name: 'go_to_bye', description: /"Hello"\) is done/ })
+})
+
 t.test('moves made at once run one after the other', async (t) => {
   const ctx = await setup(t, ENV)
   const account = await createAccount(ctx.db)

@@ -107,8 +107,9 @@ export class WorkflowRun {
         (outcome) => this.afterCollect(step, outcome)))
     }
     for (const transition of step.transitions ?? []) {
-      if (transition.condition.type !== 'prompt') continue
-      tools.push(this.moveFunction(transition.to, transition.condition.prompt, taken))
+      if (transition.condition.type === 'prompt') tools.push(this.moveFunction(transition.to, transition.condition.prompt, taken))
+      // A step that collects nothing has no save after which its default could be taken: the model takes it.
+      else if (transition.condition.type === 'always' && fields.length === 0) tools.push(this.moveFunction(transition.to, `what this step is for ("${step.name}") is done`, taken))
     }
     for (const target of this.workflow.steps) {
       if (target.global === undefined || target.id === step.id) continue
