@@ -75,7 +75,7 @@ t.test('shared schemas and entity answers are named components, only ever refere
   const schemas: Record<string, Record<string, any>> = doc.components.schemas
   const names = [
     'ObjectId', 'E164PhoneNumber', 'Email', 'Agent', 'AgentVoice', 'DataRetrievalField', 'LlmConfig', 'AgentTemplate',
-    'CallType', 'CallDirection', 'CallStatus', 'CallSentiment', 'CallListItem', 'CallDetail', 'PhoneCallCreated', 'WebCallCreated',
+    'CallType', 'CallDirection', 'CallStatus', 'CallSentiment', 'CallListItem', 'CallDetail', 'CallWorkflow', 'PhoneCallCreated', 'WebCallCreated',
     'StartedCall', 'PhoneNumber', 'AvailablePhoneNumber', 'Customer', 'Workspace', 'WorkspaceMember', 'Subscription', 'CreditEntry',
     'KnowledgeBase', 'KnowledgeBaseFile', 'KnowledgeSearchResults', 'WebhookDelivery', 'WebhookDeliveryDetail', 'DeliveryAttempt',
     'ApiKey', 'Voice', 'Integration', 'IntegrationAuthorization', 'IntegrationDisconnected', 'Appointment', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',

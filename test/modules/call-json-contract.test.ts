@@ -119,7 +119,8 @@ t.test('the stored call JSON has exactly the fields of CallListItem and CallDeta
       call_summary: 'Short.',
       customer_id: customer._id,
       workspace_id: workspace._id,
-      latency: JSON.stringify(callLatency([{ at: Date.now(), end_of_turn_ms: 210, transcription_ms: null, llm_ms: 380, tts_ms: null, e2e_ms: 820 }]))
+      latency: JSON.stringify(callLatency([{ at: Date.now(), end_of_turn_ms: 210, transcription_ms: null, llm_ms: 380, tts_ms: null, e2e_ms: 820 }])),
+      workflow: JSON.stringify({ step: 'book', path: [{ id: 'book', name: 'Book', type: 'conversation', at: Date.now() }], variables: { party_size: 4, note: null }, after: ['crm'] })
     },
     { call_type: 'web', call_from: null, call_to: null, call_status: 'started', end_timestamp: null, duration_ms: null }
   ])

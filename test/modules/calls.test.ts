@@ -324,17 +324,19 @@ t.test('GET /v1/call/list/export streams one row per call and model, escaped, wi
   ])
   await insertCalls(db, account.user.id, agent, [{ start_timestamp: new Date('2026-08-03T00:00:00Z') }]) // the day after
   await insertCalls(db, other.user.id, await createAgent(app, other), [{ start_timestamp: new Date('2026-08-01T11:00:00Z') }])
+  const path = [{ id: 'greet', name: 'Greeting', type: 'conversation', at: 1 }, { id: 'book', name: 'Book', type: 'conversation', at: 2 }]
+  await db.updateTable('calls').set({ workflow: JSON.stringify({ step: 'book', path, variables: {}, after: [] }) }).where('id', '=', withUsage).execute()
 
   const res = await app.inject({ method: 'GET', url: '/v1/call/list/export?date_from=2026-08-01&date_to=2026-08-02', headers: account.headers })
   t.equal(res.statusCode, 200)
   t.match(res.headers['content-type'], /^text\/csv; charset=utf-8/)
   t.equal(res.headers['content-disposition'], 'attachment; filename="call-details_2026-08-01_2026-08-02.csv"')
   const lines = res.body.split('\n')
-  t.equal(lines[0], 'call_id,agent_id,agent_name,call_type,direction,call_status,call_from,call_to,start_time,end_time,duration_seconds,disconnection_reason,sentiment,task_achieved,phone_call_credits,web_call_credits,text_message_credits,call_forwarding_credits,model,input_tokens,output_tokens,total_tokens')
+  t.equal(lines[0], 'call_id,agent_id,agent_name,call_type,direction,call_status,call_from,call_to,start_time,end_time,duration_seconds,disconnection_reason,sentiment,task_achieved,phone_call_credits,web_call_credits,text_message_credits,call_forwarding_credits,model,input_tokens,output_tokens,total_tokens,workflow_path')
   t.same(lines.slice(1), [
-    `${withUsage},${agent._id},"'=HYPERLINK(""x"")",phone,outbound,success,'+4930123456,'+14155550199,2026-08-01T10:00:00.000Z,2026-08-01T10:01:01.500Z,61.5,"'-1 hangup, ""quoted""",positive,true,20,0,0,0,gpt-4o,1,2,3`,
-    `${withUsage},${agent._id},"'=HYPERLINK(""x"")",phone,outbound,success,'+4930123456,'+14155550199,2026-08-01T10:00:00.000Z,2026-08-01T10:01:01.500Z,61.5,"'-1 hangup, ""quoted""",positive,true,20,0,0,0,gpt-4o-mini,10,5,15`,
-    `${without},${agent._id},"'=HYPERLINK(""x"")",web,inbound,failed,,,2026-08-02T10:00:00.000Z,,,,,,0,0,0,0,,,,`
+    `${withUsage},${agent._id},"'=HYPERLINK(""x"")",phone,outbound,success,'+4930123456,'+14155550199,2026-08-01T10:00:00.000Z,2026-08-01T10:01:01.500Z,61.5,"'-1 hangup, ""quoted""",positive,true,20,0,0,0,gpt-4o,1,2,3,greet > book`,
+    `${withUsage},${agent._id},"'=HYPERLINK(""x"")",phone,outbound,success,'+4930123456,'+14155550199,2026-08-01T10:00:00.000Z,2026-08-01T10:01:01.500Z,61.5,"'-1 hangup, ""quoted""",positive,true,20,0,0,0,gpt-4o-mini,10,5,15,greet > book`,
+    `${without},${agent._id},"'=HYPERLINK(""x"")",web,inbound,failed,,,2026-08-02T10:00:00.000Z,,,,,,0,0,0,0,,,,,`
   ])
   const filtered = await app.inject({ method: 'GET', url: '/v1/call/list/export?date_from=2026-08-01&date_to=2026-08-02&call_type=web', headers: account.headers })
   t.equal(filtered.body.split('\n').length, 2)

@@ -24,7 +24,7 @@ export function safeCell (value: string | null | undefined): string {
 const CALL_HEADERS = ['call_id', 'agent_id', 'agent_name', 'call_type', 'direction', 'call_status', 'call_from', 'call_to',
   'start_time', 'end_time', 'duration_seconds', 'disconnection_reason', 'sentiment', 'task_achieved',
   'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits',
-  'model', 'input_tokens', 'output_tokens', 'total_tokens']
+  'model', 'input_tokens', 'output_tokens', 'total_tokens', 'workflow_path']
 
 // Cells holding free text, which safeCell escapes; the others are ids, enums, numbers and times.
 const TEXT_CELLS = ['agent_name', 'call_from', 'call_to', 'disconnection_reason', 'model'].map((name) => CALL_HEADERS.indexOf(name))

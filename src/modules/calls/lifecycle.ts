@@ -3,7 +3,7 @@ import type { Config, Prices } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { CallRow, Database, TranscriptItem } from '../../db/schema.ts'
-import type { Conversation, TransferRecord, TurnTiming } from '../../db/shapes.ts'
+import type { Conversation, TransferRecord, TurnTiming, WorkflowState } from '../../db/shapes.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
@@ -202,6 +202,8 @@ export interface CallEnd {
   transfer_history?: unknown[]
   /** The answered caller turns, timed (the built-in voice engine): stored with their summary as the call's latency. */
   turns?: TurnTiming[]
+  /** Where the agent's workflow went and what it collected (calls.workflow). */
+  workflow?: WorkflowState
 }
 
 /** The call's transfers with what became of the forwarding (the last one): its outcome, and an answered one's length. */
@@ -235,7 +237,8 @@ export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string
     transfer_history: transfers.length === 0 ? undefined : transfers,
     turns: conversation.turns,
     // Nothing collected (or collection off): the call's collected_data stays null.
-    collected_data: Object.keys(conversation.collected_data ?? {}).length === 0 ? undefined : conversation.collected_data
+    collected_data: Object.keys(conversation.collected_data ?? {}).length === 0 ? undefined : conversation.collected_data,
+    workflow: conversation.workflow
   }
 }
 
@@ -282,6 +285,7 @@ export async function endCall (db: DB, jobs: JobSender, userId: string, callId: 
       speech_synthesised_seconds: end.usage?.speech?.synthesised_seconds ?? 0,
       collected_data: end.collected_data === undefined ? null : JSON.stringify(end.collected_data),
       transfer_history: end.transfer_history === undefined ? null : JSON.stringify(end.transfer_history),
+      workflow: end.workflow === undefined ? null : JSON.stringify(end.workflow),
       latency: latency === null ? null : JSON.stringify(latency),
       access_token_hash: null,
       stream_token_hash: null

@@ -77,6 +77,7 @@ const DETAIL_JSON = sql`left(list_json, -1) || ',' || substr(json_build_object(
       FROM jsonb_each(token_usage))),
   'custom_data', custom_data, 'dynamic_context', dynamic_context, 'custom_analysis_data', custom_analysis_data,
   'collected_data', collected_data, 'transfer_history', transfer_history, 'latency', latency,
+  'workflow', CASE WHEN workflow IS NULL THEN NULL ELSE jsonb_build_object('path', workflow -> 'path', 'variables', workflow -> 'variables') END,
   'speech_seconds', json_build_object('recognised', speech_recognised_seconds, 'synthesised', speech_synthesised_seconds),
   'simulated', runtime = 'simulator' OR (runtime = 'voice' AND call_type = 'phone' AND carrier IS NULL),
   'callback_of', (SELECT b.callback_of FROM call_callbacks b WHERE b.call_id = calls.id),
@@ -377,7 +378,8 @@ export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, ra
       sql<string>`c.phone_call_credits::text`.as('phone_call_credits'), sql<string>`c.web_call_credits::text`.as('web_call_credits'),
       sql<string>`c.text_message_credits::text`.as('text_message_credits'), sql<string>`c.call_forwarding_credits::text`.as('call_forwarding_credits'),
       't.model', sql<string | null>`t.input::text`.as('input'), sql<string | null>`t.output::text`.as('output'),
-      sql<string | null>`(t.input + t.output)::text`.as('total')])
+      sql<string | null>`(t.input + t.output)::text`.as('total'),
+      sql<string | null>`(SELECT string_agg(e.step ->> 'id', ' > ' ORDER BY e.n) FROM jsonb_array_elements(c.workflow -> 'path') WITH ORDINALITY AS e(step, n))`.as('workflow_path')])
     .where(callConditions(userId, filter, range))
     .orderBy('c.start_timestamp').orderBy('c.id').orderBy('t.model')
     .compile()

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { AnyObject, LatencyStat as StoredStat, TranscriptItem, TurnTiming as StoredTurn } from '../../db/shapes.ts'
+import { AnyObject, LatencyStat as StoredStat, TranscriptItem, TurnTiming as StoredTurn, WorkflowState } from '../../db/shapes.ts'
 import { DateRangeQuery, OptionalDateRangeQuery } from '../../http/dates.ts'
 import { AgentVersionNumber } from '../agents/schemas.ts'
 import { CallStatus, CallType, COMPONENT, Direction, E164, ListOf, Nullable, ObjectId, Paging } from '../../http/schemas.ts'
@@ -88,6 +88,12 @@ export const CallCallback = Type.Object({
   call_id: Nullable(ObjectId, 'the call placed; null until then')
 }, { [COMPONENT]: 'CallCallback' })
 
+/** Where a call went through its agent's workflow (docs/workflows.md, "How a call runs a workflow"). */
+export const CallWorkflow = Type.Object({
+  path: WorkflowState.properties.path,
+  variables: WorkflowState.properties.variables
+}, { [COMPONENT]: 'CallWorkflow' })
+
 export const CallListItem = Type.Object(listFields, { [COMPONENT]: 'CallListItem' })
 
 export const CallDetail = Type.Object({
@@ -114,6 +120,7 @@ export const CallDetail = Type.Object({
   custom_analysis_data: Nullable(AnyObject, 'the agent\'s data_retrieval fields found in the call'),
   collected_data: Nullable(AnyObject),
   transfer_history: Nullable(Type.Array(Type.Unknown())),
+  workflow: Nullable(CallWorkflow, 'the agent\'s workflow in this call; null: the agent had none'),
   latency: Nullable(CallLatency, 'null: the call has no timed turns (not the built-in voice engine, never answered, or ended before turns were timed)'),
   speech_seconds: Type.Object({
     recognised: Type.Number({ description: 'the caller\'s speech recognised' }),

@@ -38,13 +38,17 @@ const firstString = (...values: unknown[]) => values.find((v) => typeof v === 's
 
 const SPEAKERS: Record<TranscriptItem['speaker'], string> = { agent: 'Agent', user: 'User', tool: 'Tool', step: 'Step' }
 
-/** The values of every {{variable}}: the built-in call variables, then retrieval and collected fields. */
+/**
+ * The values of every {{variable}}: the built-in call variables, then the workflow's variables (by their own
+ * names), retrieval and collected fields.
+ */
 export function callVariables (call: CallRow): Record<string, unknown> {
   const analysis = call.custom_analysis_data ?? {}
   const collected = call.collected_data ?? {}
   return {
     ...collected,
     ...analysis,
+    ...call.workflow?.variables,
     call_id: call.id,
     call_from: call.call_from,
     call_to: call.call_to,

@@ -14,14 +14,15 @@ import { callVariables } from '../calls/variables.ts'
 import { ACTIONS, TOOLS } from '../capabilities/catalog.ts'
 import { IntegrationError } from '../integrations/client.ts'
 import { deliveryOptions, typed, whenOf, type Channel, type ShapedRequest } from '../capabilities/registry.ts'
-import { renderHeaders } from '../capabilities/types/api-call.ts'
+import { actionRequest, renderHeaders, type ApiCallSettings } from '../capabilities/types/api-call.ts'
+import { afterCallStep, readWorkflow } from '../workflows/steps.ts'
 import { sendMessage } from '../messaging/send.ts'
 import { webhookRequest } from './render.ts'
 import { notifyFailure } from './notify.ts'
 import { send, USER_AGENT, type Outcome, type OutgoingRequest } from '../../net/request.ts'
 import { signatureHeaders, signingSecrets } from './signing.ts'
 import {
-  actionSettingsByIds, activeActions, activeTools, agentWebhookUrl, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
+  actionSettingsByIds, activeActions, activeTools, agentWebhookUrl, agentWorkflows, findSendable, insertDelivery, logFinishedAttempts, logResend, logRetry,
   sendableDeliveries, type DeliveryRow, type FinishedAttempt, type SendableRow
 } from './queries.ts'
 
@@ -54,12 +55,29 @@ export interface ActionCondition {
   condition: string
 }
 
-/** The plain-language conditions of the agent's active post-call actions, for the call's analysis to judge. */
-export async function actionConditions (db: DB, agentId: string): Promise<ActionCondition[]> {
-  return (await activeActions(db, agentId)).flatMap(({ id, settings }) => {
+/** A workflow step's condition is judged under this key (step ids are the agent's own, action ids global). */
+const stepKey = (stepId: string) => `step:${stepId}`
+
+/**
+ * The plain-language conditions of the agent's active post-call actions and of the after-call workflow steps the
+ * call reached, for the call's analysis to judge.
+ */
+export async function actionConditions (db: DB, call: Pick<CallRow, 'agent_id' | 'workflow'>): Promise<ActionCondition[]> {
+  const judged = (condition: unknown) => typeof condition === 'string' && condition.trim() !== ''
+  const actions = (await activeActions(db, call.agent_id)).flatMap(({ id, settings }) => {
     const { condition } = deliveryOptions(settings)
-    return whenOf(settings) !== 'during_call' && typeof condition === 'string' && condition.trim() !== '' ? [{ actionId: id, condition }] : []
+    return whenOf(settings) !== 'during_call' && judged(condition) ? [{ actionId: id, condition: condition! }] : []
   })
+  const steps = await reachedSteps(db, call)
+  return [...actions, ...steps.flatMap((step) => judged(step.condition) ? [{ actionId: stepKey(step.id), condition: step.condition! }] : [])]
+}
+
+/** The after-call API call steps the call reached, as the agent's workflow holds them now (a step removed since is left out). */
+async function reachedSteps (db: DB | Trx, call: Pick<CallRow, 'agent_id' | 'workflow'>) {
+  const ids = call.workflow?.after ?? []
+  if (ids.length === 0) return []
+  const workflow = readWorkflow((await agentWorkflows(db, [call.agent_id])).get(call.agent_id))
+  return ids.flatMap((id) => afterCallStep(workflow, id) ?? [])
 }
 
 /** What the analysis judged, by action id: the condition it read and whether the call meets it. */
@@ -110,6 +128,21 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
       deps.log.warn({ actionId: row.id, callId: call.id }, 'post-call action has an invalid URL')
     }
   }
+  // The workflow's after-call API call steps the call reached: each a request shaped as an api_call action's.
+  for (const step of await reachedSteps(trx, call)) {
+    const options = deliveryOptions(step)
+    const verdict = verdicts.get(stepKey(step.id))
+    if (verdict !== undefined && !verdict.met && verdict.condition === options.condition) {
+      deps.log.info({ step: step.id, callId: call.id }, 'workflow step not sent: the call does not meet its condition')
+      continue
+    }
+    try {
+      const request = actionRequest(step as ApiCallSettings, call, variables)
+      sources.push({ kind: 'workflow_step', name: step.name, actionId: step.id, request, schedule: options.retry_schedule ?? DEFAULT_SCHEDULE })
+    } catch {
+      deps.log.warn({ step: step.id, callId: call.id }, 'workflow step has an invalid URL')
+    }
+  }
   for (const row of await activeTools(trx, call.agent_id)) {
     const definition = TOOLS.types[row.type]
     const checked = definition === undefined ? undefined : typed(definition, row)
@@ -142,12 +175,26 @@ export async function enqueuePostCall (trx: Trx, deps: { boss: PgBoss, log: Logg
   }
 }
 
-/** The current headers of the actions behind these deliveries: a renewed receiver key applies to pending deliveries. */
-async function actionHeaders (db: DB, rows: Array<Pick<DeliveryRow, 'action_id'>>): Promise<Map<string, Record<string, string>>> {
-  const ids = [...new Set(rows.map((r) => r.action_id).filter((id) => id !== null))]
-  if (ids.length === 0) return new Map()
-  const actions = await actionSettingsByIds(db, ids)
-  return new Map(actions.map((a) => [a.id, (openSettings(a.settings).headers ?? {}) as Record<string, string>]))
+type HeaderSource = Pick<DeliveryRow, 'action_id' | 'kind' | 'agent_id'>
+
+/** Where a delivery's headers are kept: its action's id, or for a workflow step the agent's id and the step's. */
+const headerKey = (row: HeaderSource) => row.action_id === null ? undefined : row.kind === 'workflow_step' ? `${row.agent_id}/${row.action_id}` : row.action_id
+
+/**
+ * The current headers of the actions (and workflow steps) behind these deliveries: a renewed receiver key applies to
+ * pending deliveries. A workflow step no longer in its agent's workflow has no entry.
+ */
+async function actionHeaders (db: DB, rows: HeaderSource[]): Promise<Map<string, Record<string, string>>> {
+  const ids = [...new Set(rows.filter((r) => r.kind !== 'workflow_step').map((r) => r.action_id).filter((id) => id !== null))]
+  const actions = ids.length === 0 ? [] : await actionSettingsByIds(db, ids)
+  const headers = new Map(actions.map((a) => [a.id, (openSettings(a.settings).headers ?? {}) as Record<string, string>]))
+  const steps = rows.filter((r) => r.kind === 'workflow_step')
+  const workflows = await agentWorkflows(db, [...new Set(steps.map((r) => r.agent_id))])
+  for (const row of steps) {
+    const step = afterCallStep(readWorkflow(workflows.get(row.agent_id)), row.action_id ?? '')
+    if (step !== undefined) headers.set(headerKey(row)!, (openSettings(step).headers ?? {}) as Record<string, string>)
+  }
+  return headers
 }
 
 /**
@@ -175,7 +222,8 @@ export function attemptRequest (delivery: { deliveryId: string, correlationId: s
 
 /** The request of a stored delivery's next attempt; the action's headers are read as they are now. */
 function outgoing (row: SendableRow, headers: Map<string, Record<string, string>>, secrets: string[], attempt: number): OutgoingRequest {
-  const configured = row.action_id === null ? {} : renderHeaders(headers.get(row.action_id), row.variables ?? {})
+  const key = headerKey(row)
+  const configured = key === undefined ? {} : renderHeaders(headers.get(key), row.variables ?? {})
   return attemptRequest({ deliveryId: row.delivery_id, correlationId: row.correlation_id, method: row.method, url: row.url!, body: row.body_text }, configured, secrets, attempt)
 }
 
@@ -195,6 +243,10 @@ async function attempt (deps: DeliveryDeps, row: SendableRow, headers: Map<strin
   const url = row.url!
   const scheme = url.slice(0, url.indexOf(':') + 1)
   if (scheme === INTEGRATION) return await integrationAttempt(deps, row)
+  // A workflow step removed from the agent's workflow since the call: no later attempt can do better.
+  if (row.kind === 'workflow_step' && !headers.has(headerKey(row)!)) {
+    return { outcome: { ok: false, error: 'the workflow step behind this delivery was removed from the agent\'s workflow (or is no longer an after-call API call step)', duration_ms: 0 }, retryable: false }
+  }
   const channel = CHANNELS.get(scheme)
   if (channel === undefined) {
     return { outcome: await send(deps.agent, outgoing(row, headers, secrets.get(row.user_id) ?? [], row.attempts_made + 1), deps.config.delivery.timeoutMs, deps.log), retryable: true }

@@ -2,7 +2,8 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { Mailer } from '../../mail/mailer.ts'
-import { actionSettings, agentName, insertNotice, lockNoticeSource, noticesSince, ownerContact, setNoticeEmail } from './queries.ts'
+import { afterCallStep, readWorkflow } from '../workflows/steps.ts'
+import { actionSettings, agentName, agentWorkflows, insertNotice, lockNoticeSource, noticesSince, ownerContact, setNoticeEmail } from './queries.ts'
 import type { Outcome } from '../../net/request.ts'
 
 // Failure e-mails of the specification's Events section: per the action's `notify` setting (an agent
@@ -12,7 +13,7 @@ import type { Outcome } from '../../net/request.ts'
 export const LIMITS = [{ max: 10, windowMs: 3_600_000 }, { max: 30, windowMs: 86_400_000 }]
 
 export interface FailedAttempt {
-  row: { id: string, user_id: string, agent_id: string, action_id: string | null, name: string, url: string | null, attempts_max: number }
+  row: { id: string, user_id: string, agent_id: string, action_id: string | null, kind: string, name: string, url: string | null, attempts_max: number }
   /** The scheduled attempt that failed, from 1. */
   n: number
   outcome: Outcome
@@ -85,14 +86,19 @@ export async function notifyFailure (deps: NotifyDeps, failed: FailedAttempt): P
 
 async function notify (deps: NotifyDeps, { row, n, outcome, next }: FailedAttempt): Promise<void> {
   const { db } = deps
-  const stored = row.action_id === null ? undefined : await actionSettings(db, row.action_id)
+  const stored = row.action_id === null
+    ? undefined
+    : row.kind === 'workflow_step'
+      ? afterCallStep(readWorkflow((await agentWorkflows(db, [row.agent_id])).get(row.agent_id)), row.action_id)
+      : await actionSettings(db, row.action_id)
   const settings = (stored ?? {}) as { notify?: string, notify_email?: string | null }
   const setting = settings.notify ?? 'last_attempt'
   if (setting === 'never' || (setting === 'last_attempt' && next !== null)) return
 
   const owner = await ownerContact(db, row.user_id)
   const agent = await agentName(db, row.agent_id)
-  const sourceKey = row.action_id ?? `agent:${row.agent_id}`
+  // A workflow step's id is its agent's own: the agent's id makes it one source.
+  const sourceKey = row.action_id === null ? `agent:${row.agent_id}` : row.kind === 'workflow_step' ? `step:${row.agent_id}:${row.action_id}` : row.action_id
 
   // Counting and recording under a lock per source, so that concurrent failures cannot exceed the limits.
   const claim = await db.transaction().execute(async (trx) => {

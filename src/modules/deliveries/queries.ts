@@ -40,6 +40,13 @@ export async function actionSettingsByIds (db: DB, ids: string[]): Promise<Array
   return await db.selectFrom('agent_actions').select(['id', 'settings']).where('id', 'in', ids).execute()
 }
 
+/** The agents' workflows as stored (agents.workflow; read through workflows/steps.ts), by agent id; a deleted agent is missing. */
+export async function agentWorkflows (db: Executor, agentIds: string[]): Promise<Map<string, unknown>> {
+  if (agentIds.length === 0) return new Map()
+  const rows = await db.selectFrom('agents').select(['id', 'workflow']).where('id', 'in', agentIds).execute()
+  return new Map(rows.map((row) => [row.id, row.workflow]))
+}
+
 export async function agentWebhookUrl (db: Executor, agentId: string): Promise<string | null> {
   const agent = await db.selectFrom('agents').select(['webhook_url']).where('id', '=', agentId).executeTakeFirst()
   return agent?.webhook_url ?? null

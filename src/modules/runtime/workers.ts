@@ -34,8 +34,8 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
   const { db } = deps
   const call = await findCallRow(db, job.data.callId)
   if (call === undefined || call.analysis_status !== 'pending') return
-  // Tool events are the engine's, not the conversation's: the analysers read what was said.
-  const transcript = call.transcription.filter((item) => item.speaker !== 'tool')
+  // Tool events and workflow steps are the engine's, not the conversation's: the analysers read what was said.
+  const transcript = call.transcription.filter((item) => item.speaker !== 'tool' && item.speaker !== 'step')
   const held = call.outcome === 'completed' && transcript.length > 0
   let result: AnalysisResult | undefined
   let error: string | undefined
@@ -44,7 +44,7 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
   if (held) {
     const settings = await analysisSettings(db, call.user_id, call.agent_id)
     fields = settings.fields
-    const conditions = await actionConditions(db, call.agent_id)
+    const conditions = await actionConditions(db, call)
     try {
       result = await deps.analyser.analyse({ transcript, callStart: call.start_timestamp, conditions, ...settings })
       for (const { actionId, condition } of conditions) {
@@ -57,13 +57,16 @@ export async function analyseCall (deps: WorkerDeps, job: JobWithMetadata<CallJo
       deps.log.error({ err, callId: call.id }, 'call analysis failed on its last attempt; the call is finalised without it')
     }
   }
-  const found = result?.data ?? {}
+  // The workflow's variables were given during the call (by the caller, or an API's answer): they win over what
+  // the analysis read back from the transcript for the same name. One without a value (null) is left out.
+  const workflow = Object.fromEntries(Object.entries(call.workflow?.variables ?? {}).filter((entry): entry is [string, string | number | boolean] => entry[1] !== null))
+  const found = { ...result?.data, ...workflow }
   const analysis = {
     held,
     error,
     summary: result?.summary ?? null,
     sentiment: result?.sentiment ?? null,
-    data: result === undefined ? undefined : found,
+    data: result === undefined && Object.keys(workflow).length === 0 ? undefined : found,
     taskAchieved: held && result !== undefined && result.sentiment?.sentiment !== 'negative' &&
       // A required field counts when analysis found it or the agent collected it during the call.
       fields.filter((f) => f.required).every((f) => found[f.name] !== undefined || call.collected_data?.[f.name] !== undefined),

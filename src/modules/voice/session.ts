@@ -19,7 +19,9 @@ import { loadLive } from '../capabilities/load.ts'
 import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
 import { callVariables } from '../calls/variables.ts'
 import { collectData } from './collect-data.ts'
-import { callInstructions, spokenLines } from './prompt.ts'
+import { callInstructions, collectionInstructions, spokenLines } from './prompt.ts'
+import { WorkflowRun, type Entered } from '../workflows/run.ts'
+import { readWorkflow } from '../workflows/steps.ts'
 import { SpeechDetector } from './vad/detector.ts'
 import { systemClock, type Clock, type Timer } from './turns/clock.ts'
 import { TurnCore } from './turns/core.ts'
@@ -104,6 +106,12 @@ export class Session {
   private kind!: EngineKind
   private core!: TurnCore
   private tools = new Map<string, LiveTool>()
+  /** The agent version in charge and its live tools as loaded (a workflow step offers some of them). */
+  private running!: { config: AgentConfig, tools: LiveTool[], instructions: string }
+  /** The call's agent's workflow (docs/workflows.md): undefined when it talks from its single prompt. */
+  private workflow: WorkflowRun | undefined
+  /** The workflow state of a conversation resumed with another agent in charge (after an agent_transfer): kept as it was. */
+  private keptWorkflow: Conversation['workflow']
   private closeTools: () => Promise<void> = async () => {}
   private readonly abort = new AbortController()
   /** When the recording starts (clock time): earlier than now for a call taken back after forwarding. */
@@ -250,7 +258,9 @@ export class Session {
     }
     if (resume !== undefined) this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
+    const entered = await this.startWorkflow(agent, resume)
     const setup = await this.setup(loaded)
+    for (const step of entered) this.addStep(step)
     if (this.ended) return
     await this.engine.start(resume === undefined ? setup : { ...setup, history: this.history() })
     if (this.ended) return
@@ -286,6 +296,25 @@ export class Session {
     Object.assign(this.collected, state.collected_data)
   }
 
+  /**
+   * The workflow of the call's agent, read through its schema (a stored one that no longer matches: the call runs
+   * from the single prompt, with a warning), entered at its start; a resumed conversation goes on where it was.
+   */
+  private async startWorkflow (agent: AgentRow, resume: Conversation | undefined): Promise<Entered[]> {
+    this.keptWorkflow = resume?.workflow
+    if (agent.id !== this.call.agent_id || agent.workflow === null) return []
+    const workflow = readWorkflow(agent.workflow)
+    if (workflow === undefined) {
+      this.log.warn({ agentId: agent.id }, 'the agent\'s stored workflow does not match its schema; the call runs from the single prompt')
+      return []
+    }
+    this.workflow = new WorkflowRun(workflow, resume?.workflow, () => Date.now())
+    // A test's mocks answer API call steps by their ids too.
+    this.workflow.mocks = this.options.mocks ?? {}
+    if (resume?.workflow !== undefined) return []
+    return (await this.workflow.enter(workflow.start, this.toolContext())).entered
+  }
+
   /** What was said so far, for an engine that starts mid-call. */
   private history (): NonNullable<EngineSetup['history']> {
     return this.transcript.flatMap((item) => item.speaker === 'user' || item.speaker === 'agent'
@@ -294,8 +323,8 @@ export class Session {
   }
 
   /** The engine's setup for an agent version: prompt with variables, the session's own lines, voice and live tools. */
-  private async setup ({ agent, llm, tools: toolRows, actions }: AgentConfig): Promise<EngineSetup> {
-    const { db } = this.deps
+  private async setup (config: AgentConfig): Promise<EngineSetup> {
+    const { tools: toolRows, actions } = config
     await this.closeTools()
     const loaded = await loadLive(this.toolContext(), { tools: toolRows, actions })
     const mocks = this.options.mocks ?? {}
@@ -303,29 +332,42 @@ export class Session {
       const mock = mocks[tool.spec.name] ?? (tool.capabilityId === undefined ? undefined : mocks[tool.capabilityId])
       if (mock !== undefined) tool.run = async () => ({ output: mock })
     }
-    const settings = settingsOf(agent)
-    const language = String(settings.language)
-    // Data collection: this agent's fields are asked for; what earlier agents of the call collected stays.
-    const collect = collectData(agent, language, this.collected, loaded.tools.map((tool) => tool.spec.name))
-    const tools = collect === undefined ? loaded.tools : [...loaded.tools, collect.tool]
-    this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
     this.closeTools = loaded.close
     for (const { type, name, arguments: args, output, error } of loaded.events) {
       this.addTranscript({ speaker: 'tool', content: `${name}: ${error === undefined ? output ?? '' : `error: ${error}`}`, timestamp: Date.now(), tool: { name, type, arguments: JSON.stringify(args), ...(error === undefined ? { output: output ?? '' } : { error }) } })
     }
+    this.running = { config, tools: loaded.tools, instructions: loaded.instructions }
+    return await this.engineSetup()
+  }
+
+  /** The engine's setup from the loaded tools: the agent's own, or those of the workflow step the call is in and its functions. */
+  private async engineSetup (): Promise<EngineSetup> {
+    const { db } = this.deps
+    const { config: { agent, llm }, tools: loadedTools, instructions } = this.running
+    const settings = settingsOf(agent)
+    const language = String(settings.language)
+    // A workflow is its own agent's: after an agent_transfer the other agent talks from its own prompt.
+    const step = agent.id === this.call.agent_id ? this.workflow?.setup(loadedTools, this.toolContext().variables()) : undefined
+    const agentTools = step?.tools ?? loadedTools
+    // Data collection: this agent's fields are asked for; what earlier agents of the call collected stays.
+    const collect = collectData(agent, language, this.collected, agentTools.map((tool) => tool.spec.name))
+    const tools = collect === undefined ? agentTools : [...agentTools, collect.tool]
+    this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
+    const stepCollect = step?.collect === undefined ? '' : collectionInstructions(language, step.collect.fields, step.collect.tool, this.workflow!.collected())
+    const sensitivity = step?.interruptionSensitivity ?? agent.interruption_sensitivity
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
-        await memoryOf(db, this.call, agent), loaded.instructions, collect?.instructions ?? ''].filter((s) => s !== '').join('\n\n'),
+        await memoryOf(db, this.call, agent), instructions, collect?.instructions ?? '', step?.instructions ?? '', stepCollect].filter((s) => s !== '').join('\n\n'),
       tools: tools.map((tool) => tool.spec),
       toolTypes: Object.fromEntries(tools.map((tool) => [tool.spec.name, tool.type])),
       language,
       sttLanguages: (settings.stt_languages as string[] | undefined) ?? [],
-      voice: await providerVoiceId(db, agent.voice_id) ?? 'alloy',
+      voice: await providerVoiceId(db, step?.voiceId ?? agent.voice_id) ?? 'alloy',
       model: llm.model,
       temperature: llm.temperature,
       maxTokens: llm.max_tokens,
       turnDetection: llm.turn_detection,
-      interruptible: agent.interruption_sensitivity > 0
+      interruptible: sensitivity > 0
     }
   }
 
@@ -437,7 +479,8 @@ export class Session {
 
   /** What a live tool or action may use: the call's variables and other party as they are known now. */
   private toolContext (): ToolContext {
-    const variables = () => ({ ...this.call.dynamic_context, ...callVariables(this.call) })
+    // The workflow's variables by their own names; the call's built-in ones keep theirs.
+    const variables = () => ({ ...this.call.dynamic_context, ...this.workflow?.variables, ...callVariables(this.call) })
     const { customer_email: email, customer_phone: phone } = this.call.dynamic_context
     return {
       db: this.deps.db,
@@ -460,6 +503,7 @@ export class Session {
     const tool = this.tools.get(name)
     const event: NonNullable<TranscriptItem['tool']> = { name, type: tool?.type ?? 'unknown', arguments: args }
     let outcome: ToolOutcome | undefined
+    let entered: Entered[] = []
     try {
       if (tool === undefined) throw new Error(`there is no tool named ${name}`)
       let parsed: unknown
@@ -478,6 +522,13 @@ export class Session {
       } finally {
         filler.cancel()
       }
+      // A workflow's function moved the call: the next step's action steps run, and what they ask for (an end, a transfer) is done below.
+      if (outcome.step !== undefined && this.workflow !== undefined && !this.ended) {
+        const moved = await this.workflow.enter(outcome.step, this.toolContext())
+        entered = moved.entered
+        outcome = { ...moved.outcome, output: [outcome.output, moved.output].filter((text) => text !== '').join(' ') }
+        this.engine.update(await this.engineSetup())
+      }
       if (outcome.forwardTo !== undefined && this.transport.forward === undefined) {
         outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
       }
@@ -493,6 +544,7 @@ export class Session {
     }
     if (this.ended) return
     this.addTranscript({ speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event })
+    for (const step of entered) this.addStep(step)
     if (outcome?.endCall !== undefined) this.finishWith('agent_hangup')
     if (this.forwardTo !== undefined && this.ending === undefined) this.finishWith('forward')
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
@@ -505,7 +557,11 @@ export class Session {
 
   /** The conversation so far, as kept with a forwarded call and turned into the call's end. */
   private conversation (recordingMs: number): Conversation {
-    return { agent_id: this.agent.id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected }
+    const workflow = this.workflow?.state() ?? this.keptWorkflow
+    return {
+      agent_id: this.agent.id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected,
+      ...(workflow === undefined ? {} : { workflow })
+    }
   }
 
   /**
@@ -570,6 +626,11 @@ export class Session {
     this.version = config.version
     const begin = llm.begin_message === null || llm.begin_message === '' ? '' : ` Greet the caller with: ${renderText(llm.begin_message, this.call.dynamic_context)}`
     return `The call is now with ${target.agent_name}; you are ${target.agent_name} from now on.${begin}`
+  }
+
+  /** A workflow step entered, in the transcript. */
+  private addStep (step: Entered): void {
+    this.addTranscript({ speaker: 'step', content: step.name, timestamp: Date.now(), step })
   }
 
   private addTranscript (item: TranscriptItem): void {

@@ -2,7 +2,8 @@ import { Type, type Static } from 'typebox'
 import { takeHourly } from '../../../db/budgets.ts'
 import { badRequest, HttpError } from '../../../http/errors.ts'
 import { guardedAgent } from '../../../net/guard.ts'
-import { send, USER_AGENT } from '../../../net/request.ts'
+import type { Agent } from 'undici'
+import { send, USER_AGENT, type Outcome } from '../../../net/request.ts'
 import { renderRecord, renderText, text } from '../../../templates.ts'
 import { CALL_VARIABLES } from '../../agents/data-retrieval.ts'
 import { describedAs, type LiveSet, type ToolContext } from '../live.ts'
@@ -93,10 +94,29 @@ function declaredArguments (settings: ApiCallSettings, args: Record<string, unkn
   return Object.fromEntries(Object.entries(args).filter(([name, value]) => Object.hasOwn(declared, name) && isScalar(value)))
 }
 
+/**
+ * One request of an api_call's settings during a call (an action's function, a workflow's API call step): the
+ * account's hourly budget of live requests taken first (reserved before anything is sent, so that concurrent
+ * calls of the account cannot pass it together), then sent under the time limit through the guarded client.
+ */
+export async function liveRequest (agent: Agent, settings: ApiCallSettings, variables: Record<string, unknown>, fields: Record<string, unknown>,
+  ctx: ToolContext, previewBytes = LIVE_ANSWER_CHARS): Promise<Outcome> {
+  const budget = await takeHourly(ctx.db, `live-requests:${ctx.userId}`, ctx.config.liveRequestsPerAccountHour)
+  if (!budget.taken) throw new Error('the account has sent as many live requests as it may this hour; this one was not sent')
+  const shaped = shapeRequest(settings, variables, fields)
+  return await send(agent, {
+    method: shaped.method,
+    url: shaped.url,
+    id: ctx.callId,
+    headers: { 'user-agent': USER_AGENT, 'x-service-call-id': ctx.callId },
+    configured: renderHeaders(settings.headers, variables),
+    ...(shaped.body === null ? {} : { body: JSON.stringify(shaped.body) })
+  }, (settings.timeout_seconds ?? LIVE_TIMEOUT_SECONDS) * 1000, ctx.log, { previewBytes, signal: ctx.signal })
+}
+
 function liveApiCall (row: Typed<typeof ApiCallSettings>, ctx: ToolContext): LiveSet {
   const { settings } = row
   const agent = guardedAgent(ctx.config.delivery)
-  const timeoutMs = (settings.timeout_seconds ?? LIVE_TIMEOUT_SECONDS) * 1000
   let sent = 0
   return {
     close: async () => { await agent.close().catch(() => {}) },
@@ -110,21 +130,10 @@ function liveApiCall (row: Typed<typeof ApiCallSettings>, ctx: ToolContext): Liv
       run: async (args, runCtx) => {
         if (sent >= LIVE_REQUESTS_PER_CALL) throw new Error(`this call has sent ${LIVE_REQUESTS_PER_CALL} requests through ${settings.name} already; no more are sent`)
         const given = declaredArguments(settings, args)
-        // Reserved before anything is sent: concurrent calls of the account cannot pass the budget together.
-        const budget = await takeHourly(runCtx.db, `live-requests:${runCtx.userId}`, runCtx.config.liveRequestsPerAccountHour)
-        if (!budget.taken) throw new Error('the account has sent as many live requests as it may this hour; this one was not sent')
         const variables = { ...given, ...runCtx.variables() }
         const custom = renderRecord(settings.body ?? {}, variables)
-        const shaped = shapeRequest(settings, variables, Object.keys(settings.body ?? {}).length === 0 ? given : custom)
         sent++
-        const outcome = await send(agent, {
-          method: shaped.method,
-          url: shaped.url,
-          id: runCtx.callId,
-          headers: { 'user-agent': USER_AGENT, 'x-service-call-id': runCtx.callId },
-          configured: renderHeaders(settings.headers, variables),
-          ...(shaped.body === null ? {} : { body: JSON.stringify(shaped.body) })
-        }, timeoutMs, runCtx.log, { previewBytes: LIVE_ANSWER_CHARS, signal: runCtx.signal })
+        const outcome = await liveRequest(agent, settings, variables, Object.keys(settings.body ?? {}).length === 0 ? given : custom, runCtx)
         const answer = outcome.response_preview ?? ''
         if (!outcome.ok) {
           throw new Error(outcome.status_code === undefined ? outcome.error ?? 'the request failed' : `the service answered HTTP ${outcome.status_code}${answer === '' ? '' : `: ${answer}`}`)
