@@ -88,11 +88,11 @@ t.test('test chat with the simulator, turn by turn to the end; kept as a test wi
   let turn = await chat({})
   t.equal(turn.body.engine, 'simulator')
   t.match(turn.body.notice, /simulator answered/)
-  // (The simulator's script does not go on from a saved conversation: each turn it answers as to a first line.)
-  for (const message of ['I need an appointment', 'Do you open on Saturdays']) {
+  // The simulator's script goes on from the saved conversation: an offer, then the booking.
+  for (const [message, answer] of [['I need an appointment', /Tuesday at 10/], ['Yes, that works', /booked/]] as const) {
     turn = await chat({ message, conversation: turn.body.conversation })
     t.equal(turn.status, 200, turn.raw)
-    t.match(turn.body.items.at(-1), { speaker: 'agent', content: /Tuesday at 10/ })
+    t.match(turn.body.items.at(-1), { speaker: 'agent', content: answer })
     t.equal(turn.body.ended, false)
   }
   turn = await chat({ message: 'Thanks, goodbye', conversation: turn.body.conversation })
@@ -102,7 +102,7 @@ t.test('test chat with the simulator, turn by turn to the end; kept as a test wi
 
   const saved = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests`, { from_conversation: turn.body.conversation, end_reason: turn.body.end_reason })
   t.equal(saved.status, 201, saved.raw)
-  t.same(saved.body.caller.lines, ['I need an appointment', 'Do you open on Saturdays', 'Thanks, goodbye'])
+  t.same(saved.body.caller.lines, ['I need an appointment', 'Yes, that works', 'Thanks, goodbye'])
   t.same(saved.body.expectations, [{ type: 'tool_called', tool: 'end' }, { type: 'ended', reason: 'agent_hangup' }])
   t.equal(saved.body.name, 'Chat: I need an appointment')
   const run = await api(ctx, account, 'POST', `/v1/agent/${agent._id}/tests/run`, {})
