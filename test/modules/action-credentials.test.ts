@@ -3,7 +3,7 @@ import t from 'tap'
 import { createLogger } from '../../src/logger.ts'
 import { PRIVATE_ADDRESS_REFUSED } from '../../src/net/guard.ts'
 import { findCapability } from '../../src/modules/agents/queries.ts'
-import { loadLive } from '../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../helpers/live.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
 import { fastSetup } from '../helpers/deliveries.ts'
@@ -79,7 +79,7 @@ t.test('an mcp tool: a new server origin drops the stored headers, so the agent\
   const tool = created.json()
   const toolsOf = async () => {
     const log = createLogger(ctx.config)
-    const listed = await loadLive({ db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
+    const listed = await loadAgentLive({ db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
     await listed.close()
     return listed.tools
   }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { createLogger } from '../../src/logger.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
-import { loadLive } from '../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../helpers/live.ts'
 import { UNREACHABLE } from '../../src/net/request.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
@@ -207,7 +207,7 @@ t.test('live requests: at most 20 per call, and the account\'s hourly budget hol
   const log = createLogger(ctx.config)
   const mailer = createMailer(ctx.db, ctx.config, log)
   const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
-    const loaded = await loadLive({ db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
+    const loaded = await loadAgentLive({ db: ctx.db, config: ctx.config, log, mailer, userId: account.user.id, callId: `call-${i}`, signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
     t.teardown(loaded.close)
     return loaded.tools[0]
   }))
@@ -219,7 +219,7 @@ t.test('live requests: at most 20 per call, and the account\'s hourly budget hol
   // The per-call cap: one call's function sends 20, then refuses, whatever the account's budget.
   await ctx.db.deleteFrom('hourly_budgets').execute()
   const roomy = { ...ctx.config, liveRequestsPerAccountHour: 1000 }
-  const loaded = await loadLive({ db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
+  const loaded = await loadAgentLive({ db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }, agent._id)
   t.teardown(loaded.close)
   const context = { db: ctx.db, config: roomy, log, mailer, userId: account.user.id, callId: 'one', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }
   for (let i = 0; i < 20; i++) await loaded.tools[0].run({}, context)
@@ -317,7 +317,7 @@ t.test('a live api_call follows the deliveries\' address rules: a private addres
   t.equal((await addAction(ctx, account, agent._id, 'api_call', { name: 'Ping', when: 'during_call', url: `${receiver.url}/ping` })).statusCode, 201)
   const log = createLogger(ctx.config)
   const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: account.user.id, callId: 'c', signal: new AbortController().signal, variables: () => ({}), customer: { phone: null, email: null }, language: 'en' }
-  const loaded = await loadLive(context, agent._id)
+  const loaded = await loadAgentLive(context, agent._id)
   t.teardown(loaded.close)
   await t.rejects(loaded.tools[0].run({}, context), new RegExp(UNREACHABLE))
   t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver')

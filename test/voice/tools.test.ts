@@ -2,7 +2,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import t, { type Test } from 'tap'
-import { loadLive } from '../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../helpers/live.ts'
 import type { LiveTool, ToolContext } from '../../src/modules/capabilities/live.ts'
 import { createMailer } from '../../src/mail/mailer.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
@@ -40,7 +40,7 @@ function named (tools: LiveTool[], name: string): LiveTool {
 }
 
 async function loaded (t: Test, context: ToolContext, agentId: string) {
-  const result = await loadLive(context, agentId)
+  const result = await loadAgentLive(context, agentId)
   t.teardown(result.close)
   return result
 }

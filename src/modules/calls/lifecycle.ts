@@ -8,6 +8,7 @@ import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { chargeCredits } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { currentVersion } from '../agents/versions.ts'
 import { cancelCallbacksTo } from './callback-queries.ts'
 import { scheduleCallback } from './callbacks.ts'
 import { learnContactName, linkContact } from '../contacts/contacts.ts'
@@ -41,6 +42,8 @@ export interface NewCall {
   carrier_call_id?: string
   /** How long an outbound call through a carrier rings before it counts as not answered. */
   ring_timeout_seconds?: number
+  /** The agent version to run (a number's or widget's pin, or the request's); absent: the agent's current one. */
+  agent_version?: number
 }
 
 /**
@@ -52,6 +55,7 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
   const row = await insertCall(trx, {
     ...call,
     id: newId(),
+    agent_version: call.agent_version ?? await currentVersion(trx, agent.user_id, agent.id),
     // The person on the other end (contacts): found or created with the call, in its transaction.
     contact_id: await linkContact(trx, agent, call, start),
     user_id: agent.user_id,
@@ -67,6 +71,69 @@ export async function startCall (trx: Trx, jobs: JobSender, agent: AgentRow, cal
   await scheduleCall(trx, jobs, row, maxDurationMinutes(agent))
   if (call.direction === 'inbound' && call.call_type === 'phone' && call.call_from !== undefined) await cancelCallbacksTo(trx, agent.user_id, call.call_from, 'called_back')
   return row
+}
+
+/**
+ * A call row that is not stored, for what needs one to run on: an action's test button (a sample call) and a typed
+ * test conversation (voice/text-run.ts). `values` over an empty web call.
+ */
+export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id' | 'agent_name' | 'start_timestamp'> & Partial<CallRow>): CallRow {
+  return {
+    customer_id: null,
+    workspace_id: null,
+    call_type: 'web',
+    direction: 'inbound',
+    call_status: 'started',
+    call_from: null,
+    call_to: null,
+    end_timestamp: null,
+    duration_ms: null,
+    recording_url: null,
+    disconnection_reason: null,
+    sentiment: null,
+    sentiment_explanation: null,
+    call_summary: null,
+    task_achieved: null,
+    transcription: [],
+    phone_call_credits: 0,
+    web_call_credits: 0,
+    text_message_credits: 0,
+    call_forwarding_credits: 0,
+    token_usage: {},
+    input_tokens: 0,
+    output_tokens: 0,
+    sms_count: 0,
+    forwarding_seconds: 0,
+    custom_data: {},
+    dynamic_context: {},
+    custom_analysis_data: null,
+    collected_data: null,
+    transfer_history: null,
+    agent_version: null,
+    workflow: null,
+    latency: null,
+    contact_id: null,
+    runtime: 'external',
+    access_token_hash: null,
+    access_token_expires_at: null,
+    joined_at: null,
+    stream_token_hash: null,
+    stream_token_expires_at: null,
+    answered_at: null,
+    ring_timeout_seconds: null,
+    carrier: null,
+    carrier_call_id: null,
+    forwarding: null,
+    speech_recognised_seconds: 0,
+    speech_synthesised_seconds: 0,
+    outcome: null,
+    analysis_status: null,
+    analysis_error: null,
+    list_json: '', // nothing lists it
+    created_at: values.start_timestamp,
+    updated_at: values.start_timestamp,
+    ...values
+  }
 }
 
 /** A new phone call as the API answers it (make-phone-call, and the runtime's inbound call). */

@@ -52,6 +52,8 @@ export interface LiveTool {
   /** The capability's type (end_call, api_rag, send_sms, …), for the transcript's tool events. */
   type: string
   run: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>
+  /** The action or tool it comes from (a workflow step allows tools by id); absent for the session's own functions. */
+  capabilityId?: string
 }
 
 /** What a capability did by itself as the call started (a CRM's lookup of the caller): a tool item of the transcript. */

@@ -1,10 +1,11 @@
-import { listCapabilities, type CapabilityRow } from '../agents/queries.ts'
+import type { CapabilityRow } from '../agents/queries.ts'
+import type { AgentConfig } from '../agents/versions.ts'
 import { ACTIONS, TOOLS, type Kind } from './catalog.ts'
 import type { LiveTool, StartEvent, ToolContext } from './live.ts'
 import { typed, whenOf } from './registry.ts'
 
 // What an agent offers the model during a call: its active tools, and its active actions whose `when` includes the
-// call, each through its type's `live`.
+// call, each through its type's `live`. The rows are those of the agent version the call runs (agents/versions.ts).
 
 /** What model APIs accept as a function name (OpenAI's rule, the strictest of them). */
 const SAFE_NAME = /^[a-zA-Z0-9_-]{1,64}$/
@@ -54,19 +55,18 @@ async function liveOf (kind: Kind, row: CapabilityRow, ctx: ToolContext, closers
  * time-out, error) is left out with a warning: the call goes on without it. `instructions`: what they add to the
  * prompt, in the order of the rows. `close` closes what they hold open.
  */
-export async function loadLive (ctx: ToolContext, agentId: string): Promise<{ tools: LiveTool[], instructions: string, events: Array<StartEvent & { type: string }>, close: () => Promise<void> }> {
-  const tools = (await listCapabilities(ctx.db, ctx.userId, TOOLS, agentId)).filter((row) => row.is_active).map((row) => ({ kind: TOOLS, row }))
-  const actions = (await listCapabilities(ctx.db, ctx.userId, ACTIONS, agentId))
-    .filter((row) => row.is_active && whenOf(row.settings) !== 'after_call').map((row) => ({ kind: ACTIONS, row }))
+export async function loadLive (ctx: ToolContext, config: Pick<AgentConfig, 'tools' | 'actions'>): Promise<{ tools: LiveTool[], instructions: string, events: Array<StartEvent & { type: string }>, close: () => Promise<void> }> {
+  const tools = config.tools.filter((row) => row.is_active).map((row) => ({ kind: TOOLS, row }))
+  const actions = config.actions.filter((row) => row.is_active && whenOf(row.settings) !== 'after_call').map((row) => ({ kind: ACTIONS, row }))
   const closers: Array<() => Promise<void>> = []
   const rows = [...tools, ...actions]
   const prepared: Prepared[] = rows.map(() => ({ instructions: [], events: [] }))
   // Prepared at once, not one after the other (MCP servers are listed): the call waits for the slowest only.
   const perRow = await Promise.all(rows.map(async ({ kind, row }, n) => {
     try {
-      return await liveOf(kind, row, ctx, closers, prepared[n])
+      return (await liveOf(kind, row, ctx, closers, prepared[n])).map((tool) => ({ ...tool, capabilityId: row.id }))
     } catch (err) {
-      ctx.log.warn({ err, capabilityId: row.id, agentId, callId: ctx.callId }, `${row.type} skipped: it could not be prepared for the call`)
+      ctx.log.warn({ err, capabilityId: row.id, callId: ctx.callId }, `${row.type} skipped: it could not be prepared for the call`)
       return []
     }
   }))

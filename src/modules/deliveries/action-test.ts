@@ -5,6 +5,7 @@ import type { AgentRow, CapabilityRow } from '../agents/queries.ts'
 import type { CallRow } from '../../db/schema.ts'
 import { attemptRequest, type DeliveryDeps } from './engine.ts'
 import { callVariables } from '../calls/variables.ts'
+import { unstoredCall } from '../calls/lifecycle.ts'
 import { typed } from '../capabilities/registry.ts'
 import { actionRequest, apiCall, renderHeaders } from '../capabilities/types/api-call.ts'
 import { displayUrl } from './render.ts'
@@ -18,13 +19,11 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
   const now = Date.now()
   const samples: Record<string, unknown> = { string: 'sample', number: 42, boolean: true, date: new Date(now).toISOString().slice(0, 10) }
   const start = new Date(now - 95_000)
-  return {
+  return unstoredCall({
     id: '000000000000000000000000',
     user_id: userId,
     agent_id: agentId,
     agent_name: 'Sample',
-    customer_id: null,
-    workspace_id: null,
     call_type: 'phone',
     direction: 'inbound',
     call_status: 'success',
@@ -44,43 +43,13 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
       { speaker: 'user', content: 'I would like to book an appointment.', timestamp: start.getTime() + 4000 }
     ],
     phone_call_credits: 20,
-    web_call_credits: 0,
-    text_message_credits: 0,
-    call_forwarding_credits: 0,
-    token_usage: {},
-    input_tokens: 0,
-    output_tokens: 0,
-    sms_count: 0,
-    forwarding_seconds: 0,
-    custom_data: {},
     dynamic_context: { customer_email: 'customer@example.com' },
     custom_analysis_data: Object.fromEntries(fields.map((f) => [f.name, f.type === 'enum' ? f.enum_values?.[0] ?? '' : samples[f.type]])),
     collected_data: {},
     transfer_history: [],
-    agent_version: null,
-    workflow: null,
-    latency: null,
-    contact_id: null,
-    runtime: 'external',
-    access_token_hash: null,
-    access_token_expires_at: null,
-    joined_at: null,
-    stream_token_hash: null,
-    stream_token_expires_at: null,
-    answered_at: null,
-    ring_timeout_seconds: null,
-    carrier: null,
-    carrier_call_id: null,
-    forwarding: null,
-    speech_recognised_seconds: 0,
-    speech_synthesised_seconds: 0,
     outcome: 'completed',
-    analysis_status: 'completed',
-    analysis_error: null,
-    list_json: '', // no delivery sends it
-    created_at: new Date(now),
-    updated_at: new Date(now)
-  }
+    analysis_status: 'completed'
+  })
 }
 
 /**

@@ -4,7 +4,7 @@ import type { EngineKind } from './engines/index.ts'
 /** What a live call tells the far end (the browser's JSON events; the phone uses a few of them). */
 export type SessionEvent =
   | { type: 'ready', call_id: string, agent_name: string, mode: 'voice' | 'text', engine: EngineKind, sample_rate: number }
-  | { type: 'transcript', speaker: TranscriptItem['speaker'], content: string, timestamp: number, tool?: TranscriptItem['tool'] }
+  | ({ type: 'transcript' } & TranscriptItem)
   /** A streaming recogniser's words for the caller's turn so far (replaced by the next, then by its transcript). */
   | { type: 'transcript_partial', speaker: 'user', content: string, stable: boolean, timestamp: number }
   | { type: 'agent_text', delta: string }

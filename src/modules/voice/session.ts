@@ -5,7 +5,8 @@ import type { DB } from '../../db/database.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import { providerVoiceId } from '../account/queries.ts'
-import { findAgent, findLlm, type AgentRow, type LlmRow } from '../agents/queries.ts'
+import type { AgentRow } from '../agents/queries.ts'
+import { loadAgentConfig, type AgentConfig } from '../agents/versions.ts'
 import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
 import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
 import { findRecording, storeRecordingPart } from '../calls/recordings.ts'
@@ -54,6 +55,21 @@ export interface Transport {
 /** Why a session ended, as the call's disconnection_reason. */
 export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'stream_dropped' | 'server_shutdown'
 
+/** How a session opens: on a started call (the defaults), or as a typed test conversation (text-run.ts). */
+export interface OpenOptions {
+  engine?: EngineKind
+  /** The conversation so far: a call taken back after forwarding (the agent says it could not put the caller through), or a test chat's next turn (`quiet`). */
+  resume?: Conversation
+  quiet?: boolean
+  clock?: Clock
+  /** The agent version to run, loaded already (default: the call's agent_version, loaded). */
+  config?: AgentConfig
+  /** Tool function name or capability id → the output it answers instead of running (a test's mocks). */
+  mocks?: Record<string, string>
+  /** Takes the conversation's end instead of the calls module (a test conversation has no call record). */
+  onEnd?: (end: { reason: EndReason, conversation: Conversation }) => Promise<void>
+}
+
 export interface ForwardRequest {
   phoneNumber: string
   /** How long the number rings before the agent takes the call back. */
@@ -82,6 +98,8 @@ export class Session {
   private readonly log: Logger
   private readonly clock: Clock
   private agent!: AgentRow
+  private version = 0
+  private readonly options: OpenOptions
   private engine!: Engine
   private kind!: EngineKind
   private core!: TurnCore
@@ -120,10 +138,12 @@ export class Session {
   readonly done: Promise<void>
   private resolveDone!: () => void
 
-  private constructor (deps: SessionDeps, call: CallRow, transport: Transport, clock: Clock) {
+  private constructor (deps: SessionDeps, call: CallRow, transport: Transport, options: OpenOptions) {
     this.deps = deps
     this.call = call
     this.transport = transport
+    this.options = options
+    const clock = options.clock ?? systemClock
     this.clock = clock
     this.startedAt = clock.now()
     this.log = deps.log.child({ callId: call.id })
@@ -134,8 +154,8 @@ export class Session {
    * Opens the session of a started call on a transport; the conversation begins (engine connected, begin
    * message) in the background. Never throws: a session that cannot start ends its call `runtime_error`.
    */
-  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: { engine?: EngineKind, resume?: Conversation } = {}): Session {
-    const session = new Session(deps, call, transport, systemClock)
+  static open (deps: SessionDeps, call: CallRow, transport: Transport, options: OpenOptions = {}): Session {
+    const session = new Session(deps, call, transport, options)
     session.start(options.engine, options.resume).catch(async (err: unknown) => {
       session.log.error({ err }, 'the voice session could not start')
       await session.end('runtime_error')
@@ -146,6 +166,11 @@ export class Session {
   /** The session is over: ended, or its call forwarded. */
   get finished (): boolean {
     return this.ended
+  }
+
+  /** The session is over or ends once the agent's last words are out (a typed conversation then waits for `ended`). */
+  get closing (): boolean {
+    return this.ended || this.ending !== undefined
   }
 
   /** The time scale of timers (CALL_TIME_SCALE: tests shorten reminders, time-outs and limits with it). */
@@ -163,11 +188,13 @@ export class Session {
 
   private async start (engine: EngineKind | undefined, resume: Conversation | undefined): Promise<void> {
     const { db, config } = this.deps
-    const agent = await findAgent(db, this.call.user_id, resume?.agent_id ?? this.call.agent_id)
-    if (agent === undefined) throw new Error('the call\'s agent no longer exists')
-    const llm = await findLlm(db, this.call.user_id, agent.llm_id)
-    if (llm === undefined) throw new Error('the agent\'s LLM configuration no longer exists')
+    // The version the call runs (a conversation going on after an agent_transfer: the version it transferred to).
+    const loaded = this.options.config ?? await loadAgentConfig(db, this.call.user_id, resume?.agent_id ?? this.call.agent_id,
+      resume === undefined ? this.call.agent_version : resume.agent_version ?? null)
+    if (loaded === undefined) throw new Error('the call\'s agent (or the version it runs) no longer exists')
+    const { agent, llm } = loaded
     this.agent = agent
+    this.version = loaded.version
     this.kind = engine ?? chooseEngine(config.voice, llm)
     this.detector = await SpeechDetector.create({
       sensitivity: Math.max(0.05, agent.interruption_sensitivity),
@@ -210,7 +237,7 @@ export class Session {
       said: (content, at) => this.addTranscript({ speaker: 'agent', content, timestamp: at }),
       timed: (timing) => this.turns.push(timing)
     })
-    if (settings.recording_enabled !== false && this.kind !== 'simulator') {
+    if (settings.recording_enabled !== false && (this.kind === 'realtime' || this.kind === 'cascade')) {
       // A call taken back after forwarding: its recording goes on after what was stored before.
       const earlier = resume === undefined || resume.recording_ms === 0 ? undefined : await findRecording(db, this.call.user_id, this.call.id)
       // Ended meanwhile (a hang-up): no timer may start after end() cleared them.
@@ -223,15 +250,16 @@ export class Session {
     }
     if (resume !== undefined) this.resume(resume)
     this.engine = createEngine(this.kind, config.voice, (event) => this.onEngine(event), this.log)
-    const setup = await this.setup(agent, llm)
+    const setup = await this.setup(loaded)
     if (this.ended) return
     await this.engine.start(resume === undefined ? setup : { ...setup, history: this.history() })
     if (this.ended) return
-    this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
+    this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' || this.kind === 'text' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
     this.timers.push(this.clock.after(this.scaled(Math.max(0, left)), () => this.limitReached()))
-    if (resume !== undefined) return this.say(spokenLines(this.language).notForwarded)
+    if (resume !== undefined && this.options.quiet !== true) return this.say(spokenLines(this.language).notForwarded)
+    if (resume !== undefined) return this.core.awaitCaller()
     const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
     if (begin !== undefined) this.say(begin)
     else this.core.awaitCaller()
@@ -265,11 +293,16 @@ export class Session {
       : [])
   }
 
-  /** The engine's setup for an agent: prompt with variables, the session's own lines, voice and live tools. */
-  private async setup (agent: AgentRow, llm: LlmRow): Promise<EngineSetup> {
+  /** The engine's setup for an agent version: prompt with variables, the session's own lines, voice and live tools. */
+  private async setup ({ agent, llm, tools: toolRows, actions }: AgentConfig): Promise<EngineSetup> {
     const { db } = this.deps
     await this.closeTools()
-    const loaded = await loadLive(this.toolContext(), agent.id)
+    const loaded = await loadLive(this.toolContext(), { tools: toolRows, actions })
+    const mocks = this.options.mocks ?? {}
+    for (const tool of loaded.tools) {
+      const mock = mocks[tool.spec.name] ?? (tool.capabilityId === undefined ? undefined : mocks[tool.capabilityId])
+      if (mock !== undefined) tool.run = async () => ({ output: mock })
+    }
     const settings = settingsOf(agent)
     const language = String(settings.language)
     // Data collection: this agent's fields are asked for; what earlier agents of the call collected stays.
@@ -465,9 +498,14 @@ export class Session {
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
   }
 
+  /** The conversation so far, without a recording (a typed test conversation's state between turns). */
+  conversationSoFar (): Conversation {
+    return this.conversation(0)
+  }
+
   /** The conversation so far, as kept with a forwarded call and turned into the call's end. */
   private conversation (recordingMs: number): Conversation {
-    return { agent_id: this.agent.id, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected }
+    return { agent_id: this.agent.id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected }
   }
 
   /**
@@ -512,13 +550,12 @@ export class Session {
     this.resolveDone()
   }
 
-  /** agent_transfer: the session goes on with the target agent's prompt, voice and tools. */
+  /** agent_transfer: the session goes on with the target agent's prompt, voice and tools (its latest version). */
   private async transfer (agentId: string, args: Record<string, unknown>): Promise<string> {
-    const { db } = this.deps
-    const target = await findAgent(db, this.call.user_id, agentId)
-    const llm = target === undefined ? undefined : await findLlm(db, this.call.user_id, target.llm_id)
-    if (target === undefined || llm === undefined || target.status !== 'active') throw new Error('the agent to transfer to is not available')
-    const setup = await this.setup(target, llm)
+    const config = await loadAgentConfig(this.deps.db, this.call.user_id, agentId, null)
+    if (config === undefined || config.agent.status !== 'active') throw new Error('the agent to transfer to is not available')
+    const { agent: target, llm } = config
+    const setup = await this.setup(config)
     this.engine.update(setup)
     this.transfers.push({
       type: 'agent_transfer',
@@ -530,6 +567,7 @@ export class Session {
       outcome: 'transferred'
     })
     this.agent = target
+    this.version = config.version
     const begin = llm.begin_message === null || llm.begin_message === '' ? '' : ` Greet the caller with: ${renderText(llm.begin_message, this.call.dynamic_context)}`
     return `The call is now with ${target.agent_name}; you are ${target.agent_name} from now on.${begin}`
   }
@@ -553,8 +591,8 @@ export class Session {
     try {
       this.engine?.close()
       await this.closeTools()
-      const end = await this.callEnd(reason)
-      await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, end)
+      if (this.options.onEnd !== undefined) await this.options.onEnd({ reason, conversation: this.conversation(0) })
+      else await endCall(this.deps.db, this.deps, this.call.user_id, this.call.id, await this.callEnd(reason))
     } catch (err) {
       // The deadline job ends the call later; the caller is told now.
       this.log.error({ err }, 'the voice session could not end its call')

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { createLogger } from '../../../src/logger.ts'
 import { createMailer } from '../../../src/mail/mailer.ts'
-import { loadLive } from '../../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../../helpers/live.ts'
 import type { LiveTool, ToolContext } from '../../../src/modules/capabilities/live.ts'
 import { createAccount, setup, type Account, type TestContext } from '../../helpers/app.ts'
 import { calendarPart } from '../../helpers/calendar-mail.ts'
@@ -33,7 +33,7 @@ async function toolOf (ctx: TestContext, account: Account, agentId: string, sett
 async function callFunctions (ctx: TestContext, account: Account, agentId: string, customer: ToolContext['customer'] = { phone: null, email: null }, callId = `call-${Math.random()}`) {
   const log = createLogger(ctx.config)
   const context: ToolContext = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: account.user.id, callId, signal: new AbortController().signal, variables: () => ({}), customer, language: 'en-US' }
-  const loaded = await loadLive(context, agentId)
+  const loaded = await loadAgentLive(context, agentId)
   const byName = Object.fromEntries(loaded.tools.map((tool: LiveTool) => [tool.spec.name.replace(/^appointments_/, ''), tool]))
   const run = async (name: string, args: Record<string, unknown>) => JSON.parse((await byName[name].run(args, context)).output)
   return { run, loaded, byName, context }

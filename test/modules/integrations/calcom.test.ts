@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { createLogger } from '../../../src/logger.ts'
 import { createMailer } from '../../../src/mail/mailer.ts'
 import { localOf, zonedToUtc } from '../../../src/modules/capabilities/booking/time.ts'
-import { loadLive } from '../../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../../helpers/live.ts'
 import { connectionOf } from '../../../src/modules/integrations/client.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
 import { connectIntegration, integrationOf } from '../../../src/modules/integrations/queries.ts'
@@ -210,7 +210,7 @@ t.test('without the caller\'s e-mail address the booking is not attempted: the m
   const ctx = await booked(t)
   const log = createLogger(ctx.config)
   const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c1', signal: new AbortController().signal, variables: () => ({}), language: 'en-US', customer: { phone: '+4915112345678', email: null } }
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const book = loaded.tools.find((tool) => tool.spec.name === ctx.fn('book'))!
   await t.rejects(book.run({ start: local(ctx.slots[0]), name: 'Grace Hopper' }, context), /e-mail/)
@@ -227,7 +227,7 @@ t.test('a caller known only by phone: their bookings are found by the number Cal
   const mine = ctx.cal.book(TYPE, new Date(start + 133 * 30 * 60_000), { name: 'Grace Hopper', email: 'grace@example.com', timeZone: ZONE, phoneNumber: '+4915112345678' })
   const log = createLogger(ctx.config)
   const context = { db: ctx.db, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log), userId: ctx.account.user.id, callId: 'c2', signal: new AbortController().signal, variables: () => ({}), language: 'en-US', customer: { phone: '+49 151 12345678', email: null } }
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const find = loaded.tools.find((tool) => tool.spec.name === ctx.fn('find_booking'))!
   const outcome = await find.run({}, context)

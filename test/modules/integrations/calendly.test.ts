@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { createLogger } from '../../../src/logger.ts'
 import { createMailer } from '../../../src/mail/mailer.ts'
 import { localOf, zonedToUtc } from '../../../src/modules/capabilities/booking/time.ts'
-import { loadLive } from '../../../src/modules/capabilities/load.ts'
+import { loadAgentLive } from '../../helpers/live.ts'
 import { PROVIDER_INFO } from '../../../src/modules/integrations/providers.ts'
 import { integrationOf } from '../../../src/modules/integrations/queries.ts'
 import { connectThroughApi } from '../../helpers/oauth-connect.ts'
@@ -171,7 +171,7 @@ t.test('a reschedule whose new time was taken meanwhile keeps the old booking; a
   const [first, second, third] = ctx.type.openings
   const existing = ctx.cly.book(ctx.type.uuid, first, { name: 'Grace Hopper', email: 'grace@example.com' })
   const context = liveContext(ctx)
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const run = async (what: string, args: Record<string, unknown>) => await loaded.tools.find((tool) => tool.spec.name === ctx.fn(what))!.run(args, context)
 
@@ -210,7 +210,7 @@ t.test('the event type named by its slug is found on the second page of the user
   })
   const late = ctx.cly.addEventType({ name: 'Late one', slug: 'late-one', duration: 45, openings: morning(2) })
   const context = liveContext(ctx)
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const outcome = await loaded.tools.find((tool) => tool.spec.name === ctx.fn('find_times'))!.run({ from: local(morning(2)[0]), to: local(new Date(morning(2)[2].getTime() + 3_600_000)) }, context)
   t.notMatch(outcome.output, /^Error/)
@@ -262,7 +262,7 @@ t.test('OAuth: an access token that expires mid-call is refreshed once at Calend
 t.test('a 429 is retried once; a free Calendly plan and a missing e-mail address are told to the model in words it can act on', async (t) => {
   const ctx = await booked(t)
   const context = liveContext(ctx)
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   const run = async (what: string, args: Record<string, unknown>) => await loaded.tools.find((tool) => tool.spec.name === ctx.fn(what))!.run(args, context)
   const [first, second] = ctx.type.openings
@@ -283,7 +283,7 @@ t.test('a 429 is retried once; a free Calendly plan and a missing e-mail address
 t.test('an event type the account does not have is named in the answer, with some of those it has', async (t) => {
   const ctx = await booked(t, { eventTypeId: () => 'no-such-type' })
   const context = liveContext(ctx)
-  const loaded = await loadLive(context, ctx.agent._id)
+  const loaded = await loadAgentLive(context, ctx.agent._id)
   t.teardown(loaded.close)
   await t.rejects(loaded.tools.find((tool) => tool.spec.name === ctx.fn('find_times'))!.run({ from: local(ctx.type.openings[0]), to: local(ctx.type.openings[2]) }, context),
     /Calendly has no event type "no-such-type" for Ada Lovelace; it has: Intro call \(intro\)/)

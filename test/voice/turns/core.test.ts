@@ -2,13 +2,13 @@
 // reminders, timings) in milliseconds, without a database, a socket or a provider.
 import t from 'tap'
 import { confirmMs, NO_WORDS_MS, RESUME_AFTER_MS, TurnCore, WORDS_QUIET_MS, type CoreCalls, type CoreOptions } from '../../../src/modules/voice/turns/core.ts'
-import { FakeClock } from '../../helpers/fake-clock.ts'
+import { ManualClock } from '../../../src/modules/voice/turns/clock.ts'
 
 /** 20 ms of agent audio whose first sample numbers the frame, so that the order of what went out can be read. */
 const frame = (n: number) => Int16Array.from({ length: 320 }, (_, i) => i === 0 ? n : 1)
 
 function setup (options: Partial<CoreOptions> = {}) {
-  const clock = new FakeClock()
+  const clock = new ManualClock()
   const log: string[] = []
   const sent: number[] = []
   const timed: Array<Parameters<CoreCalls['timed']>[0]> = []

@@ -3,6 +3,7 @@ import type { ProviderEndpoint, VoiceConfig } from '../../../config.ts'
 import { bufferToPcm, resample, SAMPLE_RATE } from '../audio.ts'
 import { describe, postToProvider, ProviderError } from '../providers.ts'
 import { sttLanguage, sttProvider } from '../stt/index.ts'
+import type { SttFactory } from '../stt/types.ts'
 import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts'
 
 // The cascade: speech to text (stt/: each turn posted after it ended, or the call's audio streamed to
@@ -12,6 +13,8 @@ import type { Engine, EngineEvent, EngineFactory, EngineSetup } from './types.ts
 // caller hears the first sentence after one sentence of latency, not after the whole reply. An early reply
 // (prepare) answers the caller's stable words before the turn has ended, holding everything it produces; the
 // end of turn releases it when the turn's words are the same, and throws it away otherwise.
+// Without speech (`speech: false`: the engine kind `text` of test chats and scenario runs) it is the chat model
+// alone: typed turns in, text out, tools as in a call.
 
 /** OpenAI's `pcm` speech format (and Kokoro's): raw PCM16 LE mono at 24 kHz. */
 const TTS_RATE = 24_000
@@ -52,10 +55,13 @@ const sameWords = (a: string, b: string) => {
 /** When an answer's stages began and ended (performance.now()), for its `stages` event. */
 interface Timing { transcriptionMs: number | null, llmAt: number, llmMs: number | null, ttsAt: number | undefined, given: boolean }
 
-export function cascadeEngine (voice: VoiceConfig): EngineFactory {
+/** The recogniser of an engine without speech: it hears nothing. */
+const deaf: SttFactory = () => ({ start: async () => {}, update: () => {}, audio: () => {}, endOfTurn: async () => '', rejoin: () => {}, forget: () => {}, close: () => {} })
+
+export function cascadeEngine (voice: VoiceConfig, { speech = true }: { speech?: boolean } = {}): EngineFactory {
   const post = (provider: 'LLM' | 'TTS', endpoint: ProviderEndpoint, path: string, body: { type: string, body: string }, signal: AbortSignal) =>
     postToProvider(provider, endpoint, path, body, { signal, timeoutMs: voice.providerTimeoutMs })
-  const recogniser = sttProvider(voice)
+  const recogniser = speech ? sttProvider(voice) : deaf
 
   return (onEvent, log) => {
     let setup: EngineSetup | undefined
@@ -161,6 +167,10 @@ export function cascadeEngine (voice: VoiceConfig): EngineFactory {
         say (sentence: string) {
           const text = sentence.trim()
           if (!/[\p{L}\p{N}]/u.test(text)) return // nothing to pronounce
+          if (!speech) {
+            if (current?.generation === gen) current.spoken += (current.spoken === '' ? '' : ' ') + text
+            return
+          }
           if (timing !== undefined) timing.ttsAt ??= performance.now()
           const before = emitted
           let turn = false
