@@ -81,7 +81,9 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'ApiKey', 'Voice', 'Integration', 'IntegrationAuthorization', 'IntegrationDisconnected', 'Appointment', 'Error', 'AgentAction', 'AgentTool', 'RequestHeaders', 'LlmConfigWrite', 'DeliveryOutcome',
     'WebhookSecret', 'IntegrationProvider', 'CostsGroupBy', 'TurnDetection', 'CallLatency', 'LatencyStat', 'TurnTiming', 'LatencyMetrics',
     'CallCallback',
-    'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings'
+    'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings',
+    'Workflow', 'WorkflowStep', 'WorkflowConversationStep', 'WorkflowApiCallStep', 'WorkflowMessageStep', 'WorkflowTransferStep', 'WorkflowEndStep',
+    'WorkflowTransition', 'WorkflowCondition'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())
   t.notOk(res.body.includes(COMPONENT), 'the naming keyword is not part of the document')

@@ -7,13 +7,15 @@ import { requireOwners } from '../account/owners.ts'
 import { voiceExists } from '../account/queries.ts'
 import {
   deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
-  updateAgent, type AgentChanges
+  updateAgent, type AgentChanges, type AgentRow
 } from './queries.ts'
 import {
   Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
+import { checkWorkflow, unmaskWorkflow } from './workflow-check.ts'
+import type { Workflow } from './workflow.ts'
 
 const TAGS = ['agents']
 
@@ -28,6 +30,18 @@ async function checkReferences (db: DB, userId: string, body: { llm_id?: string,
 }
 
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
+
+/**
+ * A PATCH's workflow as it is to be stored (null removes it): stored header values kept where the mask is sent back,
+ * checked against the agent's data_retrieval fields as they will be. Throws before anything is written, so a bad
+ * workflow leaves the stored one in place.
+ */
+async function changedWorkflow (db: DB, current: AgentRow, workflow: Workflow | null, retrieval: AgentRow['data_retrieval'] | undefined): Promise<Workflow | null> {
+  if (workflow === null) return null
+  unmaskWorkflow(workflow, current.workflow as unknown as Workflow | null)
+  await checkWorkflow({ db, userId: current.user_id, agentId: current.id, retrievalFields: (retrieval ?? current.data_retrieval).map((field) => field.name) }, workflow)
+  return workflow
+}
 
 export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
   app.get('/agent/list', {
@@ -104,6 +118,11 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const { body } = request
     await requireOwners(db, request.userId, request.query)
     await checkReferences(db, request.userId, body)
+    const workflow = body.workflow ?? null
+    if (workflow !== null) {
+      unmaskWorkflow(workflow, null)
+      await checkWorkflow({ db, userId: request.userId, retrievalFields: (body.data_retrieval ?? []).map((field) => field.name) }, workflow)
+    }
     const row = await insertAgent(db, request.userId, {
       ...newAgentDefaults(),
       customer_id: lower(request.query.customer_id),
@@ -115,7 +134,8 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
       data_retrieval: dataRetrieval(body.data_retrieval ?? []),
       webhook_url: body.webhook_url ?? null,
-      is_data_collection_active: body.is_data_collection_active ?? false
+      is_data_collection_active: body.is_data_collection_active ?? false,
+      workflow
     })
     return reply.code(201).send(toAgent(row, []))
   })
@@ -124,7 +144,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     schema: {
       tags: TAGS,
       summary: 'Update an agent',
-      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` is replaced as a whole.',
+      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` and `workflow` are replaced as a whole.',
       params: IdParams,
       body: AgentUpdate,
       response: { 200: Agent, ...errors(...AUTH_ERRORS, 404) }
@@ -151,6 +171,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.call_settings !== undefined) changes.call_settings = { ...current.call_settings, ...body.call_settings }
       if (body.widget_settings !== undefined) changes.widget_settings = { ...current.widget_settings, ...body.widget_settings }
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
+      if (body.workflow !== undefined) changes.workflow = await changedWorkflow(trx, current, body.workflow, changes.data_retrieval)
       return await updateAgent(trx, request.userId, current.id, changes)
     })
     return (await agentBodies(db, request.userId, [row]))[0]
