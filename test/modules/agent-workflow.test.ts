@@ -1,4 +1,7 @@
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
+import { createCipher, isSealed, openSecret } from '../../src/db/secrets.ts'
+import { foreignKeyIds, rewriteSecrets } from '../../src/db/stored-secrets.ts'
 import { findAgent } from '../../src/modules/agents/queries.ts'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
@@ -273,4 +276,19 @@ t.test('the OpenAPI document names the workflow schemas and the agent refers to 
   t.match(JSON.stringify(schemas.WorkflowApiCallStep.properties.headers), '#/components/schemas/RequestHeaders')
   const create = doc.paths['/v1/agent'].post.requestBody.content['application/json'].schema
   t.match(JSON.stringify(create), '#/components/schemas/Workflow')
+})
+
+t.test('a key rotation re-seals the API call steps\' header values, and start-up sees their key', async (t) => {
+  const ctx = await setup(t)
+  const account = await createAccount(ctx.db)
+  const agent = (await post(ctx, account.headers, booking())).json()
+  await post(ctx, account.headers, null)
+  const next = createCipher(randomBytes(32))
+  const count = await ctx.db.transaction().execute(async (trx) => await rewriteSecrets(trx, (value) => next.seal(isSealed(value) ? openSecret(value) : value), false))
+  t.equal(count, 2, 'the two header values of the two API call steps')
+  const raw = (await ctx.db.selectFrom('agents').select('workflow').where('id', '=', agent._id).executeTakeFirstOrThrow()).workflow as unknown as Flow
+  t.equal(next.open(stepOf(raw, 'check').headers.Authorization), SECRET)
+  t.equal(next.open(stepOf(raw, 'log').headers['X-Key']), 'k-1')
+  t.same(stepOf(raw, 'greet'), booking().steps[0], 'the other steps are as they were')
+  t.ok((await foreignKeyIds(ctx.db, 'ffffffff')).includes(next.keyId), 'a key other than the configured one is noticed in a workflow')
 })
