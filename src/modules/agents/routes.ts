@@ -7,15 +7,14 @@ import { requireOwners } from '../account/owners.ts'
 import { voiceExists } from '../account/queries.ts'
 import {
   deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
-  updateAgent, type AgentChanges, type AgentRow
+  updateAgent, type AgentChanges
 } from './queries.ts'
 import {
   Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
-import { checkWorkflow, unmaskWorkflow } from './workflow-check.ts'
-import type { Workflow } from './workflow.ts'
+import { changedWorkflow, checkWorkflow, unmaskWorkflow } from './workflow-check.ts'
 
 const TAGS = ['agents']
 
@@ -30,18 +29,6 @@ async function checkReferences (db: DB, userId: string, body: { llm_id?: string,
 }
 
 const lower = (id: string | undefined) => id?.toLowerCase() ?? null
-
-/**
- * A PATCH's workflow as it is to be stored (null removes it): stored header values kept where the mask is sent back,
- * checked against the agent's data_retrieval fields as they will be. Throws before anything is written, so a bad
- * workflow leaves the stored one in place.
- */
-async function changedWorkflow (db: DB, current: AgentRow, workflow: Workflow | null, retrieval: AgentRow['data_retrieval'] | undefined): Promise<Workflow | null> {
-  if (workflow === null) return null
-  unmaskWorkflow(workflow, current.workflow as unknown as Workflow | null)
-  await checkWorkflow({ db, userId: current.user_id, agentId: current.id, retrievalFields: (retrieval ?? current.data_retrieval).map((field) => field.name) }, workflow)
-  return workflow
-}
 
 export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { db }) => {
   app.get('/agent/list', {

@@ -5,7 +5,7 @@ import { VARIABLE } from '../../templates.ts'
 import { voiceExists } from '../account/queries.ts'
 import { parseCondition } from './conditions.ts'
 import { CALL_VARIABLES, dataRetrieval } from './data-retrieval.ts'
-import { findAgent, listCapabilities } from './queries.ts'
+import { findAgent, listCapabilities, type AgentRow } from './queries.ts'
 import { forgetStoredCredentials, headerProblem, maskSettings, movesOrigin, unmaskSettings } from './settings-parts.ts'
 import type { ApiCallStep, Workflow, WorkflowStep } from './workflow.ts'
 
@@ -205,4 +205,17 @@ export function unmaskWorkflow (workflow: Workflow, stored: Workflow | null): vo
         : `${at}.${masked} has no stored value to keep; send the value itself`)
     }
   })
+}
+
+/**
+ * A change's workflow as it is to be stored (null removes it): stored header values kept where the mask is sent back,
+ * checked against the agent's data_retrieval fields as they will be (`retrieval`: the change's, else the stored ones).
+ * The API's PATCH and the console's forms call it under the agent's row lock; it throws before anything is written,
+ * so a bad workflow leaves the stored one in place.
+ */
+export async function changedWorkflow (db: DB, current: AgentRow, workflow: Workflow | null, retrieval?: AgentRow['data_retrieval']): Promise<Workflow | null> {
+  if (workflow === null) return null
+  unmaskWorkflow(workflow, current.workflow as unknown as Workflow | null)
+  await checkWorkflow({ db, userId: current.user_id, agentId: current.id, retrievalFields: (retrieval ?? current.data_retrieval).map((field) => field.name) }, workflow)
+  return workflow
 }

@@ -20,6 +20,7 @@ import { maskUrlTemplate } from '../deliveries/render.ts'
 import { deleteWidgetKey, findWidgetKey, putWidgetKey } from '../widget/queries.ts'
 import { keyProblem, newWidgetKey, widgetSettings, widgetSnippet } from '../widget/widget.ts'
 import { capabilitySection } from './agent-capabilities.ts'
+import { workflowSection } from './agent-workflow.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -263,6 +264,7 @@ ${options.saved === true && notice('success', 'Saved.')}
   <p>Starts a web call in this browser: typed turns, or your microphone when speech providers are configured.</p>
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
 </section>
+${workflowSection(agent)}
 ${await capabilitySection(db, scope, agent)}
 ${await widgetSection(viewer, scope.canChange, agent)}
 <h2>Settings</h2>

@@ -13,6 +13,7 @@ import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
+import { consoleWorkflowRoutes } from './agent-workflow.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleAppointmentRoutes } from './appointments.ts'
@@ -323,5 +324,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleDeliveryRoutes, { deliveries })
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
     await pages.register(consoleCapabilityRoutes, { deliveries })
+    await pages.register(consoleWorkflowRoutes, { db })
   })
 }
