@@ -1,13 +1,14 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { HttpError } from '../../http/errors.ts'
+import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
+import { compileBodySchema } from '../../http/validation.ts'
 import { listVoices } from '../account/queries.ts'
 import { findAgent, listAgents, listCapabilities, lockAgent, updateAgent, type AgentRow } from '../agents/queries.ts'
 import { DataRetrievalItem, Dialling, MASK } from '../agents/settings-parts.ts'
 import { changedWorkflow } from '../agents/workflow-check.ts'
-import { ApiCallStep, ConversationStep, EndStep, MessageStep, StepId, TransferStep, type Transition, type Workflow, type WorkflowStep } from '../agents/workflow.ts'
+import { ApiCallStep, ConversationStep, EndStep, MessageStep, StepId, TransferStep, Workflow, type Transition, type WorkflowStep } from '../agents/workflow.ts'
 import {
   fieldValues, objectFields, pairValues, readFields, readPairs, readRows, renderField, renderFields, renderPairs, renderRows, rowValues,
   type Field, type FormValues, type Option, type Pairs, type Problems, type Rows
@@ -294,7 +295,7 @@ export function problemsOf (err: HttpError, workflow: Workflow, index: number | 
   }
   if ((found = /^\.headers\.(\S+) (.*)$/.exec(rest)) !== null) {
     const row = Object.keys(form).find((field) => /^headers\.\d+\.name$/.test(field) && form[field]?.trim() === found![1])
-    return place(row === undefined ? 'headers' : row.replace(/name$/, 'value'), found[2])
+    return place(row === undefined ? 'headers' : row.replace(/name$/, 'value'), `${found[1]} ${found[2]}`)
   }
   if ((found = /^\.tool_ids\[\d+\]:? ?(.*)$/.exec(rest)) !== null) return place('tool_ids', found[1])
   if ((found = /^\.target\.agent_id:? (.*)$/.exec(rest)) !== null) return place('target.agent_id', found[1])
@@ -307,12 +308,22 @@ export function problemsOf (err: HttpError, workflow: Workflow, index: number | 
 
 // Changes: each one builds the whole workflow from the locked row and stores it through the API's rule.
 
-/** Stores `change(workflow)` under the agent's row lock; the API's refusal is thrown as it is. */
+const validateWorkflow = compileBodySchema(Workflow)
+
+/**
+ * Stores `change(workflow)` under the agent's row lock; the API's refusal is thrown as it is. The whole workflow is
+ * checked by the API's body schema first (the form checks each member; this checks what they make together), its
+ * message naming items as the graph check does (`steps[2]`).
+ */
 async function saveWorkflow (db: DB, scope: Scope, agentId: string, change: (workflow: Workflow | null) => Workflow | null): Promise<Workflow | null> {
   return await db.transaction().execute(async (trx) => {
     const current = await lockAgent(trx, scope.ownerId, agentId)
     if (current === undefined) throw noSuchAgent()
     const next = change(structuredClone(workflowOf(current)))
+    if (next !== null && !validateWorkflow(next)) {
+      const { message } = invalidInput('body.workflow', validateWorkflow.errors![0] as AjvIssue)
+      throw new HttpError(400, 'validation_error', message.replace(/\.(\d+)(?=[.\s]|$)/g, '[$1]'))
+    }
     const checked = await changedWorkflow(trx, current, next)
     await updateAgent(trx, scope.ownerId, current.id, { workflow: checked as unknown as AgentRow['workflow'] })
     return checked
