@@ -483,10 +483,10 @@ ${workflow !== null && html`<section aria-labelledby="steps-title">
       ? '—'
       : html`<ul class="plain">${(step.transitions ?? []).map((transition) => html`<li>${conditionText(transition.condition)} → ${workflow.steps.find((other) => other.id === transition.to)?.name ?? transition.to}</li>`)}</ul>`}</td>
     ${scope.canChange && html`<td class="actions">
-      ${i > 0 && button(`steps/${step.id}/up`, `Move ${step.name} up`, 'Up')}
-      ${i < workflow.steps.length - 1 && button(`steps/${step.id}/down`, `Move ${step.name} down`, 'Down')}
-      ${step.id !== workflow.start && button(`steps/${step.id}/start`, `Make ${step.name} the start`, 'Make start')}
-      ${button(`steps/${step.id}/delete`, `Remove ${step.name}`, 'Remove', true)}
+      ${i > 0 && button(`steps/${step.id}/up`, `Up: ${step.name}`, 'Up')}
+      ${i < workflow.steps.length - 1 && button(`steps/${step.id}/down`, `Down: ${step.name}`, 'Down')}
+      ${step.id !== workflow.start && button(`steps/${step.id}/start`, `Make start: ${step.name}`, 'Make start')}
+      ${button(`steps/${step.id}/delete`, `Remove: ${step.name}`, 'Remove', true)}
     </td>`}
   </tr>`)}</tbody>
 </table></div>
