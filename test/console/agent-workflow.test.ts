@@ -1,4 +1,5 @@
 import t from 'tap'
+import { newId } from '../../src/db/ids.ts'
 import { findAgent } from '../../src/modules/agents/queries.ts'
 import type { Workflow } from '../../src/modules/agents/workflow.ts'
 import { layers, workflowGraph } from '../../src/modules/console/workflow-graph.ts'
@@ -221,4 +222,32 @@ t.test('the graph: layers by distance from the start, globals from their own roo
   t.match(svg, 'class="step transfer global"')
   t.match(svg, 'class="step conversation start"')
   t.notMatch(svg, 'style=', 'no inline style (the CSP forbids it)')
+})
+
+t.test('a workspace member sees the workflow read-only, query values masked, and may change nothing', async (t) => {
+  const ctx = await setup(t)
+  const { browser, agent, user, stored } = await agentWithFlow(ctx)
+  const workspace = newId()
+  await ctx.db.insertInto('workspaces').values({ id: workspace, user_id: user.id, name: 'Team' }).execute()
+  await ctx.db.updateTable('agents').set({ workspace_id: workspace }).where('id', '=', agent._id).execute()
+  const member = await signedInWithKey(ctx)
+  await ctx.db.insertInto('workspace_members').values({ workspace_id: workspace, email: member.user.email, role: 'member', status: 'active', member_user_id: member.user.id, joined_at: new Date() }).execute()
+  await ctx.db.updateTable('console_sessions').set({ workspace_id: workspace }).where('user_id', '=', member.user.id).execute()
+
+  const page = await member.browser.get(`/agents/${agent._id}/workflow`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, '<svg class="workflow"')
+  t.notMatch(page.body, /Make start|Remove the workflow|Add a step/, 'no change buttons')
+  const step = await member.browser.get(`/agents/${agent._id}/workflow/steps/check`)
+  t.equal(step.statusCode, 200)
+  t.match(step.body, '<fieldset class="plain" disabled>')
+  t.notMatch(step.body, /\{\{party_size\}\}"|console-secret/, 'the query value and the header value are not shown')
+  t.match(step.body, /name="query\.0\.value" value="\*{8}"/)
+  const before = await stored()
+  const csrf = csrfOf(page.body)
+  t.equal((await member.browser.post(`/agents/${agent._id}/workflow/steps/check/start`, { csrf_token: csrf })).statusCode, 403)
+  t.equal((await member.browser.post(`/agents/${agent._id}/workflow/steps/check`, { csrf_token: csrf, ...CHECK })).statusCode, 403)
+  t.same(await stored(), before)
+  // Someone else's agent is not found at all.
+  t.equal((await browser.get(`/agents/${newId()}/workflow`)).statusCode, 404)
 })

@@ -8,6 +8,8 @@ import { listVoices } from '../account/queries.ts'
 import { findAgent, listAgents, listCapabilities, lockAgent, updateAgent, type AgentRow } from '../agents/queries.ts'
 import { DataRetrievalItem, Dialling, MASK } from '../agents/settings-parts.ts'
 import { changedWorkflow } from '../agents/workflow-check.ts'
+import type { ApiCallSettings } from '../capabilities/types/api-call.ts'
+import { viewerApiCallSettings } from '../deliveries/render.ts'
 import { ApiCallStep, ConversationStep, EndStep, MessageStep, StepId, TransferStep, Workflow, type Transition, type WorkflowStep } from '../agents/workflow.ts'
 import {
   fieldValues, objectFields, pairValues, readFields, readPairs, readRows, renderField, renderFields, renderPairs, renderRows, rowValues,
@@ -557,7 +559,9 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     const workflow = workflowOf(agent)
     const step = workflow?.steps.find((other) => other.id === request.params.stepId)
     if (step === undefined) throw noSuchStep()
-    const form = formOfStep(step, stepOptions(workflow, step.id))
+    // A member sees what a delivery's URL masks masked here too, as on an API call action's page.
+    const shown = step.type === 'api_call' && !page.scope.canChange ? { ...step, ...viewerApiCallSettings(step as unknown as ApiCallSettings) } as WorkflowStep : step
+    const form = formOfStep(shown, stepOptions(workflow, step.id))
     const choices = await choicesOf(db, page.scope, agent)
     return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type: step.type, original: step.id, form, problems: {}, choices, saved: request.query.saved !== undefined }))
   })
