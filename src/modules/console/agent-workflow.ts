@@ -69,7 +69,12 @@ const HINTS: Record<string, string> = {
   interruption_sensitivity: '0 to 1; empty: the agent\'s.',
   notify_email: 'Empty: the account owner.',
   condition: 'In plain language, judged by the call analysis. Empty: every call.',
-  to: 'An e-mail address or phone number, or a {{variable}} such as {{customer_phone}}.'
+  to: 'An e-mail address or phone number, or a {{variable}} such as {{customer_phone}}.',
+  run: 'During the call: sent as the call reaches this step; the answer\'s fields become variables and the workflow goes on. After the call: sent once the call is analysed, and retried until it is delivered.',
+  timeout_seconds: 'During the call: how long the agent waits for the answer (default 10).',
+  send_only_custom_fields: 'After the call: send only the query and the body, without the call\'s data.',
+  notify: 'After the call: when to e-mail about failed attempts (default: after the last one).',
+  method: 'Default POST.'
 }
 const RUN_OPTIONS: Option[] = [{ value: 'during_call', label: 'During the call (its answer maps into variables)' }, { value: 'after_call', label: 'After the call (a delivery, retried)' }]
 

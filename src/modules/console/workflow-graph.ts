@@ -61,26 +61,37 @@ export function layers (workflow: Workflow): Map<string, number> {
 
 interface Box { step: WorkflowStep, x: number, y: number }
 
+/** Room right of the boxes for the lanes of transitions back up (or within a layer), and their labels. */
+const LANE = { gap: 14, label: 170 }
+
 /** The graph of a workflow as an SVG image with a title and a description; `id` makes its ids unique in the page. */
 export function workflowGraph (workflow: Workflow, id = 'workflow-graph'): SafeHtml {
   const depth = layers(workflow)
   const rows: WorkflowStep[][] = []
   for (const step of workflow.steps) (rows[depth.get(step.id)!] ??= []).push(step)
   const widest = Math.max(1, ...rows.map((row) => row.length))
-  const width = MARGIN * 2 + widest * BOX.width + (widest - 1) * GAP.x
+  const boxesWidth = MARGIN * 2 + widest * BOX.width + (widest - 1) * GAP.x
   const height = MARGIN * 2 + rows.length * BOX.height + (rows.length - 1) * GAP.y
   const boxes = new Map<string, Box>()
   rows.forEach((row, layer) => {
     // Each layer centred.
     const used = row.length * BOX.width + (row.length - 1) * GAP.x
-    row.forEach((step, i) => boxes.set(step.id, { step, x: (width - used) / 2 + i * (BOX.width + GAP.x), y: MARGIN + layer * (BOX.height + GAP.y) }))
+    row.forEach((step, i) => boxes.set(step.id, { step, x: (boxesWidth - used) / 2 + i * (BOX.width + GAP.x), y: MARGIN + layer * (BOX.height + GAP.y) }))
   })
-  const edges = workflow.steps.flatMap((step) => (step.transitions ?? []).flatMap((transition, j) => {
-    const from = boxes.get(step.id)
-    const to = boxes.get(transition.to)
-    if (from === undefined || to === undefined) return []
-    return [edge(from, to, conditionText(transition.condition), j, (step.transitions ?? []).length)]
-  }))
+  const edges: Drawn[] = []
+  let lanes = 0
+  for (const step of workflow.steps) {
+    const from = boxes.get(step.id)!
+    const outgoing = (step.transitions ?? []).flatMap((transition) => {
+      const to = boxes.get(transition.to)
+      return to === undefined ? [] : [{ to, text: conditionText(transition.condition) }]
+    })
+    // Arrows down leave the box's bottom in the order of their targets, left to right, so that they do not cross.
+    const down = outgoing.filter(({ to }) => to.y > from.y).sort((a, b) => a.to.x - b.to.x)
+    down.forEach(({ to, text }, i) => edges.push(downward(from, to, text, (i + 1) / (down.length + 1))))
+    for (const { to, text } of outgoing.filter(({ to }) => to.y <= from.y)) edges.push(around(from, to, text, boxesWidth - MARGIN + LANE.gap * ++lanes))
+  }
+  const width = boxesWidth + (lanes === 0 ? 0 : LANE.gap * lanes + LANE.label)
   const nodes = [...boxes.values()].map(({ step, x, y }) => {
     const classes = ['step', step.type, step.id === workflow.start && 'start', step.global !== undefined && 'global'].filter(Boolean).join(' ')
     const note = [typeName(step), step.id === workflow.start && 'start', step.global !== undefined && 'global'].filter(Boolean).join(', ')
@@ -95,33 +106,42 @@ export function workflowGraph (workflow: Workflow, id = 'workflow-graph'): SafeH
 <title id="${id}-title">The workflow's steps and transitions</title>
 <desc id="${id}-desc">${workflow.steps.length} step${workflow.steps.length === 1 ? '' : 's'} and ${count} transition${count === 1 ? '' : 's'}, starting at ${start?.name ?? workflow.start}; the step list says the same in text.</desc>
 <defs><marker id="${id}-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>
-${edges.map((drawn) => html`<g class="edge"><path d="${drawn.path}" marker-end="url(#${id}-arrow)"/><text x="${drawn.label.x}" y="${drawn.label.y}" text-anchor="middle">${shorten(drawn.text, MAX_LABEL)}</text><title>${drawn.text}</title></g>`)}
+${edges.map((drawn) => html`<g class="edge"><path d="${drawn.path}" marker-end="url(#${id}-arrow)"/><text x="${drawn.label.x}" y="${drawn.label.y}" text-anchor="${drawn.label.anchor}">${shorten(drawn.text, MAX_LABEL)}</text><title>${drawn.text}</title></g>`)}
 ${nodes}
 </svg>`
 }
 
-/**
- * One arrow: straight down to a later layer (spread over the box's bottom by its place among the step's transitions),
- * or around the side for a transition back up or within its layer.
- */
-function edge (from: Box, to: Box, text: string, index: number, of: number): { path: string, label: { x: number, y: number }, text: string } {
-  const offset = (index + 1) / (of + 1)
+interface Drawn { path: string, label: { x: number, y: number, anchor: 'middle' | 'start' }, text: string }
+
+/** A point of a cubic Bézier curve at `t`. */
+const bezier = (t: number, a: number, b: number, c: number, d: number) => (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t ** 2 * c + t ** 3 * d
+
+/** An arrow to a later layer: from the box's bottom (at `offset` of its width) to the top of the target; labelled near the target, where arrows from one box part. */
+function downward (from: Box, to: Box, text: string, offset: number): Drawn {
   const x1 = from.x + BOX.width * offset
-  if (to.y > from.y) {
-    const y1 = from.y + BOX.height
-    const x2 = to.x + BOX.width / 2
-    const y2 = to.y
-    const middle = (y1 + y2) / 2
-    return { path: `M${at(x1)},${at(y1)} C${at(x1)},${at(middle)} ${at(x2)},${at(middle)} ${at(x2)},${at(y2)}`, label: { x: at((x1 + x2) / 2), y: at(middle - 3) }, text }
-  }
-  // Back up (a loop) or sideways: out of the right side, round, into the right side of the target.
-  const x2 = to.x + BOX.width
-  const y1 = from.y + BOX.height / 2
-  const y2 = to.y + BOX.height / 2
-  const bend = Math.max(x1, x2, from.x + BOX.width) + GAP.x
+  const y1 = from.y + BOX.height
+  const x2 = to.x + BOX.width / 2
+  const y2 = to.y
+  const middle = (y1 + y2) / 2
   return {
-    path: `M${at(from.x + BOX.width)},${at(y1)} C${at(bend)},${at(y1)} ${at(bend)},${at(y2)} ${at(x2)},${at(y2)}`,
-    label: { x: at(bend - 4), y: at((y1 + y2) / 2) },
+    path: `M${at(x1)},${at(y1)} C${at(x1)},${at(middle)} ${at(x2)},${at(middle)} ${at(x2)},${at(y2)}`,
+    label: { x: at(bezier(0.7, x1, x1, x2, x2)), y: at(bezier(0.7, y1, middle, middle, y2) - 4), anchor: 'middle' },
+    text
+  }
+}
+
+/**
+ * An arrow back up (a loop) or within a layer: down into the gap under its box, right to a lane of its own beside the
+ * boxes, up to the gap over the target, and down into it; so it crosses no box. Labelled in its lane.
+ */
+function around (from: Box, to: Box, text: string, lane: number): Drawn {
+  const x1 = from.x + BOX.width - 12
+  const below = from.y + BOX.height + GAP.y / 3
+  const x2 = to.x + BOX.width - 12
+  const above = to.y - GAP.y / 3
+  return {
+    path: `M${at(x1)},${at(from.y + BOX.height)} V${at(below)} H${at(lane)} V${at(above)} H${at(x2)} V${at(to.y)}`,
+    label: { x: at(lane + 4), y: at((below + above) / 2), anchor: 'start' },
     text
   }
 }
