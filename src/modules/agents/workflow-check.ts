@@ -84,8 +84,9 @@ export function checkGraph (workflow: Workflow, retrievalFields: string[]): void
       if (condition.type === 'always' && j !== transitions.length - 1) {
         throw invalid(`${where}.condition "always" must be the step's last transition (at most one per step): the ones after it would never be taken`)
       }
-      if (condition.type === 'always' && step.type === 'conversation' && (step.variables ?? []).length === 0) {
-        throw invalid(`${where}.condition "always" of a conversation step is taken once the step's variables are collected, and this step collects none: use a "prompt" condition (the model moves on when it holds)`)
+      if (condition.type !== 'prompt' && step.type === 'conversation' && (step.variables ?? []).length === 0) {
+        const when = condition.type === 'always' ? 'is taken once the step\'s variables are collected' : 'is checked when the step\'s variables are saved'
+        throw invalid(`${where}.condition "${condition.type}" of a conversation step ${when}, and this step collects none: use a "prompt" condition (the model moves on when it holds)`)
       }
       if (condition.type === 'prompt' && step.type !== 'conversation') {
         throw invalid(`${where}.condition "prompt" is judged by the model during a conversation step; a ${step.type} step goes on by "expression" or "always"`)
