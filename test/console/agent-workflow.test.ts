@@ -128,6 +128,16 @@ t.test('a three-step workflow built in the console: stored as the API stores it,
   const after = (await findAgent(ctx.db, user.id, agent._id))!.workflow as unknown as Workflow
   t.match(after.steps[2], { url: 'https://api.example.com/v2/slots', headers: { Authorization: 'Bearer console-secret' } })
 
+  // Renamed, with the header left empty: the stored value follows the step, and what led to it follows the new id.
+  const renamed = await browser.post(`/agents/${agent._id}/workflow/steps/check`, {
+    ...CHECK, csrf_token: csrfOf(edit.body), id: 'lookup', 'headers.0.value': '', 'headers.0.stored': 'true', url: 'https://api.example.com/v2/slots'
+  })
+  t.equal(renamed.statusCode, 303, renamed.body)
+  t.equal(renamed.headers.location, `/agents/${agent._id}/workflow/steps/lookup?saved=1`)
+  const moved = (await findAgent(ctx.db, user.id, agent._id))!.workflow as unknown as Workflow
+  t.match(moved.steps[2], { id: 'lookup', headers: { Authorization: 'Bearer console-secret' } })
+  t.same(moved.steps[0].transitions![1], { to: 'lookup', condition: { type: 'expression', expression: 'party_size > 2' } })
+
   // The agent's page links to it.
   t.match((await browser.get(`/agents/${agent._id}`)).body, `href="/agents/${agent._id}/workflow">Open the workflow</a>`)
 })

@@ -322,11 +322,16 @@ const validateWorkflow = compileBodySchema(Workflow)
  * checked by the API's body schema first (the form checks each member; this checks what they make together), its
  * message naming items as the graph check does (`steps[2]`).
  */
-async function saveWorkflow (db: DB, scope: Scope, agentId: string, change: (workflow: Workflow | null) => Workflow | null): Promise<Workflow | null> {
+async function saveWorkflow (db: DB, scope: Scope, agentId: string, change: (workflow: Workflow | null) => Workflow | null, renamed?: { from: string, to: string }): Promise<Workflow | null> {
   return await db.transaction().execute(async (trx) => {
-    const current = await lockAgent(trx, scope.ownerId, agentId)
-    if (current === undefined) throw noSuchAgent()
-    const next = change(structuredClone(workflowOf(current)))
+    const locked = await lockAgent(trx, scope.ownerId, agentId)
+    if (locked === undefined) throw noSuchAgent()
+    const next = change(structuredClone(workflowOf(locked)))
+    // A renamed step keeps its stored header values: they are matched by id, so the stored step is given the new one.
+    const stored = workflowOf(locked)
+    const current = renamed === undefined || stored === null
+      ? locked
+      : { ...locked, workflow: { ...stored, steps: stored.steps.map((step) => step.id === renamed.from ? { ...step, id: renamed.to } : step) } as unknown as AgentRow['workflow'] }
     if (next !== null && !validateWorkflow(next)) {
       const { message } = invalidInput('body.workflow', validateWorkflow.errors![0] as AjvIssue)
       throw new HttpError(400, 'validation_error', message.replace(/\.(\d+)(?=[.\s]|$)/g, '[$1]'))
@@ -592,7 +597,7 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     const step = read.step
     let saved: Workflow | null
     try {
-      saved = await saveWorkflow(db, scope, agent.id, (current) => withStep(current, step, original, from))
+      saved = await saveWorkflow(db, scope, agent.id, (current) => withStep(current, step, original, from), original === undefined ? undefined : { from: original, to: step.id })
     } catch (err) {
       if (!refused(err)) throw err
       const attempted = withStep(structuredClone(workflow), step, original, from)
