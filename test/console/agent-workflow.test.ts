@@ -261,3 +261,17 @@ t.test('a workspace member sees the workflow read-only, query values masked, and
   // Someone else's agent is not found at all.
   t.equal((await browser.get(`/agents/${newId()}/workflow`)).statusCode, 404)
 })
+
+t.test('steps added at once from many forms all survive: each change is made on the workflow as locked, not as the form saw it', async (t) => {
+  const ctx = await setup(t)
+  const { browser, agent, stored } = await agentWithFlow(ctx)
+  const page = await browser.get(`/agents/${agent._id}/workflow/steps/new?type=end`)
+  const csrf = csrfOf(page.body)
+  const results = await Promise.all(Array.from({ length: 12 }, async (_, i) => await browser.post(`/agents/${agent._id}/workflow/steps`, {
+    csrf_token: csrf, type: 'end', transitions: '0', id: `end_${i}`, name: `End ${i}`, global: '', message: '', from: 'greet', from_condition: 'prompt', from_text: `the caller says ${i}`
+  })))
+  t.same(results.map((res) => res.statusCode), Array(12).fill(303))
+  const workflow = (await stored())!
+  t.equal(workflow.steps.length, 15, 'the three steps and the twelve new ones')
+  t.equal(workflow.steps[0].transitions!.length, 14, 'each one\'s transition from the greeting')
+})
