@@ -14,7 +14,7 @@ import {
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
-import { changedWorkflow, checkWorkflow, unmaskWorkflow } from './workflow-check.ts'
+import { changedWorkflow } from './workflow-check.ts'
 
 const TAGS = ['agents']
 
@@ -105,11 +105,8 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const { body } = request
     await requireOwners(db, request.userId, request.query)
     await checkReferences(db, request.userId, body)
-    const workflow = body.workflow ?? null
-    if (workflow !== null) {
-      unmaskWorkflow(workflow, null)
-      await checkWorkflow({ db, userId: request.userId, retrievalFields: (body.data_retrieval ?? []).map((field) => field.name) }, workflow)
-    }
+    const retrieval = dataRetrieval(body.data_retrieval ?? [])
+    const workflow = await changedWorkflow(db, { user_id: request.userId, workflow: null, data_retrieval: [] }, body.workflow ?? null, retrieval)
     const row = await insertAgent(db, request.userId, {
       ...newAgentDefaults(),
       customer_id: lower(request.query.customer_id),
@@ -119,7 +116,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       voice_id: (body.voice?.voice_id ?? AGENT_DEFAULTS.voice_id).toLowerCase(),
       interruption_sensitivity: body.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
       call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
-      data_retrieval: dataRetrieval(body.data_retrieval ?? []),
+      data_retrieval: retrieval,
       webhook_url: body.webhook_url ?? null,
       is_data_collection_active: body.is_data_collection_active ?? false,
       workflow

@@ -24,7 +24,7 @@ const ACTION_ROWS = { table: 'agent_actions', typeColumn: 'action_type' } as con
 const needsWayOn = (step: WorkflowStep) => step.type === 'message' || (step.type === 'api_call' && step.run === 'during_call')
 
 /** What the check reads besides the workflow: the agent (absent when it is being created) and its data_retrieval fields. */
-export interface WorkflowContext {
+interface WorkflowContext {
   db: DB
   userId: string
   /** The agent being changed; undefined on create (it has no tools yet, and no other agent is itself). */
@@ -34,7 +34,7 @@ export interface WorkflowContext {
 }
 
 /** The variable names a workflow's expressions may read: set by a step, the agent's fields, or the call's own. */
-export function knownVariables (workflow: Workflow, retrievalFields: string[]): Set<string> {
+function knownVariables (workflow: Workflow, retrievalFields: string[]): Set<string> {
   const names = new Set<string>([...CALL_VARIABLES, ...retrievalFields])
   for (const step of workflow.steps) {
     if (step.type === 'conversation') for (const item of step.variables ?? []) names.add(item.name)
@@ -47,7 +47,7 @@ export function knownVariables (workflow: Workflow, retrievalFields: string[]): 
 }
 
 /** The ids of steps a call can reach: from the start along transitions, and every global step (offered everywhere). */
-export function reachableSteps (workflow: Workflow): Set<string> {
+function reachableSteps (workflow: Workflow): Set<string> {
   const byId = new Map(workflow.steps.map((step) => [step.id, step]))
   const seen = new Set<string>()
   const queue = [workflow.start, ...workflow.steps.filter((step) => step.global !== undefined).map((step) => step.id)]
@@ -61,7 +61,7 @@ export function reachableSteps (workflow: Workflow): Set<string> {
 }
 
 /** The graph's rules, without the database: the first broken one as a 400 naming its member. */
-export function checkGraph (workflow: Workflow, retrievalFields: string[]): void {
+function checkGraph (workflow: Workflow, retrievalFields: string[]): void {
   const first = new Map<string, number>()
   workflow.steps.forEach((step, i) => {
     const other = first.get(step.id)
@@ -142,7 +142,7 @@ function checkStepMembers (step: WorkflowStep, at: string): void {
  * The whole check: the graph, then what it refers to. A tool or agent that is not the account's answers 404 as
  * the API's other references do; a voice outside the catalogue, an after-call action or the agent itself, 400.
  */
-export async function checkWorkflow (ctx: WorkflowContext, workflow: Workflow): Promise<void> {
+async function checkWorkflow (ctx: WorkflowContext, workflow: Workflow): Promise<void> {
   checkGraph(workflow, ctx.retrievalFields)
   const usable = new Map<string, 'tool' | 'during' | 'after'>()
   if (ctx.agentId !== undefined) {
@@ -185,7 +185,7 @@ export function maskWorkflow (workflow: Workflow): Workflow {
  * workflow as it is, headers readable; null on create). A step whose URL moved to another origin keeps none of
  * them. Changes `workflow` in place; refuses a mask with nothing (or nothing it may keep) behind it.
  */
-export function unmaskWorkflow (workflow: Workflow, stored: Workflow | null): void {
+function unmaskWorkflow (workflow: Workflow, stored: Workflow | null): void {
   const before = new Map((stored?.steps ?? []).filter(isApiCall).map((step) => [step.id, step]))
   workflow.steps.forEach((step, i) => {
     if (!isApiCall(step)) return
@@ -211,10 +211,13 @@ export function unmaskWorkflow (workflow: Workflow, stored: Workflow | null): vo
 /**
  * A change's workflow as it is to be stored (null removes it): stored header values kept where the mask is sent back,
  * checked against the agent's data_retrieval fields as they will be (`retrieval`: the change's, else the stored ones).
- * The API's PATCH and the console's forms call it under the agent's row lock; it throws before anything is written,
+ * `current` is the agent as it is (without an id: one being created). The API's PATCH and the console's forms call it
+ * under the agent's row lock; it throws before anything is written,
  * so a bad workflow leaves the stored one in place.
  */
-export async function changedWorkflow (db: DB, current: AgentRow, workflow: Workflow | null, retrieval?: AgentRow['data_retrieval']): Promise<Workflow | null> {
+export async function changedWorkflow (
+  db: DB, current: Pick<AgentRow, 'user_id' | 'workflow' | 'data_retrieval'> & { id?: string }, workflow: Workflow | null, retrieval?: AgentRow['data_retrieval']
+): Promise<Workflow | null> {
   if (workflow === null) return null
   unmaskWorkflow(workflow, current.workflow as unknown as Workflow | null)
   await checkWorkflow({ db, userId: current.user_id, agentId: current.id, retrievalFields: (retrieval ?? current.data_retrieval).map((field) => field.name) }, workflow)

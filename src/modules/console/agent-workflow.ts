@@ -284,7 +284,7 @@ function namedSteps (text: string, workflow: Workflow): string {
 }
 
 /** Where an API refusal of `workflow` goes in the form of the step at `index` (undefined: the workflow page). */
-export function problemsOf (err: HttpError, workflow: Workflow, index: number | undefined, form: FormValues = {}): Problems {
+function problemsOf (err: HttpError, workflow: Workflow, index: number | undefined, form: FormValues = {}): Problems {
   const own = index === undefined ? null : new RegExp(`^body\\.workflow\\.steps\\[${index}\\](.*)$`).exec(err.message)
   if (own === null) return { '': sentence(namedSteps(err.message, workflow)) }
   const rest = own[1]
