@@ -163,7 +163,7 @@ t.test('the API\'s refusals are shown next to the fields they name, and nothing 
 
   const noWayOn = await edit('check', { ...CHECK, 'headers.0.value': '', 'headers.0.stored': 'true', 'transitions.0.condition': 'expression', 'transitions.0.text': 'slot is set' })
   t.equal(noWayOn.statusCode, 400)
-  t.match(errorOf(noWayOn.body, 'transitions'), /^Needs an &quot;always&quot; transition last/)
+  t.match(errorOf(noWayOn.body, 'transitions'), /^Needs an &quot;Otherwise&quot; transition last/)
 
   const twice = await edit('greet', { ...GREET, variables: '2', 'variables.1.name': 'party_size', 'variables.1.type': 'string' })
   t.equal(twice.statusCode, 400)
@@ -203,7 +203,7 @@ t.test('the page\'s buttons: order, start, remove a step (with what led to it), 
   // Removing the end takes away the API call's only way on: refused.
   const bye = await press('steps/bye/delete')
   t.equal(bye.statusCode, 400)
-  t.match(bye.body, /Not changed: The step &quot;Check &lt;availability&gt;&quot;\.transitions needs an &quot;always&quot; transition last|Not changed: .*needs an &quot;always&quot; transition/)
+  t.match(bye.body, /Not changed: The step &quot;Check &lt;availability&gt;&quot; needs an &quot;Otherwise&quot; transition last/)
   // Removing the API call takes the transition to it along.
   t.equal((await press('steps/check/delete')).statusCode, 303)
   t.same((await stored())!.steps.map((step) => step.id), ['greet', 'bye'])

@@ -274,13 +274,21 @@ const sentence = (text: string) => {
   return /[.!?]$/.test(capital) ? capital : `${capital}.`
 }
 
-/** `body.workflow.steps[2]` → `the step "Book"` wherever a message names another step. */
+/** `body.workflow.steps[2]` → `the step "Book"` wherever a message names another step; conditions by the form's names. */
 function namedSteps (text: string, workflow: Workflow): string {
+  const step = (i: string) => `the step "${workflow.steps[Number(i)]?.name ?? i}"`
   return text
-    .replace(/body\.workflow\.steps\[(\d+)\]( \("[^"]*"\))?/g, (_, i: string) => `the step "${workflow.steps[Number(i)]?.name ?? i}"`)
+    .replace(/body\.workflow\.steps\[(\d+)\](?: \("[^"]*"\))?(?:\.transitions(?:\[(\d+)\](\.to|\.condition\S*))?|\.([a-z_]+)\S*)?/g,
+      (_, i: string, j: string | undefined, member: string | undefined, other: string | undefined) => {
+        if (member !== undefined) return `${member === '.to' ? 'transition' : 'the condition of transition'} ${Number(j) + 1} of ${step(i)}`
+        if (other !== undefined) return `the ${other.replaceAll('_', ' ')} of ${step(i)}`
+        return step(i)
+      })
     .replace(/(?<![\w.])steps\[(\d+)\]/g, (_, i: string) => `the step "${workflow.steps[Number(i)]?.name ?? i}"`)
     .replace(/body\.workflow\.start/g, 'The start step')
     .replace(/ is not the id of any step/g, ' is not a step of this workflow')
+    // The form's names of the conditions.
+    .replace(/"always"/g, '"Otherwise"').replace(/"prompt"/g, '"When"').replace(/"expression"/g, '"If"')
 }
 
 /** Where an API refusal of `workflow` goes in the form of the step at `index` (undefined: the workflow page). */
