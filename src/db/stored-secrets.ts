@@ -14,8 +14,11 @@ interface Location {
   /** Columns that name a row. */
   keys: string[]
   column: string
-  /** Absent: the column is the secret (text). `{}`: the column is a jsonb object of secrets; a name: its member is. */
-  map?: { member?: string }
+  /**
+   * Absent: the column is the secret (text). `{}`: the column is a jsonb object of secrets; a name: its member is.
+   * `within`: the column's member of that name is an array, and each item's `member` is such an object.
+   */
+  map?: { member?: string, within?: string }
   /** The column is a jsonb document whose sealed strings, wherever they are, are secrets (copies of sealed values only: never plaintext). */
   deep?: true
 }
@@ -30,7 +33,9 @@ export const SECRET_LOCATIONS: Location[] = [
   { table: 'oauth_states', keys: ['state_hash'], column: 'code_verifier' },
   { table: 'agent_actions', keys: ['id'], column: 'settings', map: { member: 'headers' } },
   { table: 'agent_tools', keys: ['id'], column: 'settings', map: { member: 'headers' } },
-  // Agent versions keep their tools' and actions' header values as the rows held them (agents/versions.ts).
+  // A workflow's API call steps: steps[i].headers.
+  { table: 'agents', keys: ['id'], column: 'workflow', map: { member: 'headers', within: 'steps' } },
+  // Agent versions keep their tools', actions' and workflow steps' header values as the rows held them (agents/versions.ts).
   { table: 'agent_versions', keys: ['agent_id', 'version'], column: 'snapshot', deep: true }
 ]
 
@@ -51,16 +56,25 @@ function rewriteDeep (value: unknown, change: (value: string) => string, changed
 
 const LIKE_SEALED = `${SEALED_PREFIX}%`
 
-/** The jsonb object holding a map location's secrets. */
+/** The jsonb object holding a map location's secrets (for `within`: each item's, as `s.value`). */
 function objectOf (at: Location): RawBuilder<unknown> {
+  if (at.map?.within !== undefined) return sql`s.value -> ${at.map.member}`
   return at.map?.member === undefined ? sql.ref(at.column) : sql`${sql.ref(at.column)} -> ${at.map.member}`
+}
+
+/** The FROM items that give a map location's values as `e.value` (after the table). */
+function valuesOf (at: Location): RawBuilder<unknown> {
+  const object = objectOf(at)
+  const each = sql`jsonb_each_text(CASE WHEN jsonb_typeof(${object}) = 'object' THEN ${object} ELSE '{}'::jsonb END) AS e`
+  if (at.map?.within === undefined) return each
+  const list = sql`${sql.ref(at.column)} -> ${at.map.within}`
+  return sql`jsonb_array_elements(CASE WHEN jsonb_typeof(${list}) = 'array' THEN ${list} ELSE '[]'::jsonb END) AS s, ${each}`
 }
 
 /** A condition on a location's rows: some secret value in the row matches `test` (a SQL predicate on `v`). */
 function anyValue (at: Location, test: (v: RawBuilder<unknown>) => RawBuilder<unknown>): RawBuilder<unknown> {
   if (at.map === undefined) return sql`${sql.ref(at.column)} IS NOT NULL AND ${test(sql.ref(at.column))}`
-  const object = objectOf(at)
-  return sql`jsonb_typeof(${object}) = 'object' AND EXISTS (SELECT 1 FROM jsonb_each_text(${object}) AS e WHERE ${test(sql.ref('e.value'))})`
+  return sql`EXISTS (SELECT 1 FROM ${valuesOf(at)} WHERE ${test(sql.ref('e.value'))})`
 }
 
 /** Key ids other than `keyId` that sealed stored values, at most one per location. */
@@ -73,8 +87,7 @@ export async function foreignKeyIds (db: DB, keyId: string): Promise<string[]> {
           WHERE m[1] <> ${keyId} LIMIT 1`
       : at.map === undefined
         ? sql<{ v: string }>`SELECT ${sql.ref(at.column)} AS v FROM ${sql.table(at.table)} WHERE ${anyValue(at, other)} LIMIT 1`
-        : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, jsonb_each_text(${objectOf(at)}) AS e
-          WHERE jsonb_typeof(${objectOf(at)}) = 'object' AND ${other(sql.ref('e.value'))} LIMIT 1`
+        : sql<{ v: string }>`SELECT e.value AS v FROM ${sql.table(at.table)}, ${valuesOf(at)} WHERE ${other(sql.ref('e.value'))} LIMIT 1`
     for (const row of (await values.execute(db)).rows) found.add(row.v.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + 8))
   }
   return [...found]
@@ -113,15 +126,20 @@ export async function rewriteSecrets (trx: Transaction<Database>, change: (value
         if (next === row.secret) continue
         changed++
       } else {
-        const whole = row.secret as Record<string, unknown>
-        const object = (at.map.member === undefined ? whole : whole[at.map.member]) as Record<string, unknown>
-        const updated = Object.fromEntries(Object.entries(object).map(([name, value]) => {
+        const rewrite = (object: Record<string, unknown>) => Object.fromEntries(Object.entries(object).map(([name, value]) => {
           if (typeof value !== 'string') return [name, value]
           const out = change(value)
           if (out !== value) changed++
           return [name, out]
         }))
-        next = JSON.stringify(at.map.member === undefined ? updated : { ...whole, [at.map.member]: updated })
+        const { member, within } = at.map
+        const inMember = (holder: Record<string, unknown>) => {
+          if (member === undefined) return rewrite(holder)
+          const object = holder[member]
+          return object !== null && typeof object === 'object' && !Array.isArray(object) ? { ...holder, [member]: rewrite(object as Record<string, unknown>) } : holder
+        }
+        const whole = row.secret as Record<string, unknown>
+        next = JSON.stringify(within === undefined ? inMember(whole) : { ...whole, [within]: (whole[within] as Array<Record<string, unknown>>).map(inMember) })
       }
       const where = sql.join(at.keys.map((k) => sql`${sql.ref(k)} = ${row[k]}`), sql` AND `)
       await sql`UPDATE ${sql.table(at.table)} SET ${sql.ref(at.column)} = ${next} WHERE ${where}`.execute(trx)

@@ -4,7 +4,7 @@ import { Type } from 'typebox'
 
 /** Every `code` an error answer can carry (docs/errors.md says when); the OpenAPI document lists them as an enum. */
 export const ERROR_CODES = [
-  'validation_error', 'invalid_id', 'bad_request', 'invalid_text', 'json_too_deep', 'invalid_value', 'out_of_range', 'invalid_action_url', 'malformed_multipart', 'empty_file', 'unexpected_file_field', 'invalid_file_name',
+  'validation_error', 'invalid_id', 'bad_request', 'invalid_text', 'json_too_deep', 'invalid_value', 'out_of_range', 'invalid_action_url', 'invalid_workflow', 'malformed_multipart', 'empty_file', 'unexpected_file_field', 'invalid_file_name',
   'carrier_credentials_required', 'carrier_rejected', 'carrier_credentials_rejected', 'carrier_disabled', 'invalid_sender',
   'missing_api_key', 'invalid_api_key', 'invalid_access_token', 'invalid_recording_link', 'recording_link_expired', 'invalid_signature', 'forbidden',
   'not_found', 'route_not_found', 'method_not_allowed', 'not_acceptable',

@@ -17,6 +17,9 @@ const FORMATS: Record<string, (value: string) => boolean> = {
   'time-zone': (value) => TIME_ZONES.has(value) || value === 'UTC'
 }
 
+/** Those formats as known-but-unchecked for the answers' serializer: response schemas name them (a workflow's URL), and answers are the server's own. */
+export const SERIALIZER_FORMATS: Record<string, true> = Object.fromEntries(Object.keys(FORMATS).map((name) => [name, true]))
+
 const TIME_ZONES = new Set(Intl.supportedValuesOf('timeZone'))
 
 function isHttpUrl (value: string): boolean {

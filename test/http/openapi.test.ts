@@ -84,7 +84,9 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'TestCaller', 'TestScriptCaller', 'TestPersonaCaller', 'TestToolMock', 'TestExpectation', 'TestExpectationResult', 'TestScenario', 'TestScenarioResult',
     'TestRun', 'TestRunSummary', 'TestChatRequest', 'TestChatReply', 'TestConversation',
     'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings',
-    'AgentVersion', 'AgentVersionCapability', 'AgentVersionCapabilityChanges', 'AgentVersionChange', 'AgentVersionDiff', 'AgentVersionSummary'
+    'AgentVersion', 'AgentVersionCapability', 'AgentVersionCapabilityChanges', 'AgentVersionChange', 'AgentVersionDiff', 'AgentVersionSummary',
+    'Workflow', 'WorkflowStep', 'WorkflowConversationStep', 'WorkflowApiCallStep', 'WorkflowMessageStep', 'WorkflowTransferStep', 'WorkflowEndStep',
+    'WorkflowTransition', 'WorkflowCondition'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())
   t.notOk(res.body.includes(COMPONENT), 'the naming keyword is not part of the document')

@@ -17,7 +17,7 @@ t.test('POST /v1/agent with only the required fields answers every field with it
   const agent = res.json()
   t.same(Object.keys(agent).sort(), ['_id', 'agent_name', 'call_settings', 'callback_settings', 'created_at', 'customer_id', 'data_retrieval',
     'folder', 'interruption_sensitivity', 'is_customer_memory_active', 'is_data_collection_active', 'knowledge_base', 'llm_id', 'status',
-    'updated_at', 'version', 'voice', 'webhook_url', 'widget_settings', 'workspace_id'])
+    'updated_at', 'version', 'voice', 'webhook_url', 'widget_settings', 'workflow', 'workspace_id'])
   t.match(agent, {
     version: 1,
     _id: /^[0-9a-f]{24}$/,

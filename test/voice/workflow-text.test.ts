@@ -16,16 +16,22 @@ t.test('a saved conversation resumes its workflow where it was; a mocked API cal
   const ctx = await setup(t, { LLM_URL: llm.url, DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true' })
   const account = await createAccount(ctx.db)
   const agent = await createAgent(ctx.app, account)
-  await ctx.db.updateTable('agents').set({
-    workflow: JSON.stringify({
-      start: 'ask',
-      steps: [
-        { id: 'ask', name: 'Ask', type: 'conversation', instructions: 'Ask for the order number.', variables: [{ name: 'order', type: 'string', required: true }], transitions: [{ to: 'lookup', condition: { type: 'always' } }] },
-        { id: 'lookup', name: 'Lookup', type: 'api_call', run: 'during_call', url: `${receiver.url}/orders/{{order}}`, method: 'GET', response_variables: { eta: 'eta' }, transitions: [{ to: 'tell', condition: { type: 'always' } }] },
-        { id: 'tell', name: 'Tell', type: 'conversation', instructions: 'The order arrives {{eta}}.' }
-      ]
-    })
-  }).where('id', '=', agent._id).execute()
+  const patched = await ctx.app.inject({
+    method: 'PATCH',
+    url: `/v1/agent/${agent._id}`,
+    headers: account.headers,
+    payload: {
+      workflow: {
+        start: 'ask',
+        steps: [
+          { id: 'ask', name: 'Ask', type: 'conversation', instructions: 'Ask for the order number.', variables: [{ name: 'order', type: 'string', required: true }], transitions: [{ to: 'lookup', condition: { type: 'always' } }] },
+          { id: 'lookup', name: 'Lookup', type: 'api_call', run: 'during_call', url: `${receiver.url}/orders/{{order}}`, method: 'GET', response_variables: { eta: 'eta' }, transitions: [{ to: 'tell', condition: { type: 'always' } }] },
+          { id: 'tell', name: 'Tell', type: 'conversation', instructions: 'The order arrives {{eta}}.' }
+        ]
+      }
+    }
+  })
+  t.equal(patched.statusCode, 200, patched.body)
   const log = pino({ level: 'silent' })
   const deps = { db: ctx.db, boss: ctx.boss, config: ctx.config, log, mailer: createMailer(ctx.db, ctx.config, log) }
 

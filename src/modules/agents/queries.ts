@@ -66,10 +66,10 @@ export async function deleteLlm (db: DB, userId: string, id: string): Promise<bo
 export interface AgentFilter extends Paging { customer_id?: string, workspace_id?: string }
 
 export async function listAgents (db: DB, userId: string, filter: AgentFilter): Promise<AgentRow[]> {
-  return await db.selectFrom('agents').selectAll().where('user_id', '=', userId)
+  return (await db.selectFrom('agents').selectAll().where('user_id', '=', userId)
     .$if(filter.customer_id !== undefined, (q) => q.where('customer_id', '=', filter.customer_id!.toLowerCase()))
     .$if(filter.workspace_id !== undefined, (q) => q.where('workspace_id', '=', filter.workspace_id!.toLowerCase()))
-    .orderBy('created_at').orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()
+    .orderBy('created_at').orderBy('id').limit(filter.limit ?? 100).offset(filter.skip ?? 0).execute()).map(openedAgent)
 }
 
 export async function agentExists (db: Executor, userId: string, id: string): Promise<boolean> {
@@ -77,7 +77,8 @@ export async function agentExists (db: Executor, userId: string, id: string): Pr
 }
 
 export async function findAgent (db: Executor, userId: string, id: string): Promise<AgentRow | undefined> {
-  return await db.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  const row = await db.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  return row === undefined ? undefined : openedAgent(row)
 }
 
 /** Columns a new agent needs, as the routes compute them: jsonb members as objects, as they are read. */
@@ -96,22 +97,41 @@ function jsonColumns<T extends Partial<AgentRow>> (values: T): Stored<T> {
   return out as Stored<T>
 }
 
+/** A workflow with its API call steps' header values passed `through` sealing (written) or opening (read). */
+function workflowHeaders (workflow: AgentRow['workflow'], through: (values: Record<string, string>) => Record<string, string>): AgentRow['workflow'] {
+  if (workflow === null || !Array.isArray(workflow.steps)) return workflow
+  return { ...workflow, steps: (workflow.steps as Array<Record<string, unknown>>).map((step) => step.type === 'api_call' ? withHeaders(step, through) : step) }
+}
+
+/** A workflow as stored (its header values sealed) and as read (opened): for agent versions, which keep it as stored. */
+export const sealedWorkflow = (workflow: AgentRow['workflow']) => workflowHeaders(workflow, sealValues)
+export const openedWorkflow = (workflow: AgentRow['workflow']) => workflowHeaders(workflow, openValues)
+
+/** The values as stored: a workflow's header values sealed. */
+function sealed<T extends Partial<AgentRow>> (values: T): T {
+  return values.workflow === undefined || values.workflow === null ? values : { ...values, workflow: workflowHeaders(values.workflow, sealValues) }
+}
+
+/** An agent row as the modules read it: its workflow's header values readable (answers mask them). */
+const openedAgent = (row: AgentRow): AgentRow => row.workflow === null ? row : { ...row, workflow: workflowHeaders(row.workflow, openValues) }
+
 export async function insertAgent (db: Executor, userId: string, values: AgentValues): Promise<AgentRow> {
-  return await db.insertInto('agents')
-    .values({ id: newId(), user_id: userId, ...jsonColumns(values) })
-    .returningAll().executeTakeFirstOrThrow()
+  return openedAgent(await db.insertInto('agents')
+    .values({ id: newId(), user_id: userId, ...jsonColumns(sealed(values)) })
+    .returningAll().executeTakeFirstOrThrow())
 }
 
 export type AgentChanges = Partial<Omit<AgentRow, 'id' | 'user_id' | 'customer_id' | 'workspace_id' | 'version' | 'created_at' | 'updated_at'>>
 
 /** Writes the changes of a PATCH; the caller has merged the nested settings already, under the row lock. */
 export async function updateAgent (trx: Trx, userId: string, id: string, changes: AgentChanges): Promise<AgentRow> {
-  return await trx.updateTable('agents').set({ ...jsonColumns(changes), updated_at: new Date() })
-    .where('user_id', '=', userId).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
+  return openedAgent(await trx.updateTable('agents').set({ ...jsonColumns(sealed(changes)), updated_at: new Date() })
+    .where('user_id', '=', userId).where('id', '=', id).returningAll().executeTakeFirstOrThrow())
 }
 
 export async function lockAgent (trx: Trx, userId: string, id: string): Promise<AgentRow | undefined> {
-  return await trx.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).forUpdate().executeTakeFirst()
+  const row = await trx.selectFrom('agents').selectAll().where('user_id', '=', userId).where('id', '=', id.toLowerCase()).forUpdate().executeTakeFirst()
+  return row === undefined ? undefined : openedAgent(row)
 }
 
 /**
@@ -156,7 +176,7 @@ function capabilityColumns (kind: CapabilityTable) {
     ['id', 'agent_id', eb.ref(typeOf(kind)).as('type'), 'settings', 'is_active', 'created_at', 'updated_at'] as const
 }
 
-// Header values (api_call actions, mcp tools) are stored encrypted: sealed on write, opened on read.
+// Header values (api_call actions, mcp tools, a workflow's API call steps) are stored encrypted: sealed on write, opened on read.
 function withHeaders (settings: Record<string, unknown>, through: (values: Record<string, string>) => Record<string, string>): Record<string, unknown> {
   const headers = settings.headers as Record<string, string> | undefined
   return headers === undefined ? settings : { ...settings, headers: through(headers) }

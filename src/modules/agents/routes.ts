@@ -15,6 +15,7 @@ import {
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
 import { recordVersion, recordVersions } from './versions.ts'
+import { changedWorkflow } from './workflow-check.ts'
 
 const TAGS = ['agents']
 
@@ -106,6 +107,8 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const { body } = request
     await requireOwners(db, request.userId, request.query)
     await checkReferences(db, request.userId, body)
+    const retrieval = dataRetrieval(body.data_retrieval ?? [])
+    const workflow = await changedWorkflow(db, { user_id: request.userId, workflow: null, data_retrieval: [] }, body.workflow ?? null, retrieval)
     const row = await db.transaction().execute(async (trx) => {
       const created = await insertAgent(trx, request.userId, {
         ...newAgentDefaults(),
@@ -116,9 +119,10 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
         voice_id: (body.voice?.voice_id ?? AGENT_DEFAULTS.voice_id).toLowerCase(),
         interruption_sensitivity: body.interruption_sensitivity ?? AGENT_DEFAULTS.interruption_sensitivity,
         call_settings: { ...CALL_SETTINGS_DEFAULTS, ...body.call_settings },
-        data_retrieval: dataRetrieval(body.data_retrieval ?? []),
+        data_retrieval: retrieval,
         webhook_url: body.webhook_url ?? null,
-        is_data_collection_active: body.is_data_collection_active ?? false
+        is_data_collection_active: body.is_data_collection_active ?? false,
+        workflow
       })
       return { ...created, version: await recordVersion(trx, request.userId, created.id, 'created') }
     })
@@ -129,7 +133,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     schema: {
       tags: TAGS,
       summary: 'Update an agent',
-      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` is replaced as a whole.',
+      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` and `workflow` are replaced as a whole.',
       params: IdParams,
       body: AgentUpdate,
       response: { 200: Agent, ...errors(...AUTH_ERRORS, 404) }
@@ -156,6 +160,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.call_settings !== undefined) changes.call_settings = { ...current.call_settings, ...body.call_settings }
       if (body.widget_settings !== undefined) changes.widget_settings = { ...current.widget_settings, ...body.widget_settings }
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
+      if (body.workflow !== undefined) changes.workflow = await changedWorkflow(trx, current, body.workflow, changes.data_retrieval)
       const updated = await updateAgent(trx, request.userId, current.id, changes)
       // A change of what calls run on is a new version; folder, status and widget_settings alone make none.
       const version = await recordVersion(trx, request.userId, current.id, 'agent')

@@ -1,6 +1,10 @@
 import { Type, type Static } from 'typebox'
 import { CallbackSettings, CallSettings, TemplateLlm, TurnDetection, WidgetSettings } from '../../db/shapes.ts'
-import { CHECKED_IN_HANDLER, COMPONENT, Nullable, ObjectId } from '../../http/schemas.ts'
+import { COMPONENT, Nullable, ObjectId } from '../../http/schemas.ts'
+import { DataRetrievalItem } from './settings-parts.ts'
+import { Workflow } from './workflow.ts'
+
+export { DataRetrievalItem }
 
 // Agent fields. Defaults live in constants rather than in the schemas: Ajv fills schema defaults in,
 // which would turn every PATCH into a reset of the members it does not name.
@@ -99,23 +103,6 @@ const CallbackSettingsInput = Type.Object({
   on_outcomes: Type.Optional(Type.Array(Type.Union([Type.Literal('no_answer'), Type.Literal('busy'), Type.Literal('voicemail'), Type.Literal('failed')]), { uniqueItems: true }))
 }, { description: 'automatic call-backs; members merge on update' })
 
-export const DataRetrievalItem = Type.Object({
-  name: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$', description: 'variable name; becomes {{name}} in actions and a key of custom_analysis_data' }),
-  type: Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')]),
-  description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
-  enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
-  required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
-}, {
-  [COMPONENT]: 'DataRetrievalField',
-  // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.
-  [CHECKED_IN_HANDLER]: {
-    oneOf: [
-      { properties: { type: { const: 'enum' } }, required: ['type', 'enum_values'] },
-      { properties: { type: { enum: ['string', 'number', 'boolean', 'date'] } }, not: { required: ['enum_values'] } }
-    ]
-  }
-})
-
 const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
 
 const Voice = Type.Object({ voice_id: ObjectId }, { [COMPONENT]: 'AgentVoice', description: 'one of GET /v1/voice/list' })
@@ -127,7 +114,8 @@ const createFields = {
   interruption_sensitivity: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: '0: never yields to the caller; 1: pauses at the first window of speech and yields soonest, lower values want surer and longer speech (default 0.5; docs/voice.md, "How turns are taken")' })),
   data_retrieval: Type.Optional(DataRetrieval),
   webhook_url: Type.Optional(Nullable(Type.String({ format: 'http-url', maxLength: 2000 }), 'receives the post-call delivery (kind agent_webhook)')),
-  is_data_collection_active: Type.Optional(Type.Boolean({ description: 'default false' }))
+  is_data_collection_active: Type.Optional(Type.Boolean({ description: 'default false' })),
+  workflow: Type.Optional(Nullable(Workflow, 'the conversation as steps (docs/workflows.md), validated as a graph; null (default): the agent talks from its single prompt. API call steps\' header values are write-only: answers show `********`, and sending `********` back keeps the stored value of that step (matched by id)'))
 }
 
 export const AgentCreate = Type.Object({
@@ -143,6 +131,7 @@ export const AgentUpdate = Type.Object({
   data_retrieval: createFields.data_retrieval,
   webhook_url: createFields.webhook_url,
   is_data_collection_active: createFields.is_data_collection_active,
+  workflow: Type.Optional(Nullable(Workflow, 'replaced as a whole; null removes it (the agent talks from its single prompt again)')),
   call_settings: Type.Optional(Type.Object({ ...createCallSettings, ...updateOnlyCallSettings }, { description: 'members merge: the ones not sent keep their values' })),
   folder: Type.Optional(Nullable(Type.String({ maxLength: 100 }), 'groups agents in the app; null removes it')),
   status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')], { description: 'an inactive agent takes no calls' })),
@@ -172,6 +161,7 @@ export const Agent = Type.Object({
   widget_settings: WidgetSettings,
   callback_settings: CallbackSettings,
   version: Type.Integer({ minimum: 0, description: 'its latest version (GET /v1/agent/:id/versions; beyond the specification): every change of what its calls run on writes one' }),
+  workflow: Nullable(Workflow, 'the conversation as steps; null: the agent talks from its single prompt. Header values of API call steps show as `********`'),
   created_at: Epoch,
   updated_at: Epoch
 }, { [COMPONENT]: 'Agent' })

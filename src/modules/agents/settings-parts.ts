@@ -1,10 +1,28 @@
 import { Type } from 'typebox'
-import { COMPONENT, Email } from '../../http/schemas.ts'
+import { CHECKED_IN_HANDLER, COMPONENT, Email } from '../../http/schemas.ts'
 import { VARIABLE } from '../../templates.ts'
 
 // The parts the settings of an agent's actions, tools (capabilities/types/) and workflow steps (workflow.ts) share,
 // and the rules of their write-only header values: masked in answers, kept when a change sends the mask, dropped
 // when the URL moves elsewhere. They live with the agent so that both the capabilities and the workflow use them.
+
+/** A variable the agent collects (an agent's data_retrieval field, a workflow step's variable). */
+export const DataRetrievalItem = Type.Object({
+  name: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$', description: 'variable name; becomes {{name}} in actions and a key of custom_analysis_data' }),
+  type: Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')]),
+  description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
+  enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
+  required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
+}, {
+  [COMPONENT]: 'DataRetrievalField',
+  // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.
+  [CHECKED_IN_HANDLER]: {
+    oneOf: [
+      { properties: { type: { const: 'enum' } }, required: ['type', 'enum_values'] },
+      { properties: { type: { enum: ['string', 'number', 'boolean', 'date'] } }, not: { required: ['enum_values'] } }
+    ]
+  }
+})
 
 export const Name = Type.String({ minLength: 1, maxLength: 100, description: 'shown in the app and in failure e-mails' })
 export const Description = Type.Optional(Type.String({ maxLength: 1000, description: 'tells the language model when to use the tool' }))

@@ -1,7 +1,7 @@
 import { isSealed, openSecret } from '../../db/secrets.ts'
 import { notFound } from '../../http/errors.ts'
 import {
-  ACTION_TABLE, connectedProviders, findAgent, findLlm, findVersion, insertLlm, insertVersion, latestVersion, listCapabilities,
+  ACTION_TABLE, connectedProviders, findAgent, findLlm, findVersion, insertLlm, insertVersion, latestVersion, listCapabilities, openedWorkflow, sealedWorkflow,
   listVersions, lockAgent, lockAgents, openSettings, replaceCapabilities, storedCapabilities, TOOL_TABLE, updateAgent, updateLlm, countAgentsOfLlm,
   type AgentRow, type CapabilityRow, type CapabilityTable, type Executor, type LlmRow, type Paging, type Trx, type VersionRow
 } from './queries.ts'
@@ -46,7 +46,8 @@ async function snapshotOf (db: Executor, agent: AgentRow): Promise<AgentSnapshot
   // Never missing: agents.llm_id is a foreign key.
   if (llm === undefined) throw new Error(`agent ${agent.id}: its LLM configuration ${agent.llm_id} is missing`)
   return {
-    agent: pick(agent, SNAPSHOT_COLUMNS),
+    // As stored: the workflow's header values sealed (the row was read with them opened).
+    agent: { ...pick(agent, SNAPSHOT_COLUMNS), workflow: sealedWorkflow(agent.workflow) },
     llm_id: llm.id,
     llm: pick(llm, SNAPSHOT_LLM),
     tools: (await storedCapabilities(db, agent.user_id, TOOL_TABLE, agent.id)).map(asSnapshot),
@@ -223,7 +224,7 @@ export async function loadAgentConfig (db: Executor, userId: string, agentId: st
   return {
     version,
     // The live row's identity and status with the version's settings; its LLM configuration's values likewise.
-    agent: { ...agent, ...snapshot.agent, version },
+    agent: { ...agent, ...snapshot.agent, workflow: openedWorkflow(snapshot.agent.workflow), version },
     llm: { ...llm, ...snapshot.llm },
     tools: snapshot.tools.map((tool) => revived(tool, agent.id, row.created_at)),
     actions: snapshot.actions.map((action) => revived(action, agent.id, row.created_at))
@@ -278,7 +279,7 @@ export async function restoreVersion (db: Executor, userId: string, agentId: str
         await updateLlm(trx, userId, llmId, snapshot.llm)
       }
     }
-    const restored = await updateAgent(trx, userId, agent.id, { ...snapshot.agent, llm_id: llmId })
+    const restored = await updateAgent(trx, userId, agent.id, { ...snapshot.agent, workflow: openedWorkflow(snapshot.agent.workflow), llm_id: llmId })
     await replaceCapabilities(trx, userId, TOOL_TABLE, agent.id, await restorable(trx, userId, TOOL_TABLE, snapshot.tools))
     await replaceCapabilities(trx, userId, ACTION_TABLE, agent.id, await restorable(trx, userId, ACTION_TABLE, snapshot.actions))
     const now = await record(trx, restored, 'restore', version)

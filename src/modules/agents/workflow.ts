@@ -1,7 +1,6 @@
 import { Type, type Static, type TObject, type TUnion } from 'typebox'
-import { COMPONENT, ObjectId } from '../../http/schemas.ts'
-import { DataRetrievalItem } from './schemas.ts'
-import { DeliveryMembers, Dialling, RequestMembers } from './settings-parts.ts'
+import { COMPONENT, E164, ObjectId } from '../../http/schemas.ts'
+import { DataRetrievalItem, DeliveryMembers, Dialling, RequestMembers } from './settings-parts.ts'
 
 // An agent's workflow (DESIGN.md, "Workflows"): steps the conversation moves through, each with its own
 // instructions and tools (conversation), or an act of the agent's (an API call, a message, a transfer, the end);
@@ -75,7 +74,7 @@ export const TransferStep = Type.Object({
   message: Type.Optional(Type.String({ maxLength: 1000, description: 'what the agent says before it transfers' })),
   target: byType([
     Type.Object({ type: Type.Literal('agent'), agent_id: ObjectId }),
-    Type.Object({ type: Type.Literal('number'), phone_number: Type.String({ pattern: '^\\+[1-9][0-9]{1,14}$' }), ...Dialling })
+    Type.Object({ type: Type.Literal('number'), phone_number: E164, ...Dialling })
   ], {})
 }, { [COMPONENT]: 'WorkflowTransferStep' })
 

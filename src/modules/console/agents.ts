@@ -21,6 +21,7 @@ import { maskUrlTemplate } from '../deliveries/render.ts'
 import { deleteWidgetKey, findWidgetKey, putWidgetKey } from '../widget/queries.ts'
 import { keyProblem, newWidgetKey, widgetSettings, widgetSnippet } from '../widget/widget.ts'
 import { capabilitySection } from './agent-capabilities.ts'
+import { workflowSection } from './agent-workflow.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -267,6 +268,7 @@ ${options.saved === true && notice('success', 'Saved.')}
   <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
   <p><a href="/agents/${agent.id}/playground">Type to it in the playground</a> (its replies, tool calls and workflow steps, turn by turn) · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 </section>
+${workflowSection(agent)}
 ${await capabilitySection(db, scope, agent)}
 <section aria-labelledby="versions-title">
   <h2 id="versions-title">Versions</h2>

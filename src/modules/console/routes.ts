@@ -15,6 +15,7 @@ import { consoleAgentTestRoutes } from './agent-tests.ts'
 import { consoleCapabilityRoutes } from './agent-capabilities.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleVersionRoutes } from './agent-versions.ts'
+import { consoleWorkflowRoutes } from './agent-workflow.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleAppointmentRoutes } from './appointments.ts'
@@ -327,5 +328,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleKnowledgeBaseRoutes, { db, jobs })
     await pages.register(consoleCapabilityRoutes, { deliveries })
     await pages.register(consoleAgentTestRoutes, { deps: { ...jobs, db, log: app.log as Logger, mailer } })
+    await pages.register(consoleWorkflowRoutes, { db })
   })
 }
