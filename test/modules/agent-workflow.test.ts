@@ -286,7 +286,7 @@ t.test('a key rotation re-seals the API call steps\' header values, and start-up
   await post(ctx, account.headers, null)
   const next = createCipher(randomBytes(32))
   const count = await ctx.db.transaction().execute(async (trx) => await rewriteSecrets(trx, (value) => next.seal(isSealed(value) ? openSecret(value) : value), false))
-  t.equal(count, 2, 'the two header values of the two API call steps')
+  t.equal(count, 4, 'the two header values of the two API call steps, and their sealed copies in the agent version')
   const raw = (await ctx.db.selectFrom('agents').select('workflow').where('id', '=', agent._id).executeTakeFirstOrThrow()).workflow as unknown as Flow
   t.equal(next.open(stepOf(raw, 'check').headers.Authorization), SECRET)
   t.equal(next.open(stepOf(raw, 'log').headers['X-Key']), 'k-1')
