@@ -1,23 +1,13 @@
 import t from 'tap'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, inputValue, PASSWORD, signedInWithKey, unescapeHtml as unescape } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 
 // An agent's tests in the console (docs/console.md, "Tests of an agent"): the playground, its "Save as test", the
 // scenario editor, runs and their results, through app.inject with the console's cookies and CSRF tokens.
-
-const ENTITIES: Record<string, string> = { '&quot;': '"', '&#39;': '\'', '&lt;': '<', '&gt;': '>', '&amp;': '&' }
-const unescape = (text: string) => text.replace(/&(quot|#39|lt|gt|amp);/g, (entity) => ENTITIES[entity])
-
-/** The value of the first input named `name` in the page (as the browser would send it). */
-function inputValue (body: string, name: string): string {
-  const found = new RegExp(`<input[^>]* name="${name}" value="([^"]*)"`).exec(body)
-  if (found === null) throw new Error(`no input ${name} in the page`)
-  return unescape(found[1])
-}
 
 /** The transcript's lines as the page shows them, tags stripped. */
 const chatLines = (body: string) => [...(/<ol class="transcript chat" id="chat">([\s\S]*?)<\/ol>/.exec(body)?.[1] ?? '').matchAll(/<li[^>]*>([\s\S]*?)<\/li>/g)]

@@ -52,7 +52,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   await page.waitForURL(/\/phone-numbers\/[0-9a-f]{24}\?saved=bought$/)
   t.equal(await page.locator('h1').textContent(), '+14155550142')
   await check('a bought number')
-  await page.getByLabel('Inbound agent').selectOption({ label: 'Front desk' })
+  await page.getByLabel('Inbound agent', { exact: true }).selectOption({ label: 'Front desk' })
   await page.getByLabel('Nickname').fill('Main line')
   await page.getByRole('button', { name: 'Save' }).click()
   await page.waitForURL(/\/phone-numbers\/[0-9a-f]{24}\?saved=1$/)

@@ -1,22 +1,13 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
-import { csrfOf, signedInWithKey, type ConsoleClient } from '../helpers/console-client.ts'
+import { csrfOf, inputValue, signedInWithKey, type ConsoleClient } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 
 // The issue's whole journey in the console, as a person takes it: build a two-step agent, talk to it in the
 // playground, save the conversation as a test, change the agent, see the test fail on the new version, restore the
 // old version and see it pass again. The model stand-in moves to the booking step whenever it is offered and the
 // caller asks to book, so what the agent does follows from its workflow alone.
-
-const ENTITIES: Record<string, string> = { '&quot;': '"', '&#39;': '\'', '&lt;': '<', '&gt;': '>', '&amp;': '&' }
-const unescape = (text: string) => text.replace(/&(quot|#39|lt|gt|amp);/g, (entity) => ENTITIES[entity])
-
-function inputValue (body: string, name: string): string {
-  const found = new RegExp(`<input[^>]* name="${name}" value="([^"]*)"`).exec(body)
-  if (found === null) throw new Error(`no input ${name} in the page`)
-  return unescape(found[1])
-}
 
 async function addStep (browser: ConsoleClient, agentId: string, type: string, fields: Record<string, string>) {
   const page = await browser.get(`/agents/${agentId}/workflow/steps/new?type=${type}`)

@@ -86,3 +86,15 @@ export async function signedInWithKey (ctx: { app: FastifyInstance, db: DB }): P
   await browser.signIn(user.email, PASSWORD)
   return { user, account: { user, key, headers: { 'x-api-key': key } }, browser }
 }
+
+const ENTITIES: Record<string, string> = { '&quot;': '"', '&#39;': '\'', '&lt;': '<', '&gt;': '>', '&amp;': '&' }
+
+/** Text as the page escaped it, unescaped (what the browser shows or sends). */
+export const unescapeHtml = (text: string) => text.replace(/&(quot|#39|lt|gt|amp);/g, (entity) => ENTITIES[entity])
+
+/** The value of the first input named `name` in the page (as the browser would send it). */
+export function inputValue (body: string, name: string): string {
+  const found = new RegExp(`<input[^>]* name="${name}" value="([^"]*)"`).exec(body)
+  if (found === null) throw new Error(`no input ${name} in the page`)
+  return unescapeHtml(found[1])
+}

@@ -216,7 +216,7 @@ t.test('a change of the workflow alone is labelled so', async (t) => {
   t.same((await call(ctx, 'GET', `/v1/agent/${agent}/versions/2`)).json().agent.workflow, workflow)
   await db.updateTable('agents').set({ workflow: JSON.stringify({ ...workflow, steps: [{ id: 'greet', name: 'Hello', type: 'end' }] }) }).where('id', '=', agent).execute()
   await call(ctx, 'PATCH', `/v1/agent/${agent}`, { folder: 'Flows' })
-  t.match(await latest(ctx, agent), { version: 3, change: 'workflow', changes: ['workflow.steps'] }, 'its members compared one by one')
+  t.match(await latest(ctx, agent), { version: 3, change: 'workflow', changes: ['workflow.steps.greet.name'] }, 'its members compared one by one, its steps by id')
   t.match((await call(ctx, 'POST', `/v1/agent/${agent}/versions/1/restore`)).json(), { version: 4, agent: { workflow: null } })
   t.equal((await db.selectFrom('agents').select('workflow').where('id', '=', agent).executeTakeFirstOrThrow()).workflow, null, 'restored: no workflow')
 })

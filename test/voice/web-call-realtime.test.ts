@@ -26,20 +26,22 @@ async function listen (t: Test) {
 
 type Ctx = TestContext & { standin: RealtimeStandin }
 
-async function start (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llmBody: Record<string, unknown> = {}) {
+/** An agent on the realtime engine and a web call of it; `prepare` changes the agent before the call is made (the call runs the version of then). */
+async function start (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llmBody: Record<string, unknown> = {}, prepare?: (agentId: string) => Promise<unknown>) {
   const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { engine: 'realtime', begin_message: 'Hi {{name}}!', general_prompt: 'You are the clinic.', ...llmBody } })).json()
   t.equal(llm.engine, 'realtime')
   const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: llm._id, ...body } })).json()
+  await prepare?.(agent._id)
   const call = (await ctx.app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id, dynamic_context: { name: 'Ada' } } })).json()
-  return { agentId: agent._id as string, callId: call._id as string, token: call.access_token as string }
+  return { callId: call._id as string, token: call.access_token as string }
 }
 
 t.test('a spoken call on the realtime engine: begin message, caller audio, answer, end_call, analysed and delivered', async (t) => {
   const ctx = await listen(t)
   const receiver = await startReceiver(t)
   const account = await createAccount(ctx.db)
-  const { agentId, callId, token } = await start(ctx, account, { webhook_url: receiver.url })
-  await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agentId}/tools`, headers: account.headers, payload: { tool_type: 'end_call', settings: { name: 'Hang up' } } })
+  const { callId, token } = await start(ctx, account, { webhook_url: receiver.url }, {}, async (id) =>
+    await ctx.app.inject({ method: 'POST', url: `/v1/agent/${id}/tools`, headers: account.headers, payload: { tool_type: 'end_call', settings: { name: 'Hang up' } } }))
   ctx.standin.transcripts.push('Can I book Tuesday?', 'No, that is all.')
   ctx.standin.replies.push({ text: 'Yes, Tuesday at ten.' }, { calls: [{ name: 'Hang_up', arguments: '{}' }] }, { text: 'Goodbye!' })
 

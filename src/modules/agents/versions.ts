@@ -81,9 +81,21 @@ function same (a: unknown, b: unknown): boolean {
   return a === b
 }
 
-/** The paths (`call_settings.language`) where two values differ: objects member by member, arrays and the rest whole. */
+/** A list of objects named by `id` (a workflow's steps), as a map: compared item by item, whatever their order. */
+const byId = (value: unknown): Map<string, unknown> | undefined =>
+  Array.isArray(value) && value.length > 0 && value.every((item) => isObject(item) && typeof item.id === 'string')
+    ? new Map(value.map((item) => [(item as { id: string }).id, item]))
+    : undefined
+
+/**
+ * The paths (`call_settings.language`, `workflow.steps.greet.instructions`) where two values differ: objects member by
+ * member, lists of objects with ids item by item (by id), other lists and the rest whole.
+ */
 function changedPaths (before: unknown, after: unknown, path: string, out: string[]): string[] {
-  if (isObject(before) && isObject(after)) {
+  const [was, now] = [byId(before), byId(after)]
+  if (was !== undefined && now !== undefined) {
+    for (const id of [...new Set([...was.keys(), ...now.keys()])]) changedPaths(was.get(id), now.get(id), `${path}.${id}`, out)
+  } else if (isObject(before) && isObject(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
     for (const key of keys) changedPaths(before[key], after[key], path === '' ? key : `${path}.${key}`, out)
   } else if (!same(before, after)) {
@@ -100,7 +112,7 @@ export interface CapabilityChanges {
 }
 export interface VersionDiff { agent: MemberChange[], llm: MemberChange[], tools: CapabilityChanges, actions: CapabilityChanges }
 
-const valueAt = (value: unknown, path: string): unknown => path.split('.').reduce<unknown>((at, key) => isObject(at) ? at[key] : undefined, value)
+const valueAt = (value: unknown, path: string): unknown => path.split('.').reduce<unknown>((at, key) => isObject(at) ? at[key] : byId(at)?.get(key), value)
 
 function memberChanges (before: object, after: object): MemberChange[] {
   return changedPaths(before, after, '', []).map((path) => ({ path, before: masked(valueAt(before, path) ?? null), after: masked(valueAt(after, path) ?? null) }))

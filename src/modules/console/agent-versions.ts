@@ -140,7 +140,7 @@ function versionPage ({ viewer, scope, agent, row, snapshot, against }: VersionP
     ? html`<p>Version 1 is the first: there is nothing before it to compare with.</p>`
     : html`${changedRows.length === 0
       ? html`<p>No setting or language model value differs.</p>`
-      : html`<div class="table"><table>
+      : html`<div class="table"><table class="diff">
     <caption>Settings that differ: version ${against!.row.version}, then version ${row.version}</caption>
     <thead><tr><th scope="col">Setting</th><th scope="col">Version ${against!.row.version}</th><th scope="col">Version ${row.version}</th></tr></thead>
     <tbody>${changedRows}</tbody>

@@ -102,7 +102,7 @@ export function workflowGraph (workflow: Workflow, id = 'workflow-graph'): SafeH
   })
   const start = workflow.steps.find((step) => step.id === workflow.start)
   const count = workflow.steps.reduce((sum, step) => sum + (step.transitions ?? []).length, 0)
-  return html`<svg class="workflow" viewBox="0 0 ${at(width)} ${at(height)}" role="img" aria-labelledby="${id}-title" aria-describedby="${id}-desc">
+  return html`<svg class="workflow" width="${at(width)}" height="${at(height)}" viewBox="0 0 ${at(width)} ${at(height)}" role="img" aria-labelledby="${id}-title" aria-describedby="${id}-desc">
 <title id="${id}-title">The workflow's steps and transitions</title>
 <desc id="${id}-desc">${workflow.steps.length} step${workflow.steps.length === 1 ? '' : 's'} and ${count} transition${count === 1 ? '' : 's'}, starting at ${start?.name ?? workflow.start}; the step list says the same in text.</desc>
 <defs><marker id="${id}-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>
