@@ -218,3 +218,37 @@ t.test('transfer steps answer a transfer; a loop of action steps stops', async (
   t.same(looping.state().after, ['a', 'b'], 'an after-call step is recorded once')
   t.same(looping.setup([tool('a')]), { instructions: '', tools: [] }, 'no conversation step: nothing to add')
 })
+
+t.test('an expression reads the call\'s variables too (dynamic_context, collected data); the workflow\'s own win for a name both have', async (t) => {
+  const ctx = await setup(t, ENV)
+  const account = await createAccount(ctx.db)
+  const workflow: Workflow = {
+    start: 'ask',
+    steps: [
+      {
+        id: 'ask',
+        name: 'Ask',
+        type: 'conversation',
+        instructions: 'Ask how many people.',
+        variables: [{ name: 'party_size', type: 'number', required: true }],
+        transitions: [
+          { to: 'vip', condition: { type: 'expression', expression: 'party_size > 8 and tier = "gold"' } },
+          { to: 'regular', condition: { type: 'always' } }
+        ]
+      },
+      { id: 'vip', name: 'VIP', type: 'conversation', instructions: 'Offer the private room.' },
+      { id: 'regular', name: 'Regular', type: 'conversation', instructions: 'Book a table.' }
+    ]
+  }
+  const saveIn = async (variables: Record<string, unknown>, size: number) => {
+    const run = new WorkflowRun(workflow, undefined, () => 0)
+    const context = toolContext(ctx, account.user.id, variables)
+    await run.enter('ask', context)
+    const save = run.setup([]).tools.find((candidate) => candidate.spec.name === 'save_variables')!
+    return (await save.run({ party_size: size }, context)).step
+  }
+  t.equal(await saveIn({ tier: 'gold' }, 10), 'vip', 'tier from the call\'s dynamic_context')
+  t.equal(await saveIn({ tier: 'silver' }, 10), 'regular')
+  t.equal(await saveIn({}, 10), 'regular', 'a variable the call does not have: the comparison is false')
+  t.equal(await saveIn({ tier: 'gold', party_size: 2 }, 10), 'vip', 'the workflow\'s party_size, not the call\'s')
+})

@@ -479,8 +479,8 @@ export class Session {
 
   /** What a live tool or action may use: the call's variables and other party as they are known now. */
   private toolContext (): ToolContext {
-    // The workflow's variables by their own names; the call's built-in ones keep theirs.
-    const variables = () => ({ ...this.call.dynamic_context, ...this.workflow?.variables, ...callVariables(this.call) })
+    // What data collection saved and the workflow's variables by their own names; the call's built-in ones keep theirs.
+    const variables = () => ({ ...this.call.dynamic_context, ...this.collected, ...this.workflow?.variables, ...callVariables(this.call) })
     const { customer_email: email, customer_phone: phone } = this.call.dynamic_context
     return {
       db: this.deps.db,

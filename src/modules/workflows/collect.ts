@@ -1,6 +1,6 @@
 import { checkFieldValue } from '../agents/data-retrieval.ts'
 import type { RetrievalField } from '../../db/shapes.ts'
-import type { LiveTool, ToolOutcome } from '../capabilities/live.ts'
+import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
 
 // The function that saves what the caller said into typed fields: the agent's data collection
 // (voice/collect-data.ts, into collected_data) and a workflow step's variables (run.ts, into the workflow's
@@ -27,7 +27,7 @@ function property (field: RetrievalField): Record<string, unknown> {
  * before stay, a field saved again takes the new value). `then` may add to the answer (a workflow's transition).
  */
 export function collectFunction (fields: RetrievalField[], collected: Record<string, unknown>, name: string, description: string,
-  then?: (outcome: ToolOutcome) => ToolOutcome): LiveTool {
+  then?: (outcome: ToolOutcome, ctx: ToolContext) => ToolOutcome): LiveTool {
   const byName = new Map(fields.map((field) => [field.name, field]))
   return {
     type: COLLECT_TOOL_TYPE,
@@ -37,7 +37,7 @@ export function collectFunction (fields: RetrievalField[], collected: Record<str
       // None required: the agent saves each detail as it comes.
       parameters: { type: 'object', properties: Object.fromEntries(fields.map((field) => [field.name, property(field)])), additionalProperties: false }
     },
-    run: async (args) => {
+    run: async (args, ctx) => {
       const values: Record<string, unknown> = {}
       const problems: string[] = []
       for (const [key, value] of Object.entries(args)) {
@@ -55,7 +55,7 @@ export function collectFunction (fields: RetrievalField[], collected: Record<str
       Object.assign(collected, values)
       const missing = fields.filter((field) => field.required && collected[field.name] === undefined).map((field) => field.name)
       const outcome = { output: `Saved: ${Object.keys(values).join(', ')}. ${missing.length === 0 ? 'Every required field is collected.' : `Still needed: ${missing.join(', ')}.`}` }
-      return then === undefined ? outcome : then(outcome)
+      return then === undefined ? outcome : then(outcome, ctx)
     }
   }
 }

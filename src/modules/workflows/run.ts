@@ -104,7 +104,7 @@ export class WorkflowRun {
       collect = { fields, tool: name }
       tools.push(collectFunction(fields, this.data.variables, name,
         `Save what the caller told you for the step "${step.name}", as soon as they say it: one or several values at a time. Save a value again to correct it.`,
-        (outcome) => this.afterCollect(step, outcome)))
+        (outcome, ctx) => this.afterCollect(step, outcome, ctx)))
     }
     for (const transition of step.transitions ?? []) {
       if (transition.condition.type === 'prompt') tools.push(this.moveFunction(transition.to, transition.condition.prompt, taken))
@@ -137,28 +137,30 @@ export class WorkflowRun {
   }
 
   /** After the step's variables changed: its first expression that holds, else its default once every required variable is in. */
-  private afterCollect (step: ConversationStep, outcome: ToolOutcome): ToolOutcome {
+  private afterCollect (step: ConversationStep, outcome: ToolOutcome, ctx: ToolContext): ToolOutcome {
     const complete = fieldsOf(step).every((field) => !field.required || (this.data.variables[field.name] !== undefined && this.data.variables[field.name] !== null))
-    const next = this.next(step, complete)
+    const next = this.next(step, complete, ctx)
     return next === undefined ? outcome : { ...outcome, step: next }
   }
 
   /** The step that `step` leads to now: its first expression transition that holds, else its `always` one when `orDefault`. */
-  private next (step: WorkflowStep, orDefault: boolean): string | undefined {
+  private next (step: WorkflowStep, orDefault: boolean, ctx: ToolContext): string | undefined {
     const transitions: Transition[] = step.transitions ?? []
-    const holds = transitions.find((transition) => transition.condition.type === 'expression' && this.holds(transition.condition.expression))
+    // On the workflow's variables, and the call's (its own, dynamic_context, what data collection saved): the workflow's win.
+    const variables = { ...ctx.variables(), ...this.data.variables }
+    const holds = transitions.find((transition) => transition.condition.type === 'expression' && this.holds(transition.condition.expression, variables))
     if (holds !== undefined) return holds.to
     return orDefault ? transitions.find((transition) => transition.condition.type === 'always')?.to : undefined
   }
 
-  private holds (expression: string): boolean {
+  private holds (expression: string, variables: Record<string, unknown>): boolean {
     let test = this.conditions.get(expression)
     if (test === undefined) {
       const parsed = parseCondition(expression)
       test = 'error' in parsed ? () => false : parsed.test
       this.conditions.set(expression, test)
     }
-    return test(this.data.variables)
+    return test(variables)
   }
 
   /**
@@ -216,7 +218,7 @@ export class WorkflowRun {
           notes.push(await this.sendStepMessage(step, ctx))
           break
       }
-      id = this.next(step, true)
+      id = this.next(step, true, ctx)
     }
     return { entered, output: notes.join(' ') }
   }
