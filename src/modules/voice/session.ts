@@ -355,6 +355,9 @@ export class Session {
     this.tools = new Map(tools.map((tool) => [tool.spec.name, tool]))
     const stepCollect = step?.collect === undefined ? '' : collectionInstructions(language, step.collect.fields, step.collect.tool, this.workflow!.collected())
     const sensitivity = step?.interruptionSensitivity ?? agent.interruption_sensitivity
+    // The step's (or, leaving it, the agent's) sensitivity: how speech over the agent is detected and confirmed.
+    this.core.setSensitivity(sensitivity)
+    this.detector.setSensitivity(Math.max(0.05, sensitivity))
     return {
       instructions: [renderText(llm.general_prompt, this.call.dynamic_context), callInstructions(language, this.call.call_type),
         await memoryOf(db, this.call, agent), instructions, collect?.instructions ?? '', step?.instructions ?? '', stepCollect].filter((s) => s !== '').join('\n\n'),

@@ -181,6 +181,23 @@ t.test('the caller cannot interrupt at sensitivity 0: their speech is a turn ans
   t.equal(sent.length, 50, 'the agent said all of it')
 })
 
+t.test('the sensitivity may change mid-call (a workflow step\'s own): from 0 the caller can interrupt, and a higher one confirms sooner', async (t) => {
+  const { clock, core, log, agentSays } = setup({ sensitivity: 0, words: false, early: false })
+  agentSays(200)
+  clock.advance(200)
+  core.speech('start', clock.now())
+  clock.advance(1500)
+  core.speech('end', clock.now())
+  t.notOk(log.some((e) => e.startsWith('cancel')), 'at 0 the agent is not interrupted')
+  clock.advance(5000)
+  core.setSensitivity(1)
+  agentSays(200)
+  clock.advance(200)
+  core.speech('start', clock.now())
+  clock.advance(confirmMs(1) + 20)
+  t.ok(log.some((e) => e.startsWith('cancel')), `at 1 speech over the agent is a barge-in after ${confirmMs(1)} ms, not ${confirmMs(0.5)}`)
+})
+
 t.test('reminders: after the agent stops, silence brings a reminder, then the time-out; speech starts them over', async (t) => {
   const { clock, core, log, agentSays, at } = setup()
   agentSays(10)

@@ -130,6 +130,11 @@ export class TurnCore {
     this.#idle = new Idle(options.clock, options.idle, () => calls.remind(), () => calls.idle())
   }
 
+  /** interruption_sensitivity from now on (a workflow step may have its own; 0: the caller cannot interrupt). */
+  setSensitivity (sensitivity: number): void {
+    this.#options.sensitivity = sensitivity
+  }
+
   /** Whether a streaming recogniser gives the caller's words from now on (one that connected late, or failed). */
   hearWords (streaming: boolean): void {
     this.#options.words = streaming

@@ -44,9 +44,9 @@ export interface SpeechDetectorOptions {
 export class SpeechDetector {
   readonly #model: SileroModel
   readonly #stream = new SileroStream()
-  readonly #threshold: number
-  readonly #endThreshold: number
-  readonly #startWindows: number
+  #threshold = 0
+  #endThreshold = 0
+  #startWindows = 1
   readonly #endWindows: number
   readonly #onTurn: SpeechDetectorOptions['onTurn']
   readonly #onError: SpeechDetectorOptions['onError']
@@ -66,13 +66,18 @@ export class SpeechDetector {
 
   private constructor (model: SileroModel, options: SpeechDetectorOptions) {
     this.#model = model
-    const { threshold, minSpeechMs } = detectionOf(options.sensitivity)
-    this.#threshold = threshold
-    this.#endThreshold = threshold - 0.15
-    this.#startWindows = Math.max(1, Math.ceil(minSpeechMs / WINDOW_MS))
+    this.setSensitivity(options.sensitivity)
     this.#endWindows = Math.max(1, Math.ceil((options.endSilenceMs ?? 96) / WINDOW_MS))
     this.#onTurn = options.onTurn
     this.#onError = options.onError
+  }
+
+  /** How sure and how long speech must be before it counts, from now on (a workflow step may have its own). */
+  setSensitivity (sensitivity: number): void {
+    const { threshold, minSpeechMs } = detectionOf(sensitivity)
+    this.#threshold = threshold
+    this.#endThreshold = threshold - 0.15
+    this.#startWindows = Math.max(1, Math.ceil(minSpeechMs / WINDOW_MS))
   }
 
   /**
