@@ -12,7 +12,7 @@ import { registerAuth } from './modules/users/auth.ts'
 import { frameworkError, registerErrorHandler } from './http/errors.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerKeylessLimit, trustHops } from './http/rate-limit.ts'
-import { registerValidation, SERIALIZER_FORMATS } from './http/validation.ts'
+import { cachedSerializers, registerValidation, SERIALIZER_FORMATS } from './http/validation.ts'
 import { createLogger } from './logger.ts'
 import { createMailer, type Mailer } from './mail/mailer.ts'
 import { accountRoutes } from './modules/account/routes.ts'
@@ -73,6 +73,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     onProtoPoisoning: 'remove',
     onConstructorPoisoning: 'remove',
     serializerOpts: { ajv: { formats: SERIALIZER_FORMATS } },
+    schemaController: { compilersFactory: { buildSerializer: cachedSerializers } },
     frameworkErrors: frameworkError,
     // request.ip: the client's address behind the proxies TRUST_PROXY names (config.ts); a hop count trusts any peer.
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy

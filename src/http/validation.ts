@@ -1,4 +1,5 @@
 import { Ajv, type Options, type ValidateFunction } from 'ajv'
+import SerializerSelector from '@fastify/fast-json-stringify-compiler'
 import addFormats from 'ajv-formats'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import type { TSchema } from 'typebox'
@@ -130,6 +131,17 @@ async function checkQueryAndParams (request: FastifyRequest): Promise<void> {
 
 const BODY_OPTIONS: Options = { removeAdditional: 'all', coerceTypes: false }
 let handlerBodies: Ajv | undefined
+let routeCompilers: { body: Ajv, query: Ajv, headers: Ajv } | undefined
+const validators = new Map<string, ValidateFunction>()
+
+function kept<T> (cache: Map<string, T>, key: string, make: () => T): T {
+  let made = cache.get(key)
+  if (made === undefined) {
+    made = make()
+    cache.set(key, made)
+  }
+  return made
+}
 
 /**
  * A validator for part of a body that a route can only check once it knows more (a PATCH of settings
@@ -146,14 +158,19 @@ export function compileBodySchema (schema: TSchema): ValidateFunction {
  * nor coerced, so a header schema never deletes the headers it does not name (x-api-key among them).
  */
 export function registerValidation (app: FastifyInstance): void {
-  const body = ajv(BODY_OPTIONS)
-  const query = ajv({ removeAdditional: 'all', coerceTypes: 'array' })
-  const headers = ajv({ removeAdditional: false, coerceTypes: false })
+  // One set per process, each validator kept by its schema's text: compiling is most of an app's start, and a
+  // second app (the tests build hundreds) has the same schemas, though often as new objects.
+  routeCompilers ??= {
+    body: ajv(BODY_OPTIONS),
+    query: ajv({ removeAdditional: 'all', coerceTypes: 'array' }),
+    headers: ajv({ removeAdditional: false, coerceTypes: false })
+  }
+  const { body, query, headers } = routeCompilers
   app.setValidatorCompiler(({ schema, httpPart, contentType }) => {
     // A multipart body is streamed by its route, which checks every part itself; its schema documents the form.
     if (httpPart === 'body' && contentType === 'multipart/form-data') return () => true
     const compiler = httpPart === 'body' ? body : httpPart === 'headers' ? headers : query
-    return compiler.compile(schema)
+    return kept(validators, `${httpPart === 'body' ? 'body' : httpPart === 'headers' ? 'headers' : 'query'} ${JSON.stringify(schema)}`, () => compiler.compile(schema))
   })
   app.addHook('onRoute', splitCommaLists)
   registerJsonParser(app)
@@ -180,4 +197,16 @@ function splitCommaLists (route: RouteOptions): void {
     }
   }
   route.preValidation = [split, ...[route.preValidation ?? []].flat()]
+}
+
+const buildSerializers = SerializerSelector()
+const serializers = new Map<string, SerializerSelector.Serializer>()
+
+/**
+ * Fastify's own answer serializers (fast-json-stringify), kept per response schema's text for the process, as
+ * the validators are: every app here names the same external schemas (SHARED_SCHEMAS) and options.
+ */
+export function cachedSerializers (externalSchemas?: unknown, options?: SerializerSelector.Options): SerializerSelector.SerializerCompiler {
+  const compile = buildSerializers(externalSchemas, options)
+  return (route) => kept(serializers, JSON.stringify(route.schema) ?? '', () => compile(route))
 }
