@@ -1,7 +1,7 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin, type ScriptedReply } from '../helpers/openai-http-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
@@ -30,11 +30,7 @@ t.test('the playground typed through, saved as a test, run and passed, two runs 
 
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
-  const axe: Record<string, unknown> = {}
-  const check = async (name: string) => { axe[name] = await axeViolations(page) }
+  const { problems, axe, check } = watchPage(page)
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.goto(`${url}/agents/${agent._id}`)

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
 
 // An agent's versions in the console (docs/agents.md, "Versions"): the history with what changed, the difference
@@ -139,9 +139,7 @@ t.test('the versions pages in Chromium: no axe violations', async (t) => {
   const user = await createConsoleUser(ctx.db)
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const { problems } = watchPage(page)
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()
   await page.locator('#agent_name').fill('Bistro')

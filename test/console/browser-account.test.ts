@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -26,14 +26,10 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
 
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
   // The forms sent with bad fields on purpose answer 400; those are counted apart, every other failure is a problem.
-  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
+  const { problems, axe: checked, check } = watchPage(page, { failedLoads: 'ignored' })
   const refused: string[] = []
   page.on('response', (res) => { if (res.status() >= 400) refused.push(`${res.status()} ${new URL(res.url()).pathname}`) })
-  const checked: Record<string, unknown> = {}
-  const check = async (name: string) => { checked[name] = await axeViolations(page) }
 
   await signInAt(page, url, user.email, PASSWORD)
 

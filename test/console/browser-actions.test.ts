@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 
@@ -16,11 +16,7 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
   receiver.answers.push({ status: 201, body: '{"stored":true}' })
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
-  const axe: Record<string, unknown> = {}
-  const check = async (name: string) => { axe[name] = await axeViolations(page) }
+  const { problems, axe, check } = watchPage(page)
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()

@@ -3,7 +3,7 @@ import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The Analytics page in real Chromium, which enforces the CSP: the charts must be styled from console.css alone.
@@ -27,9 +27,7 @@ t.test('analytics: change the range, see the four charts, open their figures, do
   const browser = await launchChromium(t)
   const context = await browser.newContext({ acceptDownloads: true })
   const page = await context.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const { problems } = watchPage(page)
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Analytics' }).click()

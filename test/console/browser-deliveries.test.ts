@@ -3,7 +3,7 @@ import { createApiKey } from '../../src/modules/users/queries.ts'
 import type { Account } from '../helpers/app.ts'
 import { setup } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { analysedCall, FAST, settled } from '../helpers/deliveries.ts'
 import { startReceiver } from '../helpers/receiver.ts'
@@ -30,9 +30,7 @@ t.test('filter the log by Not delivered, open the failed delivery, Send again on
 
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const { problems } = watchPage(page)
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Deliveries' }).click()

@@ -2,7 +2,7 @@ import net from 'node:net'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { accountsStandIn, ACCOUNT_EMAIL } from '../helpers/oauth-connect.ts'
 
@@ -42,12 +42,8 @@ t.test('connect Google Calendar through its OAuth page and disconnect it: in Chr
 
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
   // The refused key answers 422 on purpose; every other console error (a CSP violation among them) is a problem.
-  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
-  const axe: Record<string, unknown> = {}
-  const check = async (name: string) => { axe[name] = await axeViolations(page) }
+  const { problems, axe, check } = watchPage(page, { failedLoads: 'ignored' })
 
   await signInAt(page, base, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Integrations' }).click()

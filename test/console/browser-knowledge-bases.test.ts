@@ -2,7 +2,7 @@ import t from 'tap'
 import { startWorkers } from '../../src/workers.ts'
 import { createLogger } from '../../src/logger.ts'
 import { setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The knowledge bases' pages in real Chromium: a file chosen through the file input, its state followed by the
@@ -16,14 +16,10 @@ t.test('create a knowledge base with a file, watch it become ready, search it: i
   const user = await createConsoleUser(ctx.db)
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
   // A refused upload is a 4xx page, which Chromium reports as a failed load: those are counted apart.
-  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
+  const { problems, axe: checked, check } = watchPage(page, { failedLoads: 'ignored' })
   const refused: string[] = []
   page.on('response', (res) => { if (res.status() >= 400) refused.push(`${res.status()} ${res.request().method()} ${new URL(res.url()).pathname}`) })
-  const checked: Record<string, unknown> = {}
-  const check = async (name: string) => { checked[name] = await axeViolations(page) }
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Knowledge bases' }).click()

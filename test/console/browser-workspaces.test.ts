@@ -2,7 +2,7 @@ import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startInbox } from '../helpers/smtp.ts'
 
@@ -20,10 +20,7 @@ t.test('invite a member who then signs in and sees only that workspace: in Chrom
   const browser = await launchChromium(t)
   const problems: string[] = []
   const axe: Record<string, unknown> = {}
-  const watch = (page: import('playwright-core').Page) => {
-    page.on('pageerror', (err) => problems.push(err.message))
-    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
-  }
+  const watch = (page: import('playwright-core').Page) => watchPage(page, { problems })
 
   const ownerPage = await (await browser.newContext()).newPage()
   watch(ownerPage)

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { callLatency } from '../../src/modules/calls/latency.ts'
 import { setup } from '../helpers/app.ts'
 import { insertCalls } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
@@ -19,9 +19,7 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   const browser = await launch(t)
   const context = await browser.newContext()
   const page = await context.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const { problems } = watchPage(page)
 
   await page.goto(`${url}/`)
   t.equal(new URL(page.url()).pathname, '/login', 'signed out: the sign-in page')
@@ -69,9 +67,7 @@ t.test('create an agent in the form, press Talk, and hear it out in the web-call
   const user = await createConsoleUser(ctx.db)
   const browser = await launch(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  const { problems } = watchPage(page)
   page.on('response', (res) => { if (res.status() >= 400) problems.push(`${res.status()} ${res.url()}`) })
 
   await signInAt(page, url, user.email, PASSWORD)

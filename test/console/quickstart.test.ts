@@ -1,5 +1,5 @@
 import t from 'tap'
-import { launchChromium } from '../helpers/chromium.ts'
+import { launchChromium, watchPage } from '../helpers/chromium.ts'
 import { createTestDatabase } from '../helpers/database.ts'
 import { start, stop } from '../helpers/server-process.ts'
 
@@ -16,9 +16,7 @@ t.test('from the first start to a conversation with an agent, in the browser onl
 
   const browser = await launchChromium(t)
   const page = await browser.newPage()
-  const problems: string[] = []
-  page.on('pageerror', (err) => problems.push(err.message))
-  page.on('console', (message) => { if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text()) })
+  const { problems } = watchPage(page, { failedLoads: 'ignored' })
 
   await page.goto(link!)
   t.equal(await page.locator('h1').textContent(), 'Set a password')

@@ -47,3 +47,28 @@ export async function signInAt (page: Page, url: string, email: string, password
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.waitForURL(`${url}/agents`)
 }
+
+export interface PageWatch {
+  /** The page's uncaught script errors and console errors, in order. */
+  problems: string[]
+  /** axe-core's findings per page state, by the name `check` was given. */
+  axe: Record<string, AxeViolation[]>
+  check: (name: string) => Promise<void>
+}
+
+/**
+ * Watches a page as every console test does: its script errors and console errors become `problems` (with
+ * `failedLoads: 'ignored'`, Chromium's "Failed to load resource" for the 4xx pages a test asks for on purpose is left
+ * out), and `check` records axe-core's findings for the page as it is now. Pages of one test may share `problems`.
+ */
+export function watchPage (page: Page, options: { failedLoads?: 'ignored', problems?: string[] } = {}): PageWatch {
+  const problems = options.problems ?? []
+  page.on('pageerror', (err) => problems.push(err.message))
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return
+    if (options.failedLoads === 'ignored' && message.text().startsWith('Failed to load resource')) return
+    problems.push(message.text())
+  })
+  const axe: Record<string, AxeViolation[]> = {}
+  return { problems, axe, check: async (name) => { axe[name] = await axeViolations(page) } }
+}
