@@ -728,6 +728,7 @@ export class TwilioVoice implements VoiceStandIn {
     this.conferences.push(room)
     return room
   }
+
   calleeOf (phoneNumber: string): Callee { return this.#callees.get(phoneNumber) ?? { answer: 'answer' } }
 
   /** A timer that `close` clears, so that a benchmark process can end. */
