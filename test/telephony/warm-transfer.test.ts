@@ -126,6 +126,26 @@ t.test('warm transfer accepted: the caller waits on hold music, the person hears
   t.same(ctx.twilio.errors, [])
 })
 
+t.test('warm transfer accepted by voice; the caller hangs up first: the conference ends, the person\'s call with it, and the call ends call_transfer', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  await agentWithTool(ctx, account, 'call_forwarding', { name: 'Front desk', phone_number: PERSON, transfer_mode: 'warm' })
+  ctx.twilio.callee(PERSON, { answer: 'answer', input: { speech: 'Yes, put them through.' } })
+  scriptTransfer(ctx, 'Front_desk')
+
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  await say(await call.waitForStream())
+  const room = await roomWith(ctx, 2)
+  await poll(() => room.started, (started) => started, { message: 'the conference never started' })
+  const person = await personCall(ctx)
+  t.equal(await call.hangup(), 'completed', 'the caller hangs up')
+  t.equal(await person.ended, 'completed', 'the person\'s call ends with the conference')
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { call_status: 'success', disconnection_reason: 'call_transfer' })
+  t.match(done.transfer_history, [{ mode: 'warm', outcome: 'answered', duration_seconds: person.duration, legs: [{ outcome: 'answered', seconds: person.duration }] }])
+  t.same(ctx.twilio.errors, [])
+})
+
 t.test('warm transfer declined by voice, on a silent hold: the agent takes the caller back on a new stream, says so, and the conversation goes on', async (t) => {
   const ctx = await listen(t)
   const account = await createAccount(ctx.db)
@@ -149,7 +169,11 @@ t.test('warm transfer declined by voice, on a silent hold: the agent takes the c
   t.match(ctx.openai.requests.chat[2].body.messages.map((m: { content: string | null }) => m.content), [/receptionist/, 'Hello, this is the clinic.', 'Can I talk to someone at the front desk?', 'Let me get someone for you.', /could not reach anyone/, 'Then I will call back later.'],
     'the conversation goes on where it was')
   await agentFinished(second, answered)
+  // Twilio retries the person's final status callback: the caller is not taken back twice.
+  const final = ctx.twilio.webhooks.find((w) => w.url.includes('/transfer-status') && w.params.CallStatus === 'completed')!
+  t.equal((await ctx.twilio.resend(final)).status, 204)
   await second.hangup()
+  t.equal(call.streams.length, 2, 'one take-back')
 
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
   t.match(done, { call_status: 'success', disconnection_reason: 'user_hangup', call_credits_details: { call_forwarding_credits: 0 } })
