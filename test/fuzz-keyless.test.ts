@@ -71,6 +71,8 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     webhook(`/telephony/twilio/status?call_id=${phoneCall}`, { CallStatus: 'completed', CallDuration: '12' }),
     webhook('/telephony/twilio/status', { CallStatus: 'busy' }),
     webhook(`/telephony/twilio/dial-result?call_id=${phoneCall}`, { DialCallStatus: 'no-answer', DialCallDuration: '0', CallStatus: 'in-progress' }),
+    webhook(`/telephony/twilio/transfer-answer?call_id=${phoneCall}`, { CallStatus: 'in-progress', Digits: '1' }),
+    webhook(`/telephony/twilio/transfer-status?call_id=${phoneCall}`, { CallStatus: 'no-answer', CallDuration: '0' }),
     { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
     { method: 'GET', url: '/telephony/twilio/stream', websocket: true }
   ]

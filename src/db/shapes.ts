@@ -29,6 +29,14 @@ export const TokenUsage = Type.Record(Type.String(), Type.Object({ input: Type.I
 export type TokenUsage = Static<typeof TokenUsage>
 
 /** One transfer of a call, as its transfer_history lists it (docs/voice.md, "Transfers"). */
+/** A call the agent placed during a warm transfer: to the person, and what became of it. */
+export const TransferLeg = Type.Object({
+  to: Type.String({ description: 'the number called' }),
+  outcome: Type.String({ description: 'answered (the person took the call), declined, no_answer, busy, failed, canceled (the caller hung up first)' }),
+  seconds: Type.Integer({ description: 'how long the call to the person lasted (Twilio\'s CallDuration)' })
+})
+export type TransferLeg = Static<typeof TransferLeg>
+
 export const TransferRecord = Type.Object({
   type: Type.Enum(['agent_transfer', 'call_forwarding']),
   from_agent_id: Type.String(),
@@ -37,8 +45,10 @@ export const TransferRecord = Type.Object({
   to_number: Type.Optional(Type.String({ description: 'a transfer to a phone number: the number dialled' })),
   reason: Type.Union([Type.String(), Type.Null()]),
   timestamp: Type.Integer({ description: 'epoch ms' }),
-  outcome: Type.String({ description: 'transferred (to another agent); dialing, answered, no_answer, busy, failed, canceled (to a number)' }),
-  duration_seconds: Type.Optional(Type.Integer({ description: 'how long the person at the number talked, for an answered forwarding' }))
+  outcome: Type.String({ description: 'transferred (to another agent); dialing, answered, declined (warm: the person did not take the call), no_answer, busy, failed, canceled (to a number)' }),
+  duration_seconds: Type.Optional(Type.Integer({ description: 'how long the person at the number talked, for an answered forwarding' })),
+  mode: Type.Optional(Type.Enum(['blind', 'warm'], { description: 'a transfer to a number: blind (put through with <Dial>) or warm (the caller held, the person called and told a summary first)' })),
+  legs: Type.Optional(Type.Array(TransferLeg, { description: 'a warm transfer: the calls the agent placed to the person' }))
 })
 export type TransferRecord = Static<typeof TransferRecord>
 
@@ -107,7 +117,11 @@ export const Conversation = Type.Object({
   turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' })),
   collected_data: Type.Optional(CollectedData),
   workflow: Type.Optional(WorkflowState),
-  agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' }))
+  agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' })),
+  warm: Type.Optional(Type.Object({
+    call_sid: Type.Union([Type.String(), Type.Null()], { description: 'the carrier\'s id of the call to the person (null until placed)' }),
+    accepted_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms when the person took the call' })
+  }, { description: 'while a warm transfer runs (calls.forwarding only): the call to the person' }))
 })
 export type Conversation = Static<typeof Conversation>
 

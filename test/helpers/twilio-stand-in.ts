@@ -6,7 +6,7 @@ import { API_VERSION, errorBody, type IncomingNumber, sid, TwilioVoice, type Voi
 
 export { sid, twilioSignature } from './twilio-voice.ts'
 export type { SentMessage } from './twilio-messaging.ts'
-export type { Callee, CallStatus, DialRecord, IncomingNumber, LiveCall, MediaStream, Signing, StreamMessage, Webhook } from './twilio-voice.ts'
+export type { Callee, CallStatus, ConferenceRoom, DialRecord, IncomingNumber, LiveCall, MediaStream, Signing, StreamMessage, Webhook } from './twilio-voice.ts'
 
 interface Offer { phone_number: string, friendly_name: string, locality: string, region: string, iso_country: string, area_code: string }
 
@@ -82,6 +82,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
   const standIn: TwilioStandIn & { close: () => Promise<void> } = {
     url: '',
     calls: voice.calls,
+    conferences: voice.conferences,
     webhooks: voice.webhooks,
     errors: voice.errors,
     delays: voice.delays,

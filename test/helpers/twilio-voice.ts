@@ -44,6 +44,8 @@ export type Callee =
     until?: Promise<void>
     /** a dialed party talks this long, then hangs up (default delays.talkMs) */
     talkMs?: number
+    /** at a <Gather> of its call: the keys it presses or the words it says (neither: silence until the Gather gives up) */
+    input?: { digits?: string, speech?: string }
   }
   | { answer: 'no-answer' | 'busy' | 'failed', /** the outcome comes after this long (default delays.noAnswerMs for no-answer, delays.ringMs otherwise) */ afterMs?: number }
 
@@ -145,9 +147,35 @@ export interface LiveCall {
   ended: Promise<CallStatus>
 }
 
+// Conferences (warm transfers): https://www.twilio.com/docs/voice/twiml/conference. A room is named per account;
+// it starts when a participant with startConferenceOnEnter (default true) is in it; until then the others wait,
+// hearing the waitUrl (absent: Twilio's hold music; '': silence). A participant with endConferenceOnExit leaving
+// ends it for everyone, whose <Dial> then goes on to its next verb.
+
+export interface ConferenceParticipant {
+  callSid: string
+  startConferenceOnEnter: boolean
+  endConferenceOnExit: boolean
+  /** What it heard while the conference had not started: `music` (Twilio's), `silence` (waitUrl ''), the waitUrl, or undefined (it never waited). */
+  waited: string | undefined
+  /** It left (its call ended or took new TwiML, or the conference ended). */
+  left: boolean
+}
+
+export interface ConferenceRoom {
+  accountSid: string
+  name: string
+  started: boolean
+  ended: boolean
+  /** Everyone who joined, in order. */
+  participants: ConferenceParticipant[]
+}
+
 export interface VoiceStandIn {
   /** Every call, inbound and outbound, in order of creation. */
   calls: LiveCall[]
+  /** Every conference room (<Dial><Conference>), in order of creation. */
+  conferences: ConferenceRoom[]
   /** Every webhook sent, in order of answer. */
   webhooks: Webhook[]
   /** What went wrong on Twilio's side (unroutable URL, refused stream, bad TwiML or stream message), in order. */
@@ -493,6 +521,12 @@ class Call implements LiveCall {
       this.answer()
       if (verb.name === 'Say' || verb.name === 'Pause') continue
       if (verb.name === 'Hangup') return this.complete('completed')
+      if (verb.name === 'Gather') {
+        const gathered = await this.#gather(verb, signal)
+        if (signal.aborted) return
+        if (gathered !== undefined) return this.start(gathered)
+        continue
+      }
       if (verb.name !== 'Connect' && verb.name !== 'Dial') throw new Error(`<${verb.name}> is not emulated`)
       const action = verb.name === 'Connect' ? await this.#connect(verb, signal) : await this.#dial(verb, signal)
       if (signal.aborted) return
@@ -525,6 +559,8 @@ class Call implements LiveCall {
 
   /** <Dial><Number>: the dialed party's behaviour decides what the action URL hears. */
   async #dial (verb: TwimlNode, signal: AbortSignal) {
+    const room = verb.children.find((n) => n.name === 'Conference')
+    if (room !== undefined) return await this.#conference(verb, room, signal)
     const number = (verb.children.find((n) => n.name === 'Number')?.text ?? verb.text).trim()
     if (number === '') throw new Error('<Dial> without a number')
     const { action, method = 'POST', callerId, timeout = '30' } = verb.attributes
@@ -545,6 +581,51 @@ class Call implements LiveCall {
     const params: Array<[string, string]> = [...this.params('in-progress'), ['DialCallSid', dial.dialCallSid], ['DialCallStatus', dial.status]]
     if (dial.duration !== undefined) params.push(['DialCallDuration', String(dial.duration)])
     return (s: AbortSignal) => this.#voice.send('action', this, method, action, params, 'valid', s)
+  }
+
+  /**
+   * <Gather> (https://www.twilio.com/docs/voice/twiml/gather): its nested <Say>s are recorded as verbs; the phone's
+   * input (the callee's `input`) is posted to the action as Digits or SpeechResult; without input the next verb runs.
+   */
+  async #gather (verb: TwimlNode, signal: AbortSignal) {
+    for (const nested of verb.children) {
+      if (nested.name !== 'Say' && nested.name !== 'Play' && nested.name !== 'Pause') throw new Error(`<${nested.name}> inside <Gather> is not allowed`)
+      this.verbs.push(nested)
+    }
+    const callee = this.direction === 'outbound-api' ? this.#voice.calleeOf(this.to) : undefined
+    const input = callee?.answer === 'answer' ? callee.input : undefined
+    const inputs = (verb.attributes.input ?? 'dtmf').split(/\s+/)
+    await this.#voice.sleep(this.#voice.delays.ringMs)
+    if (signal.aborted) return undefined
+    const params: Array<[string, string]> = [...this.params('in-progress')]
+    if (input?.digits !== undefined && inputs.includes('dtmf')) params.push(['Digits', input.digits])
+    else if (input?.speech !== undefined && inputs.includes('speech')) params.push(['SpeechResult', input.speech], ['Confidence', '0.9'])
+    else return undefined
+    const { action, method = 'POST' } = verb.attributes
+    if (action === undefined) throw new Error('<Gather> without action (this stand-in does not re-request the document)')
+    return (s: AbortSignal) => this.#voice.send('action', this, method, action, params, 'valid', s)
+  }
+
+  /** <Dial><Conference>: in the room until this call leaves it or the room ends; then the Dial's action, if any. */
+  async #conference (verb: TwimlNode, node: TwimlNode, signal: AbortSignal) {
+    const room = this.#voice.room(this.accountSid, node.text.trim())
+    const bool = (value: string | undefined, fallback: boolean) => value === undefined ? fallback : value === 'true'
+    const participant: ConferenceParticipant = {
+      callSid: this.sid,
+      startConferenceOnEnter: bool(node.attributes.startConferenceOnEnter, true),
+      endConferenceOnExit: bool(node.attributes.endConferenceOnExit, false),
+      waited: undefined,
+      left: false
+    }
+    room.participants.push(participant)
+    if (participant.startConferenceOnEnter) room.started = true
+    else if (!room.started) participant.waited = node.attributes.waitUrl === undefined ? 'music' : node.attributes.waitUrl === '' ? 'silence' : node.attributes.waitUrl
+    await poll(() => room.ended || signal.aborted || this.final, (done) => done, { timeoutMs: 10 * 60_000, intervalMs: 5, message: () => `conference ${room.name} never ended` })
+    participant.left = true
+    if (participant.endConferenceOnExit || room.participants.every((p) => p.left)) room.ended = true
+    const { action, method = 'POST' } = verb.attributes
+    if (action === undefined || signal.aborted) return undefined
+    return (s: AbortSignal) => this.#voice.send('action', this, method, action, this.params('in-progress'), 'valid', s)
   }
 
   /** Ends the call with `status` (once): streams get `stop`, then the final status callback. */
@@ -590,6 +671,7 @@ class Call implements LiveCall {
 
 export class TwilioVoice implements VoiceStandIn {
   readonly calls: Call[] = []
+  readonly conferences: ConferenceRoom[] = []
   readonly webhooks: Webhook[] = []
   readonly errors: string[] = []
   readonly delays = { ringMs: 20, noAnswerMs: 50, talkMs: 100 }
@@ -637,6 +719,16 @@ export class TwilioVoice implements VoiceStandIn {
   }
 
   callee (phoneNumber: string, behaviour: Callee) { this.#callees.set(phoneNumber, behaviour) }
+
+  /** The account's live conference room of that name, made when the first participant joins. */
+  room (accountSid: string, name: string): ConferenceRoom {
+    const live = this.conferences.find((room) => room.accountSid === accountSid && room.name === name && !room.ended)
+    if (live !== undefined) return live
+    const room: ConferenceRoom = { accountSid, name, started: false, ended: false, participants: [] }
+    this.conferences.push(room)
+    return room
+  }
+
   calleeOf (phoneNumber: string): Callee { return this.#callees.get(phoneNumber) ?? { answer: 'answer' } }
 
   /** A timer that `close` clears, so that a benchmark process can end. */

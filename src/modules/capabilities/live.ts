@@ -42,7 +42,11 @@ export interface ToolOutcome {
   /** agent_transfer: continue the call with this agent (same account; checked by the tool). */
   transferTo?: string
   /** call_forwarding, or agent_transfer to a number: on a transport that can dial (the phone); the browser cannot. */
-  forwardTo?: { type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, timeoutSeconds: number, showCallerNumber: boolean }
+  forwardTo?: {
+    type: 'call_forwarding' | 'agent_transfer', phoneNumber: string, timeoutSeconds: number, showCallerNumber: boolean
+    /** A warm transfer: the caller is held (with music or in silence) while the person is called and told the summary. */
+    warm?: { holdMusic: boolean }
+  }
   /** A workflow's transition function: the call moves to this step (workflows/run.ts). */
   step?: string
 }

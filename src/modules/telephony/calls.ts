@@ -11,9 +11,10 @@ import { twilioRequester, TWILIO_WEBHOOKS } from '../phone-numbers/carriers/twil
 import { generateToken, hashToken } from '../users/keys.ts'
 import type { ForwardRequest } from '../voice/session.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
-import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken } from './queries.ts'
+import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken, setWarmCallSid } from './queries.ts'
 import { twilioCalls } from './twilio-calls.ts'
-import { dialTwiml, streamTwiml } from './twiml.ts'
+import { conferenceTwiml, dialTwiml, gatherTwiml, streamTwiml } from './twiml.ts'
+import { ACCEPT_TIMEOUT_SECONDS, announcement, conferenceName } from './warm.ts'
 
 // Phone calls through Twilio: the stream a call connects to, placing outbound calls, and putting a live
 // call through to a number with <Dial>.
@@ -30,7 +31,14 @@ export const DEFAULT_RING_TIMEOUT_SECONDS = 30
 export const UNANSWERED: Record<string, string> = { busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
 export const FINAL = new Set(['completed', ...Object.keys(UNANSWERED)])
 
-export const TELEPHONY_PATHS = { ...TWILIO_WEBHOOKS, stream: '/telephony/twilio/stream', dialResult: '/telephony/twilio/dial-result' } as const
+export const TELEPHONY_PATHS = {
+  ...TWILIO_WEBHOOKS,
+  stream: '/telephony/twilio/stream',
+  dialResult: '/telephony/twilio/dial-result',
+  // A warm transfer's call to the person: its <Gather> answer and its status callback.
+  transferAnswer: '/telephony/twilio/transfer-answer',
+  transferStatus: '/telephony/twilio/transfer-status'
+} as const
 
 /** A new one-time token for a call's media stream: the token, and what is stored of it. */
 export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
@@ -101,6 +109,7 @@ export async function endReportedCall (deps: TelephonyDeps, callId: string, stat
 export async function forwardCall (deps: TelephonyDeps, call: CallRow, callSid: string, request: ForwardRequest): Promise<void> {
   const twilio = await callTwilio(deps, call)
   if (twilio === undefined) throw new Error('the call\'s number has no Twilio account to dial through')
+  if (request.warm !== undefined) return await warmTransfer(deps, call, callSid, request, request.warm, twilio)
   if (!await holdForwarding(deps.db, call.id, request.state)) throw new Error('the call has ended')
   const theirs = call.direction === 'inbound' ? call.call_from : call.call_to
   const callerId = request.showCallerNumber && theirs !== null ? theirs : twilio.number.phone_number
@@ -109,6 +118,36 @@ export async function forwardCall (deps: TelephonyDeps, call: CallRow, callSid: 
     await twilio.calls.update(callSid, { Twiml: dialTwiml({ number: request.phoneNumber, callerId, timeoutSeconds: request.timeoutSeconds, action }) })
   } catch (err) {
     await clearForwarding(deps.db, call.id)
+    throw err
+  }
+}
+
+/**
+ * A warm transfer (telephony/warm.ts): the agent calls the person from the call's number with the summary, then
+ * puts the caller on hold in the call's conference. Throws (and keeps nothing, the person's call cancelled) when
+ * either step fails, so that the agent keeps the caller.
+ */
+async function warmTransfer (deps: TelephonyDeps, call: CallRow, callSid: string, request: ForwardRequest, warm: NonNullable<ForwardRequest['warm']>,
+  twilio: NonNullable<Awaited<ReturnType<typeof callTwilio>>>): Promise<void> {
+  const { summary, holdMusic, language } = warm
+  if (!await holdForwarding(deps.db, call.id, { ...request.state, warm: { call_sid: null, accepted_at: null } })) throw new Error('the call has ended')
+  const leg = (path: string) => `${deps.config.publicBaseUrl}${path}?call_id=${call.id}`
+  let placed: string | undefined
+  try {
+    placed = (await twilio.calls.create({
+      to: request.phoneNumber,
+      from: twilio.number.phone_number,
+      twiml: gatherTwiml({ text: announcement(language, summary), language, action: leg(TELEPHONY_PATHS.transferAnswer), timeoutSeconds: ACCEPT_TIMEOUT_SECONDS }),
+      statusCallback: leg(TELEPHONY_PATHS.transferStatus),
+      timeoutSeconds: request.timeoutSeconds
+    })).sid
+    await setWarmCallSid(deps.db, call.id, placed)
+    await twilio.calls.update(callSid, { Twiml: conferenceTwiml({ name: conferenceName(call.id), starts: false, holdMusic }) })
+  } catch (err) {
+    await clearForwarding(deps.db, call.id)
+    if (placed !== undefined) {
+      await twilio.calls.update(placed, { Status: 'completed' }).catch((cancel: unknown) => deps.log.warn({ err: cancel, callId: call.id }, 'the call to the person could not be cancelled'))
+    }
     throw err
   }
 }

@@ -76,3 +76,32 @@ export async function recordAnswer (db: DB, callId: string, at: Date): Promise<v
     .where('id', '=', callId).where('direction', '=', 'outbound').where('call_status', '=', 'started')
     .execute()
 }
+
+// Warm transfers (telephony/warm.ts): the call to the person is kept in calls.forwarding's `warm` member.
+
+/** Records the Twilio id of the call placed to the person of a warm transfer. */
+export async function setWarmCallSid (db: DB, callId: string, callSid: string): Promise<void> {
+  await db.updateTable('calls').set({ forwarding: sql`jsonb_set(forwarding, '{warm,call_sid}', to_jsonb(${callSid}::text))` })
+    .where('id', '=', callId).where('call_status', '=', 'started').where(sql<boolean>`forwarding ? 'warm'`)
+    .execute()
+}
+
+/** Whether `callSid` is the call to the person of the call's warm transfer (or none was recorded yet: Twilio answered its creation late). */
+const isWarmLeg = (callSid: string) => sql<boolean>`coalesce(forwarding #>> '{warm,call_sid}', ${callSid}) = ${callSid}`
+
+/** The person took the call (once): false when the call ended, or another answer came first. */
+export async function acceptWarm (db: DB, callId: string, callSid: string): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ forwarding: sql`jsonb_set(forwarding, '{warm,accepted_at}', to_jsonb(${Date.now()}::bigint))` })
+    .where('id', '=', callId).where('call_status', '=', 'started').where(isWarmLeg(callSid))
+    .where(sql<boolean>`forwarding #> '{warm,accepted_at}' = 'null'::jsonb`)
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
+/** A warm transfer nobody took: like takeBack, once (the call to the person is no longer held after it). */
+export async function takeBackWarm (db: DB, callId: string, callSid: string, state: Conversation, hash: string, expires: Date): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires })
+    .where('id', '=', callId).where('call_status', '=', 'started').where(sql<boolean>`forwarding ? 'warm'`).where(isWarmLeg(callSid))
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}

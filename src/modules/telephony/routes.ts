@@ -16,11 +16,12 @@ import type { StreamAdmission } from '../voice/streams.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
 import { webhookAccount } from './accounts.ts'
-import { connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
-import { findCarrierCall, recordAnswer, setCarrierCallId, setStreamToken, takeBack } from './queries.ts'
+import { callTwilio, connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
+import { acceptWarm, findCarrierCall, recordAnswer, setCarrierCallId, setStreamToken, takeBack, takeBackWarm } from './queries.ts'
 import { signatureValid } from './signature.ts'
 import { acceptTwilioStream } from './stream.ts'
-import { hangupTwiml, rejectTwiml } from './twiml.ts'
+import { conferenceTwiml, hangupTwiml, rejectTwiml } from './twiml.ts'
+import { accepted, conferenceName, withLeg } from './warm.ts'
 
 // Twilio's webhooks and media stream (docs/voice.md, "Phone calls"). Every request must carry a valid
 // X-Twilio-Signature (403 otherwise) before anything is changed: the call or number it is about is looked up
@@ -194,7 +195,12 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       // The caller hung up while their call was being put through.
       const last = call.forwarding.transfers.at(-1)
       const outcome = last === undefined || last.outcome === 'dialing' ? 'canceled' : last.outcome
-      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, call.forwarding, { reason: 'user_hangup', forwarding: { outcome, seconds: 0 } }))
+      // Warm: once the person took the call, the end of their call settles it; before, it is cancelled.
+      const warm = call.forwarding.warm
+      if (warm !== undefined && warm.accepted_at !== null) return reply.code(204).send(null)
+      const state = warm === undefined ? call.forwarding : withLeg(call.forwarding, { to: last?.to_number ?? '', outcome: 'canceled', seconds: 0 })
+      if (warm?.call_sid != null) await cancelLeg(call, warm.call_sid)
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, state, { reason: 'user_hangup', forwarding: { outcome, seconds: 0 } }))
     } else if (call.joined_at === null) {
       // Never connected to a stream: not answered, or answered and gone before the stream opened.
       await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' })
@@ -232,6 +238,87 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
     const { token, hash, expires } = newStreamToken()
     if (!await takeBack(db, call.id, { ...state, transfers }, hash, expires)) return twiml(reply, hangupTwiml())
     return twiml(reply, connectTwiml(config, token))
+  })
+
+  // Warm transfers (telephony/warm.ts): the call to the person. Its webhooks name the call in their URL; only the
+  // account of the call's number may sign them, and they must be about the call placed to the person.
+
+  /** The call of a webhook about the call to the person, with its conversation while that transfer still runs. */
+  async function signedLeg (request: FastifyRequest, callId: string) {
+    const form = formOf(request)
+    const found = await findCallRow(db, callId)
+    if (found?.carrier !== 'twilio') {
+      await verifyNamed(request, form)
+      callSidOf(form)
+      throw notFound('call')
+    }
+    verify(request, form, await callAccount(found))
+    const legSid = callSidOf(form)
+    const warm = found.call_status === 'started' ? found.forwarding?.warm : undefined
+    const state = warm !== undefined && (warm.call_sid === null || warm.call_sid === legSid) ? found.forwarding! : undefined
+    return { form, call: found, legSid, state }
+  }
+
+  /** Hangs up the call to the person (a ringing one is cancelled). */
+  async function cancelLeg (call: CallRow, legSid: string): Promise<void> {
+    try {
+      const twilio = await callTwilio(deps, call)
+      await twilio?.calls.update(legSid, { Status: 'completed' })
+    } catch (err) {
+      log.warn({ err, callId: call.id }, 'the call to the person of a warm transfer could not be ended')
+    }
+  }
+
+  const legQuery = Type.Object({ call_id: ObjectId })
+
+  app.post(TELEPHONY_PATHS.transferAnswer, {
+    config: KEYLESS,
+    schema: {
+      ...webhook,
+      summary: "A warm transfer: the person's answer to the summary (<Gather>)",
+      description: 'Digits 1 or a spoken yes: the person joins the call\'s conference and is connected to the caller. Anything else hangs up their call, and the agent takes the caller back.',
+      querystring: legQuery,
+      response: { ...errors(400, 403, 404) }
+    }
+  }, async (request, reply) => {
+    const { form, call, legSid, state } = await signedLeg(request, request.query.call_id)
+    if (state === undefined || !accepted(form.get('Digits'), form.get('SpeechResult'))) return twiml(reply, hangupTwiml())
+    if (!await acceptWarm(db, call.id, legSid)) return twiml(reply, hangupTwiml())
+    return twiml(reply, conferenceTwiml({ name: conferenceName(call.id), starts: true }))
+  })
+
+  app.post(TELEPHONY_PATHS.transferStatus, {
+    config: KEYLESS,
+    schema: {
+      ...webhook,
+      summary: 'A warm transfer: the status callback of the call to the person',
+      description: 'Its end settles the transfer: taken, the call ends `call_transfer` with its minutes charged as forwarding; declined, not answered, busy or failed, the agent takes the caller back on a new stream and says so. The leg is recorded in the transfer\'s `legs`.',
+      querystring: legQuery,
+      response: { 204: Type.Null(), ...errors(400, 403, 404) }
+    }
+  }, async (request, reply) => {
+    const { form, call, legSid, state } = await signedLeg(request, request.query.call_id)
+    const status = form.get('CallStatus') ?? ''
+    if (state?.warm === undefined || !FINAL.has(status)) return reply.code(204).send(null)
+    const to = state.transfers.at(-1)?.to_number ?? ''
+    const seconds = Math.max(0, Number.parseInt(form.get('CallDuration') ?? '0', 10) || 0)
+    if (state.warm.accepted_at !== null) {
+      const ended = withLeg(state, { to, outcome: 'answered', seconds })
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, ended, { reason: 'call_transfer', forwarding: { outcome: 'answered', seconds } }))
+      return reply.code(204).send(null)
+    }
+    const outcome = status === 'completed' ? 'declined' : DIAL_OUTCOMES[status] ?? 'failed'
+    const back = withLeg(state, { to, outcome, seconds })
+    const { token, hash, expires } = newStreamToken()
+    if (!await takeBackWarm(db, call.id, legSid, { ...back, transfers: settledTransfers(back, outcome) }, hash, expires)) return reply.code(204).send(null)
+    try {
+      // The caller leaves the conference for a new stream: the agent takes them back (the caller's own status callback ends a call gone meanwhile).
+      const twilio = await callTwilio(deps, call)
+      await twilio?.calls.update(call.carrier_call_id!, { Twiml: connectTwiml(config, token) })
+    } catch (err) {
+      log.warn({ err, callId: call.id }, 'the caller of a warm transfer nobody took could not be taken back')
+    }
+    return reply.code(204).send(null)
   })
 
   // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.

@@ -18,3 +18,24 @@ export const hangupTwiml = (): string => document('<Hangup/>')
 
 /** Refuses a call before it is answered (nobody is charged for it). */
 export const rejectTwiml = (): string => document('<Reject/>')
+
+// Warm transfers (telephony/warm.ts). <Conference>: https://www.twilio.com/docs/voice/twiml/conference (waitUrl: a
+// URL, or the empty string for none; left out: Twilio's default hold music). <Gather>:
+// https://www.twilio.com/docs/voice/twiml/gather (input `dtmf speech`, numDigits, timeout, language; the action
+// hears Digits or SpeechResult; without input the next verb runs).
+
+/**
+ * Puts the call into the conference `name`. The caller (`starts` false) waits there with hold music or in silence
+ * until the person who starts it joins; either leaving ends the conference, and with it the other's call.
+ */
+export function conferenceTwiml (conference: { name: string, starts: boolean, holdMusic?: boolean }): string {
+  const wait = conference.holdMusic === false ? ' waitUrl=""' : ''
+  return document(`<Dial><Conference startConferenceOnEnter="${String(conference.starts)}" endConferenceOnExit="true" beep="false"${wait}>${escape(conference.name)}</Conference></Dial>`)
+}
+
+/** Says `text` and waits for one key or a few words, posted to `action`; silence hangs up. */
+export function gatherTwiml (gather: { text: string, language: string, action: string, timeoutSeconds: number }): string {
+  const language = escape(gather.language)
+  return document(`<Gather input="dtmf speech" numDigits="1" timeout="${gather.timeoutSeconds}" language="${language}" action="${escape(gather.action)}" method="POST">` +
+    `<Say language="${language}">${escape(gather.text)}</Say></Gather><Hangup/>`)
+}

@@ -79,6 +79,8 @@ export interface ForwardRequest {
   /** Show the caller's own number to the person called (else the agent's number). */
   showCallerNumber: boolean
   state: Conversation
+  /** A warm transfer: the person hears `summary` (in `language`) and accepts before the caller is connected. */
+  warm?: { summary: string, holdMusic: boolean, language: string }
 }
 
 /** An agent's call_settings with the defaults of the members it lacks. */
@@ -139,7 +141,7 @@ export class Session {
   private readonly timers: Timer[] = []
   /** Set when the call is to end (or be forwarded) once the agent's current words are out. */
   private ending: EndReason | 'forward' | undefined
-  private forwardTo: (NonNullable<ToolOutcome['forwardTo']> & { reason: string | null }) | undefined
+  private forwardTo: (NonNullable<ToolOutcome['forwardTo']> & { reason: string | null, summary: string | null }) | undefined
   private ended = false
   private forwarding = false
   private hungUp: EndReason | undefined
@@ -536,8 +538,8 @@ export class Session {
         outcome = { output: 'Forwarding is not available in this call (a browser call cannot be put through to a phone). Tell the caller and offer to help otherwise.' }
       }
       if (outcome.forwardTo !== undefined && this.ending === undefined) {
-        const { reason } = parsed as { reason?: unknown }
-        this.forwardTo = { ...outcome.forwardTo, reason: typeof reason === 'string' ? reason : null }
+        const { reason, summary } = parsed as { reason?: unknown, summary?: unknown }
+        this.forwardTo = { ...outcome.forwardTo, reason: typeof reason === 'string' ? reason : null, summary: typeof summary === 'string' ? summary : null }
       }
       if (outcome.transferTo !== undefined) outcome = { output: await this.transfer(outcome.transferTo, parsed as Record<string, unknown>) }
       event.output = outcome.output
@@ -578,7 +580,7 @@ export class Session {
     this.forwarding = true
     this.core.stop()
     for (const timer of this.timers.splice(0)) timer.cancel()
-    const transfer: TransferRecord = { type: target.type, from_agent_id: this.agent.id, to_number: target.phoneNumber, reason: target.reason, timestamp: Date.now(), outcome: 'dialing' }
+    const transfer: TransferRecord = { type: target.type, from_agent_id: this.agent.id, to_number: target.phoneNumber, reason: target.reason, timestamp: Date.now(), outcome: 'dialing', mode: target.warm === undefined ? 'blind' : 'warm' }
     this.transfers.push(transfer)
     try {
       const recordingMs = await this.storeRecording()
@@ -587,7 +589,8 @@ export class Session {
         phoneNumber: target.phoneNumber,
         timeoutSeconds: target.timeoutSeconds,
         showCallerNumber: target.showCallerNumber,
-        state: this.conversation(recordingMs)
+        state: this.conversation(recordingMs),
+        ...(target.warm !== undefined && { warm: { summary: target.summary ?? target.reason ?? '', holdMusic: target.warm.holdMusic, language: this.language } })
       })
     } catch (err) {
       this.log.warn({ err }, 'the call could not be forwarded; the agent keeps it')
