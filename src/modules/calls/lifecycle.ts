@@ -124,6 +124,7 @@ export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id
     carrier: null,
     carrier_call_id: null,
     forwarding: null,
+    transfer_answered_at: null,
     speech_recognised_seconds: 0,
     speech_synthesised_seconds: 0,
     outcome: null,
