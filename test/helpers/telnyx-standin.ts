@@ -1,5 +1,6 @@
 import { generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto'
 import http from 'node:http'
+import { performance } from 'node:perf_hooks'
 import type { Test } from 'tap'
 import { WebSocket } from 'ws'
 import { FRAME_MS, mulawDecode, mulawEncode, resample, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
@@ -37,8 +38,8 @@ export interface StandinCall {
 export interface TelnyxStream {
   socket: WebSocket
   token: string | undefined
-  /** Agent audio received (16 kHz PCM16 frames). */
-  frames: Int16Array[]
+  /** Agent audio received (16 kHz PCM16 frames), with performance.now() of arrival. */
+  frames: Array<{ at: number, pcm: Int16Array }>
   messages: any[]
   closed: Promise<{ code: number, reason: string }>
   sendAudio: (pcm16k: Int16Array) => void
@@ -88,7 +89,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
 
   const local = (url: string): string => {
     const asked = new URL(url)
-    const origin = routes.get(asked.origin)
+    const origin = routes.get(asked.origin.replace(/^ws/, 'http'))
     if (origin === undefined) throw new Error(`no route to ${asked.origin}`)
     return origin.replace(/^http/, asked.protocol.startsWith('ws') ? 'ws' : 'http') + asked.pathname + asked.search
   }
@@ -151,7 +152,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     socket.on('message', (data) => {
       const message = JSON.parse(data.toString())
       stream.messages.push(message)
-      if (message.event === 'media') stream.frames.push(resample(mulawDecode(Buffer.from(message.media.payload, 'base64')), MEDIA_RATE, SAMPLE_RATE))
+      if (message.event === 'media') stream.frames.push({ at: performance.now(), pcm: resample(mulawDecode(Buffer.from(message.media.payload, 'base64')), MEDIA_RATE, SAMPLE_RATE) })
       // Played at once: the mark comes back (the reference: at once when nothing is queued).
       if (message.event === 'mark') send({ event: 'mark', stream_id: streamId, mark: { name: message.mark.name } })
     })

@@ -64,7 +64,7 @@ t.test('a number of the installation\'s Telnyx account is imported by the operat
   const row = await importNumber(ctx.db, createCarriers(ctx.db, ctx.config), account.user.id, { phone_number: '+13125550100', carrier: 'telnyx' }, 'operator')
   t.match(row, { carrier: 'telnyx', source: 'imported', carrier_number_id: '1293384261075731499' })
   t.equal(ctx.telnyx.owned.get('1293384261075731499')!.connection_id, ctx.telnyx.connectionId)
-  await t.rejects(importNumber(ctx.db, createCarriers(ctx.db, ctx.config), account.user.id, { phone_number: '+13125550177', carrier: 'telnyx' }, 'operator'), { statusCode: 404 }, 'a number the account does not hold')
+  await t.rejects(importNumber(ctx.db, createCarriers(ctx.db, ctx.config), account.user.id, { phone_number: '+13125550177', carrier: 'telnyx' }, 'operator'), /\+13125550177/, 'a number the account does not hold')
   // An imported number stays at Telnyx when it is removed here.
   t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/phone-number/${row.id}`, headers: account.headers })).statusCode, 204)
   t.ok(ctx.telnyx.owned.has('1293384261075731499'))
