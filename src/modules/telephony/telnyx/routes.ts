@@ -40,6 +40,9 @@ const HANGUP_STATUS: Record<string, string> = {
   normal_clearing: 'completed', time_limit: 'completed', user_busy: 'busy', call_rejected: 'busy', timeout: 'no-answer', no_answer: 'no-answer', originator_cancel: 'canceled', not_found: 'failed', unspecified: 'failed'
 }
 
+const E164 = /^\+[1-9]\d{1,14}$/
+const PRINTABLE = /^[\x20-\x7e]{1,256}$/
+
 const forbidden = () => new HttpError(403, 'invalid_signature', "the request is not signed by this installation's Telnyx account (telnyx-signature-ed25519 and telnyx-timestamp)")
 
 interface TelnyxEvent { type: string, at: Date, payload: Record<string, unknown>, callControlId: string, state: ClientState | undefined }
@@ -92,16 +95,17 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     const { callControlId } = event
     // Telnyx's repeat of this webhook: the first one did it all.
     if (await findCarrierCall(db, callControlId, 'telnyx') !== undefined) return
-    const to = typeof event.payload.to === 'string' ? event.payload.to : ''
-    const from = typeof event.payload.from === 'string' ? event.payload.from : ''
+    // Only a number of ours can be called; the caller is stored as given when it is printable (a number or a SIP URI).
+    const to = typeof event.payload.to === 'string' && E164.test(event.payload.to) ? event.payload.to : ''
+    const from = typeof event.payload.from === 'string' && PRINTABLE.test(event.payload.from) ? event.payload.from : ''
     const account = telnyxAccount(config)
     if (account === undefined) return
     const calls = telnyxCalls(telnyxRequester(account))
-    const number = await findNumberAnywhere(db, to)
+    const number = to === '' ? undefined : await findNumberAnywhere(db, to)
     const agent = number?.carrier !== 'telnyx' || number.inbound_agent_id === null ? undefined : await findAgent(db, number.user_id, number.inbound_agent_id)
     if (number === undefined || config.callRuntime !== 'voice' || agent === undefined || agent.status !== 'active') {
       log.warn({ to, runtime: config.callRuntime, agent: agent?.id ?? null }, 'a Telnyx call was rejected: the number is not here, has no active inbound agent, or the voice runtime is off')
-      await calls.reject(callControlId)
+      await calls.reject(callControlId).catch((err: unknown) => { log.warn({ err }, 'Telnyx could not be told to reject the call') })
       return
     }
     const { token, hash, expires } = newStreamToken()
