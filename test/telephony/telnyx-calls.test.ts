@@ -232,3 +232,18 @@ t.test('the media stream: no token, a wrong token, or no start in time is closed
   t.equal(await open({ 'x-telnyx-streaming-auth-token': 'mst_wrong' }, [{ event: 'connected', version: '1.0.0' }]), 4408, 'no start in time')
   t.equal(await open({}, [{ event: 'start', stream_id: 'ab-1', start: { call_control_id: 'v3:abc', media_format: { encoding: 'OPUS', sample_rate: 48000 } } }]), 4400, 'a codec other than PCMU')
 })
+
+t.test('a stream that drops without stop ends the call stream_dropped, and Telnyx is told to hang up', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  await buyNumber(ctx, account, agent._id)
+  const { call } = await ctx.telnyx.dialIn(CALLER, OUR_NUMBER)
+  const stream = await ctx.telnyx.stream(call)
+  await agentFinished(stream)
+  stream.socket.terminate()
+  await poll(() => commandsOf(call), (c) => c.includes('hangup'), { message: (c) => `Telnyx was not told to hang up (${c.join(', ')})` })
+  const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
+  t.match(done, { disconnection_reason: 'stream_dropped' })
+  t.match(done.transcription.map((i: { content: string }) => i.content), ['Hello, this is the clinic.'], 'the transcript so far is kept')
+})
