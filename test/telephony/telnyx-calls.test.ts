@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { WebSocket } from 'ws'
 import type { Test } from 'tap'
+import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
+import { importNumber } from '../../src/modules/phone-numbers/numbers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
@@ -246,4 +248,27 @@ t.test('a stream that drops without stop ends the call stream_dropped, and Telny
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
   t.match(done, { disconnection_reason: 'stream_dropped' })
   t.match(done.transcription.map((i: { content: string }) => i.content), ['Hello, this is the clinic.'], 'the transcript so far is kept')
+})
+
+t.test('one installation, numbers of two carriers: each call goes through its own number\'s carrier', async (t) => {
+  // Numbers are bought from the sandbox here (PHONE_CARRIER); a Telnyx number is given by the operator.
+  const ctx = await listen(t, { PHONE_CARRIER: 'sandbox' })
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account)
+  const sandbox = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { area_code: '415', outbound_agent_id: agent._id } })
+  t.equal(sandbox.statusCode, 201, sandbox.body)
+  ctx.telnyx.owned.set('1293384261075731499', { id: '1293384261075731499', phone_number: '+13125550100', connection_id: null })
+  await importNumber(ctx.db, createCarriers(ctx.db, ctx.config), account.user.id, { phone_number: '+13125550100', carrier: 'telnyx', outbound_agent_id: agent._id }, 'operator')
+  const listed = (await ctx.app.inject({ method: 'GET', url: '/v1/phone-number/list', headers: account.headers })).json()
+  t.same(listed.map((n: { carrier: string }) => n.carrier).sort(), ['sandbox', 'telnyx'])
+
+  const viaTelnyx = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: '+13125550100', to_number: '+14155550123' } })
+  t.equal(viaTelnyx.statusCode, 201, viaTelnyx.body)
+  const phone = await poll(() => [...ctx.telnyx.calls.values()].find((c) => c.from === '+13125550100'), (c) => c !== undefined, { message: () => 'the Telnyx number\'s call was dialled at Telnyx' })
+  await ctx.telnyx.hangup(phone!)
+  const viaSandbox = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: sandbox.json().phone_number, to_number: '+14155550124' } })
+  t.equal(viaSandbox.statusCode, 201, viaSandbox.body)
+  const rows = await callsOf(ctx)
+  t.same(Object.fromEntries(rows.map((r) => [r.call_from, r.carrier])), { '+13125550100': 'telnyx', [sandbox.json().phone_number]: null }, 'the sandbox number\'s call has no carrier (simulated)')
+  t.equal([...ctx.telnyx.calls.values()].length, 1, 'only the Telnyx number\'s call reached Telnyx')
 })
