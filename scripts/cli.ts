@@ -7,7 +7,7 @@
 //   npm run cli -- key list --user <id|email>
 //   npm run cli -- key revoke <prefix|key>
 //   npm run cli -- secrets rotate [--new-key <key>]
-//   npm run cli -- number import --user <id|email> --number <+E.164> [--name <nickname>]
+//   npm run cli -- number import --user <id|email> --number <+E.164> [--name <nickname>] [--carrier twilio|telnyx]
 //   npm run cli -- numbers repoint
 //   npm run cli -- replay <call id> [--agent <id>]
 //   npm run cli -- test <agent id> [--version N] [--test <id>]…
@@ -41,7 +41,7 @@ const USAGE = `usage:
   cli key list --user <id|email>
   cli key revoke <prefix|key>
   cli secrets rotate [--new-key <32 bytes, base64 or hex>]
-  cli number import --user <id|email> --number <+E.164> [--name <nickname>]   (a number of this installation's Twilio account)
+  cli number import --user <id|email> --number <+E.164> [--name <nickname>] [--carrier twilio|telnyx]   (a number of this installation's Twilio (default) or Telnyx account)
   cli numbers repoint   (every Twilio number's calls to PUBLIC_BASE_URL again)
   cli replay <call id> [--agent <id>]
       plays the caller of a stored call (the left track of its two-track recording) again, in real time, to the
@@ -62,7 +62,7 @@ class TestsFailed extends Error {}
 
 const { values, positionals } = readArgs({ name: 'cli', usage: USAGE }, {
   allowPositionals: true,
-  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' }, agent: { type: 'string' }, version: { type: 'string' }, test: { type: 'string', multiple: true } }
+  options: { email: { type: 'string' }, name: { type: 'string' }, language: { type: 'string' }, user: { type: 'string' }, workspace: { type: 'string' }, 'new-key': { type: 'string' }, number: { type: 'string' }, carrier: { type: 'string' }, agent: { type: 'string' }, version: { type: 'string' }, test: { type: 'string', multiple: true } }
 })
 
 function required (value: string | undefined, flag: string): string {
@@ -205,7 +205,9 @@ async function command (db: DB, config: Config, cipher: Cipher, embeddedInUse: b
       const user = await userOf(db, required(values.user, 'user'))
       const phoneNumber = required(values.number, 'number')
       if (!/^\+[1-9]\d{1,14}$/.test(phoneNumber)) throw new UsageError(`--number ${phoneNumber} is not an E.164 number such as +14155550123`)
-      const row = await importNumber(db, createCarriers(db, config), user.id, { phone_number: phoneNumber, carrier: 'twilio', nickname: values.name }, 'operator')
+      const carrier = values.carrier ?? 'twilio'
+      if (carrier !== 'twilio' && carrier !== 'telnyx') throw new UsageError(`--carrier ${carrier} must be twilio or telnyx`)
+      const row = await importNumber(db, createCarriers(db, config), user.id, { phone_number: phoneNumber, carrier, nickname: values.name }, 'operator')
       return `imported ${row.phone_number} (${row.carrier_number_id ?? ''}) into ${user.email} as phone number ${row.id}; its calls now come to ${config.publicBaseUrl}`
     }
     case 'numbers repoint': {

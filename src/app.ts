@@ -41,6 +41,7 @@ import { LiveCalls } from './modules/voice/live-calls.ts'
 import { StreamAdmission, streamSocketError } from './modules/voice/streams.ts'
 import { webCallRoutes } from './modules/voice/routes.ts'
 import { telephonyRoutes } from './modules/telephony/routes.ts'
+import { telnyxRoutes } from './modules/telephony/telnyx/routes.ts'
 import { apiKeyRoutes } from './modules/users/routes.ts'
 import { widgetKeyRoutes, widgetPublicRoutes } from './modules/widget/routes.ts'
 
@@ -165,6 +166,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
     await app.register(webCallRoutes, { db: deps.db, jobs, log: app.log as Logger, mailer, live, streams })
     await app.register(recordingLinkRoutes, { db: deps.db, limits: config.concurrency })
     await app.register(telephonyRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer, live, streams })
+    await app.register(telnyxRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer, live, streams })
   }
 
   return app

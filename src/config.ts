@@ -40,10 +40,12 @@ export interface Config {
   smtpUrl: string | undefined
   /** Sender of every e-mail: `name@example.com` or `Name <name@example.com>`. */
   mailFrom: string
-  /** Where numbers are searched and bought: `sandbox` (a built-in fictional inventory) or `twilio`. */
-  phoneCarrier: 'sandbox' | 'twilio'
+  /** Where numbers are searched and bought: `sandbox` (a built-in fictional inventory), `twilio` or `telnyx`. */
+  phoneCarrier: 'sandbox' | 'twilio' | 'telnyx'
   /** Twilio's REST API: the installation's account (needed for PHONE_CARRIER=twilio) and its base URL. */
   twilio: TwilioConfig
+  /** Telnyx's API v2 (numbers, Call Control): the installation's account (needed for PHONE_CARRIER=telnyx). */
+  telnyx: TelnyxConfig
   /**
    * Who holds outbound and web calls: `voice` (the built-in voice engine: web calls are live conversations in
    * the browser; phone calls without a carrier that places them are simulated through it), `simulator`
@@ -262,6 +264,19 @@ export interface TwilioConfig {
   allowPrivateBaseUrl: boolean
 }
 
+export interface TelnyxConfig {
+  /** `https://api.telnyx.com`; tests point it at a local stand-in. */
+  apiUrl: string
+  /** The API key (Bearer) of the installation's Telnyx account. */
+  apiKey: string | undefined
+  /** The Call Control application (connection) whose webhook URL is PUBLIC_BASE_URL/telephony/telnyx/webhook. */
+  connectionId: string | undefined
+  /** The account's Ed25519 public key (base64 of its 32 bytes, from the portal) that checks webhook signatures. */
+  publicKey: string | undefined
+  /** How far a webhook's telnyx-timestamp may be from now, in seconds, before it is refused as a replay. */
+  signatureToleranceSeconds: number
+}
+
 /** The neutral names of the specification's integrations (docs/integrations.md maps them to the services). */
 export type IntegrationProvider = 'calendar_one' | 'calendar_two' | 'booking_one' | 'booking_two' | 'crm'
 
@@ -440,6 +455,25 @@ function twilio (env: Env, carrier: Config['phoneCarrier']): TwilioConfig {
   return Object.freeze(config)
 }
 
+function telnyx (env: Env, carrier: Config['phoneCarrier']): TelnyxConfig {
+  const publicKey = optional(env, 'TELNYX_PUBLIC_KEY')
+  if (publicKey !== undefined && (!/^[A-Za-z0-9+/]{43}=$/.test(publicKey) || Buffer.from(publicKey, 'base64').length !== 32)) {
+    throw new ConfigError('TELNYX_PUBLIC_KEY must be the base64 of a 32-byte Ed25519 public key (Mission Control: Keys & Credentials, Public Key)')
+  }
+  const config = {
+    apiUrl: (endpoint(env, 'TELNYX_API_URL', ['https:', 'http:'], 'https://api.telnyx.com') ?? 'https://api.telnyx.com').replace(/\/+$/, ''),
+    apiKey: optional(env, 'TELNYX_API_KEY'),
+    connectionId: matching(env, 'TELNYX_CONNECTION_ID', /^[A-Za-z0-9-]{1,64}$/, 'the id of a Call Control application (letters, digits and dashes)'),
+    publicKey,
+    // Telnyx's SDKs allow 5 minutes (developers.telnyx.com/docs/development/api-fundamentals/webhooks).
+    signatureToleranceSeconds: int(env, 'TELNYX_SIGNATURE_TOLERANCE_SECONDS', 300, 1, 3600)
+  }
+  if (carrier === 'telnyx' && (config.apiKey === undefined || config.connectionId === undefined || config.publicKey === undefined)) {
+    throw new ConfigError('PHONE_CARRIER=telnyx needs TELNYX_API_KEY, TELNYX_CONNECTION_ID and TELNYX_PUBLIC_KEY')
+  }
+  return Object.freeze(config)
+}
+
 const TRUST_PROXY_HELP = 'TRUST_PROXY must be the number of proxies in front of this server (1 for one load balancer) or a comma-separated list of their addresses or CIDR ranges (10.0.0.0/8, fd00::/8)'
 
 function trustProxy (env: Env): false | number | string[] {
@@ -567,7 +601,7 @@ function voice (env: Env): VoiceConfig {
 }
 
 export function loadConfig (env: Env = process.env): Config {
-  const phoneCarrier = oneOf(env, 'PHONE_CARRIER', 'sandbox', ['sandbox', 'twilio'] as const)
+  const phoneCarrier = oneOf(env, 'PHONE_CARRIER', 'sandbox', ['sandbox', 'twilio', 'telnyx'] as const)
   return Object.freeze({
     port: int(env, 'PORT', 3000, 0, 65535),
     host: str(env, 'HOST', '127.0.0.1'),
@@ -589,6 +623,7 @@ export function loadConfig (env: Env = process.env): Config {
     mailFrom: matching(env, 'MAIL_FROM', MAIL_FROM, 'an address such as "Switchboard <noreply@example.com>"') ?? 'Switchboard <noreply@localhost>',
     phoneCarrier,
     twilio: twilio(env, phoneCarrier),
+    telnyx: telnyx(env, phoneCarrier),
     callRuntime: oneOf(env, 'CALL_RUNTIME', 'voice', ['voice', 'simulator', 'external'] as const),
     simulatorCallSeconds: int(env, 'SIMULATOR_CALL_SECONDS', 5, 0, 3600),
     callTimeScale: positive(env, 'CALL_TIME_SCALE', 1, 1),

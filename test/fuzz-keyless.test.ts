@@ -1,3 +1,4 @@
+import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { newId } from '../src/db/ids.ts'
 import { storeRecordingPart } from '../src/modules/calls/recordings.ts'
@@ -20,12 +21,14 @@ const KEYLESS = /^\/(web-call|telephony\/|v1\/recordings\/|widget\.js|v1\/widget
 const SID = 'AC' + 'f'.repeat(32)
 const AUTH_TOKEN = 'fuzz-auth-token'
 const PUBLIC_BASE_URL = 'http://127.0.0.1:3000'
+const TELNYX_KEYS = generateKeyPairSync('ed25519')
 
 t.test('every keyless route answers generated requests, never a 500', async (t) => {
   // Nothing leaves loopback: the sandbox carrier for buying, Twilio's API on a closed local port, the voice
   // runtime (web and phone calls stay started: no workers, no providers, so the simulator engine would answer).
   const { app, db } = await setup(t, {
     PHONE_CARRIER: 'sandbox', TWILIO_API_URL: 'http://127.0.0.1:9', TWILIO_ACCOUNT_SID: SID, TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TELNYX_API_URL: 'http://127.0.0.1:9', TELNYX_API_KEY: 'KEYfuzz', TELNYX_CONNECTION_ID: '1234', TELNYX_PUBLIC_KEY: Buffer.from(TELNYX_KEYS.publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64'),
     PUBLIC_BASE_URL, CALL_RUNTIME: 'voice', ANALYSER: 'builtin', DELIVERY_ALLOW_PRIVATE_NETWORKS: 'false'
   })
   const account = await createAccount(db)
@@ -33,7 +36,8 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
   await app.inject({ method: 'PATCH', url: `/v1/agent/${agent._id}`, headers: account.headers, payload: { widget_settings: { enabled: true, allowed_origins: ['http://127.0.0.1:8080'] } } })
   const widgetKey = (await app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/widget-key`, headers: account.headers })).json().widget_key
   const webCall = (await app.inject({ method: 'POST', url: '/v1/call/make-web-call', headers: account.headers, payload: { agent_id: agent._id } })).json()
-  const [recorded, phoneCall] = await insertCalls(db, account.user.id, agent, [{}, { call_status: 'started', carrier: 'twilio', carrier_call_id: 'CA' + '1'.repeat(32), end_timestamp: null, duration_ms: null }])
+  const [recorded, phoneCall, telnyxCall] = await insertCalls(db, account.user.id, agent, [{}, { call_status: 'started', carrier: 'twilio', carrier_call_id: 'CA' + '1'.repeat(32), end_timestamp: null, duration_ms: null },
+    { call_status: 'started', carrier: 'telnyx', carrier_call_id: 'v3:fuzz-call', end_timestamp: null, duration_ms: null }])
   await storeRecordingPart(db, { callId: recorded, userId: account.user.id, pcm: Buffer.alloc(3200) })
   const link = (await app.inject({ method: 'POST', url: `/v1/call/${recorded}/recording-link`, headers: account.headers })).json()
   const number = '+14155550123'
@@ -47,7 +51,18 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     headers: {},
     sign: (url: string, payload: string | Buffer | undefined) => ({ 'x-twilio-signature': twilioSignature(AUTH_TOKEN, PUBLIC_BASE_URL + url, new URLSearchParams(payload?.toString() ?? '')) })
   })
-  const callers = { none: () => ({ headers: {} }), twilio }
+  // Telnyx signs `${telnyx-timestamp}|${body}` with the account's Ed25519 key.
+  const telnyx = () => ({
+    headers: {},
+    sign: (_url: string, payload: string | Buffer | undefined) => {
+      const timestamp = String(Math.floor(Date.now() / 1000))
+      return { 'telnyx-timestamp': timestamp, 'telnyx-signature-ed25519': sign(null, Buffer.from(`${timestamp}|${payload?.toString() ?? ''}`), TELNYX_KEYS.privateKey).toString('base64') }
+    }
+  })
+  const callers = { none: () => ({ headers: {} }), twilio, telnyx }
+  const telnyxEvent = (eventType: string, payload: Record<string, unknown>): Sample => ({
+    method: 'POST', url: '/telephony/telnyx/webhook', caller: 'telnyx', body: { type: 'json', value: { data: { record_type: 'event', event_type: eventType, occurred_at: '2026-01-01T00:00:00Z', payload } } }
+  })
   const upgrade = { connection: 'upgrade', upgrade: 'websocket', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13', origin: 'http://127.0.0.1:8080' }
   const webhook = (url: string, fields: Record<string, string>): Sample => ({
     method: 'POST', url, caller: 'twilio', body: { type: 'form', fields: Object.entries({ AccountSid: SID, CallSid: 'CA' + '1'.repeat(32), ...fields }) }
@@ -74,7 +89,12 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     webhook(`/telephony/twilio/transfer-answer?call_id=${phoneCall}`, { CallStatus: 'in-progress', Digits: '1' }),
     webhook(`/telephony/twilio/transfer-status?call_id=${phoneCall}`, { CallStatus: 'no-answer', CallDuration: '0' }),
     { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
-    { method: 'GET', url: '/telephony/twilio/stream', websocket: true }
+    { method: 'GET', url: '/telephony/twilio/stream', websocket: true },
+    telnyxEvent('call.initiated', { call_control_id: 'v3:fuzz-in', from: '+14155550100', to: number, direction: 'incoming' }),
+    telnyxEvent('call.hangup', { call_control_id: 'v3:fuzz-call', hangup_cause: 'normal_clearing' }),
+    telnyxEvent('call.answered', { call_control_id: 'v3:fuzz-leg', client_state: Buffer.from(JSON.stringify({ call_id: telnyxCall, leg: 'transfer' })).toString('base64') }),
+    { method: 'GET', url: '/telephony/telnyx/stream', headers: upgrade },
+    { method: 'GET', url: '/telephony/telnyx/stream', websocket: true }
   ]
 
   const routes = routeTable(app).filter((route) => KEYLESS.test(route.url))

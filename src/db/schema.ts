@@ -140,7 +140,7 @@ export interface CreditLedgerTable {
   created_at: CreatedAt
 }
 
-export type CarrierName = 'sandbox' | 'twilio'
+export type CarrierName = 'sandbox' | 'twilio' | 'telnyx'
 
 export interface PhoneNumbersTable {
   id: string
@@ -401,11 +401,13 @@ export interface CallsTable {
   ring_timeout_seconds: number | null
   speech_recognised_seconds: Generated<number>
   speech_synthesised_seconds: Generated<number>
-  carrier: 'twilio' | null
+  carrier: 'twilio' | 'telnyx' | null
   /** The carrier's id of the call (Twilio's CallSid). */
   carrier_call_id: string | null
   /** The conversation held while the call is forwarded to a phone number (shapes.ts, Conversation). */
   forwarding: JsonNullable<Conversation>
+  /** When the person a Telnyx call was forwarded to answered (the transfer's leg); forwarding minutes run from here. */
+  transfer_answered_at: Date | null
   /** The call's timed turns and their summary (shapes.ts, CallLatency); null: no turn was timed. */
   latency: JsonNullable<CallLatency>
   /** The person on the other end (contacts), set when the call is created; null: none known, or the contact was deleted. */

@@ -44,7 +44,7 @@ t.test('the document names shared schemas, ids every operation and lists every e
   t.same(body('/v1/phone-number/buy').anyOf, [{ required: ['phone_number'] }, { required: ['area_code'] }])
   t.same(body('/v1/subscription/auto-top-up', 'patch').anyOf, [{ required: ['enabled'] }, { required: ['threshold'] }])
   const carrierRules = body('/v1/phone-number/import-carrier').oneOf
-  t.equal(carrierRules.length, 3, 'import-carrier: twilio only with both credentials, the sandbox with none')
+  t.equal(carrierRules.length, 4, 'import-carrier: twilio only with both credentials, the sandbox and telnyx with none')
   t.notOk(JSON.stringify(doc).includes('x-checked-in-handler'), 'rules checked in handlers appear as plain keywords')
   const email = new RegExp(component(body('/v1/workspaces/{workspace_id}/invite-member').properties.email).pattern)
   t.ok(email.test('owner@localhost'), 'the e-mail pattern accepts what the server accepts')

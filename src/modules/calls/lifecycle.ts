@@ -37,7 +37,7 @@ export interface NewCall {
   stream_token_hash?: string
   stream_token_expires_at?: Date
   /** The carrier that carries a phone call (its number's); none: the voice runtime simulates it. */
-  carrier?: 'twilio'
+  carrier?: 'twilio' | 'telnyx'
   /** The carrier's id of an inbound call. */
   carrier_call_id?: string
   /** How long an outbound call through a carrier rings before it counts as not answered. */
@@ -124,6 +124,7 @@ export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id
     carrier: null,
     carrier_call_id: null,
     forwarding: null,
+    transfer_answered_at: null,
     speech_recognised_seconds: 0,
     speech_synthesised_seconds: 0,
     outcome: null,

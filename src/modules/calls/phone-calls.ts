@@ -42,7 +42,7 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
     dynamic_context: request.dynamic_context,
     runtime: jobs.config.callRuntime,
     ring_timeout_seconds: request.ring_timeout_seconds,
-    ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
+    ...((number.carrier === 'twilio' || number.carrier === 'telnyx') && { carrier: number.carrier })
   })
 }
 

@@ -163,13 +163,17 @@ export async function importNumber (db: DB, carriers: Carriers, userId: string, 
   const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
   // Credentials are Twilio's: given without a carrier, they name it.
   const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
-  if (name === 'sandbox' && credentials !== undefined) throw badRequest('body.account_sid and body.auth_token are for carrier twilio; the sandbox takes none')
+  if (name !== 'twilio' && credentials !== undefined) throw badRequest(`body.account_sid and body.auth_token are for carrier twilio; ${name} takes none`)
   // A sandbox installation is one without telephony: a fuzzer or a trial must never make it call a real carrier.
   if (name === 'twilio' && carriers.purchasing === 'sandbox') {
     throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
   }
   if (name === 'twilio' && credentials === undefined && by !== 'operator') {
     throw badRequest("give body.account_sid and body.auth_token of the Twilio account holding the number: numbers of this installation's own Twilio account are assigned by its operator (npm run cli -- number import)", 'carrier_credentials_required')
+  }
+  // Numbers of the installation's Telnyx account, like those of its Twilio account, are the operator's to give.
+  if (name === 'telnyx' && by !== 'operator') {
+    throw badRequest("numbers of this installation's Telnyx account are assigned by its operator (npm run cli -- number import --carrier telnyx)", 'carrier_credentials_required')
   }
   await checkAssignment(db, userId, assignment)
   requireReachable(carriers, name)

@@ -38,7 +38,7 @@ const PhoneNumber = Type.Object({
   phone_number: E164,
   nickname: Nickname,
   source: Type.Enum(['purchased', 'imported', 'sip'], { description: 'bought here, imported from a carrier account, or brought over a SIP trunk' }),
-  carrier: Type.Enum(['sandbox', 'twilio', 'sip']),
+  carrier: Type.Enum(['sandbox', 'twilio', 'telnyx', 'sip'], { description: 'which carrier holds the number; each number keeps its own, so one installation may hold numbers of several' }),
   carrier_number_id: Type.Union([Type.String(), Type.Null()], { description: "the carrier's id for the number, such as a Twilio PN… sid" }),
   inbound_agent_id: Type.Union([ObjectId, Type.Null()]),
   outbound_agent_id: Type.Union([ObjectId, Type.Null()]),
@@ -71,6 +71,7 @@ const CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }
 const IMPORT_CARRIER_RULES = [
   { title: 'twilio with the credentials of the account holding the number', properties: { carrier: { const: 'twilio' } }, required: ['account_sid', 'auth_token'] },
   { title: 'the sandbox', properties: { carrier: { const: 'sandbox' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
+  { title: "telnyx: numbers of the installation's Telnyx account are assigned by its operator (400 carrier_credentials_required here)", properties: { carrier: { const: 'telnyx' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
   { title: "the installation's carrier (PHONE_CARRIER) when it is the sandbox", not: { anyOf: [{ required: ['carrier'] }, ...CREDENTIALS] } }
 ]
 

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 // The fields that the API's routes and the console's forms both check.
 
 export const Nickname = Type.String({ maxLength: 100, description: 'a label for people' })
-export const CarrierName = Type.Enum(['sandbox', 'twilio'])
+export const CarrierName = Type.Enum(['sandbox', 'twilio', 'telnyx'])
 export const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code', examples: ['US'] })
 export const AreaCode = Type.String({ pattern: '^[0-9]{2,4}$', description: 'area code (NPA in the US and Canada)', examples: ['415'] })
 export const Contains = Type.String({ pattern: '^[0-9]{1,10}$', description: 'digits the number must contain' })

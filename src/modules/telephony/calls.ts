@@ -7,11 +7,13 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { endCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
 import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
+import { TELNYX_WEBHOOKS } from '../phone-numbers/carriers/telnyx.ts'
 import { twilioRequester, TWILIO_WEBHOOKS } from '../phone-numbers/carriers/twilio.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import type { ForwardRequest } from '../voice/session.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
 import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken, setWarmCallSid } from './queries.ts'
+import { callTelnyx } from './telnyx/commands.ts'
 import { twilioCalls } from './twilio-calls.ts'
 import { conferenceTwiml, dialTwiml, gatherTwiml, streamTwiml } from './twiml.ts'
 import { ACCEPT_TIMEOUT_SECONDS, announcement, conferenceName } from './warm.ts'
@@ -46,6 +48,9 @@ export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
   return { token, hash: hashToken(token), expires: new Date(Date.now() + ttlMs) }
 }
 
+/** Where Telnyx streams a call's media, and the one-time token the stream opens its call with. */
+export const telnyxStream = (config: Pick<Config, 'publicBaseUrl'>, token: string) => ({ url: config.publicBaseUrl.replace(/^http/, 'ws') + TELNYX_WEBHOOKS.stream, token })
+
 /** The TwiML that connects a call to this server's media stream with a token. */
 export function connectTwiml (config: Pick<Config, 'publicBaseUrl'>, token: string): string {
   return streamTwiml(config.publicBaseUrl.replace(/^http/, 'ws') + TELEPHONY_PATHS.stream, token)
@@ -72,10 +77,27 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
     deps.log.warn({ callId, reason }, 'the outbound call could not be placed')
     await endCall(deps.db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'dial_failed' })
   }
-  const twilio = await callTwilio(deps, call)
-  if (twilio === undefined) return await fail(`the number ${call.call_from} has no Twilio account to call through`)
   const ringSeconds = call.ring_timeout_seconds ?? DEFAULT_RING_TIMEOUT_SECONDS
   const { token, hash, expires } = newStreamToken(Math.max(STREAM_TOKEN_TTL_MS, 2 * ringSeconds * 1000))
+  if (call.carrier === 'telnyx') {
+    // Telnyx: one dial (POST /v2/calls) rings the callee and streams the answered call to us; its events come to our webhook.
+    const telnyx = await callTelnyx(deps, call)
+    if (telnyx === undefined) return await fail(`the number ${call.call_from} has no Telnyx account to call through`)
+    if (!await setStreamToken(deps.db, call.id, hash, expires)) return
+    try {
+      const id = await telnyx.calls.dial({
+        connectionId: telnyx.connectionId, to: call.call_to!, from: call.call_from!, timeoutSeconds: ringSeconds,
+        webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token)
+      })
+      await setCarrierCallId(deps.db, call.id, id)
+    } catch (err) {
+      if (!(err instanceof CarrierError)) throw err
+      await fail(err.message)
+    }
+    return
+  }
+  const twilio = await callTwilio(deps, call)
+  if (twilio === undefined) return await fail(`the number ${call.call_from} has no Twilio account to call through`)
   if (!await setStreamToken(deps.db, call.id, hash, expires)) return
   try {
     const placed = await twilio.calls.create({

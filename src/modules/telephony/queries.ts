@@ -6,15 +6,17 @@ import type { Conversation } from '../../db/shapes.ts'
 // The telephony side of a call's row: the carrier's id of the call, the one-time token of its media stream,
 // and the conversation kept while the call is forwarded (calls.forwarding).
 
-/** The call a carrier's call id names (Twilio's CallSid). */
-export async function findCarrierCall (db: DB, callSid: string): Promise<CallRow | undefined> {
-  return await db.selectFrom('calls').selectAll().where('carrier', '=', 'twilio').where('carrier_call_id', '=', callSid).executeTakeFirst()
+type Carrier = NonNullable<CallRow['carrier']>
+
+/** The call a carrier's call id names (Twilio's CallSid, Telnyx's call_control_id). */
+export async function findCarrierCall (db: DB, callSid: string, carrier: Carrier = 'twilio'): Promise<CallRow | undefined> {
+  return await db.selectFrom('calls').selectAll().where('carrier', '=', carrier).where('carrier_call_id', '=', callSid).executeTakeFirst()
 }
 
-/** Records Twilio's id of an outbound call (once: a later, different id is refused). */
+/** Records the carrier's id of an outbound call (once: a later, different id is refused). */
 export async function setCarrierCallId (db: DB, callId: string, callSid: string): Promise<boolean> {
   const row = await db.updateTable('calls').set({ carrier_call_id: callSid })
-    .where('id', '=', callId).where('carrier', '=', 'twilio')
+    .where('id', '=', callId).where('carrier', 'is not', null)
     .where((eb) => eb.or([eb('carrier_call_id', 'is', null), eb('carrier_call_id', '=', callSid)]))
     .returning('id').executeTakeFirst()
   return row !== undefined
@@ -33,12 +35,12 @@ export async function setStreamToken (db: DB, callId: string, hash: string, expi
  * the call was forwarded is handed over (and cleared), atomically. An outbound call's stream opens once the
  * person answered: the answer is recorded here unless the status callback told it earlier.
  */
-export async function takeStreamToken (db: DB, hash: string): Promise<{ call: CallRow, resume: Conversation | undefined } | undefined> {
+export async function takeStreamToken (db: DB, hash: string, carrier: Carrier = 'twilio'): Promise<{ call: CallRow, resume: Conversation | undefined } | undefined> {
   const result = await sql<CallRow & { held: Conversation | null }>`
     UPDATE calls c SET joined_at = coalesce(c.joined_at, now()), stream_token_hash = NULL, forwarding = NULL,
       answered_at = CASE WHEN c.direction = 'outbound' THEN coalesce(c.answered_at, now()) ELSE c.answered_at END
     FROM (SELECT id, forwarding FROM calls WHERE stream_token_hash = ${hash} FOR UPDATE) held
-    WHERE c.id = held.id AND c.call_status = 'started' AND c.carrier = 'twilio' AND c.stream_token_expires_at > now()
+    WHERE c.id = held.id AND c.call_status = 'started' AND c.carrier = ${carrier} AND c.stream_token_expires_at > now()
     RETURNING c.*, held.forwarding AS held`.execute(db)
   const row = result.rows[0]
   if (row === undefined) return undefined
@@ -55,12 +57,19 @@ export async function holdForwarding (db: DB, callId: string, state: Conversatio
 }
 
 export async function clearForwarding (db: DB, callId: string): Promise<void> {
-  await db.updateTable('calls').set({ forwarding: null }).where('id', '=', callId).execute()
+  await db.updateTable('calls').set({ forwarding: null, transfer_answered_at: null }).where('id', '=', callId).execute()
+}
+
+/** The person a forwarded Telnyx call rang answered (its transfer leg's call.answered): the first answer is kept. */
+export async function recordTransferAnswer (db: DB, callId: string, at: Date): Promise<void> {
+  await db.updateTable('calls').set({ transfer_answered_at: sql<Date>`coalesce(transfer_answered_at, least(${at}::timestamptz, now()))` })
+    .where('id', '=', callId).where('call_status', '=', 'started').where('forwarding', 'is not', null)
+    .execute()
 }
 
 /** A forwarding that nobody answered: its outcome is kept, and a token opens the stream that takes the call back. */
 export async function takeBack (db: DB, callId: string, state: Conversation, hash: string, expires: Date): Promise<boolean> {
-  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires })
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires, transfer_answered_at: null })
     .where('id', '=', callId).where('call_status', '=', 'started').where('forwarding', 'is not', null)
     .returning('id').executeTakeFirst()
   return row !== undefined

@@ -5,6 +5,7 @@ import { unreachableFromInternet } from '../../../http/addresses.ts'
 import { badRequest } from '../../../http/errors.ts'
 import type { Carrier, NumberWebhooks } from './carrier.ts'
 import { createSandboxCarrier } from './sandbox.ts'
+import { createTelnyxCarrier } from './telnyx.ts'
 import { createTwilioCarrier, TWILIO_WEBHOOKS } from './twilio.ts'
 
 export interface CarrierCredentials { accountSid: string, authToken: string }
@@ -29,8 +30,10 @@ export function twilioWebhooksProblem (config: Pick<Config, 'twilio' | 'publicBa
     : `PUBLIC_BASE_URL (${config.publicBaseUrl}) cannot be reached by Twilio: ${why}. Set it to this server's public https:// address; TWILIO_ALLOW_PRIVATE_BASE_URL=true lifts this for a Twilio stand-in on your own network`
 }
 
-export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 'twilio' | 'publicBaseUrl'>): Carriers {
+export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 'twilio' | 'telnyx' | 'publicBaseUrl'>): Carriers {
   const sandbox = createSandboxCarrier(db)
+  const { apiKey, connectionId } = config.telnyx
+  const telnyx = apiKey !== undefined && connectionId !== undefined ? createTelnyxCarrier({ apiUrl: config.telnyx.apiUrl, apiKey, connectionId }) : undefined
   const { apiUrl, accountSid, authToken } = config.twilio
   const installationTwilio = accountSid !== undefined && authToken !== undefined ? createTwilioCarrier({ apiUrl, accountSid, authToken }) : undefined
   return {
@@ -39,6 +42,11 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
     webhooksProblem: twilioWebhooksProblem(config),
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
+      // Telnyx numbers are the installation's account's (TELNYX_*): its webhooks are checked with that account's key.
+      if (name === 'telnyx') {
+        if (telnyx === undefined) throw badRequest('this installation has no Telnyx account (TELNYX_API_KEY, TELNYX_CONNECTION_ID)', 'carrier_disabled')
+        return telnyx
+      }
       if (credentials !== undefined) return createTwilioCarrier({ apiUrl, ...credentials })
       if (installationTwilio === undefined) {
         throw badRequest('this installation has no Twilio account of its own: give account_sid and auth_token', 'carrier_credentials_required')

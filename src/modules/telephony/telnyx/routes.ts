@@ -1,0 +1,220 @@
+import type { FastifyRequest } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { CallRow } from '../../../db/schema.ts'
+import { HttpError, PG } from '../../../http/errors.ts'
+import { giveBackKeyless, KEYLESS } from '../../../http/rate-limit.ts'
+import { errors } from '../../../http/schemas.ts'
+import { QUEUES, sendJob } from '../../../jobs/queues.ts'
+import { findAgent } from '../../agents/queries.ts'
+import { endCall, settledTransfers, startCall, toCallEnd } from '../../calls/lifecycle.ts'
+import { findCallRow } from '../../calls/queries.ts'
+import { CarrierError } from '../../phone-numbers/carriers/carrier.ts'
+import { TELNYX_WEBHOOKS, telnyxRequester } from '../../phone-numbers/carriers/telnyx.ts'
+import { findNumberAnywhere } from '../../phone-numbers/queries.ts'
+import type { LiveCalls } from '../../voice/live-calls.ts'
+import type { StreamAdmission } from '../../voice/streams.ts'
+import { CALL_CONTROL_ID } from '../../voice/transports/telnyx.ts'
+import { newStreamToken, telnyxStream, UNANSWERED, type TelephonyDeps } from '../calls.ts'
+import { findCarrierCall, recordAnswer, recordTransferAnswer, takeBack } from '../queries.ts'
+import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls, type ClientState } from './commands.ts'
+import { telnyxPublicKey, telnyxSignatureValid } from './signature.ts'
+import { acceptTelnyxStream } from './stream.ts'
+
+// Telnyx's Call Control webhooks and media stream (docs/voice.md, "Phone calls on Telnyx"). Every webhook must carry
+// a valid Ed25519 signature of the installation's Telnyx account within the tolerance (403 otherwise) before
+// anything is read or changed. Events are JSON `{ data: { event_type, occurred_at, payload } }`
+// (developers.telnyx.com/docs/voice/programmable-voice/voice-api-webhooks); Telnyx may repeat or reorder them, so
+// each is handled from the call's stored state and a repeat changes nothing.
+
+const TAGS = ['telephony']
+const BODY_LIMIT = 64 * 1024
+
+/**
+ * A hang-up's hangup_cause (developers.telnyx.com/api-reference/callbacks/call-hangup: call_rejected,
+ * normal_clearing, originator_cancel, timeout, time_limit, user_busy, not_found, no_answer, unspecified) as the
+ * Twilio call status the rest of telephony speaks (calls.ts, UNANSWERED and FINAL). A callee who declines is a
+ * busy line to the caller.
+ */
+const HANGUP_STATUS: Record<string, string> = {
+  normal_clearing: 'completed', time_limit: 'completed', user_busy: 'busy', call_rejected: 'busy', timeout: 'no-answer', no_answer: 'no-answer', originator_cancel: 'canceled', not_found: 'failed', unspecified: 'failed'
+}
+
+const E164 = /^\+[1-9]\d{1,14}$/
+const PRINTABLE = /^[\x20-\x7e]{1,256}$/
+
+const forbidden = () => new HttpError(403, 'invalid_signature', "the request is not signed by this installation's Telnyx account (telnyx-signature-ed25519 and telnyx-timestamp)")
+
+interface TelnyxEvent { type: string, at: Date, payload: Record<string, unknown>, callControlId: string, state: ClientState | undefined }
+
+const seconds = (from: Date, to: Date) => Math.max(0, Math.round((to.getTime() - from.getTime()) / 1000))
+
+export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls, streams: StreamAdmission }> = async (app, { live, streams, ...deps }) => {
+  const { db, config, log } = deps
+  const key = config.telnyx.publicKey === undefined ? undefined : telnyxPublicKey(config.telnyx.publicKey)
+
+  // The signature is over the raw body: it is kept as it came. Any other type is read as nothing, so it fails the signature (403).
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_request, body, done) => { done(null, body) })
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_request, _body, done) => { done(null, undefined) })
+
+  const header = (request: FastifyRequest, name: string) => {
+    const value = request.headers[name]
+    return typeof value === 'string' ? value : undefined
+  }
+
+  /** 403 unless the installation's Telnyx account signed the body within the tolerance; then the event it carries. */
+  function verified (request: FastifyRequest): TelnyxEvent {
+    const body = typeof request.body === 'string' ? request.body : undefined
+    if (key === undefined || body === undefined || !telnyxSignatureValid(key, {
+      signature: header(request, 'telnyx-signature-ed25519'), timestamp: header(request, 'telnyx-timestamp'), body
+    }, config.telnyx.signatureToleranceSeconds)) throw forbidden()
+    giveBackKeyless(request)
+    let event: any
+    try {
+      event = JSON.parse(body)
+    } catch {
+      throw new HttpError(400, 'bad_request', 'the webhook body must be JSON')
+    }
+    const data = event?.data
+    const payload = data?.payload
+    if (typeof data?.event_type !== 'string' || typeof payload !== 'object' || payload === null) throw new HttpError(400, 'bad_request', 'the webhook must have data.event_type and data.payload')
+    const callControlId = typeof payload.call_control_id === 'string' ? payload.call_control_id : ''
+    const at = typeof data.occurred_at === 'string' ? new Date(Date.parse(data.occurred_at)) : new Date(Number.NaN)
+    return { type: data.event_type, at: Number.isNaN(at.getTime()) ? new Date() : at, payload, callControlId, state: decodeClientState(payload.client_state) }
+  }
+
+  /** Our call an event of one of its own legs is about: named by client_state (before Telnyx's id is stored) or by call_control_id. */
+  async function callOf (event: TelnyxEvent): Promise<CallRow | undefined> {
+    const found = event.state !== undefined ? await findCallRow(db, event.state.call_id) : await findCarrierCall(db, event.callControlId, 'telnyx')
+    return found?.carrier === 'telnyx' && (found.carrier_call_id === null || found.carrier_call_id === event.callControlId) ? found : undefined
+  }
+
+  /** An incoming call to one of our numbers: the call is stored with a stream token, answered, and its media streamed here. */
+  async function incoming (event: TelnyxEvent): Promise<void> {
+    const { callControlId } = event
+    // Telnyx's repeat of this webhook: the first one did it all.
+    if (await findCarrierCall(db, callControlId, 'telnyx') !== undefined) return
+    // Only a number of ours can be called; the caller is stored as given when it is printable (a number or a SIP URI).
+    const to = typeof event.payload.to === 'string' && E164.test(event.payload.to) ? event.payload.to : ''
+    const from = typeof event.payload.from === 'string' && PRINTABLE.test(event.payload.from) ? event.payload.from : ''
+    const account = telnyxAccount(config)
+    if (account === undefined) return
+    const calls = telnyxCalls(telnyxRequester(account))
+    const number = to === '' ? undefined : await findNumberAnywhere(db, to)
+    const agent = number?.carrier !== 'telnyx' || number.inbound_agent_id === null ? undefined : await findAgent(db, number.user_id, number.inbound_agent_id)
+    if (number === undefined || config.callRuntime !== 'voice' || agent === undefined || agent.status !== 'active') {
+      log.warn({ to, runtime: config.callRuntime, agent: agent?.id ?? null }, 'a Telnyx call was rejected: the number is not here, has no active inbound agent, or the voice runtime is off')
+      await calls.reject(callControlId).catch((err: unknown) => { log.warn({ err }, 'Telnyx could not be told to reject the call') })
+      return
+    }
+    const { token, hash, expires } = newStreamToken()
+    let call: CallRow
+    try {
+      call = await db.transaction().execute(async (trx) => await startCall(trx, deps, agent, {
+        agent_version: number.inbound_agent_version ?? undefined,
+        call_type: 'phone',
+        direction: 'inbound',
+        call_from: from,
+        call_to: to,
+        runtime: 'voice',
+        carrier: 'telnyx',
+        carrier_call_id: callControlId,
+        stream_token_hash: hash,
+        stream_token_expires_at: expires
+      }))
+    } catch (err) {
+      // A repeat arriving while the first was handled.
+      if ((err as { code?: string }).code === PG.UNIQUE_VIOLATION) return
+      throw err
+    }
+    try {
+      await calls.answer(callControlId, { call_id: call.id })
+      await calls.streamingStart(callControlId, telnyxStream(config, token))
+    } catch (err) {
+      if (!(err instanceof CarrierError)) throw err
+      log.warn({ err, callId: call.id }, 'Telnyx could not answer the call or stream it')
+      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: 'stream_not_connected' })
+    }
+  }
+
+  /** Our call's own leg hung up: how it ends depends on whether it was answered, streaming or being forwarded. */
+  async function hungUp (call: CallRow, event: TelnyxEvent): Promise<void> {
+    if (call.call_status !== 'started') return
+    const status = HANGUP_STATUS[String(event.payload.hangup_cause)] ?? 'failed'
+    if (call.forwarding !== null) {
+      // The caller's leg ended while the call was put through: the person hung up after talking (the bridge ends
+      // both legs), or the caller hung up first.
+      if (call.transfer_answered_at !== null) {
+        await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, call.forwarding, { reason: 'call_transfer', forwarding: { outcome: 'answered', seconds: seconds(call.transfer_answered_at, event.at) } }))
+        return
+      }
+      const last = call.forwarding.transfers.at(-1)
+      const outcome = last === undefined || last.outcome === 'dialing' ? 'canceled' : last.outcome
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, call.forwarding, { reason: 'user_hangup', forwarding: { outcome, seconds: 0 } }))
+      return
+    }
+    if (call.joined_at === null) {
+      // Never connected to a stream: not answered, or answered and gone before the stream opened.
+      await endCall(db, deps, call.user_id, call.id, { outcome: 'failed', disconnection_reason: UNANSWERED[status] ?? 'stream_not_connected' })
+      return
+    }
+    // A call with a live stream is ended by its session (the stream's stop or drop); should its process have died,
+    // this job ends it once the session had its time.
+    await sendJob(deps.boss, undefined, QUEUES.carrierEnded, { callId: call.id, status }, { startAfter: new Date(Date.now() + 2 * config.voice.streamTimeoutMs) })
+  }
+
+  /** An event of the leg a forwarding dialled: answered (the minutes run), or hung up (the end, or the take-back). */
+  async function transferLeg (event: TelnyxEvent): Promise<void> {
+    const call = await findCallRow(db, event.state!.call_id)
+    if (call?.carrier !== 'telnyx' || call.call_status !== 'started' || call.forwarding === null) return
+    if (event.type === 'call.answered') return await recordTransferAnswer(db, call.id, event.at)
+    if (event.type !== 'call.hangup') return
+    if (call.transfer_answered_at !== null) {
+      await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, call.forwarding, { reason: 'call_transfer', forwarding: { outcome: 'answered', seconds: seconds(call.transfer_answered_at, event.at) } }))
+      return
+    }
+    // Nobody took it: the caller's leg is still there (transfer-call), and the agent takes it back on a new stream.
+    const status = HANGUP_STATUS[String(event.payload.hangup_cause)] ?? 'failed'
+    const outcome = UNANSWERED[status] ?? 'failed'
+    const { token, hash, expires } = newStreamToken()
+    if (call.carrier_call_id === null || !await takeBack(db, call.id, { ...call.forwarding, transfers: settledTransfers(call.forwarding, outcome) }, hash, expires)) return
+    const telnyx = await callTelnyx(deps, call)
+    await telnyx?.calls.streamingStart(call.carrier_call_id, telnyxStream(config, token)).catch((err: unknown) => {
+      log.warn({ err, callId: call.id }, 'Telnyx could not stream a call taken back; its hang-up ends it')
+    })
+  }
+
+  app.post(TELNYX_WEBHOOKS.webhook, {
+    config: KEYLESS,
+    schema: {
+      tags: TAGS,
+      security: [],
+      consumes: ['application/json'],
+      summary: "Telnyx's Call Control webhook",
+      description: "The webhook URL of the installation's Call Control application (and of the calls placed here). Signed with the account's Ed25519 key (403 otherwise, or outside TELNYX_SIGNATURE_TOLERANCE_SECONDS). call.initiated of an incoming call answers it and streams it to the number's inbound agent (a number without an active inbound agent is rejected); call.answered records when an outbound call was answered; call.hangup ends the call (`busy`, `no_answer`, … before an answer). Events of a forwarding's leg settle the forwarding. Other events are acknowledged and ignored.",
+      response: { 204: Type.Null(), ...errors(400, 403) }
+    }
+  }, async (request, reply) => {
+    const event = verified(request)
+    if (event.state?.leg === 'transfer') {
+      await transferLeg(event)
+    } else if (event.type === 'call.initiated' || event.type === 'call.answered' || event.type === 'call.hangup') {
+      if (!CALL_CONTROL_ID.test(event.callControlId)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
+      if (event.type === 'call.initiated') {
+        // An outgoing leg's call.initiated (ours, or a transfer's) needs nothing.
+        if (event.payload.direction === 'incoming') await incoming(event)
+      } else {
+        const call = await callOf(event)
+        if (call !== undefined && event.type === 'call.answered') await recordAnswer(db, call.id, event.at)
+        if (call !== undefined && event.type === 'call.hangup') await hungUp(call, event)
+      }
+    }
+    return reply.code(204).send(null)
+  })
+
+  // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.
+  app.get(TELNYX_WEBHOOKS.stream, { websocket: true, onRequest: streams.admit, schema: { hide: true } }, (socket, request) => {
+    acceptTelnyxStream(socket, header(request, 'x-telnyx-streaming-auth-token'), deps, live, () => { streams.started(request) })
+  })
+}

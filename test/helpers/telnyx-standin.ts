@@ -1,0 +1,309 @@
+import { generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto'
+import http from 'node:http'
+import { performance } from 'node:perf_hooks'
+import type { Test } from 'tap'
+import { WebSocket } from 'ws'
+import { FRAME_MS, mulawDecode, mulawEncode, resample, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
+import { poll } from './poll.ts'
+
+// Telnyx as the server under test meets it, written from Telnyx's public reference (developers.telnyx.com:
+// api-reference for numbers and call commands, callbacks, the media streaming WebSocket): API v2 with a Bearer
+// key (numbers, POST /v2/calls, /actions/<command>), Call Control webhooks signed with an Ed25519 key pair made
+// here, and a media stream client that plays the caller (PCMU 8 kHz). All on loopback; the public URLs the
+// server hands out reach it through `route`, as through a tunnel.
+
+const MEDIA_RATE = 8000
+const FRAME_BYTES = MEDIA_RATE * FRAME_MS / 1000
+
+/** How the phone at a number behaves when dialled or transferred to. */
+export type Callee = { answer: 'answer', /** talks this long after answering, then hangs up (a transfer's person); default: until the test ends it */ talkMs?: number }
+  | { answer: 'busy' | 'no-answer' | 'rejected' }
+
+/** valid: signed now with the account key; none: no signature headers; wrong: another key; stale: signed an hour ago. */
+export type Signing = 'valid' | 'none' | 'wrong' | 'stale'
+
+export interface StandinCall {
+  callControlId: string
+  direction: 'incoming' | 'outgoing'
+  from: string
+  to: string
+  clientState: string | undefined
+  webhookUrl: string
+  alive: boolean
+  streams: TelnyxStream[]
+  /** The commands the server sent for this call, in order. */
+  commands: Array<{ command: string, body: any }>
+}
+
+export interface TelnyxStream {
+  socket: WebSocket
+  token: string | undefined
+  /** Agent audio received (16 kHz PCM16 frames), with performance.now() of arrival. */
+  frames: Array<{ at: number, pcm: Int16Array }>
+  messages: any[]
+  closed: Promise<{ code: number, reason: string }>
+  sendAudio: (pcm16k: Int16Array) => void
+  /** Telnyx's `stop` (the call ended or the stream was stopped), then the close. */
+  stop: () => void
+}
+
+export interface TelnyxStandIn {
+  url: string
+  apiKey: string
+  connectionId: string
+  /** The account's public key as the portal shows it (base64 of 32 bytes). */
+  publicKey: string
+  /** Where a public origin is reached (the server's loopback address). */
+  route: (publicOrigin: string, localOrigin: string) => void
+  /** The connection's webhook URL (set in the portal: incoming calls' first webhook goes there). */
+  webhookUrl: string
+  offer: (numbers: Array<{ phone_number: string, rate_center?: string, state?: string }>) => void
+  owned: Map<string, { id: string, phone_number: string, connection_id: string | null }>
+  calls: Map<string, StandinCall>
+  /** How a number behaves when called; default: answers. */
+  callees: Map<string, Callee>
+  /** Posts a signed webhook; answers the server's status and body. */
+  post: (url: string, eventType: string, payload: Record<string, unknown>, signing?: Signing) => Promise<{ status: number, body: string }>
+  /** Someone calls `to`: call.initiated (incoming) to the connection's webhook URL. */
+  dialIn: (from: string, to: string) => Promise<{ call: StandinCall, status: number }>
+  /** The call's n-th media stream, once open. */
+  stream: (call: StandinCall, n?: number) => Promise<TelnyxStream>
+  /** The caller (or callee) hangs up: the stream stops and call.hangup follows. */
+  hangup: (call: StandinCall, cause?: string) => Promise<void>
+}
+
+const ccid = () => 'v3:' + randomBytes(24).toString('base64url')
+
+export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519')
+  const other = generateKeyPairSync('ed25519').privateKey
+  const apiKey = 'KEY' + randomBytes(16).toString('hex')
+  const connectionId = String(Date.now())
+  const routes = new Map<string, string>()
+  const offered = new Map<string, { phone_number: string, rate_center?: string, state?: string }>()
+  const owned: TelnyxStandIn['owned'] = new Map()
+  const calls = new Map<string, StandinCall>()
+  const callees = new Map<string, Callee>()
+  const pending = new Set<Promise<unknown>>()
+  let webhookUrl = ''
+
+  const local = (url: string): string => {
+    const asked = new URL(url)
+    const origin = routes.get(asked.origin.replace(/^ws/, 'http'))
+    if (origin === undefined) throw new Error(`no route to ${asked.origin}`)
+    return origin.replace(/^http/, asked.protocol.startsWith('ws') ? 'ws' : 'http') + asked.pathname + asked.search
+  }
+
+  async function post (url: string, eventType: string, payload: Record<string, unknown>, signing: Signing = 'valid') {
+    const body = JSON.stringify({ data: { record_type: 'event', event_type: eventType, id: randomUUID(), occurred_at: new Date().toISOString(), payload }, meta: { attempt: 1, delivered_to: url } })
+    const timestamp = String(Math.floor(Date.now() / 1000) - (signing === 'stale' ? 3600 : 0))
+    const key: KeyObject = signing === 'wrong' ? other : privateKey
+    const headers: Record<string, string> = { 'content-type': 'application/json' }
+    if (signing !== 'none') {
+      headers['telnyx-timestamp'] = timestamp
+      headers['telnyx-signature-ed25519'] = sign(null, Buffer.from(`${timestamp}|${body}`), key).toString('base64')
+    }
+    const res = await fetch(local(url), { method: 'POST', headers, body })
+    return { status: res.status, body: await res.text() }
+  }
+
+  /** Events go out after the command's answer, as Telnyx's do. */
+  const later = (work: () => Promise<unknown>) => {
+    const run = new Promise((resolve) => setImmediate(resolve)).then(work).catch((err: unknown) => { t.fail(`the stand-in failed: ${(err as Error).stack}`) })
+    pending.add(run)
+    void run.finally(() => pending.delete(run))
+  }
+
+  const event = (call: StandinCall, type: string, extra: Record<string, unknown> = {}) => post(call.webhookUrl, type, {
+    call_control_id: call.callControlId, connection_id: connectionId, call_leg_id: randomUUID(), call_session_id: randomUUID(),
+    client_state: call.clientState, from: call.from, to: call.to, direction: call.direction, state: type.slice(5), ...extra
+  })
+
+  function openStream (call: StandinCall, body: any) {
+    const token: string | undefined = body.stream_auth_token
+    const socket = new WebSocket(local(body.stream_url), { headers: token === undefined ? {} : { 'x-telnyx-streaming-auth-token': token } })
+    const streamId = randomUUID()
+    let sequence = 0
+    let chunk = 0
+    const send = (message: Record<string, unknown>) => { if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ ...message, sequence_number: String(++sequence) })) }
+    const stream: TelnyxStream = {
+      socket,
+      token,
+      frames: [],
+      messages: [],
+      closed: new Promise((resolve) => socket.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
+      sendAudio (pcm16k) {
+        const bytes = mulawEncode(resample(pcm16k, SAMPLE_RATE, MEDIA_RATE))
+        for (let offset = 0; offset < bytes.length; offset += FRAME_BYTES) {
+          const frame = Buffer.alloc(FRAME_BYTES, 0xff)
+          bytes.copy(frame, 0, offset, offset + FRAME_BYTES)
+          send({ event: 'media', stream_id: streamId, media: { track: 'inbound', chunk: String(++chunk), timestamp: String(chunk * FRAME_MS), payload: frame.toString('base64') } })
+        }
+      },
+      stop () {
+        send({ event: 'stop', stream_id: streamId, stop: { call_control_id: call.callControlId } })
+        socket.close(1000)
+      }
+    }
+    socket.on('open', () => {
+      send({ event: 'connected', version: '1.0.0', ...(token !== undefined && { connected: { 'x-telnyx-streaming-auth-token': token } }) })
+      send({ event: 'start', stream_id: streamId, start: { call_control_id: call.callControlId, client_state: call.clientState, from: call.from, to: call.to, media_format: { encoding: 'PCMU', sample_rate: 8000, channels: 1 } } })
+    })
+    socket.on('message', (data) => {
+      const message = JSON.parse(data.toString())
+      stream.messages.push(message)
+      if (message.event === 'media') stream.frames.push({ at: performance.now(), pcm: resample(mulawDecode(Buffer.from(message.media.payload, 'base64')), MEDIA_RATE, SAMPLE_RATE) })
+      // Played at once: the mark comes back (the reference: at once when nothing is queued).
+      if (message.event === 'mark') send({ event: 'mark', stream_id: streamId, mark: { name: message.mark.name } })
+    })
+    socket.on('error', () => {})
+    call.streams.push(stream)
+  }
+
+  async function hangup (call: StandinCall, cause = 'normal_clearing') {
+    if (!call.alive) return
+    call.alive = false
+    for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
+    await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'caller', sip_hangup_cause: '200' })
+  }
+
+  /** A new outgoing leg (a dial or a transfer) rings `to` and does what its callee does. */
+  function ring (call: StandinCall, body: any) {
+    calls.set(call.callControlId, call)
+    later(async () => {
+      await event(call, 'call.initiated')
+      const callee = callees.get(call.to) ?? { answer: 'answer' }
+      if (callee.answer !== 'answer') {
+        call.alive = false
+        const cause = { busy: 'user_busy', 'no-answer': 'timeout', rejected: 'call_rejected' }[callee.answer]
+        await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'callee' })
+        return
+      }
+      await event(call, 'call.answered')
+      if (body.stream_url !== undefined) openStream(call, body)
+      if (callee.talkMs !== undefined) {
+        await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
+        await hangup(call)
+      }
+    })
+  }
+
+  const json = (res: http.ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  }
+  const error = (res: http.ServerResponse, status: number, code: string, detail: string) => json(res, status, { errors: [{ code, title: detail, detail }] })
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://standin')
+      const body = chunks.length === 0 ? {} : JSON.parse(Buffer.concat(chunks).toString())
+      if (req.headers.authorization !== `Bearer ${apiKey}`) return error(res, 401, '10009', 'Authentication failed')
+      const q = (name: string) => url.searchParams.get(name) ?? undefined
+      const path = url.pathname
+      if (req.method === 'GET' && path === '/v2/available_phone_numbers') {
+        const found = [...offered.values()].filter((n) => (q('filter[national_destination_code]') === undefined || n.phone_number.slice(2, 5) === q('filter[national_destination_code]')) &&
+          (q('filter[phone_number][contains]') === undefined || n.phone_number.includes(q('filter[phone_number][contains]')!)))
+        return json(res, 200, {
+          data: found.slice(0, Number(q('filter[limit]') ?? 20)).map((n) => ({
+            record_type: 'available_phone_number', phone_number: n.phone_number, region_information: [{ region_type: 'rate_center', region_name: n.rate_center }, { region_type: 'state', region_name: n.state }]
+          }))
+        })
+      }
+      if (req.method === 'POST' && path === '/v2/number_orders') {
+        const wanted: string = body.phone_numbers?.[0]?.phone_number
+        if (!offered.has(wanted)) return error(res, 422, '85001', `${wanted} is not available`)
+        offered.delete(wanted)
+        const id = String(BigInt(Date.now()) * 1000n + BigInt(owned.size))
+        owned.set(id, { id, phone_number: wanted, connection_id: body.connection_id ?? null })
+        return json(res, 200, { data: { id: randomUUID(), status: 'success', connection_id: body.connection_id, phone_numbers: [{ id: randomUUID(), phone_number: wanted, status: 'success' }] } })
+      }
+      if (req.method === 'GET' && path === '/v2/phone_numbers') {
+        const digits = q('filter[phone_number]') ?? ''
+        return json(res, 200, { data: [...owned.values()].filter((n) => n.phone_number.replace(/\D/g, '').includes(digits)) })
+      }
+      const number = /^\/v2\/phone_numbers\/([^/]+)$/.exec(path)
+      if (number !== null) {
+        const held = owned.get(decodeURIComponent(number[1]))
+        if (held === undefined) return error(res, 404, '10005', 'Resource not found')
+        if (req.method === 'PATCH') {
+          if ('connection_id' in body) held.connection_id = body.connection_id
+          return json(res, 200, { data: held })
+        }
+        if (req.method === 'DELETE') {
+          owned.delete(held.id)
+          return json(res, 200, { data: { ...held, status: 'deleted' } })
+        }
+      }
+      if (req.method === 'POST' && path === '/v2/calls') {
+        if (body.connection_id !== connectionId) return error(res, 422, '90015', 'invalid connection_id')
+        const call: StandinCall = { callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? webhookUrl, alive: true, streams: [], commands: [{ command: 'dial', body }] }
+        ring(call, body)
+        return json(res, 200, { data: { call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), is_alive: false, record_type: 'call' } })
+      }
+      const action = /^\/v2\/calls\/([^/]+)\/actions\/([a-z_]+)$/.exec(path)
+      if (req.method === 'POST' && action !== null) {
+        const call = calls.get(decodeURIComponent(action[1]))
+        if (call === undefined) return error(res, 404, '90015', 'call not found')
+        if (!call.alive) return error(res, 422, '90018', 'Call has already ended')
+        const command = action[2]
+        call.commands.push({ command, body })
+        if (command === 'answer') {
+          if (body.client_state !== undefined) call.clientState = body.client_state
+          later(async () => await event(call, 'call.answered'))
+        } else if (command === 'streaming_start') {
+          later(async () => { openStream(call, body) })
+        } else if (command === 'streaming_stop') {
+          for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
+        } else if (command === 'hangup') {
+          later(async () => await hangup(call))
+        } else if (command === 'reject') {
+          call.alive = false
+          later(async () => await event(call, 'call.hangup', { hangup_cause: 'call_rejected' }))
+        } else if (command === 'transfer') {
+          ring({ callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.target_leg_client_state, webhookUrl, alive: true, streams: [], commands: [{ command: 'transfer', body }] }, {})
+        }
+        return json(res, 200, { data: { result: 'ok' } })
+      }
+      return error(res, 404, '10005', `no route ${req.method} ${path}`)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    for (const call of calls.values()) for (const stream of call.streams) stream.socket.terminate()
+    await Promise.allSettled([...pending])
+    await new Promise((resolve) => server.close(resolve))
+  })
+  const address = server.address() as { port: number }
+  const jwk = publicKey.export({ format: 'jwk' })
+
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    apiKey,
+    connectionId,
+    publicKey: Buffer.from(jwk.x!, 'base64url').toString('base64'),
+    route (publicOrigin, localOrigin) {
+      routes.set(new URL(publicOrigin).origin, localOrigin)
+      webhookUrl = `${publicOrigin}/telephony/telnyx/webhook`
+    },
+    get webhookUrl () { return webhookUrl },
+    offer (numbers) { for (const n of numbers) offered.set(n.phone_number, n) },
+    owned,
+    calls,
+    callees,
+    post,
+    async dialIn (from, to) {
+      const call: StandinCall = { callControlId: ccid(), direction: 'incoming', from, to, clientState: undefined, webhookUrl, alive: true, streams: [], commands: [] }
+      calls.set(call.callControlId, call)
+      const { status } = await event(call, 'call.initiated')
+      return { call, status }
+    },
+    async stream (call, n = 0) {
+      const stream = await poll(() => call.streams[n], (s) => s !== undefined, { message: () => `stream ${n} of the call never opened` })
+      if (stream.socket.readyState === WebSocket.CONNECTING) await new Promise((resolve) => stream.socket.once('open', resolve))
+      return stream
+    },
+    hangup
+  }
+}
