@@ -65,6 +65,12 @@ export async function findNumberAnywhere (db: DB, phoneNumber: string) {
   return row === undefined ? undefined : opened(row)
 }
 
+/** The SIP number whose Twilio SIP Domain took a call (the voice webhook's SipDomainSid). */
+export async function findNumberBySipDomain (db: DB, domainSid: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}
+
 /** The auth token kept with the numbers imported from a Twilio account, for checking that account's webhooks. */
 export async function findTwilioAuthToken (db: DB, accountSid: string): Promise<string | undefined> {
   const row = await db.selectFrom('phone_numbers').select('carrier_auth_token')
