@@ -210,7 +210,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
         sip_trunk_auth_password: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         ...Assignment
       }),
-      response: { 200: PhoneNumber, 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409) }
+      response: { 200: PhoneNumber, 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
     const { termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password } = request.body
