@@ -1,5 +1,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
+import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
+import { repointNumbers } from '../../src/modules/phone-numbers/numbers.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
@@ -237,4 +239,14 @@ t.test('an installation without Twilio (the sandbox) keeps SIP settings only: th
   t.equal(res.statusCode, 409)
   t.equal(res.json().code, 'sip_not_connected')
   t.equal((await ctx.db.selectFrom('calls').selectAll().execute()).length, 0, 'no call, simulated or not')
+})
+
+t.test('after PUBLIC_BASE_URL changed, repointing points each SIP Domain at the new address (the CLI\'s numbers repoint)', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  t.equal((await connect(ctx, account, {})).statusCode, 201)
+  const moved = createCarriers(ctx.db, { ...ctx.config, publicBaseUrl: 'https://moved.example.test' })
+  t.same(await repointNumbers(ctx.db, moved), { repointed: [SIP_NUMBER], failed: [] })
+  t.match(ctx.twilio.sip.domains[0], { voice_url: 'https://moved.example.test/telephony/twilio/voice', voice_status_callback_url: 'https://moved.example.test/telephony/twilio/status' })
+  t.equal(ctx.twilio.sip.lists.length, 1, 'the credentials stay as they are')
 })

@@ -227,7 +227,7 @@ function carrierOf (carriers: Carriers, row: Pick<PhoneNumberRow, 'carrier' | 'c
 export interface Repointed { repointed: string[], failed: Array<{ phone_number: string, message: string }> }
 
 /**
- * Points the voice URL and status callback of every Twilio number (of one account, or of the installation) at
+ * Points the voice URL and status callback of every Twilio number and SIP Domain (of one account, or of the installation) at
  * this server's PUBLIC_BASE_URL again, after it changed. Each number is updated at its own account; a number
  * that fails is reported and the others go on.
  */
@@ -237,7 +237,12 @@ export async function repointNumbers (db: DB, carriers: Carriers, userId?: strin
   const done: Repointed = { repointed: [], failed: [] }
   for (const row of rows) {
     try {
-      await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
+      // A SIP number's calls come through its SIP Domain: the domain is pointed here again.
+      const domain = sipDomainOf(row)
+      const sip = carriers.sip
+      if (domain !== undefined && (sip === undefined || sip.accountId !== row.carrier_account_id)) throw new HttpError(502, 'carrier_error', `its SIP Domain is in Twilio account ${row.carrier_account_id ?? '?'}, not this installation's`)
+      if (domain !== undefined) await atCarrier(() => sip!.repoint(domain.domainSid, carriers.webhooks))
+      else await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
       done.repointed.push(row.phone_number)
     } catch (err) {
       if (!(err instanceof HttpError)) throw err

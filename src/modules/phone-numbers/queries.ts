@@ -127,7 +127,7 @@ export async function deletePhoneNumber (db: DB, userId: string, id: string): Pr
 /** The Twilio numbers held at a carrier account (of one account here, or all), oldest first. */
 export async function twilioNumbers (db: DB, userId?: string) {
   return (await db.selectFrom('phone_numbers').selectAll()
-    .where('carrier', '=', 'twilio').where('carrier_number_id', 'is not', null)
+    .where((eb) => eb.or([eb.and([eb('carrier', '=', 'twilio'), eb('carrier_number_id', 'is not', null)]), eb('sip_domain_sid', 'is not', null)]))
     .$if(userId !== undefined, (q) => q.where('user_id', '=', userId!))
     .orderBy('created_at').orderBy('id').execute()).map(opened)
 }

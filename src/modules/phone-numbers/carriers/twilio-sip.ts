@@ -34,6 +34,8 @@ export interface TwilioSip {
   readonly accountId: string
   /** Makes the number's domain (or, given `existing`, points it here again and replaces its credentials). */
   connect: (numberId: string, credentials: SipCredentials, hooks: NumberWebhooks, existing?: SipDomain) => Promise<SipDomain>
+  /** Points the domain's voice URL and status callback at `hooks` (PUBLIC_BASE_URL changed). */
+  repoint: (domainSid: string, hooks: NumberWebhooks) => Promise<void>
   /** Deletes the domain and its credential list; what Twilio no longer knows counts as deleted. */
   disconnect: (domain: Pick<SipDomain, 'domainSid' | 'credentialListSid'>) => Promise<void>
 }
@@ -87,6 +89,9 @@ export function createTwilioSip (accountId: string, request: TwilioRequest): Twi
         await request('DELETE', `/SIP/Domains/${domain.sid}.json`).catch(() => undefined)
         throw err
       }
+    },
+    async repoint (domainSid, hooks) {
+      await created(`/SIP/Domains/${encodeURIComponent(domainSid)}.json`, voiceFields(hooks))
     },
     disconnect
   }
