@@ -274,7 +274,7 @@ export interface SipConnectInput extends AssignmentInput {
 /** The Twilio SIP Domain of a SIP number, if it has one. */
 function sipDomainOf (row: Pick<PhoneNumberRow, 'carrier' | 'sip_domain_sid' | 'sip_credential_list_sid'>): SipDomain | undefined {
   if (row.carrier !== 'sip' || row.sip_domain_sid === null || row.sip_credential_list_sid === null) return undefined
-  return { domainSid: row.sip_domain_sid, domainName: '', credentialListSid: row.sip_credential_list_sid }
+  return { domainSid: row.sip_domain_sid, credentialListSid: row.sip_credential_list_sid }
 }
 
 /**

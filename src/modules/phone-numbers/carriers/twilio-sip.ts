@@ -12,8 +12,8 @@ import type { TwilioRequest } from './twilio.ts'
 // Elastic SIP Trunking is not this route: a trunk's calls go to its Origination URIs (SIP), never to a webhook that
 // answers TwiML (https://www.twilio.com/docs/sip-trunking, "Origination settings"), so no media stream could reach us.
 
-/** What Twilio keeps for one SIP number. */
-export interface SipDomain { domainSid: string, domainName: string, credentialListSid: string }
+/** What Twilio keeps for one SIP number: its domain and the credential list mapped to it. */
+export interface SipDomain { domainSid: string, credentialListSid: string }
 
 export interface SipCredentials { username: string, password: string }
 
@@ -37,10 +37,10 @@ export interface TwilioSip {
   /** Points the domain's voice URL and status callback at `hooks` (PUBLIC_BASE_URL changed). */
   repoint: (domainSid: string, hooks: NumberWebhooks) => Promise<void>
   /** Deletes the domain and its credential list; what Twilio no longer knows counts as deleted. */
-  disconnect: (domain: Pick<SipDomain, 'domainSid' | 'credentialListSid'>) => Promise<void>
+  disconnect: (domain: SipDomain) => Promise<void>
 }
 
-interface Created { sid?: string, domain_name?: string }
+interface Created { sid?: string }
 
 export function createTwilioSip (accountId: string, request: TwilioRequest): TwilioSip {
   const created = async (path: string, form: Record<string, string>): Promise<Created & { sid: string }> => {
@@ -65,7 +65,7 @@ export function createTwilioSip (accountId: string, request: TwilioRequest): Twi
     return list.sid
   }
 
-  async function disconnect (domain: Pick<SipDomain, 'domainSid' | 'credentialListSid'>): Promise<void> {
+  async function disconnect (domain: SipDomain): Promise<void> {
     await request('DELETE', `/SIP/Domains/${encodeURIComponent(domain.domainSid)}.json`)
     await request('DELETE', `/SIP/CredentialLists/${encodeURIComponent(domain.credentialListSid)}.json`)
   }
@@ -79,12 +79,12 @@ export function createTwilioSip (accountId: string, request: TwilioRequest): Twi
         const credentialListSid = await credentialList(numberId, existing.domainSid, credentials)
         await request('DELETE', `/SIP/Domains/${existing.domainSid}/Auth/Calls/CredentialListMappings/${existing.credentialListSid}.json`)
         await request('DELETE', `/SIP/CredentialLists/${existing.credentialListSid}.json`)
-        return { ...existing, credentialListSid }
+        return { domainSid: existing.domainSid, credentialListSid }
       }
       const domain = await created('/SIP/Domains.json', { DomainName: sipDomainName(numberId), FriendlyName: `switchboard ${numberId}`, ...voiceFields(hooks) })
       try {
         const credentialListSid = await credentialList(numberId, domain.sid, credentials)
-        return { domainSid: domain.sid, domainName: domain.domain_name ?? sipDomainName(numberId), credentialListSid }
+        return { domainSid: domain.sid, credentialListSid }
       } catch (err) {
         await request('DELETE', `/SIP/Domains/${domain.sid}.json`).catch(() => undefined)
         throw err
