@@ -162,6 +162,9 @@ export interface PhoneNumbersTable {
   sip_termination_uri: string | null
   sip_username: string | null
   sip_password: string | null
+  /** The Twilio SIP Domain taking the PBX's calls to a SIP number, and its credential list (migrations/0039). */
+  sip_domain_sid: string | null
+  sip_credential_list_sid: string | null
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused', 'range_not_satisfiable', 'rate_limited', 'too_many_concurrent_uploads', 'too_many_concurrent_exports',
   'too_many_concurrent_downloads', 'too_many_pending_streams',
   'missing_widget_key', 'invalid_widget_key', 'widget_disabled', 'widget_origins_required', 'widget_rate_limited',
+  'sip_credentials_required', 'sip_not_connected',
   'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy', 'downloads_busy', 'streams_busy',
   'integration_not_configured', 'auth_method_not_offered', 'integration_rejected', 'integration_unavailable'
 ] as const

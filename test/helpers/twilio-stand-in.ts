@@ -2,7 +2,8 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
 import { type SentMessage, TwilioMessaging } from './twilio-messaging.ts'
-import { API_VERSION, errorBody, type IncomingNumber, sid, TwilioVoice, type VoiceStandIn } from './twilio-voice.ts'
+import { API_VERSION, errorBody, type IncomingNumber, sid, type SipCredentials, TwilioVoice, type VoiceStandIn } from './twilio-voice.ts'
+import { type SipInvite, TwilioSipStandIn } from './twilio-sip.ts'
 
 export { sid, twilioSignature } from './twilio-voice.ts'
 export type { SentMessage } from './twilio-messaging.ts'
@@ -37,6 +38,12 @@ export interface TwilioStandIn extends VoiceStandIn {
   landlines: Set<string>
   /** Runs while a purchase is answered, before the answer is sent. */
   onPurchase: ((phoneNumber: string) => Promise<void>) | undefined
+  // SIP (twilio-sip.ts): domains, credential lists, a PBX's INVITEs, and SIP endpoints Twilio calls.
+  sip: TwilioSipStandIn
+  /** A PBX's call to a SIP Domain (`to`: sip:user@<domain>), answering Twilio's challenge with `credentials`. */
+  sipInvite: (to: string, from: string, credentials?: SipCredentials) => Promise<SipInvite>
+  /** A SIP endpoint (host[:port] of its URIs) that answers Twilio's INVITEs only with these credentials. */
+  sipEndpoint: (host: string, credentials: SipCredentials) => void
 }
 
 /** IncomingPhoneNumbers form fields and the resource fields they set. */
@@ -75,6 +82,7 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
   })
   const voice = new TwilioVoice({ token: (accountSid) => tokens.get(accountSid), numbers: () => [...owned.values()].flat() })
   const messaging = new TwilioMessaging(() => [...owned.values()].flat())
+  const sip = new TwilioSipStandIn(voice)
   const page = (uri: string, key: string, items: unknown[], pageSize: number) => ({
     [key]: items, end: Math.max(items.length - 1, 0), first_page_uri: uri, next_page_uri: null, page: 0, page_size: pageSize, previous_page_uri: null, start: 0, uri
   })
@@ -107,6 +115,9 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
     enableWhatsApp: (accountSid, phoneNumber) => messaging.enableWhatsApp(accountSid, phoneNumber),
     landlines: messaging.landlines,
     onPurchase: undefined,
+    sip,
+    sipInvite: (to, from, credentials) => sip.invite(to, from, credentials),
+    sipEndpoint: (host, credentials) => { voice.sipEndpoints.set(host, credentials) },
     close: () => new Promise<void>((resolve) => {
       voice.close()
       server.closeAllConnections()
@@ -177,6 +188,11 @@ export async function createTwilioStandIn (): Promise<TwilioStandIn & { close: (
         if (calls !== undefined) {
           if (calls.afterAnswer !== undefined) res.once('finish', calls.afterAnswer)
           return json(res, calls.status, calls.body)
+        }
+        const sipAnswer = sip.rest(req.method ?? '', accountSid, rest, form)
+        if (sipAnswer !== undefined) {
+          if (sipAnswer.status === 204) return res.writeHead(204).end()
+          return json(res, sipAnswer.status, sipAnswer.body)
         }
         const message = messaging.rest(req.method ?? '', accountSid, rest, form)
         if (message !== undefined) return json(res, message.status, message.body)

@@ -83,7 +83,19 @@ export interface DialRecord {
   status: 'completed' | 'busy' | 'no-answer' | 'failed' | undefined
   /** DialCallDuration in seconds, when answered. */
   duration: number | undefined
+  /** <Dial><Sip username password>: the credentials given to the SIP endpoint. */
+  sipAuth?: SipCredentials
 }
+
+// --- SIP (issue 31, sip helper): SIP endpoints that challenge Twilio's INVITEs, and calls a PBX sends to a SIP Domain.
+/** Digest credentials. */
+export interface SipCredentials { username: string, password: string }
+/** The host part of a SIP URI (sip:+15550100@pbx.example.com:5060;transport=tcp → pbx.example.com:5060). */
+export const sipHost = (uri: string) => /^sips?:(?:[^@]*@)?([^;?]+)/i.exec(uri)?.[1] ?? ''
+/** A SIP call out is answered only with the credentials its endpoint wants (407 otherwise: the call fails). */
+const sipRefuses = (required: SipCredentials | undefined, given: SipCredentials | undefined) =>
+  required !== undefined && (given?.username !== required.username || given.password !== required.password)
+// --- end SIP
 
 /** A message from the server on a media stream, parsed, with `at` (performance.now() of arrival). */
 export type StreamMessage = { event: string, [key: string]: any } & { at: number }
@@ -133,6 +145,8 @@ export interface LiveCall {
   duration: number | undefined
   /** Seconds an outbound call rings before it is not answered (Timeout; Twilio's default 60). */
   timeout: number
+  /** SipAuthUsername and SipAuthPassword of a call to a SIP URI. */
+  sipAuth?: SipCredentials
   /** TwiML documents executed, in order. */
   twiml: string[]
   /** Verbs executed, in order (<Say> and the like only recorded). */
@@ -418,6 +432,7 @@ class Call implements LiveCall {
   endedAt: number | undefined
   duration: number | undefined
   readonly timeout: number
+  sipAuth: SipCredentials | undefined
   readonly twiml: string[] = []
   readonly verbs: TwimlNode[] = []
   readonly dials: DialRecord[] = []
@@ -561,12 +576,14 @@ class Call implements LiveCall {
   async #dial (verb: TwimlNode, signal: AbortSignal) {
     const room = verb.children.find((n) => n.name === 'Conference')
     if (room !== undefined) return await this.#conference(verb, room, signal)
-    const number = (verb.children.find((n) => n.name === 'Number')?.text ?? verb.text).trim()
+    const sip = verb.children.find((n) => n.name === 'Sip')
+    const number = ((sip ?? verb.children.find((n) => n.name === 'Number'))?.text ?? verb.text).trim()
     if (number === '') throw new Error('<Dial> without a number')
     const { action, method = 'POST', callerId, timeout = '30' } = verb.attributes
     const dial: DialRecord = { number, callerId, timeout: Number(timeout), action, method, dialCallSid: sid('CA'), status: undefined, duration: undefined }
+    if (sip?.attributes.username !== undefined) dial.sipAuth = { username: sip.attributes.username, password: sip.attributes.password ?? '' }
     this.dials.push(dial)
-    const callee = this.#voice.calleeOf(number)
+    const callee = sip !== undefined && sipRefuses(this.#voice.sipEndpoints.get(sipHost(number)), dial.sipAuth) ? { answer: 'failed' as const } : this.#voice.calleeOf(number)
     if (callee.answer === 'answer') {
       await this.#voice.sleep(callee.ringMs ?? this.#voice.delays.ringMs)
       const talkMs = callee.talkMs ?? this.#voice.delays.talkMs
@@ -679,6 +696,8 @@ export class TwilioVoice implements VoiceStandIn {
   readonly #directory: Directory
   readonly #routes = new Map<string, URL>()
   readonly #callees = new Map<string, Callee>()
+  /** SIP endpoints (by host[:port]) and the credentials they challenge Twilio for. */
+  readonly sipEndpoints = new Map<string, SipCredentials>()
   readonly #timers = new Set<NodeJS.Timeout>()
   readonly #agent = new http.Agent({ keepAlive: true })
   #closed = false
@@ -836,19 +855,22 @@ export class TwilioVoice implements VoiceStandIn {
     const number = this.#directory.numbers().find((n) => n.phone_number === to)
     if (number === undefined) throw new Error(`no account holds ${to}`)
     if (!number.voice_url) throw new Error(`${to} has no VoiceUrl`)
-    const signing = options.signature ?? 'valid'
+    const params: Array<[string, string]> = [['CalledCountry', countryOf(to)], ['CallerCountry', countryOf(from)], ['FromCountry', countryOf(from)], ['ToCountry', countryOf(to)]]
+    return await this.inbound(number.account_sid, from, to, { url: number.voice_url, method: number.voice_method, statusCallback: number.status_callback }, [...params, ...Object.entries(options.params ?? {})], options.signature)
+  }
+
+  /** A call arriving at an account (a number's, or a SIP Domain's): its voice URL is posted and the TwiML followed. */
+  async inbound (accountSid: string, from: string, to: string, hook: { url: string, method: string, statusCallback: string | null }, extra: Array<[string, string]>, signing: Signing = 'valid') {
     const call = new Call(this, {
-      accountSid: number.account_sid,
+      accountSid,
       direction: 'inbound',
       from,
       to,
       status: 'ringing',
-      callback: number.status_callback ? { url: number.status_callback, method: number.status_callback_method, events: new Set(['completed']) } : undefined
+      callback: hook.statusCallback ? { url: hook.statusCallback, method: 'POST', events: new Set(['completed']) } : undefined
     })
     if (signing === 'valid') this.calls.push(call)
-    const params: Array<[string, string]> = [...call.params('ringing'), ['CalledCountry', countryOf(to)], ['CallerCountry', countryOf(from)],
-      ['FromCountry', countryOf(from)], ['ToCountry', countryOf(to)], ...Object.entries(options.params ?? {})]
-    const webhook = await this.send('voice', call, number.voice_method, number.voice_url, params, signing)
+    const webhook = await this.send('voice', call, hook.method, hook.url, [...call.params('ringing'), ...extra], signing)
     if (signing !== 'valid') call.forget()
     else call.start(async () => webhook)
     return { call: call as LiveCall, webhook }
@@ -893,8 +915,13 @@ export class TwilioVoice implements VoiceStandIn {
     const from = form.get('From') ?? ''
     const twiml = form.get('Twiml')
     const url = form.get('Url')
-    if (!E164.test(to)) return fail(400, 21211, `Invalid 'To' Phone Number: ${to}`)
-    if (!this.#directory.numbers().some((n) => n.account_sid === accountSid && n.phone_number === from)) {
+    // A SIP URI in To: From is only the user of the INVITE's From header (https://www.twilio.com/docs/voice/api/sip-making-calls).
+    const toSip = /^sip:[^@\s]+@[^\s]+$/i.test(to)
+    const sipUser = form.get('SipAuthUsername')
+    const sipPassword = form.get('SipAuthPassword')
+    if (sipUser !== null && sipPassword === null) return fail(400, 21225, 'SipAuthPassword is required when providing SipAuthUsername')
+    if (!toSip && !E164.test(to)) return fail(400, 21211, `Invalid 'To' Phone Number: ${to}`)
+    if (!toSip && !this.#directory.numbers().some((n) => n.account_sid === accountSid && n.phone_number === from)) {
       return fail(400, 21210, `The source phone number provided, ${from}, is not yet verified for your account. You may only make calls from phone numbers that you've verified or purchased from Twilio.`)
     }
     if (twiml === null && url === null) return fail(400, 21205, 'Url parameter is required.')
@@ -912,6 +939,7 @@ export class TwilioVoice implements VoiceStandIn {
       // Twilio takes at most 600 seconds.
       timeout: timeout === null ? undefined : Math.min(600, Number(timeout))
     })
+    if (sipUser !== null) call.sipAuth = { username: sipUser, password: sipPassword! }
     this.calls.push(call)
     const source = twiml ?? ((signal: AbortSignal) => this.send('url', call, form.get('Method') ?? 'POST', url!, call.params('in-progress'), 'valid', signal))
     return { status: 201, body: call.resource(), afterAnswer: () => { void this.#place(call, source) } }
@@ -920,7 +948,7 @@ export class TwilioVoice implements VoiceStandIn {
   /** The callee's phone decides: it answers (the TwiML runs), or the call ends busy, no-answer or failed. */
   async #place (call: Call, source: string | ((signal: AbortSignal) => Promise<Webhook>)) {
     call.progress('initiated', 'initiated')
-    const callee = this.calleeOf(call.to)
+    const callee: Callee = call.to.startsWith('sip:') && sipRefuses(this.sipEndpoints.get(sipHost(call.to)), call.sipAuth) ? { answer: 'failed' } : this.calleeOf(call.to)
     if (callee.answer === 'busy' || callee.answer === 'failed') {
       await this.sleep(callee.afterMs ?? this.delays.ringMs)
       if (!call.final) void call.complete(callee.answer)

@@ -223,7 +223,7 @@ t.test('connect-to-sip: connects a number or brings a new one; the password stay
   t.equal((await findPhoneNumber(db, bought.user_id, bought._id))!.sip_password, 'sip-secret-1', 'and read back as it was given')
 
   const reconnected = await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers, payload: { phone_number: '+15125550100', termination_uri: '203.0.113.7' } })
-  t.same(reconnected.json().sip_trunk, { termination_uri: '203.0.113.7', auth_username: null, auth_password_set: false }, 'the trunk settings are replaced whole')
+  t.same(reconnected.json().sip_trunk, { termination_uri: '203.0.113.7', auth_username: null, auth_password_set: false, sip_domain: null }, 'the trunk settings are replaced whole')
 
   const brought = await app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers, payload: { phone_number: '+4930901820', termination_uri: 'sips:pbx.example.de', outbound_agent_id: AGENT_B } })
   t.equal(brought.statusCode, 201)

@@ -164,7 +164,7 @@ const VOICE_DEADLINE_GRACE_SECONDS = 30
 
 /**
  * The call is a conversation simulated through the voice core: every call of the simulator, and phone calls
- * of the voice runtime without a carrier (numbers of the sandbox or a SIP trunk).
+ * of the voice runtime without a carrier (numbers of the sandbox; a SIP trunk number's calls are Twilio's, or none).
  */
 function isSimulated (call: Pick<CallRow, 'runtime' | 'call_type' | 'carrier'>): boolean {
   return call.runtime === 'simulator' || (call.runtime === 'voice' && call.call_type === 'phone' && call.carrier === null)

@@ -2,6 +2,7 @@ import type { Selectable, Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { CallRow, Database, PhoneNumbersTable } from '../../db/schema.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import { conflict } from '../../http/errors.ts'
 import { getSubscription } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
@@ -29,8 +30,11 @@ export interface PhoneCallRequest {
  * Starts an outbound phone call of the agent from one of the account's numbers, in the caller's transaction: with
  * the configured runtime, through the number's carrier (CALL_RUNTIME=voice places a Twilio number's call at Twilio).
  */
-export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'outbound_agent_id' | 'outbound_agent_version'>,
+export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'outbound_agent_id' | 'outbound_agent_version' | 'sip_domain_sid'>,
   request: PhoneCallRequest): Promise<CallRow> {
+  // A SIP number's calls are carried by Twilio once connect-to-sip gave it a SIP Domain (docs/sip.md); never simulated.
+  const sipProblem = sipNotConnected(number)
+  if (sipProblem !== undefined) throw conflict(sipProblem, 'sip_not_connected')
   const pinned = number.outbound_agent_id === agent.id ? number.outbound_agent_version ?? undefined : undefined
   return await startCall(trx, jobs, agent, {
     agent_version: request.agent_version ?? pinned,
@@ -42,8 +46,15 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
     dynamic_context: request.dynamic_context,
     runtime: jobs.config.callRuntime,
     ring_timeout_seconds: request.ring_timeout_seconds,
-    ...((number.carrier === 'twilio' || number.carrier === 'telnyx') && { carrier: number.carrier })
+    // A SIP trunk's number is carried by the installation's Twilio account (docs/sip.md).
+    ...(number.carrier === 'telnyx' ? { carrier: 'telnyx' as const } : (number.carrier === 'twilio' || number.carrier === 'sip') && { carrier: 'twilio' as const })
   })
+}
+
+/** Why a SIP number places no call: the installation carries no SIP calls (no Twilio account, or the sandbox). */
+function sipNotConnected (number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'sip_domain_sid'>): string | undefined {
+  if (number.carrier !== 'sip' || number.sip_domain_sid !== null) return undefined
+  return 'the number is connected to a SIP trunk that this installation does not carry (it has no Twilio account of its own, or runs PHONE_CARRIER=sandbox): set one up, then connect the number again with PATCH /v1/phone-number/connect-to-sip (docs/sip.md)'
 }
 
 type Settled = { status: 'cancelled' | 'failed', reason: string }
@@ -97,6 +108,7 @@ async function placeable (trx: Trx, callback: CallbackRow, noCredits: boolean) {
   if (agent.status !== 'active') return not('cancelled', 'agent_inactive')
   const number = await findPhoneNumberByE164(trx, callback.user_id, first.call_from ?? '')
   if (number === undefined) return not('failed', 'number_gone')
+  if (sipNotConnected(number) !== undefined) return not('failed', 'sip_not_connected')
   if (noCredits) return not('failed', 'no_credits')
   return { first, agent, number }
 }

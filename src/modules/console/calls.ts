@@ -186,6 +186,7 @@ const CALLBACK_REASONS: Record<string, string> = {
   callbacks_disabled: 'callbacks were turned off',
   max_attempts_lowered: 'fewer callbacks are allowed now',
   number_gone: 'the calling number is no longer the account\'s',
+  sip_not_connected: 'the calling number\'s SIP trunk is not carried here',
   no_credits: 'no credits left'
 }
 

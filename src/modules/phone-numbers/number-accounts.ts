@@ -8,9 +8,15 @@ import { findPhoneNumberByE164 } from './queries.ts'
 // Which Twilio account a number's calls and messages go through: the installation's own (TWILIO_*), or the account
 // its number was imported from with its credentials. Telephony (calls) and messaging (SMS, WhatsApp) share it.
 
-/** The account a Twilio number's calls and messages go through. */
+/**
+ * The account a Twilio number's calls and messages go through; for a SIP number connected through Twilio (its SIP
+ * Domain, docs/sip.md), the installation's account that holds the domain: its calls only (it sends no messages).
+ */
 export function numberAccount (config: Pick<Config, 'twilio'>, number: Selectable<PhoneNumbersTable>): TwilioAccount | undefined {
   const { apiUrl, accountSid, authToken } = config.twilio
+  if (number.carrier === 'sip') {
+    return number.sip_domain_sid !== null && number.carrier_account_id === accountSid && authToken !== undefined ? { apiUrl, accountSid, authToken } : undefined
+  }
   if (number.carrier !== 'twilio' || number.carrier_account_id === null) return undefined
   if (number.carrier_auth_token !== null) return { apiUrl, accountSid: number.carrier_account_id, authToken: number.carrier_auth_token }
   if (number.carrier_account_id === accountSid && authToken !== undefined) return { apiUrl, accountSid, authToken }
@@ -21,4 +27,11 @@ export function numberAccount (config: Pick<Config, 'twilio'>, number: Selectabl
 export async function callNumber (db: DB, call: Pick<CallRow, 'user_id' | 'direction' | 'call_from' | 'call_to'>) {
   const ours = call.direction === 'inbound' ? call.call_to : call.call_from
   return ours === null ? undefined : await findPhoneNumberByE164(db, call.user_id, ours)
+}
+
+/** A number whose calls go through a SIP trunk: where the agent's calls go (its termination URI), and with which credentials. */
+export function sipTrunkOf (number: Selectable<PhoneNumbersTable>): { terminationUri: string, auth: { username: string, password: string } | undefined } | undefined {
+  if (number.carrier !== 'sip' || number.sip_domain_sid === null || number.sip_termination_uri === null) return undefined
+  const { sip_username: username, sip_password: password } = number
+  return { terminationUri: number.sip_termination_uri, auth: username === null || password === null ? undefined : { username, password } }
 }

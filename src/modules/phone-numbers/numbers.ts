@@ -9,8 +9,9 @@ import { agentExists } from '../agents/queries.ts'
 import { versionExists } from '../agents/versions.ts'
 import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
+import { sipCredentialProblem, type SipDomain } from './carriers/twilio-sip.ts'
 import {
-  deletePhoneNumber, findPhoneNumber, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
+  deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
 } from './queries.ts'
 
 // Searching, buying, importing, assigning and releasing numbers: what the API's routes and the console's pages
@@ -214,6 +215,10 @@ export async function releaseNumber (db: DB, carriers: Carriers, userId: string,
     const held = { carrierNumberId: row.carrier_number_id, phoneNumber: row.phone_number }
     await atCarrier(() => carrier.release(held))
   }
+  // A SIP number's domain goes with it, when it is in the installation's account still (else only Switchboard forgets it).
+  const domain = sipDomainOf(row)
+  const sip = carriers.sip
+  if (domain !== undefined && sip !== undefined && sip.accountId === row.carrier_account_id) await atCarrier(() => sip.disconnect(domain))
   await deletePhoneNumber(db, userId, row.id)
 }
 
@@ -226,7 +231,7 @@ function carrierOf (carriers: Carriers, row: Pick<PhoneNumberRow, 'carrier' | 'c
 export interface Repointed { repointed: string[], failed: Array<{ phone_number: string, message: string }> }
 
 /**
- * Points the voice URL and status callback of every Twilio number (of one account, or of the installation) at
+ * Points the voice URL and status callback of every Twilio number and SIP Domain (of one account, or of the installation) at
  * this server's PUBLIC_BASE_URL again, after it changed. Each number is updated at its own account; a number
  * that fails is reported and the others go on.
  */
@@ -236,7 +241,12 @@ export async function repointNumbers (db: DB, carriers: Carriers, userId?: strin
   const done: Repointed = { repointed: [], failed: [] }
   for (const row of rows) {
     try {
-      await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
+      // A SIP number's calls come through its SIP Domain: the domain is pointed here again.
+      const domain = sipDomainOf(row)
+      const sip = carriers.sip
+      if (domain !== undefined && (sip === undefined || sip.accountId !== row.carrier_account_id)) throw new HttpError(502, 'carrier_error', `its SIP Domain is in Twilio account ${row.carrier_account_id ?? '?'}, not this installation's`)
+      if (domain !== undefined) await atCarrier(() => sip!.repoint(domain.domainSid, carriers.webhooks))
+      else await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
       done.repointed.push(row.phone_number)
     } catch (err) {
       if (!(err instanceof HttpError)) throw err
@@ -256,4 +266,58 @@ export async function replaceCarrierToken (db: DB, carriers: Carriers, userId: s
   const carrier = carriers.get('twilio', { accountSid, authToken })
   await atCarrier(() => carrier.findOwned(first.phone_number), true)
   return await setCarrierToken(db, userId, accountSid, authToken)
+}
+
+export interface SipConnectInput extends AssignmentInput {
+  phone_number: string
+  termination_uri: string
+  sip_trunk_auth_username?: string
+  sip_trunk_auth_password?: string
+}
+
+/** The Twilio SIP Domain of a SIP number, if it has one. */
+function sipDomainOf (row: Pick<PhoneNumberRow, 'carrier' | 'sip_domain_sid' | 'sip_credential_list_sid'>): SipDomain | undefined {
+  if (row.carrier !== 'sip' || row.sip_domain_sid === null || row.sip_credential_list_sid === null) return undefined
+  return { domainSid: row.sip_domain_sid, credentialListSid: row.sip_credential_list_sid }
+}
+
+/**
+ * connect-to-sip: a number of the caller's account gets the trunk settings (200: `created` false); a number not on
+ * the installation is added as a SIP number (201). A SIP number's calls are carried by the installation's Twilio
+ * account (carriers.sip): its SIP Domain takes the PBX's calls with the trunk's credentials, and calls out go to the
+ * termination URI with them (docs/sip.md). Twilio is configured first: a trunk Twilio refuses stores nothing, and a
+ * domain made for a number that then cannot be stored is deleted again.
+ */
+export async function connectSip (db: DB, carriers: Carriers, userId: string, input: SipConnectInput) {
+  const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = input
+  const trunk = { sip_termination_uri: terminationUri, sip_username: username ?? null, sip_password: password ?? null }
+  const existing = await findPhoneNumberByE164(db, userId, phoneNumber)
+  await checkAssignment(db, userId, assignment, existing)
+  // Another account's number: as for any record of another account.
+  if (existing === undefined && await numberHolder(db, phoneNumber) !== undefined) throw notFound('phone number')
+  // A number bought or imported here keeps its carrier, which carries its calls: only its trunk settings are kept.
+  const sip = existing === undefined || existing.carrier === 'sip' ? carriers.sip : undefined
+  if (sip === undefined) {
+    if (existing !== undefined) return { created: false, row: await updatePhoneNumber(db, userId, existing.id, { ...trunk, ...assignmentColumns(assignment, existing) }) }
+    return { created: true, row: await insertPhoneNumber(db, { id: newId(), user_id: userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...trunk, ...assignmentColumns(assignment) }, notFound('phone number')) }
+  }
+  if (username === undefined || password === undefined) {
+    throw badRequest('give body.sip_trunk_auth_username and body.sip_trunk_auth_password: the PBX authenticates its calls to Twilio with them, and calls to the PBX carry them', 'sip_credentials_required')
+  }
+  const weak = sipCredentialProblem({ username, password })
+  if (weak !== undefined) throw badRequest(weak)
+  requireReachable(carriers, 'twilio')
+  const id = existing?.id ?? newId()
+  const stored = existing === undefined ? undefined : sipDomainOf(existing)
+  // A number whose domain is in another Twilio account (the installation's changed) gets a new one here.
+  const reuse = stored !== undefined && existing?.carrier_account_id === sip.accountId ? stored : undefined
+  const domain = await atCarrier(() => sip.connect(id, { username, password }, carriers.webhooks, reuse))
+  const columns = { ...trunk, carrier_account_id: sip.accountId, sip_domain_sid: domain.domainSid, sip_credential_list_sid: domain.credentialListSid }
+  if (existing !== undefined) return { created: false, row: await updatePhoneNumber(db, userId, existing.id, { ...columns, ...assignmentColumns(assignment, existing) }) }
+  try {
+    return { created: true, row: await insertPhoneNumber(db, { id, user_id: userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...columns, ...assignmentColumns(assignment) }, notFound('phone number')) }
+  } catch (err) {
+    await sip.disconnect(domain).catch(() => undefined)
+    throw err
+  }
 }

@@ -65,6 +65,12 @@ export async function findNumberAnywhere (db: DB, phoneNumber: string) {
   return row === undefined ? undefined : opened(row)
 }
 
+/** The SIP number whose Twilio SIP Domain took a call (the voice webhook's SipDomainSid). */
+export async function findNumberBySipDomain (db: DB, domainSid: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}
+
 /** The auth token kept with the numbers imported from a Twilio account, for checking that account's webhooks. */
 export async function findTwilioAuthToken (db: DB, accountSid: string): Promise<string | undefined> {
   const row = await db.selectFrom('phone_numbers').select('carrier_auth_token')
@@ -121,7 +127,7 @@ export async function deletePhoneNumber (db: DB, userId: string, id: string): Pr
 /** The Twilio numbers held at a carrier account (of one account here, or all), oldest first. */
 export async function twilioNumbers (db: DB, userId?: string) {
   return (await db.selectFrom('phone_numbers').selectAll()
-    .where('carrier', '=', 'twilio').where('carrier_number_id', 'is not', null)
+    .where((eb) => eb.or([eb.and([eb('carrier', '=', 'twilio'), eb('carrier_number_id', 'is not', null)]), eb('sip_domain_sid', 'is not', null)]))
     .$if(userId !== undefined, (q) => q.where('user_id', '=', userId!))
     .orderBy('created_at').orderBy('id').execute()).map(opened)
 }

@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Selectable } from 'kysely'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { newId } from '../../db/ids.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import { badRequest, notFound } from '../../http/errors.ts'
 import { AgentVersionNumber } from '../agents/schemas.ts'
@@ -10,8 +9,9 @@ import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdPa
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
 import type { Carriers } from './carriers/index.ts'
-import { assignmentColumns, assignNumber, buyNumber, checkAssignment, importNumber, releaseNumber, replaceCarrierToken, searchNumbers } from './numbers.ts'
-import { findPhoneNumber, findPhoneNumberByE164, insertPhoneNumber, listPhoneNumbers, numberHolder, updatePhoneNumber } from './queries.ts'
+import { sipDomainName } from './carriers/twilio-sip.ts'
+import { assignNumber, buyNumber, connectSip, importNumber, releaseNumber, replaceCarrierToken, searchNumbers } from './numbers.ts'
+import { findPhoneNumber, listPhoneNumbers } from './queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from './schemas.ts'
 
 export interface PhoneNumberOptions {
@@ -50,7 +50,8 @@ const PhoneNumber = Type.Object({
   sip_trunk: Type.Union([Type.Object({
     termination_uri: Type.String(),
     auth_username: Type.Union([Type.String(), Type.Null()]),
-    auth_password_set: Type.Boolean({ description: 'the password itself is never returned' })
+    auth_password_set: Type.Boolean({ description: 'the password itself is never returned' }),
+    sip_domain: Type.Union([Type.String(), Type.Null()], { description: 'where your PBX sends the number\'s calls: the Twilio SIP Domain carrying them (beyond the specification; docs/sip.md); null when the installation carries no SIP calls' })
   }), Type.Null()]),
   created_at: EpochMs,
   updated_at: EpochMs
@@ -96,7 +97,7 @@ function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
     user_id: row.user_id,
     sip_trunk: row.sip_termination_uri === null
       ? null
-      : { termination_uri: row.sip_termination_uri, auth_username: row.sip_username, auth_password_set: row.sip_password !== null },
+      : { termination_uri: row.sip_termination_uri, auth_username: row.sip_username, auth_password_set: row.sip_password !== null, sip_domain: row.sip_domain_sid === null ? null : sipDomainName(row.id) },
     created_at: row.created_at.getTime(),
     updated_at: row.updated_at.getTime()
   }
@@ -199,7 +200,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Connect a number to a SIP trunk',
-      description: 'Calls to and from the number go through your SIP trunk. A number of your account is connected (200); a number not yet on the installation is added as a SIP number (201). The trunk settings are replaced whole; the password is never returned.',
+      description: 'Calls to and from the number go through your SIP trunk. A number not yet on the installation is added as a SIP number (201); its calls are carried by this installation\'s Twilio account (docs/sip.md): a Twilio SIP Domain (`sip_trunk.sip_domain`) takes your PBX\'s calls to the number, authenticated with `sip_trunk_auth_username` and `sip_trunk_auth_password` (required then: 400 `sip_credentials_required`; Twilio takes passwords of 12 or more characters with a digit and mixed case), and the agent\'s calls go to `termination_uri` with them. A number of your account is connected (200): a SIP number is configured again; a number bought or imported here keeps its carrier and only keeps the settings. An installation without a Twilio account of its own (or PHONE_CARRIER=sandbox) keeps the settings only: such a number takes and places no calls (make-phone-call answers 409 `sip_not_connected`). The trunk settings are replaced whole; the password is never returned.',
       body: Type.Object({
         phone_number: E164,
         termination_uri: Type.String({
@@ -210,24 +211,14 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
         sip_trunk_auth_password: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         ...Assignment
       }),
-      response: { 200: PhoneNumber, 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409) }
+      response: { 200: PhoneNumber, 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
     }
   }, async (request, reply) => {
-    const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = request.body
+    const { termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password } = request.body
     if (!SIP_URI.test(terminationUri)) throw badRequest('body.termination_uri must be a SIP URI such as sip:trunk.example.com:5060')
     if (password !== undefined && username === undefined) throw badRequest('body.sip_trunk_auth_password needs body.sip_trunk_auth_username')
-    const trunk = { sip_termination_uri: terminationUri, sip_username: username ?? null, sip_password: password ?? null }
-    const existing = await findPhoneNumberByE164(db, request.userId, phoneNumber)
-    await checkAssignment(db, request.userId, assignment, existing)
-    if (existing !== undefined) {
-      return reply.code(200).send(phoneNumberView(await updatePhoneNumber(db, request.userId, existing.id, { ...trunk, ...assignmentColumns(assignment, existing) })))
-    }
-    // Another account's number: as for any record of another account.
-    if (await numberHolder(db, phoneNumber) !== undefined) throw notFound('phone number')
-    const row = await insertPhoneNumber(db, {
-      id: newId(), user_id: request.userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...trunk, ...assignmentColumns(assignment)
-    }, notFound('phone number'))
-    return reply.code(201).send(phoneNumberView(row))
+    const { created, row } = await connectSip(db, carriers, request.userId, request.body)
+    return reply.code(created ? 201 : 200).send(phoneNumberView(row))
   })
 
   app.get('/phone-number/:id', {

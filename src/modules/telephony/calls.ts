@@ -11,7 +11,7 @@ import { TELNYX_WEBHOOKS } from '../phone-numbers/carriers/telnyx.ts'
 import { twilioRequester, TWILIO_WEBHOOKS } from '../phone-numbers/carriers/twilio.ts'
 import { generateToken, hashToken } from '../users/keys.ts'
 import type { ForwardRequest } from '../voice/session.ts'
-import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
+import { callNumber, numberAccount, sipTrunkOf } from '../phone-numbers/number-accounts.ts'
 import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken, setWarmCallSid } from './queries.ts'
 import { callTelnyx } from './telnyx/commands.ts'
 import { twilioCalls } from './twilio-calls.ts'
@@ -59,6 +59,17 @@ export function connectTwiml (config: Pick<Config, 'publicBaseUrl'>, token: stri
 /** Where Twilio posts the end of an outbound call (its call id in the URL: the status may come before Twilio's answer is stored). */
 export const statusCallbackOf = (config: Pick<Config, 'publicBaseUrl'>, callId: string) => `${config.publicBaseUrl}${TELEPHONY_PATHS.status}?call_id=${callId}`
 
+/**
+ * The SIP URI of `user` (a phone number) at a trunk's termination URI: sip:trunk.example.com:5060;transport=tcp and
+ * +15550100 give sip:+15550100@trunk.example.com:5060;transport=tcp. Twilio dials sip: URIs only; a sips: trunk is
+ * reached over TLS (its transport parameter; https://www.twilio.com/docs/voice/api/sip-making-calls, "Transport").
+ */
+export function sipAddress (terminationUri: string, user: string): string {
+  const [, scheme = 'sip', rest] = /^(?:(sips?):)?(.*)$/i.exec(terminationUri)!
+  const tls = scheme.toLowerCase() === 'sips' && !/;transport=/i.test(rest) ? ';transport=tls' : ''
+  return `sip:${user}@${rest}${tls}`
+}
+
 /** A Twilio REST client for the account a call runs through; undefined when its number is gone or has no account. */
 export async function callTwilio (deps: TelephonyDeps, call: CallRow) {
   const number = await callNumber(deps.db, call)
@@ -99,9 +110,16 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
   const twilio = await callTwilio(deps, call)
   if (twilio === undefined) return await fail(`the number ${call.call_from} has no Twilio account to call through`)
   if (!await setStreamToken(deps.db, call.id, hash, expires)) return
+  // A SIP number's call goes to its trunk's termination URI, with the trunk's credentials.
+  const trunk = sipTrunkOf(twilio.number)
   try {
     const placed = await twilio.calls.create({
-      to: call.call_to!, from: call.call_from!, twiml: connectTwiml(deps.config, token), statusCallback: statusCallbackOf(deps.config, call.id), timeoutSeconds: ringSeconds
+      to: trunk === undefined ? call.call_to! : sipAddress(trunk.terminationUri, call.call_to!),
+      from: call.call_from!,
+      twiml: connectTwiml(deps.config, token),
+      statusCallback: statusCallbackOf(deps.config, call.id),
+      timeoutSeconds: ringSeconds,
+      sipAuth: trunk?.auth
     })
     await setCarrierCallId(deps.db, call.id, placed.sid)
   } catch (err) {
@@ -137,7 +155,9 @@ export async function forwardCall (deps: TelephonyDeps, call: CallRow, callSid: 
   const callerId = request.showCallerNumber && theirs !== null ? theirs : twilio.number.phone_number
   const action = `${deps.config.publicBaseUrl}${TELEPHONY_PATHS.dialResult}?call_id=${call.id}`
   try {
-    await twilio.calls.update(callSid, { Twiml: dialTwiml({ number: request.phoneNumber, callerId, timeoutSeconds: request.timeoutSeconds, action }) })
+    const trunk = sipTrunkOf(twilio.number)
+    const sip = trunk === undefined ? undefined : { uri: sipAddress(trunk.terminationUri, request.phoneNumber), ...trunk.auth }
+    await twilio.calls.update(callSid, { Twiml: dialTwiml({ number: request.phoneNumber, callerId, timeoutSeconds: request.timeoutSeconds, action, sip }) })
   } catch (err) {
     await clearForwarding(deps.db, call.id)
     throw err
@@ -155,9 +175,12 @@ async function warmTransfer (deps: TelephonyDeps, call: CallRow, callSid: string
   if (!await holdForwarding(deps.db, call.id, { ...request.state, warm: { call_sid: null, accepted_at: null } })) throw new Error('the call has ended')
   const leg = (path: string) => `${deps.config.publicBaseUrl}${path}?call_id=${call.id}`
   let placed: string | undefined
+  // A SIP number's person is called through its trunk, as its outbound calls are.
+  const trunk = sipTrunkOf(twilio.number)
   try {
     placed = (await twilio.calls.create({
-      to: request.phoneNumber,
+      to: trunk === undefined ? request.phoneNumber : sipAddress(trunk.terminationUri, request.phoneNumber),
+      sipAuth: trunk?.auth,
       from: twilio.number.phone_number,
       twiml: gatherTwiml({ text: announcement(language, summary), language, action: leg(TELEPHONY_PATHS.transferAnswer), timeoutSeconds: ACCEPT_TIMEOUT_SECONDS }),
       statusCallback: leg(TELEPHONY_PATHS.transferStatus),

@@ -9,7 +9,7 @@ import { QUEUES, sendJob } from '../../jobs/queues.ts'
 import { findAgent } from '../agents/queries.ts'
 import { endCall, settledTransfers, startCall, toCallEnd } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
-import { findNumberAnywhere } from '../phone-numbers/queries.ts'
+import { findNumberAnywhere, findNumberBySipDomain } from '../phone-numbers/queries.ts'
 import type { TwilioAccount } from '../phone-numbers/carriers/twilio.ts'
 import type { LiveCalls } from '../voice/live-calls.ts'
 import type { StreamAdmission } from '../voice/streams.ts'
@@ -38,6 +38,12 @@ const FORM_LIMIT = 64 * 1024
 const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by the Twilio account it concerns: the account of the call\'s number (X-Twilio-Signature)')
 
 const CallIdQuery = Type.Object({ call_id: Type.Optional(ObjectId) })
+
+/** The caller of a SIP call as the call records it: the user part of its SIP URI (sip:+15550100@pbx → +15550100). */
+function sipUser (from: string): string {
+  const match = /^sips?:([^@;]+)@/i.exec(from)
+  return match === null ? from : match[1]
+}
 
 /** When a status callback's event happened: its Timestamp (RFC 2822, whole seconds), or now without a readable one. */
 function answeredAt (timestamp: string | null): Date {
@@ -117,10 +123,13 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       verify(request, form, await callAccount(existing))
       return await streamAgain(reply, existing)
     }
-    const to = form.get('To') ?? ''
-    const from = form.get('From') ?? ''
-    const number = await findNumberAnywhere(db, to)
-    const account = number?.carrier === 'twilio' ? numberAccount(config, number) : undefined
+    // A PBX's call to a SIP number arrives through the number's SIP Domain (docs/sip.md): To and From are SIP URIs,
+    // SipDomainSid names the domain, hence the number (https://www.twilio.com/docs/voice/api/sip-twiml).
+    const sipDomain = form.get('SipDomainSid')
+    const number = sipDomain === null ? await findNumberAnywhere(db, form.get('To') ?? '') : await findNumberBySipDomain(db, sipDomain)
+    const account = number?.carrier === (sipDomain === null ? 'twilio' : 'sip') ? numberAccount(config, number!) : undefined
+    const to = number?.phone_number ?? form.get('To') ?? ''
+    const from = sipUser(form.get('From') ?? '')
     if (number === undefined || account === undefined) {
       await verifyNamed(request, form)
       callSidOf(form)

@@ -5,11 +5,16 @@ import type { TwilioRequest } from '../phone-numbers/carriers/twilio.ts'
 
 export interface TwilioCall { sid: string, status: string }
 
+/** Digest credentials Twilio answers a SIP endpoint's challenge with. */
+export interface SipAuth { username: string, password: string }
+
 export function twilioCalls (request: TwilioRequest) {
   return {
     /** Rings `to` for up to `timeoutSeconds`; the status callback hears the answer (its time) and the end. */
-    async create (call: { to: string, from: string, twiml: string, statusCallback: string, timeoutSeconds: number }): Promise<TwilioCall> {
+    async create (call: { to: string, from: string, twiml: string, statusCallback: string, timeoutSeconds: number, sipAuth?: SipAuth }): Promise<TwilioCall> {
       const created = await request<TwilioCall>('POST', '/Calls.json', {
+        // A SIP URI in To with the digest credentials of the PBX (https://www.twilio.com/docs/voice/api/sip-making-calls).
+        ...(call.sipAuth !== undefined && { SipAuthUsername: call.sipAuth.username, SipAuthPassword: call.sipAuth.password }),
         To: call.to,
         From: call.from,
         Twiml: call.twiml,

@@ -8,10 +8,16 @@ export function streamTwiml (streamUrl: string, token: string): string {
   return document(`<Connect><Stream url="${escape(streamUrl)}"><Parameter name="token" value="${escape(token)}"/></Stream></Connect>`)
 }
 
-/** Puts the caller through to `number`; Twilio posts how it went to `action`, which answers what happens next. */
-export function dialTwiml (dial: { number: string, callerId: string | undefined, timeoutSeconds: number, action: string }): string {
+/**
+ * Puts the caller through to `number`, or to the SIP URI `sip` (a SIP trunk's number: the PBX dials it, with its
+ * credentials; https://www.twilio.com/docs/voice/twiml/sip); Twilio posts how it went to `action`, which answers what happens next.
+ */
+export function dialTwiml (dial: { number: string, callerId: string | undefined, timeoutSeconds: number, action: string, sip?: { uri: string, username?: string, password?: string } }): string {
   const callerId = dial.callerId === undefined ? '' : ` callerId="${escape(dial.callerId)}"`
-  return document(`<Dial${callerId} timeout="${dial.timeoutSeconds}" action="${escape(dial.action)}" method="POST"><Number>${escape(dial.number)}</Number></Dial>`)
+  const { sip } = dial
+  const auth = sip?.username === undefined || sip.password === undefined ? '' : ` username="${escape(sip.username)}" password="${escape(sip.password)}"`
+  const noun = sip === undefined ? `<Number>${escape(dial.number)}</Number>` : `<Sip${auth}>${escape(sip.uri)}</Sip>`
+  return document(`<Dial${callerId} timeout="${dial.timeoutSeconds}" action="${escape(dial.action)}" method="POST">${noun}</Dial>`)
 }
 
 export const hangupTwiml = (): string => document('<Hangup/>')

@@ -6,7 +6,8 @@ import { badRequest } from '../../../http/errors.ts'
 import type { Carrier, NumberWebhooks } from './carrier.ts'
 import { createSandboxCarrier } from './sandbox.ts'
 import { createTelnyxCarrier } from './telnyx.ts'
-import { createTwilioCarrier, TWILIO_WEBHOOKS } from './twilio.ts'
+import { createTwilioSip, type TwilioSip } from './twilio-sip.ts'
+import { createTwilioCarrier, twilioRequester, TWILIO_WEBHOOKS } from './twilio.ts'
 
 export interface CarrierCredentials { accountSid: string, authToken: string }
 
@@ -19,6 +20,11 @@ export interface Carriers {
   readonly webhooks: NumberWebhooks
   /** Why Twilio could not reach `webhooks` (PUBLIC_BASE_URL), if it could not: no number is pointed there then. */
   readonly webhooksProblem: string | undefined
+  /**
+   * The installation's Twilio account as the carrier of SIP trunk numbers (connect-to-sip); undefined without a
+   * Twilio account of its own, and under PHONE_CARRIER=sandbox, which never reaches a real carrier.
+   */
+  readonly sip: TwilioSip | undefined
 }
 
 /** Why Twilio could not reach this server's webhooks at PUBLIC_BASE_URL; undefined when it can, or under TWILIO_ALLOW_PRIVATE_BASE_URL. */
@@ -35,11 +41,13 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
   const { apiKey, connectionId } = config.telnyx
   const telnyx = apiKey !== undefined && connectionId !== undefined ? createTelnyxCarrier({ apiUrl: config.telnyx.apiUrl, apiKey, connectionId }) : undefined
   const { apiUrl, accountSid, authToken } = config.twilio
-  const installationTwilio = accountSid !== undefined && authToken !== undefined ? createTwilioCarrier({ apiUrl, accountSid, authToken }) : undefined
+  const own = accountSid !== undefined && authToken !== undefined ? { apiUrl, accountSid, authToken } : undefined
+  const installationTwilio = own === undefined ? undefined : createTwilioCarrier(own)
   return {
     purchasing: config.phoneCarrier,
     webhooks: { voiceUrl: config.publicBaseUrl + TWILIO_WEBHOOKS.voice, statusCallback: config.publicBaseUrl + TWILIO_WEBHOOKS.status },
     webhooksProblem: twilioWebhooksProblem(config),
+    sip: own === undefined || config.phoneCarrier === 'sandbox' ? undefined : createTwilioSip(own.accountSid, twilioRequester(own)),
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       // Telnyx numbers are the installation's account's (TELNYX_*): its webhooks are checked with that account's key.
