@@ -16,6 +16,7 @@ export const TranscriptItem = Type.Object({
     output: Type.Optional(Type.String({ description: 'what the tool answered the model' })),
     error: Type.Optional(Type.String({ description: 'why it failed; the call went on' }))
   })),
+  keypad: Type.Optional(Type.String({ description: 'speaker `user`: the keys the caller pressed on the phone\'s keypad (0-9 * # A-D), in order; `content` shows them spaced' })),
   step: Type.Optional(Type.Object({
     id: Type.String(),
     name: Type.String(),
@@ -107,7 +108,8 @@ export const Conversation = Type.Object({
   turns: Type.Optional(Type.Array(TurnTiming, { description: 'the answered caller turns, timed; absent in rows of calls.forwarding stored before turns were timed' })),
   collected_data: Type.Optional(CollectedData),
   workflow: Type.Optional(WorkflowState),
-  agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' }))
+  agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' })),
+  keys_sent: Type.Optional(Type.String({ description: 'held while the carrier plays keypad tones the agent sent (send_dtmf on Twilio): the stream that takes the call back goes on quietly' }))
 })
 export type Conversation = Static<typeof Conversation>
 
@@ -168,7 +170,9 @@ export const RetrievalField = Type.Object({
   type: RetrievalType,
   description: Type.String(),
   enum_values: Type.Optional(Type.Array(Type.String())),
-  required: Type.Boolean()
+  required: Type.Boolean(),
+  /** A string field the caller may type on the phone's keypad, ended with `#` (voice/keypad.ts). */
+  keypad: Type.Optional(Type.Boolean())
 })
 export type RetrievalField = Static<typeof RetrievalField>
 

@@ -13,7 +13,8 @@ import type { ForwardRequest } from '../voice/session.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
 import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken } from './queries.ts'
 import { twilioCalls } from './twilio-calls.ts'
-import { dialTwiml, streamTwiml } from './twiml.ts'
+import { dialTwiml, playDigitsTwiml, streamTwiml } from './twiml.ts'
+import type { Conversation } from '../../db/shapes.ts'
 
 // Phone calls through Twilio: the stream a call connects to, placing outbound calls, and putting a live
 // call through to a number with <Dial>.
@@ -38,9 +39,11 @@ export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
   return { token, hash: hashToken(token), expires: new Date(Date.now() + ttlMs) }
 }
 
+const streamUrlOf = (config: Pick<Config, 'publicBaseUrl'>) => config.publicBaseUrl.replace(/^http/, 'ws') + TELEPHONY_PATHS.stream
+
 /** The TwiML that connects a call to this server's media stream with a token. */
 export function connectTwiml (config: Pick<Config, 'publicBaseUrl'>, token: string): string {
-  return streamTwiml(config.publicBaseUrl.replace(/^http/, 'ws') + TELEPHONY_PATHS.stream, token)
+  return streamTwiml(streamUrlOf(config), token)
 }
 
 /** Where Twilio posts the end of an outbound call (its call id in the URL: the status may come before Twilio's answer is stored). */
@@ -107,6 +110,24 @@ export async function forwardCall (deps: TelephonyDeps, call: CallRow, callSid: 
   const action = `${deps.config.publicBaseUrl}${TELEPHONY_PATHS.dialResult}?call_id=${call.id}`
   try {
     await twilio.calls.update(callSid, { Twiml: dialTwiml({ number: request.phoneNumber, callerId, timeoutSeconds: request.timeoutSeconds, action }) })
+  } catch (err) {
+    await clearForwarding(deps.db, call.id)
+    throw err
+  }
+}
+
+/**
+ * The agent sends keypad tones (send_dtmf): Twilio's Media Streams take none from us, so the call is updated to
+ * <Play digits> and then connect a new stream, which takes the conversation kept with the call (as a forwarding
+ * nobody answered is taken back). Throws (and keeps nothing) when Twilio refuses, so that the agent keeps the call.
+ */
+export async function sendKeys (deps: TelephonyDeps, call: CallRow, callSid: string, digits: string, state: Conversation): Promise<void> {
+  const twilio = await callTwilio(deps, call)
+  if (twilio === undefined) throw new Error('the call\'s number has no Twilio account to send keys through')
+  const { token, hash, expires } = newStreamToken()
+  if (!await holdForwarding(deps.db, call.id, state) || !await setStreamToken(deps.db, call.id, hash, expires)) throw new Error('the call has ended')
+  try {
+    await twilio.calls.update(callSid, { Twiml: playDigitsTwiml(digits, streamUrlOf(deps.config), token) })
   } catch (err) {
     await clearForwarding(deps.db, call.id)
     throw err

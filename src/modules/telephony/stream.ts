@@ -4,7 +4,8 @@ import type { LiveCalls } from '../voice/live-calls.ts'
 import { Session, type ForwardRequest } from '../voice/session.ts'
 import { CLOSE, SocketLoop } from '../voice/socket-loop.ts'
 import { parseTwilioMessage, twilioTransport, type TwilioTransport } from '../voice/transports/twilio.ts'
-import { callTwilio, forwardCall, type TelephonyDeps } from './calls.ts'
+import { callTwilio, forwardCall, sendKeys, type TelephonyDeps } from './calls.ts'
+import type { Conversation } from '../../db/shapes.ts'
 import { setCarrierCallId, takeStreamToken } from './queries.ts'
 
 // One Twilio media stream: `start` names the call by its one-time token; media goes to the call's session
@@ -41,6 +42,9 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
           return
         case 'mark':
           transport?.marked(input.name)
+          return
+        case 'dtmf':
+          session?.keypad(input.digit)
           return
         case 'stop':
           stopped = true
@@ -88,7 +92,18 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
         throw err
       }
     }
-    transport = twilioTransport(socket, loop, start.streamSid, forward)
+    const keys = async (digits: string, state: Conversation) => {
+      // What the agent said before is played first; the call update then stops this stream.
+      await transport!.drain()
+      forwarding = true
+      try {
+        await sendKeys(deps, call, start.callSid, digits, state)
+      } catch (err) {
+        forwarding = false
+        throw err
+      }
+    }
+    transport = twilioTransport(socket, loop, start.streamSid, forward, keys)
     session = Session.open(deps, call, transport, { resume })
     live.add(session)
     loop.attach()
