@@ -591,7 +591,7 @@ export class Session {
       }
       if (outcome.transferTo !== undefined) outcome = { output: await this.transfer(outcome.transferTo, parsed as Record<string, unknown>) }
       if (outcome.sendDigits !== undefined && this.transport.sendDigits === undefined) {
-        outcome = { output: 'Sending keypad tones is not available in this call (a browser call without a keypad). Tell the caller.' }
+        outcome = { output: 'Sending keypad tones is not available in this call. Tell the caller.' }
       } else if (outcome.sendDigits !== undefined && this.transport.keysLeaveStream !== true) {
         await this.transport.sendDigits!(outcome.sendDigits, this.conversation(0))
       }
