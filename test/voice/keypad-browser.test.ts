@@ -2,6 +2,8 @@ import t from 'tap'
 import { createAccount, setup } from '../helpers/app.ts'
 import { axeViolations, launchChromium } from '../helpers/chromium.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { poll } from '../helpers/poll.ts'
+import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 import { finishedCall, startWebCall } from '../helpers/voice-client.ts'
 
 // The keypad of a browser call (docs/voice.md, "Keypad" and "Browser protocol"): the web-call page in real Chromium
@@ -61,4 +63,27 @@ t.test('the browser keypad and the dtmf message', async (t) => {
     t.match(done, { disconnection_reason: 'protocol_error' })
     t.notOk(done.transcription.some((i: { keypad?: string }) => i.keypad !== undefined), 'no keys were taken')
   })
+})
+
+t.test('on the realtime engine the keys are a user item of text, answered by a response, and the agent\'s keys reach the browser', async (t) => {
+  const realtime = await startRealtimeStandin(t)
+  const ctx = await setup(t, { VOICE_ENGINE: 'realtime', REALTIME_URL: realtime.url }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const account = await createAccount(ctx.db)
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello from the bank.' } })).json()
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Bank', llm_id: llm._id } })).json()
+  await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id as string}/tools`, headers: account.headers, payload: { tool_type: 'send_dtmf', settings: { name: 'Press keys' } } })
+  realtime.replies.push({ calls: [{ name: 'Press_keys', arguments: '{"digits":"3"}' }] }, { text: 'Done.' })
+  const { callId, client } = await startWebCall(ctx.app, url, account.headers, agent._id)
+  await client.waitFor('agent_speaking', (e) => !e.speaking)
+  const seen = client.events.length
+  client.socket.send(JSON.stringify({ type: 'dtmf', digits: '7' }))
+  client.socket.send(JSON.stringify({ type: 'dtmf', digits: '#' }))
+  t.match(await client.waitFor('dtmf', undefined, seen), { digits: '3' })
+  const item = await poll(() => realtime.events.find((e) => e.type === 'conversation.item.create' && JSON.stringify(e).includes('keypad')), (e) => e !== undefined, { message: 'no user item for the keys' })
+  t.match(item, { item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: '(The caller pressed keys on their phone\'s keypad: 7 #.)' }] } })
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && e.content === 'Done.', seen)
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.match(done.transcription.find((i: { keypad?: string }) => i.keypad !== undefined), { speaker: 'user', content: '[keypad] 7 #', keypad: '7#' })
 })
