@@ -24,6 +24,8 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
   let stopped = false
   /** A <Dial> is taking the call: the stream ending now is not the call ending. */
   let forwarding = false
+  /** Media that came while the call was being opened: the session keeps what it can use (Session.audio). */
+  let opening: Int16Array[] = []
 
   const loop = new SocketLoop(socket, {
     receive (data, isBinary) {
@@ -38,6 +40,8 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
           })
           return
         case 'media':
+          // Two seconds of 20 ms frames at most: a start whose call takes longer to open loses the earliest.
+          if (session === undefined && starting && opening.push(input.pcm) > 100) opening.shift()
           session?.audio(input.pcm)
           return
         case 'mark':
@@ -105,6 +109,8 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
     }
     transport = twilioTransport(socket, loop, start.streamSid, forward, keys)
     session = Session.open(deps, call, transport, { resume })
+    for (const pcm of opening) session.audio(pcm)
+    opening = []
     live.add(session)
     loop.attach()
   }

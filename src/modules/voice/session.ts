@@ -14,7 +14,7 @@ import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE } from './audio.ts
 import type { SessionEvent } from './events.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { CALLER_LAG_MS, CallerPace } from './pacer.ts'
+import { CALLER_LAG_MS, CALLER_LEAD_MS, CallerPace } from './pacer.ts'
 import { loadLive } from '../capabilities/load.ts'
 import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
 import { callVariables } from '../calls/variables.ts'
@@ -156,10 +156,17 @@ export class Session {
   /** The caller's run of keypad presses being gathered (keypad), and the pause that ends it. */
   private keys = ''
   private keysTimer: Timer | undefined
+  /**
+   * Caller audio heard before the engine has started, kept for it: only on the stream that takes a call back after
+   * the agent sent keys, where the other side (a phone menu) speaks at once; elsewhere it is dropped, as before.
+   */
+  private early: Int16Array[] | undefined
+  private earlySamples = 0
   readonly done: Promise<void>
   private resolveDone!: () => void
 
   private constructor (deps: SessionDeps, call: CallRow, transport: Transport, options: OpenOptions) {
+    if (options.resume?.keys_sent !== undefined) this.early = []
     this.deps = deps
     this.call = call
     this.transport = transport
@@ -279,6 +286,9 @@ export class Session {
     const sent = resume?.keys_sent === undefined ? [] : [{ role: 'user' as const, text: `(You sent the keys ${spaced(resume.keys_sent)} on the keypad. The other side answers next.)` }]
     await this.engine.start(resume === undefined ? setup : { ...setup, history: [...this.history(), ...sent] })
     if (this.ended) return
+    const early = this.early ?? []
+    this.early = undefined
+    for (const pcm of early) this.audio(pcm)
     this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' || this.kind === 'text' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
@@ -394,6 +404,13 @@ export class Session {
 
   /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
   audio (pcm: Int16Array): void {
+    if (this.early !== undefined && !this.ended) {
+      this.early.push(pcm)
+      this.earlySamples += pcm.length
+      // The latest CALLER_LEAD_MS of it: given at once, what runs further ahead of the clock would be dropped anyway.
+      while (this.earlySamples > CALLER_LEAD_MS * SAMPLE_RATE / 1000) this.earlySamples -= this.early.shift()!.length
+      return
+    }
     if (this.ended || this.engine === undefined) return
     for (const frame of this.callerFrames.push(pcm)) this.frame(frame)
   }
