@@ -196,3 +196,33 @@ t.test('bad keys: 10,000 presses make one bounded turn and the call goes on; a d
   const failed = await finishedCall(ctx.app, account.headers, await callId(ctx))
   t.match(failed, { disconnection_reason: 'protocol_error' })
 })
+
+t.test('send_dtmf refused by Twilio: nothing is held with the call, the model hears why, the transcript says so, and the call goes on on its stream', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  await agentOnNumber(ctx, account, {}, [['send_dtmf', { name: 'Press keys' }]])
+  ctx.openai.transcripts.push('Press 1 for sales.', 'Are you still there?')
+  ctx.openai.replies.push({ toolCalls: [{ name: 'Press_keys', arguments: { digits: '1' } }] }, { text: 'Sorry, I could not press the key.' }, { text: 'Yes, I am here.' })
+
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await agentFinished(stream)
+  const heard = stream.frames.length
+  ctx.twilio.failNext(500, 20500, 'Internal Server Error')
+  await stream.sendAudio(speech(600, 700))
+  await chats(ctx, 2, 'the model is answered after the refusal')
+  t.match(ctx.openai.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /^Error: the keys could not be sent/ })
+  t.same(call.digitsPlayed, [], 'no keys were played')
+  t.match(await ctx.db.selectFrom('calls').select(['forwarding', 'call_status']).executeTakeFirstOrThrow(), { forwarding: null, call_status: 'started' })
+  await agentFinished(stream, heard)
+  await stream.sendAudio(speech(600, 700))
+  await chats(ctx, 3, 'the call goes on on the same stream')
+  await agentFinished(stream, heard)
+  await stream.hangup()
+
+  const done = await finishedCall(ctx.app, account.headers, await callId(ctx))
+  t.equal(call.streams.length, 1, 'one stream throughout')
+  t.match(done.transcription.find((i: { speaker: string }) => i.speaker === 'tool'), { content: /^Press_keys: error: the keys could not be sent/, tool: { type: 'send_dtmf', error: /could not be sent/ } })
+  t.notOk('output' in done.transcription.find((i: { speaker: string }) => i.speaker === 'tool').tool)
+  t.match(done, { call_status: 'success', disconnection_reason: 'user_hangup' })
+})

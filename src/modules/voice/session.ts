@@ -618,9 +618,10 @@ export class Session {
       this.log.warn({ tool: name, reason: event.error }, 'a tool failed during the call')
     }
     if (this.ended) return
-    this.addTranscript({ speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event })
+    const item: TranscriptItem = { speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event }
+    this.addTranscript(item)
     for (const step of entered) this.addStep(step)
-    if (outcome?.sendDigits !== undefined && event.error === undefined && this.transport.keysLeaveStream === true) return await this.sendKeysAway(id, outcome.sendDigits)
+    if (outcome?.sendDigits !== undefined && event.error === undefined && this.transport.keysLeaveStream === true) return await this.sendKeysAway(id, outcome.sendDigits, item)
     if (outcome?.endCall !== undefined) this.finishWith('agent_hangup')
     if (this.forwardTo !== undefined && this.ending === undefined) this.finishWith('forward')
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
@@ -682,8 +683,15 @@ export class Session {
    * the conversation kept with the call, the carrier plays the keys, and the stream that takes the call back goes on
    * with the conversation (start, `keys_sent`). Should the carrier refuse, the model hears why and the call goes on.
    */
-  private async sendKeysAway (toolCallId: string, digits: string): Promise<void> {
-    if (this.forwarding) return this.engine.toolResult(toolCallId, 'Error: the call is being moved already')
+  private async sendKeysAway (toolCallId: string, digits: string, item: TranscriptItem): Promise<void> {
+    // The tool's item says what became of the keys: the conversation handed over holds it as sent.
+    const failed = (problem: string) => {
+      const { name, type, arguments: args } = item.tool!
+      item.tool = { name, type, arguments: args, error: problem }
+      item.content = `${name}: error: ${problem}`
+      this.engine.toolResult(toolCallId, `Error: ${problem}`)
+    }
+    if (this.forwarding) return failed('the call is being moved already')
     this.forwarding = true
     this.keysTimer?.cancel()
     try {
@@ -694,7 +702,7 @@ export class Session {
       this.log.warn({ err }, 'the keys could not be sent; the agent keeps the call')
       this.forwarding = false
       if (this.hungUp !== undefined) return await this.end(this.hungUp)
-      if (!this.ended) this.engine.toolResult(toolCallId, `Error: the keys could not be sent (${err instanceof Error ? err.message : String(err)})`)
+      if (!this.ended) failed(`the keys could not be sent (${err instanceof Error ? err.message : String(err)})`)
       return
     }
     await this.leave()
