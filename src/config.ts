@@ -124,6 +124,8 @@ export interface VoiceConfig {
   streamTimeoutMs: number
   /** A call stream not tied to its call this long after it opened (a Twilio stream without a valid `start`) is closed (VOICE_STREAM_START_TIMEOUT_MS). */
   streamStartTimeoutMs: number
+  /** A caller's run of keypad presses ends at `#` or after this pause without a key, then goes to the agent as one turn (VOICE_KEYPAD_PAUSE_MS; scaled by CALL_TIME_SCALE). */
+  keypadPauseMs: number
   /**
    * Stream sockets (browser and Twilio) not yet tied to a call, per client address (VOICE_PENDING_STREAMS_PER_ADDRESS;
    * 0: no per-address cap, for a benchmark's callers on one address) and in this process (VOICE_PENDING_STREAMS);
@@ -591,6 +593,8 @@ function voice (env: Env): VoiceConfig {
     providerTimeoutMs: int(env, 'VOICE_PROVIDER_TIMEOUT_MS', 15_000, 100, 600_000),
     streamTimeoutMs: int(env, 'VOICE_STREAM_TIMEOUT_MS', 15_000, 100, 600_000),
     streamStartTimeoutMs: int(env, 'VOICE_STREAM_START_TIMEOUT_MS', 5000, 10, 60_000),
+    // Callers type an account number at about two keys a second; 2.5 s without a key is a finished entry.
+    keypadPauseMs: int(env, 'VOICE_KEYPAD_PAUSE_MS', 2500, 100, 30_000),
     pendingStreamsPerAddress: int(env, 'VOICE_PENDING_STREAMS_PER_ADDRESS', 20, 0, 100_000),
     pendingStreams: int(env, 'VOICE_PENDING_STREAMS', 100, 1, 100_000),
     maxStreams: int(env, 'VOICE_MAX_STREAMS', derivedMaxStreams, 1, 1_000_000),

@@ -16,6 +16,7 @@ export const TranscriptItem = Type.Object({
     output: Type.Optional(Type.String({ description: 'what the tool answered the model' })),
     error: Type.Optional(Type.String({ description: 'why it failed; the call went on' }))
   })),
+  keypad: Type.Optional(Type.String({ description: 'speaker `user`: the keys the caller pressed on the phone\'s keypad (0-9 * # A-D), in order; `content` shows them spaced' })),
   step: Type.Optional(Type.Object({
     id: Type.String(),
     name: Type.String(),
@@ -121,7 +122,8 @@ export const Conversation = Type.Object({
   warm: Type.Optional(Type.Object({
     call_sid: Type.Union([Type.String(), Type.Null()], { description: 'the carrier\'s id of the call to the person (null until placed)' }),
     accepted_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms when the person took the call' })
-  }, { description: 'while a warm transfer runs (calls.forwarding only): the call to the person' }))
+  }, { description: 'while a warm transfer runs (calls.forwarding only): the call to the person' })),
+  keys_sent: Type.Optional(Type.String({ description: 'held while the carrier plays keypad tones the agent sent (send_dtmf on Twilio): the stream that takes the call back goes on quietly' }))
 })
 export type Conversation = Static<typeof Conversation>
 
@@ -182,7 +184,9 @@ export const RetrievalField = Type.Object({
   type: RetrievalType,
   description: Type.String(),
   enum_values: Type.Optional(Type.Array(Type.String())),
-  required: Type.Boolean()
+  required: Type.Boolean(),
+  /** A string field the caller may type on the phone's keypad, ended with `#` (voice/keypad.ts). */
+  keypad: Type.Optional(Type.Boolean())
 })
 export type RetrievalField = Static<typeof RetrievalField>
 

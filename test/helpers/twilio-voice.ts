@@ -152,6 +152,8 @@ export interface LiveCall {
   /** Verbs executed, in order (<Say> and the like only recorded). */
   verbs: TwimlNode[]
   dials: DialRecord[]
+  // Keypad (DTMF) sent by the server: the digits of each <Play digits> executed, in order.
+  digitsPlayed: string[]
   streams: MediaStream[]
   /** The n-th stream (0-based) of the call, once started; fails after 30 s. */
   waitForStream: (n?: number) => Promise<MediaStream>
@@ -436,6 +438,7 @@ class Call implements LiveCall {
   readonly twiml: string[] = []
   readonly verbs: TwimlNode[] = []
   readonly dials: DialRecord[] = []
+  readonly digitsPlayed: string[] = []
   readonly streams: Stream[] = []
   readonly ended: Promise<CallStatus>
   readonly created = new Date()
@@ -535,6 +538,12 @@ class Call implements LiveCall {
       if (verb.name === 'Reject') return this.complete(verb.attributes.reason === 'busy' ? 'busy' : 'failed')
       this.answer()
       if (verb.name === 'Say' || verb.name === 'Pause') continue
+      // Keypad: <Play digits> plays tones (0-9 * # and w, half a second of pause; https://www.twilio.com/docs/voice/twiml/play).
+      if (verb.name === 'Play' && verb.attributes.digits !== undefined) {
+        if (!/^[0-9*#w]+$/.test(verb.attributes.digits)) throw new Error(`<Play digits="${verb.attributes.digits}">: only 0-9, *, # and w`)
+        this.digitsPlayed.push(verb.attributes.digits)
+        continue
+      }
       if (verb.name === 'Hangup') return this.complete('completed')
       if (verb.name === 'Gather') {
         const gathered = await this.#gather(verb, signal)

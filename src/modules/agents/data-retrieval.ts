@@ -22,12 +22,14 @@ export function dataRetrieval (items: DataRetrievalInput): RetrievalField[] {
     names.add(item.name)
     if (item.type === 'enum' && item.enum_values === undefined) throw badRequest(`${field}.enum_values is required for type enum`)
     if (item.type !== 'enum' && item.enum_values !== undefined) throw badRequest(`${field}.enum_values is allowed only for type enum`)
+    if (item.keypad === true && item.type !== 'string') throw badRequest(`${field}.keypad is allowed only for type string (keys are text: 0-9 * and letters A-D)`)
     return {
       name: item.name,
       type: item.type,
       description: item.description ?? '',
       required: item.required ?? false,
-      ...(item.enum_values === undefined ? {} : { enum_values: item.enum_values })
+      ...(item.enum_values === undefined ? {} : { enum_values: item.enum_values }),
+      ...(item.keypad === true ? { keypad: true } : {})
     }
   })
 }

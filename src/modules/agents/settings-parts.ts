@@ -12,7 +12,8 @@ export const DataRetrievalItem = Type.Object({
   type: Type.Union([Type.Literal('string'), Type.Literal('number'), Type.Literal('boolean'), Type.Literal('enum'), Type.Literal('date')]),
   description: Type.Optional(Type.String({ maxLength: 1000, description: 'what to extract, for the analyser' })),
   enum_values: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 50, uniqueItems: true, description: 'the allowed values; required for and only for type enum' })),
-  required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' }))
+  required: Type.Optional(Type.Boolean({ description: 'the call\'s task counts as achieved only when it is found (default false)' })),
+  keypad: Type.Optional(Type.Boolean({ description: 'type string only: the caller may type it on the phone\'s keypad, ended with `#` (a PIN, an account number); keys ended with `#` fill the first such field not collected yet (default false)' }))
 }, {
   [COMPONENT]: 'DataRetrievalField',
   // Enforced by the agent routes (see CHECKED_IN_HANDLER): Ajv would strip fields through the branches' `properties`.

@@ -13,6 +13,7 @@ import { calendarTwo } from './types/calendar-two.ts'
 import { crm } from './types/crm.ts'
 import { mcp } from './types/mcp.ts'
 import { sendChat, sendEmail, sendSms } from './types/messages.ts'
+import { sendDtmf } from './types/send-dtmf.ts'
 
 // The catalogue: every action and tool type, in the specification's order. Actions and tools are the same resource
 // twice (a typed `settings` object under an agent), told apart by a descriptor.
@@ -54,6 +55,7 @@ export const TOOLS: Kind = {
     booking_two: bookingTwo,
     crm,
     agent_transfer: agentTransfer,
-    mcp
+    mcp,
+    send_dtmf: sendDtmf
   }
 }

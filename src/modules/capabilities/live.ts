@@ -49,6 +49,8 @@ export interface ToolOutcome {
   }
   /** A workflow's transition function: the call moves to this step (workflows/run.ts). */
   step?: string
+  /** send_dtmf: play these keypad tones to the other side (checked by the tool; voice/keypad.ts SEND_KEYS). */
+  sendDigits?: string
 }
 
 export interface LiveTool {

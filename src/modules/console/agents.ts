@@ -97,8 +97,8 @@ const RETRIEVAL: Rows = {
   name: 'data_retrieval',
   legend: (i) => `Field ${i + 1}`,
   fields: (i) => objectFields(DataRetrievalItem, `data_retrieval.${i}.`, {
-    labels: { name: 'Variable', enum_values: 'Allowed values', required: 'Required for the task to count as achieved' },
-    hints: { name: 'Its name: letters, digits and _; becomes {{name}} in actions.', enum_values: 'One per line; for type enum only.' }
+    labels: { name: 'Variable', enum_values: 'Allowed values', required: 'Required for the task to count as achieved', keypad: 'Typed on the phone keypad' },
+    hints: { name: 'Its name: letters, digits and _; becomes {{name}} in actions.', enum_values: 'One per line; for type enum only.', keypad: 'Text fields only: keys the caller presses, ended with #, fill it.' }
   })
 }
 

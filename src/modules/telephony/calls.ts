@@ -15,8 +15,9 @@ import { callNumber, numberAccount, sipTrunkOf } from '../phone-numbers/number-a
 import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken, setWarmCallSid } from './queries.ts'
 import { callTelnyx } from './telnyx/commands.ts'
 import { twilioCalls } from './twilio-calls.ts'
-import { conferenceTwiml, dialTwiml, gatherTwiml, streamTwiml } from './twiml.ts'
+import { conferenceTwiml, dialTwiml, gatherTwiml, playDigitsTwiml, streamTwiml } from './twiml.ts'
 import { ACCEPT_TIMEOUT_SECONDS, announcement, conferenceName } from './warm.ts'
+import type { Conversation } from '../../db/shapes.ts'
 
 // Phone calls through Twilio: the stream a call connects to, placing outbound calls, and putting a live
 // call through to a number with <Dial>.
@@ -50,10 +51,11 @@ export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
 
 /** Where Telnyx streams a call's media, and the one-time token the stream opens its call with. */
 export const telnyxStream = (config: Pick<Config, 'publicBaseUrl'>, token: string) => ({ url: config.publicBaseUrl.replace(/^http/, 'ws') + TELNYX_WEBHOOKS.stream, token })
+const streamUrlOf = (config: Pick<Config, 'publicBaseUrl'>) => config.publicBaseUrl.replace(/^http/, 'ws') + TELEPHONY_PATHS.stream
 
 /** The TwiML that connects a call to this server's media stream with a token. */
 export function connectTwiml (config: Pick<Config, 'publicBaseUrl'>, token: string): string {
-  return streamTwiml(config.publicBaseUrl.replace(/^http/, 'ws') + TELEPHONY_PATHS.stream, token)
+  return streamTwiml(streamUrlOf(config), token)
 }
 
 /** Where Twilio posts the end of an outbound call (its call id in the URL: the status may come before Twilio's answer is stored). */
@@ -193,6 +195,24 @@ async function warmTransfer (deps: TelephonyDeps, call: CallRow, callSid: string
     if (placed !== undefined) {
       await twilio.calls.update(placed, { Status: 'completed' }).catch((cancel: unknown) => deps.log.warn({ err: cancel, callId: call.id }, 'the call to the person could not be cancelled'))
     }
+    throw err
+  }
+}
+
+/**
+ * The agent sends keypad tones (send_dtmf): Twilio's Media Streams take none from us, so the call is updated to
+ * <Play digits> and then connect a new stream, which takes the conversation kept with the call (as a forwarding
+ * nobody answered is taken back). Throws (and keeps nothing) when Twilio refuses, so that the agent keeps the call.
+ */
+export async function sendKeys (deps: TelephonyDeps, call: CallRow, callSid: string, digits: string, state: Conversation): Promise<void> {
+  const twilio = await callTwilio(deps, call)
+  if (twilio === undefined) throw new Error('the call\'s number has no Twilio account to send keys through')
+  const { token, hash, expires } = newStreamToken()
+  if (!await holdForwarding(deps.db, call.id, state) || !await setStreamToken(deps.db, call.id, hash, expires)) throw new Error('the call has ended')
+  try {
+    await twilio.calls.update(callSid, { Twiml: playDigitsTwiml(digits, streamUrlOf(deps.config), token) })
+  } catch (err) {
+    await clearForwarding(deps.db, call.id)
     throw err
   }
 }

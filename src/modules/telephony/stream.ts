@@ -4,7 +4,8 @@ import type { LiveCalls } from '../voice/live-calls.ts'
 import { Session, type ForwardRequest } from '../voice/session.ts'
 import { CLOSE, SocketLoop } from '../voice/socket-loop.ts'
 import { parseTwilioMessage, twilioTransport, type TwilioTransport } from '../voice/transports/twilio.ts'
-import { callTwilio, forwardCall, type TelephonyDeps } from './calls.ts'
+import { callTwilio, forwardCall, sendKeys, type TelephonyDeps } from './calls.ts'
+import type { Conversation } from '../../db/shapes.ts'
 import { setCarrierCallId, takeStreamToken } from './queries.ts'
 
 // One Twilio media stream: `start` names the call by its one-time token; media goes to the call's session
@@ -23,6 +24,8 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
   let stopped = false
   /** A <Dial> is taking the call: the stream ending now is not the call ending. */
   let forwarding = false
+  /** Media that came while the call was being opened: the session keeps what it can use (Session.audio). */
+  let opening: Int16Array[] = []
 
   const loop = new SocketLoop(socket, {
     receive (data, isBinary) {
@@ -37,10 +40,15 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
           })
           return
         case 'media':
+          // Two seconds of 20 ms frames at most: a start whose call takes longer to open loses the earliest.
+          if (session === undefined && starting && opening.push(input.pcm) > 100) opening.shift()
           session?.audio(input.pcm)
           return
         case 'mark':
           transport?.marked(input.name)
+          return
+        case 'dtmf':
+          session?.keypad(input.digit)
           return
         case 'stop':
           stopped = true
@@ -88,8 +96,21 @@ export function acceptTwilioStream (socket: WebSocket, deps: TelephonyDeps, live
         throw err
       }
     }
-    transport = twilioTransport(socket, loop, start.streamSid, forward)
+    const keys = async (digits: string, state: Conversation) => {
+      // What the agent said before is played first; the call update then stops this stream.
+      await transport!.drain()
+      forwarding = true
+      try {
+        await sendKeys(deps, call, start.callSid, digits, state)
+      } catch (err) {
+        forwarding = false
+        throw err
+      }
+    }
+    transport = twilioTransport(socket, loop, start.streamSid, forward, keys)
     session = Session.open(deps, call, transport, { resume })
+    for (const pcm of opening) session.audio(pcm)
+    opening = []
     live.add(session)
     loop.attach()
   }

@@ -5,8 +5,11 @@ const document = (body: string) => `<?xml version="1.0" encoding="UTF-8"?><Respo
 
 /** Connects the call to our media stream; `token` opens it once (a custom parameter: Twilio drops query strings). */
 export function streamTwiml (streamUrl: string, token: string): string {
-  return document(`<Connect><Stream url="${escape(streamUrl)}"><Parameter name="token" value="${escape(token)}"/></Stream></Connect>`)
+  return document(connectStream(streamUrl, token))
 }
+
+const connectStream = (streamUrl: string, token: string) =>
+  `<Connect><Stream url="${escape(streamUrl)}"><Parameter name="token" value="${escape(token)}"/></Stream></Connect>`
 
 /**
  * Puts the caller through to `number`, or to the SIP URI `sip` (a SIP trunk's number: the PBX dials it, with its
@@ -18,6 +21,15 @@ export function dialTwiml (dial: { number: string, callerId: string | undefined,
   const auth = sip?.username === undefined || sip.password === undefined ? '' : ` username="${escape(sip.username)}" password="${escape(sip.password)}"`
   const noun = sip === undefined ? `<Number>${escape(dial.number)}</Number>` : `<Sip${auth}>${escape(sip.uri)}</Sip>`
   return document(`<Dial${callerId} timeout="${dial.timeoutSeconds}" action="${escape(dial.action)}" method="POST">${noun}</Dial>`)
+}
+
+/**
+ * Plays keypad tones to the other side (`w`: half a second of pause), then connects the call to our media stream
+ * again (https://www.twilio.com/docs/voice/twiml/play, "digits"): how the agent sends keys, since Media Streams
+ * take none.
+ */
+export function playDigitsTwiml (digits: string, streamUrl: string, token: string): string {
+  return document(`<Play digits="${escape(digits)}"/>${connectStream(streamUrl, token)}`)
 }
 
 export const hangupTwiml = (): string => document('<Hangup/>')

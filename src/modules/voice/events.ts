@@ -11,4 +11,6 @@ export type SessionEvent =
   | { type: 'agent_speaking', speaking: boolean }
   | { type: 'user_speaking', speaking: boolean }
   | { type: 'clear' }
+  /** The agent pressed keys (send_dtmf): 0-9, * and #, and w for half a second of pause. */
+  | { type: 'dtmf', digits: string }
   | { type: 'ended', reason: string, frames_sent: number, frames_late: number }

@@ -14,7 +14,7 @@ import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE } from './audio.ts
 import type { SessionEvent } from './events.ts'
 import { chooseEngine, createEngine, type EngineKind } from './engines/index.ts'
 import type { Engine, EngineEvent, EngineSetup } from './engines/types.ts'
-import { CALLER_LAG_MS, CallerPace } from './pacer.ts'
+import { CALLER_LAG_MS, CALLER_LEAD_MS, CallerPace } from './pacer.ts'
 import { loadLive } from '../capabilities/load.ts'
 import type { LiveTool, ToolContext, ToolOutcome } from '../capabilities/live.ts'
 import { callVariables } from '../calls/variables.ts'
@@ -28,6 +28,8 @@ import { TurnCore } from './turns/core.ts'
 import { expectingOf } from './turns/words.ts'
 import { renderText } from '../../templates.ts'
 import { memoryOf } from '../contacts/contacts.ts'
+import { keypadContent, keypadField, keypadTurn, MAX_KEYPAD_RUN } from './keypad.ts'
+import { spaced } from '../capabilities/types/send-dtmf.ts'
 
 // The call adapter of one live call (DESIGN.md, "Conversation core"): loads the agent, its configuration and
 // tools, wires the transport, the engine, the speech detector and the turn core (turns/core.ts, which takes every
@@ -52,6 +54,14 @@ export interface Transport {
    * and dials. Throws when it could not; once it resolves the call is the carrier's until it comes back.
    */
   forward?: (request: ForwardRequest) => Promise<void>
+  /**
+   * Sends keypad tones to the other side (an IVR: send_dtmf); undefined when the transport cannot. A transport that
+   * must take the call off its stream to do so (Twilio's <Play digits>, `keysLeaveStream`) is given the conversation
+   * to keep with the call, as `forward` is; the stream that takes the call back goes on with it.
+   */
+  sendDigits?: (digits: string, state: Conversation) => Promise<void>
+  /** Sending tones ends this stream (the call comes back on a new one): the session hands its conversation over. */
+  keysLeaveStream?: boolean
 }
 
 /** Why a session ended, as the call's disconnection_reason. */
@@ -145,10 +155,20 @@ export class Session {
   private ended = false
   private forwarding = false
   private hungUp: EndReason | undefined
+  /** The caller's run of keypad presses being gathered (keypad), and the pause that ends it. */
+  private keys = ''
+  private keysTimer: Timer | undefined
+  /**
+   * Caller audio heard before the engine has started, kept for it: only on the stream that takes a call back after
+   * the agent sent keys, where the other side (a phone menu) speaks at once; elsewhere it is dropped, as before.
+   */
+  private early: Int16Array[] | undefined
+  private earlySamples = 0
   readonly done: Promise<void>
   private resolveDone!: () => void
 
   private constructor (deps: SessionDeps, call: CallRow, transport: Transport, options: OpenOptions) {
+    if (options.resume?.keys_sent !== undefined) this.early = []
     this.deps = deps
     this.call = call
     this.transport = transport
@@ -264,12 +284,18 @@ export class Session {
     const setup = await this.setup(loaded)
     for (const step of entered) this.addStep(step)
     if (this.ended) return
-    await this.engine.start(resume === undefined ? setup : { ...setup, history: this.history() })
+    // Keys the agent sent before this stream (send_dtmf on Twilio): the model is told, since its tool call was the last stream's.
+    const sent = resume?.keys_sent === undefined ? [] : [{ role: 'user' as const, text: `(You sent the keys ${spaced(resume.keys_sent)} on the keypad. The other side answers next.)` }]
+    await this.engine.start(resume === undefined ? setup : { ...setup, history: [...this.history(), ...sent] })
     if (this.ended) return
+    const early = this.early ?? []
+    this.early = undefined
+    for (const pcm of early) this.audio(pcm)
     this.transport.send({ type: 'ready', call_id: this.call.id, agent_name: agent.agent_name, mode: this.kind === 'simulator' || this.kind === 'text' ? 'text' : 'voice', engine: this.kind, sample_rate: 16_000 })
     // The limit counts from the call's start (make-web-call), as the deadline job does.
     const left = maxDurationMinutes(agent) * 60_000 - (Date.now() - this.call.start_timestamp.getTime())
     this.timers.push(this.clock.after(this.scaled(Math.max(0, left)), () => this.limitReached()))
+    if (resume?.keys_sent !== undefined) return this.core.awaitCaller()
     if (resume !== undefined && this.options.quiet !== true) return this.say(spokenLines(this.language).notForwarded)
     if (resume !== undefined) return this.core.awaitCaller()
     const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
@@ -380,6 +406,13 @@ export class Session {
 
   /** Caller audio: PCM16 mono 16 kHz of any length; cut into 20 ms frames here. */
   audio (pcm: Int16Array): void {
+    if (this.early !== undefined && !this.ended) {
+      this.early.push(pcm)
+      this.earlySamples += pcm.length
+      // The latest CALLER_LEAD_MS of it: given at once, what runs further ahead of the clock would be dropped anyway.
+      while (this.earlySamples > CALLER_LEAD_MS * SAMPLE_RATE / 1000) this.earlySamples -= this.early.shift()!.length
+      return
+    }
     if (this.ended || this.engine === undefined) return
     for (const frame of this.callerFrames.push(pcm)) this.frame(frame)
   }
@@ -408,6 +441,40 @@ export class Session {
     this.core.respond()
     this.engine.userText(content)
     return true
+  }
+
+  /**
+   * The caller pressed keys (one or more of 0-9 * # A-D, checked by the transport), in order. A run of them is one
+   * caller turn: it ends at `#` or after VOICE_KEYPAD_PAUSE_MS without a key; the first key stops the agent talking.
+   */
+  keypad (digits: string): void {
+    if (this.ended || this.engine === undefined || this.ending !== undefined) return
+    this.core.interrupt()
+    for (const key of digits) {
+      // Keys past the run's bound are dropped: a flood of tones is one bounded turn.
+      if (this.keys.length < MAX_KEYPAD_RUN) this.keys += key
+      if (key === '#') this.keysDone()
+    }
+    this.keysTimer?.cancel()
+    if (this.keys !== '') this.keysTimer = this.clock.after(this.scaled(this.deps.config.voice.keypadPauseMs), () => this.keysDone())
+  }
+
+  /** A run of keys ended: to the transcript and the model as a caller turn; a run ended with `#` may fill a keypad field. */
+  private keysDone (): void {
+    this.keysTimer?.cancel()
+    if (this.ended || this.keys === '') return
+    // The agent is still answering the last typed turn or run: the keys wait for the next pause (and gather meanwhile).
+    if (!this.core.typed()) {
+      this.keysTimer = this.clock.after(this.scaled(this.deps.config.voice.keypadPauseMs), () => this.keysDone())
+      return
+    }
+    const keys = this.keys
+    this.keys = ''
+    const fill = this.agent.is_data_collection_active ? keypadField(this.agent.data_retrieval, this.collected, keys) : undefined
+    if (fill !== undefined) this.collected[fill.field] = fill.value
+    this.addTranscript({ speaker: 'user', content: keypadContent(keys), timestamp: Date.now(), keypad: keys })
+    this.core.respond()
+    this.engine.userText(keypadTurn(keys, fill?.field))
   }
 
   /** The caller hung up (or the connection closed); `reason` for a transport fault. */
@@ -542,14 +609,21 @@ export class Session {
         this.forwardTo = { ...outcome.forwardTo, reason: typeof reason === 'string' ? reason : null, summary: typeof summary === 'string' ? summary : null }
       }
       if (outcome.transferTo !== undefined) outcome = { output: await this.transfer(outcome.transferTo, parsed as Record<string, unknown>) }
+      if (outcome.sendDigits !== undefined && this.transport.sendDigits === undefined) {
+        outcome = { output: 'Sending keypad tones is not available in this call. Tell the caller.' }
+      } else if (outcome.sendDigits !== undefined && this.transport.keysLeaveStream !== true) {
+        await this.transport.sendDigits!(outcome.sendDigits, this.conversation(0))
+      }
       event.output = outcome.output
     } catch (err) {
       event.error = err instanceof Error ? err.message : String(err)
       this.log.warn({ tool: name, reason: event.error }, 'a tool failed during the call')
     }
     if (this.ended) return
-    this.addTranscript({ speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event })
+    const item: TranscriptItem = { speaker: 'tool', content: `${name}: ${event.error === undefined ? event.output : `error: ${event.error}`}`, timestamp: Date.now(), tool: event }
+    this.addTranscript(item)
     for (const step of entered) this.addStep(step)
+    if (outcome?.sendDigits !== undefined && event.error === undefined && this.transport.keysLeaveStream === true) return await this.sendKeysAway(id, outcome.sendDigits, item)
     if (outcome?.endCall !== undefined) this.finishWith('agent_hangup')
     if (this.forwardTo !== undefined && this.ending === undefined) this.finishWith('forward')
     this.engine.toolResult(id, event.error === undefined ? event.output! : `Error: ${event.error}`)
@@ -603,12 +677,51 @@ export class Session {
       else if (!this.ended) this.say(spokenLines(this.language).notForwarded)
       return
     }
+    await this.leave()
+    this.log.info({ to: target.phoneNumber }, 'voice session forwarded the call')
+  }
+
+  /**
+   * send_dtmf on a transport whose tones take the call off its stream (Twilio): the recording so far is stored and
+   * the conversation kept with the call, the carrier plays the keys, and the stream that takes the call back goes on
+   * with the conversation (start, `keys_sent`). Should the carrier refuse, the model hears why and the call goes on.
+   */
+  private async sendKeysAway (toolCallId: string, digits: string, item: TranscriptItem): Promise<void> {
+    // The tool's item says what became of the keys: the conversation handed over holds it as sent.
+    const failed = (problem: string) => {
+      const { name, type, arguments: args } = item.tool!
+      item.tool = { name, type, arguments: args, error: problem }
+      item.content = `${name}: error: ${problem}`
+      this.engine.toolResult(toolCallId, `Error: ${problem}`)
+    }
+    if (this.forwarding) return failed('the call is being moved already')
+    this.forwarding = true
+    this.keysTimer?.cancel()
+    try {
+      const recordingMs = await this.storeRecording()
+      if (this.ended) return
+      await this.transport.sendDigits!(digits, { ...this.conversation(recordingMs), keys_sent: digits })
+    } catch (err) {
+      this.log.warn({ err }, 'the keys could not be sent; the agent keeps the call')
+      this.forwarding = false
+      if (this.hungUp !== undefined) return await this.end(this.hungUp)
+      if (!this.ended) failed(`the keys could not be sent (${err instanceof Error ? err.message : String(err)})`)
+      return
+    }
+    await this.leave()
+    this.log.info('voice session handed the call over to send keys')
+  }
+
+  /** The call went on elsewhere (forwarded, or sending keys): this session ends without ending it. */
+  private async leave (): Promise<void> {
     this.ended = true
+    this.core.stop()
+    for (const timer of this.timers.splice(0)) timer.cancel()
+    this.keysTimer?.cancel()
     this.abort.abort()
     this.engine.close()
     await this.closeTools()
     this.transport.close()
-    this.log.info({ to: target.phoneNumber }, 'voice session forwarded the call')
     this.resolveDone()
   }
 
@@ -655,6 +768,7 @@ export class Session {
     this.abort.abort()
     this.core?.stop()
     for (const timer of this.timers) timer.cancel()
+    this.keysTimer?.cancel()
     try {
       this.engine?.close()
       await this.closeTools()

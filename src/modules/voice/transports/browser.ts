@@ -1,5 +1,6 @@
 import type { WebSocket } from 'ws'
 import { bufferToPcm, pcmToBuffer } from '../audio.ts'
+import { KEYS, MAX_KEYPAD_RUN } from '../keypad.ts'
 import type { Session, Transport } from '../session.ts'
 import { SocketLoop, type LoopOptions } from '../socket-loop.ts'
 
@@ -14,6 +15,7 @@ const MAX_TEXT_LENGTH = 2000
 type BrowserInput =
   | { kind: 'audio', pcm: Int16Array }
   | { kind: 'text', text: string }
+  | { kind: 'dtmf', digits: string }
   | { kind: 'hangup' }
   /** Well formed, not taken: the browser is told why, the call goes on. */
   | { kind: 'refused', code: string, problem: string }
@@ -35,8 +37,13 @@ function parseBrowserMessage (data: Buffer, isBinary: boolean): BrowserInput {
     return { kind: 'invalid', problem: 'a text message must be JSON' }
   }
   if (typeof event !== 'object' || event === null || Array.isArray(event)) return { kind: 'invalid', problem: 'an event must be a JSON object' }
-  const { type, text } = event as { type?: unknown, text?: unknown }
+  const { type, text, digits } = event as { type?: unknown, text?: unknown, digits?: unknown }
   if (type === 'hangup') return { kind: 'hangup' }
+  if (type === 'dtmf') {
+    if (typeof digits !== 'string' || !KEYS.test(digits)) return { kind: 'invalid', problem: 'digits must be keys: 0-9, *, #, A-D' }
+    if (digits.length > MAX_KEYPAD_RUN) return { kind: 'refused', code: 'digits_too_long', problem: `a dtmf message has at most ${MAX_KEYPAD_RUN} keys; these were not taken` }
+    return { kind: 'dtmf', digits }
+  }
   if (type === 'text') {
     if (typeof text !== 'string' || text.trim() === '' || INVALID_TEXT.test(text)) {
       return { kind: 'invalid', problem: `text must be 1 to ${MAX_TEXT_LENGTH} characters of valid text` }
@@ -67,6 +74,7 @@ export function browserStream (socket: WebSocket, options: LoopOptions): Browser
       else if (session === undefined) return undefined
       else if (input.kind === 'audio') session.audio(input.pcm)
       else if (input.kind === 'hangup') session.hangup('user_hangup')
+      else if (input.kind === 'dtmf') session.keypad(input.digits)
       else if (!session.text(input.text)) {
         sendEvent({ type: 'error', code: 'turn_in_progress', message: 'the agent is still answering the last typed turn; send the next one once it has finished speaking' })
       }
@@ -80,6 +88,8 @@ export function browserStream (socket: WebSocket, options: LoopOptions): Browser
     transport: {
       sendAudio: (frame) => loop.send(pcmToBuffer(frame)),
       send: sendEvent,
+      // The agent pressed keys (send_dtmf): the page shows them (and may play their tones).
+      sendDigits: async (digits) => sendEvent({ type: 'dtmf', digits }),
       close: () => loop.close()
     },
     attach (opened) {

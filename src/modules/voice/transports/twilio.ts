@@ -1,10 +1,11 @@
 import type { WebSocket } from 'ws'
 import { mulawDecode, mulawEncodeHalved, resample } from '../audio.ts'
+import { KEY } from '../keypad.ts'
 import type { SessionEvent, Transport } from '../session.ts'
 import type { SocketLoop } from '../socket-loop.ts'
 
 // Twilio's Media Streams (bidirectional, <Connect><Stream>): JSON text messages; audio is base64 µ-law at
-// 8 kHz, converted here to and from the core's 16 kHz PCM16. In: connected, start, media, mark, dtmf, stop.
+// 8 kHz, converted here to and from the core's 16 kHz PCM16. In: connected, start, media, mark, dtmf (a key), stop.
 // Out: media, mark, clear. The socket itself (pings, faults, close codes) is the shared socket loop's; the
 // signalling around it (tokens, the call, forwarding) is the telephony module's.
 
@@ -14,7 +15,9 @@ export type TwilioInput =
   | { kind: 'start', streamSid: string, callSid: string, accountSid: string, parameters: Record<string, string> }
   | { kind: 'media', pcm: Int16Array }
   | { kind: 'mark', name: string }
-  /** Keypresses (dtmf) and tracks not asked for: not part of the conversation. */
+  /** The caller pressed a key. */
+  | { kind: 'dtmf', digit: string }
+  /** Tracks not asked for: not part of the conversation. */
   | { kind: 'ignored' }
   | { kind: 'stop' }
   | { kind: 'invalid', problem: string }
@@ -60,7 +63,13 @@ export function parseTwilioMessage (data: Buffer, isBinary: boolean): TwilioInpu
       return { kind: 'media', pcm: resample(mulawDecode(bytes), 8000, 16_000) }
     }
     case 'mark': return str(message.mark?.name) ? { kind: 'mark', name: message.mark.name } : { kind: 'invalid', problem: 'mark needs mark.name' }
-    case 'dtmf': return { kind: 'ignored' }
+    case 'dtmf': {
+      // One key a message: { event: 'dtmf', streamSid, sequenceNumber, dtmf: { track: 'inbound_track', digit: '1' } }
+      // (https://www.twilio.com/docs/voice/media-streams/websocket-messages, "DTMF message").
+      const dtmf = message.dtmf
+      if (dtmf?.track !== undefined && dtmf.track !== 'inbound_track') return { kind: 'ignored' }
+      return typeof dtmf?.digit === 'string' && KEY.test(dtmf.digit) ? { kind: 'dtmf', digit: dtmf.digit } : { kind: 'invalid', problem: 'dtmf.digit must be one key: 0-9, *, #, A-D' }
+    }
     case 'stop': return { kind: 'stop' }
     default: return { kind: 'invalid', problem: `unknown event ${JSON.stringify(message.event)}` }
   }
@@ -80,13 +89,17 @@ export interface TwilioTransport extends Transport {
  * The transport of one Media Stream. Marks tell when Twilio has played the audio: a close waits for the last
  * one, so that a goodbye is not cut off when the stream (and with it the call) ends.
  */
-export function twilioTransport (socket: WebSocket, loop: SocketLoop, streamSid: string, forward?: Transport['forward']): TwilioTransport {
+export function twilioTransport (socket: WebSocket, loop: SocketLoop, streamSid: string, forward?: Transport['forward'], sendDigits?: Transport['sendDigits']): TwilioTransport {
   const send = (message: unknown) => loop.send(JSON.stringify(message))
   const pending = new Map<string, () => void>()
   let marks = 0
   let sentAudio = false
   const transport: TwilioTransport = {
     forward,
+    // Media Streams take no tones from us (messages to Twilio: media, mark, clear): <Play digits> through a call
+    // update does, and ends this stream (telephony/calls.ts sendKeys).
+    sendDigits,
+    keysLeaveStream: true,
     sendAudio (frame) {
       sentAudio = true
       // Fifty of these a second for every call: written as text (the sid and base64 need no escaping).

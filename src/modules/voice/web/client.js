@@ -110,6 +110,11 @@ export class WebCall extends EventTarget {
     if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: 'text', text }))
   }
 
+  /** Keypad presses (0-9, *, #, A-D), as a phone's keypad sends them. */
+  sendDigits (digits) {
+    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: 'dtmf', digits }))
+  }
+
   hangup () {
     if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: 'hangup' }))
   }

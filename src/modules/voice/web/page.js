@@ -1,6 +1,7 @@
 /* global location */
 // The web-call page: joins the call named by the access token in the address's fragment (never sent to
-// the server in a request line or a log), shows the live transcript, and offers typed turns and hang-up.
+// the server in a request line or a log), shows the live transcript, and offers typed turns, a keypad (keys
+// sent as the caller's keypad presses) and hang-up.
 import { WebCall } from './client.js'
 
 const $ = (id) => document.getElementById(id)
@@ -26,6 +27,7 @@ if (token) {
     }
   })
   $('hangup').addEventListener('click', () => call.hangup())
+  for (const key of $('keypad').querySelectorAll('button')) key.addEventListener('click', () => call.sendDigits(key.value))
   $('typed').addEventListener('submit', (event) => {
     event.preventDefault()
     const text = $('text').value.trim()
@@ -35,6 +37,7 @@ if (token) {
 
   call.addEventListener('ready', (event) => {
     $('typed').hidden = false
+    $('keypad').hidden = false
     status(event.detail.mode === 'voice' ? 'Connected: speak, or type below.' : 'Connected (text: no speech providers are configured). Type below.')
   })
   call.addEventListener('agent_text', (event) => { $('agent-text').textContent += event.detail.delta })
@@ -53,9 +56,12 @@ if (token) {
   })
   call.addEventListener('agent_speaking', (event) => { document.body.classList.toggle('speaking', event.detail.speaking) })
   call.addEventListener('error', (event) => status(event.detail.message))
+  // The agent pressed keys (its send_dtmf tool), as it would on a phone menu.
+  call.addEventListener('dtmf', (event) => status(`The agent pressed ${[...event.detail.digits].join(' ')}.`))
   call.addEventListener('ended', (event) => {
     status(`The call ended (${event.detail.reason}).`)
     $('hangup').disabled = true
     $('typed').hidden = true
+    $('keypad').hidden = true
   })
 }
