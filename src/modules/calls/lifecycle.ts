@@ -123,6 +123,7 @@ export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id
     ring_timeout_seconds: null,
     carrier: null,
     carrier_call_id: null,
+    answered_by: null,
     forwarding: null,
     speech_recognised_seconds: 0,
     speech_synthesised_seconds: 0,
