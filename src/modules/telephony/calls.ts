@@ -4,6 +4,8 @@ import type { DB } from '../../db/database.ts'
 import type { CallRow } from '../../db/schema.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import { VOICEMAIL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { loadAgentConfig } from '../agents/versions.ts'
 import { endCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
 import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
@@ -30,7 +32,7 @@ export const DEFAULT_RING_TIMEOUT_SECONDS = 30
 export const UNANSWERED: Record<string, string> = { busy: 'busy', 'no-answer': 'no_answer', failed: 'failed', canceled: 'canceled' }
 export const FINAL = new Set(['completed', ...Object.keys(UNANSWERED)])
 
-export const TELEPHONY_PATHS = { ...TWILIO_WEBHOOKS, stream: '/telephony/twilio/stream', dialResult: '/telephony/twilio/dial-result' } as const
+export const TELEPHONY_PATHS = { ...TWILIO_WEBHOOKS, stream: '/telephony/twilio/stream', dialResult: '/telephony/twilio/dial-result', amd: '/telephony/twilio/amd' } as const
 
 /** A new one-time token for a call's media stream: the token, and what is stored of it. */
 export function newStreamToken (ttlMs = STREAM_TOKEN_TTL_MS) {
@@ -69,15 +71,27 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
   const ringSeconds = call.ring_timeout_seconds ?? DEFAULT_RING_TIMEOUT_SECONDS
   const { token, hash, expires } = newStreamToken(Math.max(STREAM_TOKEN_TTL_MS, 2 * ringSeconds * 1000))
   if (!await setStreamToken(deps.db, call.id, hash, expires)) return
+  const voicemail = await voicemailSettingsOf(deps.db, call)
   try {
     const placed = await twilio.calls.create({
-      to: call.call_to!, from: call.call_from!, twiml: connectTwiml(deps.config, token), statusCallback: statusCallbackOf(deps.config, call.id), timeoutSeconds: ringSeconds
+      to: call.call_to!,
+      from: call.call_from!,
+      twiml: connectTwiml(deps.config, token),
+      statusCallback: statusCallbackOf(deps.config, call.id),
+      timeoutSeconds: ringSeconds,
+      ...(voicemail.detection && { machineDetection: { callback: `${deps.config.publicBaseUrl}${TELEPHONY_PATHS.amd}?call_id=${call.id}`, timeoutSeconds: voicemail.detection_timeout_seconds } })
     })
     await setCarrierCallId(deps.db, call.id, placed.sid)
   } catch (err) {
     if (!(err instanceof CarrierError)) throw err
     await fail(err.message)
   }
+}
+
+/** The voicemail_settings of the agent version a call runs (defaults for members it lacks; no detection when the agent is gone). */
+export async function voicemailSettingsOf (db: DB, call: CallRow) {
+  const loaded = await loadAgentConfig(db, call.user_id, call.agent_id, call.agent_version)
+  return { ...VOICEMAIL_SETTINGS_DEFAULTS, ...loaded?.agent.voicemail_settings }
 }
 
 /**

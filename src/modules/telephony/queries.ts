@@ -76,3 +76,11 @@ export async function recordAnswer (db: DB, callId: string, at: Date): Promise<v
     .where('id', '=', callId).where('direction', '=', 'outbound').where('call_status', '=', 'started')
     .execute()
 }
+
+/** What the carrier's answering-machine detection said of a live call (the latest verdict); false when the call has ended. */
+export async function recordAnsweredBy (db: DB, callId: string, answeredBy: string): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ answered_by: answeredBy })
+    .where('id', '=', callId).where('call_status', '=', 'started')
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
