@@ -24,7 +24,7 @@ t.test('an upgrade from before voicemail keeps each agent (no detection) and cal
   await pool.query(`INSERT INTO agents (id, user_id, agent_name, llm_id, voice_id, interruption_sensitivity, call_settings, widget_settings, callback_settings, version)
     VALUES ($1, $2, 'Front desk', $3, '65a0f0000000000000000001', 0.5, '{}', '{}', '{}', 1)`, [agentId, userId, llmId])
   // Version 1, as written before voicemail_settings existed (its snapshot has no such member).
-  await pool.query(`INSERT INTO agent_versions (user_id, agent_id, version, change, snapshot) VALUES ($1, $2, 1, 'created', $3)`, [userId, agentId, JSON.stringify({
+  await pool.query('INSERT INTO agent_versions (user_id, agent_id, version, change, snapshot) VALUES ($1, $2, 1, \'created\', $3)', [userId, agentId, JSON.stringify({
     agent: { agent_name: 'Front desk', voice_id: '65a0f0000000000000000001', interruption_sensitivity: 0.5, call_settings: {}, data_retrieval: [], webhook_url: null, is_data_collection_active: false, is_customer_memory_active: false, callback_settings: {}, workflow: null },
     llm_id: llmId,
     llm: { model: 'gpt-4o-mini', begin_message: null, general_prompt: '', temperature: 0.7, max_tokens: null, engine: null, turn_detection: { type: 'switchboard' } },
@@ -39,7 +39,7 @@ t.test('an upgrade from before voicemail keeps each agent (no detection) and cal
   t.same((await pool.query('SELECT voicemail_settings FROM agents')).rows, [{ voicemail_settings: {} }], 'the agent detects nothing (the defaults)')
   t.same((await pool.query('SELECT answered_by FROM calls')).rows, [{ answered_by: null }], 'the call has no verdict')
   // A version from before: it ran without detection, whatever the agent's settings are now.
-  await pool.query(`UPDATE agents SET voicemail_settings = '{"detection":true}'`)
+  await pool.query('UPDATE agents SET voicemail_settings = \'{"detection":true}\'')
   t.same((await loadAgentConfig(createDb(pool), userId, agentId, 1))?.agent.voicemail_settings, {})
   await t.rejects(pool.query("UPDATE calls SET answered_by = 'robot'"), { code: '23514' }, 'only Twilio\'s AnsweredBy values')
 })
