@@ -71,6 +71,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     webhook(`/telephony/twilio/status?call_id=${phoneCall}`, { CallStatus: 'completed', CallDuration: '12' }),
     webhook('/telephony/twilio/status', { CallStatus: 'busy' }),
     webhook(`/telephony/twilio/dial-result?call_id=${phoneCall}`, { DialCallStatus: 'no-answer', DialCallDuration: '0', CallStatus: 'in-progress' }),
+    webhook(`/telephony/twilio/amd?call_id=${phoneCall}`, { AnsweredBy: 'machine_end_beep', MachineDetectionDuration: '4200' }),
     { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
     { method: 'GET', url: '/telephony/twilio/stream', websocket: true }
   ]
