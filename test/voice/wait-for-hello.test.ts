@@ -57,6 +57,15 @@ t.test('nobody says hello: the begin message comes once wait_for_hello_seconds h
   t.same(said(), ['Hello Ada, this is the clinic.'])
 })
 
+t.test('speech that never ends holds the begin message twice the wait at most', async (t) => {
+  const { said, advance, session } = await outboundSession(t, { call_settings: { wait_for_hello_seconds: 2 } })
+  ;(session as unknown as { callerSpeech: (edge: 'start' | 'end') => void }).callerSpeech('start')
+  await advance(3990)
+  t.same(said(), [], 'the callee is still speaking when the wait is over')
+  await advance(20)
+  t.same(said(), ['Hello Ada, this is the clinic.'])
+})
+
 t.test('wait_for_hello_seconds 0, an inbound call, a simulated call: the agent speaks at once', async (t) => {
   for (const [name, body, call] of [
     ['no wait', { call_settings: { wait_for_hello_seconds: 0 } }, {}],

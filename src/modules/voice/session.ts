@@ -307,7 +307,11 @@ export class Session {
     const waitMs = this.providerTurns ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
     const greeting = { begin, hello: false, waited: waitMs <= 0, speaking: false, amd: detection, timers: [] as Timer[] }
     this.greeting = greeting
-    if (waitMs > 0) greeting.timers.push(this.clock.after(this.scaled(waitMs), () => { greeting.waited = true; this.greet() }))
+    if (waitMs > 0) {
+      greeting.timers.push(this.clock.after(this.scaled(waitMs), () => { greeting.waited = true; this.greet() }))
+      // Speech that never ends (a television, a line's noise) holds the agent twice the wait at most.
+      greeting.timers.push(this.clock.after(this.scaled(2 * waitMs), () => { greeting.speaking = false; this.greet() }))
+    }
     if (detection) {
       greeting.timers.push(this.clock.after(this.scaled(this.voicemail.detection_timeout_seconds * 1000 + VERDICT_GRACE_MS), () => this.answeredBy('unknown')))
       // A verdict that came before this session listened (it is stored with the call before it is signalled).
