@@ -503,7 +503,7 @@ class Call implements LiveCall {
   resource () {
     const base = `/${API_VERSION}/Accounts/${this.accountSid}/Calls/${this.sid}`
     return {
-      sid: this.sid, account_sid: this.accountSid, annotation: null, answered_by: null, api_version: API_VERSION, caller_name: null,
+      sid: this.sid, account_sid: this.accountSid, annotation: null, answered_by: this.screening.answeredBy.at(-1) ?? null, api_version: API_VERSION, caller_name: null,
       date_created: rfc2822(this.created), date_updated: rfc2822(this.#updated), start_time: this.#started === undefined ? null : rfc2822(this.#started),
       end_time: this.final ? rfc2822(this.#updated) : null, direction: this.direction, duration: this.duration === undefined ? null : String(this.duration),
       forwarded_from: null, from: this.from, from_formatted: this.from, group_sid: null, parent_call_sid: null, phone_number_sid: null, price: null,
