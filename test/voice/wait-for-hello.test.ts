@@ -13,10 +13,10 @@ import { poll } from '../helpers/poll.ts'
 // moved by hand: the begin message waits for the callee's hello up to wait_for_hello_seconds, and for the verdict
 // of answering-machine detection; a machine gets the agent's message or a hang-up. No test here sleeps: time moves.
 
-async function outboundSession (t: Test, agentBody: Record<string, unknown>, call: { direction?: 'inbound' | 'outbound', carrier?: 'twilio' | null } = {}) {
+async function outboundSession (t: Test, agentBody: Record<string, unknown>, call: { direction?: 'inbound' | 'outbound', carrier?: 'twilio' | null } = {}, begin: string | null = 'Hello {{name}}, this is the clinic.') {
   const ctx = await setup(t, { CALL_RUNTIME: 'voice' })
   const account = await createAccount(ctx.db)
-  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello {{name}}, this is the clinic.' } })).json()
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: begin } })).json()
   const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: llm._id, ...agentBody } })).json()
   const id = newId()
   await ctx.db.insertInto('calls').values({
@@ -64,6 +64,18 @@ t.test('speech that never ends holds the begin message twice the wait at most', 
   t.same(said(), [], 'the callee is still speaking when the wait is over')
   await advance(20)
   t.same(said(), ['Hello Ada, this is the clinic.'])
+})
+
+t.test('no begin message, detection on: what the callee said while the verdict was awaited is answered once it is human', async (t) => {
+  const { said, advance, session, events } = await outboundSession(t, { voicemail_settings: { detection: true } }, {}, null)
+  const speech = session as unknown as { callerSpeech: (edge: 'start' | 'end') => void }
+  speech.callerSpeech('start')
+  speech.callerSpeech('end')
+  await advance(10_000)
+  t.same(said(), [], 'nothing before the verdict')
+  session.answeredBy('human')
+  await advance(0)
+  t.ok(events.some((e) => e.type === 'agent_speaking' && e.speaking), 'the agent answers the callee\'s words')
 })
 
 t.test('wait_for_hello_seconds 0, an inbound call, a simulated call: the agent speaks at once', async (t) => {

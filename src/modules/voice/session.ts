@@ -304,7 +304,8 @@ export class Session {
    */
   private async awaitHello (begin: string | undefined): Promise<void> {
     const detection = this.voicemail.detection
-    const waitMs = this.providerTurns ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
+    // Without a begin message there is nothing to hold for a hello: the callee speaks first as before.
+    const waitMs = this.providerTurns || begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
     const greeting = { begin, hello: false, waited: waitMs <= 0, speaking: false, amd: detection, timers: [] as Timer[] }
     this.greeting = greeting
     if (waitMs > 0) {
@@ -342,16 +343,19 @@ export class Session {
   private greet (): void {
     const greeting = this.greeting
     if (greeting === undefined || this.ended || greeting.amd || greeting.speaking || !(greeting.hello || greeting.waited)) return
-    this.releaseGreeting()
-    if (greeting.begin !== undefined) this.say(greeting.begin)
-    else this.core.awaitCaller()
+    this.releaseGreeting(greeting.begin !== undefined)
+    if (greeting.begin !== undefined) return this.say(greeting.begin)
+    if (!greeting.hello) return this.core.awaitCaller()
+    // No begin message, and the callee spoke while the verdict was awaited: what they said is the turn to answer.
+    this.core.respond()
+    this.engine.endOfTurn()
   }
 
-  /** The greeting is no longer held: its timers stop, and the callee's hello is no turn of the conversation. */
-  private releaseGreeting (): void {
+  /** The greeting is no longer held: its timers stop; `forget`: the callee's hello is no turn of the conversation. */
+  private releaseGreeting (forget: boolean): void {
     for (const timer of this.greeting?.timers.splice(0) ?? []) timer.cancel()
     this.greeting = undefined
-    this.engine.forget?.()
+    if (forget) this.engine.forget?.()
   }
 
   /**
@@ -381,7 +385,7 @@ export class Session {
       return this.greet()
     }
     this.machine = true
-    if (this.greeting !== undefined) this.releaseGreeting()
+    if (this.greeting !== undefined) this.releaseGreeting(true)
     // Words already playing (a verdict after the detection's time-out) stop: a machine is no one to talk to.
     this.core.interrupt()
     this.finishWith(kind === 'fax' ? 'fax_detected' : 'voicemail', leave ? text : undefined)
