@@ -66,7 +66,7 @@ export type Party =
 export interface MachineDetectionRequest { mode: string, async: boolean, callback: string | undefined, method: string, timeoutSeconds: number }
 
 /** What the party did and when (performance.now()), and the AnsweredBy values posted. */
-export interface Screening { helloEndedAt?: number, beepEndedAt?: number, answeredBy: string[] }
+export interface Screening { helloEndedAt?: number, beepEndedAt?: number, /** when the last AnsweredBy was sent */ verdictAt?: number, answeredBy: string[] }
 
 /** A 1 kHz beep at half scale, 16 kHz PCM16. */
 const beep = (ms: number) => Int16Array.from({ length: Math.round(ms * 16) }, (_, i) => Math.round(16_000 * Math.sin(2 * Math.PI * 1000 * i / SAMPLE_RATE)))
@@ -87,6 +87,7 @@ async function screen (voice: TwilioVoice, call: Call, stream: Stream, party: Pa
   const amd = call.machineDetection
   const post = async (answeredBy: string, startedAt: number) => {
     call.screening.answeredBy.push(answeredBy)
+    call.screening.verdictAt = performance.now()
     if (amd?.callback === undefined || !amd.async) return
     await voice.send('amd', call, amd.method, amd.callback, [['AccountSid', call.accountSid], ['CallSid', call.sid], ['AnsweredBy', answeredBy],
       ['MachineDetectionDuration', String(Math.round(performance.now() - startedAt))]], 'valid')

@@ -103,7 +103,7 @@ t.test('a person: the AMD parameters go with the Calls create; the agent waits f
   const amd = ctx.twilio.webhooks.find((w) => w.kind === 'amd')!
   t.match(amd, { status: 204, params: { AnsweredBy: 'human' } })
   t.ok(stream.frames[0].at > phone.screening.helloEndedAt!, 'not over the callee\'s hello')
-  t.ok(stream.frames[0].at > amd.at, 'not before the verdict')
+  t.ok(stream.frames[0].at > phone.screening.verdictAt!, 'not before the verdict')
   t.ok(stream.frames[0].at - phone.screening.helloEndedAt! < 8000, 'after the hello, not after the whole wait')
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hello Ada, this is the clinic.' })
   t.equal(ctx.openai.requests.chat.length, 0, 'the hello is no turn the model answers')

@@ -222,6 +222,12 @@ export class Session {
     this.agent = agent
     this.version = loaded.version
     this.kind = engine ?? chooseEngine(config.voice, llm)
+    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
+    // A carrier's outbound call (not a simulated one): someone or something picked up, and may not have spoken yet.
+    // Held from here, so that a hello heard while the engine connects is the greeting's too.
+    if (this.call.call_type === 'phone' && this.call.direction === 'outbound' && this.call.carrier !== null && resume === undefined && this.options.onEnd === undefined) {
+      this.greeting = { begin, hello: false, waited: false, speaking: false, amd: false, timers: [] }
+    }
     this.detector = await SpeechDetector.create({
       sensitivity: Math.max(0.05, agent.interruption_sensitivity),
       onTurn: (edge, atMs) => { if (!this.ended) this.callerSpeech(edge, this.streamEndsAt - (this.streamMs - atMs)) },
@@ -288,9 +294,7 @@ export class Session {
     this.timers.push(this.clock.after(this.scaled(Math.max(0, left)), () => this.limitReached()))
     if (resume !== undefined && this.options.quiet !== true) return this.say(spokenLines(this.language).notForwarded)
     if (resume !== undefined) return this.core.awaitCaller()
-    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
-    // A carrier's outbound call (not a simulated one): someone or something picked up, and may not have spoken yet.
-    if (this.call.call_type === 'phone' && this.call.direction === 'outbound' && this.call.carrier !== null && this.options.onEnd === undefined) return await this.awaitHello(begin)
+    if (this.greeting !== undefined) return await this.awaitHello(this.greeting)
     this.greeted = true
     if (begin !== undefined) this.say(begin)
     else this.core.awaitCaller()
@@ -302,12 +306,12 @@ export class Session {
    * Holds the begin message of an outbound phone call until the callee said hello (or wait_for_hello_seconds passed)
    * and, with voicemail detection on, until the carrier's detection has a verdict (or gave up).
    */
-  private async awaitHello (begin: string | undefined): Promise<void> {
+  private async awaitHello (greeting: NonNullable<Session['greeting']>): Promise<void> {
     const detection = this.voicemail.detection
     // Without a begin message there is nothing to hold for a hello: the callee speaks first as before.
-    const waitMs = this.providerTurns || begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
-    const greeting = { begin, hello: false, waited: waitMs <= 0, speaking: false, amd: detection, timers: [] as Timer[] }
-    this.greeting = greeting
+    const waitMs = this.providerTurns || greeting.begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
+    greeting.waited = waitMs <= 0
+    greeting.amd = detection
     if (waitMs > 0) {
       greeting.timers.push(this.clock.after(this.scaled(waitMs), () => { greeting.waited = true; this.greet() }))
       // Speech that never ends (a television, a line's noise) holds the agent twice the wait at most.
@@ -342,7 +346,7 @@ export class Session {
   /** Speaks the begin message once nothing holds it any more. */
   private greet (): void {
     const greeting = this.greeting
-    if (greeting === undefined || this.ended || greeting.amd || greeting.speaking || !(greeting.hello || greeting.waited)) return
+    if (greeting === undefined || this.ended || !this.greeted || greeting.amd || greeting.speaking || !(greeting.hello || greeting.waited)) return
     this.releaseGreeting(greeting.begin !== undefined)
     if (greeting.begin !== undefined) return this.say(greeting.begin)
     if (!greeting.hello) return this.core.awaitCaller()
