@@ -38,6 +38,7 @@ import { guardedAgent } from './net/guard.ts'
 import { deliveryRoutes } from './modules/deliveries/routes.ts'
 import { runtimeRoutes } from './modules/runtime/routes.ts'
 import { LiveCalls } from './modules/voice/live-calls.ts'
+import { listenForSignals } from './modules/voice/signals.ts'
 import { StreamAdmission, streamSocketError } from './modules/voice/streams.ts'
 import { webCallRoutes } from './modules/voice/routes.ts'
 import { telephonyRoutes } from './modules/telephony/routes.ts'
@@ -97,6 +98,12 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
   // The call streams of both routes share the process's caps on pending and open sockets.
   const streams = new StreamAdmission(config.voice)
   app.addHook('preClose', async () => { await live.endAll() })
+  if (config.role !== 'worker' && config.callRuntime === 'voice') {
+    // Signals to this process's calls from webhooks that landed on any process (voice/signals.ts).
+    const signals = listenForSignals(deps.db, app.log as Logger, (callId, signal) => { live.signal(callId, signal) })
+    app.addHook('onReady', async () => { await signals.ready })
+    app.addHook('onClose', async () => { await signals.stop() })
+  }
   // Closing waits for open connections, and closes idle keep-alive ones only once: a request that was being
   // answered then (a Twilio webhook, a load balancer's) would hold the shutdown for the keep-alive time-out.
   let idleSweep: NodeJS.Timeout | undefined

@@ -88,6 +88,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     webhook(`/telephony/twilio/dial-result?call_id=${phoneCall}`, { DialCallStatus: 'no-answer', DialCallDuration: '0', CallStatus: 'in-progress' }),
     webhook(`/telephony/twilio/transfer-answer?call_id=${phoneCall}`, { CallStatus: 'in-progress', Digits: '1' }),
     webhook(`/telephony/twilio/transfer-status?call_id=${phoneCall}`, { CallStatus: 'no-answer', CallDuration: '0' }),
+    webhook(`/telephony/twilio/amd?call_id=${phoneCall}`, { AnsweredBy: 'machine_end_beep', MachineDetectionDuration: '4200' }),
     { method: 'GET', url: '/telephony/twilio/stream', headers: upgrade },
     { method: 'GET', url: '/telephony/twilio/stream', websocket: true },
     telnyxEvent('call.initiated', { call_control_id: 'v3:fuzz-in', from: '+14155550100', to: number, direction: 'incoming' }),

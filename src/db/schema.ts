@@ -2,7 +2,7 @@ import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Static } from 'typebox'
 import type {
   AnyObject, CallbackSettings, CallLatency, CallSettings, Conversation, DeliveryAttempt, RetrievalField, TemplateAgent, TemplateLlm, TokenUsage,
-  TranscriptItem, TurnDetection, WidgetSettings, WorkflowState
+  TranscriptItem, TurnDetection, VoicemailSettings, WidgetSettings, WorkflowState
 } from './shapes.ts'
 
 // The jsonb columns are typed from the TypeBox shapes in shapes.ts (one source for the column, the
@@ -267,6 +267,7 @@ export interface AgentsTable {
   is_customer_memory_active: Generated<boolean>
   widget_settings: Json<Partial<Static<typeof WidgetSettings>>>
   callback_settings: Json<Partial<Static<typeof CallbackSettings>>>
+  voicemail_settings: JsonOptional<Partial<Static<typeof VoicemailSettings>>>
   /** The agent's workflow (agents/workflow.ts, read through its schema); null: it talks from one prompt. */
   workflow: JsonNullable<AnyObject>
   /** Its latest version (agent_versions); 0: none written yet. */
@@ -407,6 +408,8 @@ export interface CallsTable {
   carrier: 'twilio' | 'telnyx' | null
   /** The carrier's id of the call (Twilio's CallSid). */
   carrier_call_id: string | null
+  /** What the carrier's answering-machine detection said (Twilio's AnsweredBy); null: no verdict (detection off, or none yet). */
+  answered_by: string | null
   /** The conversation held while the call is forwarded to a phone number (shapes.ts, Conversation). */
   forwarding: JsonNullable<Conversation>
   /** When the person a Telnyx call was forwarded to answered (the transfer's leg); forwarding minutes run from here. */

@@ -142,7 +142,8 @@ export const CallSettings = Type.Object({
   silence_timeout_seconds: Type.Integer(),
   responsiveness: Type.Number(),
   recording_enabled: Type.Boolean(),
-  stt_languages: Type.Array(Type.String())
+  stt_languages: Type.Array(Type.String()),
+  wait_for_hello_seconds: Type.Number({ description: 'outbound phone calls: how long the agent waits for the callee\'s first words before its begin message (docs/voice.md, "Waiting for hello")' })
 })
 
 export const WidgetSettings = Type.Object({
@@ -153,6 +154,14 @@ export const WidgetSettings = Type.Object({
   greeting: Type.String(),
   allowed_origins: Type.Array(Type.String()),
   agent_version: Type.Union([Type.Integer(), Type.Null()], { description: 'the agent version the widget\'s calls run; null: the latest' })
+})
+
+/** What an agent does about answering machines on its outbound phone calls (docs/voice.md, "Voicemail"). */
+export const VoicemailSettings = Type.Object({
+  detection: Type.Boolean({ description: 'detect answering machines on outbound phone calls (Twilio\'s asynchronous AMD); web and inbound calls never detect' }),
+  action: Type.Enum(['hang_up', 'leave_message'], { description: 'on a machine: hang up, or wait for the beep and speak `message`' }),
+  message: Type.String({ description: 'spoken after the beep (action leave_message); {{variables}} from dynamic_context are filled in' }),
+  detection_timeout_seconds: Type.Integer({ description: 'how long the carrier listens before it gives up (AnsweredBy unknown: the call goes on as with a person)' })
 })
 
 export const CallbackSettings = Type.Object({

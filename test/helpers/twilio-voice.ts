@@ -5,6 +5,7 @@ import { Parser } from 'htmlparser2'
 import { WebSocket } from 'ws'
 import { FRAME_MS, mulawDecode, mulawEncode, resample, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
 import { poll } from './poll.ts'
+import { speech } from './voice-client.ts'
 
 // Twilio's voice side, as the server under test meets it: the Calls REST resource, signed webhooks (voice URL,
 // status callbacks, <Dial> actions), TwiML execution and bidirectional Media Streams (<Connect><Stream>), all on
@@ -46,15 +47,82 @@ export type Callee =
     talkMs?: number
     /** at a <Gather> of its call: the keys it presses or the words it says (neither: silence until the Gather gives up) */
     input?: { digits?: string, speech?: string }
+    /** who picks up an outbound call, as its stream hears them and answering-machine detection tells (Party) */
+    party?: Party
   }
   | { answer: 'no-answer' | 'busy' | 'failed', /** the outcome comes after this long (default delays.noAnswerMs for no-answer, delays.ringMs otherwise) */ afterMs?: number }
+
+// --- Answering-machine detection (voicemail helper) ---
+// https://www.twilio.com/docs/voice/answering-machine-detection: with MachineDetection and AsyncAmd=true the call
+// connects at once and AnsweredBy is posted to AsyncAmdStatusCallback: `DetectMessageEnd` posts a person (`human`)
+// as soon as it is known and a machine only at the end of its greeting (`machine_end_beep`, `_silence`, `_other`);
+// `Enable` posts `machine_start` as soon as a machine is known. No verdict within MachineDetectionTimeout: `unknown`.
+
+/** Who picks up an outbound call (its stream hears them from `pickupMs` after it opens, default 300). */
+export type Party =
+  | { kind: 'human', /** says hello for this long (0: says nothing) */ helloMs?: number, /** AnsweredBy this long after the hello ends (default 0) */ detectMs?: number, pickupMs?: number }
+  | { kind: 'machine', /** the recorded greeting's length */ greetingMs: number, /** the beep's length (default 400) */ beepMs?: number, pickupMs?: number }
+  | { kind: 'fax', pickupMs?: number }
+
+/** The AMD parameters of a Calls create, as sent. */
+export interface MachineDetectionRequest { mode: string, async: boolean, callback: string | undefined, method: string, timeoutSeconds: number }
+
+/** What the party did and when (performance.now()), and the AnsweredBy values posted. */
+export interface Screening { helloEndedAt?: number, beepEndedAt?: number, /** when the last AnsweredBy was sent */ verdictAt?: number, answeredBy: string[] }
+
+/** A 1 kHz beep at half scale, 16 kHz PCM16. */
+const beep = (ms: number) => Int16Array.from({ length: Math.round(ms * 16) }, (_, i) => Math.round(16_000 * Math.sin(2 * Math.PI * 1000 * i / SAMPLE_RATE)))
+
+/** Reads the AMD parameters of a Calls create; a string for a value Twilio refuses. */
+function machineDetectionOf (form: URLSearchParams): MachineDetectionRequest | string | undefined {
+  const mode = form.get('MachineDetection')
+  if (mode === null) return undefined
+  if (mode !== 'Enable' && mode !== 'DetectMessageEnd') return `Invalid MachineDetection: ${mode}`
+  const timeout = Number(form.get('MachineDetectionTimeout') ?? '30')
+  if (!Number.isInteger(timeout) || timeout < 3 || timeout > 59) return `Invalid MachineDetectionTimeout: ${form.get('MachineDetectionTimeout')}`
+  const callback = form.get('AsyncAmdStatusCallback') ?? undefined
+  return { mode, async: form.get('AsyncAmd') === 'true', callback, method: form.get('AsyncAmdStatusCallbackMethod') ?? 'POST', timeoutSeconds: timeout }
+}
+
+/** Plays the party on the call's first stream and posts what detection makes of it. */
+async function screen (voice: TwilioVoice, call: Call, stream: Stream, party: Party): Promise<void> {
+  const amd = call.machineDetection
+  const post = async (answeredBy: string, startedAt: number) => {
+    call.screening.answeredBy.push(answeredBy)
+    call.screening.verdictAt = performance.now()
+    if (amd?.callback === undefined || !amd.async) return
+    await voice.send('amd', call, amd.method, amd.callback, [['AccountSid', call.accountSid], ['CallSid', call.sid], ['AnsweredBy', answeredBy],
+      ['MachineDetectionDuration', String(Math.round(performance.now() - startedAt))]], 'valid')
+  }
+  await voice.sleep(party.pickupMs ?? 300)
+  const startedAt = performance.now()
+  if (party.kind === 'human') {
+    const helloMs = party.helloMs ?? 600
+    if (helloMs > 0) {
+      await stream.sendAudio(speech(helloMs, 0), { realtime: true })
+      call.screening.helloEndedAt = performance.now()
+      await stream.sendAudio(new Int16Array(16 * 800), { realtime: true })
+    }
+    await voice.sleep(party.detectMs ?? 0)
+    if (amd !== undefined) await post('human', startedAt)
+  } else if (party.kind === 'machine') {
+    if (amd?.mode === 'Enable') void voice.sleep(Math.min(party.greetingMs, 1500)).then(async () => { await post('machine_start', startedAt) })
+    await stream.sendAudio(speech(party.greetingMs, 0), { realtime: true })
+    await stream.sendAudio(beep(party.beepMs ?? 400), { realtime: true })
+    call.screening.beepEndedAt = performance.now()
+    if (amd?.mode === 'DetectMessageEnd') await post('machine_end_beep', startedAt)
+  } else if (amd !== undefined) {
+    await post('fax', startedAt)
+  }
+}
+// --- end of answering-machine detection ---
 
 /** valid: signed with the account's token; none: no X-Twilio-Signature; wrong: signed with another token. */
 export type Signing = 'valid' | 'none' | 'wrong'
 
 export interface Webhook {
-  /** voice: a number's VoiceUrl; url: a call's Url (create or redirect); status: a status callback; action: a <Dial>/<Connect> action; post: `post()`. */
-  kind: 'voice' | 'url' | 'status' | 'action' | 'post'
+  /** voice: a number's VoiceUrl; url: a call's Url (create or redirect); status: a status callback; action: a <Dial>/<Connect> action; post: `post()`; amd: an AsyncAmdStatusCallback. */
+  kind: 'voice' | 'url' | 'status' | 'action' | 'post' | 'amd'
   callSid: string | undefined
   method: 'GET' | 'POST'
   /** The public URL, as signed (for GET with the parameters in its query). */
@@ -161,6 +229,9 @@ export interface LiveCall {
   hangup: () => Promise<CallStatus>
   /** The final status, once its status callback (if any) was answered. */
   ended: Promise<CallStatus>
+  /** Answering-machine detection as the Calls create asked for it, and what the party did. */
+  machineDetection: MachineDetectionRequest | undefined
+  screening: Screening
 }
 
 // Conferences (warm transfers): https://www.twilio.com/docs/voice/twiml/conference. A room is named per account;
@@ -441,6 +512,9 @@ class Call implements LiveCall {
   readonly digitsPlayed: string[] = []
   readonly streams: Stream[] = []
   readonly ended: Promise<CallStatus>
+  machineDetection: MachineDetectionRequest | undefined
+  readonly screening: Screening = { answeredBy: [] }
+  party: Party | undefined
   readonly created = new Date()
   #updated = new Date()
   #started: Date | undefined
@@ -476,7 +550,7 @@ class Call implements LiveCall {
   resource () {
     const base = `/${API_VERSION}/Accounts/${this.accountSid}/Calls/${this.sid}`
     return {
-      sid: this.sid, account_sid: this.accountSid, annotation: null, answered_by: null, api_version: API_VERSION, caller_name: null,
+      sid: this.sid, account_sid: this.accountSid, annotation: null, answered_by: this.screening.answeredBy.at(-1) ?? null, api_version: API_VERSION, caller_name: null,
       date_created: rfc2822(this.created), date_updated: rfc2822(this.#updated), start_time: this.#started === undefined ? null : rfc2822(this.#started),
       end_time: this.final ? rfc2822(this.#updated) : null, direction: this.direction, duration: this.duration === undefined ? null : String(this.duration),
       forwarded_from: null, from: this.from, from_formatted: this.from, group_sid: null, parent_call_sid: null, phone_number_sid: null, price: null,
@@ -574,6 +648,9 @@ class Call implements LiveCall {
     if (opened !== undefined) {
       if (signal.aborted || this.final) opened.stop()
       else this.streams.push(opened)
+      if (this.streams.length === 1 && this.streams[0] === opened && this.party !== undefined) {
+        void screen(this.#voice, this, opened, this.party).catch((err: unknown) => this.#voice.error(`${this.sid}: ${(err as Error).message}`))
+      }
       await opened.closed
     }
     const { action, method = 'POST' } = verb.attributes
@@ -936,6 +1013,8 @@ export class TwilioVoice implements VoiceStandIn {
     if (twiml === null && url === null) return fail(400, 21205, 'Url parameter is required.')
     const timeout = form.get('Timeout')
     if (timeout !== null && !/^[1-9]\d*$/.test(timeout)) return fail(400, 21208, 'Invalid Timeout')
+    const machineDetection = machineDetectionOf(form)
+    if (typeof machineDetection === 'string') return fail(400, 21235, machineDetection)
     const callbackUrl = form.get('StatusCallback')
     const events = new Set(form.getAll('StatusCallbackEvent').flatMap((e) => e.split(/\s+/)).filter((e) => e !== ''))
     const call = new Call(this, {
@@ -949,6 +1028,7 @@ export class TwilioVoice implements VoiceStandIn {
       timeout: timeout === null ? undefined : Math.min(600, Number(timeout))
     })
     if (sipUser !== null) call.sipAuth = { username: sipUser, password: sipPassword! }
+    call.machineDetection = machineDetection
     this.calls.push(call)
     const source = twiml ?? ((signal: AbortSignal) => this.send('url', call, form.get('Method') ?? 'POST', url!, call.params('in-progress'), 'valid', signal))
     return { status: 201, body: call.resource(), afterAnswer: () => { void this.#place(call, source) } }
@@ -971,6 +1051,7 @@ export class TwilioVoice implements VoiceStandIn {
       void call.complete('no-answer')
       return
     }
+    call.party = callee.answer === 'answer' ? callee.party : undefined
     call.answer()
     call.start(source)
   }

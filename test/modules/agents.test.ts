@@ -17,7 +17,7 @@ t.test('POST /v1/agent with only the required fields answers every field with it
   const agent = res.json()
   t.same(Object.keys(agent).sort(), ['_id', 'agent_name', 'call_settings', 'callback_settings', 'created_at', 'customer_id', 'data_retrieval',
     'folder', 'interruption_sensitivity', 'is_customer_memory_active', 'is_data_collection_active', 'knowledge_base', 'llm_id', 'status',
-    'updated_at', 'version', 'voice', 'webhook_url', 'widget_settings', 'workflow', 'workspace_id'])
+    'updated_at', 'version', 'voice', 'voicemail_settings', 'webhook_url', 'widget_settings', 'workflow', 'workspace_id'])
   t.match(agent, {
     version: 1,
     _id: /^[0-9a-f]{24}$/,
@@ -45,8 +45,10 @@ t.test('POST /v1/agent with only the required fields answers every field with it
     silence_timeout_seconds: 30,
     responsiveness: 0.5,
     recording_enabled: true,
-    stt_languages: []
+    stt_languages: [],
+    wait_for_hello_seconds: 3
   })
+  t.same(agent.voicemail_settings, { detection: false, action: 'hang_up', message: '', detection_timeout_seconds: 30 })
   t.same(agent.widget_settings, { enabled: false, theme: 'light', primary_color: '#2563eb', position: 'bottom-right', greeting: '', allowed_origins: [], agent_version: null })
   t.same(agent.callback_settings, { enabled: false, max_attempts: 2, retry_delay_minutes: 30, on_outcomes: ['no_answer', 'busy'] })
   t.same((await app.inject({ method: 'GET', url: `/v1/agent/${agent._id}`, headers: account.headers })).json(), agent)
@@ -108,7 +110,8 @@ t.test('every create field round-trips; update-only fields and unknown fields ar
     silence_timeout_seconds: 60,
     responsiveness: 0.5,
     recording_enabled: true,
-    stt_languages: []
+    stt_languages: [],
+    wait_for_hello_seconds: 3
   }, 'recording_enabled and stt_languages are update-only')
   t.same(agent.data_retrieval, [
     { name: 'budget', type: 'number', description: 'budget in EUR', required: true },

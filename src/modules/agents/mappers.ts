@@ -3,7 +3,7 @@ import { knowledgeBasesOfAgents } from '../knowledge-bases/queries.ts'
 import type { AgentRow, LlmRow } from './queries.ts'
 import { maskWorkflow } from './workflow-check.ts'
 import type { Workflow } from './workflow.ts'
-import { CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, WIDGET_SETTINGS_DEFAULTS, type AgentBody } from './schemas.ts'
+import { CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, VOICEMAIL_SETTINGS_DEFAULTS, WIDGET_SETTINGS_DEFAULTS, type AgentBody } from './schemas.ts'
 
 // Rows as the API shows them: used by the agents' routes and by the other modules that answer agents (runtime).
 
@@ -27,6 +27,7 @@ export function toAgent (row: AgentRow, knowledgeBases: string[]): AgentBody {
     is_customer_memory_active: row.is_customer_memory_active,
     widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...row.widget_settings },
     callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...row.callback_settings },
+    voicemail_settings: { ...VOICEMAIL_SETTINGS_DEFAULTS, ...row.voicemail_settings },
     version: row.version,
     workflow: row.workflow === null ? null : maskWorkflow(row.workflow as unknown as Workflow),
     created_at: row.created_at.getTime(),

@@ -82,9 +82,9 @@ export async function findAgent (db: Executor, userId: string, id: string): Prom
 }
 
 /** Columns a new agent needs, as the routes compute them: jsonb members as objects, as they are read. */
-export type AgentValues = Omit<AgentRow, 'id' | 'user_id' | 'status' | 'folder' | 'is_customer_memory_active' | 'workflow' | 'version' | 'created_at' | 'updated_at'> & Partial<Pick<AgentRow, 'workflow'>>
+export type AgentValues = Omit<AgentRow, 'id' | 'user_id' | 'status' | 'folder' | 'is_customer_memory_active' | 'workflow' | 'voicemail_settings' | 'version' | 'created_at' | 'updated_at'> & Partial<Pick<AgentRow, 'workflow' | 'voicemail_settings'>>
 
-const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings', 'workflow'] as const
+const JSON_COLUMNS = ['call_settings', 'data_retrieval', 'widget_settings', 'callback_settings', 'voicemail_settings', 'workflow'] as const
 
 /** The values with their jsonb members as JSON text, as the columns are written (see Json in schema.ts); null stays NULL. */
 type Stored<T> = { [K in keyof T]: K extends typeof JSON_COLUMNS[number] ? (null extends T[K] ? string | null : string) : T[K] }

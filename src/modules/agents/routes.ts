@@ -10,7 +10,7 @@ import {
   updateAgent, type AgentChanges
 } from './queries.ts'
 import {
-  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults
+  Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults, VOICEMAIL_SETTINGS_DEFAULTS
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
 import { dataRetrieval } from './data-retrieval.ts'
@@ -122,6 +122,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
         data_retrieval: retrieval,
         webhook_url: body.webhook_url ?? null,
         is_data_collection_active: body.is_data_collection_active ?? false,
+        voicemail_settings: { ...VOICEMAIL_SETTINGS_DEFAULTS, ...body.voicemail_settings },
         workflow
       })
       return { ...created, version: await recordVersion(trx, request.userId, created.id, 'created') }
@@ -133,7 +134,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     schema: {
       tags: TAGS,
       summary: 'Update an agent',
-      description: 'Only the fields sent change. `call_settings`, `widget_settings` and `callback_settings` merge member by member; `data_retrieval` and `workflow` are replaced as a whole.',
+      description: 'Only the fields sent change. `call_settings`, `widget_settings`, `callback_settings` and `voicemail_settings` merge member by member; `data_retrieval` and `workflow` are replaced as a whole.',
       params: IdParams,
       body: AgentUpdate,
       response: { 200: Agent, ...errors(...AUTH_ERRORS, 404) }
@@ -160,6 +161,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
       if (body.call_settings !== undefined) changes.call_settings = { ...current.call_settings, ...body.call_settings }
       if (body.widget_settings !== undefined) changes.widget_settings = { ...current.widget_settings, ...body.widget_settings }
       if (body.callback_settings !== undefined) changes.callback_settings = { ...current.callback_settings, ...body.callback_settings }
+      if (body.voicemail_settings !== undefined) changes.voicemail_settings = { ...current.voicemail_settings, ...body.voicemail_settings }
       if (body.workflow !== undefined) changes.workflow = await changedWorkflow(trx, current, body.workflow, changes.data_retrieval)
       const updated = await updateAgent(trx, request.userId, current.id, changes)
       // A change of what calls run on is a new version; folder, status and widget_settings alone make none.

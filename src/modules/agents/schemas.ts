@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { CallbackSettings, CallSettings, TemplateLlm, TurnDetection, WidgetSettings } from '../../db/shapes.ts'
+import { CallbackSettings, CallSettings, TemplateLlm, TurnDetection, VoicemailSettings, WidgetSettings } from '../../db/shapes.ts'
 import { COMPONENT, Nullable, ObjectId } from '../../http/schemas.ts'
 import { DataRetrievalItem } from './settings-parts.ts'
 import { Workflow } from './workflow.ts'
@@ -29,7 +29,8 @@ const createCallSettings = {
     minimum: 0,
     maximum: 1,
     description: 'how soon the agent answers once the caller falls silent, 0 to 1: higher answers sooner; the silence it waits also depends on the caller\'s last words (docs/voice.md, "Tuning turn-taking"; default 0.5)'
-  }))
+  })),
+  wait_for_hello_seconds: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: 'outbound phone calls: the agent waits for the callee\'s first words (their "hello") before its begin message, at most this long; 0: it speaks at once (docs/voice.md, "Waiting for hello"; default 3)' }))
 }
 
 /** The specification allows these members only on update; on create they are dropped like unknown ones. */
@@ -48,7 +49,8 @@ export const CALL_SETTINGS_DEFAULTS = {
   silence_timeout_seconds: 30,
   responsiveness: 0.5,
   recording_enabled: true,
-  stt_languages: [] as string[]
+  stt_languages: [] as string[],
+  wait_for_hello_seconds: 3
 }
 
 export const WIDGET_SETTINGS_DEFAULTS = {
@@ -68,6 +70,13 @@ export const CALLBACK_SETTINGS_DEFAULTS = {
   on_outcomes: ['no_answer', 'busy'] as string[]
 }
 
+export const VOICEMAIL_SETTINGS_DEFAULTS = {
+  detection: false,
+  action: 'hang_up' as 'hang_up' | 'leave_message',
+  message: '',
+  detection_timeout_seconds: 30
+}
+
 export const AGENT_DEFAULTS = {
   /** Alloy (OpenAI), the first voice of the catalogue. */
   voice_id: '65a0f0000000000000000001',
@@ -82,7 +91,8 @@ export function newAgentDefaults () {
     webhook_url: null,
     is_data_collection_active: false,
     widget_settings: WIDGET_SETTINGS_DEFAULTS,
-    callback_settings: CALLBACK_SETTINGS_DEFAULTS
+    callback_settings: CALLBACK_SETTINGS_DEFAULTS,
+    voicemail_settings: VOICEMAIL_SETTINGS_DEFAULTS
   }
 }
 
@@ -103,6 +113,14 @@ const CallbackSettingsInput = Type.Object({
   on_outcomes: Type.Optional(Type.Array(Type.Union([Type.Literal('no_answer'), Type.Literal('busy'), Type.Literal('voicemail'), Type.Literal('failed')]), { uniqueItems: true }))
 }, { description: 'automatic call-backs; members merge on update' })
 
+// Twilio's MachineDetectionTimeout takes 3 to 59 seconds (its default 30): https://www.twilio.com/docs/voice/answering-machine-detection
+const VoicemailSettingsInput = Type.Object({
+  detection: Type.Optional(Type.Boolean({ description: 'detect answering machines on the agent\'s outbound phone calls (default false); web and inbound calls never detect' })),
+  action: Type.Optional(Type.Union([Type.Literal('hang_up'), Type.Literal('leave_message')], { description: 'on a machine: hang_up (default), or leave_message: wait for the beep, speak `message`, hang up' })),
+  message: Type.Optional(Type.String({ maxLength: 2000, description: 'spoken after the beep; {{variables}} from dynamic_context are filled in (default empty: leave_message then hangs up like hang_up)' })),
+  detection_timeout_seconds: Type.Optional(Type.Integer({ minimum: 3, maximum: 59, description: 'how long the carrier listens before it gives up: the call goes on as with a person (default 30)' }))
+}, { description: 'answering machines on outbound phone calls (docs/voice.md, "Voicemail"); members merge on update' })
+
 const DataRetrieval = Type.Array(DataRetrievalItem, { maxItems: 50, description: 'fields extracted from each call; names unique' })
 
 const Voice = Type.Object({ voice_id: ObjectId }, { [COMPONENT]: 'AgentVoice', description: 'one of GET /v1/voice/list' })
@@ -120,7 +138,8 @@ const createFields = {
 
 export const AgentCreate = Type.Object({
   ...createFields,
-  call_settings: Type.Optional(Type.Object(createCallSettings))
+  call_settings: Type.Optional(Type.Object(createCallSettings)),
+  voicemail_settings: Type.Optional(VoicemailSettingsInput)
 })
 
 export const AgentUpdate = Type.Object({
@@ -137,7 +156,8 @@ export const AgentUpdate = Type.Object({
   status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')], { description: 'an inactive agent takes no calls' })),
   is_customer_memory_active: Type.Optional(Type.Boolean({ description: 'remember earlier calls with the same customer' })),
   widget_settings: Type.Optional(WidgetSettingsInput),
-  callback_settings: Type.Optional(CallbackSettingsInput)
+  callback_settings: Type.Optional(CallbackSettingsInput),
+  voicemail_settings: Type.Optional(VoicemailSettingsInput)
 })
 
 export type AgentUpdateBody = Static<typeof AgentUpdate>
@@ -160,6 +180,7 @@ export const Agent = Type.Object({
   is_customer_memory_active: Type.Boolean(),
   widget_settings: WidgetSettings,
   callback_settings: CallbackSettings,
+  voicemail_settings: VoicemailSettings,
   version: Type.Integer({ minimum: 0, description: 'its latest version (GET /v1/agent/:id/versions; beyond the specification): every change of what its calls run on writes one' }),
   workflow: Nullable(Workflow, 'the conversation as steps; null: the agent talks from its single prompt. Header values of API call steps show as `********`'),
   created_at: Epoch,

@@ -47,6 +47,7 @@ const AgentVersion = Type.Object({
     is_data_collection_active: Type.Boolean(),
     is_customer_memory_active: Type.Boolean(),
     callback_settings: Type.Record(Type.String(), Json),
+    voicemail_settings: Type.Optional(Type.Record(Type.String(), Json, { description: 'absent in versions written before voicemail settings existed (they ran without detection)' })),
     workflow: Nullable(Type.Record(Type.String(), Json), 'null: the agent talked from one prompt')
   }, { description: 'the agent settings its calls ran on (not status, folder, widget_settings: they change no call)' }),
   llm_id: ObjectId,

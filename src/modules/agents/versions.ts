@@ -17,7 +17,7 @@ import { PROVIDERS } from '../integrations/providers.ts'
 /** The agent columns calls run on. Not here: status, folder, widget_settings (they change no call), owners. */
 export const SNAPSHOT_COLUMNS = [
   'agent_name', 'voice_id', 'interruption_sensitivity', 'call_settings', 'data_retrieval', 'webhook_url',
-  'is_data_collection_active', 'is_customer_memory_active', 'callback_settings', 'workflow'
+  'is_data_collection_active', 'is_customer_memory_active', 'callback_settings', 'voicemail_settings', 'workflow'
 ] as const satisfies ReadonlyArray<keyof AgentRow>
 
 /** The LLM configuration's values calls run on (not its id: a restore may give the agent a copy of its own). */
@@ -27,7 +27,8 @@ export interface SnapshotCapability { id: string, type: string, settings: Record
 
 /** What one version holds. Header values of tools and actions (and of workflow API steps) stay sealed, as stored. */
 export interface AgentSnapshot {
-  agent: Pick<AgentRow, typeof SNAPSHOT_COLUMNS[number]>
+  /** voicemail_settings: absent in versions written before it existed (they ran without detection). */
+  agent: Omit<Pick<AgentRow, typeof SNAPSHOT_COLUMNS[number]>, 'voicemail_settings'> & Partial<Pick<AgentRow, 'voicemail_settings'>>
   llm_id: string
   llm: Pick<LlmRow, typeof SNAPSHOT_LLM[number]>
   tools: SnapshotCapability[]
@@ -236,7 +237,7 @@ export async function loadAgentConfig (db: Executor, userId: string, agentId: st
   return {
     version,
     // The live row's identity and status with the version's settings; its LLM configuration's values likewise.
-    agent: { ...agent, ...snapshot.agent, workflow: openedWorkflow(snapshot.agent.workflow), version },
+    agent: { ...agent, ...snapshot.agent, voicemail_settings: snapshot.agent.voicemail_settings ?? {}, workflow: openedWorkflow(snapshot.agent.workflow), version },
     llm: { ...llm, ...snapshot.llm },
     tools: snapshot.tools.map((tool) => revived(tool, agent.id, row.created_at)),
     actions: snapshot.actions.map((action) => revived(action, agent.id, row.created_at))
@@ -291,7 +292,7 @@ export async function restoreVersion (db: Executor, userId: string, agentId: str
         await updateLlm(trx, userId, llmId, snapshot.llm)
       }
     }
-    const restored = await updateAgent(trx, userId, agent.id, { ...snapshot.agent, workflow: openedWorkflow(snapshot.agent.workflow), llm_id: llmId })
+    const restored = await updateAgent(trx, userId, agent.id, { ...snapshot.agent, voicemail_settings: snapshot.agent.voicemail_settings ?? {}, workflow: openedWorkflow(snapshot.agent.workflow), llm_id: llmId })
     await replaceCapabilities(trx, userId, TOOL_TABLE, agent.id, await restorable(trx, userId, TOOL_TABLE, snapshot.tools))
     await replaceCapabilities(trx, userId, ACTION_TABLE, agent.id, await restorable(trx, userId, ACTION_TABLE, snapshot.actions))
     const now = await record(trx, restored, 'restore', version)

@@ -16,8 +16,8 @@ type Trx = Transaction<Database>
 export type CallbackOutcome = 'no_answer' | 'busy' | 'voicemail' | 'failed'
 
 /**
- * disconnection_reasons that name an outcome. `voicemail`: our telephony does not detect answering machines yet,
- * but an outside runtime may report it (or Retell's `voicemail_reached`), whether it left a message or not.
+ * disconnection_reasons that name an outcome. `voicemail`: an answering machine answered (the voice session's
+ * detection, or an outside runtime's report, or Retell's `voicemail_reached`), whether a message was left or not.
  */
 const OUTCOME_OF_REASON: Record<string, CallbackOutcome> = { no_answer: 'no_answer', busy: 'busy', voicemail: 'voicemail', voicemail_reached: 'voicemail' }
 

@@ -123,6 +123,7 @@ export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id
     ring_timeout_seconds: null,
     carrier: null,
     carrier_call_id: null,
+    answered_by: null,
     forwarding: null,
     transfer_answered_at: null,
     speech_recognised_seconds: 0,
@@ -218,12 +219,13 @@ export function settledTransfers (conversation: Pick<Conversation, 'transfers'>,
 /**
  * The call's end from the record of its conversation (db/shapes.ts, Conversation): the one conversion for the
  * voice session, the carrier's webhooks and the deadline. The call connected when a word was said or the caller
- * was put through to a number; `forwarding` settles the forwarding that the call ends in (its last transfer).
+ * was put through to a number (or `answered`); `forwarding` settles the forwarding that the call ends in (its last transfer).
  */
-export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string, conversation: Omit<Conversation, 'agent_id'>, end: { reason: string, forwarding?: { outcome: string, seconds: number } }): CallEnd {
+export function toCallEnd (config: Pick<Config, 'publicBaseUrl'>, callId: string, conversation: Omit<Conversation, 'agent_id'>, end: { reason: string, forwarding?: { outcome: string, seconds: number }, answered?: boolean }): CallEnd {
   const { forwarding } = end
   const transfers = forwarding === undefined ? conversation.transfers : settledTransfers(conversation, forwarding.outcome, forwarding.seconds)
-  const connected = conversation.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent') ||
+  // `answered`: the carrier connected the call though no word was said (an answering machine hung up on): its minutes count.
+  const connected = end.answered === true || conversation.transcript.some((item) => item.speaker === 'user' || item.speaker === 'agent') ||
     transfers.some((transfer) => transfer.to_number !== undefined)
   return {
     outcome: connected ? 'completed' : 'failed',

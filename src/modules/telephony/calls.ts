@@ -4,6 +4,8 @@ import type { DB } from '../../db/database.ts'
 import type { CallRow } from '../../db/schema.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import { VOICEMAIL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { loadAgentConfig } from '../agents/versions.ts'
 import { endCall } from '../calls/lifecycle.ts'
 import { findCallRow } from '../calls/queries.ts'
 import { CarrierError } from '../phone-numbers/carriers/carrier.ts'
@@ -40,7 +42,8 @@ export const TELEPHONY_PATHS = {
   dialResult: '/telephony/twilio/dial-result',
   // A warm transfer's call to the person: its <Gather> answer and its status callback.
   transferAnswer: '/telephony/twilio/transfer-answer',
-  transferStatus: '/telephony/twilio/transfer-status'
+  transferStatus: '/telephony/twilio/transfer-status',
+  amd: '/telephony/twilio/amd'
 } as const
 
 /** A new one-time token for a call's media stream: the token, and what is stored of it. */
@@ -114,6 +117,7 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
   if (!await setStreamToken(deps.db, call.id, hash, expires)) return
   // A SIP number's call goes to its trunk's termination URI, with the trunk's credentials.
   const trunk = sipTrunkOf(twilio.number)
+  const voicemail = await voicemailSettingsOf(deps.db, call)
   try {
     const placed = await twilio.calls.create({
       to: trunk === undefined ? call.call_to! : sipAddress(trunk.terminationUri, call.call_to!),
@@ -121,13 +125,20 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
       twiml: connectTwiml(deps.config, token),
       statusCallback: statusCallbackOf(deps.config, call.id),
       timeoutSeconds: ringSeconds,
-      sipAuth: trunk?.auth
+      sipAuth: trunk?.auth,
+      ...(voicemail.detection && { machineDetection: { callback: `${deps.config.publicBaseUrl}${TELEPHONY_PATHS.amd}?call_id=${call.id}`, timeoutSeconds: voicemail.detection_timeout_seconds } })
     })
     await setCarrierCallId(deps.db, call.id, placed.sid)
   } catch (err) {
     if (!(err instanceof CarrierError)) throw err
     await fail(err.message)
   }
+}
+
+/** The voicemail_settings of the agent version a call runs (defaults for members it lacks; no detection when the agent is gone). */
+export async function voicemailSettingsOf (db: DB, call: CallRow) {
+  const loaded = await loadAgentConfig(db, call.user_id, call.agent_id, call.agent_version)
+  return { ...VOICEMAIL_SETTINGS_DEFAULTS, ...loaded?.agent.voicemail_settings }
 }
 
 /**

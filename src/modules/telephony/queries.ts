@@ -114,3 +114,11 @@ export async function takeBackWarm (db: DB, callId: string, callSid: string, sta
     .returning('id').executeTakeFirst()
   return row !== undefined
 }
+
+/** What the carrier's answering-machine detection said of a live call (the latest verdict); false when the call has ended. */
+export async function recordAnsweredBy (db: DB, callId: string, answeredBy: string): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ answered_by: answeredBy })
+    .where('id', '=', callId).where('call_status', '=', 'started')
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}

@@ -17,7 +17,8 @@ import { CALL_SID } from '../voice/transports/twilio.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
 import { webhookAccount } from './accounts.ts'
 import { callTwilio, connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
-import { acceptWarm, findCarrierCall, recordAnswer, setCarrierCallId, setStreamToken, takeBack, takeBackWarm } from './queries.ts'
+import { acceptWarm, findCarrierCall, recordAnswer, recordAnsweredBy, setCarrierCallId, setStreamToken, takeBack, takeBackWarm } from './queries.ts'
+import { answeredByOf, signalCall } from '../voice/signals.ts'
 import { signatureValid } from './signature.ts'
 import { acceptTwilioStream } from './stream.ts'
 import { conferenceTwiml, hangupTwiml, rejectTwiml } from './twiml.ts'
@@ -29,6 +30,9 @@ import { accepted, conferenceName, withLeg } from './warm.ts'
 // Twilio's retries of a webhook find what the first one did and answer the same.
 
 const TAGS = ['telephony']
+
+/** Twilio's AnsweredBy values (answering-machine detection). */
+const ANSWERED_BY = new Set(['human', 'machine_start', 'machine_end_beep', 'machine_end_silence', 'machine_end_other', 'fax', 'unknown'])
 
 /** A <Dial>'s DialCallStatus as a transfer's outcome. */
 const DIAL_OUTCOMES: Record<string, string> = { completed: 'answered', answered: 'answered', ...UNANSWERED }
@@ -326,6 +330,29 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
       await twilio?.calls.update(call.carrier_call_id!, { Twiml: connectTwiml(config, token) })
     } catch (err) {
       log.warn({ err, callId: call.id }, 'the caller of a warm transfer nobody took could not be taken back')
+    }
+    return reply.code(204).send(null)
+  })
+
+  // Answering-machine detection (docs/voice.md, "Voicemail"): Twilio's AsyncAmdStatusCallback of an outbound call
+  // placed with MachineDetection=DetectMessageEnd. The verdict is kept with the call and signalled to its session on
+  // whichever process holds the stream. https://www.twilio.com/docs/voice/answering-machine-detection
+  app.post(TELEPHONY_PATHS.amd, {
+    config: KEYLESS,
+    schema: {
+      ...webhook,
+      summary: "Twilio's answering-machine detection result of an outbound call",
+      description: 'AnsweredBy `human`, `machine_end_beep`, `machine_end_silence`, `machine_end_other`, `fax` or `unknown` (`machine_start` is kept, and acted on only once the greeting ends). The call\'s session acts on it: a person (or unknown) hears the agent once they said hello; on a machine the agent hangs up or leaves its message after the beep (the agent\'s voicemail_settings). Answers 404 for a call that is not here.',
+      querystring: Type.Object({ call_id: ObjectId }),
+      response: { 204: Type.Null(), ...errors(400, 403, 404) }
+    }
+  }, async (request, reply) => {
+    const { form, call } = await signedCall(request, request.query.call_id)
+    const given = form.get('AnsweredBy') ?? ''
+    if (!ANSWERED_BY.has(given)) throw new HttpError(400, 'bad_request', `AnsweredBy must be one of ${[...ANSWERED_BY].join(', ')}`)
+    if (call.direction === 'outbound' && await recordAnsweredBy(db, call.id, given)) {
+      const answeredBy = answeredByOf(given)
+      if (answeredBy !== undefined) await signalCall(db, call.id, { type: 'answered_by', answered_by: answeredBy })
     }
     return reply.code(204).send(null)
   })

@@ -10,8 +10,14 @@ export interface SipAuth { username: string, password: string }
 
 export function twilioCalls (request: TwilioRequest) {
   return {
-    /** Rings `to` for up to `timeoutSeconds`; the status callback hears the answer (its time) and the end. */
-    async create (call: { to: string, from: string, twiml: string, statusCallback: string, timeoutSeconds: number, sipAuth?: SipAuth }): Promise<TwilioCall> {
+    /**
+     * Rings `to` for up to `timeoutSeconds`; the status callback hears the answer (its time) and the end. With
+     * `machineDetection`, Twilio's asynchronous answering-machine detection runs while the call streams and posts
+     * its AnsweredBy to the callback: at once for a person, at the end of a machine's greeting (DetectMessageEnd).
+     * https://www.twilio.com/docs/voice/answering-machine-detection
+     */
+    async create (call: { to: string, from: string, twiml: string, statusCallback: string, timeoutSeconds: number, sipAuth?: SipAuth, machineDetection?: { callback: string, timeoutSeconds: number } }): Promise<TwilioCall> {
+      const amd = call.machineDetection
       const created = await request<TwilioCall>('POST', '/Calls.json', {
         // A SIP URI in To with the digest credentials of the PBX (https://www.twilio.com/docs/voice/api/sip-making-calls).
         ...(call.sipAuth !== undefined && { SipAuthUsername: call.sipAuth.username, SipAuthPassword: call.sipAuth.password }),
@@ -21,7 +27,14 @@ export function twilioCalls (request: TwilioRequest) {
         Timeout: String(call.timeoutSeconds),
         StatusCallback: call.statusCallback,
         StatusCallbackMethod: 'POST',
-        StatusCallbackEvent: ['answered', 'completed']
+        StatusCallbackEvent: ['answered', 'completed'],
+        ...(amd !== undefined && {
+          MachineDetection: 'DetectMessageEnd',
+          AsyncAmd: 'true',
+          AsyncAmdStatusCallback: amd.callback,
+          AsyncAmdStatusCallbackMethod: 'POST',
+          MachineDetectionTimeout: String(amd.timeoutSeconds)
+        })
       })
       if (created?.sid === undefined) throw new CarrierError('failed', 'Twilio answered the new call without its sid')
       return created

@@ -7,7 +7,9 @@ import type { Mailer } from '../../mail/mailer.ts'
 import { providerVoiceId } from '../account/queries.ts'
 import type { AgentRow } from '../agents/queries.ts'
 import { loadAgentConfig, type AgentConfig } from '../agents/versions.ts'
-import { CALL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { CALL_SETTINGS_DEFAULTS, VOICEMAIL_SETTINGS_DEFAULTS } from '../agents/schemas.ts'
+import { findCallRow } from '../calls/queries.ts'
+import { answeredByOf, type AnsweredBy } from './signals.ts'
 import { endCall, maxDurationMinutes, toCallEnd, type CallEnd } from '../calls/lifecycle.ts'
 import { findRecording, storeRecordingPart } from '../calls/recordings.ts'
 import { FRAME_MS, Framer, pcmToBuffer, Recorder, SAMPLE_RATE } from './audio.ts'
@@ -65,7 +67,9 @@ export interface Transport {
 }
 
 /** Why a session ended, as the call's disconnection_reason. */
-export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'stream_dropped' | 'server_shutdown'
+export type EndReason = 'user_hangup' | 'agent_hangup' | 'inactivity' | 'max_duration_reached' | 'runtime_error' | 'protocol_error' | 'stream_timeout' | 'stream_dropped' | 'server_shutdown' |
+  /** An answering machine answered (the agent hung up, or left its message after the beep) and a fax machine. */
+  'voicemail' | 'fax_detected'
 
 /** How a session opens: on a started call (the defaults), or as a typed test conversation (text-run.ts). */
 export interface OpenOptions {
@@ -100,6 +104,8 @@ const settingsOf = (agent: AgentRow) => ({ ...CALL_SETTINGS_DEFAULTS, ...agent.c
 const FILLER_AFTER_MS = 1000
 /** How long the session waits for the agent's last words (goodbye, end_call) before it hangs up anyway. */
 const LAST_WORDS_MS = 15_000
+/** The carrier's detection gives up after its own time-out (detection_timeout_seconds); a verdict that never comes counts as `unknown` this much later. */
+const VERDICT_GRACE_MS = 5000
 /** The recording is stored this often while the call runs (about 64 KB a time), not held until its end. */
 const RECORDING_SAVE_MS = 2000
 /** What is stored lies this far behind now: no audio is placed there any more (caller audio lags by CALLER_LAG_MS at most). */
@@ -164,6 +170,18 @@ export class Session {
    */
   private early: Int16Array[] | undefined
   private earlySamples = 0
+  /**
+   * The begin message held on an outbound phone call (docs/voice.md, "Waiting for hello"): until the callee has
+   * said their first words (`hello`) or the wait is over (`waited`), and while answering-machine detection has no
+   * verdict (`amd` pending). The callee's speech goes here, not to the turn core: a hello is no turn to answer.
+   */
+  private greeting: { begin: string | undefined, hello: boolean, waited: boolean, speaking: boolean, amd: boolean, timers: Timer[] } | undefined
+  /** The detection's verdict as it came (a signal, or stored with the call before the session listened). */
+  private verdict: AnsweredBy | undefined
+  /** The session reached its greeting: a verdict is acted on at once from now on (before, the greeting takes it). */
+  private greeted = false
+  /** The carrier answered the call but the agent never talked with anyone (a machine): the call connected all the same. */
+  private machine = false
   readonly done: Promise<void>
   private resolveDone!: () => void
 
@@ -226,9 +244,15 @@ export class Session {
     this.agent = agent
     this.version = loaded.version
     this.kind = engine ?? chooseEngine(config.voice, llm)
+    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
+    // A carrier's outbound call (not a simulated one): someone or something picked up, and may not have spoken yet.
+    // Held from here, so that a hello heard while the engine connects is the greeting's too.
+    if (this.call.call_type === 'phone' && this.call.direction === 'outbound' && this.call.carrier !== null && resume === undefined && this.options.onEnd === undefined) {
+      this.greeting = { begin, hello: false, waited: false, speaking: false, amd: false, timers: [] }
+    }
     this.detector = await SpeechDetector.create({
       sensitivity: Math.max(0.05, agent.interruption_sensitivity),
-      onTurn: (edge, atMs) => { if (!this.ended) this.core.speech(edge, this.streamEndsAt - (this.streamMs - atMs)) },
+      onTurn: (edge, atMs) => { if (!this.ended) this.callerSpeech(edge, this.streamEndsAt - (this.streamMs - atMs)) },
       onError: (err) => {
         this.log.error({ err }, 'speech detection failed; the call ends')
         this.hangup('runtime_error')
@@ -298,9 +322,105 @@ export class Session {
     if (resume?.keys_sent !== undefined) return this.core.awaitCaller()
     if (resume !== undefined && this.options.quiet !== true) return this.say(spokenLines(this.language).notForwarded)
     if (resume !== undefined) return this.core.awaitCaller()
-    const begin = llm.begin_message === null || llm.begin_message === '' ? undefined : renderText(llm.begin_message, this.call.dynamic_context)
+    if (this.greeting !== undefined) return await this.awaitHello(this.greeting)
+    this.greeted = true
     if (begin !== undefined) this.say(begin)
     else this.core.awaitCaller()
+  }
+
+  // Voicemail and the wait for hello (outbound phone calls only: docs/voice.md).
+
+  /**
+   * Holds the begin message of an outbound phone call until the callee said hello (or wait_for_hello_seconds passed)
+   * and, with voicemail detection on, until the carrier's detection has a verdict (or gave up).
+   */
+  private async awaitHello (greeting: NonNullable<Session['greeting']>): Promise<void> {
+    const detection = this.voicemail.detection
+    // Without a begin message there is nothing to hold for a hello: the callee speaks first as before.
+    const waitMs = this.providerTurns || greeting.begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
+    greeting.waited = waitMs <= 0
+    greeting.amd = detection
+    if (waitMs > 0) {
+      greeting.timers.push(this.clock.after(this.scaled(waitMs), () => { greeting.waited = true; this.greet() }))
+      // Speech that never ends (a television, a line's noise) holds the agent twice the wait at most.
+      greeting.timers.push(this.clock.after(this.scaled(2 * waitMs), () => { greeting.speaking = false; this.greet() }))
+    }
+    if (detection) {
+      greeting.timers.push(this.clock.after(this.scaled(this.voicemail.detection_timeout_seconds * 1000 + VERDICT_GRACE_MS), () => this.answeredBy('unknown')))
+      // A verdict that came before this session listened (it is stored with the call before it is signalled).
+      const stored = answeredByOf((await findCallRow(this.deps.db, this.call.id))?.answered_by ?? null)
+      if (stored !== undefined) this.verdict ??= stored
+    }
+    this.greeted = true
+    if (this.ended) return
+    if (this.verdict !== undefined) this.actOn(this.verdict)
+    else this.greet()
+  }
+
+  /** The agent's voicemail_settings (defaults for members it lacks). */
+  private get voicemail () {
+    return { ...VOICEMAIL_SETTINGS_DEFAULTS, ...this.agent.voicemail_settings }
+  }
+
+  /** The caller's speech: the turn core's, or the callee's hello while the greeting is held. */
+  private callerSpeech (edge: 'start' | 'end', at?: number): void {
+    const greeting = this.greeting
+    if (greeting === undefined) return this.core.speech(edge, at)
+    greeting.speaking = edge === 'start'
+    if (edge === 'end') greeting.hello = true
+    this.greet()
+  }
+
+  /** Speaks the begin message once nothing holds it any more. */
+  private greet (): void {
+    const greeting = this.greeting
+    if (greeting === undefined || this.ended || !this.greeted || greeting.amd || greeting.speaking || !(greeting.hello || greeting.waited)) return
+    this.releaseGreeting(greeting.begin !== undefined)
+    if (greeting.begin !== undefined) return this.say(greeting.begin)
+    if (!greeting.hello) return this.core.awaitCaller()
+    // No begin message, and the callee spoke while the verdict was awaited: what they said is the turn to answer.
+    this.core.respond()
+    this.engine.endOfTurn()
+  }
+
+  /** The greeting is no longer held: its timers stop; `forget`: the callee's hello is no turn of the conversation. */
+  private releaseGreeting (forget: boolean): void {
+    for (const timer of this.greeting?.timers.splice(0) ?? []) timer.cancel()
+    this.greeting = undefined
+    if (forget) this.engine.forget?.()
+  }
+
+  /**
+   * The carrier's answering-machine detection: a person (or no verdict: `unknown`) hears the agent once they said
+   * hello; a machine (its greeting ended: the beep) gets the agent's message or a hang-up; a fax, a hang-up.
+   */
+  answeredBy (kind: AnsweredBy): void {
+    if (this.ended || this.verdict !== undefined) return
+    this.verdict = kind
+    if (this.greeted) this.actOn(kind)
+  }
+
+  private actOn (kind: AnsweredBy): void {
+    if (this.ended || this.closing) return
+    const { action, message } = this.voicemail
+    const text = renderText(message, this.call.dynamic_context).trim()
+    const leave = kind === 'machine' && action === 'leave_message' && text !== ''
+    const outcome = kind === 'machine' ? (leave ? 'leaves the message' : 'hangs up') : kind === 'fax' ? 'hangs up' : 'talks'
+    this.addTranscript({
+      speaker: 'tool',
+      content: `answering_machine_detection: ${kind}; the agent ${outcome}`,
+      timestamp: Date.now(),
+      tool: { name: 'answering_machine_detection', type: 'voicemail', arguments: JSON.stringify({ answered_by: kind }), output: `the agent ${outcome}` }
+    })
+    if (kind === 'human' || kind === 'unknown') {
+      if (this.greeting !== undefined) this.greeting.amd = false
+      return this.greet()
+    }
+    this.machine = true
+    if (this.greeting !== undefined) this.releaseGreeting(true)
+    // Words already playing (a verdict after the detection's time-out) stop: a machine is no one to talk to.
+    this.core.interrupt()
+    this.finishWith(kind === 'fax' ? 'fax_detected' : 'voicemail', leave ? text : undefined)
   }
 
   /** Runs `fn` every `ms` until the session ends. */
@@ -493,13 +613,13 @@ export class Session {
       case 'audio': return this.core.audio(event.pcm)
       case 'agent_text': return this.core.text(event.delta)
       case 'response_done': return this.core.done(event.text)
-      case 'caller_speech': return this.core.speech(event.speaking ? 'start' : 'end')
+      case 'caller_speech': return this.callerSpeech(event.speaking ? 'start' : 'end')
       case 'user_text': {
         const at = this.core.recognised(event.text)
         if (event.text !== '') this.addTranscript({ speaker: 'user', content: event.text, timestamp: at })
         return
       }
-      case 'user_partial': return this.core.words(event.text, event.final)
+      case 'user_partial': return this.greeting === undefined ? this.core.words(event.text, event.final) : undefined
       case 'stages': return this.core.stages(event)
       case 'words': return this.core.hearWords(event.streaming)
       case 'tool_call':
@@ -806,6 +926,6 @@ export class Session {
 
   private async callEnd (reason: EndReason): Promise<CallEnd> {
     const recordingMs = await this.storeRecording()
-    return toCallEnd(this.deps.config, this.call.id, this.conversation(recordingMs), { reason })
+    return toCallEnd(this.deps.config, this.call.id, this.conversation(recordingMs), { reason, answered: this.machine })
   }
 }
