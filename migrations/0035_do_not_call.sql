@@ -17,3 +17,10 @@ CREATE TABLE do_not_call (
 CREATE INDEX do_not_call_user_created_idx ON do_not_call (user_id, created_at, phone_number);
 -- A call's deletion sets call_id to null: found by this index, not by a scan.
 CREATE INDEX do_not_call_call_idx ON do_not_call (call_id) WHERE call_id IS NOT NULL;
+
+-- How many numbers each account lists: the limit (docs/contacts.md) is checked on this row, kept with each add and
+-- removal, instead of counting up to 100,000 entries under the list's lock at every add.
+CREATE TABLE do_not_call_counts (
+  user_id text PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+  size integer NOT NULL CHECK (size >= 0)
+);

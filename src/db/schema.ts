@@ -477,6 +477,12 @@ export interface DoNotCallTable {
   created_at: CreatedAt
 }
 
+/** How many numbers an account's do-not-call list holds (its limit's count). */
+export interface DoNotCallCountsTable {
+  user_id: string
+  size: number
+}
+
 /** What the built-in appointment_booking tool booked (migrations/0031_appointments.sql). */
 /** An agent's test scenario (docs/testing.md); the jsonb members as agent-tests/shapes.ts describes them. */
 export interface AgentTestsTable {
@@ -730,6 +736,7 @@ export interface Database {
   call_callbacks: CallCallbacksTable
   contacts: ContactsTable
   do_not_call: DoNotCallTable
+  do_not_call_counts: DoNotCallCountsTable
   appointments: AppointmentsTable
   agent_tests: AgentTestsTable
   agent_test_runs: AgentTestRunsTable

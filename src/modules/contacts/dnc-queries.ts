@@ -7,8 +7,7 @@ import type { Database, DoNotCallSource, DoNotCallTable } from '../../db/schema.
 export type DoNotCallRow = Selectable<DoNotCallTable>
 
 /**
- * The account's lock of its list, held until the transaction ends: exclusive to add (so the count after the insert
- * is the list's, whatever runs at once), shared to place a call (so a number listed while a call to it is being
+ * The account's lock of its list, held until the transaction ends: exclusive to add, shared to place a call (so a number listed while a call to it is being
  * placed is either seen, or listed after the call was stored: never missed by a check that has already run).
  */
 export async function lockDoNotCallList (trx: Transaction<Database>, userId: string, mode: 'add' | 'call'): Promise<void> {
@@ -29,9 +28,12 @@ export async function insertDoNotCall (trx: Transaction<Database>, userId: strin
   return rows.map((row) => row.phone_number)
 }
 
-export async function countDoNotCall (db: DB | Transaction<Database>, userId: string): Promise<number> {
-  const row = await db.selectFrom('do_not_call').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).executeTakeFirstOrThrow()
-  return Number(row.n)
+/** Adds `added` to the account's count of listed numbers; answers the new count. */
+export async function countAddedDoNotCall (trx: Transaction<Database>, userId: string, added: number): Promise<number> {
+  const row = await trx.insertInto('do_not_call_counts').values({ user_id: userId, size: added })
+    .onConflict((oc) => oc.column('user_id').doUpdateSet((eb) => ({ size: eb('do_not_call_counts.size', '+', added) })))
+    .returning('size').executeTakeFirstOrThrow()
+  return row.size
 }
 
 /** The numbers of `phoneNumbers` on the account's list. */
@@ -64,8 +66,13 @@ export async function listDoNotCall (db: DB, userId: string, filter: DoNotCallFi
   return { rows, total: Number(total.n) }
 }
 
-/** Takes a number off the list; answers whether it was on it. */
+/** Takes a number off the list (and its count); answers whether it was on it. */
 export async function deleteDoNotCall (db: DB, userId: string, phoneNumber: string): Promise<boolean> {
-  const deleted = await db.deleteFrom('do_not_call').where('user_id', '=', userId).where('phone_number', '=', phoneNumber).executeTakeFirst()
-  return deleted.numDeletedRows > 0n
+  return await db.transaction().execute(async (trx) => {
+    const deleted = await trx.deleteFrom('do_not_call').where('user_id', '=', userId).where('phone_number', '=', phoneNumber).executeTakeFirst()
+    if (deleted.numDeletedRows === 0n) return false
+    // The row exists: the add that listed the number made it.
+    await trx.updateTable('do_not_call_counts').set((eb) => ({ size: eb('size', '-', 1) })).where('user_id', '=', userId).execute()
+    return true
+  })
 }

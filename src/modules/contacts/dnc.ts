@@ -2,14 +2,14 @@ import type { Transaction } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { Database, DoNotCallSource } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
-import { countDoNotCall, insertDoNotCall, listedAmong, lockDoNotCallList } from './dnc-queries.ts'
+import { countAddedDoNotCall, insertDoNotCall, listedAmong, lockDoNotCallList } from './dnc-queries.ts'
 
 // The do-not-call list (docs/contacts.md, "Do not call"): numbers the account's agents must not call. Outbound calls
 // check it in the transaction that stores the call (calls/phone-calls.ts); campaigns check it at import and dialling.
 
 type Trx = Transaction<Database>
 
-/** Most numbers one account may list: the list is read by every outbound call, and this keeps it an index lookup. */
+/** Most numbers one account may list: a bound on what one account stores (each outbound call looks its number up by key). */
 export const DNC_MAX_NUMBERS = 100_000
 /** Most numbers one POST /v1/dnc may add. */
 export const DNC_MAX_BULK = 1000
@@ -46,7 +46,7 @@ export async function addDoNotCallNumbers (db: DB | Trx, userId: string, entries
   })
   await lockDoNotCallList(trx, userId, 'add')
   const added = await insertDoNotCall(trx, userId, rows)
-  if (added.length > 0 && await countDoNotCall(trx, userId) > DNC_MAX_NUMBERS) {
+  if (added.length > 0 && await countAddedDoNotCall(trx, userId, added.length) > DNC_MAX_NUMBERS) {
     throw new HttpError(409, 'dnc_limit_reached', `an account's do-not-call list holds at most ${DNC_MAX_NUMBERS} numbers; remove some first`)
   }
   return added
