@@ -24,3 +24,8 @@ CREATE TABLE do_not_call_counts (
   user_id text PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
   size integer NOT NULL CHECK (size >= 0)
 );
+
+-- The do_not_call tool type (capabilities/types/do-not-call.ts) joins the tool types an agent may have.
+ALTER TABLE agent_tools DROP CONSTRAINT agent_tools_tool_type_check;
+ALTER TABLE agent_tools ADD CONSTRAINT agent_tools_tool_type_check CHECK (tool_type IN ('api_rag', 'appointment_booking', 'call_forwarding',
+  'end_call', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm', 'agent_transfer', 'mcp', 'do_not_call'));

@@ -169,9 +169,12 @@ t.test('a number listed while its callback is being placed: the placing waits fo
   await listed
   const placing = placeCallback({ db: ctx.db, boss: ctx.boss, config: ctx.config }, callbackId)
   // The placing transaction waits on the list's lock (it would otherwise not see the uncommitted number and place the call).
-  await poll(async () => (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`.execute(ctx.db)).rows[0].n,
-    (n) => n === 1, { message: 'the placing did not wait for the list', timeoutMs: 5000 })
-  release()
+  try {
+    await poll(async () => (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`.execute(ctx.db)).rows[0].n,
+      (n) => n === 1, { message: 'the placing did not wait for the list', timeoutMs: 5000 })
+  } finally {
+    release()
+  }
   await adding
   await placing
   t.match(await callbacks(), [{ status: 'cancelled', reason: 'do_not_call' }])
