@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
+import { newId } from '../../src/db/ids.ts'
 import { placeCallback } from '../../src/modules/calls/phone-calls.ts'
 import { addDoNotCall, DNC_MAX_NUMBERS } from '../../src/modules/contacts/dnc.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
@@ -121,6 +122,9 @@ t.test('make-phone-call to a listed number answers 409 do_not_call and places no
   t.match(await list(ctx, account), { data: [{ phone_number: PERSON, source: 'campaign' }] })
 
   t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/dnc/${PERSON}`, headers: account.headers })).statusCode, 204)
+  // A call that is not stored (an agent test's conversation) or another account's: listed without a call.
+  await addDoNotCall(ctx.db, account.user.id, { phone_number: '+4930123456', source: 'call', call_id: newId() })
+  t.match(await list(ctx, account), { data: [{ phone_number: '+4930123456', source: 'call', call_id: null }] })
   const placed = await make({ 'idempotency-key': 'first-try' })
   t.equal(placed.statusCode, 201, 'the refused attempt kept no idempotency answer')
 })

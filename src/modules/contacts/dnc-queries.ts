@@ -22,7 +22,12 @@ export interface DoNotCallInsert { phone_number: string, source: DoNotCallSource
 export async function insertDoNotCall (trx: Transaction<Database>, userId: string, entries: DoNotCallInsert[]): Promise<string[]> {
   if (entries.length === 0) return []
   const rows = await trx.insertInto('do_not_call')
-    .values(entries.map((entry) => ({ user_id: userId, ...entry })))
+    .values(entries.map((entry) => ({
+      user_id: userId,
+      ...entry,
+      // The account's stored call, or none: an agent test's conversation is a call that is never stored.
+      call_id: entry.call_id === null ? null : sql<string>`(SELECT id FROM calls WHERE id = ${entry.call_id} AND user_id = ${userId})`
+    })))
     .onConflict((oc) => oc.columns(['user_id', 'phone_number']).doNothing())
     .returning('phone_number').execute()
   return rows.map((row) => row.phone_number)
