@@ -15,7 +15,7 @@ export const DNC_MAX_NUMBERS = 100_000
 export const DNC_MAX_BULK = 1000
 export const DNC_NOTE_MAX_LENGTH = 500
 
-export interface DoNotCallEntry { phone_number: string, source: string, call_id?: string, note?: string }
+export interface DoNotCallInput { phone_number: string, source: string, call_id?: string, note?: string }
 
 /** The numbers of `phoneNumbers` (E.164) that are on the account's do-not-call list. */
 export async function doNotCallAmong (db: DB | Trx, userId: string, phoneNumbers: string[]): Promise<Set<string>> {
@@ -37,7 +37,7 @@ const isSource = (source: string): source is DoNotCallSource => ['api', 'console
  * Adds numbers (those listed already are left as they are); answers the numbers it added. Refused as a whole with
  * `409 dnc_limit_reached` when the list would hold more than DNC_MAX_NUMBERS.
  */
-export async function addDoNotCallNumbers (db: DB | Trx, userId: string, entries: DoNotCallEntry[]): Promise<string[]> {
+export async function addDoNotCallNumbers (db: DB | Trx, userId: string, entries: DoNotCallInput[]): Promise<string[]> {
   if (!db.isTransaction) return await db.transaction().execute(async (trx) => await addDoNotCallNumbers(trx, userId, entries))
   const trx = db as Trx
   const rows = entries.map((entry) => {
