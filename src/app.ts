@@ -28,6 +28,7 @@ import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
 import { appointmentRoutes } from './modules/appointments/routes.ts'
 import { contactRoutes } from './modules/contacts/routes.ts'
+import { doNotCallRoutes } from './modules/contacts/dnc-routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
 import { integrationRoutes } from './modules/integrations/routes.ts'
 import { knowledgeBaseRoutes } from './modules/knowledge-bases/routes.ts'
@@ -156,6 +157,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(phoneNumberRoutes, { db: deps.db, carriers })
       await v1.register(callRoutes, { db: deps.db, jobs })
       await v1.register(contactRoutes, { db: deps.db })
+      await v1.register(doNotCallRoutes, { db: deps.db })
       await v1.register(appointmentRoutes, { db: deps.db, config, log: app.log, mailer })
       await v1.register(runtimeRoutes, { db: deps.db, jobs })
       await v1.register(deliveryRoutes, deliveries)

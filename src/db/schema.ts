@@ -472,6 +472,25 @@ export interface ContactsTable {
   last_call_at: Date
 }
 
+/** Where a do-not-call entry came from: the API, the console, a caller who asked (the do_not_call tool), a campaign. */
+export type DoNotCallSource = 'api' | 'console' | 'call' | 'campaign'
+
+/** A number the account's agents must not call (migrations/0035_do_not_call.sql). */
+export interface DoNotCallTable {
+  user_id: string
+  phone_number: string
+  source: DoNotCallSource
+  call_id: string | null
+  note: string | null
+  created_at: CreatedAt
+}
+
+/** How many numbers an account's do-not-call list holds (its limit's count). */
+export interface DoNotCallCountsTable {
+  user_id: string
+  size: number
+}
+
 /** What the built-in appointment_booking tool booked (migrations/0031_appointments.sql). */
 /** An agent's test scenario (docs/testing.md); the jsonb members as agent-tests/shapes.ts describes them. */
 export interface AgentTestsTable {
@@ -724,6 +743,8 @@ export interface Database {
   calls: CallsTable
   call_callbacks: CallCallbacksTable
   contacts: ContactsTable
+  do_not_call: DoNotCallTable
+  do_not_call_counts: DoNotCallCountsTable
   appointments: AppointmentsTable
   agent_tests: AgentTestsTable
   agent_test_runs: AgentTestRunsTable

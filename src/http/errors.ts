@@ -9,7 +9,7 @@ export const ERROR_CODES = [
   'missing_api_key', 'invalid_api_key', 'invalid_access_token', 'invalid_recording_link', 'recording_link_expired', 'invalid_signature', 'forbidden',
   'not_found', 'route_not_found', 'method_not_allowed', 'not_acceptable',
   'conflict', 'key_limit_reached', 'action_limit_reached', 'tool_limit_reached', 'llm_in_use', 'sender_not_available', 'integration_not_connected', 'customer_in_use', 'workspace_in_use', 'member_is_owner',
-  'test_limit_reached', 'test_run_busy', 'message_required',
+  'test_limit_reached', 'test_run_busy', 'message_required', 'do_not_call', 'dnc_limit_reached',
   'number_taken', 'number_unavailable', 'webhooks_unreachable', 'agent_inactive', 'no_inbound_agent', 'call_not_started', 'web_call_ended', 'not_a_voice_call', 'recording_not_stereo', 'origin_not_allowed', 'delivery_purged',
   'payload_too_large', 'file_too_large', 'too_many_files', 'too_many_fields',
   'unsupported_media_type', 'unsupported_file_type', 'multipart_required',

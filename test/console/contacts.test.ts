@@ -122,7 +122,7 @@ t.test('in a workspace a member sees its contacts only and changes none', async 
   t.equal((await ctx.db.selectFrom('contacts').select('id').where('id', '=', inside).execute()).length, 1)
 })
 
-t.test('the Contacts pages pass axe-core (WCAG 2.1 A and AA) in Chromium', async (t) => {
+t.test('the Contacts and Do not call pages pass axe-core (WCAG 2.1 A and AA) in Chromium', async (t) => {
   const ctx = await setup(t)
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const user = await createConsoleUser(ctx.db)
@@ -151,5 +151,12 @@ t.test('the Contacts pages pass axe-core (WCAG 2.1 A and AA) in Chromium', async
   checked['a name refused'] = await axeViolations(page)
   t.match(await page.locator('.field-error').textContent(), /The name/)
   await check('the call with its contact', `/calls/${callId}`)
+  // The account's do-not-call list (console/do-not-call.ts), an entry made by a call, and an add refused.
+  await ctx.db.insertInto('do_not_call').values({ user_id: user.id, phone_number: '+4930123456', source: 'call', call_id: callId, note: 'asked' }).execute()
+  await check('do not call', '/do-not-call')
+  await page.getByLabel('Phone number').fill('030 123')
+  await page.getByRole('button', { name: 'Add to the list' }).click()
+  checked['a number refused'] = await axeViolations(page)
+  t.match(await page.locator('.field-error').textContent(), /E\.164/)
   t.same(checked, Object.fromEntries(Object.keys(checked).map((name) => [name, []])), 'no violations')
 })

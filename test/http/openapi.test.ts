@@ -84,6 +84,7 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'TestCaller', 'TestScriptCaller', 'TestPersonaCaller', 'TestToolMock', 'TestExpectation', 'TestExpectationResult', 'TestScenario', 'TestScenarioResult',
     'TestRun', 'TestRunSummary', 'TestChatRequest', 'TestChatReply', 'TestConversation',
     'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings',
+    'DoNotCallEntry', 'DoNotCallSource', 'DoNotCallBulkResult', 'DoNotCallAdd',
     'AgentVersion', 'AgentVersionCapability', 'AgentVersionCapabilityChanges', 'AgentVersionChange', 'AgentVersionDiff', 'AgentVersionSummary',
     'Workflow', 'WorkflowStep', 'WorkflowConversationStep', 'WorkflowApiCallStep', 'WorkflowMessageStep', 'WorkflowTransferStep', 'WorkflowEndStep',
     'WorkflowTransition', 'WorkflowCondition'

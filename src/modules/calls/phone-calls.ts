@@ -5,6 +5,7 @@ import type { JobSender } from '../../jobs/queues.ts'
 import { conflict } from '../../http/errors.ts'
 import { getSubscription } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
+import { doNotCallForCall } from '../contacts/dnc.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { findCallback, lockScheduledCallback, settleCallback, type CallbackRow } from './callback-queries.ts'
 import { callbackSettings } from './callbacks.ts'
@@ -62,8 +63,8 @@ type Settled = { status: 'cancelled' | 'failed', reason: string }
 /**
  * Places a scheduled callback at its time (the placeCallback job): a new call with the first call's agent, numbers,
  * custom_data, dynamic_context and ring time, linked to it. Checked now rather than when it was scheduled: a callback
- * is `cancelled` when the agent was deleted, made inactive or had callbacks turned off (or fewer attempts allowed)
- * meanwhile, and `failed` when the account no longer has the number or has no credits left (and no auto top-up).
+ * is `cancelled` when the person's number was put on the do-not-call list (`do_not_call`), or the agent was deleted,
+ * made inactive or had callbacks turned off (or fewer attempts allowed) meanwhile, and `failed` when the account no longer has the number or has no credits left (and no auto top-up).
  * The callback leaves `scheduled` under its row lock in the transaction that stores the call, so a job delivered
  * twice, or at once on two workers, places one call.
  */
@@ -100,6 +101,8 @@ async function placeable (trx: Trx, callback: CallbackRow, noCredits: boolean) {
   const first = await findCallRow(trx, callback.callback_of)
   // Never missing: a call's callbacks are deleted with it (ON DELETE CASCADE).
   if (first === undefined) throw new Error(`callback ${callback.id}: its call ${callback.callback_of} is missing`)
+  // In the transaction that stores the call: a number listed meanwhile is seen, or listed once the call is stored.
+  if (await doNotCallForCall(trx, callback.user_id, callback.to_number)) return not('cancelled', 'do_not_call')
   const agent = await findAgent(trx, callback.user_id, first.agent_id)
   if (agent === undefined) return not('cancelled', 'agent_deleted')
   const settings = callbackSettings(agent)

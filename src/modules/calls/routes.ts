@@ -2,9 +2,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { DateRangeQuery, dateRange, optionalDateRange } from '../../http/dates.ts'
-import { notFound } from '../../http/errors.ts'
+import { HttpError, notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
+import { doNotCallForCall } from '../contacts/dnc.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import type { JobSender } from '../../jobs/queues.ts'
 import { phoneCallCreated } from './lifecycle.ts'
@@ -157,7 +158,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     schema: {
       tags: TAGS,
       summary: 'Place an outbound phone call',
-      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers. With the built-in voice runtime a Twilio number\'s call is placed through Twilio (a person\'s phone rings); a SIP trunk number\'s call goes through Twilio to the trunk (docs/sip.md; 409 `sip_not_connected` when this installation carries no SIP calls); a sandbox number\'s call is simulated (docs/voice.md).',
+      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers; a `to_number` on the account\'s do-not-call list answers `409 do_not_call`. With the built-in voice runtime a Twilio number\'s call is placed through Twilio (a person\'s phone rings); a SIP trunk number\'s call goes through Twilio to the trunk (docs/sip.md; 409 `sip_not_connected` when this installation carries no SIP calls); a sandbox number\'s call is simulated (docs/voice.md).',
       headers: IdempotencyHeaders,
       body: PhoneCallBody,
       response: { 201: PhoneCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
@@ -169,6 +170,9 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
     await checkPin(db, userId, agent.id, body.agent_version)
     const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
+      if (await doNotCallForCall(trx, userId, body.to_number)) {
+        throw new HttpError(409, 'do_not_call', `${body.to_number} (body.to_number) is on the account's do-not-call list; DELETE /v1/dnc/${body.to_number} takes it off`)
+      }
       const call = await startPhoneCall(trx, jobs, agent, number, body)
       return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
     })

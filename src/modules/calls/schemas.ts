@@ -83,7 +83,7 @@ export const CallCallback = Type.Object({
   attempt: Type.Integer({ minimum: 1, maximum: 5, description: 'which callback of the first call: 1 for the first' }),
   max_attempts: Type.Integer({ minimum: 1, maximum: 5, description: 'the agent\'s max_attempts when it was scheduled' }),
   status: Type.Enum(['scheduled', 'placed', 'cancelled', 'failed'], { description: 'scheduled: waits for scheduled_at; placed: call_id is its call' }),
-  reason: Nullable(Type.String(), 'why it was cancelled (called_back, agent_deleted, agent_inactive, callbacks_disabled, max_attempts_lowered) or failed (number_gone, no_credits, sip_not_connected); null otherwise'),
+  reason: Nullable(Type.String(), 'why it was cancelled (called_back, agent_deleted, agent_inactive, callbacks_disabled, max_attempts_lowered, do_not_call) or failed (number_gone, no_credits, sip_not_connected); null otherwise'),
   scheduled_at: Type.Integer({ description: 'epoch ms: when it is (or was) due' }),
   call_id: Nullable(ObjectId, 'the call placed; null until then')
 }, { [COMPONENT]: 'CallCallback' })

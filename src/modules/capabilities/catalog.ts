@@ -5,6 +5,7 @@ import { apiCall } from './types/api-call.ts'
 import { apiRag } from './types/api-rag.ts'
 import { callForwarding } from './types/call-forwarding.ts'
 import { endCall } from './types/end-call.ts'
+import { doNotCall } from './types/do-not-call.ts'
 import { appointmentBooking } from './types/appointment-booking.ts'
 import { bookingOne } from './types/booking-one.ts'
 import { bookingTwo } from './types/booking-two.ts'
@@ -56,6 +57,7 @@ export const TOOLS: Kind = {
     crm,
     agent_transfer: agentTransfer,
     mcp,
-    send_dtmf: sendDtmf
+    send_dtmf: sendDtmf,
+    do_not_call: doNotCall
   }
 }

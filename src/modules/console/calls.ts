@@ -185,6 +185,7 @@ const CALLBACK_REASONS: Record<string, string> = {
   agent_inactive: 'the agent is inactive',
   callbacks_disabled: 'callbacks were turned off',
   max_attempts_lowered: 'fewer callbacks are allowed now',
+  do_not_call: 'the number is on the do-not-call list',
   number_gone: 'the calling number is no longer the account\'s',
   sip_not_connected: 'the calling number\'s SIP trunk is not carried here',
   no_credits: 'no credits left'

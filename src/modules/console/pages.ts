@@ -19,6 +19,7 @@ const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/workspaces', label: 'Workspaces' },
   { href: '/phone-numbers', label: 'Phone numbers', account: true },
   { href: '/customers', label: 'Customers', account: true },
+  { href: '/do-not-call', label: 'Do not call', account: true },
   { href: '/subscription', label: 'Subscription', account: true },
   { href: '/integrations', label: 'Integrations', account: true },
   { href: '/keys', label: 'API keys', account: true },

@@ -20,6 +20,7 @@ import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
 import { consoleAppointmentRoutes } from './appointments.ts'
 import { consoleContactRoutes } from './contacts.ts'
+import { consoleDoNotCallRoutes } from './do-not-call.ts'
 import { consoleCustomerRoutes } from './customers.ts'
 import { consoleDeliveryRoutes } from './deliveries.ts'
 import { consoleIntegrationRoutes } from './integrations.ts'
@@ -316,6 +317,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleVersionRoutes, { db })
     await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleContactRoutes, { db })
+    await pages.register(consoleDoNotCallRoutes, { db })
     await pages.register(consoleAppointmentRoutes, { db, config: jobs.config, log: app.log, mailer })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
     await pages.register(consolePhoneNumberRoutes, { db, carriers })

@@ -1,0 +1,131 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { HttpError } from '../../http/errors.ts'
+import { E164 } from '../../http/schemas.ts'
+import { addDoNotCallNumbers, DNC_MAX_NUMBERS, DNC_NOTE_MAX_LENGTH } from '../contacts/dnc.ts'
+import { deleteDoNotCall, listDoNotCall, type DoNotCallRow } from '../contacts/dnc-queries.ts'
+import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, type Problems } from './fields.ts'
+import { html } from './html.ts'
+import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
+import type { ConsoleSession } from './queries.ts'
+import { sessionOf } from './security.ts'
+import { HIDDEN, listQuery, sendPage } from './reply.ts'
+
+// The console's do-not-call list (docs/contacts.md, "Do not call"): the account's list with a search by digits, a
+// form that adds a number, and a button per number that takes it off. One list per account: a page of the account,
+// not of a workspace (pages.ts NAV).
+
+const PAGE_SIZE = 50
+const SOURCES: Record<string, string> = { api: 'API', console: 'Console', call: 'The caller asked', campaign: 'Campaign' }
+
+interface Search { search: string, skip: number }
+interface AddForm { phone_number: string, note: string }
+
+const EMPTY: AddForm = { phone_number: '', note: '' }
+
+/** The list's query, or what is wrong with it: the search is the digits of a number, written any way. */
+function parseSearch (query: unknown): { filters: Search, problem?: string } {
+  const { search, skip } = formFields(query, ['search', 'skip'])
+  const filters = { search, skip: 0 }
+  if (!/^\+?[\d\s().-]{0,40}$/.test(search)) return { filters, problem: 'Search by the digits of a number, such as 415 555.' }
+  if (skip !== '' && !/^\d{1,9}$/.test(skip)) return { filters, problem: 'The page position must be a whole number.' }
+  return { filters: { search, skip: Number(skip) } }
+}
+
+const NOTICES: Record<string, string> = {
+  added: 'The number is on the list: no call reaches it any more.',
+  listed: 'The number was on the list already.',
+  removed: 'The number is off the list: it may be called again.'
+}
+
+function doNotCallPage (options: { viewer: Viewer, filters: Search, rows?: DoNotCallRow[], total?: number, error?: string, done?: string, form?: AddForm, problems?: Problems }): string {
+  const { viewer, filters, rows, total = 0 } = options
+  const form = options.form ?? EMPTY
+  const problems = options.problems ?? {}
+  const query = (skip: number) => listQuery({ search: filters.search }, ['search'], skip)
+  return layout({
+    title: 'Do not call',
+    viewer,
+    current: '/do-not-call',
+    body: html`
+${options.done !== undefined && NOTICES[options.done] !== undefined && notice('success', NOTICES[options.done])}
+<p>Numbers your agents never call: a call to one is refused, a callback to one is cancelled, a campaign skips it.
+An agent with the “Do not call” tool adds a caller who asks not to be called again. At most ${DNC_MAX_NUMBERS.toLocaleString('en')} numbers.</p>
+<h2>Add a number</h2>
+${problemsNotice(problems)}
+<form method="post" action="/do-not-call" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${inputField({ name: 'phone_number', label: 'Phone number', value: form.phone_number, problems, hint: 'E.164: +, the country code and the number, such as +14155550123.', attrs: html` type="tel" maxlength="16" required autocomplete="off"` })}
+  ${inputField({ name: 'note', label: 'Note (optional)', value: form.note, problems, hint: 'Why it is listed.', attrs: html` maxlength="${DNC_NOTE_MAX_LENGTH}" autocomplete="off"` })}
+  <button type="submit">Add to the list</button>
+</form>
+<h2>The list</h2>
+<form method="get" action="/do-not-call" role="search" aria-label="Search the do-not-call list">
+  <div class="stack">
+    <label for="search">Digits of the number</label>
+    <input id="search" name="search" type="search" maxlength="40" value="${filters.search}">
+    <button type="submit">Search</button>
+  </div>
+</form>
+${options.error !== undefined && notice('error', options.error)}
+${rows !== undefined && (rows.length === 0
+  ? html`<p>${filters.skip > 0 ? 'No more numbers.' : filters.search === '' ? 'No numbers yet.' : 'No numbers match.'}</p>`
+  : html`<div class="table"><table>
+  <caption>Numbers ${filters.skip + 1}–${filters.skip + rows.length} of ${total}, the newest first</caption>
+  <thead><tr><th scope="col">Number</th><th scope="col">Added by</th><th scope="col">Note</th><th scope="col">Added</th><th scope="col">Remove</th></tr></thead>
+  <tbody>${rows.map((row) => html`<tr>
+    <td>${row.phone_number}</td>
+    <td>${row.call_id === null ? SOURCES[row.source] ?? row.source : html`<a href="/calls/${row.call_id}">${SOURCES[row.source] ?? row.source}</a>`}</td>
+    <td>${row.note ?? '—'}</td>
+    <td>${when(row.created_at)}</td>
+    <td><form method="post" action="/do-not-call/remove">${csrfField(viewer.csrfToken)}<input type="hidden" name="phone_number" value="${row.phone_number}"><button type="submit" class="danger" aria-label="Remove ${row.phone_number}">Remove</button></form></td>
+  </tr>`)}</tbody>
+</table></div>`)}
+${rows !== undefined && (filters.skip > 0 || filters.skip + PAGE_SIZE < total) && html`<nav aria-label="Pages of the list"><ul class="pager">
+  ${filters.skip > 0 && html`<li><a href="/do-not-call${query(Math.max(0, filters.skip - PAGE_SIZE))}" rel="prev">Previous numbers</a></li>`}
+  ${filters.skip + PAGE_SIZE < total && html`<li><a href="/do-not-call${query(filters.skip + PAGE_SIZE)}" rel="next">More numbers</a></li>`}
+</ul></nav>`}`
+  })
+}
+
+export async function consoleDoNotCallRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
+  const checkNumber = fieldCheck('The phone number', E164, 'Write the number in E.164: +, the country code and the number, such as +14155550123.')
+  const checkNote = fieldCheck('The note', { type: 'string', maxLength: DNC_NOTE_MAX_LENGTH })
+
+  async function listPage (reply: FastifyReply, status: number, session: ConsoleSession, filters: Search, options: { done?: string, form?: AddForm, problems?: Problems, error?: string } = {}) {
+    const { rows, total } = await listDoNotCall(db, session.userId, { digits: filters.search.replace(/\D/g, '') }, { limit: PAGE_SIZE, offset: filters.skip })
+    return sendPage(reply, status, doNotCallPage({ viewer: viewerOf(session), filters, rows, total, ...options }))
+  }
+
+  app.get<{ Querystring: Record<string, unknown> }>('/do-not-call', HIDDEN, async (request, reply) => {
+    const session = sessionOf(request, reply)
+    if (session === undefined) return reply
+    const { filters, problem } = parseSearch(request.query)
+    if (problem !== undefined) return sendPage(reply, 400, doNotCallPage({ viewer: viewerOf(session), filters, error: problem }))
+    return await listPage(reply, 200, session, filters, { done: typeof request.query.done === 'string' ? request.query.done : undefined })
+  })
+
+  app.post('/do-not-call', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const form = formOf(request, ['phone_number', 'note'])
+    const problems = { phone_number: checkNumber(form.phone_number), note: checkNote(form.note) }
+    const top = { search: '', skip: 0 }
+    if (hasProblems(problems)) return await listPage(reply, 400, session, top, { form, problems })
+    try {
+      const added = await addDoNotCallNumbers(db, session.userId, [{ phone_number: form.phone_number, source: 'console', note: form.note === '' ? undefined : form.note }])
+      return reply.redirect(`/do-not-call?done=${added.length > 0 ? 'added' : 'listed'}`, 303)
+    } catch (err) {
+      if (err instanceof HttpError && err.code === 'dnc_limit_reached') return await listPage(reply, 409, session, top, { form, error: `Not added: ${err.message}.` })
+      throw err
+    }
+  })
+
+  app.post('/do-not-call/remove', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const { phone_number: number } = formOf(request, ['phone_number'])
+    if (checkNumber(number) !== undefined || !await deleteDoNotCall(db, session.userId, number)) {
+      throw new HttpError(404, 'not_found', 'That number is not on your do-not-call list.')
+    }
+    return reply.redirect('/do-not-call?done=removed', 303)
+  })
+}

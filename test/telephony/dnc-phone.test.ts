@@ -1,0 +1,77 @@
+import { performance } from 'node:perf_hooks'
+import t, { type Test } from 'tap'
+import { createAccount, setup, type TestContext } from '../helpers/app.ts'
+import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { poll } from '../helpers/poll.ts'
+import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import type { MediaStream } from '../helpers/twilio-voice.ts'
+import { finishedCall, speech } from '../helpers/voice-client.ts'
+
+// The do_not_call tool on a phone call (docs/contacts.md, "Do not call"), end to end on loopback as
+// twilio-calls.test.ts does it: a person calls the account's Twilio number, asks not to be called again, the model
+// (the OpenAI-compatible stand-in) calls the tool, the caller's number is listed with the call, and a later
+// make-phone-call to it is refused.
+
+const PUBLIC = 'https://voice.example.test'
+const ACCOUNT_SID = sid('AC')
+const AUTH_TOKEN = 'installation-auth-token'
+const OUR_NUMBER = '+14155550100'
+const CALLER = '+14155550199'
+
+type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
+
+async function listen (t: Test): Promise<Ctx> {
+  const twilio = await startTwilioStandIn(t)
+  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
+  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
+  const openai = await startOpenAiHttpStandin(t)
+  const ctx = await setup(t, {
+    PHONE_CARRIER: 'twilio',
+    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
+    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TWILIO_API_URL: twilio.url,
+    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
+    PUBLIC_BASE_URL: PUBLIC,
+    VOICE_ENGINE: 'cascade',
+    STT_URL: openai.url,
+    LLM_URL: openai.url,
+    TTS_URL: openai.url
+  }, { workers: true })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  twilio.route(PUBLIC, url)
+  return { ...ctx, url, twilio, openai }
+}
+
+/** The agent has spoken and stopped (nothing for 300 ms, all played); then the caller speaks one turn. */
+async function say (stream: MediaStream): Promise<void> {
+  await poll(() => stream.frames, (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, { message: 'the agent did not speak and stop' })
+  await stream.sendAudio(speech(600, 700))
+}
+
+t.test('a caller asks not to be called again: their number is listed with the call, and make-phone-call to it answers 409 do_not_call', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello, this is the clinic.' } })).json()
+  const agent = (await ctx.app.inject({ method: 'POST', url: '/v1/agent', headers: account.headers, payload: { agent_name: 'Clinic', llm_id: llm._id } })).json()
+  const tool = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id as string}/tools`, headers: account.headers, payload: { tool_type: 'do_not_call', settings: { name: 'Do not call' } } })
+  t.equal(tool.statusCode, 201, tool.body)
+  const bought = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: OUR_NUMBER, inbound_agent_id: agent._id, outbound_agent_id: agent._id } })
+  t.equal(bought.statusCode, 201, bought.body)
+
+  ctx.openai.transcripts.push('Please never call me again.')
+  ctx.openai.replies.push({ toolCalls: [{ name: 'Do_not_call', arguments: {} }] }, { text: 'Done, we will not call you again.' })
+  const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
+  const stream = await call.waitForStream()
+  await say(stream)
+  const listed = await poll(async () => (await ctx.app.inject({ method: 'GET', url: '/v1/dnc', headers: account.headers })).json(), (body) => body.total === 1, { message: 'the caller was not listed' })
+  const [stored] = await ctx.db.selectFrom('calls').select('id').execute()
+  t.match(listed.data, [{ phone_number: CALLER, source: 'call', call_id: stored.id }], 'the caller\'s number, with the call')
+  t.match(ctx.openai.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /\+14155550199 is on the do-not-call list/ })
+  await stream.hangup()
+  await finishedCall(ctx.app, account.headers, stored.id)
+
+  const refused = await ctx.app.inject({ method: 'POST', url: '/v1/call/make-phone-call', headers: account.headers, payload: { agent_id: agent._id, from_number: OUR_NUMBER, to_number: CALLER } })
+  t.equal(refused.statusCode, 409)
+  t.equal(refused.json().code, 'do_not_call')
+  t.equal(ctx.twilio.calls.filter((c) => c.direction === 'outbound-api').length, 0, 'Twilio was not asked to call them')
+})
