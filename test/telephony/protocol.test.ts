@@ -43,7 +43,7 @@ t.test('Media Streams messages in', async (t) => {
   t.same(parseTwilioMessage(message({ event: 'start', start: { parameters: {} } }), false).kind, 'invalid')
   t.same(parseTwilioMessage(message({ event: 'start', start: { ...sids, streamSid: 'MZ1","x":"' } }), false).kind, 'invalid', 'a stream sid that is not Twilio\'s')
   t.same(parseTwilioMessage(message({ event: 'mark', mark: { name: 'played-1' } }), false), { kind: 'mark', name: 'played-1' })
-  t.same(parseTwilioMessage(message({ event: 'dtmf', dtmf: { digit: '1' } }), false), { kind: 'ignored' })
+  t.same(parseTwilioMessage(message({ event: 'dtmf', dtmf: { digit: '1' } }), false), { kind: 'dtmf', digit: '1' })
   t.same(parseTwilioMessage(message({ event: 'media', media: { track: 'outbound', payload: '' } }), false), { kind: 'ignored' })
   for (const bad of [
     Buffer.from('not json'), message([1]), message(null), message({ event: 'teleport' }), message({ event: 'mark', mark: {} }),

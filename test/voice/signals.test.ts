@@ -28,8 +28,9 @@ t.test('two listeners (two processes) each hear every signal; one that loses its
   t.same(heard[0], [{ callId: 'call-1', signal: { type: 'answered_by', answered_by: 'machine' } }])
   t.same(heard[1], heard[0])
 
-  // The server ends both listening connections (a restart, a failover): they come back on their own.
-  const ended = await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`.execute(db)
+  // The server ends both listening connections (a restart, a failover): they come back on their own. Only this
+  // database's: other test files listen on the same server.
+  const ended = await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND datname = current_database() AND pid <> pg_backend_pid()`.execute(db)
   t.equal(ended.rows.length, 2, 'both listening connections ended')
   await poll(async () => await signalCall(db, 'call-2', { type: 'answered_by', answered_by: 'human' }).then(() => heard.map((h) => h.some((s) => s.callId === 'call-2'))),
     (got) => got.every(Boolean), { message: 'both listen again', intervalMs: 100 })
