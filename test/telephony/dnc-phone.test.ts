@@ -1,52 +1,15 @@
-import { performance } from 'node:perf_hooks'
-import t, { type Test } from 'tap'
-import { createAccount, setup, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import t from 'tap'
+import { createAccount } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
-import type { MediaStream } from '../helpers/twilio-voice.ts'
-import { finishedCall, speech } from '../helpers/voice-client.ts'
+import { CALLER, listenWithTwilio, OUR_NUMBER, say } from '../helpers/twilio-phone.ts'
+import { finishedCall } from '../helpers/voice-client.ts'
 
 // The do_not_call tool on a phone call (docs/contacts.md, "Do not call"), end to end on loopback as
 // twilio-calls.test.ts does it: a person calls the account's Twilio number, asks not to be called again, the model
 // (the OpenAI-compatible stand-in) calls the tool, the caller's number is listed with the call, and a later
 // make-phone-call to it is refused.
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
-const OUR_NUMBER = '+14155550100'
-const CALLER = '+14155550199'
-
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
-
-async function listen (t: Test): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
-
-/** The agent has spoken and stopped (nothing for 300 ms, all played); then the caller speaks one turn. */
-async function say (stream: MediaStream): Promise<void> {
-  await poll(() => stream.frames, (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, { message: 'the agent did not speak and stop' })
-  await stream.sendAudio(speech(600, 700))
-}
+const listen = listenWithTwilio
 
 t.test('a caller asks not to be called again: their number is listed with the call, and make-phone-call to it answers 409 do_not_call', async (t) => {
   const ctx = await listen(t)

@@ -1,10 +1,8 @@
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { Test } from 'tap'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import { agentFinished, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
 import type { MediaStream } from '../helpers/twilio-voice.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
@@ -13,37 +11,10 @@ import { finishedCall, speech } from '../helpers/voice-client.ts'
 // them as a caller turn; a keypad data_retrieval field is filled by keys ended with `#`; the agent's send_dtmf tool
 // reaches Twilio as <Play digits> in a call update, after which a new stream takes the conversation back.
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
-const OUR_NUMBER = '+14155550100'
-const CALLER = '+14155550199'
+type Ctx = PhoneContext
 
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
-
-async function listen (t: Test): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    // A run of keys without `#` ends after this pause (the default 2.5 s, short for the test).
-    VOICE_KEYPAD_PAUSE_MS: '200'
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
+// A run of keys without `#` ends after this pause (the default 2.5 s, short for the test).
+const listen = async (t: Test) => await listenWithTwilio(t, { VOICE_KEYPAD_PAUSE_MS: '200' })
 
 /** An agent (with `tools`) answering OUR_NUMBER. */
 async function agentOnNumber (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, tools: Array<[string, Record<string, unknown>]> = []) {
@@ -58,13 +29,6 @@ async function agentOnNumber (ctx: Ctx, account: Account, body: Record<string, u
   const bought = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: OUR_NUMBER, inbound_agent_id: agent._id } })
   if (bought.statusCode !== 201) throw new Error(bought.body)
   return agent
-}
-
-/** The agent has spoken and stopped: nothing arrived for 300 ms and Twilio has played it all. */
-async function agentFinished (stream: MediaStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
 }
 
 const press = (stream: MediaStream, keys: string) => { for (const key of keys) stream.sendDtmf(key) }

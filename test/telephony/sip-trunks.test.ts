@@ -1,49 +1,23 @@
 import t from 'tap'
-import type { Test } from 'tap'
 import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
 import { repointNumbers } from '../../src/modules/phone-numbers/numbers.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, setup, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
-import { speech, finishedCall } from '../helpers/voice-client.ts'
-import type { MediaStream } from '../helpers/twilio-voice.ts'
+import { sid, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, listenWithTwilio, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
+import { finishedCall } from '../helpers/voice-client.ts'
 
 // Numbers connected to a SIP trunk (connect-to-sip, docs/sip.md), carried by the installation's Twilio account on
 // loopback: the stand-in keeps the SIP Domains and credential lists the server configures, challenges the PBX's
 // INVITEs with them, posts the signed voice webhook with SIP URIs, and calls SIP endpoints that challenge Twilio.
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
 const SIP_NUMBER = '+4930901820'
 const TRUNK = { username: 'pbx-berlin', password: 'Trunk-Secret-2026' }
 const PBX = 'pbx.example.test:5060'
 
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
+type Ctx = PhoneContext
 
-async function listen (t: Test): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
-    DELIVERY_TIME_SCALE: '0.001'
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
+const listen = listenWithTwilio
 
 async function agentFor (ctx: Ctx, account: Account, tools: Array<{ type: string, settings: Record<string, unknown> }> = []) {
   const config = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello, this is the clinic.', general_prompt: 'You are the clinic\'s receptionist.' } })).json()
@@ -57,12 +31,6 @@ async function agentFor (ctx: Ctx, account: Account, tools: Array<{ type: string
 
 async function connect (ctx: Ctx, account: Account, payload: Record<string, unknown>) {
   return await ctx.app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers: account.headers, payload: { phone_number: SIP_NUMBER, termination_uri: `sip:${PBX};transport=tcp`, sip_trunk_auth_username: TRUNK.username, sip_trunk_auth_password: TRUNK.password, ...payload } })
-}
-
-/** The caller speaks once the agent has spoken and stopped (nothing new for 300 ms, all of it played). */
-async function say (stream: MediaStream): Promise<void> {
-  await poll(() => stream.frames, (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, { message: 'the agent did not speak and stop' })
-  await stream.sendAudio(speech(600, 700))
 }
 
 const sipRequests = (twilio: TwilioStandIn) => twilio.requests.filter((r) => r.path.startsWith('/SIP/'))

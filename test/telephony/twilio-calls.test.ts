@@ -1,14 +1,12 @@
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { WebSocket } from 'ws'
-import type { Test } from 'tap'
 import { decodeWav, rms } from '../../src/modules/voice/audio.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
-import type { MediaStream } from '../helpers/twilio-voice.ts'
+import { sid } from '../helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, agentFinished, AUTH_TOKEN, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Phone calls through Twilio, end to end on loopback: the Twilio stand-in places and answers calls, posts
@@ -16,39 +14,9 @@ import { finishedCall, speech } from '../helpers/voice-client.ts'
 // the OpenAI-compatible stand-in (cascade engine). PUBLIC_BASE_URL is a public https address that the stand-in
 // reaches through a route to the server's loopback port, as Twilio would through a tunnel.
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
-const OUR_NUMBER = '+14155550100'
-const CALLER = '+14155550199'
+type Ctx = PhoneContext
 
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
-
-async function listen (t: Test, env: Record<string, string> = {}): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    // A name only the stand-in resolves (.test is not public): Twilio reaches it through the stand-in's route.
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
-    DELIVERY_TIME_SCALE: '0.001',
-    ...env
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
+const listen = listenWithTwilio
 
 async function agentWith (ctx: Ctx, account: Account, body: Record<string, unknown> = {}, llm: Record<string, unknown> = {}) {
   const config = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: 'Hello, this is the clinic.', general_prompt: 'You are the clinic\'s receptionist.', ...llm } })).json()
@@ -69,24 +37,10 @@ async function buyNumber (ctx: Ctx, account: Account, agentId: string) {
   return res.json()
 }
 
-/** The agent has spoken (some audio) and stopped: nothing arrived for 300 ms and Twilio has played it all. */
-async function agentFinished (stream: MediaStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 /**
  * The caller says something (600 ms of speech, then silence that ends the turn) once the agent has spoken after
  * frame `after` and stopped; answers the number of agent frames before the caller spoke (the answer comes after).
  */
-async function say (stream: MediaStream, after = 0): Promise<number> {
-  await agentFinished(stream, after)
-  const heard = stream.frames.length
-  await stream.sendAudio(speech(600, 700))
-  return heard
-}
-
 const callsOf = async (ctx: Ctx) => await ctx.db.selectFrom('calls').selectAll().execute()
 
 t.test('an inbound call end to end: webhook, TwiML, stream, begin message heard, caller heard, end_call, analysed, delivered', async (t) => {

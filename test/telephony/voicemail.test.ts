@@ -1,11 +1,10 @@
 import t from 'tap'
-import type { Test } from 'tap'
 import { buildApp } from '../../src/app.ts'
 import { createLogger } from '../../src/logger.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
+import { sid } from '../helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC } from '../helpers/twilio-phone.ts'
 import type { Party } from '../helpers/twilio-voice.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
@@ -14,37 +13,9 @@ import { finishedCall } from '../helpers/voice-client.ts'
 // picks up (a person saying hello, a machine's greeting and its beep) on the media stream, and posts AnsweredBy to
 // the AsyncAmdStatusCallback, signed, as Twilio does with MachineDetection=DetectMessageEnd.
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
-const OUR_NUMBER = '+14155550100'
+type Ctx = PhoneContext
 
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
-
-async function listen (t: Test, env: Record<string, string> = {}): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
-    DELIVERY_TIME_SCALE: '0.001',
-    ...env
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
+const listen = listenWithTwilio
 
 /** An agent with a begin message, its voicemail_settings and call_settings, answering OUR_NUMBER. */
 async function agentWith (ctx: Ctx, account: Account, body: Record<string, unknown>) {

@@ -1,51 +1,21 @@
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
-import type { Test } from 'tap'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { sid, startTwilioStandIn, type ConferenceRoom, type TwilioStandIn } from '../helpers/twilio-stand-in.ts'
-import type { LiveCall, MediaStream } from '../helpers/twilio-voice.ts'
-import { finishedCall, speech } from '../helpers/voice-client.ts'
+import { sid, type ConferenceRoom } from '../helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, agentFinished, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
+import type { LiveCall } from '../helpers/twilio-voice.ts'
+import { finishedCall } from '../helpers/voice-client.ts'
 
 // Warm transfers through Twilio, end to end on loopback (docs/voice.md, "Warm transfer"): the caller is held in a
 // conference, the agent calls the person with a summary in a <Gather>, and the person's answer connects both or
 // sends the caller back to the agent. The Twilio stand-in runs the conference, the <Gather> and the person's phone.
-// (The set-up follows twilio-calls.test.ts.)
 
-const PUBLIC = 'https://voice.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'installation-auth-token'
-const OUR_NUMBER = '+14155550100'
-const CALLER = '+14155550199'
 const PERSON = '+14155550142'
 const SUMMARY = 'Ada Lovelace wants to move her Tuesday appointment to Friday.'
 
-type Ctx = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
+type Ctx = PhoneContext
 
-async function listen (t: Test): Promise<Ctx> {
-  const twilio = await startTwilioStandIn(t)
-  twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
-  twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    DELIVERY_ALLOW_PRIVATE_NETWORKS: 'true',
-    DELIVERY_TIME_SCALE: '0.001'
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
-  return { ...ctx, url, twilio, openai }
-}
+const listen = listenWithTwilio
 
 /** An agent answering OUR_NUMBER with one transfer tool. */
 async function agentWithTool (ctx: Ctx, account: Account, type: string, settings: Record<string, unknown>) {
@@ -56,21 +26,6 @@ async function agentWithTool (ctx: Ctx, account: Account, type: string, settings
   const number = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/buy', headers: account.headers, payload: { phone_number: OUR_NUMBER, inbound_agent_id: agent._id } })
   if (number.statusCode !== 201) throw new Error(number.body)
   return agent
-}
-
-/** The agent has spoken (some audio) and stopped. */
-async function agentFinished (stream: MediaStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
-/** The caller says something once the agent has spoken after frame `after`; answers the frames heard before. */
-async function say (stream: MediaStream, after = 0): Promise<number> {
-  await agentFinished(stream, after)
-  const heard = stream.frames.length
-  await stream.sendAudio(speech(600, 700))
-  return heard
 }
 
 /** The conference of the call's warm transfer, once `n` participants joined. */
