@@ -20,7 +20,8 @@ import { callTwilio, connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANS
 import { acceptWarm, findCarrierCall, recordAnswer, recordAnsweredBy, setCarrierCallId, setStreamToken, takeBack, takeBackWarm } from './queries.ts'
 import { answeredByOf, signalCall } from '../voice/signals.ts'
 import { signatureValid } from './signature.ts'
-import { acceptTwilioStream } from './stream.ts'
+import { acceptCarrierStream } from './carrier-stream.ts'
+import { twilioMedia } from './stream.ts'
 import { conferenceTwiml, hangupTwiml, rejectTwiml } from './twiml.ts'
 import { accepted, conferenceName, withLeg } from './warm.ts'
 
@@ -359,6 +360,6 @@ export const telephonyRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: 
 
   // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.
   app.get(TELEPHONY_PATHS.stream, { websocket: true, onRequest: streams.admit, schema: { hide: true } }, (socket, request) => {
-    acceptTwilioStream(socket, deps, live, () => { streams.started(request) })
+    acceptCarrierStream(socket, twilioMedia, deps, live, () => { streams.started(request) })
   })
 }

@@ -19,7 +19,8 @@ import { newStreamToken, telnyxStream, UNANSWERED, type TelephonyDeps } from '..
 import { findCarrierCall, recordAnswer, recordTransferAnswer, takeBack } from '../queries.ts'
 import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls, type ClientState } from './commands.ts'
 import { telnyxPublicKey, telnyxSignatureValid } from './signature.ts'
-import { acceptTelnyxStream } from './stream.ts'
+import { acceptCarrierStream } from '../carrier-stream.ts'
+import { telnyxMedia } from './stream.ts'
 
 // Telnyx's Call Control webhooks and media stream (docs/voice.md, "Phone calls on Telnyx"). Every webhook must carry
 // a valid Ed25519 signature of the installation's Telnyx account within the tolerance (403 otherwise) before
@@ -215,6 +216,6 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
 
   // Anyone may open the stream: its place is taken before the upgrade, and it must `start` with a valid token in time.
   app.get(TELNYX_WEBHOOKS.stream, { websocket: true, onRequest: streams.admit, schema: { hide: true } }, (socket, request) => {
-    acceptTelnyxStream(socket, header(request, 'x-telnyx-streaming-auth-token'), deps, live, () => { streams.started(request) })
+    acceptCarrierStream(socket, telnyxMedia, deps, live, () => { streams.started(request) }, header(request, 'x-telnyx-streaming-auth-token'))
   })
 }

@@ -2,6 +2,7 @@ import type { WebSocket } from 'ws'
 import { mulawDecode, mulawEncodeHalved, resample } from '../audio.ts'
 import type { SessionEvent, Transport } from '../session.ts'
 import type { SocketLoop } from '../socket-loop.ts'
+import { playedMarks, type PlayedTransport } from './played.ts'
 
 // Telnyx's Media Streaming over WebSocket (developers.telnyx.com/api-reference/websockets/stream-call-media-over-websocket):
 // JSON text frames. In: connected (with the stream's auth token when one was set), start (stream_id, the call's
@@ -71,53 +72,25 @@ export function parseTelnyxMessage (data: Buffer, isBinary: boolean): TelnyxInpu
   }
 }
 
-/** How long a close or a forwarding waits for Telnyx to have played the agent's last words. */
-const DRAIN_MS = 2000
-
-export interface TelnyxTransport extends Transport {
-  /** Telnyx played everything sent before the mark `name`. */
-  marked: (name: string) => void
-  /** Resolves once Telnyx has played the agent audio sent so far (at most DRAIN_MS). */
-  drain: () => Promise<void>
-}
+export type TelnyxTransport = PlayedTransport
 
 /**
  * The transport of one Telnyx stream. Telnyx returns a mark once the audio before it is played (at once when
  * nothing is queued, and on a clear): a close waits for the last one so that a goodbye is not cut off.
  */
 export function telnyxTransport (socket: WebSocket, loop: SocketLoop, forward?: Transport['forward']): TelnyxTransport {
-  const pending = new Map<string, () => void>()
-  let marks = 0
-  let sentAudio = false
-  const transport: TelnyxTransport = {
+  const played = playedMarks(socket, loop, (name) => loop.send(JSON.stringify({ event: 'mark', mark: { name } })))
+  return {
     forward,
     sendAudio (frame) {
-      sentAudio = true
+      played.audioSent()
       loop.send(`{"event":"media","media":{"payload":"${mulawEncodeHalved(frame).toString('base64')}"}}`)
     },
     send (event: SessionEvent) {
       if (event.type === 'clear') loop.send('{"event":"clear"}')
     },
-    marked (name) {
-      pending.get(name)?.()
-    },
-    async drain () {
-      if (!sentAudio || !loop.open) return
-      const name = `played-${++marks}`
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer)
-          pending.delete(name)
-          socket.off('close', done)
-          resolve()
-        }
-        const timer = setTimeout(done, DRAIN_MS)
-        pending.set(name, done)
-        socket.once('close', done)
-        loop.send(JSON.stringify({ event: 'mark', mark: { name } }))
-      })
-    },
-    close: () => loop.close(loop.open ? transport.drain() : undefined)
+    marked: played.marked,
+    drain: played.drain,
+    close: played.close
   }
-  return transport
 }

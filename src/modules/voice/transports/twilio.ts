@@ -3,6 +3,7 @@ import { mulawDecode, mulawEncodeHalved, resample } from '../audio.ts'
 import { KEY } from '../keypad.ts'
 import type { SessionEvent, Transport } from '../session.ts'
 import type { SocketLoop } from '../socket-loop.ts'
+import { playedMarks, type PlayedTransport } from './played.ts'
 
 // Twilio's Media Streams (bidirectional, <Connect><Stream>): JSON text messages; audio is base64 µ-law at
 // 8 kHz, converted here to and from the core's 16 kHz PCM16. In: connected, start, media, mark, dtmf (a key), stop.
@@ -75,15 +76,7 @@ export function parseTwilioMessage (data: Buffer, isBinary: boolean): TwilioInpu
   }
 }
 
-/** How long a close or a forwarding waits for Twilio to have played the agent's last words. */
-const DRAIN_MS = 2000
-
-export interface TwilioTransport extends Transport {
-  /** Twilio played everything sent before the mark `name`. */
-  marked: (name: string) => void
-  /** Resolves once Twilio has played all the agent audio sent so far (at most DRAIN_MS). */
-  drain: () => Promise<void>
-}
+export type TwilioTransport = PlayedTransport
 
 /**
  * The transport of one Media Stream. Marks tell when Twilio has played the audio: a close waits for the last
@@ -91,44 +84,23 @@ export interface TwilioTransport extends Transport {
  */
 export function twilioTransport (socket: WebSocket, loop: SocketLoop, streamSid: string, forward?: Transport['forward'], sendDigits?: Transport['sendDigits']): TwilioTransport {
   const send = (message: unknown) => loop.send(JSON.stringify(message))
-  const pending = new Map<string, () => void>()
-  let marks = 0
-  let sentAudio = false
-  const transport: TwilioTransport = {
+  const played = playedMarks(socket, loop, (name) => send({ event: 'mark', streamSid, mark: { name } }))
+  return {
     forward,
     // Media Streams take no tones from us (messages to Twilio: media, mark, clear): <Play digits> through a call
     // update does, and ends this stream (telephony/calls.ts sendKeys).
     sendDigits,
     keysLeaveStream: true,
     sendAudio (frame) {
-      sentAudio = true
+      played.audioSent()
       // Fifty of these a second for every call: written as text (the sid and base64 need no escaping).
       loop.send(`{"event":"media","streamSid":"${streamSid}","media":{"payload":"${mulawEncodeHalved(frame).toString('base64')}"}}`)
     },
     send (event: SessionEvent) {
       if (event.type === 'clear') send({ event: 'clear', streamSid })
     },
-    marked (name) {
-      pending.get(name)?.()
-    },
-    async drain () {
-      if (!sentAudio || !loop.open) return
-      const name = `played-${++marks}`
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer)
-          pending.delete(name)
-          socket.off('close', done)
-          resolve()
-        }
-        const timer = setTimeout(done, DRAIN_MS)
-        pending.set(name, done)
-        socket.once('close', done)
-        send({ event: 'mark', streamSid, mark: { name } })
-      })
-    },
-    // A failed stream closes at once with its code; else once the agent's last words are played.
-    close: () => loop.close(loop.open ? transport.drain() : undefined)
+    marked: played.marked,
+    drain: played.drain,
+    close: played.close
   }
-  return transport
 }
