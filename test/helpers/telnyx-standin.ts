@@ -43,6 +43,8 @@ export interface TelnyxStream {
   messages: any[]
   closed: Promise<{ code: number, reason: string }>
   sendAudio: (pcm16k: Int16Array) => void
+  /** The caller presses keys: one `dtmf` frame a key. */
+  pressKeys: (digits: string) => void
   /** Telnyx's `stop` (the call ended or the stream was stopped), then the close. */
   stop: () => void
 }
@@ -139,6 +141,9 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
           bytes.copy(frame, 0, offset, offset + FRAME_BYTES)
           send({ event: 'media', stream_id: streamId, media: { track: 'inbound', chunk: String(++chunk), timestamp: String(chunk * FRAME_MS), payload: frame.toString('base64') } })
         }
+      },
+      pressKeys (digits) {
+        for (const digit of digits) send({ event: 'dtmf', stream_id: streamId, occurred_at: new Date().toISOString(), dtmf: { digit } })
       },
       stop () {
         send({ event: 'stop', stream_id: streamId, stop: { call_control_id: call.callControlId } })

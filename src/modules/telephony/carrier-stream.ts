@@ -33,8 +33,9 @@ export interface CarrierStream {
   transport: (socket: WebSocket, loop: SocketLoop, streamId: string, actions: Pick<Transport, 'forward' | 'sendDigits'>) => PlayedTransport
   /** Puts the live call through to a number; throws (keeping nothing) when it cannot. */
   forward: (deps: TelephonyDeps, call: CallRow, carrierCallId: string, request: ForwardRequest) => Promise<void>
-  /** Plays keypad tones to the other side by leaving this stream (Twilio's <Play digits>); absent: the carrier cannot. */
+  /** Plays keypad tones to the other side: by leaving this stream (Twilio's <Play digits>), or on it (Telnyx's send_dtmf). */
   sendKeys?: (deps: TelephonyDeps, call: CallRow, carrierCallId: string, digits: string, state: Conversation) => Promise<void>
+  pressKeys?: (deps: TelephonyDeps, call: CallRow, carrierCallId: string, digits: string) => Promise<void>
   /** Ends the carrier's call (its stream dropped). */
   hangup: (deps: TelephonyDeps, call: CallRow, carrierCallId: string) => Promise<void>
 }
@@ -127,10 +128,12 @@ export function acceptCarrierStream (socket: WebSocket, carrier: CarrierStream, 
         throw err
       }
     }
-    const { sendKeys } = carrier
+    const { sendKeys, pressKeys } = carrier
     transport = carrier.transport(socket, loop, start.streamId, {
       forward: async (request) => { await leaving(async () => { await carrier.forward(deps, call, start.carrierCallId, request) }) },
-      sendDigits: sendKeys === undefined ? undefined : async (digits, state) => { await leaving(async () => { await sendKeys(deps, call, start.carrierCallId, digits, state) }) }
+      sendDigits: sendKeys !== undefined
+        ? async (digits, state) => { await leaving(async () => { await sendKeys(deps, call, start.carrierCallId, digits, state) }) }
+        : pressKeys === undefined ? undefined : async (digits) => { await pressKeys(deps, call, start.carrierCallId, digits) }
     })
     session = Session.open(deps, call, transport, { resume })
     for (const pcm of opening) session.audio(pcm)

@@ -63,6 +63,8 @@ export function telnyxCalls (request: TelnyxRequest) {
     hangup: async (id: string) => { await action(id, 'hangup') },
     streamingStart: async (id: string, stream: StreamRequest) => { await action(id, 'streaming_start', streamFields(stream)) },
     streamingStop: async (id: string) => { await action(id, 'streaming_stop') },
+    /** Plays keypad tones on the call, which stays on its stream (https://developers.telnyx.com/api-reference/call-commands/send-dtmf; `w`: half a second). */
+    sendDtmf: async (id: string, digits: string) => { await action(id, 'send_dtmf', { digits }) },
     /**
      * Rings `to` and bridges the call to it when answered (transfer-call). Unanswered, Telnyx hangs the new leg up
      * (its call.hangup says why) and our call stays, to be taken back.

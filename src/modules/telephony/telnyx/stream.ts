@@ -15,8 +15,13 @@ export const telnyxMedia: CarrierStream = {
     if (input.kind !== 'start') return input
     return { kind: 'start', streamId: input.streamId, carrierCallId: input.callControlId, token: undefined }
   },
-  transport: (socket, loop, _streamId, actions) => telnyxTransport(socket, loop, actions.forward),
+  transport: (socket, loop, _streamId, actions) => telnyxTransport(socket, loop, actions.forward, actions.sendDigits),
   forward: forwardTelnyxCall,
+  async pressKeys (deps, call, callControlId, digits) {
+    const telnyx = await callTelnyx(deps, call)
+    if (telnyx === undefined) throw new Error('the call\'s number has no Telnyx account to send keys through')
+    await telnyx.calls.sendDtmf(callControlId, digits)
+  },
   async hangup (deps, call, callControlId) {
     const telnyx = await callTelnyx(deps, call)
     await telnyx?.calls.hangup(callControlId)

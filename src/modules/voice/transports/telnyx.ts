@@ -1,5 +1,6 @@
 import type { WebSocket } from 'ws'
 import { mulawDecode, mulawEncodeHalved, resample } from '../audio.ts'
+import { KEY } from '../keypad.ts'
 import type { SessionEvent, Transport } from '../session.ts'
 import type { SocketLoop } from '../socket-loop.ts'
 import { playedMarks, type PlayedTransport } from './played.ts'
@@ -16,7 +17,8 @@ export type TelnyxInput =
   | { kind: 'start', streamId: string, callControlId: string }
   | { kind: 'media', pcm: Int16Array }
   | { kind: 'mark', name: string }
-  /** Keypresses (dtmf, for the keypad work), error reports and the other track: not part of the conversation. */
+  | { kind: 'dtmf', digit: string }
+  /** Error reports and the other track: not part of the conversation. */
   | { kind: 'ignored' }
   | { kind: 'stop' }
   | { kind: 'invalid', problem: string }
@@ -65,7 +67,11 @@ export function parseTelnyxMessage (data: Buffer, isBinary: boolean): TelnyxInpu
       return { kind: 'media', pcm: resample(mulawDecode(Buffer.from(payload, 'base64')), 8000, 16_000) }
     }
     case 'mark': return str(message.mark?.name) ? { kind: 'mark', name: message.mark.name } : { kind: 'invalid', problem: 'mark needs mark.name' }
-    case 'dtmf':
+    case 'dtmf': {
+      // One key a frame: { event: 'dtmf', dtmf: { digit: '1' } } (the shape pipecat's Telnyx serializer reads).
+      const digit = message.dtmf?.digit
+      return typeof digit === 'string' && KEY.test(digit) ? { kind: 'dtmf', digit } : { kind: 'invalid', problem: 'dtmf.digit must be one key: 0-9, *, #, A-D' }
+    }
     case 'error': return { kind: 'ignored' }
     case 'stop': return { kind: 'stop' }
     default: return { kind: 'invalid', problem: `unknown event ${JSON.stringify(message.event)}` }
@@ -78,10 +84,12 @@ export type TelnyxTransport = PlayedTransport
  * The transport of one Telnyx stream. Telnyx returns a mark once the audio before it is played (at once when
  * nothing is queued, and on a clear): a close waits for the last one so that a goodbye is not cut off.
  */
-export function telnyxTransport (socket: WebSocket, loop: SocketLoop, forward?: Transport['forward']): TelnyxTransport {
+export function telnyxTransport (socket: WebSocket, loop: SocketLoop, forward?: Transport['forward'], sendDigits?: Transport['sendDigits']): TelnyxTransport {
   const played = playedMarks(socket, loop, (name) => loop.send(JSON.stringify({ event: 'mark', mark: { name } })))
   return {
     forward,
+    // Tones go out through Call Control (send_dtmf), the call staying on this stream.
+    sendDigits,
     sendAudio (frame) {
       played.audioSent()
       loop.send(`{"event":"media","media":{"payload":"${mulawEncodeHalved(frame).toString('base64')}"}}`)
