@@ -13,7 +13,7 @@ import { poll } from '../helpers/poll.ts'
 // moved by hand: the begin message waits for the callee's hello up to wait_for_hello_seconds, and for the verdict
 // of answering-machine detection; a machine gets the agent's message or a hang-up. No test here sleeps: time moves.
 
-async function outboundSession (t: Test, agentBody: Record<string, unknown>, call: { direction?: 'inbound' | 'outbound', carrier?: 'twilio' | null } = {}, begin: string | null = 'Hello {{name}}, this is the clinic.') {
+async function outboundSession (t: Test, agentBody: Record<string, unknown>, call: { direction?: 'inbound' | 'outbound', carrier?: 'twilio' | 'telnyx' | null } = {}, begin: string | null = 'Hello {{name}}, this is the clinic.') {
   const ctx = await setup(t, { CALL_RUNTIME: 'voice' })
   const account = await createAccount(ctx.db)
   const llm = (await ctx.app.inject({ method: 'POST', url: '/v1/llm', headers: account.headers, payload: { begin_message: begin } })).json()
@@ -98,6 +98,12 @@ t.test('detection on: no word before the verdict, whatever the wait; human → t
   t.same(said(), [], 'the wait is over, the verdict is not in')
   session.answeredBy('human')
   await advance(0)
+  t.same(said(), ['Hello Ada, this is the clinic.'])
+})
+
+t.test('detection on, a Telnyx call (placed without detection): no verdict is awaited, the begin message comes after the wait', async (t) => {
+  const { said, advance } = await outboundSession(t, { voicemail_settings: { detection: true }, call_settings: { wait_for_hello_seconds: 1 } }, { carrier: 'telnyx' })
+  await advance(1010)
   t.same(said(), ['Hello Ada, this is the clinic.'])
 })
 

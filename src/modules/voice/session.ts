@@ -335,7 +335,8 @@ export class Session {
    * and, with voicemail detection on, until the carrier's detection has a verdict (or gave up).
    */
   private async awaitHello (greeting: NonNullable<Session['greeting']>): Promise<void> {
-    const detection = this.voicemail.detection
+    // Only Twilio's calls are placed with detection (telephony/calls.ts placeCall): a Telnyx call waits for no verdict.
+    const detection = this.voicemail.detection && this.call.carrier === 'twilio'
     // Without a begin message there is nothing to hold for a hello: the callee speaks first as before.
     const waitMs = this.providerTurns || greeting.begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
     greeting.waited = waitMs <= 0
