@@ -26,6 +26,8 @@ import { agentTestRoutes } from './modules/agent-tests/routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
 import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
+import { noDoNotCallList, type DoNotCallCheck } from './modules/campaigns/dialler.ts'
+import { campaignRoutes } from './modules/campaigns/routes.ts'
 import { appointmentRoutes } from './modules/appointments/routes.ts'
 import { contactRoutes } from './modules/contacts/routes.ts'
 import { recordingLinkRoutes } from './modules/calls/recording-routes.ts'
@@ -53,6 +55,8 @@ export interface Deps {
   mailer?: Mailer
   /** Default: the sandbox, and Twilio per config. */
   carriers?: Carriers
+  /** The do-not-call check of campaign imports; default: the account's list. */
+  doNotCallAmong?: DoNotCallCheck
 }
 
 const HEALTH_QUERY_TIMEOUT_MS = 2000
@@ -154,6 +158,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(messagingRoutes, { db: deps.db, config })
       await v1.register(widgetKeyRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl })
       await v1.register(agentTestRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer })
+      await v1.register(campaignRoutes, { db: deps.db, jobs, doNotCallAmong: deps.doNotCallAmong ?? noDoNotCallList })
     }, { prefix: '/v1' })
     // The website widget's script and what it reaches from other sites' pages: no API key (docs/widget.md).
     await app.register(widgetPublicRoutes, { db: deps.db, jobs })

@@ -17,7 +17,8 @@ export const ERROR_CODES = [
   'too_many_concurrent_downloads', 'too_many_pending_streams',
   'missing_widget_key', 'invalid_widget_key', 'widget_disabled', 'widget_origins_required', 'widget_rate_limited',
   'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy', 'downloads_busy', 'streams_busy',
-  'integration_not_configured', 'auth_method_not_offered', 'integration_rejected', 'integration_unavailable'
+  'integration_not_configured', 'auth_method_not_offered', 'integration_rejected', 'integration_unavailable',
+  'invalid_csv', 'too_many_rows', 'no_valid_contacts', 'campaign_finished'
 ] as const
 
 export type ErrorCode = typeof ERROR_CODES[number]

@@ -44,6 +44,8 @@ export type Callee =
     until?: Promise<void>
     /** a dialed party talks this long, then hangs up (default delays.talkMs) */
     talkMs?: number
+    /** the person who answered an outbound call hangs up this long after answering (default: never; the agent ends it) */
+    hangUpAfterMs?: number
   }
   | { answer: 'no-answer' | 'busy' | 'failed', /** the outcome comes after this long (default delays.noAnswerMs for no-answer, delays.ringMs otherwise) */ afterMs?: number }
 
@@ -844,6 +846,10 @@ export class TwilioVoice implements VoiceStandIn {
     }
     call.answer()
     call.start(source)
+    if (callee.answer === 'answer' && callee.hangUpAfterMs !== undefined) {
+      await this.sleep(callee.hangUpAfterMs)
+      if (!call.final) void call.complete('completed')
+    }
   }
 
   close () {

@@ -23,6 +23,8 @@ export interface PhoneCallRequest {
   ring_timeout_seconds?: number
   /** The agent version the call runs; absent: the number's pin when the agent is its outbound agent, else the latest. */
   agent_version?: number
+  /** The campaign placing the call (campaigns module). */
+  campaign_id?: string
 }
 
 /**
@@ -42,6 +44,7 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
     dynamic_context: request.dynamic_context,
     runtime: jobs.config.callRuntime,
     ring_timeout_seconds: request.ring_timeout_seconds,
+    campaign_id: request.campaign_id,
     ...(number.carrier === 'twilio' && { carrier: 'twilio' as const })
   })
 }
