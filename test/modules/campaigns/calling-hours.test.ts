@@ -13,7 +13,7 @@ t.test('calling hours in each contact\'s zone, with a fake clock; the per-minute
   const la = Array.from({ length: 20 }, (_, i) => number(i, 14155560000))
   const berlin = Array.from({ length: 20 }, (_, i) => number(i, 493012340000))
   const laByColumn = number(99, 12125560000) // a New York number with a Los Angeles `timezone` column
-  for (const to of [...ny, ...la, ...berlin, laByColumn]) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 300 })
+  for (const to of [...ny, ...la, ...berlin, laByColumn]) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 1500 })
   const hours = Object.fromEntries(['mon', 'tue', 'wed', 'thu', 'fri'].map((d) => [d, [{ start: '09:00', end: '17:00' }]]))
   const campaign = await create(ctx, {
     calling_hours: hours,
@@ -46,7 +46,7 @@ t.test('do-not-call numbers listed after the import are not dialled', async (t) 
   const listed = new Set([number(1), number(3)])
   const ctx = await listen(t, {}, { doNotCallAmong: async (_db, _user, numbers) => new Set(numbers.filter((n) => listed.has(n))) })
   const list = Array.from({ length: 5 }, (_, i) => number(i))
-  for (const to of list) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 300 })
+  for (const to of list) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 1500 })
   listed.clear() // the import sees none
   const campaign = await create(ctx, { contacts: list.map((to) => ({ phone_number: to })) })
   listed.add(number(1)).add(number(3)) // listed by the time the dialler reaches them

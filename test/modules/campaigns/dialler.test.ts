@@ -10,7 +10,7 @@ t.test('two campaigns of 100 contacts: outcomes, retries, stop on success, the c
   const lists = [0, 1].map((c) => Array.from({ length: 100 }, (_, i) => number(c * 1000 + i)))
   for (const list of lists) {
     list.forEach((to, i) => {
-      if (i % 3 === 0) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 300 })
+      if (i % 3 === 0) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 1500 })
       else if (i % 3 === 1) ctx.twilio.callee(to, { answer: 'no-answer', afterMs: 20 })
       else ctx.twilio.callee(to, { answer: 'busy', afterMs: 10 })
     })
@@ -21,8 +21,9 @@ t.test('two campaigns of 100 contacts: outcomes, retries, stop on success, the c
     await create(ctx, { max_concurrent_calls: 3, retry_settings: retry, contacts: lists[1].map((to) => ({ phone_number: to })) })
   ]
   const [first, second] = await Promise.all(campaigns.map(async (c) => await finished(ctx, c._id)))
+  const reasons = await ctx.db.selectFrom('calls').select(['disconnection_reason', (eb) => eb.fn.countAll().as('n')]).groupBy('disconnection_reason').execute()
   for (const done of [first, second]) {
-    t.same(done.progress, { total: 100, pending: 0, calling: 0, done: 100, cancelled: 0, outcomes: { success: 34, no_answer: 33, busy: 33 } })
+    t.same(done.progress, { total: 100, pending: 0, calling: 0, done: 100, cancelled: 0, outcomes: { success: 34, no_answer: 33, busy: 33 } }, JSON.stringify(reasons))
   }
   const perNumber = callsPerNumber(ctx.twilio)
   const expected = (i: number) => i % 3 === 1 ? 2 : 1 // no_answer: the first call and 1 retry; answered and busy: once

@@ -7,7 +7,7 @@ import { callsPerNumber, create, listen, number, view } from './twilio.ts'
 t.test('pause stops new calls and resume goes on; cancel leaves the rest uncalled', async (t) => {
   const ctx = await listen(t)
   const list = Array.from({ length: 200 }, (_, i) => number(i))
-  for (const to of list) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 300 })
+  for (const to of list) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 1500 })
   const campaign = await create(ctx, { max_concurrent_calls: 2, contacts: list.map((to) => ({ phone_number: to })) })
   const act = async (action: string) => (await ctx.app.inject({ method: 'POST', url: `/v1/campaigns/${campaign._id}/${action}`, headers: ctx.account.headers })).json()
   await poll(() => ctx.twilio.calls.length, (n) => n >= 6)
