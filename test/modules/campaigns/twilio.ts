@@ -38,12 +38,11 @@ export async function listen (t: Test, env: Record<string, string> = {}, options
   twilio.addAccount(ACCOUNT_SID, AUTH_TOKEN)
   twilio.offer('US', [{ phone_number: FROM, area_code: '415', locality: 'San Francisco', region: 'CA' }])
   const ctx = await setup(t, { ...twilioEnv(twilio), ...env }, { workers: true, ...options })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  twilio.route(PUBLIC, url)
+  twilio.route(PUBLIC, await ctx.app.listen({ port: 0, host: '127.0.0.1' }))
   const account = await createAccount(ctx.db)
   const agentId = await agentOf(ctx, account)
   await buyNumber(ctx, account, FROM, agentId)
-  return { ...ctx, url, twilio, account, agentId }
+  return { ...ctx, twilio, account, agentId }
 }
 
 /** The most calls the stand-in held at once (from each call's creation to its end), overall or to some numbers. */
