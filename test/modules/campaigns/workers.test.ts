@@ -4,14 +4,16 @@ import { start } from '../../helpers/server-process.ts'
 import { TEST_SECRETS_KEY } from '../../setup/db-env.ts'
 import { callsPerNumber, create, finished, listen, maxOverlap, number, twilioEnv } from './twilio.ts'
 
-// Two worker processes share one campaign: this test's (ROLE=all) and a `ROLE=worker` server started as `npm start`
-// starts it, killed (SIGKILL) mid-run. Nobody is dialled twice, the cap holds across both, and the contacts the dead
-// process held are finished by the other (a call it had not placed yet ends `failed` at its deadline, then is retried).
+// Two worker processes share one campaign: `ROLE=worker` servers started as `npm start` starts them (this test's
+// process serves the API and Twilio's webhooks only), one killed (SIGKILL) mid-run. Nobody is dialled twice, the cap
+// holds across both, and what the dead process held is finished by the other: a tick job it held is retried once
+// pg-boss's supervision finds it expired, and a call it had not placed yet ends `failed` at its deadline and is retried.
 
 t.test('two worker processes, one killed mid-run: every contact called once and settled, the cap never exceeded', async (t) => {
-  const ctx = await listen(t)
-  const worker = await start({ ...twilioEnv(ctx.twilio), ROLE: 'worker', DATABASE_URL: ctx.url, SECRETS_KEY: TEST_SECRETS_KEY, VOICE_STREAM_TIMEOUT_MS: '2000' })
-  t.teardown(() => { worker.child.kill('SIGKILL') })
+  const ctx = await listen(t, {}, { workers: false })
+  const env = { ...twilioEnv(ctx.twilio), ROLE: 'worker', DATABASE_URL: ctx.url, SECRETS_KEY: TEST_SECRETS_KEY, VOICE_STREAM_TIMEOUT_MS: '2000' }
+  const [worker, survivor] = await Promise.all([start(env), start(env)])
+  t.teardown(() => { worker.child.kill('SIGKILL'); survivor.child.kill('SIGKILL') })
   const list = Array.from({ length: 150 }, (_, i) => number(i))
   for (const to of list) ctx.twilio.callee(to, { answer: 'answer', hangUpAfterMs: 1500 })
   const campaign = await create(ctx, { max_concurrent_calls: 8, retry_settings: { max_attempts: 1, retry_delay_minutes: 0, on_outcomes: ['failed'] }, contacts: list.map((to) => ({ phone_number: to })) })
