@@ -30,7 +30,8 @@ const KILL_AT = Number(process.env.BENCH_KILL_AT ?? 0.3)
 const PUBLIC = 'https://bench-campaign.example.test'
 const ACCOUNT_SID = sid('AC')
 const AUTH_TOKEN = 'bench-campaign-token'
-const FROM = '+14155550100'
+// A number of its own each run: the bench database keeps the accounts of earlier runs.
+const FROM = `+1415555${String(Date.now() % 10_000).padStart(4, '0')}`
 
 const database = await benchDatabase()
 const db = createDb(database.pool)
@@ -73,6 +74,8 @@ const api = async (method: string, path: string, body?: unknown) => {
   if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
   return await res.json() as Record<string, any> // the API's answers, read by name below
 }
+// 10,000 calls spend more than the welcome credits: without a top-up the dialler pauses the campaign (no_credits).
+await api('PATCH', '/v1/subscription/auto-top-up', { enabled: true })
 const llm = await api('POST', '/v1/llm', { begin_message: 'Hello, this is a reminder of your appointment.', general_prompt: 'You remind people of appointments.' })
 const agent = await api('POST', '/v1/agent', { agent_name: 'Reminders', llm_id: llm._id })
 await api('POST', '/v1/phone-number/buy', { phone_number: FROM, outbound_agent_id: agent._id })
@@ -80,15 +83,23 @@ const always = Object.fromEntries(['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'su
 
 const started = performance.now()
 const { campaign } = await api('POST', '/v1/campaigns', {
-  name: 'Bench', agent_id: agent._id, from_number: FROM, calling_hours: always, max_concurrent_calls: CAP, max_calls_per_minute: 1_000_000,
+  name: 'Bench', agent_id: agent._id, from_number: FROM, calling_hours: always, max_concurrent_calls: CAP, max_calls_per_minute: 100_000,
   contacts: contacts.map((phone) => ({ phone_number: phone }))
 })
 const imported = performance.now()
 let killedAt: number | undefined
 let progress = campaign.progress
+let stalled = false
+let last = { done: -1, at: performance.now() }
 while (true) {
   const view = await api('GET', `/v1/campaigns/${campaign._id as string}`)
   progress = view.progress
+  if (progress.done !== last.done) last = { done: progress.done, at: performance.now() }
+  // Reported rather than waited for: no contact finished for two minutes.
+  if (performance.now() - last.at > 120_000) {
+    stalled = true
+    break
+  }
   process.stdout.write(`\r${progress.done}/${CONTACTS} done, ${progress.calling} calling${killedAt === undefined ? '' : ' (worker killed)'}   `)
   if (killedAt === undefined && progress.done >= CONTACTS * KILL_AT) {
     worker.child.kill('SIGKILL')
@@ -124,6 +135,8 @@ const result = {
   carrier_calls: events.length / 2,
   never_placed: CONTACTS - perNumber.size,
   worker_killed_at_done: killedAt,
+  stalled,
+  done: progress.done,
   outcomes: progress.outcomes
 }
 console.log(`${result.contacts_per_minute} contacts/minute; at most ${maxHeld} calls at once (cap ${CAP}); ${duplicates} duplicates; ${result.never_placed} contacts never reached the carrier (their call job died with the worker: ended failed)`)

@@ -40,6 +40,8 @@ export async function listen (t: Test, env: Record<string, string> = {}, options
   const ctx = await setup(t, { ...twilioEnv(twilio), ...env }, { workers: true, ...options })
   twilio.route(PUBLIC, await ctx.app.listen({ port: 0, host: '127.0.0.1' }))
   const account = await createAccount(ctx.db)
+  // Hundreds of calls spend more than the welcome credits: without a top-up the dialler would pause (no_credits).
+  await ctx.app.inject({ method: 'PATCH', url: '/v1/subscription/auto-top-up', headers: account.headers, payload: { enabled: true } })
   const agentId = await agentOf(ctx, account)
   await buyNumber(ctx, account, FROM, agentId)
   return { ...ctx, twilio, account, agentId }
