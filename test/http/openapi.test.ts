@@ -86,7 +86,8 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'Contact', 'ContactCall', 'ContactDetail', 'Message', 'MessagingSettings',
     'AgentVersion', 'AgentVersionCapability', 'AgentVersionCapabilityChanges', 'AgentVersionChange', 'AgentVersionDiff', 'AgentVersionSummary',
     'Workflow', 'WorkflowStep', 'WorkflowConversationStep', 'WorkflowApiCallStep', 'WorkflowMessageStep', 'WorkflowTransferStep', 'WorkflowEndStep',
-    'WorkflowTransition', 'WorkflowCondition'
+    'WorkflowTransition', 'WorkflowCondition',
+    'Campaign', 'CampaignCreated', 'CampaignImportReport', 'CampaignProgress', 'CampaignRetrySettings', 'CallingHours'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())
   t.notOk(res.body.includes(COMPONENT), 'the naming keyword is not part of the document')

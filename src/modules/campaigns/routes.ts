@@ -145,6 +145,7 @@ export const campaignRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender
     schema: {
       tags: TAGS,
       summary: "A campaign's results as CSV",
+      operationId: 'getCampaignResultsCsv',
       description: 'One row per contact in list order: `phone_number`, the list\'s columns, `timezone`, `status`, `outcome`, `attempts`, `last_call_id`, `call_summary`, then one `analysis.<field>` column per field of the calls\' `custom_analysis_data`.',
       params: IdParams,
       produces: ['text/csv'],
