@@ -108,7 +108,8 @@ while (true) {
   if (view.status === 'completed') break
   await new Promise((resolve) => setTimeout(resolve, 1000))
 }
-const seconds = (performance.now() - imported) / 1000
+// Until the last contact finished (a stall's two minutes of waiting are not dialling).
+const seconds = ((stalled ? last.at : performance.now()) - imported) / 1000
 process.stdout.write('\n')
 
 // The carrier's view: each call from its creation to its end; the most at once, and numbers called twice.
@@ -128,7 +129,7 @@ const result = {
   contacts: CONTACTS,
   import_seconds: Math.round(imported - started) / 1000,
   dial_seconds: Math.round(seconds * 10) / 10,
-  contacts_per_minute: Math.round(CONTACTS / seconds * 60),
+  contacts_per_minute: Math.round(progress.done / seconds * 60),
   cap: CAP,
   max_concurrency: maxHeld,
   duplicates,
@@ -139,7 +140,7 @@ const result = {
   done: progress.done,
   outcomes: progress.outcomes
 }
-console.log(`${result.contacts_per_minute} contacts/minute; at most ${maxHeld} calls at once (cap ${CAP}); ${duplicates} duplicates; ${result.never_placed} contacts never reached the carrier (their call job died with the worker: ended failed)`)
+console.log(`${result.contacts_per_minute} contacts/minute; at most ${maxHeld} calls at once (cap ${CAP}); ${duplicates} duplicates; ${progress.done} of ${CONTACTS} done; ${result.never_placed} never reached the carrier${stalled ? ' (stalled: a job the killed worker held waits for pg-boss to expire it)' : ''}`)
 console.log(JSON.stringify(result))
 await main.stop()
 twilio.close()
