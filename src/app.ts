@@ -26,6 +26,7 @@ import { agentTestRoutes } from './modules/agent-tests/routes.ts'
 import { iconRoutes } from './modules/console/icons.ts'
 import { consoleNotFound, consoleRoutes } from './modules/console/routes.ts'
 import { callRoutes } from './modules/calls/routes.ts'
+import { campaignRoutes } from './modules/campaigns/routes.ts'
 import { appointmentRoutes } from './modules/appointments/routes.ts'
 import { contactRoutes } from './modules/contacts/routes.ts'
 import { doNotCallRoutes } from './modules/contacts/dnc-routes.ts'
@@ -165,6 +166,7 @@ export async function buildApp (config: Config, deps: Deps): Promise<FastifyInst
       await v1.register(messagingRoutes, { db: deps.db, config })
       await v1.register(widgetKeyRoutes, { db: deps.db, publicBaseUrl: config.publicBaseUrl })
       await v1.register(agentTestRoutes, { db: deps.db, ...jobs, log: app.log as Logger, mailer })
+      await v1.register(campaignRoutes, { db: deps.db, jobs })
     }, { prefix: '/v1' })
     // The website widget's script and what it reaches from other sites' pages: no API key (docs/widget.md).
     await app.register(widgetPublicRoutes, { db: deps.db, jobs })

@@ -85,6 +85,22 @@ export interface Config {
   widgetCallsPerAddressHour: number
   /** Requests an account's api_call actions may send during calls in an hour, all calls together. */
   liveRequestsPerAccountHour: number
+  campaigns: CampaignConfig
+}
+
+/** Outbound campaigns (docs/campaigns.md). */
+export interface CampaignConfig {
+  /** CAMPAIGN_TICK_MS: how often the dialler of an active campaign settles finished calls and dials due contacts. */
+  tickMs: number
+  /**
+   * CAMPAIGN_ACCOUNT_MAX_CONCURRENT and CAMPAIGN_ACCOUNT_CALLS_PER_MINUTE: an account's caps on its campaigns' calls in
+   * progress and new calls a minute, all its campaigns together (each campaign has its own caps too).
+   */
+  accountMaxConcurrent: number
+  accountCallsPerMinute: number
+  /** CAMPAIGN_MAX_ROWS and CAMPAIGN_MAX_FILE_MB: the most contacts one campaign takes, and the largest upload. */
+  maxRows: number
+  maxFileBytes: number
 }
 
 /** An OpenAI-compatible HTTP API: its base URL (ending before `/audio/…` or `/chat/…`) and key. */
@@ -637,6 +653,13 @@ export function loadConfig (env: Env = process.env): Config {
     voice: voice(env),
     widgetCallsPerAddressHour: int(env, 'WIDGET_CALLS_PER_ADDRESS_HOUR', 10, 1, 100_000),
     liveRequestsPerAccountHour: int(env, 'LIVE_REQUESTS_PER_ACCOUNT_HOUR', 1000, 1, 1_000_000),
+    campaigns: Object.freeze({
+      tickMs: int(env, 'CAMPAIGN_TICK_MS', 5000, 50, 600_000),
+      accountMaxConcurrent: int(env, 'CAMPAIGN_ACCOUNT_MAX_CONCURRENT', 20, 1, 100_000),
+      accountCallsPerMinute: int(env, 'CAMPAIGN_ACCOUNT_CALLS_PER_MINUTE', 60, 1, 1_000_000),
+      maxRows: int(env, 'CAMPAIGN_MAX_ROWS', 50_000, 1, 1_000_000),
+      maxFileBytes: int(env, 'CAMPAIGN_MAX_FILE_MB', 10, 1, 1024) * 1024 * 1024
+    }),
     delivery: Object.freeze({
       timeoutMs: int(env, 'DELIVERY_TIMEOUT_MS', 30_000, 100, 300_000),
       timeScale: positive(env, 'DELIVERY_TIME_SCALE', 1, 1),

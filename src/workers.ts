@@ -16,6 +16,7 @@ import { registerRuntimeWorkers } from './modules/runtime/workers.ts'
 import { registerVoiceWorkers } from './modules/voice/workers.ts'
 import { registerTelephonyWorkers } from './modules/telephony/workers.ts'
 import { QUEUES, workOn } from './jobs/queues.ts'
+import { registerCampaignWorkers } from './modules/campaigns/workers.ts'
 
 // The one place background workers start, for main.ts (ROLE=all and worker) and the tests alike. Like app.ts
 // it composes the modules, so it sits beside main.ts, above them all (docs/architecture.md).
@@ -28,6 +29,8 @@ export interface WorkerOptions {
   analyser?: Analyser
   /** Default: SMTP per config (failure e-mails). */
   mailer?: Mailer
+  /** The campaigns' clock (calling hours, due times, per-minute caps); default: the system's. */
+  now?: () => Date
 }
 
 /** Registers every queue's worker on a started pg-boss; answers a function that closes what they opened. */
@@ -41,6 +44,7 @@ export async function startWorkers (boss: PgBoss, options: WorkerOptions): Promi
   await registerTelephonyWorkers({ db, boss, config, log, mailer })
   await registerDeliveryWorkers({ db, boss, config, log, agent, mailer })
   await registerKnowledgeWorkers(boss, { db, log, limits: config.knowledgeBases })
+  await registerCampaignWorkers({ db, boss, config, now: options.now ?? (() => new Date()) })
   await registerHousekeeping(boss, { db, config, log })
   return async () => {
     await agent.close()

@@ -15,7 +15,7 @@ const LAYERS: string[][] = [
   ['net'],
   // Modules, each its own layer: a module imports only modules listed before it.
   ['modules/users'], ['modules/account'], ['modules/integrations'], ['modules/knowledge-bases'], ['modules/agents'],
-  ['modules/phone-numbers'], ['modules/contacts'], ['modules/calls'], ['modules/messaging'], ['modules/appointments'], ['modules/capabilities'], ['modules/workflows'], ['modules/deliveries'], ['modules/runtime'], ['modules/voice'], ['modules/telephony'], ['modules/widget'], ['modules/agent-tests'], ['modules/console'],
+  ['modules/phone-numbers'], ['modules/contacts'], ['modules/calls'], ['modules/messaging'], ['modules/appointments'], ['modules/capabilities'], ['modules/workflows'], ['modules/deliveries'], ['modules/runtime'], ['modules/voice'], ['modules/telephony'], ['modules/campaigns'], ['modules/widget'], ['modules/agent-tests'], ['modules/console'],
   // What composes the modules: the app, the process, the one place workers start (all beside main.ts).
   ['app', 'main', 'start', 'workers']
 ]

@@ -418,6 +418,8 @@ export interface CallsTable {
   latency: JsonNullable<CallLatency>
   /** The person on the other end (contacts), set when the call is created; null: none known, or the contact was deleted. */
   contact_id: Generated<string | null>
+  /** The campaign that placed the call (migrations/0034_campaigns.sql): the campaign, not callback_settings, retries it. */
+  campaign_id: Generated<string | null>
   outcome: 'completed' | 'failed' | null
   analysis_status: 'pending' | 'completed' | 'failed' | null
   analysis_error: string | null
@@ -425,6 +427,62 @@ export interface CallsTable {
   list_json: Generated<string>
   created_at: CreatedAt
   updated_at: UpdatedAt
+}
+
+/** A weekday's calling windows, local times "HH:MM" (end may be "24:00"). */
+export type CallingHours = Partial<Record<'mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun', Array<{ start: string, end: string }>>>
+
+/** A campaign's own retries (docs/campaigns.md); the same members as an agent's callback_settings. */
+export interface RetrySettings { max_attempts: number, retry_delay_minutes: number, on_outcomes: Array<'no_answer' | 'busy' | 'voicemail' | 'failed'> }
+
+/** An outbound campaign (migrations/0034_campaigns.sql). */
+export interface CampaignsTable {
+  id: string
+  user_id: string
+  agent_id: string
+  name: string
+  status: Generated<'active' | 'paused' | 'cancelled' | 'completed'>
+  status_reason: string | null
+  from_numbers: string[]
+  start_at: Date
+  calling_hours: Json<CallingHours>
+  timezones: string[]
+  max_concurrent_calls: number
+  max_calls_per_minute: number
+  retry_settings: JsonNullable<RetrySettings>
+  ring_timeout_seconds: number | null
+  columns: Generated<string[]>
+  tick_token: string | null
+  completed_at: Date | null
+  created_at: CreatedAt
+  updated_at: UpdatedAt
+}
+
+/** One contact of a campaign: a row of its upload. */
+export interface CampaignContactsTable {
+  id: string
+  campaign_id: string
+  user_id: string
+  row_number: number
+  phone_number: string
+  timezone: string
+  columns: JsonOptional<Record<string, string>>
+  status: Generated<'pending' | 'calling' | 'done' | 'cancelled'>
+  outcome: string | null
+  attempts: Generated<number>
+  due_at: Date
+  last_call_id: string | null
+  updated_at: UpdatedAt
+}
+
+/** A call a campaign placed. */
+export interface CampaignDialsTable {
+  campaign_id: string
+  user_id: string
+  contact_id: string
+  call_id: string
+  attempt: number
+  dialled_at: Date
 }
 
 /**
@@ -742,6 +800,9 @@ export interface Database {
   agent_templates: AgentTemplatesTable
   calls: CallsTable
   call_callbacks: CallCallbacksTable
+  campaigns: CampaignsTable
+  campaign_contacts: CampaignContactsTable
+  campaign_dials: CampaignDialsTable
   contacts: ContactsTable
   do_not_call: DoNotCallTable
   do_not_call_counts: DoNotCallCountsTable

@@ -18,7 +18,8 @@ export const ERROR_CODES = [
   'missing_widget_key', 'invalid_widget_key', 'widget_disabled', 'widget_origins_required', 'widget_rate_limited',
   'sip_credentials_required', 'sip_not_connected',
   'internal_error', 'carrier_error', 'unavailable', 'uploads_busy', 'exports_busy', 'downloads_busy', 'streams_busy',
-  'integration_not_configured', 'auth_method_not_offered', 'integration_rejected', 'integration_unavailable'
+  'integration_not_configured', 'auth_method_not_offered', 'integration_rejected', 'integration_unavailable',
+  'invalid_csv', 'too_many_rows', 'no_valid_contacts', 'campaign_finished'
 ] as const
 
 export type ErrorCode = typeof ERROR_CODES[number]

@@ -22,7 +22,9 @@ export const QUEUES = {
   /** Ends a phone call the carrier reported over whose session did not (its process died). */
   carrierEnded: 'call-carrier-ended',
   /** Places a scheduled callback of an outbound phone call (an agent's callback_settings) at its time. */
-  placeCallback: 'call-callback'
+  placeCallback: 'call-callback',
+  /** One tick of a campaign's dialler: settles its finished calls, dials its due contacts, sends the next tick. */
+  campaignTick: 'campaign-tick'
 } as const
 
 /** What a job of each queue carries: `sendJob` and `workOn` take it from here, so a send and its worker agree. */
@@ -38,6 +40,8 @@ export interface QueuePayloads {
   /** `status`: the carrier's final status of the call (Twilio's CallStatus). */
   [QUEUES.carrierEnded]: { callId: string, status: string }
   [QUEUES.placeCallback]: { callbackId: string }
+  /** `token`: the campaign's tick_token when it was sent; another tick has taken over when they differ. */
+  [QUEUES.campaignTick]: { campaignId: string, token: string }
 }
 
 export type QueueName = keyof QueuePayloads
@@ -73,7 +77,9 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
   [QUEUES.placeCall]: { retryLimit: 0, retryDelay: 0 },
   [QUEUES.carrierEnded]: { retryLimit: 5, retryDelay: 5 },
   // Safe to retry: the callback's row state, changed in the transaction that stores its call, stops a second call.
-  [QUEUES.placeCallback]: { retryLimit: 5, retryDelay: 10 }
+  [QUEUES.placeCallback]: { retryLimit: 5, retryDelay: 10 },
+  // Safe to retry (the token and row locks stop a second chain); a tick lost with its process is taken up again.
+  [QUEUES.campaignTick]: { retryLimit: 100, retryDelay: 1 }
 }
 
 /**
@@ -88,6 +94,8 @@ export async function createQueues (boss: PgBoss, config: Pick<Config, 'callTime
     if (retryDelayMax !== undefined && delay > 0) options.retryDelayMax = Math.max(delay, Math.round(retryDelayMax * config.callTimeScale))
     // A worker that dies mid-attempt leaves its job active; it is attempted again once the attempt's time is surely up.
     if (name === QUEUES.deliveryAttempt) options.expireInSeconds = Math.ceil(config.delivery.timeoutMs / 1000) + 30
+    // A tick is short: one that a dead process held is retried soon (the next tick was committed before its work).
+    if (name === QUEUES.campaignTick) options.expireInSeconds = 30
     await boss.createQueue(name, options)
   }
 }

@@ -26,11 +26,13 @@ export interface SetupOptions extends Partial<Omit<Deps, 'db' | 'boss'>> {
   analyser?: Analyser
   /** Run the background workers in this process too, as ROLE=all does. */
   workers?: boolean
+  /** The campaigns' clock in the workers (a fake one for calling hours). */
+  now?: () => Date
 }
 
 /** The app on a database of the test's own, configured as a server started with `env` would be. */
 export async function setup (t: Test, env: Record<string, string> = {}, options: SetupOptions = {}): Promise<TestContext> {
-  const { workers = false, ...deps } = options
+  const { workers = false, now, ...deps } = options
   const url = await createTestDatabase(t)
   // Rate limits off unless a test sets them: the tests of one file share one address and often one key.
   const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent', SECRETS_KEY: TEST_SECRETS_KEY, RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_ADDRESS: '0', ...env })
@@ -45,7 +47,7 @@ export async function setup (t: Test, env: Record<string, string> = {}, options:
   await boss.start()
   await createQueues(boss, config)
   const log = createLogger(config)
-  const stopWorkers = workers ? await startWorkers(boss, { db, config, log, analyser: deps.analyser, mailer: deps.mailer }) : undefined
+  const stopWorkers = workers ? await startWorkers(boss, { db, config, log, analyser: deps.analyser, mailer: deps.mailer, now }) : undefined
   const app = await buildApp(config, { ...deps, db, boss, logger: deps.logger ?? log })
   t.teardown(async () => {
     stopping = true

@@ -49,6 +49,8 @@ export type Callee =
     input?: { digits?: string, speech?: string }
     /** who picks up an outbound call, as its stream hears them and answering-machine detection tells (Party) */
     party?: Party
+    /** the person who answered an outbound call hangs up this long after answering (default: never; the agent ends it) */
+    hangUpAfterMs?: number
   }
   | { answer: 'no-answer' | 'busy' | 'failed', /** the outcome comes after this long (default delays.noAnswerMs for no-answer, delays.ringMs otherwise) */ afterMs?: number }
 
@@ -1054,6 +1056,10 @@ export class TwilioVoice implements VoiceStandIn {
     call.party = callee.answer === 'answer' ? callee.party : undefined
     call.answer()
     call.start(source)
+    if (callee.answer === 'answer' && callee.hangUpAfterMs !== undefined) {
+      await this.sleep(callee.hangUpAfterMs)
+      if (!call.final) void call.complete('completed')
+    }
   }
 
   close () {

@@ -87,7 +87,8 @@ t.test('shared schemas and entity answers are named components, only ever refere
     'DoNotCallEntry', 'DoNotCallSource', 'DoNotCallBulkResult', 'DoNotCallAdd',
     'AgentVersion', 'AgentVersionCapability', 'AgentVersionCapabilityChanges', 'AgentVersionChange', 'AgentVersionDiff', 'AgentVersionSummary',
     'Workflow', 'WorkflowStep', 'WorkflowConversationStep', 'WorkflowApiCallStep', 'WorkflowMessageStep', 'WorkflowTransferStep', 'WorkflowEndStep',
-    'WorkflowTransition', 'WorkflowCondition'
+    'WorkflowTransition', 'WorkflowCondition',
+    'Campaign', 'CampaignCreated', 'CampaignImportReport', 'CampaignProgress', 'CampaignRetrySettings', 'CallingHours'
   ]
   t.same(Object.keys(schemas).sort(), names.sort())
   t.notOk(res.body.includes(COMPONENT), 'the naming keyword is not part of the document')

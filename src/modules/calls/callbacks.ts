@@ -43,6 +43,8 @@ export function callbackSettings (agent: Pick<AgentRow, 'callback_settings'>) {
  */
 export async function scheduleCallback (trx: Trx, jobs: JobSender, call: CallRow): Promise<void> {
   if (call.call_type !== 'phone' || call.direction !== 'outbound' || call.call_from === null || call.call_to === null) return
+  // A campaign retries its contacts itself, within its calling hours and caps.
+  if (call.campaign_id !== null) return
   const outcome = callbackOutcome(call)
   if (outcome === undefined) return
   const agent = await findAgent(trx, call.user_id, call.agent_id)

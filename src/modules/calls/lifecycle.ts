@@ -44,6 +44,8 @@ export interface NewCall {
   ring_timeout_seconds?: number
   /** The agent version to run (a number's or widget's pin, or the request's); absent: the agent's current one. */
   agent_version?: number
+  /** The campaign placing the call: its end is the campaign's to retry, not callback_settings'. */
+  campaign_id?: string
 }
 
 /**
@@ -113,6 +115,7 @@ export function unstoredCall (values: Pick<CallRow, 'id' | 'user_id' | 'agent_id
     workflow: null,
     latency: null,
     contact_id: null,
+    campaign_id: null,
     runtime: 'external',
     access_token_hash: null,
     access_token_expires_at: null,

@@ -25,6 +25,8 @@ export interface PhoneCallRequest {
   ring_timeout_seconds?: number
   /** The agent version the call runs; absent: the number's pin when the agent is its outbound agent, else the latest. */
   agent_version?: number
+  /** The campaign placing the call (campaigns module). */
+  campaign_id?: string
 }
 
 /**
@@ -47,6 +49,7 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
     dynamic_context: request.dynamic_context,
     runtime: jobs.config.callRuntime,
     ring_timeout_seconds: request.ring_timeout_seconds,
+    campaign_id: request.campaign_id,
     // A SIP trunk's number is carried by the installation's Twilio account (docs/sip.md).
     ...(number.carrier === 'telnyx' ? { carrier: 'telnyx' as const } : (number.carrier === 'twilio' || number.carrier === 'sip') && { carrier: 'twilio' as const })
   })

@@ -23,12 +23,17 @@ export async function doNotCallAmong (db: DB | Trx, userId: string, phoneNumbers
 }
 
 /**
- * Whether a call to `phoneNumber` must not be placed, checked in the transaction that places it: the shared lock
- * waits for an add in progress, and holds off a new one until the call is stored (dnc-queries.ts).
+ * The numbers of `phoneNumbers` that must not be called, checked in the transaction that places the calls: the shared
+ * lock waits for an add in progress, and holds off a new one until the calls are stored (dnc-queries.ts).
  */
-export async function doNotCallForCall (trx: Trx, userId: string, phoneNumber: string): Promise<boolean> {
+export async function doNotCallForCalls (trx: Trx, userId: string, phoneNumbers: string[]): Promise<Set<string>> {
   await lockDoNotCallList(trx, userId, 'call')
-  return (await listedAmong(trx, userId, [phoneNumber])).length > 0
+  return await doNotCallAmong(trx, userId, phoneNumbers)
+}
+
+/** Whether a call to `phoneNumber` must not be placed (doNotCallForCalls of one number). */
+export async function doNotCallForCall (trx: Trx, userId: string, phoneNumber: string): Promise<boolean> {
+  return (await doNotCallForCalls(trx, userId, [phoneNumber])).size > 0
 }
 
 const isSource = (source: string): source is DoNotCallSource => ['api', 'console', 'call', 'campaign'].includes(source)

@@ -759,7 +759,8 @@ export class Session {
   private conversation (recordingMs: number): Conversation {
     const workflow = this.workflow?.state() ?? this.keptWorkflow
     return {
-      agent_id: this.agent.id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected,
+      // The agent is loaded by start(): a callee who hangs up at once ends the session before that.
+      agent_id: (this.agent as AgentRow | undefined)?.id ?? this.call.agent_id, agent_version: this.version, transcript: this.transcript, tokens: this.tokens, speech: this.speech, transfers: this.transfers, turns: this.turns, recording_ms: recordingMs, collected_data: this.collected,
       ...(workflow === undefined ? {} : { workflow })
     }
   }
