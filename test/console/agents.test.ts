@@ -253,6 +253,7 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
     t.match(form.body, `<label for="${id}">`, `${id} has a label`)
   }
   t.match(form.body, '<legend>Call back after</legend>')
+  t.match(form.body, '<legend>Voicemail</legend>')
   t.match(form.body, 'id="call_settings-sentiment_analysis" name="call_settings.sentiment_analysis" value="true" checked', 'the defaults are shown')
 
   const settings = {
@@ -266,6 +267,8 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
     'widget_settings.greeting': 'Hi!', 'widget_settings.allowed_origins': 'https://www.example.test',
     'callback_settings.enabled': 'true', 'callback_settings.max_attempts': '3', 'callback_settings.retry_delay_minutes': '15', 'callback_settings.on_outcomes': '',
     'callback_settings.on_outcomes.busy': 'true', 'callback_settings.on_outcomes.voicemail': 'true',
+    'call_settings.wait_for_hello_seconds': '5',
+    'voicemail_settings.detection': 'true', 'voicemail_settings.action': 'leave_message', 'voicemail_settings.message': 'Hi {{name}}, please call us back.', 'voicemail_settings.detection_timeout_seconds': '20',
     data_retrieval: '3',
     'data_retrieval.0.name': 'people', 'data_retrieval.0.type': 'number', 'data_retrieval.0.description': 'How many people', 'data_retrieval.0.required': 'true',
     'data_retrieval.1.name': 'mood', 'data_retrieval.1.type': 'enum', 'data_retrieval.1.enum_values': 'happy\nangry', 'data_retrieval.1.required': 'false',
@@ -279,8 +282,10 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
     interruption_sensitivity: 0.8, is_data_collection_active: true, is_customer_memory_active: true, folder: 'Sales <team>',
     call_settings: { language: 'de-DE', sentiment_analysis: false, call_summary: true, max_call_duration_minutes: 12.5, reminder_after_seconds: 20, reminder_max_count: 0, silence_timeout_seconds: 60, recording_enabled: false, stt_languages: ['de-DE', 'en-US'] },
     widget_settings: { enabled: true, theme: 'dark', primary_color: '#112233', position: 'bottom-left', greeting: 'Hi!', allowed_origins: ['https://www.example.test'] },
-    callback_settings: { enabled: true, max_attempts: 3, retry_delay_minutes: 15, on_outcomes: ['busy', 'voicemail'] }
+    callback_settings: { enabled: true, max_attempts: 3, retry_delay_minutes: 15, on_outcomes: ['busy', 'voicemail'] },
+    voicemail_settings: { detection: true, action: 'leave_message', message: 'Hi {{name}}, please call us back.', detection_timeout_seconds: 20 }
   })
+  t.equal(agent.call_settings.wait_for_hello_seconds, 5)
   t.same(agent.data_retrieval, [
     { name: 'people', type: 'number', description: 'How many people', required: true },
     { name: 'mood', type: 'enum', description: '', required: false, enum_values: ['happy', 'angry'] }

@@ -14,7 +14,7 @@ import {
   agentsOfLlm, countAgentsOfLlm, findAgent, findLlm, insertAgent, insertLlm, listAgents, lockAgents, updateAgent, updateLlm, type AgentChanges, type AgentRow, type LlmRow, type LlmValues
 } from '../agents/queries.ts'
 import {
-  AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, WIDGET_SETTINGS_DEFAULTS
+  AGENT_DEFAULTS, AgentUpdate, CALL_SETTINGS_DEFAULTS, CALLBACK_SETTINGS_DEFAULTS, DataRetrievalItem, LLM_DEFAULTS, LlmWrite, newAgentDefaults, VOICEMAIL_SETTINGS_DEFAULTS, WIDGET_SETTINGS_DEFAULTS
 } from '../agents/schemas.ts'
 import { startWebCall } from '../calls/web-calls.ts'
 import { maskUrlTemplate } from '../deliveries/render.ts'
@@ -60,11 +60,13 @@ const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_set
   labels: {
     sentiment_analysis: 'Analyse sentiment', call_summary: 'Write a summary', max_call_duration_minutes: 'Longest call (minutes)',
     reminder_after_seconds: 'Check in after silence of (seconds)', reminder_max_count: 'Check-ins', silence_timeout_seconds: 'End the call after silence of (seconds)',
-    responsiveness: 'Responsiveness', recording_enabled: 'Record calls', stt_languages: 'Languages the speech recogniser listens for'
+    responsiveness: 'Responsiveness', recording_enabled: 'Record calls', stt_languages: 'Languages the speech recogniser listens for',
+    wait_for_hello_seconds: 'Wait for the callee\'s hello (seconds)'
   },
   hints: {
     responsiveness: '0 to 1: how soon the agent answers once the caller falls silent; higher answers sooner. 0.5: about 0.2 s after a finished sentence, 1.2 s after "and", "um" or half a phone number.',
-    stt_languages: 'One BCP-47 tag per line, at most 4; none: the agent\'s language.'
+    stt_languages: 'One BCP-47 tag per line, at most 4; none: the agent\'s language.',
+    wait_for_hello_seconds: 'Outbound phone calls: the begin message waits for the person who picked up to speak first, this long at most. 0: it is said at once.'
   }
 })
 const BEHAVIOUR_FIELDS = objectFields(AgentUpdate, '', {
@@ -84,13 +86,19 @@ const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, '
   required: 'all',
   labels: { enabled: 'Call back automatically', max_attempts: 'Most call-backs', retry_delay_minutes: 'Pause before a call-back (minutes)', on_outcomes: 'Call back after' }
 })
+const VOICEMAIL_FIELDS = objectFields(AgentUpdate.properties.voicemail_settings, 'voicemail_settings.', {
+  required: ['detection', 'action', 'detection_timeout_seconds'],
+  labels: { detection: 'Detect answering machines on outbound calls', action: 'On an answering machine', message: 'Message left after the beep', detection_timeout_seconds: 'Listen for a machine for up to (seconds)' },
+  hints: { message: 'With "leave_message": spoken after the beep; {{variables}} are filled in. Empty: the agent hangs up.', detection: 'Twilio and SIP numbers; web, inbound and Telnyx calls do not detect.' }
+})
 const SECTIONS: Array<{ legend: string, fields: FormField[] }> = [
   { legend: 'Language model', fields: LLM_FIELDS },
   { legend: 'Turn detection', fields: TURN_FIELDS },
   { legend: 'Calls', fields: CALL_FIELDS },
   { legend: 'Behaviour', fields: BEHAVIOUR_FIELDS },
   { legend: 'Web-call widget', fields: WIDGET_FIELDS },
-  { legend: 'Call-backs', fields: CALLBACK_FIELDS }
+  { legend: 'Call-backs', fields: CALLBACK_FIELDS },
+  { legend: 'Voicemail', fields: VOICEMAIL_FIELDS }
 ]
 const MAX_RETRIEVAL_FIELDS = (AgentUpdate.properties.data_retrieval as { maxItems?: number }).maxItems ?? 50
 const RETRIEVAL: Rows = {
@@ -127,6 +135,7 @@ interface Checked {
   call_settings: Record<string, unknown>
   widget_settings: Record<string, unknown>
   callback_settings: Record<string, unknown>
+  voicemail_settings: Record<string, unknown>
 }
 
 type VoiceOption = Awaited<ReturnType<typeof listVoices>>[number]
@@ -156,6 +165,7 @@ function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'gen
     ...fieldValues(BEHAVIOUR_FIELDS, agent),
     ...fieldValues(WIDGET_FIELDS, { ...WIDGET_SETTINGS_DEFAULTS, ...agent.widget_settings }),
     ...fieldValues(CALLBACK_FIELDS, { ...CALLBACK_SETTINGS_DEFAULTS, ...agent.callback_settings }),
+    ...fieldValues(VOICEMAIL_FIELDS, { ...VOICEMAIL_SETTINGS_DEFAULTS, ...agent.voicemail_settings }),
     ...rowValues(RETRIEVAL, agent.data_retrieval as unknown as Array<Record<string, unknown>>, 1)
   }
 }
@@ -219,9 +229,9 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
       else problems[field] = message ?? (text(form, field) === '' ? `${label} is required.` : `${invalidInput(label, validate.errors![0] as AjvIssue).message}.`)
     }
     if (problems.voice_id === undefined && !await voiceExists(db, text(form, 'voice_id'))) problems.voice_id = 'Choose one of the listed voices.'
-    const [llm, turns, calls, behaviour, widget, callback] = SECTIONS.map(({ fields }) => readFields(fields, form))
+    const [llm, turns, calls, behaviour, widget, callback, voicemail] = SECTIONS.map(({ fields }) => readFields(fields, form))
     const retrieval = retrievalOf(form)
-    for (const section of [llm, turns, calls, behaviour, widget, callback, retrieval]) Object.assign(problems, section.problems)
+    for (const section of [llm, turns, calls, behaviour, widget, callback, voicemail, retrieval]) Object.assign(problems, section.problems)
     if (Object.keys(problems).length > 0) return { problems }
     // An emptied setting is the provider's default: left out.
     if (turns.values.type !== undefined) llm.values.turn_detection = Object.fromEntries(Object.entries(turns.values).filter(([, value]) => value !== null))
@@ -235,7 +245,9 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
         agent: { ...behaviour.values, data_retrieval: retrieval.fields },
         call_settings: calls.values,
         widget_settings: widget.values,
-        callback_settings: callback.values
+        callback_settings: callback.values,
+        // An emptied message is no message (leave_message then hangs up).
+        voicemail_settings: { ...voicemail.values, ...(voicemail.values.message === null && { message: '' }) }
       } as Checked
     }
   }
@@ -367,6 +379,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         call_settings: { ...CALL_SETTINGS_DEFAULTS, ...values.call_settings, language: values.language },
         widget_settings: { ...WIDGET_SETTINGS_DEFAULTS, ...values.widget_settings },
         callback_settings: { ...CALLBACK_SETTINGS_DEFAULTS, ...values.callback_settings },
+        voicemail_settings: { ...VOICEMAIL_SETTINGS_DEFAULTS, ...values.voicemail_settings },
         data_retrieval: values.agent.data_retrieval ?? [],
         webhook_url: values.webhook_url
       })
@@ -410,7 +423,8 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
         status: values.status,
         call_settings: { ...current.call_settings, ...values.call_settings, language: values.language },
         widget_settings: { ...current.widget_settings, ...values.widget_settings },
-        callback_settings: { ...current.callback_settings, ...values.callback_settings }
+        callback_settings: { ...current.callback_settings, ...values.callback_settings },
+        voicemail_settings: { ...current.voicemail_settings, ...values.voicemail_settings }
       })
       await recordVersions(trx, scope.ownerId, [current.id, ...sharing], 'agent')
     })
