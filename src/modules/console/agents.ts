@@ -89,7 +89,12 @@ const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, '
 const VOICEMAIL_FIELDS = objectFields(AgentUpdate.properties.voicemail_settings, 'voicemail_settings.', {
   required: ['detection', 'action', 'detection_timeout_seconds'],
   labels: { detection: 'Detect answering machines on outbound calls', action: 'On an answering machine', message: 'Message left after the beep', detection_timeout_seconds: 'Listen for a machine for up to (seconds)' },
-  hints: { message: 'With "leave_message": spoken after the beep; {{variables}} are filled in. Empty: the agent hangs up.', detection: 'Twilio and SIP numbers; web, inbound and Telnyx calls do not detect.' }
+  hints: {
+    detection: 'Twilio and SIP numbers; web, inbound and Telnyx calls do not detect.',
+    action: 'hang_up: end the call at once. leave_message: wait for the beep, say the message below, then hang up.',
+    message: 'Said after the beep with leave_message; {{variables}} are filled in. Empty: the agent hangs up.',
+    detection_timeout_seconds: 'How long the carrier listens before it gives up; the call then goes on as with a person.'
+  }
 })
 const SECTIONS: Array<{ legend: string, fields: FormField[] }> = [
   { legend: 'Language model', fields: LLM_FIELDS },
