@@ -6,7 +6,8 @@
 // held at once (never above the cap) and duplicates (numbers called more than once: must be 0), then one JSON line.
 import { createDb } from '../src/db/database.ts'
 import { createApiKey, createUser } from '../src/modules/users/queries.ts'
-import { createTwilioStandIn, sid } from '../test/helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, AUTH_TOKEN, PUBLIC, twilioSettings } from '../test/helpers/twilio-phone.ts'
+import { createTwilioStandIn } from '../test/helpers/twilio-stand-in.ts'
 import { readArgs } from './args.ts'
 import { benchDatabase, startServer, type Server } from './bench/lib.ts'
 
@@ -27,9 +28,6 @@ const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 10_000)
 const CAP = Number(process.env.BENCH_CAP ?? 50)
 const TALK_MS = Number(process.env.BENCH_TALK_MS ?? 1000)
 const KILL_AT = Number(process.env.BENCH_KILL_AT ?? 0.3)
-const PUBLIC = 'https://bench-campaign.example.test'
-const ACCOUNT_SID = sid('AC')
-const AUTH_TOKEN = 'bench-campaign-token'
 // A number of its own each run: the bench database keeps the accounts of earlier runs.
 const FROM = `+1415555${String(Date.now() % 10_000).padStart(4, '0')}`
 
@@ -50,12 +48,7 @@ contacts.forEach((to, i) => {
 
 const env = {
   DATABASE_URL: database.url,
-  PHONE_CARRIER: 'twilio',
-  TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-  TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-  TWILIO_API_URL: twilio.url,
-  TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-  PUBLIC_BASE_URL: PUBLIC,
+  ...twilioSettings(twilio.url),
   CALL_RUNTIME: 'voice',
   VOICE_ENGINE: 'simulator',
   CALL_TIME_SCALE: '0.01',

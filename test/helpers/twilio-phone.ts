@@ -22,6 +22,19 @@ export const CALLER = '+14155550199'
 
 export type PhoneContext = TestContext & { twilio: TwilioStandIn, openai: OpenAiHttpStandin }
 
+/** The settings of an installation whose own Twilio account (ACCOUNT_SID) is the stand-in at `twilioUrl`. */
+export function twilioSettings (twilioUrl: string): Record<string, string> {
+  return {
+    PHONE_CARRIER: 'twilio',
+    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
+    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TWILIO_API_URL: twilioUrl,
+    // A name only the stand-in resolves (.test is not public): Twilio reaches it through the stand-in's route.
+    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
+    PUBLIC_BASE_URL: PUBLIC
+  }
+}
+
 /** The server with workers, on Twilio's stand-in; `env` adds or overrides settings. */
 export async function listenWithTwilio (t: Test, env: Record<string, string> = {}): Promise<PhoneContext> {
   const twilio = await startTwilioStandIn(t)
@@ -29,13 +42,7 @@ export async function listenWithTwilio (t: Test, env: Record<string, string> = {
   twilio.offer('US', [{ phone_number: OUR_NUMBER, area_code: '415', locality: 'San Francisco', region: 'CA' }])
   const openai = await startOpenAiHttpStandin(t)
   const ctx = await setup(t, {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    // A name only the stand-in resolves (.test is not public): Twilio reaches it through the stand-in's route.
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
+    ...twilioSettings(twilio.url),
     VOICE_ENGINE: 'cascade',
     STT_URL: openai.url,
     LLM_URL: openai.url,

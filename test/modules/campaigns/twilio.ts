@@ -1,27 +1,20 @@
 import type { Test } from 'tap'
 import { createAccount, setup, type Account, type SetupOptions, type TestContext } from '../../helpers/app.ts'
-import { sid, startTwilioStandIn, type TwilioStandIn } from '../../helpers/twilio-stand-in.ts'
+import { startTwilioStandIn, type TwilioStandIn } from '../../helpers/twilio-stand-in.ts'
+import { ACCOUNT_SID, AUTH_TOKEN, PUBLIC, twilioSettings } from '../../helpers/twilio-phone.ts'
 import { poll } from '../../helpers/poll.ts'
 import { agentOf, ALWAYS, buyNumber } from './helpers.ts'
 
 // The server with its workers against the Twilio stand-in (CALL_RUNTIME=voice, Twilio numbers), as
 // test/telephony/twilio-calls.test.ts sets it up: the stand-in reaches the server through a route from PUBLIC.
 
-export const PUBLIC = 'https://campaigns.example.test'
-export const ACCOUNT_SID = sid('AC')
-export const AUTH_TOKEN = 'campaign-auth-token'
 export const FROM = '+14155550100'
 
 export type Ctx = TestContext & { twilio: TwilioStandIn, account: Account, agentId: string }
 
 export function twilioEnv (twilio: TwilioStandIn): Record<string, string> {
   return {
-    PHONE_CARRIER: 'twilio',
-    TWILIO_ACCOUNT_SID: ACCOUNT_SID,
-    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
-    TWILIO_API_URL: twilio.url,
-    TWILIO_ALLOW_PRIVATE_BASE_URL: 'true',
-    PUBLIC_BASE_URL: PUBLIC,
+    ...twilioSettings(twilio.url),
     CALL_RUNTIME: 'voice',
     VOICE_ENGINE: 'simulator',
     CALL_TIME_SCALE: '0.01',
