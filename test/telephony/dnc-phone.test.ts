@@ -26,7 +26,7 @@ t.test('a caller asks not to be called again: their number is listed with the ca
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
   await say(stream)
-  const listed = await poll(async () => (await ctx.app.inject({ method: 'GET', url: '/v1/dnc', headers: account.headers })).json(), (body) => body.total === 1, { message: 'the caller was not listed' })
+  const listed = await poll(async () => (await ctx.app.inject({ method: 'GET', url: '/v1/dnc', headers: account.headers })).json(), (body) => body.data.length === 1, { message: 'the caller was not listed' })
   const [stored] = await ctx.db.selectFrom('calls').select('id').execute()
   t.match(listed.data, [{ phone_number: CALLER, source: 'call', call_id: stored.id }], 'the caller\'s number, with the call')
   t.match(ctx.openai.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /\+14155550199 is on the do-not-call list/ })
