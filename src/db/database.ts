@@ -55,6 +55,14 @@ export function createDb (pool: pg.Pool): DB {
   return db
 }
 
+/**
+ * Runs `read` in one snapshot (a read-only REPEATABLE READ transaction): a page of rows and the total that goes with
+ * it agree even while rows are added or removed, which two statements on the pool do not.
+ */
+export async function inOneSnapshot<T> (db: DB, read: (snapshot: DB) => Promise<T>): Promise<T> {
+  return await db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(read)
+}
+
 /** The pool behind a DB, for what Kysely does not offer: prepared statements and array rows. */
 export function poolOf (db: DB): pg.Pool {
   const pool = pools.get(db)

@@ -1,5 +1,5 @@
 import { sql, type Selectable, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { inOneSnapshot, type DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { AgentTestResultsTable, AgentTestRunsTable, AgentTestsTable, Database } from '../../db/schema.ts'
 
@@ -106,13 +106,13 @@ export async function dropRun (db: DB, runId: string): Promise<void> {
 
 /** Finished runs, newest first; `version`: of that agent version only. */
 export async function listRunRows (db: DB, userId: string, agentId: string, page: { limit: number, offset: number, version?: number }): Promise<{ rows: RunRow[], total: number }> {
-  let base = db.selectFrom('agent_test_runs').where('user_id', '=', userId).where('agent_id', '=', agentId).where('status', '!=', 'running')
-  if (page.version !== undefined) base = base.where('agent_version', '=', page.version)
-  const [rows, count] = await Promise.all([
-    base.selectAll().orderBy('started_at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
-    base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
-  ])
-  return { rows, total: Number(count.n) }
+  return await inOneSnapshot(db, async (snapshot) => {
+    let base = snapshot.selectFrom('agent_test_runs').where('user_id', '=', userId).where('agent_id', '=', agentId).where('status', '!=', 'running')
+    if (page.version !== undefined) base = base.where('agent_version', '=', page.version)
+    const rows = await base.selectAll().orderBy('started_at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute()
+    const count = await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    return { rows, total: Number(count.n) }
+  })
 }
 
 export async function findRunRow (db: DB, userId: string, agentId: string, id: string): Promise<RunRow | undefined> {

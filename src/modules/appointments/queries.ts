@@ -1,5 +1,5 @@
 import { sql, type Insertable, type Selectable, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { inOneSnapshot, type DB } from '../../db/database.ts'
 import type { AppointmentsTable, Database } from '../../db/schema.ts'
 import { PG } from '../../http/errors.ts'
 
@@ -105,17 +105,17 @@ export interface AppointmentFilter {
 
 /** A page of appointments by start time (soonest first), and how many match in all. */
 export async function listAppointments (db: DB, userId: string, filter: AppointmentFilter, page: { limit: number, offset: number }): Promise<{ rows: AppointmentRow[], total: number }> {
-  const base = db.selectFrom('appointments').where('user_id', '=', userId)
-    .$if(filter.agentId !== undefined, (q) => q.where('agent_id', '=', filter.agentId!.toLowerCase()))
-    .$if(filter.contactId !== undefined, (q) => q.where('contact_id', '=', filter.contactId!.toLowerCase()))
-    .$if(filter.callId !== undefined, (q) => q.where('call_id', '=', filter.callId!.toLowerCase()))
-    .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
-    .$if(filter.from !== undefined, (q) => q.where('starts_at', '>=', filter.from!))
-    .$if(filter.to !== undefined, (q) => q.where('starts_at', '<', filter.to!))
-    .$if(filter.workspaceId !== undefined, (q) => q.where('workspace_id', '=', filter.workspaceId!))
-  const [rows, count] = await Promise.all([
-    base.selectAll().orderBy('starts_at').orderBy('id').limit(page.limit).offset(page.offset).execute(),
-    base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
-  ])
-  return { rows, total: Number(count.n) }
+  return await inOneSnapshot(db, async (snapshot) => {
+    const base = snapshot.selectFrom('appointments').where('user_id', '=', userId)
+      .$if(filter.agentId !== undefined, (q) => q.where('agent_id', '=', filter.agentId!.toLowerCase()))
+      .$if(filter.contactId !== undefined, (q) => q.where('contact_id', '=', filter.contactId!.toLowerCase()))
+      .$if(filter.callId !== undefined, (q) => q.where('call_id', '=', filter.callId!.toLowerCase()))
+      .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
+      .$if(filter.from !== undefined, (q) => q.where('starts_at', '>=', filter.from!))
+      .$if(filter.to !== undefined, (q) => q.where('starts_at', '<', filter.to!))
+      .$if(filter.workspaceId !== undefined, (q) => q.where('workspace_id', '=', filter.workspaceId!))
+    const rows = await base.selectAll().orderBy('starts_at').orderBy('id').limit(page.limit).offset(page.offset).execute()
+    const count = await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    return { rows, total: Number(count.n) }
+  })
 }

@@ -1,5 +1,5 @@
 import { sql, type Selectable, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { inOneSnapshot, type DB } from '../../db/database.ts'
 import type { Database, DoNotCallSource, DoNotCallTable } from '../../db/schema.ts'
 
 // The do-not-call list's SQL (docs/contacts.md, "Do not call"). One list per account, one row per number.
@@ -61,14 +61,14 @@ export interface DoNotCallFilter {
 
 /** A page of the list, the newest first, and how many entries match in all. */
 export async function listDoNotCall (db: DB, userId: string, filter: DoNotCallFilter, page: { limit: number, offset: number }) {
-  let query = db.selectFrom('do_not_call').where('user_id', '=', userId)
-  if (filter.phoneNumber !== undefined) query = query.where('phone_number', '=', filter.phoneNumber)
-  if (filter.digits !== undefined && filter.digits !== '') query = query.where('phone_number', 'like', `%${filter.digits}%`)
-  const [rows, total] = await Promise.all([
-    query.selectAll().orderBy('created_at', 'desc').orderBy('phone_number').limit(page.limit).offset(page.offset).execute(),
-    query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
-  ])
-  return { rows, total: Number(total.n) }
+  return await inOneSnapshot(db, async (snapshot) => {
+    let query = snapshot.selectFrom('do_not_call').where('user_id', '=', userId)
+    if (filter.phoneNumber !== undefined) query = query.where('phone_number', '=', filter.phoneNumber)
+    if (filter.digits !== undefined && filter.digits !== '') query = query.where('phone_number', 'like', `%${filter.digits}%`)
+    const rows = await query.selectAll().orderBy('created_at', 'desc').orderBy('phone_number').limit(page.limit).offset(page.offset).execute()
+    const total = await query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    return { rows, total: Number(total.n) }
+  })
 }
 
 /** Takes a number off the list (and its count); answers whether it was on it. */

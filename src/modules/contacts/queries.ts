@@ -1,5 +1,5 @@
 import { sql, type Selectable, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { inOneSnapshot, type DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { ContactsTable, Database } from '../../db/schema.ts'
 
@@ -60,12 +60,12 @@ function contactConditions (userId: string, filter: ContactFilter) {
 /** A page of contacts, the latest call first, with how many calls each has and how many match in all. */
 export async function listContacts (db: DB, userId: string, filter: ContactFilter, page: { limit: number, offset: number }) {
   const where = contactConditions(userId, filter)
-  const [{ rows }, total] = await Promise.all([
-    sql<ContactRow & { call_count: number }>`SELECT c.*, (SELECT count(*)::int FROM calls WHERE contact_id = c.id) AS call_count
-      FROM contacts c WHERE ${where} ORDER BY last_call_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`.execute(db),
-    sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts WHERE ${where}`.execute(db)
-  ])
-  return { rows, total: total.rows[0].n }
+  return await inOneSnapshot(db, async (snapshot) => {
+    const { rows } = await sql<ContactRow & { call_count: number }>`SELECT c.*, (SELECT count(*)::int FROM calls WHERE contact_id = c.id) AS call_count
+      FROM contacts c WHERE ${where} ORDER BY last_call_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`.execute(snapshot)
+    const total = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts WHERE ${where}`.execute(snapshot)
+    return { rows, total: total.rows[0].n }
+  })
 }
 
 export async function findContact (db: DB, userId: string, id: string): Promise<ContactRow | undefined> {
@@ -79,14 +79,13 @@ export async function countContactCalls (db: DB, userId: string, contactId: stri
 
 /** A contact's calls, newest first, and how many it has. */
 export async function contactCalls (db: DB, userId: string, contactId: string, page: { limit: number, offset: number }) {
-  const [rows, total] = await Promise.all([
-    db.selectFrom('calls')
+  return await inOneSnapshot(db, async (snapshot) => {
+    const rows = await snapshot.selectFrom('calls')
       .select(['id', 'call_type', 'direction', 'agent_id', 'agent_name', 'call_status', 'start_timestamp', 'end_timestamp', 'call_summary', 'custom_analysis_data', 'collected_data'])
       .where('contact_id', '=', contactId).where('user_id', '=', userId)
-      .orderBy('start_timestamp', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
-    countContactCalls(db, userId, contactId)
-  ])
-  return { rows, total }
+      .orderBy('start_timestamp', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute()
+    return { rows, total: await countContactCalls(snapshot, userId, contactId) }
+  })
 }
 
 /** What memory reads of a contact's earlier calls: the analysed ones but `exceptCallId`, newest first. */

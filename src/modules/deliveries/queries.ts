@@ -1,5 +1,5 @@
 import { sql, type ExpressionBuilder, type Insertable, type Selectable, type Transaction } from 'kysely'
-import type { DB } from '../../db/database.ts'
+import { inOneSnapshot, type DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { Database, DeliveryAttempt, WebhookDeliveriesTable } from '../../db/schema.ts'
 import { openSettings, type CapabilityRow } from '../agents/queries.ts'
@@ -79,16 +79,16 @@ const ofWorkspace = (workspaceId: string) => (eb: ExpressionBuilder<Database, 'w
 /** The account's deliveries, newest first, and how many match the filter. */
 export async function listDeliveries (db: DB, userId: string, filter: DeliveryFilter, paging: { limit: number, offset: number }): Promise<{ rows: DeliveryRow[], total: number }> {
   const { status, agentId, callId, workspaceId } = filter
-  const filtered = db.selectFrom('webhook_deliveries').where('user_id', '=', userId)
-    .$if(workspaceId !== undefined, (q) => q.where(ofWorkspace(workspaceId!)))
-    .$if(status !== undefined, (q) => q.where('status', '=', status!))
-    .$if(agentId !== undefined, (q) => q.where('agent_id', '=', agentId!.toLowerCase()))
-    .$if(callId !== undefined, (q) => q.where('call_id', '=', callId!.toLowerCase()))
-  const [rows, count] = await Promise.all([
-    filtered.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(paging.limit).offset(paging.offset).execute(),
-    filtered.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
-  ])
-  return { rows, total: count.n }
+  return await inOneSnapshot(db, async (snapshot) => {
+    const filtered = snapshot.selectFrom('webhook_deliveries').where('user_id', '=', userId)
+      .$if(workspaceId !== undefined, (q) => q.where(ofWorkspace(workspaceId!)))
+      .$if(status !== undefined, (q) => q.where('status', '=', status!))
+      .$if(agentId !== undefined, (q) => q.where('agent_id', '=', agentId!.toLowerCase()))
+      .$if(callId !== undefined, (q) => q.where('call_id', '=', callId!.toLowerCase()))
+    const rows = await filtered.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(paging.limit).offset(paging.offset).execute()
+    const count = await filtered.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    return { rows, total: count.n }
+  })
 }
 
 /** One of the account's deliveries; with `workspaceId`, only one of that workspace's calls. */
