@@ -133,7 +133,7 @@ const result = {
   done: progress.done,
   outcomes: progress.outcomes
 }
-console.log(`${result.contacts_per_minute} contacts/minute; at most ${maxHeld} calls at once (cap ${CAP}); ${duplicates} duplicates; ${progress.done} of ${CONTACTS} done; ${result.never_placed} never reached the carrier${stalled ? ' (stalled: a job the killed worker held waits for pg-boss to expire it)' : ''}`)
+console.log(`${result.contacts_per_minute} contacts/minute; at most ${maxHeld} calls at once (cap ${CAP}); ${duplicates} duplicates; ${progress.done} of ${CONTACTS} done; ${result.never_placed} never reached the carrier${stalled ? ' (stalled: no contact finished for two minutes)' : ''}`)
 console.log(JSON.stringify(result))
 await main.stop()
 twilio.close()

@@ -36,6 +36,11 @@ export interface Config {
   bootstrapEmail: string
   /** How long a SIGTERM waits for in-flight requests and jobs before giving up. */
   shutdownTimeoutMs: number
+  /**
+   * How long a job's worker may go without proving it is alive (pg-boss's heartbeat) before the job is failed and
+   * retried elsewhere: a killed process's jobs are taken up within about this long, not after their 15-minute expiry.
+   */
+  jobHeartbeatSeconds: number
   /** `smtp://user:pass@host:587` or `smtps://…:465`. Unset: e-mails are recorded in the database and logged, not sent. */
   smtpUrl: string | undefined
   /** Sender of every e-mail: `name@example.com` or `Name <name@example.com>`. */
@@ -639,6 +644,8 @@ export function loadConfig (env: Env = process.env): Config {
     bootstrapApiKey: matching(env, 'BOOTSTRAP_API_KEY', API_KEY, '"sk_" followed by 40 letters or digits'),
     bootstrapEmail: matching(env, 'BOOTSTRAP_EMAIL', EMAIL, 'an e-mail address') ?? 'owner@localhost',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    // pg-boss takes 10 seconds at the least.
+    jobHeartbeatSeconds: int(env, 'JOB_HEARTBEAT_SECONDS', 30, 10, 3600),
     smtpUrl: endpoint(env, 'SMTP_URL', ['smtp:', 'smtps:'], 'smtp://user:password@mail.example.com:587'),
     mailFrom: matching(env, 'MAIL_FROM', MAIL_FROM, 'an address such as "Switchboard <noreply@example.com>"') ?? 'Switchboard <noreply@localhost>',
     phoneCarrier,

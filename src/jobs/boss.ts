@@ -9,7 +9,8 @@ export function createBoss (connectionString: string, config: Config): PgBoss {
     // Wakes a worker ~5 ms after a job commits instead of at its next poll (>= 0.5 s).
     useListenNotify: true,
     supervise: config.role !== 'api',
-    // Active jobs of a worker that died are found and retried within this many seconds after they expire.
+    // Active jobs of a worker that died are found and retried within this many seconds after their heartbeat lapses
+    // (JOB_HEARTBEAT_SECONDS) or they expire.
     superviseIntervalSeconds: 15,
     monitorIntervalSeconds: 15,
     schedule: config.role !== 'api',

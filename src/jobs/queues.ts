@@ -83,19 +83,22 @@ const RETRIES: Record<string, { retryLimit: number, retryDelay: number, retryDel
 }
 
 /**
- * Creates the queues (pg-boss needs them before the first send); existing queues are left as they are.
- * CALL_TIME_SCALE shortens the pauses between retries like every other pause of the call lifecycle.
+ * Creates the queues (pg-boss needs them before the first send), and gives queues made by an earlier version the
+ * options of this one. CALL_TIME_SCALE shortens the pauses between retries like every other pause of the call lifecycle.
  */
-export async function createQueues (boss: PgBoss, config: Pick<Config, 'callTimeScale' | 'delivery'>): Promise<void> {
+export async function createQueues (boss: PgBoss, config: Pick<Config, 'callTimeScale' | 'delivery' | 'jobHeartbeatSeconds'>): Promise<void> {
   for (const name of Object.values(QUEUES)) {
     const { retryLimit, retryDelay, retryDelayMax } = RETRIES[name]
     const delay = Math.round(retryDelay * config.callTimeScale)
-    const options: Omit<Queue, 'name'> = { notify: true, retryLimit, retryDelay: delay, retryBackoff: delay > 0 }
+    // A worker that dies mid-job stops refreshing its jobs' heartbeat: the supervisor fails them (to be retried) soon
+    // after, where the expiry alone would keep them for 15 minutes (a campaign's contact held that long).
+    const options: Omit<Queue, 'name'> = { notify: true, retryLimit, retryDelay: delay, retryBackoff: delay > 0, heartbeatSeconds: config.jobHeartbeatSeconds }
     if (retryDelayMax !== undefined && delay > 0) options.retryDelayMax = Math.max(delay, Math.round(retryDelayMax * config.callTimeScale))
     // A worker that dies mid-attempt leaves its job active; it is attempted again once the attempt's time is surely up.
     if (name === QUEUES.deliveryAttempt) options.expireInSeconds = Math.ceil(config.delivery.timeoutMs / 1000) + 30
     // A tick is short: one that a dead process held is retried soon (the next tick was committed before its work).
     if (name === QUEUES.campaignTick) options.expireInSeconds = 30
     await boss.createQueue(name, options)
+    await boss.updateQueue(name, options)
   }
 }
