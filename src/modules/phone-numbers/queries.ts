@@ -67,7 +67,13 @@ export async function findNumberAnywhere (db: DB, phoneNumber: string) {
 
 /** The SIP number whose Twilio SIP Domain took a call (the voice webhook's SipDomainSid). */
 export async function findNumberBySipDomain (db: DB, domainSid: string) {
-  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_carrier', '=', 'twilio').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}
+
+/** The SIP number whose Telnyx Call Control application took a call (the call.initiated webhook's connection_id). */
+export async function findNumberByTelnyxSipApplication (db: DB, applicationId: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_carrier', '=', 'telnyx').where('sip_domain_sid', '=', applicationId).executeTakeFirst()
   return row === undefined ? undefined : opened(row)
 }
 
