@@ -233,13 +233,13 @@ function carrierOf (carriers: Carriers, row: Pick<PhoneNumberRow, 'carrier' | 'c
 export interface Repointed { repointed: string[], failed: Array<{ phone_number: string, message: string }> }
 
 /**
- * Points the voice URL and status callback of every Twilio number and SIP Domain (of one account, or of the installation) at
+ * Points the voice URL and status callback of every Twilio number and SIP Domain, and the webhook of every Telnyx SIP application (of one account, or of the installation), at
  * this server's PUBLIC_BASE_URL again, after it changed. Each number is updated at its own account; a number
  * that fails is reported and the others go on.
  */
 export async function repointNumbers (db: DB, carriers: Carriers, userId?: string): Promise<Repointed> {
   const rows = await twilioNumbers(db, userId)
-  if (rows.length > 0) requireReachable(carriers, 'twilio')
+  if (rows.some((row) => sipDomainOf(row)?.carrier !== 'telnyx')) requireReachable(carriers, 'twilio')
   const done: Repointed = { repointed: [], failed: [] }
   for (const row of rows) {
     try {

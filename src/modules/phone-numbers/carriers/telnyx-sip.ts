@@ -42,7 +42,16 @@ export function telnyxSipCredentialProblem (credentials: SipCredentials): string
 /** The host a PBX sends a Telnyx SIP number's calls to. */
 export const telnyxSipHost = (subdomain: string) => `${subdomain}.sip.telnyx.com`
 
-export function createTelnyxSip (request: TelnyxRequest, webhookUrl: string): TelnyxSip {
+export function createTelnyxSip (telnyx: TelnyxRequest, webhookUrl: string): TelnyxSip {
+  // A 422 here is Telnyx refusing the trunk's settings (a user name taken, a subdomain in use), not a number no longer offered.
+  const request: TelnyxRequest = async (method, path, body) => {
+    try {
+      return await telnyx(method, path, body)
+    } catch (err) {
+      if (err instanceof CarrierError && err.kind === 'unavailable') throw new CarrierError('rejected', err.message, err.carrierCode, err.status)
+      throw err
+    }
+  }
   const created = async (path: string, body: Record<string, unknown>): Promise<string> => {
     const answer = await request<{ data?: { id?: string | number } }>('POST', path, body)
     const id = answer?.data?.id
