@@ -10,7 +10,7 @@ import type { SipCredentials, SipDomain } from './twilio-sip.ts'
 //   number is used, from a SIP endpoint" (sip:<any alphanumeric user>@<subdomain>.sip.telnyx.com, no TLS), with
 //   `sip_subdomain_receive_settings: only_my_connections` ("any connection assigned to the same Telnyx user") and
 //   this server's webhook as `webhook_event_url`: the PBX's call arrives as call.initiated whose connection_id is the
-//   application, hence the number (https://developers.telnyx.com/api/call-control/create-call-control-application);
+//   application, hence the number (developers.telnyx.com/api-reference, Call Control Applications);
 // - a credential connection per number holding the trunk's user_name and password (4-32 letters and digits; a
 //   password of 8 to 128 characters), which the PBX authenticates its INVITEs to Telnyx with, so that the call counts
 //   as one of "my connections" (https://developers.telnyx.com/api/sip-trunking/create-credential-connection). It has
