@@ -130,7 +130,7 @@ export async function deletePhoneNumber (db: DB, userId: string, id: string): Pr
   await db.deleteFrom('phone_numbers').where('user_id', '=', userId).where('id', '=', id).execute()
 }
 
-/** The Twilio numbers held at a carrier account (of one account here, or all), oldest first. */
+/** The Twilio numbers held at a carrier account and the connected SIP numbers of either carrier (of one account here, or all), oldest first. */
 export async function twilioNumbers (db: DB, userId?: string) {
   return (await db.selectFrom('phone_numbers').selectAll()
     .where((eb) => eb.or([eb.and([eb('carrier', '=', 'twilio'), eb('carrier_number_id', 'is not', null)]), eb('sip_domain_sid', 'is not', null)]))
