@@ -270,3 +270,15 @@ t.test('after PUBLIC_BASE_URL changed, repointing points each SIP application\'s
   t.match([...ctx.telnyx.applications.values()], [{ webhook_event_url: 'https://moved.example.test/telephony/telnyx/webhook', inbound: { sip_subdomain_receive_settings: 'only_my_connections' } }])
   t.match([...ctx.telnyx.credentialConnections.values()], [{ user_name: TRUNK.username, password: TRUNK.password }], 'the credentials stay as they are')
 })
+
+t.test('a PBX\'s call to a SIP number without an active inbound agent is rejected before it is answered; so is one to an application that is no number\'s', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  t.equal((await connect(ctx, account, {})).statusCode, 201)
+  const host = `${[...ctx.telnyx.applications.values()][0].inbound.sip_subdomain!}.sip.telnyx.com`
+  const { call } = accepted(await ctx.telnyx.pbxInvite(`sip:4930901820@${host}`, 'sip:+4930555000@pbx.example.test', TRUNK))
+  t.same(commandsOf(call), ['reject'])
+  const forged = await ctx.telnyx.post(ctx.telnyx.webhookUrl, 'call.initiated', { call_control_id: 'v3:unknown-application', connection_id: '2999999999999999999', direction: 'incoming', from: 'sip:x@pbx', to: `sip:4930901820@${host}` })
+  t.equal(forged.status, 204)
+  t.equal((await ctx.db.selectFrom('calls').selectAll().execute()).length, 0)
+})
