@@ -298,6 +298,12 @@ export interface TelnyxConfig {
   publicKey: string | undefined
   /** How far a webhook's telnyx-timestamp may be from now, in seconds, before it is refused as a replay. */
   signatureToleranceSeconds: number
+  /**
+   * SIP_CARRIER: which carrier connect-to-sip sets a SIP trunk number up at (docs/sip.md): `twilio` (a SIP Domain in
+   * the installation's Twilio account; the default) or `telnyx` (a Call Control application and a credential
+   * connection in its Telnyx account).
+   */
+  sipCarrier: 'twilio' | 'telnyx'
 }
 
 /** The neutral names of the specification's integrations (docs/integrations.md maps them to the services). */
@@ -489,10 +495,14 @@ function telnyx (env: Env, carrier: Config['phoneCarrier']): TelnyxConfig {
     connectionId: matching(env, 'TELNYX_CONNECTION_ID', /^[A-Za-z0-9-]{1,64}$/, 'the id of a Call Control application (letters, digits and dashes)'),
     publicKey,
     // Telnyx's SDKs allow 5 minutes (developers.telnyx.com/docs/development/api-fundamentals/webhooks).
-    signatureToleranceSeconds: int(env, 'TELNYX_SIGNATURE_TOLERANCE_SECONDS', 300, 1, 3600)
+    signatureToleranceSeconds: int(env, 'TELNYX_SIGNATURE_TOLERANCE_SECONDS', 300, 1, 3600),
+    sipCarrier: oneOf(env, 'SIP_CARRIER', 'twilio', ['twilio', 'telnyx'] as const)
   }
   if (carrier === 'telnyx' && (config.apiKey === undefined || config.connectionId === undefined || config.publicKey === undefined)) {
     throw new ConfigError('PHONE_CARRIER=telnyx needs TELNYX_API_KEY, TELNYX_CONNECTION_ID and TELNYX_PUBLIC_KEY')
+  }
+  if (config.sipCarrier === 'telnyx' && (config.apiKey === undefined || config.connectionId === undefined || config.publicKey === undefined)) {
+    throw new ConfigError('SIP_CARRIER=telnyx needs TELNYX_API_KEY, TELNYX_CONNECTION_ID and TELNYX_PUBLIC_KEY: SIP trunk numbers are then set up in that Telnyx account')
   }
   return Object.freeze(config)
 }

@@ -44,6 +44,11 @@ t.test('phone carrier settings', async (t) => {
   t.match(loadConfig({ PHONE_CARRIER: 'telnyx', TELNYX_API_KEY: 'KEY1', TELNYX_CONNECTION_ID: '1494404757140276705', TELNYX_PUBLIC_KEY: key }).telnyx,
     { apiUrl: 'https://api.telnyx.com', apiKey: 'KEY1', connectionId: '1494404757140276705', publicKey: key, signatureToleranceSeconds: 300 })
   t.throws(() => loadConfig({ TELNYX_PUBLIC_KEY: 'not-a-key' }), { message: /TELNYX_PUBLIC_KEY must be the base64 of a 32-byte Ed25519 public key/ })
+  // SIP_CARRIER (docs/sip.md): Twilio unless set; Telnyx needs the installation's Telnyx account.
+  t.equal(defaults.telnyx.sipCarrier, 'twilio')
+  t.equal(loadConfig({ SIP_CARRIER: 'telnyx', TELNYX_API_KEY: 'KEY1', TELNYX_CONNECTION_ID: '1494404757140276705', TELNYX_PUBLIC_KEY: key }).telnyx.sipCarrier, 'telnyx')
+  t.throws(() => loadConfig({ SIP_CARRIER: 'telnyx' }), { message: /SIP_CARRIER=telnyx needs TELNYX_API_KEY, TELNYX_CONNECTION_ID and TELNYX_PUBLIC_KEY/ })
+  t.throws(() => loadConfig({ SIP_CARRIER: 'vonage' }), { message: /SIP_CARRIER must be one of twilio, telnyx/ })
   t.throws(() => loadConfig({ TELNYX_SIGNATURE_TOLERANCE_SECONDS: '0' }), { message: /TELNYX_SIGNATURE_TOLERANCE_SECONDS/ })
   t.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC123' }), new ConfigError('TWILIO_ACCOUNT_SID must be "AC" followed by 32 hexadecimal characters'))
   t.throws(() => loadConfig({ TWILIO_API_URL: 'ftp://x' }), { message: 'TWILIO_API_URL must start with https:// or http://' })

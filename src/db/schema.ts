@@ -165,6 +165,13 @@ export interface PhoneNumbersTable {
   /** The Twilio SIP Domain taking the PBX's calls to a SIP number, and its credential list (migrations/0039). */
   sip_domain_sid: string | null
   sip_credential_list_sid: string | null
+  /**
+   * Which carrier holds a connected SIP number's resources (migrations/0043): for `telnyx`, sip_domain_sid is its Call
+   * Control application, sip_credential_list_sid its credential connection, and sip_subdomain the application's SIP
+   * subdomain (the label before .sip.telnyx.com) that the PBX calls.
+   */
+  sip_carrier: 'twilio' | 'telnyx' | null
+  sip_subdomain: string | null
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

@@ -29,6 +29,8 @@ export interface StandinCall {
   to: string
   clientState: string | undefined
   webhookUrl: string
+  /** The Call Control application the call is on, when not the installation's (a PBX's call to a SIP subdomain). */
+  connectionId?: string
   alive: boolean
   streams: TelnyxStream[]
   /** The commands the server sent for this call, in order. */
@@ -72,7 +74,23 @@ export interface TelnyxStandIn {
   stream: (call: StandinCall, n?: number) => Promise<TelnyxStream>
   /** The caller (or callee) hangs up: the stream stops and call.hangup follows. */
   hangup: (call: StandinCall, cause?: string) => Promise<void>
+
+  // SIP trunks (connect-to-sip on Telnyx; the block at the end of this file)
+  /** Call Control applications made through the API (the installation's own, connectionId, is not among them). */
+  applications: Map<string, SipApplication>
+  credentialConnections: Map<string, CredentialConnection>
+  /** The requests to those two resources, in order. */
+  sipRequests: Array<{ method: string, path: string, body: any }>
+  /** PBXs that Telnyx's calls to sip:<user>@<host[:port]> reach, by host[:port]: the credentials each challenges for. */
+  sipEndpoints: Map<string, { username: string, password: string }>
+  /** A PBX sends an INVITE for `to` (sip:<user>@<subdomain>.sip.telnyx.com), answering Telnyx's challenge with `credentials`. */
+  pbxInvite: (to: string, from: string, credentials: { username: string, password: string } | undefined) => Promise<PbxInvite>
 }
+
+export interface SipApplication { id: string, application_name: string, webhook_event_url: string, webhook_api_version: string, inbound: { sip_subdomain?: string, sip_subdomain_receive_settings?: string } }
+export interface CredentialConnection { id: string, connection_name: string, user_name: string, password: string, active: boolean, sip_uri_calling_preference: string, outbound: Record<string, unknown> }
+/** Refused by Telnyx (no webhook), or a call whose call.initiated went to the application's webhook. */
+export type PbxInvite = { refused: 401 | 403 | 404 } | { refused?: undefined, call: StandinCall, status: number }
 
 const ccid = () => 'v3:' + randomBytes(24).toString('base64url')
 
@@ -117,7 +135,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   }
 
   const event = (call: StandinCall, type: string, extra: Record<string, unknown> = {}) => post(call.webhookUrl, type, {
-    call_control_id: call.callControlId, connection_id: connectionId, call_leg_id: randomUUID(), call_session_id: randomUUID(),
+    call_control_id: call.callControlId, connection_id: call.connectionId ?? connectionId, call_leg_id: randomUUID(), call_session_id: randomUUID(),
     client_state: call.clientState, from: call.from, to: call.to, direction: call.direction, state: type.slice(5), ...extra
   })
 
@@ -177,6 +195,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     calls.set(call.callControlId, call)
     later(async () => {
       await event(call, 'call.initiated')
+      if (await sip.refusedDial(call)) return
       const callee = callees.get(call.to) ?? { answer: 'answer' }
       if (callee.answer !== 'answer') {
         call.alive = false
@@ -271,9 +290,11 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
         }
         return json(res, 200, { data: { result: 'ok' } })
       }
+      if (sip.rest(req.method ?? '', path, body, res)) return
       return error(res, 404, '10005', `no route ${req.method} ${path}`)
     })
   })
+  const sip = sipTrunks({ json, error, event, calls })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(async () => {
     for (const call of calls.values()) for (const stream of call.streams) stream.socket.terminate()
@@ -309,6 +330,132 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       if (stream.socket.readyState === WebSocket.CONNECTING) await new Promise((resolve) => stream.socket.once('open', resolve))
       return stream
     },
-    hangup
+    hangup,
+    applications: sip.applications,
+    credentialConnections: sip.credentialConnections,
+    sipRequests: sip.requests,
+    sipEndpoints: sip.endpoints,
+    pbxInvite: sip.invite
   }
+}
+
+// SIP trunks on Telnyx, as connect-to-sip meets them (written from Telnyx's API v2 reference; shapes from
+// team-telnyx/telnyx-node src/resources/call-control-applications.ts and credential-connections): Call Control
+// applications whose inbound.sip_subdomain takes calls to sip:<user>@<subdomain>.sip.telnyx.com from "only my
+// connections" (or from anyone), credential connections (user_name 4-32 letters and digits, unique at Telnyx; a
+// password of 8 to 128 characters) a PBX authenticates with, and dials or transfers to sip: URIs answered by a PBX
+// that challenges for sip_auth_username / sip_auth_password (refused: call.hangup, hangup_cause unspecified).
+
+interface SipDeps {
+  json: (res: http.ServerResponse, status: number, body: unknown) => void
+  error: (res: http.ServerResponse, status: number, code: string, detail: string) => void
+  event: (call: StandinCall, type: string, extra?: Record<string, unknown>) => Promise<{ status: number, body: string }>
+  calls: Map<string, StandinCall>
+}
+
+function sipTrunks ({ json, error, event, calls }: SipDeps) {
+  const applications = new Map<string, SipApplication>()
+  const credentialConnections = new Map<string, CredentialConnection>()
+  const requests: Array<{ method: string, path: string, body: any }> = []
+  const endpoints = new Map<string, { username: string, password: string }>()
+  let next = 0
+  const newId = () => String(2000000000000000000n + BigInt(Date.now()) * 1000n + BigInt(++next))
+  const invalid = (res: http.ServerResponse, detail: string) => { error(res, 422, '10015', detail) }
+
+  function credentialProblem (body: any, except?: string): string | undefined {
+    if (typeof body.user_name !== 'string' || !/^[A-Za-z0-9]{4,32}$/.test(body.user_name)) return 'user_name must be 4-32 characters long and alphanumeric values only'
+    if (typeof body.password !== 'string' || body.password.length < 8 || body.password.length > 128) return 'password must be 8 to 128 characters long'
+    if ([...credentialConnections.values()].some((c) => c.user_name === body.user_name && c.id !== except)) return `user_name ${body.user_name as string} has already been taken`
+    return undefined
+  }
+  function applicationProblem (body: any, except?: string): string | undefined {
+    if (typeof body.application_name !== 'string' || body.application_name === '') return 'application_name is required'
+    if (typeof body.webhook_event_url !== 'string' || !/^https?:\/\//.test(body.webhook_event_url)) return 'webhook_event_url must include a scheme'
+    const subdomain = body.inbound?.sip_subdomain
+    if (subdomain !== undefined && [...applications.values()].some((a) => a.inbound.sip_subdomain === subdomain && a.id !== except)) return `sip_subdomain ${subdomain as string} is already in use`
+    return undefined
+  }
+
+  /** Answers the SIP resources' requests; false for other paths. */
+  function rest (method: string, path: string, body: any, res: http.ServerResponse): boolean {
+    const resource = /^\/v2\/(call_control_applications|credential_connections)(?:\/([^/]+))?$/.exec(path)
+    if (resource === null) return false
+    requests.push({ method, path, body })
+    const [, kind, id] = resource
+    if (kind === 'call_control_applications') {
+      if (id === undefined && method === 'POST') {
+        const problem = applicationProblem(body)
+        if (problem !== undefined) { invalid(res, problem); return true }
+        const app: SipApplication = { id: newId(), application_name: body.application_name, webhook_event_url: body.webhook_event_url, webhook_api_version: body.webhook_api_version ?? '1', inbound: { ...body.inbound } }
+        applications.set(app.id, app)
+        json(res, 201, { data: { record_type: 'call_control_application', ...app } })
+        return true
+      }
+      const app = id === undefined ? undefined : applications.get(decodeURIComponent(id))
+      if (app === undefined) { error(res, 404, '10005', 'Resource not found'); return true }
+      if (method === 'PATCH') {
+        const problem = applicationProblem(body, app.id)
+        if (problem !== undefined) { invalid(res, problem); return true }
+        Object.assign(app, { application_name: body.application_name, webhook_event_url: body.webhook_event_url, ...(body.webhook_api_version !== undefined && { webhook_api_version: body.webhook_api_version }) })
+        if (body.inbound !== undefined) app.inbound = { ...app.inbound, ...body.inbound }
+        json(res, 200, { data: { record_type: 'call_control_application', ...app } })
+        return true
+      }
+      if (method === 'DELETE') { applications.delete(app.id); json(res, 200, { data: { record_type: 'call_control_application', ...app } }); return true }
+      if (method === 'GET') { json(res, 200, { data: { record_type: 'call_control_application', ...app } }); return true }
+      return false
+    }
+    if (id === undefined && method === 'POST') {
+      const problem = credentialProblem(body)
+      if (problem !== undefined) { invalid(res, problem); return true }
+      const connection: CredentialConnection = { id: newId(), connection_name: body.connection_name, user_name: body.user_name, password: body.password, active: body.active ?? true, sip_uri_calling_preference: body.sip_uri_calling_preference ?? 'disabled', outbound: { ...body.outbound } }
+      credentialConnections.set(connection.id, connection)
+      const { password: _password, ...shown } = connection
+      json(res, 201, { data: { record_type: 'credential_connection', ...shown } })
+      return true
+    }
+    const connection = id === undefined ? undefined : credentialConnections.get(decodeURIComponent(id))
+    if (connection === undefined) { error(res, 404, '10005', 'Resource not found'); return true }
+    if (method === 'PATCH') {
+      const problem = credentialProblem({ user_name: connection.user_name, password: connection.password, ...body }, connection.id)
+      if (problem !== undefined) { invalid(res, problem); return true }
+      for (const field of ['connection_name', 'user_name', 'password', 'active', 'sip_uri_calling_preference'] as const) if (body[field] !== undefined) (connection as any)[field] = body[field]
+      const { password: _password, ...shown } = connection
+      json(res, 200, { data: { record_type: 'credential_connection', ...shown } })
+      return true
+    }
+    if (method === 'DELETE') { credentialConnections.delete(connection.id); json(res, 200, { data: { record_type: 'credential_connection', id: connection.id } }); return true }
+    return false
+  }
+
+  /** A PBX's INVITE: authenticated as one of the account's credential connections, to an application's subdomain. */
+  async function invite (to: string, from: string, credentials: { username: string, password: string } | undefined): Promise<PbxInvite> {
+    const host = /^sip:[^@]+@([^;:?]+)/i.exec(to)?.[1] ?? ''
+    const label = host.endsWith('.sip.telnyx.com') ? host.slice(0, -'.sip.telnyx.com'.length) : undefined
+    const app = [...applications.values()].find((a) => label !== undefined && a.inbound.sip_subdomain === label)
+    if (app === undefined) return { refused: 404 }
+    const known = credentials === undefined ? undefined : [...credentialConnections.values()].find((c) => c.active && c.user_name === credentials.username)
+    if (credentials !== undefined && (known === undefined || known.password !== credentials.password)) return { refused: 401 }
+    // only_my_connections: the caller must be one of the account's connections (here: a credential connection).
+    if (known === undefined && app.inbound.sip_subdomain_receive_settings !== 'from_anyone') return { refused: 403 }
+    const call: StandinCall = { callControlId: ccid(), direction: 'incoming', from, to, clientState: undefined, webhookUrl: app.webhook_event_url, connectionId: app.id, alive: true, streams: [], commands: [] }
+    calls.set(call.callControlId, call)
+    const { status } = await event(call, 'call.initiated')
+    return { call, status }
+  }
+
+  /** Telnyx's dial or transfer to sip:<user>@<host>: a PBX that is not there, or refuses the credentials, ends the call. */
+  async function refusedDial (call: StandinCall): Promise<boolean> {
+    const target = /^sip:[^@]+@([^;]+)/i.exec(call.to)
+    if (target === null) return false
+    const wanted = endpoints.get(target[1])
+    const body = call.commands[0]?.body ?? {}
+    const cause = wanted === undefined ? '404' : body.sip_auth_username !== wanted.username || body.sip_auth_password !== wanted.password ? '403' : undefined
+    if (cause === undefined) return false
+    call.alive = false
+    await event(call, 'call.hangup', { hangup_cause: 'unspecified', sip_hangup_cause: cause, hangup_source: 'callee' })
+    return true
+  }
+
+  return { applications, credentialConnections, requests, endpoints, rest, invite, refusedDial }
 }

@@ -33,9 +33,9 @@ export interface PhoneCallRequest {
  * Starts an outbound phone call of the agent from one of the account's numbers, in the caller's transaction: with
  * the configured runtime, through the number's carrier (CALL_RUNTIME=voice places a Twilio number's call at Twilio).
  */
-export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'outbound_agent_id' | 'outbound_agent_version' | 'sip_domain_sid'>,
+export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow, number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'outbound_agent_id' | 'outbound_agent_version' | 'sip_domain_sid' | 'sip_carrier'>,
   request: PhoneCallRequest): Promise<CallRow> {
-  // A SIP number's calls are carried by Twilio once connect-to-sip gave it a SIP Domain (docs/sip.md); never simulated.
+  // A SIP number's calls are carried by Twilio or Telnyx once connect-to-sip set it up there (docs/sip.md); never simulated.
   const sipProblem = sipNotConnected(number)
   if (sipProblem !== undefined) throw conflict(sipProblem, 'sip_not_connected')
   const pinned = number.outbound_agent_id === agent.id ? number.outbound_agent_version ?? undefined : undefined
@@ -50,15 +50,17 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
     runtime: jobs.config.callRuntime,
     ring_timeout_seconds: request.ring_timeout_seconds,
     campaign_id: request.campaign_id,
-    // A SIP trunk's number is carried by the installation's Twilio account (docs/sip.md).
-    ...(number.carrier === 'telnyx' ? { carrier: 'telnyx' as const } : (number.carrier === 'twilio' || number.carrier === 'sip') && { carrier: 'twilio' as const })
+    // A SIP trunk's number is carried by the installation's Twilio or Telnyx account (sip_carrier; docs/sip.md).
+    ...(number.carrier === 'telnyx' || (number.carrier === 'sip' && number.sip_carrier === 'telnyx')
+      ? { carrier: 'telnyx' as const }
+      : (number.carrier === 'twilio' || number.carrier === 'sip') && { carrier: 'twilio' as const })
   })
 }
 
 /** Why a SIP number places no call: the installation carries no SIP calls (no Twilio account, or the sandbox). */
 function sipNotConnected (number: Pick<Selectable<PhoneNumbersTable>, 'carrier' | 'sip_domain_sid'>): string | undefined {
   if (number.carrier !== 'sip' || number.sip_domain_sid !== null) return undefined
-  return 'the number is connected to a SIP trunk that this installation does not carry (it has no Twilio account of its own, or runs PHONE_CARRIER=sandbox): set one up, then connect the number again with PATCH /v1/phone-number/connect-to-sip (docs/sip.md)'
+  return 'the number is connected to a SIP trunk that this installation does not carry (it has no account at its SIP carrier, SIP_CARRIER, or runs PHONE_CARRIER=sandbox): set one up, then connect the number again with PATCH /v1/phone-number/connect-to-sip (docs/sip.md)'
 }
 
 type Settled = { status: 'cancelled' | 'failed', reason: string }

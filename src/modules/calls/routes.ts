@@ -158,7 +158,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
     schema: {
       tags: TAGS,
       summary: 'Place an outbound phone call',
-      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers; a `to_number` on the account\'s do-not-call list answers `409 do_not_call`. With the built-in voice runtime a Twilio number\'s call is placed through Twilio (a person\'s phone rings); a SIP trunk number\'s call goes through Twilio to the trunk (docs/sip.md; 409 `sip_not_connected` when this installation carries no SIP calls); a sandbox number\'s call is simulated (docs/voice.md).',
+      description: 'The call starts as `started` and is handed to the call runtime. `from_number` must be one of the account\'s numbers; a `to_number` on the account\'s do-not-call list answers `409 do_not_call`. With the built-in voice runtime a Twilio number\'s call is placed through Twilio (a person\'s phone rings); a SIP trunk number\'s call goes through its SIP carrier (Twilio, or Telnyx with SIP_CARRIER=telnyx) to the trunk (docs/sip.md; 409 `sip_not_connected` when this installation carries no SIP calls); a sandbox number\'s call is simulated (docs/voice.md).',
       headers: IdempotencyHeaders,
       body: PhoneCallBody,
       response: { 201: PhoneCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }

@@ -15,7 +15,7 @@ import { findPhoneNumberByE164 } from './queries.ts'
 export function numberAccount (config: Pick<Config, 'twilio'>, number: Selectable<PhoneNumbersTable>): TwilioAccount | undefined {
   const { apiUrl, accountSid, authToken } = config.twilio
   if (number.carrier === 'sip') {
-    return number.sip_domain_sid !== null && number.carrier_account_id === accountSid && authToken !== undefined ? { apiUrl, accountSid, authToken } : undefined
+    return number.sip_carrier === 'twilio' && number.sip_domain_sid !== null && number.carrier_account_id === accountSid && authToken !== undefined ? { apiUrl, accountSid, authToken } : undefined
   }
   if (number.carrier !== 'twilio' || number.carrier_account_id === null) return undefined
   if (number.carrier_auth_token !== null) return { apiUrl, accountSid: number.carrier_account_id, authToken: number.carrier_auth_token }
@@ -29,7 +29,10 @@ export async function callNumber (db: DB, call: Pick<CallRow, 'user_id' | 'direc
   return ours === null ? undefined : await findPhoneNumberByE164(db, call.user_id, ours)
 }
 
-/** A number whose calls go through a SIP trunk: where the agent's calls go (its termination URI), and with which credentials. */
+/**
+ * A connected SIP number (its calls carried by Twilio or Telnyx: `sip_carrier`): where the agent's calls go (its
+ * termination URI), and with which credentials.
+ */
 export function sipTrunkOf (number: Selectable<PhoneNumbersTable>): { terminationUri: string, auth: { username: string, password: string } | undefined } | undefined {
   if (number.carrier !== 'sip' || number.sip_domain_sid === null || number.sip_termination_uri === null) return undefined
   const { sip_username: username, sip_password: password } = number

@@ -9,6 +9,7 @@ import { agentExists } from '../agents/queries.ts'
 import { versionExists } from '../agents/versions.ts'
 import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
+import { telnyxSipCredentialProblem, type TelnyxSipDomain } from './carriers/telnyx-sip.ts'
 import { sipCredentialProblem, type SipDomain } from './carriers/twilio-sip.ts'
 import {
   deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
@@ -215,9 +216,10 @@ export async function releaseNumber (db: DB, carriers: Carriers, userId: string,
     const held = { carrierNumberId: row.carrier_number_id, phoneNumber: row.phone_number }
     await atCarrier(() => carrier.release(held))
   }
-  // A SIP number's domain goes with it, when it is in the installation's account still (else only Switchboard forgets it).
+  // A SIP number's domain (Twilio) or application and credential connection (Telnyx) go with it, when they are in the
+  // installation's account still (else only Switchboard forgets them).
   const domain = sipDomainOf(row)
-  const sip = carriers.sip
+  const sip = domain === undefined ? undefined : carriers.sipCarriers[domain.carrier]
   if (domain !== undefined && sip !== undefined && sip.accountId === row.carrier_account_id) await atCarrier(() => sip.disconnect(domain))
   await deletePhoneNumber(db, userId, row.id)
 }
@@ -231,19 +233,26 @@ function carrierOf (carriers: Carriers, row: Pick<PhoneNumberRow, 'carrier' | 'c
 export interface Repointed { repointed: string[], failed: Array<{ phone_number: string, message: string }> }
 
 /**
- * Points the voice URL and status callback of every Twilio number and SIP Domain (of one account, or of the installation) at
+ * Points the voice URL and status callback of every Twilio number and SIP Domain, and the webhook of every Telnyx SIP application (of one account, or of the installation), at
  * this server's PUBLIC_BASE_URL again, after it changed. Each number is updated at its own account; a number
  * that fails is reported and the others go on.
  */
 export async function repointNumbers (db: DB, carriers: Carriers, userId?: string): Promise<Repointed> {
   const rows = await twilioNumbers(db, userId)
-  if (rows.length > 0) requireReachable(carriers, 'twilio')
+  if (rows.some((row) => sipDomainOf(row)?.carrier !== 'telnyx')) requireReachable(carriers, 'twilio')
   const done: Repointed = { repointed: [], failed: [] }
   for (const row of rows) {
     try {
-      // A SIP number's calls come through its SIP Domain: the domain is pointed here again.
+      // A SIP number's calls come through its SIP Domain (Twilio) or Call Control application (Telnyx): pointed here again.
       const domain = sipDomainOf(row)
-      const sip = carriers.sip
+      if (domain?.carrier === 'telnyx') {
+        const telnyx = carriers.sipCarriers.telnyx
+        if (telnyx === undefined) throw new HttpError(502, 'carrier_error', 'its Call Control application is at Telnyx, and this installation has no Telnyx account')
+        await atCarrier(() => telnyx.repoint(domain, row.id))
+        done.repointed.push(row.phone_number)
+        continue
+      }
+      const sip = carriers.sipCarriers.twilio
       if (domain !== undefined && (sip === undefined || sip.accountId !== row.carrier_account_id)) throw new HttpError(502, 'carrier_error', `its SIP Domain is in Twilio account ${row.carrier_account_id ?? '?'}, not this installation's`)
       if (domain !== undefined) await atCarrier(() => sip!.repoint(domain.domainSid, carriers.webhooks))
       else await atCarrier(() => carrierOf(carriers, row).connect({ carrierNumberId: row.carrier_number_id!, phoneNumber: row.phone_number }, carriers.webhooks))
@@ -275,18 +284,23 @@ export interface SipConnectInput extends AssignmentInput {
   sip_trunk_auth_password?: string
 }
 
-/** The Twilio SIP Domain of a SIP number, if it has one. */
-function sipDomainOf (row: Pick<PhoneNumberRow, 'carrier' | 'sip_domain_sid' | 'sip_credential_list_sid'>): SipDomain | undefined {
+/** The carrier resources of a connected SIP number (its Twilio SIP Domain, or its Telnyx application), if it has them. */
+function sipDomainOf (row: Pick<PhoneNumberRow, 'carrier' | 'sip_carrier' | 'sip_domain_sid' | 'sip_credential_list_sid' | 'sip_subdomain'>):
+  (SipDomain & { carrier: 'twilio' }) | (TelnyxSipDomain & { carrier: 'telnyx' }) | undefined {
   if (row.carrier !== 'sip' || row.sip_domain_sid === null || row.sip_credential_list_sid === null) return undefined
-  return { domainSid: row.sip_domain_sid, credentialListSid: row.sip_credential_list_sid }
+  const domain = { domainSid: row.sip_domain_sid, credentialListSid: row.sip_credential_list_sid }
+  if (row.sip_carrier === 'telnyx') return row.sip_subdomain === null ? undefined : { ...domain, subdomain: row.sip_subdomain, carrier: 'telnyx' }
+  return { ...domain, carrier: 'twilio' }
 }
 
 /**
  * connect-to-sip: a number of the caller's account gets the trunk settings (200: `created` false); a number not on
- * the installation is added as a SIP number (201). A SIP number's calls are carried by the installation's Twilio
- * account (carriers.sip): its SIP Domain takes the PBX's calls with the trunk's credentials, and calls out go to the
- * termination URI with them (docs/sip.md). Twilio is configured first: a trunk Twilio refuses stores nothing, and a
- * domain made for a number that then cannot be stored is deleted again.
+ * the installation is added as a SIP number (201). A SIP number's calls are carried by the installation's SIP carrier
+ * (carriers.sip, SIP_CARRIER): a Twilio SIP Domain, or a Telnyx Call Control application with a SIP subdomain and a
+ * credential connection, takes the PBX's calls with the trunk's credentials, and calls out go to the termination URI
+ * with them (docs/sip.md). The carrier is configured first: a trunk it refuses stores nothing, and what was made for
+ * a number that then cannot be stored is deleted again. A number connected at the other carrier (SIP_CARRIER changed)
+ * moves: set up anew here, then deleted there.
  */
 export async function connectSip (db: DB, carriers: Carriers, userId: string, input: SipConnectInput) {
   const { phone_number: phoneNumber, termination_uri: terminationUri, sip_trunk_auth_username: username, sip_trunk_auth_password: password, ...assignment } = input
@@ -301,19 +315,37 @@ export async function connectSip (db: DB, carriers: Carriers, userId: string, in
     if (existing !== undefined) return { created: false, row: await updatePhoneNumber(db, userId, existing.id, { ...trunk, ...assignmentColumns(assignment, existing) }) }
     return { created: true, row: await insertPhoneNumber(db, { id: newId(), user_id: userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...trunk, ...assignmentColumns(assignment) }, notFound('phone number')) }
   }
+  const carrierName = sip.name === 'telnyx' ? 'Telnyx' : 'Twilio'
   if (username === undefined || password === undefined) {
-    throw badRequest('give body.sip_trunk_auth_username and body.sip_trunk_auth_password: the PBX authenticates its calls to Twilio with them, and calls to the PBX carry them', 'sip_credentials_required')
+    throw badRequest(`give body.sip_trunk_auth_username and body.sip_trunk_auth_password: the PBX authenticates its calls to ${carrierName} with them, and calls to the PBX carry them`, 'sip_credentials_required')
   }
-  const weak = sipCredentialProblem({ username, password })
+  const weak = sip.name === 'telnyx' ? telnyxSipCredentialProblem({ username, password }) : sipCredentialProblem({ username, password })
   if (weak !== undefined) throw badRequest(weak)
-  requireReachable(carriers, 'twilio')
+  if (sip.name === 'twilio') requireReachable(carriers, 'twilio')
   const id = existing?.id ?? newId()
   const stored = existing === undefined ? undefined : sipDomainOf(existing)
-  // A number whose domain is in another Twilio account (the installation's changed) gets a new one here.
-  const reuse = stored !== undefined && existing?.carrier_account_id === sip.accountId ? stored : undefined
-  const domain = await atCarrier(() => sip.connect(id, { username, password }, carriers.webhooks, reuse))
-  const columns = { ...trunk, carrier_account_id: sip.accountId, sip_domain_sid: domain.domainSid, sip_credential_list_sid: domain.credentialListSid }
-  if (existing !== undefined) return { created: false, row: await updatePhoneNumber(db, userId, existing.id, { ...columns, ...assignmentColumns(assignment, existing) }) }
+  // A number whose resources are at the other carrier, or in another Twilio account (the installation's changed), gets new ones here.
+  const reuse = stored !== undefined && stored.carrier === sip.name && existing?.carrier_account_id === sip.accountId ? stored : undefined
+  const domain: SipDomain & { subdomain?: string } = await atCarrier(async () => sip.name === 'telnyx'
+    ? await sip.connect(id, { username, password }, reuse?.carrier === 'telnyx' ? reuse : undefined)
+    : await sip.connect(id, { username, password }, carriers.webhooks, reuse))
+  const columns = {
+    ...trunk,
+    carrier_account_id: sip.accountId,
+    sip_carrier: sip.name,
+    sip_domain_sid: domain.domainSid,
+    sip_credential_list_sid: domain.credentialListSid,
+    sip_subdomain: domain.subdomain ?? null
+  }
+  if (existing !== undefined) {
+    const row = await updatePhoneNumber(db, userId, existing.id, { ...columns, ...assignmentColumns(assignment, existing) })
+    // Moved: what the other carrier (or account) held goes once the new one takes the calls.
+    if (stored !== undefined && reuse === undefined) {
+      const before = carriers.sipCarriers[stored.carrier]
+      if (before !== undefined && before.accountId === existing.carrier_account_id) await before.disconnect(stored).catch(() => undefined)
+    }
+    return { created: false, row }
+  }
   try {
     return { created: true, row: await insertPhoneNumber(db, { id, user_id: userId, phone_number: phoneNumber, source: 'sip', carrier: 'sip', ...columns, ...assignmentColumns(assignment) }, notFound('phone number')) }
   } catch (err) {

@@ -67,7 +67,13 @@ export async function findNumberAnywhere (db: DB, phoneNumber: string) {
 
 /** The SIP number whose Twilio SIP Domain took a call (the voice webhook's SipDomainSid). */
 export async function findNumberBySipDomain (db: DB, domainSid: string) {
-  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_carrier', '=', 'twilio').where('sip_domain_sid', '=', domainSid).executeTakeFirst()
+  return row === undefined ? undefined : opened(row)
+}
+
+/** The SIP number whose Telnyx Call Control application took a call (the call.initiated webhook's connection_id). */
+export async function findNumberByTelnyxSipApplication (db: DB, applicationId: string) {
+  const row = await db.selectFrom('phone_numbers').selectAll().where('carrier', '=', 'sip').where('sip_carrier', '=', 'telnyx').where('sip_domain_sid', '=', applicationId).executeTakeFirst()
   return row === undefined ? undefined : opened(row)
 }
 
@@ -124,7 +130,7 @@ export async function deletePhoneNumber (db: DB, userId: string, id: string): Pr
   await db.deleteFrom('phone_numbers').where('user_id', '=', userId).where('id', '=', id).execute()
 }
 
-/** The Twilio numbers held at a carrier account (of one account here, or all), oldest first. */
+/** The Twilio numbers held at a carrier account and the connected SIP numbers of either carrier (of one account here, or all), oldest first. */
 export async function twilioNumbers (db: DB, userId?: string) {
   return (await db.selectFrom('phone_numbers').selectAll()
     .where((eb) => eb.or([eb.and([eb('carrier', '=', 'twilio'), eb('carrier_number_id', 'is not', null)]), eb('sip_domain_sid', 'is not', null)]))

@@ -9,6 +9,7 @@ import { AUTH_ERRORS, CHECKED_IN_HANDLER, COMPONENT, E164, EpochMs, errors, IdPa
 import { requireCustomer } from '../account/customer-queries.ts'
 import { requireWorkspace } from '../account/workspace-queries.ts'
 import type { Carriers } from './carriers/index.ts'
+import { telnyxSipHost } from './carriers/telnyx-sip.ts'
 import { sipDomainName } from './carriers/twilio-sip.ts'
 import { assignNumber, buyNumber, connectSip, importNumber, releaseNumber, replaceCarrierToken, searchNumbers } from './numbers.ts'
 import { findPhoneNumber, listPhoneNumbers } from './queries.ts'
@@ -51,7 +52,7 @@ const PhoneNumber = Type.Object({
     termination_uri: Type.String(),
     auth_username: Type.Union([Type.String(), Type.Null()]),
     auth_password_set: Type.Boolean({ description: 'the password itself is never returned' }),
-    sip_domain: Type.Union([Type.String(), Type.Null()], { description: 'where your PBX sends the number\'s calls: the Twilio SIP Domain carrying them (beyond the specification; docs/sip.md); null when the installation carries no SIP calls' })
+    sip_domain: Type.Union([Type.String(), Type.Null()], { description: 'where your PBX sends the number\'s calls: the Twilio SIP Domain, or the Telnyx SIP subdomain (`sb….sip.telnyx.com`), carrying them (beyond the specification; docs/sip.md); null when the installation carries no SIP calls' })
   }), Type.Null()]),
   created_at: EpochMs,
   updated_at: EpochMs
@@ -80,6 +81,12 @@ const IMPORT_CARRIER_RULES = [
 const SIP_URI_PATTERN = '^([Ss][Ii][Pp][Ss]?:)?([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?(;[Tt][Rr][Aa][Nn][Ss][Pp][Oo][Rr][Tt]=([Uu][Dd][Pp]|[Tt][Cc][Pp]|[Tt][Ll][Ss]))?$'
 const SIP_URI = new RegExp(SIP_URI_PATTERN)
 
+/** Where the PBX sends a connected SIP number's calls: its Twilio SIP Domain, or its Telnyx application's SIP subdomain. */
+function sipHostOf (row: Selectable<PhoneNumbersTable>): string | null {
+  if (row.sip_domain_sid === null) return null
+  return row.sip_carrier === 'telnyx' && row.sip_subdomain !== null ? telnyxSipHost(row.sip_subdomain) : sipDomainName(row.id)
+}
+
 function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
   return {
     _id: row.id,
@@ -97,7 +104,7 @@ function phoneNumberView (row: Selectable<PhoneNumbersTable>) {
     user_id: row.user_id,
     sip_trunk: row.sip_termination_uri === null
       ? null
-      : { termination_uri: row.sip_termination_uri, auth_username: row.sip_username, auth_password_set: row.sip_password !== null, sip_domain: row.sip_domain_sid === null ? null : sipDomainName(row.id) },
+      : { termination_uri: row.sip_termination_uri, auth_username: row.sip_username, auth_password_set: row.sip_password !== null, sip_domain: sipHostOf(row) },
     created_at: row.created_at.getTime(),
     updated_at: row.updated_at.getTime()
   }
@@ -200,7 +207,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Connect a number to a SIP trunk',
-      description: 'Calls to and from the number go through your SIP trunk. A number not yet on the installation is added as a SIP number (201); its calls are carried by this installation\'s Twilio account (docs/sip.md): a Twilio SIP Domain (`sip_trunk.sip_domain`) takes your PBX\'s calls to the number, authenticated with `sip_trunk_auth_username` and `sip_trunk_auth_password` (required then: 400 `sip_credentials_required`; Twilio takes passwords of 12 or more characters with a digit and mixed case), and the agent\'s calls go to `termination_uri` with them. A number of your account is connected (200): a SIP number is configured again; a number bought or imported here keeps its carrier and only keeps the settings. An installation without a Twilio account of its own (or PHONE_CARRIER=sandbox) keeps the settings only: such a number takes and places no calls (make-phone-call answers 409 `sip_not_connected`). The trunk settings are replaced whole; the password is never returned.',
+      description: 'Calls to and from the number go through your SIP trunk. A number not yet on the installation is added as a SIP number (201); its calls are carried by this installation\'s SIP carrier (SIP_CARRIER; docs/sip.md): a Twilio SIP Domain, or a Telnyx Call Control application\'s SIP subdomain (`sip_trunk.sip_domain`), takes your PBX\'s calls to the number, authenticated with `sip_trunk_auth_username` and `sip_trunk_auth_password` (required then: 400 `sip_credentials_required`; Twilio takes passwords of 12 or more characters with a digit and mixed case, Telnyx user names of 4 to 32 letters and digits and passwords of 8 to 128 characters), and the agent\'s calls go to `termination_uri` with them. A number of your account is connected (200): a SIP number is configured again; a number bought or imported here keeps its carrier and only keeps the settings. An installation without an account at its SIP carrier (or PHONE_CARRIER=sandbox) keeps the settings only: such a number takes and places no calls (make-phone-call answers 409 `sip_not_connected`). The trunk settings are replaced whole; the password is never returned.',
       body: Type.Object({
         phone_number: E164,
         termination_uri: Type.String({

@@ -15,7 +15,7 @@ import { generateToken, hashToken } from '../users/keys.ts'
 import type { ForwardRequest } from '../voice/session.ts'
 import { callNumber, numberAccount, sipTrunkOf } from '../phone-numbers/number-accounts.ts'
 import { clearForwarding, holdForwarding, setCarrierCallId, setStreamToken, setWarmCallSid } from './queries.ts'
-import { callTelnyx } from './telnyx/commands.ts'
+import { callTelnyx, telnyxTarget } from './telnyx/commands.ts'
 import { twilioCalls } from './twilio-calls.ts'
 import { conferenceTwiml, dialTwiml, gatherTwiml, playDigitsTwiml, streamTwiml } from './twiml.ts'
 import { ACCEPT_TIMEOUT_SECONDS, announcement, conferenceName } from './warm.ts'
@@ -75,6 +75,12 @@ export function sipAddress (terminationUri: string, user: string): string {
   return `sip:${user}@${rest}${tls}`
 }
 
+/** The caller of a SIP call as the call records it: the user part of its SIP URI (sip:+15550100@pbx → +15550100). */
+export function sipUser (from: string): string {
+  const match = /^sips?:([^@;]+)@/i.exec(from)
+  return match === null ? from : match[1]
+}
+
 /** A Twilio REST client for the account a call runs through; undefined when its number is gone or has no account. */
 export async function callTwilio (deps: TelephonyDeps, call: CallRow) {
   const number = await callNumber(deps.db, call)
@@ -101,8 +107,9 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
     if (telnyx === undefined) return await fail(`the number ${call.call_from} has no Telnyx account to call through`)
     if (!await setStreamToken(deps.db, call.id, hash, expires)) return
     try {
+      // A SIP number's call goes to its PBX at the termination URI, with the trunk's credentials (docs/sip.md).
       const id = await telnyx.calls.dial({
-        connectionId: telnyx.connectionId, to: call.call_to!, from: call.call_from!, timeoutSeconds: ringSeconds,
+        connectionId: telnyx.connectionId, ...telnyxTarget(telnyx.trunk, call.call_to!), from: call.call_from!, timeoutSeconds: ringSeconds,
         webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token)
       })
       await setCarrierCallId(deps.db, call.id, id)

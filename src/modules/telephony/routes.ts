@@ -16,7 +16,7 @@ import type { StreamAdmission } from '../voice/streams.ts'
 import { CALL_SID } from '../voice/transports/twilio.ts'
 import { callNumber, numberAccount } from '../phone-numbers/number-accounts.ts'
 import { webhookAccount } from './accounts.ts'
-import { callTwilio, connectTwiml, FINAL, newStreamToken, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
+import { callTwilio, connectTwiml, FINAL, newStreamToken, sipUser, TELEPHONY_PATHS, UNANSWERED, type TelephonyDeps } from './calls.ts'
 import { acceptWarm, findCarrierCall, recordAnswer, recordAnsweredBy, setCarrierCallId, setStreamToken, takeBack, takeBackWarm } from './queries.ts'
 import { answeredByOf, signalCall } from '../voice/signals.ts'
 import { signatureValid } from './signature.ts'
@@ -43,12 +43,6 @@ const FORM_LIMIT = 64 * 1024
 const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by the Twilio account it concerns: the account of the call\'s number (X-Twilio-Signature)')
 
 const CallIdQuery = Type.Object({ call_id: Type.Optional(ObjectId) })
-
-/** The caller of a SIP call as the call records it: the user part of its SIP URI (sip:+15550100@pbx → +15550100). */
-function sipUser (from: string): string {
-  const match = /^sips?:([^@;]+)@/i.exec(from)
-  return match === null ? from : match[1]
-}
 
 /** When a status callback's event happened: its Timestamp (RFC 2822, whole seconds), or now without a readable one. */
 function answeredAt (timestamp: string | null): Date {

@@ -5,7 +5,8 @@ import { unreachableFromInternet } from '../../../http/addresses.ts'
 import { badRequest } from '../../../http/errors.ts'
 import type { Carrier, NumberWebhooks } from './carrier.ts'
 import { createSandboxCarrier } from './sandbox.ts'
-import { createTelnyxCarrier } from './telnyx.ts'
+import { createTelnyxCarrier, TELNYX_WEBHOOKS, telnyxRequester } from './telnyx.ts'
+import { createTelnyxSip, type TelnyxSip } from './telnyx-sip.ts'
 import { createTwilioSip, type TwilioSip } from './twilio-sip.ts'
 import { createTwilioCarrier, twilioRequester, TWILIO_WEBHOOKS } from './twilio.ts'
 
@@ -21,10 +22,13 @@ export interface Carriers {
   /** Why Twilio could not reach `webhooks` (PUBLIC_BASE_URL), if it could not: no number is pointed there then. */
   readonly webhooksProblem: string | undefined
   /**
-   * The installation's Twilio account as the carrier of SIP trunk numbers (connect-to-sip); undefined without a
-   * Twilio account of its own, and under PHONE_CARRIER=sandbox, which never reaches a real carrier.
+   * The carrier new SIP trunk numbers are set up at (connect-to-sip; SIP_CARRIER picks it, Twilio by default): the
+   * installation's Twilio or Telnyx account; undefined without that account, and under PHONE_CARRIER=sandbox, which
+   * never reaches a real carrier.
    */
-  readonly sip: TwilioSip | undefined
+  readonly sip: TwilioSip | TelnyxSip | undefined
+  /** Each SIP carrier this installation can reach, whether or not new SIP numbers go there (a number connected before stays where it is). */
+  readonly sipCarriers: { twilio?: TwilioSip, telnyx?: TelnyxSip }
 }
 
 /** Why Twilio could not reach this server's webhooks at PUBLIC_BASE_URL; undefined when it can, or under TWILIO_ALLOW_PRIVATE_BASE_URL. */
@@ -43,11 +47,18 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
   const { apiUrl, accountSid, authToken } = config.twilio
   const own = accountSid !== undefined && authToken !== undefined ? { apiUrl, accountSid, authToken } : undefined
   const installationTwilio = own === undefined ? undefined : createTwilioCarrier(own)
+  const sandboxed = config.phoneCarrier === 'sandbox'
+  const sipCarriers = {
+    twilio: own === undefined || sandboxed ? undefined : createTwilioSip(own.accountSid, twilioRequester(own)),
+    // Its webhook is the installation's Telnyx webhook, whose signatures the installation's key checks.
+    telnyx: telnyx === undefined || sandboxed ? undefined : createTelnyxSip(telnyxRequester({ apiUrl: config.telnyx.apiUrl, apiKey: apiKey! }), config.publicBaseUrl + TELNYX_WEBHOOKS.webhook)
+  }
   return {
     purchasing: config.phoneCarrier,
     webhooks: { voiceUrl: config.publicBaseUrl + TWILIO_WEBHOOKS.voice, statusCallback: config.publicBaseUrl + TWILIO_WEBHOOKS.status },
     webhooksProblem: twilioWebhooksProblem(config),
-    sip: own === undefined || config.phoneCarrier === 'sandbox' ? undefined : createTwilioSip(own.accountSid, twilioRequester(own)),
+    sip: sipCarriers[config.telnyx.sipCarrier],
+    sipCarriers,
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       // Telnyx numbers are the installation's account's (TELNYX_*): its webhooks are checked with that account's key.

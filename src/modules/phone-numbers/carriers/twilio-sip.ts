@@ -31,6 +31,7 @@ export function sipCredentialProblem (credentials: SipCredentials): string | und
 export const sipDomainName = (numberId: string) => `sb-${numberId}.sip.twilio.com`
 
 export interface TwilioSip {
+  readonly name: 'twilio'
   readonly accountId: string
   /** Makes the number's domain (or, given `existing`, points it here again and replaces its credentials). */
   connect: (numberId: string, credentials: SipCredentials, hooks: NumberWebhooks, existing?: SipDomain) => Promise<SipDomain>
@@ -71,6 +72,7 @@ export function createTwilioSip (accountId: string, request: TwilioRequest): Twi
   }
 
   return {
+    name: 'twilio',
     accountId,
     async connect (numberId, credentials, hooks, existing) {
       if (existing !== undefined) {

@@ -3,7 +3,7 @@ import type { DB } from '../../../db/database.ts'
 import type { CallRow } from '../../../db/schema.ts'
 import { CarrierError } from '../../phone-numbers/carriers/carrier.ts'
 import { telnyxRequester, type TelnyxAccount, type TelnyxRequest } from '../../phone-numbers/carriers/telnyx.ts'
-import { callNumber } from '../../phone-numbers/number-accounts.ts'
+import { callNumber, sipTrunkOf } from '../../phone-numbers/number-accounts.ts'
 
 // Telnyx's Call Control commands (developers.telnyx.com/api-reference/call-commands; shapes from team-telnyx/telnyx-node
 // src/resources/calls): POST /v2/calls dials, POST /v2/calls/{call_control_id}/actions/<command> acts on a live call.
@@ -37,17 +37,33 @@ export function decodeClientState (value: unknown): ClientState | undefined {
   }
 }
 
+/**
+ * A call to a SIP trunk's PBX (a SIP number's calls, docs/sip.md): the credentials answer the PBX's challenge
+ * (`sip_auth_username`, `sip_auth_password`) and the transport is Telnyx's `sip_transport_protocol` (UDP, TCP, TLS), as
+ * POST /v2/calls and the transfer command take them (telnyx-node src/resources/calls/calls.ts, calls/actions.ts).
+ */
+export interface SipDial { username?: string, password?: string, transport?: 'UDP' | 'TCP' | 'TLS' }
+
+const sipFields = (sip: SipDial | undefined) => sip === undefined
+  ? {}
+  : {
+      ...(sip.username !== undefined && { sip_auth_username: sip.username }),
+      ...(sip.password !== undefined && { sip_auth_password: sip.password }),
+      ...(sip.transport !== undefined && { sip_transport_protocol: sip.transport })
+    }
+
 export function telnyxCalls (request: TelnyxRequest) {
   const action = async (callControlId: string, command: string, body: Record<string, unknown> = {}): Promise<void> => {
     await request('POST', `/calls/${encodeURIComponent(callControlId)}/actions/${command}`, body)
   }
   return {
     /** Rings `to` for up to `timeoutSeconds`; the answered call streams to us; its events come to `webhookUrl`. */
-    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream: StreamRequest }): Promise<string> {
+    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream: StreamRequest, sip?: SipDial }): Promise<string> {
       const dialled = await request<{ data?: { call_control_id?: string } }>('POST', '/calls', {
         connection_id: call.connectionId,
         to: call.to,
         from: call.from,
+        ...sipFields(call.sip),
         timeout_secs: call.timeoutSeconds,
         webhook_url: call.webhookUrl,
         client_state: encodeClientState(call.clientState),
@@ -69,10 +85,11 @@ export function telnyxCalls (request: TelnyxRequest) {
      * Rings `to` and bridges the call to it when answered (transfer-call). Unanswered, Telnyx hangs the new leg up
      * (its call.hangup says why) and our call stays, to be taken back.
      */
-    async transfer (id: string, transfer: { to: string, from: string, timeoutSeconds: number, clientState: ClientState }): Promise<void> {
+    async transfer (id: string, transfer: { to: string, from: string, timeoutSeconds: number, clientState: ClientState, sip?: SipDial }): Promise<void> {
       await action(id, 'transfer', {
         to: transfer.to,
         from: transfer.from,
+        ...sipFields(transfer.sip),
         // Telnyx takes 5 to 600 seconds.
         timeout_secs: Math.min(600, Math.max(5, transfer.timeoutSeconds)),
         target_leg_client_state: encodeClientState(transfer.clientState)
@@ -89,10 +106,28 @@ export function telnyxAccount (config: Pick<Config, 'telnyx'>): TelnyxAccount | 
   return apiKey === undefined || connectionId === undefined ? undefined : { apiUrl, apiKey, connectionId }
 }
 
-/** Call Control for a call on a Telnyx number; undefined when its number is gone, is not Telnyx's, or Telnyx is not configured. */
+/**
+ * Call Control for a call on a Telnyx number, or on a SIP number carried by Telnyx (with its trunk: where and how the
+ * agent's calls reach the PBX); undefined when its number is gone, is not Telnyx's, or Telnyx is not configured.
+ */
 export async function callTelnyx (deps: { db: DB, config: Pick<Config, 'telnyx'> }, call: CallRow) {
   const number = await callNumber(deps.db, call)
   const account = telnyxAccount(deps.config)
-  if (number?.carrier !== 'telnyx' || account === undefined) return undefined
-  return { number, connectionId: account.connectionId, calls: telnyxCalls(telnyxRequester(account)) }
+  const sipNumber = number?.carrier === 'sip' && number.sip_carrier === 'telnyx'
+  if ((number?.carrier !== 'telnyx' && !sipNumber) || account === undefined) return undefined
+  const trunk = sipTrunkOf(number!)
+  if (sipNumber && trunk === undefined) return undefined
+  return { number: number!, trunk, connectionId: account.connectionId, calls: telnyxCalls(telnyxRequester(account)) }
+}
+
+/**
+ * Where a call to `phoneNumber` goes: the number itself, or on a SIP number's call the PBX at its termination URI
+ * (sip:<number>@<host:port>, its transport as Telnyx's sip_transport_protocol; a sips: trunk over TLS), with the trunk's credentials.
+ */
+export function telnyxTarget (trunk: ReturnType<typeof sipTrunkOf>, phoneNumber: string): { to: string, sip?: SipDial } {
+  if (trunk === undefined) return { to: phoneNumber }
+  const [, scheme = 'sip', rest] = /^(?:(sips?):)?(.*)$/i.exec(trunk.terminationUri)!
+  const transport = /;transport=(udp|tcp|tls)/i.exec(rest)?.[1].toUpperCase() as SipDial['transport']
+  const host = rest.replace(/;transport=[a-z]+/i, '')
+  return { to: `sip:${phoneNumber}@${host}`, sip: { ...trunk.auth, transport: transport ?? (scheme.toLowerCase() === 'sips' ? 'TLS' : undefined) } }
 }

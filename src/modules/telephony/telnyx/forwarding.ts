@@ -2,7 +2,7 @@ import type { CallRow } from '../../../db/schema.ts'
 import type { ForwardRequest } from '../../voice/session.ts'
 import type { TelephonyDeps } from '../calls.ts'
 import { clearForwarding, holdForwarding } from '../queries.ts'
-import { callTelnyx } from './commands.ts'
+import { callTelnyx, telnyxTarget } from './commands.ts'
 
 /**
  * Puts a live Telnyx call through to a number (call_forwarding, agent_transfer to a number) with the transfer
@@ -19,7 +19,8 @@ export async function forwardTelnyxCall (deps: TelephonyDeps, call: CallRow, cal
   const theirs = call.direction === 'inbound' ? call.call_from : call.call_to
   const from = request.showCallerNumber && theirs !== null ? theirs : telnyx.number.phone_number
   try {
-    await telnyx.calls.transfer(callControlId, { to: request.phoneNumber, from, timeoutSeconds: request.timeoutSeconds, clientState: { call_id: call.id, leg: 'transfer' } })
+    // A SIP number's person is dialled through its PBX, as its outbound calls are (docs/sip.md).
+    await telnyx.calls.transfer(callControlId, { ...telnyxTarget(telnyx.trunk, request.phoneNumber), from, timeoutSeconds: request.timeoutSeconds, clientState: { call_id: call.id, leg: 'transfer' } })
   } catch (err) {
     await clearForwarding(deps.db, call.id)
     throw err

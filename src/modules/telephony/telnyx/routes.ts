@@ -11,11 +11,11 @@ import { endCall, settledTransfers, startCall, toCallEnd } from '../../calls/lif
 import { findCallRow } from '../../calls/queries.ts'
 import { CarrierError } from '../../phone-numbers/carriers/carrier.ts'
 import { TELNYX_WEBHOOKS, telnyxRequester } from '../../phone-numbers/carriers/telnyx.ts'
-import { findNumberAnywhere } from '../../phone-numbers/queries.ts'
+import { findNumberAnywhere, findNumberByTelnyxSipApplication } from '../../phone-numbers/queries.ts'
 import type { LiveCalls } from '../../voice/live-calls.ts'
 import type { StreamAdmission } from '../../voice/streams.ts'
 import { CALL_CONTROL_ID } from '../../voice/transports/telnyx.ts'
-import { newStreamToken, telnyxStream, UNANSWERED, type TelephonyDeps } from '../calls.ts'
+import { newStreamToken, sipUser, telnyxStream, UNANSWERED, type TelephonyDeps } from '../calls.ts'
 import { findCarrierCall, recordAnswer, recordTransferAnswer, takeBack } from '../queries.ts'
 import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls, type ClientState } from './commands.ts'
 import { telnyxPublicKey, telnyxSignatureValid } from './signature.ts'
@@ -96,14 +96,20 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     const { callControlId } = event
     // Telnyx's repeat of this webhook: the first one did it all.
     if (await findCarrierCall(db, callControlId, 'telnyx') !== undefined) return
-    // Only a number of ours can be called; the caller is stored as given when it is printable (a number or a SIP URI).
-    const to = typeof event.payload.to === 'string' && E164.test(event.payload.to) ? event.payload.to : ''
-    const from = typeof event.payload.from === 'string' && PRINTABLE.test(event.payload.from) ? event.payload.from : ''
     const account = telnyxAccount(config)
     if (account === undefined) return
     const calls = telnyxCalls(telnyxRequester(account))
-    const number = to === '' ? undefined : await findNumberAnywhere(db, to)
-    const agent = number?.carrier !== 'telnyx' || number.inbound_agent_id === null ? undefined : await findAgent(db, number.user_id, number.inbound_agent_id)
+    // A PBX's call to a SIP number arrives through the number's own Call Control application (its SIP subdomain;
+    // docs/sip.md): connection_id names the application, hence the number; `to` and `from` are SIP URIs then.
+    const connection = typeof event.payload.connection_id === 'string' ? event.payload.connection_id : ''
+    const sipNumber = connection !== '' && connection !== account.connectionId ? await findNumberByTelnyxSipApplication(db, connection) : undefined
+    // Only a number of ours can be called; the caller is stored as given when it is printable (a number, or a SIP URI's user part).
+    const to = sipNumber?.phone_number ?? (typeof event.payload.to === 'string' && E164.test(event.payload.to) ? event.payload.to : '')
+    const given = typeof event.payload.from === 'string' ? sipUser(event.payload.from) : ''
+    const from = PRINTABLE.test(given) ? given : ''
+    const number = sipNumber ?? (to === '' ? undefined : await findNumberAnywhere(db, to))
+    const ours = number?.carrier === 'telnyx' || sipNumber !== undefined
+    const agent = !ours || number!.inbound_agent_id === null ? undefined : await findAgent(db, number!.user_id, number!.inbound_agent_id)
     if (number === undefined || config.callRuntime !== 'voice' || agent === undefined || agent.status !== 'active') {
       log.warn({ to, runtime: config.callRuntime, agent: agent?.id ?? null }, 'a Telnyx call was rejected: the number is not here, has no active inbound agent, or the voice runtime is off')
       await calls.reject(callControlId).catch((err: unknown) => { log.warn({ err }, 'Telnyx could not be told to reject the call') })
