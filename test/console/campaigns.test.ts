@@ -183,7 +183,7 @@ t.test('bad files and bad fields: the form again with each reason, what was type
     'Give Monday both times, or neither for no calls that day.',
     'Write a time of day as HH:MM',
     'Wednesday&#39;s calls must end after they start.',
-    'Retries must be &lt;= 10.',
+    'Calls after the first must be &lt;= 10.',
     'Write the start as a date and time',
     'Choose the file again: a browser does not keep it when the form comes back.'
   ]) t.match(fields.body, message)

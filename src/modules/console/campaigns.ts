@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { TSchema } from 'typebox'
@@ -34,6 +35,9 @@ const AGENT_OPTIONS = 200
 const NUMBER_OPTIONS = 100
 /** Fields of the form: 30 settings, 14 times, the CSRF token, a box per number. */
 const MAX_FORM_FIELDS = 60 + NUMBER_OPTIONS
+
+/** Gives the page that answers the form the campaign's address (static/campaigns.js). */
+const SCRIPT = readFileSync(new URL('./static/campaigns.js', import.meta.url))
 
 type Weekday = typeof WEEKDAYS[number]
 const DAY_NAMES: Record<Weekday, string> = { mon: 'Monday', tue: 'Tuesday', wed: 'Wednesday', thu: 'Thursday', fri: 'Friday', sat: 'Saturday', sun: 'Sunday' }
@@ -114,7 +118,7 @@ const checks = {
   max_concurrent_calls: fieldCheck('Calls at once', memberOf(CampaignSettings, 'max_concurrent_calls')),
   max_calls_per_minute: fieldCheck('New calls a minute', memberOf(CampaignSettings, 'max_calls_per_minute')),
   ring_timeout_seconds: fieldCheck('The ring time', memberOf(CampaignSettings, 'ring_timeout_seconds')),
-  retry_max_attempts: fieldCheck('Retries', memberOf(CampaignRetrySettings, 'max_attempts')),
+  retry_max_attempts: fieldCheck('Calls after the first', memberOf(CampaignRetrySettings, 'max_attempts')),
   retry_delay_minutes: fieldCheck('The wait before a retry', memberOf(CampaignRetrySettings, 'retry_delay_minutes')),
   time: fieldCheck('The time', TIME, 'Write a time of day as HH:MM, such as 09:00 (24:00 for midnight at the end of the day).')
 }
@@ -236,14 +240,14 @@ function retryText (retry: Campaign['retry_settings']): string {
 }
 
 /** An import's report: the counts, then each row left out and why. */
-function reportView (report: ImportReportAnswer, heading: string): SafeHtml {
+function reportView (report: ImportReportAnswer, heading: string, address?: string): SafeHtml {
   const rows = [
     ...report.invalid.map((issue) => ({ row: issue.row, phone: issue.phone_number, reason: ISSUES[issue.reason] ?? issue.reason })),
     ...report.duplicates.map((issue) => ({ row: issue.row, phone: issue.phone_number, reason: `The same number as row ${issue.first_row}` })),
     ...report.do_not_call.map((issue) => ({ row: issue.row, phone: issue.phone_number, reason: 'On your do-not-call list' }))
   ].sort((a, b) => a.row - b.row)
   const left = report.invalid_count + report.duplicate_count + report.do_not_call_count
-  return html`<section aria-labelledby="report-title" class="report">
+  return html`<section aria-labelledby="report-title" class="report"${address !== undefined && html` data-address="${address}"`}>
 <h2 id="report-title">${heading}</h2>
 <p>${plural(report.rows, 'row')} in the file: ${formatNumber(report.imported)} imported, ${formatNumber(report.invalid_count)} invalid, ${plural(report.duplicate_count, 'duplicate')}, ${formatNumber(report.do_not_call_count)} on the do-not-call list.
 Rows are counted from the first after the header.</p>
@@ -295,7 +299,7 @@ function newPage (viewer: Viewer, choices: FormChoices, form: Form, problems: Pr
   <input id="${name}" name="${name}" value="${form[name] ?? ''}"${attrs}${d.attrs}>
   ${d.after}`
   }
-  const checkbox = (name: string, label: string) => html`<div><input type="checkbox" id="${name}" name="${name}"${form[name] !== undefined && html` checked`}><label for="${name}">${label}</label></div>`
+  const checkbox = (name: string, label: string) => html`<div class="check"><input type="checkbox" id="${name}" name="${name}"${form[name] !== undefined && html` checked`}><label for="${name}">${label}</label></div>`
   const agent = field('agent_id', 'It speaks its begin message and prompt to each contact; the CSV\'s columns fill its {{variables}}.')
   const from = field('from', 'One number, or several used in turn (a retry comes from the next). At most 100.')
   const zone = field('timezone', 'The zone of contacts whose number does not tell theirs, and of the start time.')
@@ -348,13 +352,12 @@ ${agents.length === 0 || numbers.length === 0
     <tbody>${WEEKDAYS.map((day) => {
       const d = describe(`hours_${day}`, undefined, problems[`hours_${day}`])
       return html`<tr>
-      <th scope="row" id="day-${day}">${DAY_NAMES[day]}</th>
-      <td><input id="hours_${day}_start" name="hours_${day}_start" value="${form[`hours_${day}_start`] ?? ''}" maxlength="5" inputmode="numeric" placeholder="09:00" aria-labelledby="day-${day} from-label"${d.attrs}></td>
-      <td><input id="hours_${day}_end" name="hours_${day}_end" value="${form[`hours_${day}_end`] ?? ''}" maxlength="5" inputmode="numeric" placeholder="18:00" aria-labelledby="day-${day} until-label"${d.attrs}>${d.after}</td>
+      <th scope="row">${DAY_NAMES[day]}</th>
+      <td><label for="hours_${day}_start" class="visually-hidden">${DAY_NAMES[day]} from</label><input id="hours_${day}_start" name="hours_${day}_start" value="${form[`hours_${day}_start`] ?? ''}" maxlength="5"${d.attrs}></td>
+      <td><label for="hours_${day}_end" class="visually-hidden">${DAY_NAMES[day]} until</label><input id="hours_${day}_end" name="hours_${day}_end" value="${form[`hours_${day}_end`] ?? ''}" maxlength="5"${d.attrs}>${d.after}</td>
     </tr>`
     })}</tbody>
   </table></div>
-  <span id="from-label" hidden>from</span><span id="until-label" hidden>until</span>
   </fieldset>
   </fieldset>
 
@@ -366,8 +369,8 @@ ${agents.length === 0 || numbers.length === 0
 
   <fieldset class="group"><legend>Retries</legend>
   <div class="check"><input type="radio" id="retry-agent" name="retry" value="agent"${!retryOwn && html` checked`}><label for="retry-agent">As the agent's callback settings</label></div>
-  <div class="check"><input type="radio" id="retry-own" name="retry" value="own"${retryOwn && html` checked`}><label for="retry-own">The campaign's own:</label></div>
-  ${text('retry_max_attempts', 'Retries', html` type="number" min="0" max="10" step="1"`, 'Calls after the first; 0: none.')}
+  <div class="check"><input type="radio" id="retry-own" name="retry" value="own"${retryOwn && html` checked`}><label for="retry-own">The campaign's own, as below</label></div>
+  ${text('retry_max_attempts', 'Calls after the first', html` type="number" min="0" max="10" step="1"`, '0: no retries.')}
   ${text('retry_delay_minutes', 'Wait before a retry (minutes)', html` type="number" min="0" max="10080" step="any"`)}
   <fieldset class="choices"><legend>Retry after</legend>
     ${RETRY_OUTCOMES.map((outcome) => checkbox(`retry_on_${outcome}`, OUTCOMES[outcome].label))}
@@ -408,7 +411,9 @@ ${options.error !== undefined && notice('error', options.error)}
   ${campaign.completed_at !== null && fact(campaign.status === 'cancelled' ? 'Cancelled' : 'Completed', when(new Date(campaign.completed_at)))}
   ${fact('Campaign id', html`<code>${campaign._id}</code>`)}
 </dl>
-${options.report !== undefined && reportView(options.report, 'The file\'s rows')}
+${options.report !== undefined && html`${reportView(options.report, 'The file\'s rows', `/campaigns/${campaign._id}`)}
+<p class="hint">This report is shown once: the results CSV lists every contact imported.</p>
+<script src="/console/campaigns.js" defer></script>`}
 <h2>Progress</h2>
 ${progressBar(progress, campaign.name)}
 ${PROGRESS_LEGEND}
@@ -458,6 +463,10 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
 
   const showCampaign = async (reply: FastifyReply, status: number, session: ConsoleSession, campaign: Campaign, options: { done?: string, error?: string, report?: ImportReportAnswer } = {}) =>
     sendPage(reply, status, campaignPage(viewerOf(session), campaign, (await agentNames(session.userId)).get(campaign.agent_id), options))
+
+  app.get('/console/campaigns.js', HIDDEN, async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(SCRIPT)
+  })
 
   app.get<{ Querystring: { skip?: unknown } }>('/campaigns', HIDDEN, async (request, reply) => {
     const session = sessionOf(request, reply)
