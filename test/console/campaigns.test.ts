@@ -93,6 +93,8 @@ t.test('list, create through the form with a CSV file, the campaign page with it
   t.match(created.body, /<tr><td>3<\/td><td>not a number<\/td><td>Not a phone number<\/td><\/tr>/)
   t.match(created.body, /<tr><td>4<\/td><td>\+14155550101<\/td><td>The same number as row 1<\/td><\/tr>/)
   t.match(created.body, `<tr><td>5</td><td>${LISTED}</td><td>On your do-not-call list</td></tr>`)
+  t.match(created.body, /<section aria-labelledby="report-title" class="report" data-address="\/campaigns\/[0-9a-f]{24}">/, 'static/campaigns.js gives the answer the campaign\'s address')
+  t.match(created.body, '<script src="/console/campaigns.js" defer></script>')
   t.match(created.body, /role="progressbar" aria-label="Progress of December reminders" aria-valuemin="0" aria-valuemax="2" aria-valuenow="0" aria-valuetext="0 of 2 done, 0 calling, 2 pending"/)
 
   const [api] = (await ctx.app.inject({ method: 'GET', url: '/v1/campaigns', headers: account.headers })).json()
@@ -196,6 +198,11 @@ t.test('bad files and bad fields: the form again with each reason, what was type
   t.equal(inactive.statusCode, 409)
   t.match(inactive.body, 'This agent is inactive: set it active on its page first, or choose another.')
   t.match(inactive.body, `<option value="${agentId}" selected>Caller (inactive)</option>`)
+
+  const notMultipart = await browser.submit('/campaigns/new', '/campaigns', Object.fromEntries(filled(agentId)))
+  t.equal(notMultipart.statusCode, 400)
+  t.match(notMultipart.body, '<p class="notice error" role="alert">The form could not be read as an upload (multipart/form-data). Reload the page and send it again.</p>', 'a form sent without its file: a message, not a 500')
+  t.notMatch(notMultipart.body, 'Some fields need another look')
 
   t.equal((await ctx.db.selectFrom('campaigns').select('id').execute()).length, 0, 'nothing stored')
 })

@@ -190,7 +190,9 @@ function problemOfRefusal (err: HttpError): Problems | undefined {
   if (err.statusCode === 404) return err.message.startsWith('agent') ? { agent_id: 'That agent no longer exists: choose another.' } : { from: 'A chosen number is no longer the account\'s: choose again.' }
   if (err.code === 'invalid_value') return { timezone: sentence(err.message.replace(/^body\./, 'the ')) }
   if (['invalid_csv', 'invalid_text', 'too_many_rows', 'file_too_large', 'no_valid_contacts', 'too_many_files'].includes(err.code)) return { contacts: sentence(err.message) }
-  if (err.code === 'too_many_fields' || err.code === 'malformed_multipart' || err.code === 'validation_error') return { form: sentence(err.message.replace(/^body\./, 'the field ')) }
+  if (err.code === 'malformed_multipart') return { form: 'The form could not be read as an upload (multipart/form-data). Reload the page and send it again.' }
+  if (err.code === 'too_many_fields') return { form: 'The form has too many fields. Reload the page and send it again.' }
+  if (err.code === 'validation_error') return { form: sentence(err.message.replace(/^body\./, 'the field ')) }
   return undefined
 }
 
@@ -312,8 +314,7 @@ function newPage (viewer: Viewer, choices: FormChoices, form: Form, problems: Pr
     viewer,
     current: '/campaigns',
     body: html`<p><a href="/campaigns">All campaigns</a></p>
-${problemsNotice(problems)}
-${problems.form !== undefined && notice('error', problems.form)}
+${problems.form === undefined ? problemsNotice(problems) : notice('error', problems.form)}
 ${report !== undefined && reportView(report, 'Why no row of the file can be called')}
 ${agents.length === 0 || numbers.length === 0
   ? html`<p>A campaign needs ${agents.length === 0 ? html`an <a href="/agents">agent</a>` : ''}${agents.length === 0 && numbers.length === 0 ? ' and ' : ''}${numbers.length === 0 ? html`a <a href="/phone-numbers">phone number</a> of your account to call from` : ''}. Create ${agents.length + numbers.length === 0 ? 'them' : 'it'} first.</p>`
