@@ -142,6 +142,14 @@ t.test('list, create through the form with a CSV file, the campaign page with it
   t.equal(download.body, fromApi.body, 'the API\'s CSV')
   t.match(download.body, /^phone_number,name,timezone,status,outcome,attempts,last_call_id,call_summary\n\+14155550101,Ada,America\/Los_Angeles,done,success,1,,\n/)
   t.equal((await ctx.app.inject({ method: 'GET', url: `/campaigns/${api._id as string}/results.csv` })).statusCode, 303, 'signed out: sent to sign in, no API key taken')
+
+  // Paused by the dialler, its agent deleted: the page says why, and names no agent.
+  await ctx.db.updateTable('campaigns').set({ status: 'paused', status_reason: 'no_credits' }).execute()
+  await ctx.app.inject({ method: 'DELETE', url: `/v1/agent/${agentId}`, headers: account.headers })
+  const paused = await browser.get(`/campaigns/${api._id as string}`)
+  t.match(paused.body, '<dt>Status</dt><dd>Paused: the account has no credits and no auto top-up</dd>')
+  t.match(paused.body, '<dt>Agent</dt><dd>A deleted agent</dd>')
+  t.match((await browser.get('/campaigns')).body, '<td>A deleted agent</td>')
 })
 
 t.test('bad files and bad fields: the form again with each reason, what was typed kept, nothing stored', async (t) => {

@@ -5,7 +5,7 @@ import type { TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { listAgents } from '../agents/queries.ts'
+import { findAgent, listAgents } from '../agents/queries.ts'
 import {
   campaignResultsCsv, campaignView, createCampaign, NoValidContacts, steerCampaign, toCampaign, type CampaignAction, type ImportReportAnswer
 } from '../campaigns/campaigns.ts'
@@ -463,7 +463,7 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
   }
 
   const showCampaign = async (reply: FastifyReply, status: number, session: ConsoleSession, campaign: Campaign, options: { done?: string, error?: string, report?: ImportReportAnswer } = {}) =>
-    sendPage(reply, status, campaignPage(viewerOf(session), campaign, (await agentNames(session.userId)).get(campaign.agent_id), options))
+    sendPage(reply, status, campaignPage(viewerOf(session), campaign, (await findAgent(db, session.userId, campaign.agent_id))?.agent_name, options))
 
   app.get('/console/campaigns.js', HIDDEN, async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(SCRIPT)
