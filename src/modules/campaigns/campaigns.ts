@@ -1,20 +1,34 @@
+import { format } from 'fast-csv'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import { badRequest, HttpError, notFound } from '../../http/errors.ts'
 import type { JobSender } from '../../jobs/queues.ts'
+import { safeCell } from '../calls/export.ts'
 import { callingAgent } from '../calls/web-calls.ts'
 import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { checkContacts, dropListed, reportAnswer, type RawContact, type RowIssue } from './contacts-import.ts'
 import { doNotCallAmong } from '../contacts/dnc.ts'
 import { startTicks } from './dialler.ts'
 import { DEFAULT_CALLING_HOURS, knownZone } from './hours.ts'
-import { cancelPending, campaignProgress, findCampaign, insertCampaign, lockCampaign, updateCampaign, type CampaignRow, type Progress } from './queries.ts'
+import { cancelPending, campaignProgress, campaignResults, findCampaign, insertCampaign, lockCampaign, updateCampaign, type CampaignRow, type Progress } from './queries.ts'
 import type { CampaignSettingsInput } from './schemas.ts'
 
 // Creating and steering campaigns: the API's and the console's one way (docs/campaigns.md).
 
 /** A list with no contacts left to call, pause/resume/cancel of a finished campaign. */
 const finished = (campaign: CampaignRow) => new HttpError(409, 'campaign_finished', `campaign ${campaign.id} is ${campaign.status}`)
+
+export type ImportReportAnswer = ReturnType<typeof reportAnswer>
+
+/** No row of a list can be called (422); the report says why, row by row (the console shows it on its form). */
+export class NoValidContacts extends HttpError {
+  readonly report: ImportReportAnswer
+
+  constructor (report: ImportReportAnswer) {
+    super(422, 'no_valid_contacts', `none of the ${report.rows} rows can be called: ${report.invalid_count} invalid, ${report.duplicate_count} duplicates, ${report.do_not_call_count} on the do-not-call list`)
+    this.report = report
+  }
+}
 
 /**
  * Creates a campaign from its settings and its list: checks the agent and numbers, each row (invalid numbers,
@@ -34,9 +48,7 @@ export async function createCampaign (db: DB, jobs: JobSender, userId: string, s
   const checked = checkContacts(list.contacts, list.badRows, defaultZone)
   const contacts = dropListed(checked.contacts, await doNotCallAmong(db, userId, checked.contacts.map((c) => c.phone_number)), checked.report)
   const report = reportAnswer(checked.report)
-  if (contacts.length === 0) {
-    throw new HttpError(422, 'no_valid_contacts', `none of the ${report.rows} rows can be called: ${report.invalid_count} invalid, ${report.duplicate_count} duplicates, ${report.do_not_call_count} on the do-not-call list`)
-  }
+  if (contacts.length === 0) throw new NoValidContacts(report)
   const id = newId()
   const startAt = new Date(settings.start_at ?? Date.now())
   await db.transaction().execute(async (trx) => {
@@ -125,4 +137,24 @@ export async function campaignView (db: DB, userId: string, id: string) {
   const row = await findCampaign(db, userId, id)
   if (row === undefined) throw notFound(`campaign ${id}`)
   return toCampaign(row, (await campaignProgress(db, [row.id])).get(row.id))
+}
+
+/**
+ * A campaign's results as streamed CSV (GET /v1/campaigns/:id/results.csv and the console's download): one row per
+ * contact in list order, its columns, state, outcome, attempts, last call and that call's summary and analysis.
+ */
+export async function campaignResultsCsv (db: DB, userId: string, id: string) {
+  const campaign = await findCampaign(db, userId, id)
+  if (campaign === undefined) throw new HttpError(404, 'not_found', `campaign ${id} not found`)
+  const rows = await campaignResults(db, userId, campaign.id)
+  const fields = [...new Set(rows.flatMap((row) => Object.keys(row.custom_analysis_data ?? {})))]
+  const text = (value: unknown) => value === undefined || value === null ? '' : typeof value === 'string' ? value : JSON.stringify(value)
+  const csv = format({ headers: ['phone_number', ...campaign.columns, 'timezone', 'status', 'outcome', 'attempts', 'last_call_id', 'call_summary', ...fields.map((f) => `analysis.${f}`)] })
+  for (const row of rows) {
+    const columns = row.columns as Record<string, string>
+    csv.write([row.phone_number, ...campaign.columns.map((name) => safeCell(columns[name])), row.timezone, row.status, row.outcome ?? '', row.attempts, row.last_call_id ?? '',
+      safeCell(row.call_summary), ...fields.map((f) => safeCell(text((row.custom_analysis_data as Record<string, unknown> | null)?.[f])))])
+  }
+  csv.end()
+  return { filename: `campaign_${campaign.id}_results.csv`, csv }
 }

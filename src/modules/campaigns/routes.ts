@@ -1,17 +1,16 @@
 import multipart from '@fastify/multipart'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { format } from 'fast-csv'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { badRequest, HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Paging } from '../../http/schemas.ts'
 import { checkText, compileBodySchema } from '../../http/validation.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { safeCell } from '../calls/export.ts'
-import { campaignView, createCampaign, steerCampaign, toCampaign, type CampaignAction } from './campaigns.ts'
+import { campaignResultsCsv, campaignView, createCampaign, steerCampaign, toCampaign, type CampaignAction } from './campaigns.ts'
 import { parseContactsCsv, type RawContact } from './contacts-import.ts'
-import { campaignProgress, campaignResults, findCampaign, listCampaigns } from './queries.ts'
+import { campaignProgress, listCampaigns } from './queries.ts'
+import { readUpload } from './upload.ts'
 import { Campaign, CampaignCreated, CampaignJsonBody, CampaignSettings, type CampaignSettingsInput } from './schemas.ts'
 
 const TAGS = ['campaigns']
@@ -30,32 +29,6 @@ function readSettings (text: string | undefined, field: string): CampaignSetting
   }
   if (!checkSettings(value)) throw invalidInput(field, checkSettings.errors![0] as AjvIssue)
   return value as CampaignSettingsInput
-}
-
-/** A multipart upload's `settings` field and `contacts` file, the file read whole within the size limit. */
-async function readUpload (request: FastifyRequest, maxFileBytes: number): Promise<{ settings: string | undefined, csv: string | undefined }> {
-  let settings: string | undefined
-  let csv: string | undefined
-  try {
-    for await (const part of request.parts({ limits: { fileSize: maxFileBytes, files: 1, fields: 5, fieldSize: 64 * 1024 } })) {
-      if (part.type === 'field') {
-        if (part.fieldname === 'settings') settings = String(part.value)
-        continue
-      }
-      if (part.fieldname !== 'contacts') throw badRequest(`unexpected file field "${part.fieldname}"; send the CSV file in \`contacts\``, 'unexpected_file_field')
-      const buffer = await part.toBuffer()
-      if (part.file.truncated) throw new HttpError(413, 'file_too_large', `the CSV file is larger than ${maxFileBytes / 1024 / 1024} MB (CAMPAIGN_MAX_FILE_MB)`)
-      csv = buffer.toString('utf8')
-    }
-  } catch (err) {
-    if (err instanceof HttpError) throw err
-    const { code, message } = err as { code?: string, message?: string }
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw new HttpError(413, 'file_too_large', `the CSV file is larger than ${maxFileBytes / 1024 / 1024} MB (CAMPAIGN_MAX_FILE_MB)`)
-    if (code === 'FST_FILES_LIMIT') throw new HttpError(413, 'too_many_files', 'send one CSV file')
-    if (code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new HttpError(413, 'too_many_fields', 'the form has too many fields')
-    throw badRequest(`malformed multipart body: ${message ?? 'unreadable'}`, 'malformed_multipart')
-  }
-  return { settings, csv }
 }
 
 /** An upload refused part-way leaves the rest of its body unread: the connection cannot carry another request. */
@@ -96,8 +69,8 @@ export const campaignRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender
     let settings: CampaignSettingsInput
     let list: { contacts: RawContact[], columns: string[], badRows: Array<{ row: number, phone_number: string, reason: string }> }
     if (request.isMultipart()) {
-      const upload = await readUpload(request, limits.maxFileBytes)
-      settings = readSettings(upload.settings, 'body.settings')
+      const upload = await readUpload(request, { maxFileBytes: limits.maxFileBytes, maxFields: 5 })
+      settings = readSettings(upload.fields.settings, 'body.settings')
       if (upload.csv === undefined) throw badRequest('body.contacts (the CSV file) is required', 'validation_error')
       list = await parseContactsCsv(upload.csv, settings.phone_column ?? 'phone_number', limits.maxRows)
     } else if (typeof request.body === 'string') {
@@ -151,20 +124,9 @@ export const campaignRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender
       response: { 200: Type.String({ description: 'CSV, UTF-8, with a header row' }), ...errors(...AUTH_ERRORS, 404) }
     }
   }, async (request, reply) => {
-    const campaign = await findCampaign(db, request.userId, request.params.id)
-    if (campaign === undefined) throw new HttpError(404, 'not_found', `campaign ${request.params.id} not found`)
-    const rows = await campaignResults(db, request.userId, campaign.id)
-    const fields = [...new Set(rows.flatMap((row) => Object.keys(row.custom_analysis_data ?? {})))]
-    const text = (value: unknown) => value === undefined || value === null ? '' : typeof value === 'string' ? value : JSON.stringify(value)
-    const csv = format({ headers: ['phone_number', ...campaign.columns, 'timezone', 'status', 'outcome', 'attempts', 'last_call_id', 'call_summary', ...fields.map((f) => `analysis.${f}`)] })
-    for (const row of rows) {
-      const columns = row.columns as Record<string, string>
-      csv.write([row.phone_number, ...campaign.columns.map((name) => safeCell(columns[name])), row.timezone, row.status, row.outcome ?? '', row.attempts, row.last_call_id ?? '',
-        safeCell(row.call_summary), ...fields.map((f) => safeCell(text((row.custom_analysis_data as Record<string, unknown> | null)?.[f])))])
-    }
-    csv.end()
+    const { filename, csv } = await campaignResultsCsv(db, request.userId, request.params.id)
     reply.header('content-type', 'text/csv; charset=utf-8')
-    reply.header('content-disposition', `attachment; filename="campaign_${campaign.id}_results.csv"`)
+    reply.header('content-disposition', `attachment; filename="${filename}"`)
     return reply.send(csv as never) // streamed CSV text
   })
 }

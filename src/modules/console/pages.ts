@@ -13,6 +13,7 @@ const NAV: Array<{ href: string, label: string, account?: true }> = [
   { href: '/knowledge-bases', label: 'Knowledge bases' },
   { href: '/calls', label: 'Calls' },
   { href: '/contacts', label: 'Contacts' },
+  { href: '/campaigns', label: 'Campaigns', account: true },
   { href: '/appointments', label: 'Appointments' },
   { href: '/deliveries', label: 'Deliveries' },
   { href: '/analytics', label: 'Analytics', account: true },

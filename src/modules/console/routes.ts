@@ -18,6 +18,7 @@ import { consoleVersionRoutes } from './agent-versions.ts'
 import { consoleWorkflowRoutes } from './agent-workflow.ts'
 import { consoleAnalyticsRoutes } from './analytics.ts'
 import { consoleCallRoutes } from './calls.ts'
+import { consoleCampaignRoutes } from './campaigns.ts'
 import { consoleAppointmentRoutes } from './appointments.ts'
 import { consoleContactRoutes } from './contacts.ts'
 import { consoleDoNotCallRoutes } from './do-not-call.ts'
@@ -318,6 +319,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleContactRoutes, { db })
     await pages.register(consoleDoNotCallRoutes, { db })
+    await pages.register(consoleCampaignRoutes, { db, jobs })
     await pages.register(consoleAppointmentRoutes, { db, config: jobs.config, log: app.log, mailer })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
     await pages.register(consolePhoneNumberRoutes, { db, carriers })
