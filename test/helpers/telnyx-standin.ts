@@ -5,6 +5,8 @@ import type { Test } from 'tap'
 import { WebSocket } from 'ws'
 import { FRAME_MS, mulawDecode, mulawEncode, resample, SAMPLE_RATE } from '../../src/modules/voice/audio.ts'
 import { poll } from './poll.ts'
+import { beep } from './twilio-voice.ts'
+import { speech } from './voice-client.ts'
 
 // Telnyx as the server under test meets it, written from Telnyx's public reference (developers.telnyx.com:
 // api-reference for numbers and call commands, callbacks, the media streaming WebSocket): API v2 with a Bearer
@@ -35,6 +37,8 @@ export interface StandinCall {
   streams: TelnyxStream[]
   /** The commands the server sent for this call, in order. */
   commands: Array<{ command: string, body: any }>
+  /** What its party did and which machine webhooks went out (answering-machine detection; a dialled leg with a party). */
+  screening?: Screening
 }
 
 export interface TelnyxStream {
@@ -66,6 +70,8 @@ export interface TelnyxStandIn {
   calls: Map<string, StandinCall>
   /** How a number behaves when called; default: answers. */
   callees: Map<string, Callee>
+  /** Who picks up at a number that answers a dial (a person or a machine; see Party); default: nobody speaks. */
+  parties: Map<string, Party>
   /** Posts a signed webhook; answers the server's status and body. */
   post: (url: string, eventType: string, payload: Record<string, unknown>, signing?: Signing) => Promise<{ status: number, body: string }>
   /** Someone calls `to`: call.initiated (incoming) to the connection's webhook URL. */
@@ -94,6 +100,87 @@ export type PbxInvite = { refused: 401 | 403 | 404 } | { refused?: undefined, ca
 
 const ccid = () => 'v3:' + randomBytes(24).toString('base64url')
 
+// --- Answering-machine detection ---
+// https://developers.telnyx.com/docs/voice/programmable-voice/answering-machine-detection: a dial with
+// `answering_machine_detection` gets, once answered, call.machine.detection.ended (`human`, `machine`, `not_sure`) and,
+// for a machine, call.machine.greeting.ended (`beep_detected`, or `ended` for greeting_end and detect_words; detect_beep
+// sends it only for a beep); `premium` sends call.machine.premium.detection.ended (`human_residence`, `machine`, …) and
+// call.machine.premium.greeting.ended (`beep_detected`) instead. Payload shapes from team-telnyx/telnyx-node
+// src/resources/webhooks.ts. Without detection asked for, the party is heard and no machine webhook goes out.
+
+/** Who picks up a dialled call (heard on its stream from `pickupMs` after it opens, default 300). */
+export type Party =
+  | { kind: 'human', /** says hello for this long (0: says nothing) */ helloMs?: number, /** the verdict this long after the hello ends (default 0) */ detectMs?: number, pickupMs?: number }
+  | { kind: 'machine', /** the recorded greeting's length */ greetingMs: number, /** the beep's length (default 400; 0: no beep) */ beepMs?: number, pickupMs?: number }
+
+/** What the party did and when (performance.now()), the detection the dial asked for, and the machine webhooks sent. */
+export interface Screening {
+  detection: { mode: string, config: Record<string, unknown> | undefined } | undefined
+  helloEndedAt?: number
+  beepEndedAt?: number
+  /** when the last machine webhook was sent */
+  verdictAt?: number
+  sent: Array<{ type: string, result: string, status: number }>
+}
+
+const MODES = new Set(['premium', 'detect', 'detect_beep', 'detect_words', 'greeting_end', 'disabled'])
+
+/** The detection a dial asks for (undefined: none); a string for a value Telnyx refuses. */
+export function detectionOf (body: any): Screening['detection'] | string {
+  const mode = body.answering_machine_detection
+  if (mode === undefined || mode === 'disabled') return undefined
+  if (!MODES.has(mode)) return `invalid answering_machine_detection: ${mode}`
+  const config = body.answering_machine_detection_config
+  if (config !== undefined && (typeof config !== 'object' || config === null || Object.values(config).some((v) => typeof v !== 'number' && typeof v !== 'string'))) return 'invalid answering_machine_detection_config'
+  return { mode, config }
+}
+
+/** Plays 16 kHz PCM on a stream in real time, 20 ms a frame. */
+async function play (stream: TelnyxStream, pcm: Int16Array): Promise<void> {
+  const samples = SAMPLE_RATE * FRAME_MS / 1000
+  const start = performance.now()
+  for (let offset = 0, n = 0; offset < pcm.length; offset += samples, n++) {
+    if (stream.socket.readyState !== WebSocket.OPEN) return
+    stream.sendAudio(pcm.subarray(offset, offset + samples))
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, start + (n + 1) * FRAME_MS - performance.now())))
+  }
+}
+
+/** Plays the party on the dialled call's stream and sends what detection makes of it (`send`: a signed webhook of the call). */
+async function screen (call: StandinCall, stream: TelnyxStream, party: Party, send: (type: string, result: string) => Promise<number>): Promise<void> {
+  const screening = call.screening!
+  const mode = screening.detection?.mode
+  const verdict = async (type: string, result: string) => {
+    if (mode === undefined || !call.alive) return
+    screening.verdictAt = performance.now()
+    screening.sent.push({ type, result, status: await send(type, result) })
+  }
+  const premium = mode === 'premium' ? '.premium' : ''
+  if (stream.socket.readyState === WebSocket.CONNECTING) await new Promise((resolve) => stream.socket.once('open', resolve))
+  await new Promise((resolve) => setTimeout(resolve, party.pickupMs ?? 300))
+  if (party.kind === 'human') {
+    const helloMs = party.helloMs ?? 600
+    if (helloMs > 0) {
+      await play(stream, speech(helloMs, 0))
+      screening.helloEndedAt = performance.now()
+      await play(stream, new Int16Array(16 * 800))
+    }
+    await new Promise((resolve) => setTimeout(resolve, party.detectMs ?? 0))
+    await verdict(`call.machine${premium}.detection.ended`, premium === '' ? 'human' : 'human_residence')
+    return
+  }
+  // A machine is known while its greeting plays; the greeting's end is known at the beep.
+  const known = new Promise((resolve) => setTimeout(resolve, Math.min(party.greetingMs, 1000))).then(async () => { await verdict(`call.machine${premium}.detection.ended`, 'machine') })
+  await play(stream, speech(party.greetingMs, 0))
+  const beepMs = party.beepMs ?? 400
+  if (beepMs > 0) await play(stream, beep(beepMs))
+  screening.beepEndedAt = performance.now()
+  await known
+  if (mode === 'detect' || (beepMs === 0 && (mode === 'detect_beep' || mode === 'premium'))) return
+  await verdict(`call.machine${premium}.greeting.ended`, beepMs > 0 ? 'beep_detected' : 'ended')
+}
+// --- end of answering-machine detection ---
+
 export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   const { publicKey, privateKey } = generateKeyPairSync('ed25519')
   const other = generateKeyPairSync('ed25519').privateKey
@@ -104,6 +191,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   const owned: TelnyxStandIn['owned'] = new Map()
   const calls = new Map<string, StandinCall>()
   const callees = new Map<string, Callee>()
+  const parties = new Map<string, Party>()
   const pending = new Set<Promise<unknown>>()
   let webhookUrl = ''
 
@@ -205,6 +293,12 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       }
       await event(call, 'call.answered')
       if (body.stream_url !== undefined) openStream(call, body)
+      const party = parties.get(call.to)
+      if (party !== undefined && call.screening !== undefined && call.streams.length > 0) {
+        await screen(call, call.streams.at(-1)!, party, async (type, result) => (await post(call.webhookUrl, type, {
+          call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), client_state: call.clientState, connection_id: connectionId, from: call.from, to: call.to, result
+        })).status)
+      }
       if (callee.talkMs !== undefined) {
         await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
         await hangup(call)
@@ -262,7 +356,9 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       }
       if (req.method === 'POST' && path === '/v2/calls') {
         if (body.connection_id !== connectionId) return error(res, 422, '90015', 'invalid connection_id')
-        const call: StandinCall = { callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? webhookUrl, alive: true, streams: [], commands: [{ command: 'dial', body }] }
+        const detection = detectionOf(body)
+        if (typeof detection === 'string') return error(res, 422, '90015', detection)
+        const call: StandinCall = { callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? webhookUrl, alive: true, streams: [], commands: [{ command: 'dial', body }], screening: { detection, sent: [] } }
         ring(call, body)
         return json(res, 200, { data: { call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), is_alive: false, record_type: 'call' } })
       }
@@ -318,6 +414,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     owned,
     calls,
     callees,
+    parties,
     post,
     async dialIn (from, to) {
       const call: StandinCall = { callControlId: ccid(), direction: 'incoming', from, to, clientState: undefined, webhookUrl, alive: true, streams: [], commands: [] }

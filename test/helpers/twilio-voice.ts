@@ -73,7 +73,7 @@ export interface MachineDetectionRequest { mode: string, async: boolean, callbac
 export interface Screening { helloEndedAt?: number, beepEndedAt?: number, /** when the last AnsweredBy was sent */ verdictAt?: number, answeredBy: string[] }
 
 /** A 1 kHz beep at half scale, 16 kHz PCM16. */
-const beep = (ms: number) => Int16Array.from({ length: Math.round(ms * 16) }, (_, i) => Math.round(16_000 * Math.sin(2 * Math.PI * 1000 * i / SAMPLE_RATE)))
+export const beep = (ms: number) => Int16Array.from({ length: Math.round(ms * 16) }, (_, i) => Math.round(16_000 * Math.sin(2 * Math.PI * 1000 * i / SAMPLE_RATE)))
 
 /** Reads the AMD parameters of a Calls create; a string for a value Twilio refuses. */
 function machineDetectionOf (form: URLSearchParams): MachineDetectionRequest | string | undefined {

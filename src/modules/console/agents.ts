@@ -90,7 +90,7 @@ const VOICEMAIL_FIELDS = objectFields(AgentUpdate.properties.voicemail_settings,
   required: ['detection', 'action', 'detection_timeout_seconds'],
   labels: { detection: 'Detect answering machines on outbound calls', action: 'On an answering machine', message: 'Message left after the beep', detection_timeout_seconds: 'Listen for a machine for up to (seconds)' },
   hints: {
-    detection: 'Twilio and SIP numbers; web, inbound and Telnyx calls do not detect.',
+    detection: 'Twilio, Telnyx and SIP numbers; web and inbound calls do not detect.',
     action: 'hang_up: end the call at once. leave_message: wait for the beep, say the message below, then hang up.',
     message: 'Said after the beep with leave_message; {{variables}} are filled in. Empty: the agent hangs up.',
     detection_timeout_seconds: 'How long the carrier listens before it gives up; the call then goes on as with a person.'

@@ -106,11 +106,14 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
     const telnyx = await callTelnyx(deps, call)
     if (telnyx === undefined) return await fail(`the number ${call.call_from} has no Telnyx account to call through`)
     if (!await setStreamToken(deps.db, call.id, hash, expires)) return
+    const voicemail = await voicemailSettingsOf(deps.db, call)
     try {
       // A SIP number's call goes to its PBX at the termination URI, with the trunk's credentials (docs/sip.md).
       const id = await telnyx.calls.dial({
         connectionId: telnyx.connectionId, ...telnyxTarget(telnyx.trunk, call.call_to!), from: call.call_from!, timeoutSeconds: ringSeconds,
-        webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token)
+        webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token),
+        // Its verdicts come to the webhook as call.machine.* events (telnyx/routes.ts).
+        ...(voicemail.detection && { machineDetection: { timeoutSeconds: voicemail.detection_timeout_seconds } })
       })
       await setCarrierCallId(deps.db, call.id, id)
     } catch (err) {

@@ -36,8 +36,14 @@ export interface CarrierStream {
   /** Plays keypad tones to the other side: by leaving this stream (Twilio's <Play digits>), or on it (Telnyx's send_dtmf). */
   sendKeys?: (deps: TelephonyDeps, call: CallRow, carrierCallId: string, digits: string, state: Conversation) => Promise<void>
   pressKeys?: (deps: TelephonyDeps, call: CallRow, carrierCallId: string, digits: string) => Promise<void>
-  /** Ends the carrier's call (its stream dropped). */
+  /** Ends the carrier's call (its stream dropped, or the session ended a call that outlives its stream). */
   hangup: (deps: TelephonyDeps, call: CallRow, carrierCallId: string) => Promise<void>
+  /**
+   * The call goes on when its stream closes (Telnyx's media streaming is a fork of the call), so a call the session
+   * ends (the agent hung up, a machine answered, a limit) is hung up once the last words were played. Twilio's call
+   * ends with its <Connect><Stream>.
+   */
+  outlivesStream?: boolean
 }
 
 /** `started`: the stream is tied to its call (its token taken), so it no longer counts as pending (StreamAdmission). */
@@ -90,7 +96,15 @@ export function acceptCarrierStream (socket: WebSocket, carrier: CarrierStream, 
       }
     },
     gone (reason) {
-      if (session === undefined || session.finished || stopped) return
+      if (session === undefined || stopped) return
+      if (session.finished) {
+        if (carrier.outlivesStream !== true || forwarding) return
+        stopped = true
+        const ended = session
+        void carrier.hangup(deps, ended.call, carrierCallId!)
+          .catch((err: unknown) => log.warn({ err, callId: ended.call.id, carrier: carrier.carrier }, 'the carrier could not be told to hang up a call the agent ended'))
+        return
+      }
       if (reason === 'protocol_error') {
         stopped = true
         return session.hangup(reason)

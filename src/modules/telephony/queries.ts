@@ -122,3 +122,16 @@ export async function recordAnsweredBy (db: DB, callId: string, answeredBy: stri
     .returning('id').executeTakeFirst()
   return row !== undefined
 }
+
+/**
+ * Keeps a detection verdict of a live call unless one that decides is already kept: Telnyx's events may repeat or
+ * come out of order, and the first decisive verdict is the one its session acts on. `machine_start` (a machine, its
+ * greeting still playing) is kept only where nothing is. False when nothing changed (or the call has ended).
+ */
+export async function settleAnsweredBy (db: DB, callId: string, answeredBy: string): Promise<boolean> {
+  const row = await db.updateTable('calls').set({ answered_by: answeredBy })
+    .where('id', '=', callId).where('call_status', '=', 'started')
+    .where((eb) => answeredBy === 'machine_start' ? eb('answered_by', 'is', null) : eb.or([eb('answered_by', 'is', null), eb('answered_by', '=', 'machine_start')]))
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}

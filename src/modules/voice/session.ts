@@ -335,8 +335,8 @@ export class Session {
    * and, with voicemail detection on, until the carrier's detection has a verdict (or gave up).
    */
   private async awaitHello (greeting: NonNullable<Session['greeting']>): Promise<void> {
-    // Only Twilio's calls are placed with detection (telephony/calls.ts placeCall): a Telnyx call waits for no verdict.
-    const detection = this.voicemail.detection && this.call.carrier === 'twilio'
+    // Both carriers place the call with detection when it is on (telephony/calls.ts placeCall).
+    const detection = this.voicemail.detection && (this.call.carrier === 'twilio' || this.call.carrier === 'telnyx')
     // Without a begin message there is nothing to hold for a hello: the callee speaks first as before.
     const waitMs = this.providerTurns || greeting.begin === undefined ? 0 : Number(this.settings.wait_for_hello_seconds) * 1000
     greeting.waited = waitMs <= 0

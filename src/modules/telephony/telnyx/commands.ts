@@ -52,13 +52,39 @@ const sipFields = (sip: SipDial | undefined) => sip === undefined
       ...(sip.transport !== undefined && { sip_transport_protocol: sip.transport })
     }
 
+// --- Answering-machine detection (docs/voice.md, "Voicemail") ---
+
+/** Detection on a dialled call: how long Telnyx may take to tell, and again to hear a machine's greeting end. */
+export interface MachineDetection { timeoutSeconds: number }
+
+/**
+ * Telnyx's standard detection in its `greeting_end` setting: call.machine.detection.ended says human, machine or
+ * not_sure, and for a machine call.machine.greeting.ended follows once its greeting ended with a beep or silence
+ * (the moment a message is left, as Twilio's DetectMessageEnd). `total_analysis_time_millis` bounds the first verdict,
+ * `greeting_total_analysis_time_millis` the wait for the greeting's end.
+ * https://developers.telnyx.com/docs/voice/programmable-voice/answering-machine-detection; the field shapes from
+ * team-telnyx/telnyx-node src/resources/calls/calls.ts (CallDialParams.AnsweringMachineDetectionConfig).
+ */
+const machineDetectionFields = (detection: MachineDetection) => ({
+  answering_machine_detection: 'greeting_end',
+  answering_machine_detection_config: {
+    total_analysis_time_millis: detection.timeoutSeconds * 1000,
+    greeting_total_analysis_time_millis: detection.timeoutSeconds * 1000
+  }
+})
+
+// --- end of answering-machine detection ---
+
 export function telnyxCalls (request: TelnyxRequest) {
   const action = async (callControlId: string, command: string, body: Record<string, unknown> = {}): Promise<void> => {
     await request('POST', `/calls/${encodeURIComponent(callControlId)}/actions/${command}`, body)
   }
   return {
-    /** Rings `to` for up to `timeoutSeconds`; the answered call streams to us; its events come to `webhookUrl`. */
-    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream: StreamRequest, sip?: SipDial }): Promise<string> {
+    /**
+     * Rings `to` for up to `timeoutSeconds`; the answered call streams to us; its events come to `webhookUrl`. With
+     * `machineDetection`, Telnyx's answering-machine detection runs on the answered call (machineDetectionFields).
+     */
+    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream: StreamRequest, sip?: SipDial, machineDetection?: MachineDetection }): Promise<string> {
       const dialled = await request<{ data?: { call_control_id?: string } }>('POST', '/calls', {
         connection_id: call.connectionId,
         to: call.to,
@@ -67,7 +93,8 @@ export function telnyxCalls (request: TelnyxRequest) {
         timeout_secs: call.timeoutSeconds,
         webhook_url: call.webhookUrl,
         client_state: encodeClientState(call.clientState),
-        ...streamFields(call.stream)
+        ...streamFields(call.stream),
+        ...(call.machineDetection !== undefined && machineDetectionFields(call.machineDetection))
       })
       const id = dialled?.data?.call_control_id
       if (typeof id !== 'string') throw new CarrierError('failed', 'Telnyx answered the dial without the call_control_id')

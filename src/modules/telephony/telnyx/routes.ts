@@ -16,7 +16,8 @@ import type { LiveCalls } from '../../voice/live-calls.ts'
 import type { StreamAdmission } from '../../voice/streams.ts'
 import { CALL_CONTROL_ID } from '../../voice/transports/telnyx.ts'
 import { newStreamToken, sipUser, telnyxStream, UNANSWERED, type TelephonyDeps } from '../calls.ts'
-import { findCarrierCall, recordAnswer, recordTransferAnswer, takeBack } from '../queries.ts'
+import { findCarrierCall, recordAnswer, recordTransferAnswer, settleAnsweredBy, takeBack } from '../queries.ts'
+import { answeredByOf, signalCall } from '../../voice/signals.ts'
 import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls, type ClientState } from './commands.ts'
 import { telnyxPublicKey, telnyxSignatureValid } from './signature.ts'
 import { acceptCarrierStream } from '../carrier-stream.ts'
@@ -39,6 +40,20 @@ const BODY_LIMIT = 64 * 1024
  */
 const HANGUP_STATUS: Record<string, string> = {
   normal_clearing: 'completed', time_limit: 'completed', user_busy: 'busy', call_rejected: 'busy', timeout: 'no-answer', no_answer: 'no-answer', originator_cancel: 'canceled', not_found: 'failed', unspecified: 'failed'
+}
+
+/**
+ * The results of Telnyx's answering-machine detection events (developers.telnyx.com/api-reference/callbacks:
+ * call-machine-detection-ended, call-machine-greeting-ended and their premium kin; values from team-telnyx/telnyx-node
+ * src/resources/webhooks.ts) as Twilio's AnsweredBy, which calls.answered_by keeps and voice/signals.ts answeredByOf
+ * reads. A machine is acted on once its greeting ended (`machine_start` until then); a greeting whose end Telnyx is
+ * not sure of is over all the same (it sends nothing more). Premium's silence is Twilio's unknown.
+ */
+const MACHINE_RESULTS: Record<string, Record<string, string>> = {
+  'call.machine.detection.ended': { human: 'human', machine: 'machine_start', not_sure: 'unknown' },
+  'call.machine.greeting.ended': { beep_detected: 'machine_end_beep', ended: 'machine_end_other', not_sure: 'machine_end_other' },
+  'call.machine.premium.detection.ended': { human_residence: 'human', human_business: 'human', machine: 'machine_start', silence: 'unknown', fax_detected: 'fax', not_sure: 'unknown' },
+  'call.machine.premium.greeting.ended': { beep_detected: 'machine_end_beep', no_beep_detected: 'machine_end_other' }
 }
 
 const E164 = /^\+[1-9]\d{1,14}$/
@@ -192,6 +207,28 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     })
   }
 
+  // --- Answering-machine detection (docs/voice.md, "Voicemail") ---
+
+  /**
+   * A call.machine.* event of an outbound call placed with detection (telnyx/commands.ts): its verdict is kept with
+   * the call in Twilio's words (MACHINE_RESULTS) and signalled to the call's session, as Twilio's /telephony/twilio/amd
+   * does. Only the first decisive verdict counts (settleAnsweredBy): a repeat or a late event changes nothing.
+   */
+  async function machineDetected (event: TelnyxEvent): Promise<void> {
+    if (!CALL_CONTROL_ID.test(event.callControlId)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
+    const results = MACHINE_RESULTS[event.type]
+    const result = event.payload.result
+    const kept = typeof result === 'string' && Object.hasOwn(results, result) ? results[result] : undefined
+    if (kept === undefined) throw new HttpError(400, 'bad_request', `data.payload.result of ${event.type} must be one of ${Object.keys(results).join(', ')}`)
+    // A call of another installation on the same account, or no longer here: nothing to do.
+    const call = await callOf(event)
+    if (call?.direction !== 'outbound' || !await settleAnsweredBy(db, call.id, kept)) return
+    const answeredBy = answeredByOf(kept)
+    if (answeredBy !== undefined) await signalCall(db, call.id, { type: 'answered_by', answered_by: answeredBy })
+  }
+
+  // --- end of answering-machine detection ---
+
   app.post(TELNYX_WEBHOOKS.webhook, {
     config: KEYLESS,
     schema: {
@@ -199,13 +236,15 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
       security: [],
       consumes: ['application/json'],
       summary: "Telnyx's Call Control webhook",
-      description: "The webhook URL of the installation's Call Control application (and of the calls placed here). Signed with the account's Ed25519 key (403 otherwise, or outside TELNYX_SIGNATURE_TOLERANCE_SECONDS). call.initiated of an incoming call answers it and streams it to the number's inbound agent (a number without an active inbound agent is rejected); call.answered records when an outbound call was answered; call.hangup ends the call (`busy`, `no_answer`, … before an answer). Events of a forwarding's leg settle the forwarding. Other events are acknowledged and ignored.",
+      description: "The webhook URL of the installation's Call Control application (and of the calls placed here). Signed with the account's Ed25519 key (403 otherwise, or outside TELNYX_SIGNATURE_TOLERANCE_SECONDS). call.initiated of an incoming call answers it and streams it to the number's inbound agent (a number without an active inbound agent is rejected); call.answered records when an outbound call was answered; call.hangup ends the call (`busy`, `no_answer`, … before an answer). Events of a forwarding's leg settle the forwarding. call.machine.detection.ended, call.machine.greeting.ended and their premium kin (answering-machine detection of an outbound call) are signalled to the call's session: a person hears the agent, a machine gets its message or a hang-up (the agent's voicemail_settings); a `result` Telnyx does not send answers 400. Other events are acknowledged and ignored.",
       response: { 204: Type.Null(), ...errors(400, 403) }
     }
   }, async (request, reply) => {
     const event = verified(request)
     if (event.state?.leg === 'transfer') {
       await transferLeg(event)
+    } else if (Object.hasOwn(MACHINE_RESULTS, event.type)) {
+      await machineDetected(event)
     } else if (event.type === 'call.initiated' || event.type === 'call.answered' || event.type === 'call.hangup') {
       if (!CALL_CONTROL_ID.test(event.callControlId)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
       if (event.type === 'call.initiated') {

@@ -6,7 +6,7 @@ import { forwardTelnyxCall } from './forwarding.ts'
 // Telnyx's media streaming as a carrier stream (carrier-stream.ts): the stream's auth token (stream_auth_token of the
 // dial or streaming_start, sent back as the x-telnyx-streaming-auth-token header and in the `connected` frame) opens
 // its call once, at `start`, which must name the same call (call_control_id); a transfer takes the call off the
-// stream, and a dropped stream's call is hung up with the hangup command.
+// stream, and a dropped stream's call, or one its session ended, is hung up with the hangup command.
 
 export const telnyxMedia: CarrierStream = {
   carrier: 'telnyx',
@@ -25,5 +25,8 @@ export const telnyxMedia: CarrierStream = {
   async hangup (deps, call, callControlId) {
     const telnyx = await callTelnyx(deps, call)
     await telnyx?.calls.hangup(callControlId)
-  }
+  },
+  // Streaming forks the call's media: closing the stream leaves the call up
+  // (developers.telnyx.com/docs/voice/programmable-voice/media-streaming).
+  outlivesStream: true
 }
