@@ -16,8 +16,16 @@ const MEDIA_RATE = 8000
 const FRAME_BYTES = MEDIA_RATE * FRAME_MS / 1000
 
 /** How the phone at a number behaves when dialled or transferred to. */
-export type Callee = { answer: 'answer', /** talks this long after answering, then hangs up (a transfer's person); default: until the test ends it */ talkMs?: number }
+export type Callee = {
+  answer: 'answer'
+  /** talks this long after answering (a warm transfer's person: after the bridge), then hangs up (a transfer's person); default: until the test ends it */
+  talkMs?: number
+  /** a warm transfer's person: the key pressed when gather_using_speak asks ('' presses none: the gather times out) */
+  keys?: string
+}
   | { answer: 'busy' | 'no-answer' | 'rejected' }
+  /** rings until the leg is hung up */
+  | { answer: 'rings' }
 
 /** valid: signed now with the account key; none: no signature headers; wrong: another key; stale: signed an hour ago. */
 export type Signing = 'valid' | 'none' | 'wrong' | 'stale'
@@ -33,6 +41,11 @@ export interface StandinCall {
   streams: TelnyxStream[]
   /** The commands the server sent for this call, in order. */
   commands: Array<{ command: string, body: any }>
+  answered?: boolean
+  /** The audio URL playback_start plays (looped) until playback_stop. */
+  playing?: string
+  /** The call bridged with this one: either hanging up hangs up the other. */
+  bridged?: StandinCall
 }
 
 export interface TelnyxStream {
@@ -168,8 +181,11 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   async function hangup (call: StandinCall, cause = 'normal_clearing') {
     if (!call.alive) return
     call.alive = false
+    call.playing = undefined
     for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
     await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'caller', sip_hangup_cause: '200' })
+    // A bridge hangs up the other leg (bridge's default when park_after_unbridge is not set).
+    if (call.bridged !== undefined) await hangup(call.bridged)
   }
 
   /** A new outgoing leg (a dial or a transfer) rings `to` and does what its callee does. */
@@ -178,19 +194,64 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     later(async () => {
       await event(call, 'call.initiated')
       const callee = callees.get(call.to) ?? { answer: 'answer' }
+      if (callee.answer === 'rings') return
       if (callee.answer !== 'answer') {
         call.alive = false
         const cause = { busy: 'user_busy', 'no-answer': 'timeout', rejected: 'call_rejected' }[callee.answer]
         await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'callee' })
         return
       }
+      call.answered = true
       await event(call, 'call.answered')
       if (body.stream_url !== undefined) openStream(call, body)
-      if (callee.talkMs !== undefined) {
+      if (callee.talkMs !== undefined && callee.keys === undefined) {
         await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
         await hangup(call)
       }
     })
+  }
+
+  // Warm transfers: hold music, the announcement with its one key (the person's Callee.keys), the bridge. From
+  // developers.telnyx.com/api-reference/call-commands (play-audio-url, stop-audio-playback, gather-using-speak,
+  // bridge-calls) and the callbacks call.playback.started, call.gather.ended (digits, status), call.bridged.
+  /** Acts a warm transfer's command; false when it answered an error itself. */
+  function warmCommand (call: StandinCall, command: string, body: any, res: http.ServerResponse): boolean {
+    if (command === 'playback_start') {
+      if (typeof body.audio_url !== 'string') {
+        error(res, 422, '90061', 'audio_url or media_name is required'); return false
+      }
+      call.playing = body.audio_url
+      later(async () => await event(call, 'call.playback.started', { media_url: body.audio_url, overlay: false }))
+    } else if (command === 'playback_stop') {
+      call.playing = undefined
+    } else if (command === 'gather_using_speak') {
+      if (typeof body.payload !== 'string' || typeof body.voice !== 'string') { error(res, 422, '90061', 'payload and voice are required'); return false }
+      const callee = callees.get(call.to)
+      const keys = callee?.answer === 'answer' ? callee.keys : undefined
+      // A person without keys never ends the gather.
+      if (keys !== undefined) {
+        const status = keys === '' ? 'timeout' : String(body.valid_digits ?? '0123456789*#').includes(keys) ? 'valid' : 'invalid'
+        later(async () => await event(call, 'call.gather.ended', { digits: keys, status }))
+      }
+    } else if (command === 'bridge') {
+      const other = calls.get(body.call_control_id)
+      if (other === undefined || !other.alive) { error(res, 422, '90018', 'the call to bridge with has ended'); return false }
+      call.bridged = other
+      other.bridged = call
+      later(async () => {
+        await event(call, 'call.bridged')
+        await event(other, 'call.bridged')
+        // The person talks, then hangs up.
+        for (const leg of [call, other]) {
+          const callee = callees.get(leg.to)
+          if (leg.direction === 'outgoing' && callee?.answer === 'answer' && callee.talkMs !== undefined) {
+            await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
+            await hangup(leg)
+          }
+        }
+      })
+    }
+    return true
   }
 
   const json = (res: http.ServerResponse, status: number, body: unknown) => {
@@ -262,12 +323,15 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
         } else if (command === 'streaming_stop') {
           for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
         } else if (command === 'hangup') {
-          later(async () => await hangup(call))
+          // A leg still ringing is cancelled.
+          later(async () => await hangup(call, call.direction === 'outgoing' && call.answered !== true ? 'originator_cancel' : 'normal_clearing'))
         } else if (command === 'reject') {
           call.alive = false
           later(async () => await event(call, 'call.hangup', { hangup_cause: 'call_rejected' }))
         } else if (command === 'transfer') {
           ring({ callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.target_leg_client_state, webhookUrl, alive: true, streams: [], commands: [{ command: 'transfer', body }] }, {})
+        } else if (!warmCommand(call, command, body, res)) {
+          return
         }
         return json(res, 200, { data: { result: 'ok' } })
       }
