@@ -245,7 +245,8 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     if (event.type === 'call.gather.ended') {
       // The person hung up while it was said: their call.hangup follows and settles it.
       if (event.payload.status === 'call_hangup' || warm.accepted_at !== null) return
-      const digits = typeof event.payload.digits === 'string' ? event.payload.digits : ''
+      const { digits = '' } = event.payload
+      if (typeof digits !== 'string') throw new HttpError(400, 'bad_request', 'data.payload.digits must be a string')
       if (!accepted(digits, null)) return await hangUpLeg(call, leg)
       if (!await acceptWarm(db, call.id, leg) || call.carrier_call_id === null) return
       const telnyx = await callTelnyx(deps, call)
