@@ -194,10 +194,10 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
   // hanging up meanwhile. Each is decided from the call's stored state (answerWarm, acceptWarm, takeBackWarm change it
   // once), so that Telnyx's repeats change nothing.
 
-  /** Hangs up the call to the person (a ringing one is cancelled); its call.hangup settles the transfer. */
-  async function hangUpLeg (call: CallRow, leg: string): Promise<void> {
+  /** Hangs up the call to the person (a ringing one is cancelled); its call.hangup settles the transfer. `gone`: it may have ended already. */
+  async function hangUpLeg (call: CallRow, leg: string, gone = false): Promise<void> {
     const telnyx = await callTelnyx(deps, call)
-    await telnyx?.calls.hangup(leg).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'the call to the person of a warm transfer could not be hung up') })
+    await telnyx?.calls.hangup(leg).catch((err: unknown) => { log[gone ? 'debug' : 'warn']({ err, callId: call.id }, 'the call to the person of a warm transfer could not be hung up') })
   }
 
   /** The person took the call and a hang-up ended it: the call ends call_transfer with the seconds from their answer. */
@@ -210,7 +210,7 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
   /** The caller hung up during a warm transfer: taken, the call was theirs and the person's; before, the person's call is hung up. */
   async function warmCallerGone (call: CallRow, state: Conversation, warm: NonNullable<Conversation['warm']>, event: TelnyxEvent): Promise<void> {
     // Bridged calls end together; the person's is hung up should it still be there.
-    if (warm.call_sid !== null) await hangUpLeg(call, warm.call_sid)
+    if (warm.call_sid !== null) await hangUpLeg(call, warm.call_sid, warm.accepted_at !== null)
     if (warm.accepted_at !== null) return await endTransferred(call, state, event.at)
     const canceled = withLeg(state, { to: state.transfers.at(-1)?.to_number ?? '', outcome: 'canceled', seconds: 0 })
     await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, canceled, { reason: 'user_hangup', forwarding: { outcome: 'canceled', seconds: 0 } }))
@@ -280,7 +280,7 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
       security: [],
       consumes: ['application/json'],
       summary: "Telnyx's Call Control webhook",
-      description: "The webhook URL of the installation's Call Control application (and of the calls placed here). Signed with the account's Ed25519 key (403 otherwise, or outside TELNYX_SIGNATURE_TOLERANCE_SECONDS). call.initiated of an incoming call answers it and streams it to the number's inbound agent (a number without an active inbound agent is rejected); call.answered records when an outbound call was answered; call.hangup ends the call (`busy`, `no_answer`, … before an answer). Events of a forwarding's leg settle the forwarding. Other events are acknowledged and ignored.",
+      description: "The webhook URL of the installation's Call Control application (and of the calls placed here). Signed with the account's Ed25519 key (403 otherwise, or outside TELNYX_SIGNATURE_TOLERANCE_SECONDS). call.initiated of an incoming call answers it and streams it to the number's inbound agent (a number without an active inbound agent is rejected); call.answered records when an outbound call was answered; call.hangup ends the call (`busy`, `no_answer`, … before an answer). Events of a forwarding's leg settle the forwarding; those of a warm transfer's call to the person (client_state leg `warm`) announce the call to them (call.answered), connect both or hang them up (call.gather.ended: key 1 bridges) and settle the transfer (call.hangup). Other events are acknowledged and ignored.",
       response: { 204: Type.Null(), ...errors(400, 403) }
     }
   }, async (request, reply) => {
