@@ -34,7 +34,7 @@ export type TokenUsage = Static<typeof TokenUsage>
 export const TransferLeg = Type.Object({
   to: Type.String({ description: 'the number called' }),
   outcome: Type.String({ description: 'answered (the person took the call), declined, no_answer, busy, failed, canceled (the caller hung up first)' }),
-  seconds: Type.Integer({ description: 'how long the call to the person lasted (Twilio\'s CallDuration)' })
+  seconds: Type.Integer({ description: 'how long the call to the person lasted (Twilio\'s CallDuration; Telnyx: from their answer to the hang-up)' })
 })
 export type TransferLeg = Static<typeof TransferLeg>
 
