@@ -22,7 +22,11 @@ export type Callee = {
   talkMs?: number
   /** a warm transfer's person: the key pressed when gather_using_speak asks ('' presses none: the gather times out) */
   keys?: string
+  /** a warm transfer's person hangs up as they press the key (the bridge finds their call gone) */
+  leaves?: boolean
 }
+  /** POST /v2/calls refuses the number (422) */
+  | { answer: 'invalid' }
   | { answer: 'busy' | 'no-answer' | 'rejected' }
   /** rings until the leg is hung up */
   | { answer: 'rings' }
@@ -194,7 +198,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     later(async () => {
       await event(call, 'call.initiated')
       const callee = callees.get(call.to) ?? { answer: 'answer' }
-      if (callee.answer === 'rings') return
+      if (callee.answer === 'rings' || callee.answer === 'invalid') return
       if (callee.answer !== 'answer') {
         call.alive = false
         const cause = { busy: 'user_busy', 'no-answer': 'timeout', rejected: 'call_rejected' }[callee.answer]
@@ -231,7 +235,11 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       // A person without keys never ends the gather.
       if (keys !== undefined) {
         const status = keys === '' ? 'timeout' : String(body.valid_digits ?? '0123456789*#').includes(keys) ? 'valid' : 'invalid'
-        later(async () => await event(call, 'call.gather.ended', { digits: keys, status }))
+        later(async () => {
+          if (callee?.answer === 'answer' && callee.leaves === true) call.alive = false
+          await event(call, 'call.gather.ended', { digits: keys, status })
+          if (!call.alive) await event(call, 'call.hangup', { hangup_cause: 'normal_clearing', hangup_source: 'callee' })
+        })
       }
     } else if (command === 'bridge') {
       const other = calls.get(body.call_control_id)
@@ -304,6 +312,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       }
       if (req.method === 'POST' && path === '/v2/calls') {
         if (body.connection_id !== connectionId) return error(res, 422, '90015', 'invalid connection_id')
+        if (callees.get(body.to)?.answer === 'invalid') return error(res, 422, '10016', 'Phone number must be in +E.164 format')
         const call: StandinCall = { callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? webhookUrl, alive: true, streams: [], commands: [{ command: 'dial', body }] }
         ring(call, body)
         return json(res, 200, { data: { call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), is_alive: false, record_type: 'call' } })

@@ -1,6 +1,9 @@
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { Test } from 'tap'
+import { decodeClientState, encodeClientState } from '../../src/modules/telephony/telnyx/commands.ts'
+import { announcementVoice } from '../../src/modules/telephony/telnyx/warm.ts'
+import { announcement } from '../../src/modules/telephony/warm.ts'
 import { decodeWav } from '../../src/modules/voice/audio.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
@@ -272,4 +275,45 @@ t.test('bad, unknown and forged webhooks about a warm leg: 4xx or ignored, never
   const done = await finishedCall(ctx.app, account.headers, held.id)
   t.match(done, { disconnection_reason: 'call_transfer', transfer_history: [{ outcome: 'answered', legs: [{ outcome: 'answered' }] }] })
   t.notOk(person.alive, 'the bridged person\'s call ended with the caller\'s')
+})
+
+t.test('Telnyx refuses to dial the person: the agent keeps the caller on the same stream and says so; the person leaves as they press 1: the caller is taken back', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  await agentWithTool(ctx, account, 'call_forwarding', { name: 'Front desk' })
+  ctx.telnyx.callees.set(PERSON, { answer: 'invalid' })
+  scriptTransfer(ctx, 'Front_desk', ['Please try again.'])
+  ctx.openai.replies.push({ toolCalls: [{ name: 'Front_desk', arguments: { summary: SUMMARY } }] }, { text: 'Trying again.' })
+
+  const { call } = await ctx.telnyx.dialIn(CALLER, OUR_NUMBER)
+  const stream = await ctx.telnyx.stream(call)
+  await say(stream)
+  const before = stream.frames.length
+  await poll(() => ctx.openai.requests.speech.length, (n) => n >= 3, { message: 'the agent speaks again' })
+  t.match(ctx.openai.requests.speech[2].body, { input: /could not reach anyone/ }, 'the agent tells the caller')
+  t.notOk(commandsOf(call).includes('streaming_stop'), 'the caller stays on the stream')
+  const [held] = await callsOf(ctx)
+  t.equal(held.forwarding, null, 'nothing is kept')
+
+  // The second try: the person presses 1 and hangs up at once; the bridge finds their call gone.
+  ctx.telnyx.callees.set(PERSON, { answer: 'answer', keys: '1', leaves: true })
+  await say(stream, before)
+  const second = await ctx.telnyx.stream(call, 1)
+  t.same(commandsOf(call).slice(-5), ['playback_start', 'playback_stop', 'bridge', 'playback_stop', 'streaming_start'], 'the music stops, the bridge fails, and the caller is taken back')
+  await agentFinished(second)
+  await ctx.telnyx.hangup(call)
+  const done = await finishedCall(ctx.app, account.headers, held.id)
+  t.match(done, { disconnection_reason: 'user_hangup', call_credits_details: { call_forwarding_credits: 0 } })
+  t.match(done.transfer_history, [{ mode: 'warm', outcome: 'failed' }, { mode: 'warm', outcome: 'failed', legs: [{ to: PERSON, outcome: 'failed' }] }])
+  t.notOk('legs' in done.transfer_history[0], 'a person never dialled has no leg')
+})
+
+t.test('the pieces: the announcement asks for a key only; client_state names the warm leg', async (t) => {
+  t.match(announcement('en-US', SUMMARY, true), /^Hello, .* To take the call, press 1\.$/)
+  t.match(announcement('de-DE', '', true), /drücken Sie die 1\.$/)
+  t.equal(announcementVoice('de-DE'), 'AWS.Polly.Vicki-Neural')
+  t.equal(announcementVoice('fr-FR'), 'AWS.Polly.Joanna-Neural', 'the English lines in an English voice')
+  const id = 'a'.repeat(24)
+  t.same(decodeClientState(encodeClientState({ call_id: id, leg: 'warm' })), { call_id: id, leg: 'warm' })
+  t.same(decodeClientState(Buffer.from(JSON.stringify({ call_id: id, leg: 'other' })).toString('base64')), { call_id: id }, 'an unknown leg is our call\'s own')
 })

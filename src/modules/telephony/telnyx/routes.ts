@@ -251,19 +251,31 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
       if (!await acceptWarm(db, call.id, leg) || call.carrier_call_id === null) return
       const telnyx = await callTelnyx(deps, call)
       if (warm.hold_music === true) await telnyx?.calls.playbackStop(call.carrier_call_id).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'Telnyx could not stop the hold music') })
-      await telnyx?.calls.bridge(call.carrier_call_id, leg).catch((err: unknown) => { log.error({ err, callId: call.id }, 'Telnyx could not bridge the caller to the person who took the call') })
+      try {
+        await telnyx?.calls.bridge(call.carrier_call_id, leg)
+      } catch (err) {
+        // The person's call is gone (or Telnyx refused): the caller is not left in silence, the agent takes them back.
+        log.warn({ err, callId: call.id }, 'Telnyx could not bridge the caller to the person who took the call; the agent takes the caller back')
+        await hangUpLeg(call, leg, true)
+        await takeCallerBack(call, state!, leg, 'failed', new Date())
+      }
       return
     }
     if (event.type !== 'call.hangup') return
     if (warm.accepted_at !== null) return await endTransferred(call, state!, event.at)
-    // Nobody took it: declined once answered, else what the hang-up says; the agent takes the caller back on a new stream.
-    const talked = call.transfer_answered_at === null ? 0 : seconds(call.transfer_answered_at, event.at)
+    // Nobody took it: declined once answered, else what the hang-up says.
     const outcome = call.transfer_answered_at !== null ? 'declined' : UNANSWERED[HANGUP_STATUS[String(event.payload.hangup_cause)] ?? 'failed'] ?? 'failed'
-    const back = withLeg(state!, { to: state!.transfers.at(-1)?.to_number ?? '', outcome, seconds: talked })
+    await takeCallerBack(call, state!, leg, outcome, event.at)
+  }
+
+  /** The warm transfer did not connect: the person's leg is recorded, and the agent takes the caller back on a new stream (once). */
+  async function takeCallerBack (call: CallRow, state: Conversation, leg: string, outcome: string, at: Date): Promise<void> {
+    const talked = call.transfer_answered_at === null ? 0 : seconds(call.transfer_answered_at, at)
+    const back = withLeg(state, { to: state.transfers.at(-1)?.to_number ?? '', outcome, seconds: talked })
     const { token, hash, expires } = newStreamToken()
     if (call.carrier_call_id === null || !await takeBackWarm(db, call.id, leg, { ...back, transfers: settledTransfers(back, outcome) }, hash, expires)) return
     const telnyx = await callTelnyx(deps, call)
-    if (warm.hold_music === true) await telnyx?.calls.playbackStop(call.carrier_call_id).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'Telnyx could not stop the hold music') })
+    if (state.warm?.hold_music === true) await telnyx?.calls.playbackStop(call.carrier_call_id).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'Telnyx could not stop the hold music') })
     await telnyx?.calls.streamingStart(call.carrier_call_id, telnyxStream(config, token)).catch((err: unknown) => {
       log.warn({ err, callId: call.id }, 'Telnyx could not stream a call taken back; its hang-up ends it')
     })
