@@ -229,7 +229,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     } else if (command === 'playback_stop') {
       call.playing = undefined
     } else if (command === 'gather_using_speak') {
-      if (typeof body.payload !== 'string' || typeof body.voice !== 'string') { error(res, 422, '90061', 'payload and voice are required'); return false }
+      if (typeof body.payload !== 'string' || typeof body.voice !== 'string' || body.payload.length > 3000) { error(res, 422, '90061', 'payload (at most 3,000 characters) and voice are required'); return false }
       const callee = callees.get(call.to)
       const keys = callee?.answer === 'answer' ? callee.keys : undefined
       // A person without keys never ends the gather.

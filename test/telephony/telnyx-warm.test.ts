@@ -70,9 +70,9 @@ async function say (stream: TelnyxStream, after = 0): Promise<void> {
 }
 
 /** The caller asks for a person; the agent calls its transfer tool (named `tool`) with the summary and says one line. */
-function scriptTransfer (ctx: Ctx, tool: string, then: string[] = []) {
+function scriptTransfer (ctx: Ctx, tool: string, then: string[] = [], summary = SUMMARY) {
   ctx.openai.transcripts.push('Can I talk to someone at the front desk?', ...then)
-  ctx.openai.replies.push({ toolCalls: [{ name: tool, arguments: { reason: 'asked for a person', summary: SUMMARY } }] }, { text: 'Let me get someone for you.' })
+  ctx.openai.replies.push({ toolCalls: [{ name: tool, arguments: { reason: 'asked for a person', summary } }] }, { text: 'Let me get someone for you.' })
 }
 
 /** The person's leg (the n-th call the agent placed to PERSON). */
@@ -234,13 +234,16 @@ t.test('bad, unknown and forged webhooks about a warm leg: 4xx or ignored, never
   const account = await createAccount(ctx.db)
   await agentWithTool(ctx, account, 'call_forwarding', { name: 'Front desk' })
   ctx.telnyx.callees.set(PERSON, { answer: 'answer' })
-  scriptTransfer(ctx, 'Front_desk')
+  // A summary longer than Telnyx says at once (3,000 characters) is cut.
+  scriptTransfer(ctx, 'Front_desk', [], SUMMARY.repeat(60))
 
   const { call } = await ctx.telnyx.dialIn(CALLER, OUR_NUMBER)
   await say(await ctx.telnyx.stream(call))
   const person = await personLeg(ctx)
   // The person answered and was asked; no key yet.
   await poll(() => commandsOf(person), (c) => c.includes('gather_using_speak'), { message: 'the person was never asked' })
+  const asked = person.commands.find((c) => c.command === 'gather_using_speak')!.body.payload as string
+  t.ok(asked.length <= 3000 && asked.includes(SUMMARY) && asked.endsWith('press 1.'), 'a long summary is cut, the question kept')
   const [held] = await callsOf(ctx)
   const warm = (callId: string) => Buffer.from(JSON.stringify({ call_id: callId, leg: 'warm' })).toString('base64')
 

@@ -1,11 +1,11 @@
 import type { Conversation, TransferLeg } from '../../db/shapes.ts'
 
 // Warm transfers (docs/voice.md, "Warm transfer"); on Telnyx numbers, telnyx/warm.ts. On Twilio, the caller's call
-// joins a conference named for the call and waits there (hold music or silence); the agent places a call to the person whose TwiML says a summary
-// of the call inside a <Gather>: one key (1) or a yes joins the person to the conference, which starts it and
-// connects both; anything else, or no answer, busy, failed, and the caller is taken back to a new media stream,
-// the conversation going on as after a blind forwarding nobody answered. The call to the person is settled by its
-// final status callback alone (telephony/routes.ts), so that its length is Twilio's.
+// joins a conference named for the call and waits there (hold music or silence); the agent places a call to the
+// person whose TwiML says a summary of the call inside a <Gather>: one key (1) or a yes joins the person to the
+// conference, which starts it and connects both; anything else, or no answer, busy, failed, and the caller is taken
+// back to a new media stream, the conversation going on as after a blind forwarding nobody answered. The call to the
+// person is settled by its final status callback alone (telephony/routes.ts), so that its length is Twilio's.
 
 /** The conference of a call's warm transfer: named by the call's id (no personal data, as Twilio asks). */
 export const conferenceName = (callId: string) => `transfer-${callId}`

@@ -46,6 +46,8 @@ export function holdMusicWav (): Buffer {
  */
 export const announcementVoice = (language: string) => language.slice(0, 2).toLowerCase() === 'de' ? 'AWS.Polly.Vicki-Neural' : 'AWS.Polly.Joanna-Neural'
 
+const SUMMARY_LIMIT = 2800
+
 type Telnyx = NonNullable<Awaited<ReturnType<typeof callTelnyx>>>
 
 /**
@@ -55,7 +57,8 @@ type Telnyx = NonNullable<Awaited<ReturnType<typeof callTelnyx>>>
  */
 export async function warmTransferTelnyx (deps: TelephonyDeps, call: CallRow, callControlId: string, request: ForwardRequest, telnyx: Telnyx): Promise<void> {
   const { summary, holdMusic, language } = request.warm!
-  const warm = { call_sid: null, accepted_at: null, announcement: { text: announcement(language, summary, true), language }, hold_music: holdMusic }
+  // gather_using_speak says at most 3,000 characters: the summary is cut to leave room for the lines around it.
+  const warm = { call_sid: null, accepted_at: null, announcement: { text: announcement(language, summary.slice(0, SUMMARY_LIMIT), true), language }, hold_music: holdMusic }
   if (!await holdForwarding(deps.db, call.id, { ...request.state, warm })) throw new Error('the call has ended')
   let leg: string | undefined
   try {
