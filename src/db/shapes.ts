@@ -34,7 +34,7 @@ export type TokenUsage = Static<typeof TokenUsage>
 export const TransferLeg = Type.Object({
   to: Type.String({ description: 'the number called' }),
   outcome: Type.String({ description: 'answered (the person took the call), declined, no_answer, busy, failed, canceled (the caller hung up first)' }),
-  seconds: Type.Integer({ description: 'how long the call to the person lasted (Twilio\'s CallDuration)' })
+  seconds: Type.Integer({ description: 'how long the call to the person lasted (Twilio\'s CallDuration; Telnyx: from their answer to the hang-up)' })
 })
 export type TransferLeg = Static<typeof TransferLeg>
 
@@ -121,7 +121,9 @@ export const Conversation = Type.Object({
   agent_version: Type.Optional(Type.Integer({ description: 'the version of agent_id the conversation runs' })),
   warm: Type.Optional(Type.Object({
     call_sid: Type.Union([Type.String(), Type.Null()], { description: 'the carrier\'s id of the call to the person (null until placed)' }),
-    accepted_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms when the person took the call' })
+    accepted_at: Type.Union([Type.Integer(), Type.Null()], { description: 'epoch ms when the person took the call' }),
+    announcement: Type.Optional(Type.Object({ text: Type.String(), language: Type.String() }, { description: 'Telnyx: what the person hears once they answer (Twilio has it in the call\'s TwiML)' })),
+    hold_music: Type.Optional(Type.Boolean({ description: 'Telnyx: hold music plays on the caller\'s call (stopped when the transfer settles)' }))
   }, { description: 'while a warm transfer runs (calls.forwarding only): the call to the person' })),
   keys_sent: Type.Optional(Type.String({ description: 'held while the carrier plays keypad tones the agent sent (send_dtmf on Twilio): the stream that takes the call back goes on quietly' }))
 })

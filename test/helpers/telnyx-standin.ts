@@ -18,8 +18,20 @@ const MEDIA_RATE = 8000
 const FRAME_BYTES = MEDIA_RATE * FRAME_MS / 1000
 
 /** How the phone at a number behaves when dialled or transferred to. */
-export type Callee = { answer: 'answer', /** talks this long after answering, then hangs up (a transfer's person); default: until the test ends it */ talkMs?: number }
+export type Callee = {
+  answer: 'answer'
+  /** talks this long after answering (a warm transfer's person: after the bridge), then hangs up (a transfer's person); default: until the test ends it */
+  talkMs?: number
+  /** a warm transfer's person: the key pressed when gather_using_speak asks ('' presses none: the gather times out) */
+  keys?: string
+  /** a warm transfer's person hangs up as they press the key (the bridge finds their call gone) */
+  leaves?: boolean
+}
+  /** POST /v2/calls refuses the number (422) */
+  | { answer: 'invalid' }
   | { answer: 'busy' | 'no-answer' | 'rejected' }
+  /** rings until the leg is hung up */
+  | { answer: 'rings' }
 
 /** valid: signed now with the account key; none: no signature headers; wrong: another key; stale: signed an hour ago. */
 export type Signing = 'valid' | 'none' | 'wrong' | 'stale'
@@ -39,6 +51,11 @@ export interface StandinCall {
   commands: Array<{ command: string, body: any }>
   /** What its party did and which machine webhooks went out (answering-machine detection; a dialled leg with a party). */
   screening?: Screening
+  answered?: boolean
+  /** The audio URL playback_start plays (looped) until playback_stop. */
+  playing?: string
+  /** The call bridged with this one: either hanging up hangs up the other. */
+  bridged?: StandinCall
 }
 
 export interface TelnyxStream {
@@ -274,8 +291,11 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   async function hangup (call: StandinCall, cause = 'normal_clearing') {
     if (!call.alive) return
     call.alive = false
+    call.playing = undefined
     for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
     await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'caller', sip_hangup_cause: '200' })
+    // A bridge hangs up the other leg (bridge's default when park_after_unbridge is not set).
+    if (call.bridged !== undefined) await hangup(call.bridged)
   }
 
   /** A new outgoing leg (a dial or a transfer) rings `to` and does what its callee does. */
@@ -285,12 +305,14 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       await event(call, 'call.initiated')
       if (await sip.refusedDial(call)) return
       const callee = callees.get(call.to) ?? { answer: 'answer' }
+      if (callee.answer === 'rings' || callee.answer === 'invalid') return
       if (callee.answer !== 'answer') {
         call.alive = false
         const cause = { busy: 'user_busy', 'no-answer': 'timeout', rejected: 'call_rejected' }[callee.answer]
         await event(call, 'call.hangup', { hangup_cause: cause, hangup_source: 'callee' })
         return
       }
+      call.answered = true
       await event(call, 'call.answered')
       if (body.stream_url !== undefined) openStream(call, body)
       const party = parties.get(call.to)
@@ -299,11 +321,58 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
           call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), client_state: call.clientState, connection_id: connectionId, from: call.from, to: call.to, result
         })).status)
       }
-      if (callee.talkMs !== undefined) {
+      if (callee.talkMs !== undefined && callee.keys === undefined) {
         await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
         await hangup(call)
       }
     })
+  }
+
+  // Warm transfers: hold music, the announcement with its one key (the person's Callee.keys), the bridge. From
+  // developers.telnyx.com/api-reference/call-commands (play-audio-url, stop-audio-playback, gather-using-speak,
+  // bridge-calls) and the callbacks call.playback.started, call.gather.ended (digits, status), call.bridged.
+  /** Acts a warm transfer's command; false when it answered an error itself. */
+  function warmCommand (call: StandinCall, command: string, body: any, res: http.ServerResponse): boolean {
+    if (command === 'playback_start') {
+      if (typeof body.audio_url !== 'string') {
+        error(res, 422, '90061', 'audio_url or media_name is required'); return false
+      }
+      call.playing = body.audio_url
+      later(async () => await event(call, 'call.playback.started', { media_url: body.audio_url, overlay: false }))
+    } else if (command === 'playback_stop') {
+      call.playing = undefined
+    } else if (command === 'gather_using_speak') {
+      if (typeof body.payload !== 'string' || typeof body.voice !== 'string' || body.payload.length > 3000) { error(res, 422, '90061', 'payload (at most 3,000 characters) and voice are required'); return false }
+      const callee = callees.get(call.to)
+      const keys = callee?.answer === 'answer' ? callee.keys : undefined
+      // A person without keys never ends the gather.
+      if (keys !== undefined) {
+        const status = keys === '' ? 'timeout' : String(body.valid_digits ?? '0123456789*#').includes(keys) ? 'valid' : 'invalid'
+        later(async () => {
+          if (callee?.answer === 'answer' && callee.leaves === true) call.alive = false
+          await event(call, 'call.gather.ended', { digits: keys, status })
+          if (!call.alive) await event(call, 'call.hangup', { hangup_cause: 'normal_clearing', hangup_source: 'callee' })
+        })
+      }
+    } else if (command === 'bridge') {
+      const other = calls.get(body.call_control_id)
+      if (other === undefined || !other.alive) { error(res, 422, '90018', 'the call to bridge with has ended'); return false }
+      call.bridged = other
+      other.bridged = call
+      later(async () => {
+        await event(call, 'call.bridged')
+        await event(other, 'call.bridged')
+        // The person talks, then hangs up.
+        for (const leg of [call, other]) {
+          const callee = callees.get(leg.to)
+          if (leg.direction === 'outgoing' && callee?.answer === 'answer' && callee.talkMs !== undefined) {
+            await new Promise((resolve) => setTimeout(resolve, callee.talkMs))
+            await hangup(leg)
+          }
+        }
+      })
+    }
+    return true
   }
 
   const json = (res: http.ServerResponse, status: number, body: unknown) => {
@@ -358,6 +427,7 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
         if (body.connection_id !== connectionId) return error(res, 422, '90015', 'invalid connection_id')
         const detection = detectionOf(body)
         if (typeof detection === 'string') return error(res, 422, '90015', detection)
+        if (callees.get(body.to)?.answer === 'invalid') return error(res, 422, '10016', 'Phone number must be in +E.164 format')
         const call: StandinCall = { callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? webhookUrl, alive: true, streams: [], commands: [{ command: 'dial', body }], screening: { detection, sent: [] } }
         ring(call, body)
         return json(res, 200, { data: { call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), is_alive: false, record_type: 'call' } })
@@ -377,12 +447,15 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
         } else if (command === 'streaming_stop') {
           for (const stream of call.streams) if (stream.socket.readyState === WebSocket.OPEN) stream.stop()
         } else if (command === 'hangup') {
-          later(async () => await hangup(call))
+          // A leg still ringing is cancelled.
+          later(async () => await hangup(call, call.direction === 'outgoing' && call.answered !== true ? 'originator_cancel' : 'normal_clearing'))
         } else if (command === 'reject') {
           call.alive = false
           later(async () => await event(call, 'call.hangup', { hangup_cause: 'call_rejected' }))
         } else if (command === 'transfer') {
           ring({ callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.target_leg_client_state, webhookUrl, alive: true, streams: [], commands: [{ command: 'transfer', body }] }, {})
+        } else if (!warmCommand(call, command, body, res)) {
+          return
         }
         return json(res, 200, { data: { result: 'ok' } })
       }

@@ -107,9 +107,25 @@ export async function acceptWarm (db: DB, callId: string, callSid: string): Prom
   return row !== undefined
 }
 
+/**
+ * The person of a Telnyx warm transfer answered (call.answered of their call): when they answered is kept (their
+ * minutes run from then, as a blind forwarding's do) and their call recorded; false for a repeat, another call, or
+ * a call no longer held.
+ */
+export async function answerWarm (db: DB, callId: string, callSid: string, at: Date): Promise<boolean> {
+  const row = await db.updateTable('calls').set({
+    transfer_answered_at: sql<Date>`least(${at}::timestamptz, now())`,
+    forwarding: sql`jsonb_set(forwarding, '{warm,call_sid}', to_jsonb(${callSid}::text))`
+  })
+    .where('id', '=', callId).where('call_status', '=', 'started').where(sql<boolean>`forwarding ? 'warm'`).where(isWarmLeg(callSid))
+    .where('transfer_answered_at', 'is', null)
+    .returning('id').executeTakeFirst()
+  return row !== undefined
+}
+
 /** A warm transfer nobody took: like takeBack, once (the call to the person is no longer held after it). */
 export async function takeBackWarm (db: DB, callId: string, callSid: string, state: Conversation, hash: string, expires: Date): Promise<boolean> {
-  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires })
+  const row = await db.updateTable('calls').set({ forwarding: JSON.stringify(state), stream_token_hash: hash, stream_token_expires_at: expires, transfer_answered_at: null })
     .where('id', '=', callId).where('call_status', '=', 'started').where(sql<boolean>`forwarding ? 'warm'`).where(isWarmLeg(callSid))
     .returning('id').executeTakeFirst()
   return row !== undefined

@@ -1,11 +1,11 @@
 import type { Conversation, TransferLeg } from '../../db/shapes.ts'
 
-// Warm transfers on Twilio (docs/voice.md, "Warm transfer"). The caller's call joins a conference named for the
-// call and waits there (hold music or silence); the agent places a call to the person whose TwiML says a summary
-// of the call inside a <Gather>: one key (1) or a yes joins the person to the conference, which starts it and
-// connects both; anything else, or no answer, busy, failed, and the caller is taken back to a new media stream,
-// the conversation going on as after a blind forwarding nobody answered. The call to the person is settled by its
-// final status callback alone (telephony/routes.ts), so that its length is Twilio's.
+// Warm transfers (docs/voice.md, "Warm transfer"); on Telnyx numbers, telnyx/warm.ts. On Twilio, the caller's call
+// joins a conference named for the call and waits there (hold music or silence); the agent places a call to the
+// person whose TwiML says a summary of the call inside a <Gather>: one key (1) or a yes joins the person to the
+// conference, which starts it and connects both; anything else, or no answer, busy, failed, and the caller is taken
+// back to a new media stream, the conversation going on as after a blind forwarding nobody answered. The call to the
+// person is settled by its final status callback alone (telephony/routes.ts), so that its length is Twilio's.
 
 /** The conference of a call's warm transfer: named by the call's id (no personal data, as Twilio asks). */
 export const conferenceName = (callId: string) => `transfer-${callId}`
@@ -13,19 +13,19 @@ export const conferenceName = (callId: string) => `transfer-${callId}`
 /** How long the person has to press 1 or say yes once the summary was said. */
 export const ACCEPT_TIMEOUT_SECONDS = 8
 
-interface Lines { intro: string, ask: string, yes: RegExp }
+interface Lines { intro: string, ask: string, askKey: string, yes: RegExp }
 
 const LINES: Record<string, Lines> = {
-  en: { intro: 'Hello, this is the assistant with a call for you.', ask: 'To take the call, press 1 or say yes.', yes: /\b(yes|yeah|yep|sure|okay|ok)\b/i },
-  de: { intro: 'Hallo, hier ist der Assistent mit einem Anruf für Sie.', ask: 'Um den Anruf anzunehmen, drücken Sie die 1 oder sagen Sie ja.', yes: /\b(ja|jawohl|gerne|okay|ok)\b/i }
+  en: { intro: 'Hello, this is the assistant with a call for you.', ask: 'To take the call, press 1 or say yes.', askKey: 'To take the call, press 1.', yes: /\b(yes|yeah|yep|sure|okay|ok)\b/i },
+  de: { intro: 'Hallo, hier ist der Assistent mit einem Anruf für Sie.', ask: 'Um den Anruf anzunehmen, drücken Sie die 1 oder sagen Sie ja.', askKey: 'Um den Anruf anzunehmen, drücken Sie die 1.', yes: /\b(ja|jawohl|gerne|okay|ok)\b/i }
 }
 
 const linesOf = (language: string): Lines => LINES[language.slice(0, 2).toLowerCase()] ?? LINES.en
 
-/** What the person hears: who calls, the agent's summary, how to accept. */
-export function announcement (language: string, summary: string): string {
+/** What the person hears: who calls, the agent's summary, how to accept (`keysOnly`: a carrier that hears no yes, Telnyx's gather). */
+export function announcement (language: string, summary: string, keysOnly = false): string {
   const lines = linesOf(language)
-  return [lines.intro, summary.trim(), lines.ask].filter((text) => text !== '').join(' ')
+  return [lines.intro, summary.trim(), keysOnly ? lines.askKey : lines.ask].filter((text) => text !== '').join(' ')
 }
 
 /** Whether the person took the call: the key 1, or a yes in any of the languages spoken here (the recogniser may hear either). */

@@ -12,7 +12,7 @@ export const Handover = {
   transfer_mode: Type.Optional(Type.Union([Type.Literal('blind'), Type.Literal('warm')], {
     description: 'blind (default): the caller is put straight through; warm: the caller is held while the agent calls the person, tells them a summary of the call and connects both once they accept (press 1 or say yes), or takes the caller back'
   })),
-  hold_music: Type.Optional(Type.Union([Type.Literal('music'), Type.Literal('none')], { description: 'warm transfers: what the caller hears on hold, Twilio\'s hold music (default) or silence' }))
+  hold_music: Type.Optional(Type.Union([Type.Literal('music'), Type.Literal('none')], { description: 'warm transfers: what the caller hears on hold, hold music (default: Twilio\'s; on Telnyx a tune this server serves) or silence' }))
 }
 
 /** Console labels and hints of the handover members (both tool types). */

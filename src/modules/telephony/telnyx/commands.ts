@@ -22,8 +22,10 @@ const streamFields = (stream: StreamRequest) => ({
   stream_bidirectional_codec: 'PCMU'
 })
 
-/** What `client_state` carries: our call, and whether the webhook is about the leg a forwarding dialled. */
-export interface ClientState { call_id: string, leg?: 'transfer' }
+/** What `client_state` carries: our call, and whether the webhook is about the leg a forwarding dialled (a blind transfer's, or a warm transfer's call to the person). */
+export interface ClientState { call_id: string, leg?: 'transfer' | 'warm' }
+
+const LEGS = new Set(['transfer', 'warm'])
 
 export const encodeClientState = (state: ClientState): string => Buffer.from(JSON.stringify(state)).toString('base64')
 
@@ -31,7 +33,7 @@ export function decodeClientState (value: unknown): ClientState | undefined {
   if (typeof value !== 'string' || value.length > 1000) return undefined
   try {
     const state = JSON.parse(Buffer.from(value, 'base64').toString('utf8')) as Partial<ClientState>
-    return typeof state.call_id === 'string' && /^[0-9a-f]{24}$/.test(state.call_id) ? { call_id: state.call_id, ...(state.leg === 'transfer' && { leg: 'transfer' }) } : undefined
+    return typeof state.call_id === 'string' && /^[0-9a-f]{24}$/.test(state.call_id) ? { call_id: state.call_id, ...(state.leg !== undefined && LEGS.has(state.leg) && { leg: state.leg }) } : undefined
   } catch {
     return undefined
   }
@@ -81,10 +83,11 @@ export function telnyxCalls (request: TelnyxRequest) {
   }
   return {
     /**
-     * Rings `to` for up to `timeoutSeconds`; the answered call streams to us; its events come to `webhookUrl`. With
-     * `machineDetection`, Telnyx's answering-machine detection runs on the answered call (machineDetectionFields).
+     * Rings `to` for up to `timeoutSeconds`; the answered call streams to us (unless no `stream`); its events come to
+     * `webhookUrl`. With `machineDetection`, Telnyx's answering-machine detection runs on the answered call
+     * (machineDetectionFields).
      */
-    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream: StreamRequest, sip?: SipDial, machineDetection?: MachineDetection }): Promise<string> {
+    async dial (call: { connectionId: string, to: string, from: string, timeoutSeconds: number, webhookUrl: string, clientState: ClientState, stream?: StreamRequest, sip?: SipDial, machineDetection?: MachineDetection }): Promise<string> {
       const dialled = await request<{ data?: { call_control_id?: string } }>('POST', '/calls', {
         connection_id: call.connectionId,
         to: call.to,
@@ -93,7 +96,7 @@ export function telnyxCalls (request: TelnyxRequest) {
         timeout_secs: call.timeoutSeconds,
         webhook_url: call.webhookUrl,
         client_state: encodeClientState(call.clientState),
-        ...streamFields(call.stream),
+        ...(call.stream !== undefined && streamFields(call.stream)),
         ...(call.machineDetection !== undefined && machineDetectionFields(call.machineDetection))
       })
       const id = dialled?.data?.call_control_id
@@ -121,7 +124,24 @@ export function telnyxCalls (request: TelnyxRequest) {
         timeout_secs: Math.min(600, Math.max(5, transfer.timeoutSeconds)),
         target_leg_client_state: encodeClientState(transfer.clientState)
       })
-    }
+    },
+
+    // Warm transfers (telnyx/warm.ts).
+    /** Plays a WAV or MP3 on the call, looped until playback_stop (https://developers.telnyx.com/api-reference/call-commands/play-audio-url). */
+    playbackStart: async (id: string, audioUrl: string) => { await action(id, 'playback_start', { audio_url: audioUrl, loop: 'infinity' }) },
+    playbackStop: async (id: string) => { await action(id, 'playback_stop', { stop: 'all' }) },
+    /**
+     * Speaks `text` and gathers one key, reported by call.gather.ended (`digits`, `status`):
+     * https://developers.telnyx.com/api-reference/call-commands/gather-using-speak. Said once (maximum_tries 1), then
+     * `timeoutMs` for the key; any key is valid, so that the answer says which one came.
+     */
+    gatherUsingSpeak: async (id: string, gather: { text: string, voice: string, timeoutMs: number }) => {
+      await action(id, 'gather_using_speak', {
+        payload: gather.text, payload_type: 'text', voice: gather.voice, minimum_digits: 1, maximum_digits: 1, maximum_tries: 1, timeout_millis: gather.timeoutMs, valid_digits: '0123456789*#'
+      })
+    },
+    /** Connects the two calls (https://developers.telnyx.com/api-reference/call-commands/bridge-calls): either hanging up hangs up the other. */
+    bridge: async (id: string, otherId: string) => { await action(id, 'bridge', { call_control_id: otherId }) }
   }
 }
 

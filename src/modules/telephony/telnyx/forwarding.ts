@@ -3,18 +3,18 @@ import type { ForwardRequest } from '../../voice/session.ts'
 import type { TelephonyDeps } from '../calls.ts'
 import { clearForwarding, holdForwarding } from '../queries.ts'
 import { callTelnyx, telnyxTarget } from './commands.ts'
+import { warmTransferTelnyx } from './warm.ts'
 
 /**
  * Puts a live Telnyx call through to a number (call_forwarding, agent_transfer to a number) with the transfer
  * command: the conversation is kept with the call, Telnyx rings the person on a new leg whose webhooks carry our
  * call (target_leg_client_state), then our stream is stopped. Unanswered, the new leg's call.hangup takes the call
- * back (webhook.ts). Throws (and keeps nothing) when the call cannot be forwarded, so that the agent keeps the caller.
+ * back (routes.ts). A warm transfer: telnyx/warm.ts. Throws (and keeps nothing) when the call cannot be forwarded, so that the agent keeps the caller.
  */
 export async function forwardTelnyxCall (deps: TelephonyDeps, call: CallRow, callControlId: string, request: ForwardRequest): Promise<void> {
-  // Not put through blind instead: the tool asked for a warm transfer, and the agent keeps the caller (docs/voice.md).
-  if (request.warm !== undefined) throw new Error('warm transfers are not available on Telnyx numbers yet')
   const telnyx = await callTelnyx(deps, call)
   if (telnyx === undefined) throw new Error('the call\'s number has no Telnyx account to transfer through')
+  if (request.warm !== undefined) return await warmTransferTelnyx(deps, call, callControlId, request, telnyx)
   if (!await holdForwarding(deps.db, call.id, request.state)) throw new Error('the call has ended')
   const theirs = call.direction === 'inbound' ? call.call_from : call.call_to
   const from = request.showCallerNumber && theirs !== null ? theirs : telnyx.number.phone_number
