@@ -25,6 +25,11 @@ export interface Carriers {
    * Twilio account of its own, and under PHONE_CARRIER=sandbox, which never reaches a real carrier.
    */
   readonly sip: TwilioSip | undefined
+  /**
+   * For numbers a tenant imports from its own Telnyx account: Telnyx's API, this server's public address (the
+   * account's webhook URL is made from it) and the installation's own webhook key, which a tenant account may not give.
+   */
+  readonly tenantTelnyx: { apiUrl: string, publicBaseUrl: string, installationPublicKey: string | undefined }
 }
 
 /** Why Twilio could not reach this server's webhooks at PUBLIC_BASE_URL; undefined when it can, or under TWILIO_ALLOW_PRIVATE_BASE_URL. */
@@ -48,6 +53,7 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
     webhooks: { voiceUrl: config.publicBaseUrl + TWILIO_WEBHOOKS.voice, statusCallback: config.publicBaseUrl + TWILIO_WEBHOOKS.status },
     webhooksProblem: twilioWebhooksProblem(config),
     sip: own === undefined || config.phoneCarrier === 'sandbox' ? undefined : createTwilioSip(own.accountSid, twilioRequester(own)),
+    tenantTelnyx: { apiUrl: config.telnyx.apiUrl, publicBaseUrl: config.publicBaseUrl, installationPublicKey: config.telnyx.publicKey },
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       // Telnyx numbers are the installation's account's (TELNYX_*): its webhooks are checked with that account's key.
