@@ -103,7 +103,7 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
     try {
       const id = await telnyx.calls.dial({
         connectionId: telnyx.connectionId, to: call.call_to!, from: call.call_from!, timeoutSeconds: ringSeconds,
-        webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token)
+        webhookUrl: telnyx.webhookUrl, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token)
       })
       await setCarrierCallId(deps.db, call.id, id)
     } catch (err) {
