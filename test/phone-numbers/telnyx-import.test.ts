@@ -181,3 +181,18 @@ t.test('delete: the number leaves its application with the tenant\'s key, and th
   t.equal((await ctx.app.inject({ method: 'PATCH', url: '/v1/phone-number/telnyx-credentials', headers: account.headers, payload: { phone_number: TENANT_NUMBER, api_key: ctx.telnyx.tenant.apiKey } })).statusCode, 200)
   t.equal((await ctx.app.inject({ method: 'DELETE', url: `/v1/phone-number/${again._id}`, headers: account.headers })).statusCode, 204)
 })
+
+t.test('an installation without a Telnyx account of its own (on Twilio) still takes a tenant\'s own Telnyx numbers and their webhooks', async (t) => {
+  const telnyx = await startTelnyxStandIn(t)
+  telnyx.tenant.owned.set('2293384261075731401', { id: '2293384261075731401', phone_number: TENANT_NUMBER, connection_id: null })
+  const ctx = await setup(t, { PHONE_CARRIER: 'twilio', TWILIO_ACCOUNT_SID: 'AC' + 'a'.repeat(32), TWILIO_AUTH_TOKEN: 'token', TWILIO_ALLOW_PRIVATE_BASE_URL: 'true', TELNYX_API_URL: telnyx.url, PUBLIC_BASE_URL: PUBLIC })
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  telnyx.route(PUBLIC, url)
+  const account = await createAccount(ctx.db)
+  const res = await ctx.app.inject({ method: 'POST', url: '/v1/phone-number/import-carrier', headers: account.headers, payload: { phone_number: TENANT_NUMBER, carrier: 'telnyx', api_key: telnyx.tenant.apiKey, public_key: telnyx.tenant.publicKey } })
+  t.equal(res.statusCode, 201, res.body)
+  const [application] = telnyx.tenant.applications.values()
+  const hangup = { call_control_id: 'v3:nobody', hangup_cause: 'normal_clearing' }
+  t.equal((await telnyx.post(application.webhook_event_url, 'call.hangup', hangup, 'valid', 'tenant')).status, 204, 'its account\'s webhooks are taken')
+  t.equal((await telnyx.post(`${PUBLIC}/telephony/telnyx/webhook`, 'call.hangup', hangup, 'valid', 'tenant')).status, 403, 'the installation\'s URL has no key to take them with')
+})
