@@ -196,3 +196,15 @@ t.test('an installation without a Telnyx account of its own (on Twilio) still ta
   t.equal((await telnyx.post(application.webhook_event_url, 'call.hangup', hangup, 'valid', 'tenant')).status, 204, 'its account\'s webhooks are taken')
   t.equal((await telnyx.post(`${PUBLIC}/telephony/telnyx/webhook`, 'call.hangup', hangup, 'valid', 'tenant')).status, 403, 'the installation\'s URL has no key to take them with')
 })
+
+t.test('racing imports of one number: one is stored, the number is on its application, and no other application is left behind', async (t) => {
+  const ctx = await listen(t)
+  const accounts = [await createAccount(ctx.db), await createAccount(ctx.db)]
+  const answers = await Promise.all(Array.from({ length: 12 }, async (_, i) => await importTenant(ctx, accounts[i % 2].headers, { phone_number: TENANT_NUMBER })))
+  const created = answers.filter((a) => a.statusCode === 201)
+  t.equal(created.length, 1, answers.map((a) => a.statusCode).join(' '))
+  t.ok(answers.every((a) => [201, 404, 409].includes(a.statusCode)), 'the others are told the number is taken')
+  const row = await ctx.db.selectFrom('phone_numbers').selectAll().executeTakeFirstOrThrow()
+  t.equal(ctx.telnyx.tenant.owned.get('2293384261075731401')!.connection_id, row.carrier_connection_id, 'routed to the stored number\'s application')
+  t.same([...ctx.telnyx.tenant.applications.keys()], [row.carrier_connection_id], 'the losers\' applications were deleted')
+})

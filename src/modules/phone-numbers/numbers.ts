@@ -233,8 +233,8 @@ function refuseInstallationKey (carriers: Carriers, publicKey: string): void {
  * Imports a number of the caller's own Telnyx account: the API key must be accepted and the account must hold the
  * number (404). Its calls go to a Call Control application made in that account (once per account and caller, kept
  * with each of its numbers) whose webhook URL names the account here, so that its webhooks are verified with the
- * account's own public key. A number that cannot be stored is sent back to the application it had (and an
- * application made for it alone is deleted).
+ * account's own public key. The number is stored before it is routed, so that a racing import fails before it moves
+ * it; a number Telnyx will not route is not kept, and an application made for it alone is deleted.
  */
 async function importTenantTelnyx (db: DB, carriers: Carriers, userId: string, given: { phoneNumber: string, apiKey: string, publicKey: string }, assignment: AssignmentInput) {
   const { phoneNumber, apiKey, publicKey } = given
@@ -250,9 +250,10 @@ async function importTenantTelnyx (db: DB, carriers: Carriers, userId: string, g
   const accountId = known?.carrier_account_id ?? newId()
   const applications = telnyxApplications(call)
   const connectionId = known?.carrier_connection_id ?? await atCarrier(async () => await applications.create(`Switchboard ${accountId}`, publicBaseUrl + telnyxAccountWebhook(accountId)), true)
+  // Stored before the number is routed: an import racing this one for the number fails here, before it moves the number.
+  let row: PhoneNumberRow
   try {
-    await atCarrier(async () => { await routeTelnyxNumber(call, held.carrierNumberId, connectionId) }, true)
-    return await insertPhoneNumber(db, {
+    row = await insertPhoneNumber(db, {
       id: newId(),
       user_id: userId,
       phone_number: phoneNumber,
@@ -266,10 +267,17 @@ async function importTenantTelnyx (db: DB, carriers: Carriers, userId: string, g
       ...assignmentColumns(assignment)
     }, missing)
   } catch (err) {
-    await routeTelnyxNumber(call, held.carrierNumberId, held.connectionId).catch(() => undefined)
     if (known === undefined) await applications.remove(connectionId).catch(() => undefined)
     throw err
   }
+  try {
+    await atCarrier(async () => { await routeTelnyxNumber(call, held.carrierNumberId, connectionId) }, true)
+  } catch (err) {
+    await deletePhoneNumber(db, userId, row.id)
+    if (known === undefined) await applications.remove(connectionId).catch(() => undefined)
+    throw err
+  }
+  return row
 }
 
 /**

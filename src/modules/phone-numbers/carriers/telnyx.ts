@@ -100,13 +100,13 @@ export function createTelnyxCarrier (account: TelnyxAccount): Carrier {
   }
 }
 
-/** The number in the account (GET /v2/phone_numbers), with the application its calls go to now; undefined when the account does not hold it. */
-export async function findTelnyxNumber (call: TelnyxRequest, phoneNumber: string): Promise<(CarrierNumber & { connectionId: string | null }) | undefined> {
+/** The number in the account (GET /v2/phone_numbers); undefined when the account does not hold it. */
+export async function findTelnyxNumber (call: TelnyxRequest, phoneNumber: string): Promise<CarrierNumber | undefined> {
   // filter[phone_number] takes digits only ("non-numerical characters will result in no values"); the match is exact here.
   const query = new URLSearchParams({ 'filter[phone_number]': phoneNumber.replace(/\D/g, ''), 'page[size]': '20' })
   const page = await call<{ data?: TelnyxOwned[] }>('GET', `/phone_numbers?${query}`)
   const found = page?.data?.find((n) => n.phone_number === phoneNumber && typeof n.id === 'string')
-  return found === undefined ? undefined : { carrierNumberId: found.id!, phoneNumber, connectionId: typeof found.connection_id === 'string' && found.connection_id !== '' ? found.connection_id : null }
+  return found === undefined ? undefined : { carrierNumberId: found.id!, phoneNumber }
 }
 
 /** Sends the number's calls to a Call Control application (PATCH /v2/phone_numbers/{id} with connection_id), or to none (null). */
