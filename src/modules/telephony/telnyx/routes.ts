@@ -27,7 +27,8 @@ import { telnyxMedia } from './stream.ts'
 // Telnyx's Call Control webhooks and media stream (docs/voice.md, "Phone calls on Telnyx"). Every webhook must carry
 // a valid Ed25519 signature within the tolerance (403 otherwise) before anything is read or changed: of the
 // installation's Telnyx account at TELNYX_WEBHOOKS.webhook, of a tenant's own account at the URL naming it
-// (/accounts/<our id>, whose stored public key verifies it). A webhook acts only on numbers and calls of its account. Events are JSON `{ data: { event_type, occurred_at, payload } }`
+// (/accounts/<our id>, whose stored public key verifies it). A webhook acts only on numbers and calls of its account.
+// Events are JSON `{ data: { event_type, occurred_at, payload } }`
 // (developers.telnyx.com/docs/voice/programmable-voice/voice-api-webhooks); Telnyx may repeat or reorder them, so
 // each is handled from the call's stored state and a repeat changes nothing.
 
