@@ -172,6 +172,13 @@ export interface PhoneNumbersTable {
    */
   sip_carrier: 'twilio' | 'telnyx' | null
   sip_subdomain: string | null
+  /**
+   * A number of a tenant's own Telnyx account (migrations/0044): the account's webhook signing key (base64) and the
+   * Call Control application carrying its calls; carrier_account_id is then our id for that account, and
+   * carrier_auth_token its API key.
+   */
+  carrier_public_key: string | null
+  carrier_connection_id: string | null
   created_at: CreatedAt
   updated_at: UpdatedAt
 }

@@ -56,6 +56,8 @@ export interface StandinCall {
   playing?: string
   /** The call bridged with this one: either hanging up hangs up the other. */
   bridged?: StandinCall
+  /** A call of the second account (the tenant's), on one of its Call Control applications; commands need its API key. */
+  account?: { name: 'tenant', connectionId: string }
 }
 
 export interface TelnyxStream {
@@ -89,8 +91,8 @@ export interface TelnyxStandIn {
   callees: Map<string, Callee>
   /** Who picks up at a number that answers a dial (a person or a machine; see Party); default: nobody speaks. */
   parties: Map<string, Party>
-  /** Posts a signed webhook; answers the server's status and body. */
-  post: (url: string, eventType: string, payload: Record<string, unknown>, signing?: Signing) => Promise<{ status: number, body: string }>
+  /** Posts a signed webhook (with the tenant account's key: `as` 'tenant'); answers the server's status and body. */
+  post: (url: string, eventType: string, payload: Record<string, unknown>, signing?: Signing, as?: 'tenant') => Promise<{ status: number, body: string }>
   /** Someone calls `to`: call.initiated (incoming) to the connection's webhook URL. */
   dialIn: (from: string, to: string) => Promise<{ call: StandinCall, status: number }>
   /** The call's n-th media stream, once open. */
@@ -108,6 +110,20 @@ export interface TelnyxStandIn {
   sipEndpoints: Map<string, { username: string, password: string }>
   /** A PBX sends an INVITE for `to` (sip:<user>@<subdomain>.sip.telnyx.com), answering Telnyx's challenge with `credentials`. */
   pbxInvite: (to: string, from: string, credentials: { username: string, password: string } | undefined) => Promise<PbxInvite>
+  /** A second account: a tenant's own Telnyx account. */
+  tenant: TenantAccount
+}
+
+/** A second Telnyx account, with its own API key, key pair, numbers and Call Control applications. */
+export interface TenantAccount {
+  apiKey: string
+  publicKey: string
+  owned: Map<string, { id: string, phone_number: string, connection_id: string | null }>
+  applications: Map<string, { id: string, application_name: string, webhook_event_url: string }>
+  /** Every API request made with this account's key, in order. */
+  requests: Array<{ method: string, path: string, body: any }>
+  /** Someone calls `to`, a number of this account: call.initiated to its application's webhook URL. */
+  dialIn: (from: string, to: string) => Promise<{ call: StandinCall, status: number }>
 }
 
 export interface SipApplication { id: string, application_name: string, webhook_event_url: string, webhook_api_version: string, inbound: { sip_subdomain?: string, sip_subdomain_receive_settings?: string } }
@@ -219,10 +235,10 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     return origin.replace(/^http/, asked.protocol.startsWith('ws') ? 'ws' : 'http') + asked.pathname + asked.search
   }
 
-  async function post (url: string, eventType: string, payload: Record<string, unknown>, signing: Signing = 'valid') {
+  async function post (url: string, eventType: string, payload: Record<string, unknown>, signing: Signing = 'valid', as?: 'tenant') {
     const body = JSON.stringify({ data: { record_type: 'event', event_type: eventType, id: randomUUID(), occurred_at: new Date().toISOString(), payload }, meta: { attempt: 1, delivered_to: url } })
     const timestamp = String(Math.floor(Date.now() / 1000) - (signing === 'stale' ? 3600 : 0))
-    const key: KeyObject = signing === 'wrong' ? other : privateKey
+    const key: KeyObject = signing === 'wrong' ? other : as === 'tenant' ? tenantKeys.privateKey : privateKey
     const headers: Record<string, string> = { 'content-type': 'application/json' }
     if (signing !== 'none') {
       headers['telnyx-timestamp'] = timestamp
@@ -240,9 +256,9 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
   }
 
   const event = (call: StandinCall, type: string, extra: Record<string, unknown> = {}) => post(call.webhookUrl, type, {
-    call_control_id: call.callControlId, connection_id: call.connectionId ?? connectionId, call_leg_id: randomUUID(), call_session_id: randomUUID(),
+    call_control_id: call.callControlId, connection_id: call.account?.connectionId ?? call.connectionId ?? connectionId, call_leg_id: randomUUID(), call_session_id: randomUUID(),
     client_state: call.clientState, from: call.from, to: call.to, direction: call.direction, state: type.slice(5), ...extra
-  })
+  }, 'valid', call.account?.name)
 
   function openStream (call: StandinCall, body: any) {
     const token: string | undefined = body.stream_auth_token
@@ -386,9 +402,11 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     req.on('end', () => {
       const url = new URL(req.url ?? '/', 'http://standin')
       const body = chunks.length === 0 ? {} : JSON.parse(Buffer.concat(chunks).toString())
-      if (req.headers.authorization !== `Bearer ${apiKey}`) return error(res, 401, '10009', 'Authentication failed')
       const q = (name: string) => url.searchParams.get(name) ?? undefined
       const path = url.pathname
+      const byTenant = req.headers.authorization === `Bearer ${tenantApiKey}`
+      if (byTenant && tenantRequest(req.method ?? '', path, q, body, res)) return
+      if (!byTenant && req.headers.authorization !== `Bearer ${apiKey}`) return error(res, 401, '10009', 'Authentication failed')
       if (req.method === 'GET' && path === '/v2/available_phone_numbers') {
         const found = [...offered.values()].filter((n) => (q('filter[national_destination_code]') === undefined || n.phone_number.slice(2, 5) === q('filter[national_destination_code]')) &&
           (q('filter[phone_number][contains]') === undefined || n.phone_number.includes(q('filter[phone_number][contains]')!)))
@@ -435,7 +453,8 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
       const action = /^\/v2\/calls\/([^/]+)\/actions\/([a-z_]+)$/.exec(path)
       if (req.method === 'POST' && action !== null) {
         const call = calls.get(decodeURIComponent(action[1]))
-        if (call === undefined) return error(res, 404, '90015', 'call not found')
+        // Each account acts on its own calls only.
+        if (call === undefined || (call.account !== undefined) !== byTenant) return error(res, 404, '90015', 'call not found')
         if (!call.alive) return error(res, 422, '90018', 'Call has already ended')
         const command = action[2]
         call.commands.push({ command, body })
@@ -453,7 +472,9 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
           call.alive = false
           later(async () => await event(call, 'call.hangup', { hangup_cause: 'call_rejected' }))
         } else if (command === 'transfer') {
-          ring({ callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.target_leg_client_state, webhookUrl, alive: true, streams: [], commands: [{ command: 'transfer', body }] }, {})
+          // The new leg's events go to the webhook URL of the call's application.
+          const legWebhook = call.account === undefined ? webhookUrl : tenantWebhook(call.account.connectionId)!
+          ring({ callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.target_leg_client_state, webhookUrl: legWebhook, alive: true, streams: [], commands: [{ command: 'transfer', body }], account: call.account }, {})
         } else if (!warmCommand(call, command, body, res)) {
           return
         }
@@ -464,6 +485,69 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     })
   })
   const sip = sipTrunks({ json, error, event, calls })
+  // ---- A second account: a tenant's own Telnyx account (its own API key, key pair, numbers, Call Control applications) ----
+  const tenantKeys = generateKeyPairSync('ed25519')
+  const tenantApiKey = 'KEY' + randomBytes(16).toString('hex')
+  const tenantOwned: TenantAccount['owned'] = new Map()
+  const applications: TenantAccount['applications'] = new Map()
+  const tenantRequests: TenantAccount['requests'] = []
+  const tenantWebhook = (id: string | null | undefined) => applications.get(id ?? '')?.webhook_event_url
+
+  /** The tenant account's own API (numbers, applications, dial); false for a call command, which the shared code serves. */
+  function tenantRequest (method: string, path: string, q: (name: string) => string | undefined, body: any, res: http.ServerResponse): boolean {
+    if (/^\/v2\/calls\/[^/]+\/actions\//.test(path)) return false
+    tenantRequests.push({ method, path, body })
+    if (method === 'GET' && path === '/v2/phone_numbers') {
+      const digits = q('filter[phone_number]') ?? ''
+      json(res, 200, { data: [...tenantOwned.values()].filter((n) => n.phone_number.replace(/\D/g, '').includes(digits)) })
+      return true
+    }
+    const number = /^\/v2\/phone_numbers\/([^/]+)$/.exec(path)
+    if (number !== null && method === 'PATCH') {
+      const held = tenantOwned.get(decodeURIComponent(number[1]))
+      if (held === undefined) error(res, 404, '10005', 'Resource not found')
+      else if (body.connection_id !== null && !applications.has(body.connection_id)) error(res, 422, '10015', 'invalid connection_id')
+      else {
+        held.connection_id = body.connection_id
+        json(res, 200, { data: held })
+      }
+      return true
+    }
+    if (method === 'POST' && path === '/v2/call_control_applications') {
+      if (typeof body.application_name !== 'string' || typeof body.webhook_event_url !== 'string') error(res, 422, '10015', 'application_name and webhook_event_url are required')
+      else {
+        const id = String(BigInt(Date.now()) * 1000n + BigInt(applications.size))
+        applications.set(id, { id, application_name: body.application_name, webhook_event_url: body.webhook_event_url })
+        json(res, 201, { data: { record_type: 'call_control_application', active: true, ...applications.get(id) } })
+      }
+      return true
+    }
+    const application = /^\/v2\/call_control_applications\/([^/]+)$/.exec(path)
+    if (application !== null && method === 'DELETE') {
+      const found = applications.get(decodeURIComponent(application[1]))
+      if (found === undefined) error(res, 404, '10005', 'Resource not found')
+      else {
+        applications.delete(found.id)
+        for (const n of tenantOwned.values()) if (n.connection_id === found.id) n.connection_id = null
+        json(res, 200, { data: { record_type: 'call_control_application', ...found } })
+      }
+      return true
+    }
+    if (method === 'POST' && path === '/v2/calls') {
+      if (!applications.has(body.connection_id)) error(res, 422, '90015', 'invalid connection_id')
+      else {
+        const call: StandinCall = {
+          callControlId: ccid(), direction: 'outgoing', from: body.from, to: body.to, clientState: body.client_state, webhookUrl: body.webhook_url ?? tenantWebhook(body.connection_id), alive: true, streams: [], commands: [{ command: 'dial', body }], account: { name: 'tenant', connectionId: body.connection_id }
+        }
+        ring(call, body)
+        json(res, 200, { data: { call_control_id: call.callControlId, call_leg_id: randomUUID(), call_session_id: randomUUID(), is_alive: false, record_type: 'call' } })
+      }
+      return true
+    }
+    error(res, 404, '10005', `no route ${method} ${path} for this account`)
+    return true
+  }
+
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(async () => {
     for (const call of calls.values()) for (const stream of call.streams) stream.socket.terminate()
@@ -505,7 +589,23 @@ export async function startTelnyxStandIn (t: Test): Promise<TelnyxStandIn> {
     credentialConnections: sip.credentialConnections,
     sipRequests: sip.requests,
     sipEndpoints: sip.endpoints,
-    pbxInvite: sip.invite
+    pbxInvite: sip.invite,
+    tenant: {
+      apiKey: tenantApiKey,
+      publicKey: Buffer.from(tenantKeys.publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64'),
+      owned: tenantOwned,
+      applications,
+      requests: tenantRequests,
+      async dialIn (from, to) {
+        const number = [...tenantOwned.values()].find((n) => n.phone_number === to)
+        const connectionId = number?.connection_id
+        if (connectionId == null) throw new Error(`${to} is on no application of the tenant account`)
+        const call: StandinCall = { callControlId: ccid(), direction: 'incoming', from, to, clientState: undefined, webhookUrl: tenantWebhook(connectionId)!, alive: true, streams: [], commands: [], account: { name: 'tenant', connectionId } }
+        calls.set(call.callControlId, call)
+        const { status } = await event(call, 'call.initiated')
+        return { call, status }
+      }
+    }
   }
 }
 

@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { CallRow, PhoneNumbersTable } from '../../db/schema.ts'
+import { telnyxAccountWebhook, type TelnyxAccount } from './carriers/telnyx.ts'
 import type { TwilioAccount } from './carriers/twilio.ts'
 import { findPhoneNumberByE164 } from './queries.ts'
 
@@ -21,6 +22,16 @@ export function numberAccount (config: Pick<Config, 'twilio'>, number: Selectabl
   if (number.carrier_auth_token !== null) return { apiUrl, accountSid: number.carrier_account_id, authToken: number.carrier_auth_token }
   if (number.carrier_account_id === accountSid && authToken !== undefined) return { apiUrl, accountSid, authToken }
   return undefined
+}
+
+/**
+ * The tenant's own Telnyx account a number was imported from (its API key and Call Control application), and where
+ * that account's webhooks come (a path naming it); undefined for a number of the installation's Telnyx account.
+ */
+export function tenantTelnyxAccount (apiUrl: string, number: Selectable<PhoneNumbersTable>): (TelnyxAccount & { id: string, webhookPath: string }) | undefined {
+  const { carrier_account_id: id, carrier_auth_token: apiKey, carrier_connection_id: connectionId } = number
+  if (number.carrier !== 'telnyx' || number.carrier_public_key === null || id === null || apiKey === null || connectionId === null) return undefined
+  return { id, apiUrl, apiKey, connectionId, webhookPath: telnyxAccountWebhook(id) }
 }
 
 /** The account's number a phone call runs on: the number called (inbound) or calling (outbound). */

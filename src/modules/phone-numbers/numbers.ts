@@ -10,9 +10,12 @@ import { versionExists } from '../agents/versions.ts'
 import { CarrierError, type AvailableNumber } from './carriers/carrier.ts'
 import type { Carriers } from './carriers/index.ts'
 import { telnyxSipCredentialProblem, type TelnyxSipDomain } from './carriers/telnyx-sip.ts'
+import { findTelnyxNumber, routeTelnyxNumber, telnyxAccountWebhook, telnyxApplications, telnyxRequester, type TelnyxAccount } from './carriers/telnyx.ts'
 import { sipCredentialProblem, type SipDomain } from './carriers/twilio-sip.ts'
+import { tenantTelnyxAccount } from './number-accounts.ts'
 import {
-  deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
+  countTelnyxAccountNumbers, deletePhoneNumber, findPhoneNumber, findPhoneNumberByE164, findTenantTelnyxAccount, importedFrom, insertPhoneNumber, numberHolder, numberTaken, setCarrierToken,
+  setTelnyxCredentials, twilioNumbers, updatePhoneNumber, type PhoneNumberRow
 } from './queries.ts'
 
 // Searching, buying, importing, assigning and releasing numbers: what the API's routes and the console's pages
@@ -152,7 +155,16 @@ export async function buyNumber (db: DB, carriers: Carriers, userId: string, inp
   }
 }
 
-export interface ImportInput extends AssignmentInput { phone_number: string, carrier?: CarrierName, account_sid?: string, auth_token?: string }
+export interface ImportInput extends AssignmentInput {
+  phone_number: string
+  carrier?: CarrierName
+  /** Twilio's: the account holding the number. */
+  account_sid?: string
+  auth_token?: string
+  /** Telnyx's: the tenant's own account holding the number (its API key, and the public key its webhooks are signed with). */
+  api_key?: string
+  public_key?: string
+}
 
 /**
  * Adds a number the caller holds at a carrier, its calls pointed here; the auth token is kept for later carrier
@@ -160,22 +172,28 @@ export interface ImportInput extends AssignmentInput { phone_number: string, car
  * (`by: 'operator'`, the CLI's `number import`) may give it to an account, never a tenant through the API or console.
  */
 export async function importNumber (db: DB, carriers: Carriers, userId: string, input: ImportInput, by: 'tenant' | 'operator' = 'tenant') {
-  const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, ...assignment } = input
+  const { phone_number: phoneNumber, carrier: chosen, account_sid: accountSid, auth_token: authToken, api_key: apiKey, public_key: publicKey, ...assignment } = input
   if ((accountSid === undefined) !== (authToken === undefined)) throw badRequest('body.account_sid and body.auth_token go together')
   const credentials = accountSid !== undefined && authToken !== undefined ? { accountSid, authToken } : undefined
-  // Credentials are Twilio's: given without a carrier, they name it.
-  const name = chosen ?? (credentials !== undefined ? 'twilio' : carriers.purchasing)
+  const telnyxCredentials = apiKey !== undefined || publicKey !== undefined
+  // account_sid and auth_token are Twilio's, api_key and public_key Telnyx's: given without a carrier, they name it.
+  const name = chosen ?? (credentials !== undefined ? 'twilio' : telnyxCredentials ? 'telnyx' : carriers.purchasing)
   if (name !== 'twilio' && credentials !== undefined) throw badRequest(`body.account_sid and body.auth_token are for carrier twilio; ${name} takes none`)
+  if (name !== 'telnyx' && telnyxCredentials) throw badRequest(`body.api_key and body.public_key are for carrier telnyx; ${name} takes none`)
   // A sandbox installation is one without telephony: a fuzzer or a trial must never make it call a real carrier.
-  if (name === 'twilio' && carriers.purchasing === 'sandbox') {
-    throw badRequest('this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from twilio', 'carrier_disabled')
+  if ((name === 'twilio' || (name === 'telnyx' && telnyxCredentials)) && carriers.purchasing === 'sandbox') {
+    throw badRequest(`this installation runs the sandbox carrier (PHONE_CARRIER=sandbox): numbers cannot be imported from ${name}`, 'carrier_disabled')
+  }
+  if (name === 'telnyx' && telnyxCredentials) {
+    if (apiKey === undefined || publicKey === undefined) throw badRequest('body.api_key and body.public_key go together', 'carrier_credentials_required')
+    return await importTenantTelnyx(db, carriers, userId, { phoneNumber, apiKey, publicKey }, assignment)
   }
   if (name === 'twilio' && credentials === undefined && by !== 'operator') {
     throw badRequest("give body.account_sid and body.auth_token of the Twilio account holding the number: numbers of this installation's own Twilio account are assigned by its operator (npm run cli -- number import)", 'carrier_credentials_required')
   }
   // Numbers of the installation's Telnyx account, like those of its Twilio account, are the operator's to give.
   if (name === 'telnyx' && by !== 'operator') {
-    throw badRequest("numbers of this installation's Telnyx account are assigned by its operator (npm run cli -- number import --carrier telnyx)", 'carrier_credentials_required')
+    throw badRequest("give body.api_key and body.public_key of the Telnyx account holding the number: numbers of this installation's own Telnyx account are assigned by its operator (npm run cli -- number import --carrier telnyx)", 'carrier_credentials_required')
   }
   await checkAssignment(db, userId, assignment)
   requireReachable(carriers, name)
@@ -197,6 +215,102 @@ export async function importNumber (db: DB, carriers: Carriers, userId: string, 
     carrier_auth_token: credentials?.authToken ?? null,
     ...assignmentColumns(assignment)
   }, missing)
+}
+
+// ---- Numbers of a tenant's own Telnyx account ----
+
+/** Where a 401 for a tenant's key sends them (the key itself is never in a message). */
+const TENANT_KEY = 'the Telnyx API key given (body.api_key)'
+const KEPT_KEY = 'the Telnyx API key kept with the number (replace it with PATCH /v1/phone-number/telnyx-credentials)'
+
+/** The installation's own account signs the installation's webhooks: a tenant URL verified with its key would take them too. */
+function refuseInstallationKey (carriers: Carriers, publicKey: string): void {
+  if (publicKey === carriers.tenantTelnyx.installationPublicKey) {
+    throw badRequest("body.public_key is this installation's own Telnyx account's: its numbers are assigned by its operator (npm run cli -- number import --carrier telnyx)", 'carrier_credentials_required')
+  }
+}
+
+/**
+ * Imports a number of the caller's own Telnyx account: the API key must be accepted and the account must hold the
+ * number (404). Its calls go to a Call Control application made in that account (once per account and caller, kept
+ * with each of its numbers) whose webhook URL names the account here, so that its webhooks are verified with the
+ * account's own public key. The number is stored before it is routed, so that a racing import fails before it moves
+ * it; a number Telnyx will not route is not kept, and an application made for it alone is deleted.
+ */
+async function importTenantTelnyx (db: DB, carriers: Carriers, userId: string, given: { phoneNumber: string, apiKey: string, publicKey: string }, assignment: AssignmentInput) {
+  const { phoneNumber, apiKey, publicKey } = given
+  const { apiUrl, publicBaseUrl } = carriers.tenantTelnyx
+  refuseInstallationKey(carriers, publicKey)
+  await checkAssignment(db, userId, assignment)
+  const missing = notFound(`${phoneNumber} in the telnyx account`)
+  await ensureFree(db, userId, phoneNumber, missing)
+  const call = telnyxRequester({ apiUrl, apiKey }, TENANT_KEY)
+  const held = await atCarrier(async () => await findTelnyxNumber(call, phoneNumber), true)
+  if (held === undefined) throw missing
+  const known = await findTenantTelnyxAccount(db, userId, publicKey)
+  const accountId = known?.carrier_account_id ?? newId()
+  const applications = telnyxApplications(call)
+  const connectionId = known?.carrier_connection_id ?? await atCarrier(async () => await applications.create(`Switchboard ${accountId}`, publicBaseUrl + telnyxAccountWebhook(accountId)), true)
+  // Stored before the number is routed: an import racing this one for the number fails here, before it moves the number.
+  let row: PhoneNumberRow
+  try {
+    row = await insertPhoneNumber(db, {
+      id: newId(),
+      user_id: userId,
+      phone_number: phoneNumber,
+      source: 'imported',
+      carrier: 'telnyx',
+      carrier_number_id: held.carrierNumberId,
+      carrier_account_id: accountId,
+      carrier_auth_token: apiKey,
+      carrier_public_key: publicKey,
+      carrier_connection_id: connectionId,
+      ...assignmentColumns(assignment)
+    }, missing)
+  } catch (err) {
+    if (known === undefined) await applications.remove(connectionId).catch(() => undefined)
+    throw err
+  }
+  try {
+    await atCarrier(async () => { await routeTelnyxNumber(call, held.carrierNumberId, connectionId) }, true)
+  } catch (err) {
+    await deletePhoneNumber(db, userId, row.id)
+    if (known === undefined) await applications.remove(connectionId).catch(() => undefined)
+    throw err
+  }
+  return row
+}
+
+/**
+ * A tenant's Telnyx number leaving: its calls no longer come here (its application is unset; the last number of the
+ * account takes the application with it). The number stays in the tenant's account. One the account no longer holds is gone already.
+ */
+async function unrouteTenantTelnyx (db: DB, userId: string, row: PhoneNumberRow, account: TelnyxAccount & { id: string }): Promise<void> {
+  const call = telnyxRequester(account, KEPT_KEY)
+  await atCarrier(async () => {
+    await routeTelnyxNumber(call, row.carrier_number_id!, null).catch((err: unknown) => {
+      if (!(err instanceof CarrierError && err.status === 404)) throw err
+    })
+    if (await countTelnyxAccountNumbers(db, userId, account.id) <= 1) await telnyxApplications(call).remove(account.connectionId)
+  }, true)
+}
+
+/**
+ * Replaces the API key and/or webhook public key kept with the caller's numbers of the Telnyx account that holds
+ * `phoneNumber` (after a rotation at Telnyx): a new API key must be accepted and hold the number. 404 when the
+ * number is not one of the caller's imported from a Telnyx account.
+ */
+export async function replaceTelnyxCredentials (db: DB, carriers: Carriers, userId: string, phoneNumber: string, change: { apiKey?: string, publicKey?: string }): Promise<number> {
+  const row = await findPhoneNumberByE164(db, userId, phoneNumber)
+  const account = row === undefined ? undefined : tenantTelnyxAccount(carriers.tenantTelnyx.apiUrl, row)
+  if (account === undefined) throw notFound(`a number imported from your Telnyx account at ${phoneNumber}`)
+  if (change.publicKey !== undefined) refuseInstallationKey(carriers, change.publicKey)
+  const { apiKey } = change
+  if (apiKey !== undefined) {
+    const held = await atCarrier(async () => await findTelnyxNumber(telnyxRequester({ apiUrl: account.apiUrl, apiKey }, TENANT_KEY), phoneNumber), true)
+    if (held === undefined) throw notFound(`${phoneNumber} in the telnyx account of body.api_key`)
+  }
+  return await setTelnyxCredentials(db, userId, account.id, change)
 }
 
 /** Only the fields given change. */
@@ -221,6 +335,8 @@ export async function releaseNumber (db: DB, carriers: Carriers, userId: string,
   const domain = sipDomainOf(row)
   const sip = domain === undefined ? undefined : carriers.sipCarriers[domain.carrier]
   if (domain !== undefined && sip !== undefined && sip.accountId === row.carrier_account_id) await atCarrier(() => sip.disconnect(domain))
+  const tenant = tenantTelnyxAccount(carriers.tenantTelnyx.apiUrl, row)
+  if (tenant !== undefined && row.carrier_number_id !== null) await unrouteTenantTelnyx(db, userId, row, tenant)
   await deletePhoneNumber(db, userId, row.id)
 }
 

@@ -159,3 +159,40 @@ export async function firstMessagingNumber (db: DB, userId: string) {
     .orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
   return row === undefined ? undefined : opened(row)
 }
+
+// ---- Numbers of a tenant's own Telnyx account (migrations/0044) ----
+
+/** The caller's Telnyx account with this webhook key, from an earlier import: our id for it and its Call Control application. */
+export async function findTenantTelnyxAccount (db: DB, userId: string, publicKey: string) {
+  return await db.selectFrom('phone_numbers').select(['carrier_account_id', 'carrier_connection_id'])
+    .where('user_id', '=', userId).where('carrier', '=', 'telnyx').where('carrier_public_key', '=', publicKey)
+    .orderBy('created_at').limit(1).executeTakeFirst()
+}
+
+/** The Telnyx account a webhook URL names (our id): its public key, API key and application; undefined when no number has it. */
+export async function findTelnyxAccountById (db: DB, accountId: string) {
+  const row = await db.selectFrom('phone_numbers').select(['carrier_public_key', 'carrier_auth_token', 'carrier_connection_id'])
+    .where('carrier', '=', 'telnyx').where('carrier_account_id', '=', accountId).where('carrier_public_key', 'is not', null)
+    .orderBy('updated_at', 'desc').limit(1).executeTakeFirst()
+  if (row?.carrier_public_key == null || row.carrier_auth_token === null || row.carrier_connection_id === null) return undefined
+  return { publicKey: row.carrier_public_key, apiKey: openSecret(row.carrier_auth_token), connectionId: row.carrier_connection_id }
+}
+
+/** How many of the caller's numbers came from that Telnyx account. */
+export async function countTelnyxAccountNumbers (db: DB, userId: string, accountId: string): Promise<number> {
+  const row = await db.selectFrom('phone_numbers').select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('user_id', '=', userId).where('carrier', '=', 'telnyx').where('carrier_account_id', '=', accountId).where('carrier_public_key', 'is not', null)
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+/** A new API key (sealed) and/or webhook key for the caller's numbers of that Telnyx account; answers how many. */
+export async function setTelnyxCredentials (db: DB, userId: string, accountId: string, change: { apiKey?: string, publicKey?: string }): Promise<number> {
+  const result = await db.updateTable('phone_numbers').set({
+    ...(change.apiKey !== undefined && { carrier_auth_token: sealSecret(change.apiKey) }),
+    ...(change.publicKey !== undefined && { carrier_public_key: change.publicKey }),
+    updated_at: new Date()
+  }).where('user_id', '=', userId).where('carrier', '=', 'telnyx').where('carrier_account_id', '=', accountId).where('carrier_public_key', 'is not', null)
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows)
+}

@@ -11,9 +11,9 @@ import { requireWorkspace } from '../account/workspace-queries.ts'
 import type { Carriers } from './carriers/index.ts'
 import { telnyxSipHost } from './carriers/telnyx-sip.ts'
 import { sipDomainName } from './carriers/twilio-sip.ts'
-import { assignNumber, buyNumber, connectSip, importNumber, releaseNumber, replaceCarrierToken, searchNumbers } from './numbers.ts'
+import { assignNumber, buyNumber, connectSip, importNumber, releaseNumber, replaceCarrierToken, replaceTelnyxCredentials, searchNumbers } from './numbers.ts'
 import { findPhoneNumber, listPhoneNumbers } from './queries.ts'
-import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from './schemas.ts'
+import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname, TelnyxApiKey, TelnyxPublicKey } from './schemas.ts'
 
 export interface PhoneNumberOptions {
   db: DB
@@ -67,13 +67,15 @@ const AvailableNumber = Type.Object({
   carrier: CarrierName
 }, { [COMPONENT]: 'AvailablePhoneNumber' })
 
-const CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }]
+const TWILIO_CREDENTIALS = [{ required: ['account_sid'] }, { required: ['auth_token'] }]
+const TELNYX_CREDENTIALS = [{ required: ['api_key'] }, { required: ['public_key'] }]
+const CREDENTIALS = [...TWILIO_CREDENTIALS, ...TELNYX_CREDENTIALS]
 
 /** import-carrier's rules as the document states them (the handler enforces them: see CHECKED_IN_HANDLER). */
 const IMPORT_CARRIER_RULES = [
-  { title: 'twilio with the credentials of the account holding the number', properties: { carrier: { const: 'twilio' } }, required: ['account_sid', 'auth_token'] },
+  { title: 'twilio with the credentials of the account holding the number', properties: { carrier: { const: 'twilio' } }, required: ['account_sid', 'auth_token'], not: { anyOf: TELNYX_CREDENTIALS } },
   { title: 'the sandbox', properties: { carrier: { const: 'sandbox' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
-  { title: "telnyx: numbers of the installation's Telnyx account are assigned by its operator (400 carrier_credentials_required here)", properties: { carrier: { const: 'telnyx' } }, required: ['carrier'], not: { anyOf: CREDENTIALS } },
+  { title: "telnyx with the API key and webhook public key of your own Telnyx account holding the number (without them 400 carrier_credentials_required: numbers of the installation's Telnyx account are assigned by its operator)", properties: { carrier: { const: 'telnyx' } }, required: ['api_key', 'public_key'], not: { anyOf: TWILIO_CREDENTIALS } },
   { title: "the installation's carrier (PHONE_CARRIER) when it is the sandbox", not: { anyOf: [{ required: ['carrier'] }, ...CREDENTIALS] } }
 ]
 
@@ -173,12 +175,14 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Import a number from a carrier account',
-      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it: without them 400 `carrier_credentials_required` (numbers of the installation\'s own Twilio account are assigned by its operator, `npm run cli -- number import`). The number must be in that account, and its voice URL and status callback are pointed at this server (PUBLIC_BASE_URL; 409 `webhooks_unreachable` when Twilio could not reach it). The credentials are kept for later carrier requests and never returned.',
+      description: 'Adds a number you already hold at a carrier. An installation running the sandbox (PHONE_CARRIER=sandbox) imports from the sandbox only: `carrier: twilio` answers 400 `carrier_disabled` and nothing reaches Twilio. For Twilio give the account SID and auth token of the account holding it: without them 400 `carrier_credentials_required` (numbers of the installation\'s own Twilio account are assigned by its operator, `npm run cli -- number import`). The number must be in that account, and its voice URL and status callback are pointed at this server (PUBLIC_BASE_URL; 409 `webhooks_unreachable` when Twilio could not reach it). The credentials are kept for later carrier requests and never returned. For Telnyx give your own account\'s `api_key` and `public_key` (the webhook signing key the portal shows under Keys & Credentials; Telnyx\'s API does not give it): the key is checked with Telnyx (400 `carrier_credentials_rejected` when refused), the number must be in that account (404), and its calls are sent here through a Call Control application made in your account (one per account, shared by its numbers) whose webhooks come to a URL of their own, verified with that public key (docs/voice.md, "Your own Telnyx account"). Without them 400 `carrier_credentials_required` (numbers of the installation\'s Telnyx account are assigned by its operator).',
       body: Type.Object({
         phone_number: E164,
-        carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when credentials are given, else PHONE_CARRIER' }),
+        carrier: Type.Optional({ ...CarrierName, description: 'default: twilio when account_sid and auth_token are given, telnyx when api_key and public_key are, else PHONE_CARRIER' }),
         account_sid: Type.Optional(AccountSid),
         auth_token: Type.Optional(AuthToken),
+        api_key: Type.Optional(TelnyxApiKey),
+        public_key: Type.Optional(TelnyxPublicKey),
         ...Assignment
       }, { [CHECKED_IN_HANDLER]: { oneOf: IMPORT_CARRIER_RULES } }),
       response: { 201: PhoneNumber, ...errors(...AUTH_ERRORS, 404, 409, 502) }
@@ -201,6 +205,22 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
   }, async (request) => {
     const { account_sid: accountSid, auth_token: authToken } = request.body
     return { account_sid: accountSid, numbers_updated: await replaceCarrierToken(db, carriers, request.userId, accountSid, authToken) }
+  })
+
+  app.patch('/phone-number/telnyx-credentials', {
+    schema: {
+      tags: ['phone numbers'],
+      summary: 'Replace the Telnyx API key or webhook public key kept with your numbers imported from a Telnyx account (beyond the specification)',
+      description: 'After rotating the API key or the webhook signing key at Telnyx: `phone_number` names any of your numbers imported from that account, and what is given is kept with every number of that account. A new `api_key` is checked with Telnyx first (400 `carrier_credentials_rejected` when refused; 404 when that account does not hold the number); a new `public_key` cannot be checked with Telnyx and verifies the account\'s webhooks from now on. Nothing is imported again. 404 when the number is not one of yours imported from a Telnyx account. Neither key is ever returned.',
+      body: Type.Object({ phone_number: E164, api_key: Type.Optional(TelnyxApiKey), public_key: Type.Optional(TelnyxPublicKey) }, { anyOf: [{ required: ['api_key'] }, { required: ['public_key'] }] }),
+      response: {
+        200: Type.Object({ phone_number: E164, numbers_updated: Type.Integer({ description: 'how many of your numbers keep the new keys' }) }),
+        ...errors(...AUTH_ERRORS, 404, 502)
+      }
+    }
+  }, async (request) => {
+    const { phone_number: phoneNumber, api_key: apiKey, public_key: publicKey } = request.body
+    return { phone_number: phoneNumber, numbers_updated: await replaceTelnyxCredentials(db, carriers, request.userId, phoneNumber, { apiKey, publicKey }) }
   })
 
   app.patch('/phone-number/connect-to-sip', {
@@ -258,7 +278,7 @@ export const phoneNumberRoutes: FastifyPluginAsyncTypebox<PhoneNumberOptions> = 
     schema: {
       tags: ['phone numbers'],
       summary: 'Release a phone number',
-      description: 'A number bought here is given back to the carrier first; if the carrier fails, the number stays (502). Imported and SIP numbers are only removed from Switchboard.',
+      description: 'A number bought here is given back to the carrier first; if the carrier fails, the number stays (502). Imported and SIP numbers are only removed from Switchboard; a number imported from your own Telnyx account is taken off the Call Control application made for it there (the last number of that account takes the application with it), with the API key kept for it (400 `carrier_credentials_rejected` when Telnyx refuses it: replace it with PATCH /v1/phone-number/telnyx-credentials).',
       params: IdParams,
       response: { 204: Type.Null(), ...errors(...AUTH_ERRORS, 404, 502) }
     }

@@ -111,7 +111,7 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
       // A SIP number's call goes to its PBX at the termination URI, with the trunk's credentials (docs/sip.md).
       const id = await telnyx.calls.dial({
         connectionId: telnyx.connectionId, ...telnyxTarget(telnyx.trunk, call.call_to!), from: call.call_from!, timeoutSeconds: ringSeconds,
-        webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token),
+        webhookUrl: telnyx.webhookUrl, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token),
         // Its verdicts come to the webhook as call.machine.* events (telnyx/routes.ts).
         ...(voicemail.detection && { machineDetection: { timeoutSeconds: voicemail.detection_timeout_seconds } })
       })

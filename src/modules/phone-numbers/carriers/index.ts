@@ -29,6 +29,11 @@ export interface Carriers {
   readonly sip: TwilioSip | TelnyxSip | undefined
   /** Each SIP carrier this installation can reach, whether or not new SIP numbers go there (a number connected before stays where it is). */
   readonly sipCarriers: { twilio?: TwilioSip, telnyx?: TelnyxSip }
+  /**
+   * For numbers a tenant imports from its own Telnyx account: Telnyx's API, this server's public address (the
+   * account's webhook URL is made from it) and the installation's own webhook key, which a tenant account may not give.
+   */
+  readonly tenantTelnyx: { apiUrl: string, publicBaseUrl: string, installationPublicKey: string | undefined }
 }
 
 /** Why Twilio could not reach this server's webhooks at PUBLIC_BASE_URL; undefined when it can, or under TWILIO_ALLOW_PRIVATE_BASE_URL. */
@@ -59,6 +64,7 @@ export function createCarriers (db: DB, config: Pick<Config, 'phoneCarrier' | 't
     webhooksProblem: twilioWebhooksProblem(config),
     sip: sipCarriers[config.telnyx.sipCarrier],
     sipCarriers,
+    tenantTelnyx: { apiUrl: config.telnyx.apiUrl, publicBaseUrl: config.publicBaseUrl, installationPublicKey: config.telnyx.publicKey },
     get (name, credentials) {
       if (name === 'sandbox') return sandbox
       // Telnyx numbers are the installation's account's (TELNYX_*): its webhooks are checked with that account's key.

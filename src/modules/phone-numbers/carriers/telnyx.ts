@@ -23,7 +23,8 @@ interface TelnyxErrorBody { errors?: Array<{ code?: string | number, title?: str
 /** One request to Telnyx's API v2; undefined for 204, and for 404 of a GET or DELETE. */
 export type TelnyxRequest = <T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: Record<string, unknown>) => Promise<T | undefined>
 
-export function telnyxRequester (account: Pick<TelnyxAccount, 'apiUrl' | 'apiKey'>): TelnyxRequest {
+/** `keyName`: where the refused key came from, named in a 401's message (never the key itself). */
+export function telnyxRequester (account: Pick<TelnyxAccount, 'apiUrl' | 'apiKey'>, keyName = 'TELNYX_API_KEY'): TelnyxRequest {
   const authorization = `Bearer ${account.apiKey}`
   return async function call<T> (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: Record<string, unknown>): Promise<T | undefined> {
     let response: Response
@@ -47,7 +48,7 @@ export function telnyxRequester (account: Pick<TelnyxAccount, 'apiUrl' | 'apiKey
     }
     if (response.ok) return parsed as T
     if (response.status === 404 && method !== 'POST' && method !== 'PATCH') return undefined
-    throw telnyxError(response.status, (parsed ?? {}) as TelnyxErrorBody)
+    throw telnyxError(response.status, (parsed ?? {}) as TelnyxErrorBody, keyName)
   }
 }
 
@@ -63,13 +64,7 @@ interface TelnyxOrder { status?: 'pending' | 'success' | 'failure', phone_number
  */
 export function createTelnyxCarrier (account: TelnyxAccount): Carrier {
   const call = telnyxRequester(account)
-  const findOwned = async (phoneNumber: string): Promise<CarrierNumber | undefined> => {
-    // filter[phone_number] takes digits only ("non-numerical characters will result in no values"); the match is exact here.
-    const query = new URLSearchParams({ 'filter[phone_number]': phoneNumber.replace(/\D/g, ''), 'page[size]': '20' })
-    const page = await call<{ data?: TelnyxOwned[] }>('GET', `/phone_numbers?${query}`)
-    const found = page?.data?.find((n) => n.phone_number === phoneNumber && typeof n.id === 'string')
-    return found === undefined ? undefined : { carrierNumberId: found.id!, phoneNumber }
-  }
+  const findOwned = async (phoneNumber: string): Promise<CarrierNumber | undefined> => await findTelnyxNumber(call, phoneNumber)
   return {
     name: 'telnyx',
     accountId: null,
@@ -96,8 +91,7 @@ export function createTelnyxCarrier (account: TelnyxAccount): Carrier {
       return held
     },
     async connect (number: CarrierNumber): Promise<void> {
-      const updated = await call<{ data?: TelnyxOwned }>('PATCH', `/phone_numbers/${encodeURIComponent(number.carrierNumberId)}`, { connection_id: account.connectionId })
-      if (updated?.data === undefined) throw new CarrierError('failed', 'Telnyx answered the number\'s update without the number')
+      await routeTelnyxNumber(call, number.carrierNumberId, account.connectionId)
     },
     async release (number: CarrierNumber): Promise<void> {
       await call('DELETE', `/phone_numbers/${encodeURIComponent(number.carrierNumberId)}`)
@@ -106,11 +100,52 @@ export function createTelnyxCarrier (account: TelnyxAccount): Carrier {
   }
 }
 
-function telnyxError (status: number, body: TelnyxErrorBody): CarrierError {
+/** The number in the account (GET /v2/phone_numbers); undefined when the account does not hold it. */
+export async function findTelnyxNumber (call: TelnyxRequest, phoneNumber: string): Promise<CarrierNumber | undefined> {
+  // filter[phone_number] takes digits only ("non-numerical characters will result in no values"); the match is exact here.
+  const query = new URLSearchParams({ 'filter[phone_number]': phoneNumber.replace(/\D/g, ''), 'page[size]': '20' })
+  const page = await call<{ data?: TelnyxOwned[] }>('GET', `/phone_numbers?${query}`)
+  const found = page?.data?.find((n) => n.phone_number === phoneNumber && typeof n.id === 'string')
+  return found === undefined ? undefined : { carrierNumberId: found.id!, phoneNumber }
+}
+
+/** Sends the number's calls to a Call Control application (PATCH /v2/phone_numbers/{id} with connection_id), or to none (null). */
+export async function routeTelnyxNumber (call: TelnyxRequest, carrierNumberId: string, connectionId: string | null): Promise<void> {
+  const updated = await call<{ data?: TelnyxOwned }>('PATCH', `/phone_numbers/${encodeURIComponent(carrierNumberId)}`, { connection_id: connectionId })
+  if (updated?.data === undefined) throw new CarrierError('failed', 'Telnyx answered the number\'s update without the number')
+}
+
+// ---- A tenant's own Telnyx account (numbers imported with its API key) ----
+
+/** Where a tenant's Telnyx account sends its webhooks: the path names the account, whose stored public key verifies them. */
+export const telnyxAccountWebhook = (accountId: string): string => `${TELNYX_WEBHOOKS.webhook}/accounts/${accountId}`
+
+/**
+ * The Call Control application made in a tenant's account for the numbers imported from it
+ * (developers.telnyx.com/api-reference/call-control-applications/create-a-call-control-application: POST
+ * /v2/call_control_applications with application_name and webhook_event_url, 201 with data.id; DELETE
+ * /v2/call_control_applications/{id}). Its webhook URL is the account's own URL here (telnyxAccountWebhook).
+ */
+export function telnyxApplications (call: TelnyxRequest) {
+  return {
+    async create (name: string, webhookUrl: string): Promise<string> {
+      const made = await call<{ data?: { id?: string } }>('POST', '/call_control_applications', { application_name: name, webhook_event_url: webhookUrl, webhook_api_version: '2', active: true })
+      const id = made?.data?.id
+      if (typeof id !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new CarrierError('failed', 'Telnyx answered the new Call Control application without its id')
+      return id
+    },
+    /** An application Telnyx no longer knows counts as gone. */
+    async remove (id: string): Promise<void> {
+      await call('DELETE', `/call_control_applications/${encodeURIComponent(id)}`)
+    }
+  }
+}
+
+function telnyxError (status: number, body: TelnyxErrorBody, keyName: string): CarrierError {
   const first = body.errors?.[0]
   const code = first?.code === undefined ? undefined : Number(first.code)
   const detail = `Telnyx answered ${status}${first?.code === undefined ? '' : ` (error ${first.code})`}: ${first?.detail ?? first?.title ?? 'no message'}`
-  if (status === 401 || status === 403) return new CarrierError('credentials', `${detail}; check TELNYX_API_KEY`, code, status)
+  if (status === 401 || status === 403) return new CarrierError('credentials', `${detail}; check ${keyName}`, code, status)
   // 422: the request was understood but cannot be done, e.g. a number no longer offered.
   if (status === 422) return new CarrierError('unavailable', detail, code, status)
   if (status >= 400 && status < 500) return new CarrierError('rejected', detail, code, status)

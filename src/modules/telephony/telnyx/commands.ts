@@ -2,8 +2,8 @@ import type { Config } from '../../../config.ts'
 import type { DB } from '../../../db/database.ts'
 import type { CallRow } from '../../../db/schema.ts'
 import { CarrierError } from '../../phone-numbers/carriers/carrier.ts'
-import { telnyxRequester, type TelnyxAccount, type TelnyxRequest } from '../../phone-numbers/carriers/telnyx.ts'
-import { callNumber, sipTrunkOf } from '../../phone-numbers/number-accounts.ts'
+import { TELNYX_WEBHOOKS, telnyxRequester, type TelnyxAccount, type TelnyxRequest } from '../../phone-numbers/carriers/telnyx.ts'
+import { callNumber, sipTrunkOf, tenantTelnyxAccount } from '../../phone-numbers/number-accounts.ts'
 
 // Telnyx's Call Control commands (developers.telnyx.com/api-reference/call-commands; shapes from team-telnyx/telnyx-node
 // src/resources/calls): POST /v2/calls dials, POST /v2/calls/{call_control_id}/actions/<command> acts on a live call.
@@ -147,7 +147,7 @@ export function telnyxCalls (request: TelnyxRequest) {
 
 export type TelnyxCalls = ReturnType<typeof telnyxCalls>
 
-/** The installation's Telnyx account (TELNYX_*), which holds every Telnyx number here; undefined without one. */
+/** The installation's Telnyx account (TELNYX_*), which holds every Telnyx number not imported by a tenant from its own account; undefined without one. */
 export function telnyxAccount (config: Pick<Config, 'telnyx'>): TelnyxAccount | undefined {
   const { apiUrl, apiKey, connectionId } = config.telnyx
   return apiKey === undefined || connectionId === undefined ? undefined : { apiUrl, apiKey, connectionId }
@@ -155,16 +155,22 @@ export function telnyxAccount (config: Pick<Config, 'telnyx'>): TelnyxAccount | 
 
 /**
  * Call Control for a call on a Telnyx number, or on a SIP number carried by Telnyx (with its trunk: where and how the
- * agent's calls reach the PBX); undefined when its number is gone, is not Telnyx's, or Telnyx is not configured.
+ * agent's calls reach the PBX), through the account holding the number (a tenant's own, with its key, or the
+ * installation's), and where that account's webhooks come (`webhookUrl`); undefined when its number is gone, is not
+ * Telnyx's, or its account is not configured.
  */
-export async function callTelnyx (deps: { db: DB, config: Pick<Config, 'telnyx'> }, call: CallRow) {
+export async function callTelnyx (deps: { db: DB, config: Pick<Config, 'telnyx' | 'publicBaseUrl'> }, call: CallRow) {
   const number = await callNumber(deps.db, call)
-  const account = telnyxAccount(deps.config)
   const sipNumber = number?.carrier === 'sip' && number.sip_carrier === 'telnyx'
-  if ((number?.carrier !== 'telnyx' && !sipNumber) || account === undefined) return undefined
-  const trunk = sipTrunkOf(number!)
+  if (number === undefined || (number.carrier !== 'telnyx' && !sipNumber)) return undefined
+  const trunk = sipTrunkOf(number)
   if (sipNumber && trunk === undefined) return undefined
-  return { number: number!, trunk, connectionId: account.connectionId, calls: telnyxCalls(telnyxRequester(account)) }
+  const tenant = tenantTelnyxAccount(deps.config.telnyx.apiUrl, number)
+  const account = tenant ?? telnyxAccount(deps.config)
+  if (account === undefined) return undefined
+  const request = tenant === undefined ? telnyxRequester(account) : telnyxRequester(account, 'the Telnyx API key kept with the number')
+  const webhookUrl = deps.config.publicBaseUrl + (tenant?.webhookPath ?? TELNYX_WEBHOOKS.webhook)
+  return { number, trunk, connectionId: account.connectionId, webhookUrl, calls: telnyxCalls(request) }
 }
 
 /**

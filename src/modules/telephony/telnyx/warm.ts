@@ -1,5 +1,4 @@
 import type { CallRow } from '../../../db/schema.ts'
-import { TELNYX_WEBHOOKS } from '../../phone-numbers/carriers/telnyx.ts'
 import { encodeWav } from '../../voice/audio.ts'
 import type { ForwardRequest } from '../../voice/session.ts'
 import type { TelephonyDeps } from '../calls.ts'
@@ -69,7 +68,7 @@ export async function warmTransferTelnyx (deps: TelephonyDeps, call: CallRow, ca
       // The call's own number: show_caller_number does not apply (as on Twilio).
       from: telnyx.number.phone_number,
       timeoutSeconds: request.timeoutSeconds,
-      webhookUrl: deps.config.publicBaseUrl + TELNYX_WEBHOOKS.webhook,
+      webhookUrl: telnyx.webhookUrl,
       clientState: { call_id: call.id, leg: 'warm' }
     })
     await setWarmCallSid(deps.db, call.id, leg)
