@@ -175,7 +175,7 @@ t.test('phone numbers: import from a carrier account; the auth token is never re
   t.equal(half.statusCode, 400)
   t.match(half.body, '<p id="import-account_sid-error" class="field-error">Give the account SID with the auth token.</p>')
   t.match(half.body, 'value="+13105550100"', 'the number kept')
-  t.match(half.body, '<option value="twilio" selected>twilio</option>', 'the carrier kept')
+  t.match(half.body, '<option value="twilio" selected>Twilio</option>', 'the carrier kept')
   t.match(half.body, 'value="&lt;b&gt;x&lt;/b&gt;"', 'the nickname kept, escaped')
   t.notMatch(half.body, HOLDER_TOKEN, 'the token is not given back')
 

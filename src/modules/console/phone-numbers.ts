@@ -8,7 +8,7 @@ import type { AvailableNumber } from '../phone-numbers/carriers/carrier.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import { assignNumber, buyNumber, importNumber, releaseNumber, replaceCarrierToken, repointNumbers, searchNumbers } from '../phone-numbers/numbers.ts'
 import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
-import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname } from '../phone-numbers/schemas.ts'
+import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname, TelnyxApiKey, TelnyxPublicKey } from '../phone-numbers/schemas.ts'
 import {
   fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems
 } from './fields.ts'
@@ -25,7 +25,7 @@ const LIST_LIMIT = 200
 const SEARCH_LIMIT = 20
 
 const SEARCH_FIELDS = ['country', 'area_code', 'contains'] as const
-const IMPORT_FIELDS = ['phone_number', 'carrier', 'account_sid', 'auth_token', 'nickname'] as const
+const IMPORT_FIELDS = ['phone_number', 'carrier', 'account_sid', 'auth_token', 'api_key', 'public_key', 'nickname'] as const
 const ASSIGN_FIELDS = ['nickname', 'inbound_agent_id', 'outbound_agent_id', 'inbound_agent_version', 'outbound_agent_version'] as const
 type SearchForm = Record<typeof SEARCH_FIELDS[number], string>
 type ImportForm = Record<typeof IMPORT_FIELDS[number], string>
@@ -56,6 +56,8 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carr
     carrier: fieldCheck('The carrier', CarrierName, 'Choose one of the listed carriers.'),
     account_sid: fieldCheck('The account SID', AccountSid, 'A Twilio account SID is AC followed by 32 hexadecimal characters.'),
     auth_token: fieldCheck('The auth token', AuthToken),
+    api_key: fieldCheck('The API key', TelnyxApiKey),
+    public_key: fieldCheck('The public key', TelnyxPublicKey, 'The public key is the 44 characters Telnyx shows under Keys & Credentials, Public Key.'),
     nickname: fieldCheck('The nickname', Nickname),
     agent: fieldCheck('The agent', ObjectId, 'Choose one of the listed agents.'),
     version: fieldCheck('The version', Type.String({ pattern: '^[1-9][0-9]{0,8}$' }), 'Choose one of the listed versions.')
@@ -71,7 +73,7 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carr
     const agentName = (id: string | null) => id === null ? html`<span class="hint">none</span>` : agents.find((agent) => agent.id === id)?.agent_name ?? id
     const search = options.search ?? { country: 'US', area_code: '', contains: '' }
     const searchProblems = options.searchProblems ?? {}
-    const form = options.importForm ?? { phone_number: '', carrier: '', account_sid: '', auth_token: '', nickname: '' }
+    const form = options.importForm ?? { phone_number: '', carrier: '', account_sid: '', auth_token: '', api_key: '', public_key: '', nickname: '' }
     const importProblems = options.importProblems ?? {}
     return layout({
       title: 'Phone numbers',
@@ -118,7 +120,8 @@ ${options.found !== undefined && (options.found.length === 0
 <section aria-labelledby="import-title">
 <h2 id="import-title">Import a number</h2>
 <p>A number you already hold at a carrier: its calls are pointed at this server. For Twilio give the account SID and
-auth token of the account holding it. Numbers of this server's own Twilio account are assigned by its operator.</p>
+auth token of the account holding it; for Telnyx, an API key and the public key of the account holding it. Numbers of
+this server's own Twilio or Telnyx account are assigned by its operator.</p>
 ${options.importError !== undefined && notice('error', options.importError)}
 ${problemsNotice(importProblems)}
 <form method="post" action="/phone-numbers/import" class="stack">
@@ -130,10 +133,12 @@ ${problemsNotice(importProblems)}
     value: form.carrier,
     problems: importProblems,
     prefix: 'import-',
-    choices: [{ value: '', label: `This server's carrier (${carriers.purchasing})` }, { value: 'twilio', label: 'twilio' }, { value: 'sandbox', label: 'sandbox' }]
+    choices: [{ value: '', label: `This server's carrier (${carriers.purchasing})` }, { value: 'twilio', label: 'Twilio' }, { value: 'telnyx', label: 'Telnyx' }, { value: 'sandbox', label: 'Sandbox' }]
   })}
   ${inputField({ name: 'account_sid', label: 'Twilio account SID', value: form.account_sid, problems: importProblems, hint: 'Optional: AC and 32 characters.', prefix: 'import-', attrs: html` maxlength="34" autocomplete="off"` })}
   ${inputField({ name: 'auth_token', label: 'Twilio auth token', value: '', problems: importProblems, hint: 'With the account SID. Kept for the carrier\'s requests and never shown again, so it is asked anew after a problem.', prefix: 'import-', attrs: html` type="password" maxlength="200" autocomplete="off"` })}
+  ${inputField({ name: 'api_key', label: 'Telnyx API key', value: '', problems: importProblems, hint: 'For a number of your own Telnyx account (Mission Control: API Keys). Kept for the carrier\'s requests and never shown again, so it is asked anew after a problem.', prefix: 'import-', attrs: html` type="password" maxlength="200" autocomplete="off"` })}
+  ${inputField({ name: 'public_key', label: 'Telnyx public key', value: form.public_key, problems: importProblems, hint: 'With the API key: Mission Control, Keys & Credentials, Public Key. Your account\'s calls are checked with it.', prefix: 'import-', attrs: html` maxlength="100" autocomplete="off"` })}
   ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems: importProblems, hint: 'Optional, such as “front desk”.', prefix: 'import-', attrs: html` maxlength="100"` })}
   <button type="submit">Import number</button>
 </form>
@@ -210,6 +215,8 @@ ${problemsNotice(options.tokenProblems ?? {})}
       carrier: optional(checks.carrier, form.carrier),
       account_sid: optional(checks.account_sid, form.account_sid),
       auth_token: optional(checks.auth_token, form.auth_token),
+      api_key: optional(checks.api_key, form.api_key),
+      public_key: optional(checks.public_key, form.public_key),
       nickname: checks.nickname(form.nickname)
     }
     // The import's rules (importNumber checks them too), said where the person can act on them.
@@ -217,6 +224,12 @@ ${problemsNotice(options.tokenProblems ?? {})}
     if (form.account_sid === '' && form.auth_token !== '') problems.account_sid ??= 'Give the account SID with the auth token.'
     if (form.account_sid !== '' && form.auth_token === '') problems.auth_token ??= 'Give the auth token with the account SID.'
     if (form.carrier === 'sandbox' && credentials) problems.carrier ??= 'The sandbox takes no account SID or auth token.'
+    const telnyxKeys = form.api_key !== '' || form.public_key !== ''
+    if (telnyxKeys && credentials) problems.api_key ??= 'Give either Twilio\'s account SID and auth token or Telnyx\'s keys, not both.'
+    if (form.api_key === '' && form.public_key !== '') problems.api_key ??= 'Give the API key with the public key.'
+    if (form.api_key !== '' && form.public_key === '') problems.public_key ??= 'Give the public key with the API key.'
+    if (telnyxKeys && form.carrier !== '' && form.carrier !== 'telnyx') problems.carrier ??= 'The API key and public key are for Telnyx: choose Telnyx, or leave them empty.'
+    if (form.carrier === 'telnyx' && !telnyxKeys) problems.api_key ??= 'Give the API key and public key of your Telnyx account: numbers of this server\'s own account are assigned by its operator.'
     const twilio = form.carrier === 'twilio' || (form.carrier === '' && credentials)
     if (twilio && carriers.purchasing === 'sandbox') problems.carrier ??= 'This server runs the sandbox carrier: numbers cannot be imported from Twilio.'
     const chosenTwilio = form.carrier === 'twilio' || (form.carrier === '' && carriers.purchasing === 'twilio')
@@ -225,8 +238,9 @@ ${problemsNotice(options.tokenProblems ?? {})}
     try {
       const row = await importNumber(db, carriers, session.userId, {
         phone_number: form.phone_number,
-        ...(form.carrier !== '' && { carrier: form.carrier as 'twilio' | 'sandbox' }),
+        ...(form.carrier !== '' && { carrier: form.carrier as 'twilio' | 'telnyx' | 'sandbox' }),
         ...(credentials && { account_sid: form.account_sid, auth_token: form.auth_token }),
+        ...(telnyxKeys && { api_key: form.api_key, public_key: form.public_key }),
         nickname: form.nickname
       })
       return reply.redirect(`/phone-numbers/${row.id}?saved=imported`, 303)

@@ -1,0 +1,67 @@
+import t from 'tap'
+import { setup } from '../helpers/app.ts'
+import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+import { startTelnyxStandIn } from '../helpers/telnyx-standin.ts'
+
+// The console's import form takes a number of the person's own Telnyx account (its API key and public key), as
+// POST /v1/phone-number/import-carrier does, against the Telnyx stand-in's second account.
+
+const NUMBER = '+13125550150'
+
+t.test('importing a number of your own Telnyx account from the console: the keys checked, kept, never shown', async (t) => {
+  const telnyx = await startTelnyxStandIn(t)
+  telnyx.tenant.owned.set('2293384261075731501', { id: '2293384261075731501', phone_number: NUMBER, connection_id: null })
+  const ctx = await setup(t, {
+    PHONE_CARRIER: 'telnyx',
+    TELNYX_API_URL: telnyx.url,
+    TELNYX_API_KEY: telnyx.apiKey,
+    TELNYX_CONNECTION_ID: telnyx.connectionId,
+    TELNYX_PUBLIC_KEY: telnyx.publicKey,
+    PUBLIC_BASE_URL: 'https://voice.example.test'
+  })
+  const user = await createConsoleUser(ctx.db)
+  const browser = new ConsoleClient(ctx.app)
+  await browser.signIn(user.email, PASSWORD)
+  const form = { phone_number: NUMBER, carrier: 'telnyx', account_sid: '', auth_token: '', api_key: telnyx.tenant.apiKey, public_key: telnyx.tenant.publicKey, nickname: '' }
+
+  const page = await browser.get('/phone-numbers')
+  t.match(page.body, '<option value="telnyx">Telnyx</option>')
+  t.match(page.body, 'Telnyx API key')
+
+  const half = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, public_key: '' })
+  t.equal(half.statusCode, 400)
+  t.match(half.body, 'Give the public key with the API key.')
+  t.notMatch(half.body, telnyx.tenant.apiKey, 'the API key is not given back')
+
+  const none = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, api_key: '', public_key: '' })
+  t.equal(none.statusCode, 400)
+  t.match(none.body, 'numbers of this server&#39;s own account are assigned by its operator')
+
+  const mixed = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, account_sid: 'AC' + 'a'.repeat(32), auth_token: 'x'.repeat(32) })
+  t.equal(mixed.statusCode, 400)
+  t.match(mixed.body, 'not both')
+
+  const twilio = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, carrier: 'twilio' })
+  t.equal(twilio.statusCode, 400)
+  t.match(twilio.body, 'The API key and public key are for Telnyx')
+
+  const badKey = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, public_key: 'not a key' })
+  t.equal(badKey.statusCode, 400)
+  t.match(badKey.body, 'Keys &amp; Credentials')
+
+  const wrong = await browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, api_key: 'KEY' + '0'.repeat(32) })
+  t.equal(wrong.statusCode, 400, 'a key Telnyx refuses')
+  t.match(wrong.body, `${NUMBER} was not imported:`)
+  t.equal(await ctx.db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined, 'nothing stored')
+
+  const imported = await browser.submit('/phone-numbers', '/phone-numbers/import', form)
+  t.equal(imported.statusCode, 303, imported.body)
+  t.match(imported.headers.location, /^\/phone-numbers\/[0-9a-f]{24}\?saved=imported$/)
+  const row = await ctx.db.selectFrom('phone_numbers').selectAll().executeTakeFirstOrThrow()
+  t.match(row, { phone_number: NUMBER, carrier: 'telnyx', carrier_public_key: telnyx.tenant.publicKey })
+  const [application] = telnyx.tenant.applications.values()
+  t.equal(telnyx.tenant.owned.get('2293384261075731501')!.connection_id, application.id, 'its calls go to the application made in that account')
+  for (const url of [imported.headers.location as string, '/phone-numbers']) {
+    t.notMatch((await browser.get(url)).body, telnyx.tenant.apiKey, `${url} never shows the API key`)
+  }
+})
