@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { Test } from 'tap'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { startTelnyxStandIn, type Party, type StandinCall, type TelnyxStandIn } from '../helpers/telnyx-standin.ts'
+import { listenWithTelnyx, OUR_NUMBER, type TelnyxContext } from '../helpers/telnyx-phone.ts'
+import { type Party, type StandinCall } from '../helpers/telnyx-standin.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
 // Voicemail on outbound Telnyx calls (docs/voice.md, "Voicemail"), end to end on loopback: the Telnyx stand-in dials
@@ -12,30 +12,10 @@ import { finishedCall } from '../helpers/voice-client.ts'
 // machine's greeting and its beep) on the media stream, and posts the call.machine.* webhooks, signed, as Telnyx does
 // with `greeting_end`. The same behaviour as Twilio's (test/telephony/voicemail.test.ts).
 
-const PUBLIC = 'https://voice.example.test'
-const OUR_NUMBER = '+14155550100'
-
-type Ctx = TestContext & { telnyx: TelnyxStandIn, openai: OpenAiHttpStandin }
+type Ctx = TelnyxContext
 
 async function listen (t: Test): Promise<Ctx> {
-  const telnyx = await startTelnyxStandIn(t)
-  telnyx.offer([{ phone_number: OUR_NUMBER }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  telnyx.route(PUBLIC, url)
-  return { ...ctx, url, telnyx, openai }
+  return await listenWithTelnyx(t)
 }
 
 /** An agent with a begin message, its voicemail_settings and call_settings, calling from OUR_NUMBER. */

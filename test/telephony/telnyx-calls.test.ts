@@ -4,42 +4,22 @@ import { WebSocket } from 'ws'
 import type { Test } from 'tap'
 import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
 import { importNumber } from '../../src/modules/phone-numbers/numbers.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { startTelnyxStandIn, type StandinCall, type TelnyxStandIn, type TelnyxStream } from '../helpers/telnyx-standin.ts'
+import { listenWithTelnyx, OUR_NUMBER, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
+import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Phone calls through Telnyx, end to end on loopback: the Telnyx stand-in takes Call Control commands, posts
 // webhooks signed with its Ed25519 key and streams media (PCMU 8 kHz); speech and chat are the OpenAI-compatible
 // stand-in (cascade engine). PUBLIC_BASE_URL is a public address the stand-in reaches through a route.
 
-const PUBLIC = 'https://voice.example.test'
-const OUR_NUMBER = '+14155550100'
 const CALLER = '+14155550199'
 
-type Ctx = TestContext & { telnyx: TelnyxStandIn, openai: OpenAiHttpStandin }
+type Ctx = TelnyxContext
 
 async function listen (t: Test, env: Record<string, string> = {}): Promise<Ctx> {
-  const telnyx = await startTelnyxStandIn(t)
-  telnyx.offer([{ phone_number: OUR_NUMBER }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url,
-    ...env
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  telnyx.route(PUBLIC, url)
-  return { ...ctx, url, telnyx, openai }
+  return await listenWithTelnyx(t, env)
 }
 
 async function agentWith (ctx: Ctx, account: Account, llm: Record<string, unknown> = {}) {

@@ -3,10 +3,10 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
 import { repointNumbers } from '../../src/modules/phone-numbers/numbers.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { startTelnyxStandIn, type PbxInvite, type StandinCall, type TelnyxStandIn, type TelnyxStream } from '../helpers/telnyx-standin.ts'
+import { listenWithTelnyx, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
+import { type PbxInvite, type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Numbers connected to a SIP trunk carried by Telnyx (SIP_CARRIER=telnyx, docs/sip.md "Telnyx"), end to end on
@@ -14,32 +14,14 @@ import { finishedCall, speech } from '../helpers/voice-client.ts'
 // server makes per number, takes a PBX's INVITE authenticated with the credential connection and posts the signed
 // call.initiated of the number's application, and dials sip: URIs answered by a PBX that challenges for credentials.
 
-const PUBLIC = 'https://voice.example.test'
 const SIP_NUMBER = '+4930901820'
 const TRUNK = { username: 'pbxberlin', password: 'Trunk-Secret-2026' }
 const PBX = 'pbx.example.test:5060'
 
-type Ctx = TestContext & { telnyx: TelnyxStandIn, openai: OpenAiHttpStandin }
+type Ctx = TelnyxContext
 
 async function listen (t: Test): Promise<Ctx> {
-  const telnyx = await startTelnyxStandIn(t)
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    SIP_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  telnyx.route(PUBLIC, url)
-  return { ...ctx, url, telnyx, openai }
+  return await listenWithTelnyx(t, { SIP_CARRIER: 'telnyx' })
 }
 
 async function agentFor (ctx: Ctx, account: Account, tools: Array<{ type: string, settings: Record<string, unknown> }> = []) {

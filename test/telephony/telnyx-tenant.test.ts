@@ -3,10 +3,10 @@ import { Writable } from 'node:stream'
 import pino from 'pino'
 import t from 'tap'
 import type { Test } from 'tap'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { startTelnyxStandIn, type StandinCall, type TelnyxStandIn, type TelnyxStream } from '../helpers/telnyx-standin.ts'
+import { listenWithTelnyx, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
+import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Calls on a number a tenant imported from its own Telnyx account (the stand-in's second account), end to end on
@@ -14,33 +14,17 @@ import { finishedCall, speech } from '../helpers/voice-client.ts'
 // installation's, and the installation's URL never takes the tenant's), and every command goes out with the
 // tenant's API key (the stand-in answers a call's commands only for the key of the account holding the call).
 
-const PUBLIC = 'https://voice.example.test'
 const TENANT_NUMBER = '+13125550140'
 const CALLER = '+14155550199'
 
-type Ctx = TestContext & { telnyx: TelnyxStandIn, openai: OpenAiHttpStandin, logs: string[] }
+type Ctx = TelnyxContext & { logs: string[] }
 
 async function listen (t: Test): Promise<Ctx> {
-  const telnyx = await startTelnyxStandIn(t)
-  const openai = await startOpenAiHttpStandin(t)
   const logs: string[] = []
   const logger = pino({ level: 'trace' }, new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } }))
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url
-  }, { workers: true, logger })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  telnyx.route(PUBLIC, url)
-  telnyx.tenant.owned.set('2293384261075731401', { id: '2293384261075731401', phone_number: TENANT_NUMBER, connection_id: null })
-  return { ...ctx, url, telnyx, openai, logs }
+  const ctx = await listenWithTelnyx(t, {}, { logger })
+  ctx.telnyx.tenant.owned.set('2293384261075731401', { id: '2293384261075731401', phone_number: TENANT_NUMBER, connection_id: null })
+  return { ...ctx, logs }
 }
 
 async function agentWith (ctx: Ctx, account: Account) {

@@ -5,10 +5,10 @@ import { decodeClientState, encodeClientState } from '../../src/modules/telephon
 import { announcementVoice } from '../../src/modules/telephony/telnyx/warm.ts'
 import { announcement } from '../../src/modules/telephony/warm.ts'
 import { decodeWav } from '../../src/modules/voice/audio.ts'
-import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
-import { startOpenAiHttpStandin, type OpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
+import { createAccount, type Account } from '../helpers/app.ts'
 import { poll } from '../helpers/poll.ts'
-import { startTelnyxStandIn, type StandinCall, type TelnyxStandIn, type TelnyxStream } from '../helpers/telnyx-standin.ts'
+import { listenWithTelnyx, OUR_NUMBER, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
+import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Warm transfers on Telnyx numbers, end to end on loopback (docs/voice.md, "Warm transfer"): the caller's stream
@@ -16,33 +16,14 @@ import { finishedCall, speech } from '../helpers/voice-client.ts'
 // (gather_using_speak); 1 bridges both calls, anything else or no answer takes the caller back on a new stream. The
 // Telnyx stand-in runs the person's phone (Callee.keys) and posts its webhooks signed.
 
-const PUBLIC = 'https://voice.example.test'
-const OUR_NUMBER = '+14155550100'
 const CALLER = '+14155550199'
 const PERSON = '+14155550142'
 const SUMMARY = 'Ada Lovelace wants to move her Tuesday appointment to Friday.'
 
-type Ctx = TestContext & { telnyx: TelnyxStandIn, openai: OpenAiHttpStandin }
+type Ctx = TelnyxContext
 
 async function listen (t: Test): Promise<Ctx> {
-  const telnyx = await startTelnyxStandIn(t)
-  telnyx.offer([{ phone_number: OUR_NUMBER }])
-  const openai = await startOpenAiHttpStandin(t)
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC,
-    VOICE_ENGINE: 'cascade',
-    STT_URL: openai.url,
-    LLM_URL: openai.url,
-    TTS_URL: openai.url
-  }, { workers: true })
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  telnyx.route(PUBLIC, url)
-  return { ...ctx, telnyx, openai }
+  return await listenWithTelnyx(t)
 }
 
 /** An agent answering OUR_NUMBER with one warm transfer tool to PERSON. */
