@@ -94,6 +94,11 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
     telnyxEvent('call.initiated', { call_control_id: 'v3:fuzz-in', from: '+14155550100', to: number, direction: 'incoming' }),
     telnyxEvent('call.hangup', { call_control_id: 'v3:fuzz-call', hangup_cause: 'normal_clearing' }),
     telnyxEvent('call.answered', { call_control_id: 'v3:fuzz-leg', client_state: Buffer.from(JSON.stringify({ call_id: telnyxCall, leg: 'transfer' })).toString('base64') }),
+    telnyxEvent('call.machine.detection.ended', { call_control_id: 'v3:fuzz-call', result: 'machine' }),
+    telnyxEvent('call.gather.ended', { call_control_id: 'v3:fuzz-leg', digits: '1', status: 'valid', client_state: Buffer.from(JSON.stringify({ call_id: telnyxCall, leg: 'warm' })).toString('base64') }),
+    // A tenant's own Telnyx account's URL: none is known here, so every request is refused (403) before it is read.
+    { ...telnyxEvent('call.initiated', { call_control_id: 'v3:fuzz-in', from: '+14155550100', to: number, direction: 'incoming' }), url: '/telephony/telnyx/webhook/accounts/0123456789abcdef01234567' },
+    { method: 'GET', url: '/telephony/telnyx/hold-music.wav' },
     { method: 'GET', url: '/telephony/telnyx/stream', headers: upgrade },
     { method: 'GET', url: '/telephony/telnyx/stream', websocket: true }
   ]

@@ -364,7 +364,7 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     })
   }
 
-  app.get(HOLD_MUSIC_PATH, { schema: { tags: TAGS, security: [], operationId: 'getTelnyxHoldMusic', summary: 'Hold music of warm transfers on Telnyx numbers', description: 'A short WAV tune that Telnyx plays, looped, to a caller on hold while the person is called (playback_start).', response: { 200: Type.Any() } } }, async (_request, reply) => {
+  app.get(HOLD_MUSIC_PATH, { schema: { tags: TAGS, security: [], operationId: 'getTelnyxHoldMusic', summary: 'Hold music of warm transfers on Telnyx numbers', description: 'A short WAV tune that Telnyx plays, looped, to a caller on hold while the person is called (playback_start).', produces: ['audio/wav'], response: { 200: Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: 'PCM16 WAV, mono' }) } } }, async (_request, reply) => {
     return await reply.type('audio/wav').header('cache-control', 'public, max-age=86400').send(holdMusicWav())
   })
 
