@@ -101,8 +101,17 @@ t.test('detection on: no word before the verdict, whatever the wait; human → t
   t.same(said(), ['Hello Ada, this is the clinic.'])
 })
 
-t.test('detection on, a Telnyx call (placed without detection): no verdict is awaited, the begin message comes after the wait', async (t) => {
-  const { said, advance } = await outboundSession(t, { voicemail_settings: { detection: true }, call_settings: { wait_for_hello_seconds: 1 } }, { carrier: 'telnyx' })
+t.test('detection on, a Telnyx call: as on Twilio, no word before the verdict', async (t) => {
+  const { said, advance, session } = await outboundSession(t, { voicemail_settings: { detection: true }, call_settings: { wait_for_hello_seconds: 1 } }, { carrier: 'telnyx' })
+  await advance(20_000)
+  t.same(said(), [], 'the wait is over, the verdict is not in')
+  session.answeredBy('human')
+  await advance(0)
+  t.same(said(), ['Hello Ada, this is the clinic.'])
+})
+
+t.test('detection on, a call no carrier placed (the simulated phone call): no verdict is awaited, the begin message comes after the wait', async (t) => {
+  const { said, advance } = await outboundSession(t, { voicemail_settings: { detection: true }, call_settings: { wait_for_hello_seconds: 1 } }, { carrier: null })
   await advance(1010)
   t.same(said(), ['Hello Ada, this is the clinic.'])
 })
