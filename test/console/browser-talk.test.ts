@@ -47,18 +47,17 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
   await talk.waitFor()
   t.equal(await page.locator('header').count() > 0, true, 'the console\'s layout')
   t.equal(await page.locator('#talk-typed').isVisible(), false, 'the typed input is hidden until the call starts')
-  t.equal(await page.locator('#talk-hangup').isDisabled(), true)
+  t.equal(await page.getByRole('button', { name: 'Hang up' }).isVisible(), false, 'nothing to hang up')
   t.equal(await page.locator('#talk-mute').isVisible(), false)
   t.same(await calls(), [], 'no call record before the button is pressed')
   await check('the agent page before a call')
 
   // Who speaks, as the page showed it, in order.
-  await page.evaluate(() => {
-    const states: string[] = []
-    ;(globalThis as any).talkStates = states
-    const state = document.getElementById('talk-state')!
-    new MutationObserver(() => { if (states.at(-1) !== state.dataset.state) states.push(state.dataset.state!) }).observe(state, { attributes: true })
-  })
+  await page.evaluate(`{
+    const states = globalThis.talkStates = []
+    const state = document.getElementById('talk-state')
+    new MutationObserver(() => { if (states.at(-1) !== state.dataset.state) states.push(state.dataset.state) }).observe(state, { attributes: true })
+  }`)
   http.transcripts.push('Hello there.')
   await talk.click()
   await page.locator('#talk-transcript li.agent', { hasText: 'Hello from the clinic, how can I help?' }).waitFor()
@@ -69,7 +68,7 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
   // The microphone: its level moves with the fake caller's voice, and mute silences it.
   await page.locator('#talk-level').waitFor()
   t.equal(await page.getByLabel('Microphone').count(), 1, 'the meter is labelled')
-  const level = async () => await page.locator('#talk-level').evaluate((meter: HTMLMeterElement) => meter.value)
+  const level = async () => Number(await page.locator('#talk-level').evaluate((meter) => (meter as unknown as { value: number }).value))
   t.ok(await poll(level, (value) => value > 0.02, { message: (value) => `the meter stayed at ${value}` }) > 0.02, 'the meter shows the voice')
   await check('the agent page in a call')
   await page.getByRole('button', { name: 'Mute' }).click()
@@ -80,13 +79,14 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
 
   // The caller's turn was heard and the agent answered it; the page showed it speaking and listening.
   await page.locator('#talk-transcript li.user', { hasText: 'Hello there.' }).waitFor()
-  const states = await poll(async () => await page.evaluate(() => (globalThis as any).talkStates as string[]), (s) => s.includes('agent') && s.includes('listening'))
+  const states = await poll(async () => await page.evaluate('globalThis.talkStates') as string[], (s) => s.includes('agent') && s.includes('listening'))
   t.match(await page.locator('#talk-state').textContent(), /^The agent is (speaking|listening)|You are speaking$/)
   t.ok(states.length >= 2, `the states shown: ${states.join(', ')}`)
 
   await page.getByRole('button', { name: 'Hang up' }).click()
   await page.locator('#talk-status', { hasText: 'The call ended: you hung up.' }).waitFor()
   t.equal(await page.locator('#talk-typed').isVisible(), false, 'no typing after the end')
+  t.equal(await page.getByRole('button', { name: 'Hang up' }).isVisible(), false)
   t.equal(await page.locator('#talk-level').isVisible(), false, 'no meter after the end')
   const first = (await calls())[0].id
   t.equal(await page.getByRole('link', { name: 'View this call' }).getAttribute('href'), `/calls/${first}`)

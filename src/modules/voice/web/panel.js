@@ -49,11 +49,12 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
   const id = (name) => `${prefix}${name}`
   const start = element('button', { id: id('start'), type: 'button' }, startLabel)
   const mute = element('button', { id: id('mute'), type: 'button', 'aria-pressed': 'false', hidden: true }, 'Mute')
-  const hangup = element('button', { id: id('hangup'), type: 'button', disabled: true }, 'Hang up')
+  const hangup = element('button', { id: id('hangup'), class: 'hangup', type: 'button', hidden: true }, 'Hang up')
   const status = element('p', { id: id('status'), role: 'status', 'aria-live': 'polite' }, ready)
   const state = element('p', { id: id('state'), class: 'call-state', 'data-state': 'idle' })
   const level = element('meter', { id: id('level'), min: '0', max: '1', value: '0' })
   const microphone = element('p', { class: 'microphone', hidden: true }, element('label', { for: id('level') }, 'Microphone'), ' ', level)
+  // Last, under the typed turns: most calls need no keys.
   const keypad = element('div', { id: id('keypad'), class: 'keypad', role: 'group', 'aria-label': 'Keypad', hidden: true },
     ...KEYS.map((key) => element('button', { type: 'button', value: key }, key)))
   const transcript = element('ol', { id: id('transcript'), class: 'call-transcript', 'aria-label': 'Transcript', 'aria-live': 'polite' })
@@ -63,7 +64,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
   const typed = element('form', { id: id('typed'), class: 'typed', hidden: true },
     element('label', { for: id('text') }, 'Say something'), text, element('button', { type: 'submit' }, 'Send'))
   const after = element('p', { id: id('after'), class: 'after', hidden: true })
-  root.append(element('div', { class: 'controls' }, start, mute, hangup), status, state, microphone, after, keypad, transcript, userText, agentText, typed)
+  root.append(element('div', { class: 'controls' }, start, mute, hangup), status, after, element('div', { class: 'live' }, state, microphone), transcript, userText, agentText, typed, keypad)
 
   let call
   // A typed turn the server has not taken yet: put back in the field if it is refused, so nothing typed is lost.
@@ -74,7 +75,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
     state.textContent = { agent: 'The agent is speaking', user: 'You are speaking', listening: 'The agent is listening', idle: '' }[who]
   }
   const live = (on) => {
-    hangup.disabled = !on
+    hangup.hidden = !on
     typed.hidden = !on
     keypad.hidden = !on
   }
@@ -128,7 +129,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
       after.hidden = !link
       if (again) {
         start.textContent = 'Call again'
-        start.disabled = false
+        start.hidden = false
       }
     })
     // The microphone opens after `ready` in a spoken call: then the meter and the mute button are useful.
@@ -140,7 +141,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
   }
 
   start.addEventListener('click', async () => {
-    start.disabled = true
+    start.hidden = true
     after.hidden = true
     transcript.replaceChildren()
     say('Connecting…')
@@ -155,7 +156,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
     } catch (err) {
       say(err.message)
       live(false)
-      if (again) start.disabled = false
+      start.hidden = !again
     }
   })
   mute.addEventListener('click', () => {
