@@ -71,7 +71,7 @@ export async function createConsoleUser (db: DB, password = PASSWORD): Promise<U
 
 /** The headers every console page carries (docs/console.md): no inline code, no framing, nothing cached. */
 export const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'; connect-src 'self'",
+  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',

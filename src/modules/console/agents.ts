@@ -30,6 +30,7 @@ import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
+import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
 // agents' and calls' module functions, with the API's validation schemas and the same ownership rule.
@@ -406,7 +407,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
-    return sendPage(reply, 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
+    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
@@ -416,7 +417,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const form = formOf(request)
     const checked = await check(form)
     const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm, await findLlm(db, scope.ownerId, agent.llm_id))
-    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await agentPage(session, agent, { form, problems }))
+    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 400, await agentPage(session, agent, { form, problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change; with the other agents of

@@ -2,15 +2,17 @@ import { timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ConsoleSession } from './queries.ts'
 
-// What a console page may do: nothing but load this server's own styles, scripts and recordings, post its own forms
-// and talk to this server (connect-src: the agent page's web call, its POST and its WebSocket).
+// What a console page may do: nothing but load this server's own styles, scripts and recordings and post its own forms.
 export const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'; connect-src 'self'",
+  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; media-src 'self'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   'cache-control': 'no-store'
 }
+
+/** The policy of a page whose script talks to this server (fetch, the agent page's web call and its WebSocket). */
+export const CONNECTING_PAGE_CSP = `${PAGE_HEADERS['content-security-policy']}; connect-src 'self'`
 
 export const SESSION_COOKIE = 'switchboard_session'
 /** The sign-in form's CSRF token before there is a session (double submit: cookie and form field must agree). */
