@@ -70,7 +70,7 @@ t.test('every keyless route answers generated requests, never a 500', async (t) 
   // One request as a real client sends it, for each kind of route: what the console's pages are to its fuzz.
   const samples: Sample[] = [
     { method: 'GET', url: '/web-call' },
-    ...['client.js', 'worklet.js', 'page.js', 'page.css'].map((name) => ({ method: 'GET', url: `/web-call/${name}` })),
+    ...['client.js', 'worklet.js', 'page.js', 'page.css', 'panel.js', 'panel.css'].map((name) => ({ method: 'GET', url: `/web-call/${name}` })),
     { method: 'POST', url: '/web-call/join', body: { type: 'json', value: { access_token: webCall.access_token } } },
     { method: 'OPTIONS', url: '/web-call/join', headers: { origin: 'http://127.0.0.1:8080', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' } },
     { method: 'GET', url: '/widget.js' },

@@ -123,7 +123,8 @@ t.test('names are shown as text, never as markup', async (t) => {
   const id = await createThroughForm(browser, { ...FORM, agent_name: evil, begin_message: `</textarea>${evil}` })
   for (const page of [await browser.get('/agents'), await browser.get(`/agents/${id}`)]) {
     t.equal(page.statusCode, 200)
-    t.notMatch(page.body, /<script/i, 'no script element at all')
+    // The agent's page has one script of its own: the Talk button's.
+    t.notMatch(page.body.replace('<script type="module" src="/console/talk.js"></script>', ''), /<script/i, 'no other script element')
     t.notMatch(page.body, '</textarea><', 'the begin message does not close its textarea')
     t.match(page.body, '&lt;script&gt;alert(1)&lt;/script&gt;')
   }
@@ -197,29 +198,38 @@ t.test('without the CSRF token, or signed out: 403, nothing created or changed',
   t.equal((await stranger.post('/agents', FORM)).statusCode, 403)
 })
 
-t.test('Talk to this agent: a web call, its token only in the redirect\'s fragment; an inactive agent explains', async (t) => {
+t.test('Talk to this agent: no call until the button is pressed, then one web call and its token; an inactive agent explains', async (t) => {
   const ctx = await setup(t)
   const { user, browser, api } = await signedIn(ctx)
   const id = await createThroughForm(browser)
   const page = await browser.get(`/agents/${id}`)
-  t.match(page.body, `<form method="post" action="/agents/${id}/talk">`)
+  t.match(page.body, `<div id="talk-call" class="web-call" data-action="/agents/${id}/talk" data-csrf="${csrfOf(page.body)}">`)
+  t.match(page.body, '<script type="module" src="/console/talk.js"></script>')
+  t.match(page.headers['content-security-policy'], "connect-src 'self'", 'the page may open the call\'s stream')
+  t.equal((await ctx.db.selectFrom('calls').select('id').execute()).length, 0, 'opening the agent\'s page records no call')
 
+  // What the button's script does when pressed: one call, answered as its id and access token (JSON, not a page).
   const talk = await browser.post(`/agents/${id}/talk`, { csrf_token: csrfOf(page.body) })
-  t.equal(talk.statusCode, 303)
-  const token = /^\/web-call#access_token=(wct_[0-9A-Za-z]+)$/.exec(talk.headers.location as string)?.[1]
-  t.ok(token, `to the web-call page: ${talk.headers.location as string}`)
+  t.equal(talk.statusCode, 201)
+  t.match(talk.headers['content-type'], 'application/json')
+  const { call_id: callId, access_token: token } = talk.json()
+  t.match(token, /^wct_[0-9A-Za-z]+$/)
   const calls = await ctx.db.selectFrom('calls').select(['id', 'agent_id', 'call_type']).where('user_id', '=', user.id).execute()
-  t.match(calls, [{ agent_id: id, call_type: 'web' }])
-  t.match((await api('GET', `/v1/call/${calls[0].id}`)).json(), { _id: calls[0].id, agent_id: id, call_type: 'web', call_status: 'started' })
+  t.match(calls, [{ id: callId, agent_id: id, call_type: 'web' }])
+  t.match((await api('GET', `/v1/call/${callId}`)).json(), { _id: callId, agent_id: id, call_type: 'web', call_status: 'started' })
   const joined = await ctx.app.inject({ method: 'POST', url: '/web-call/join', payload: { access_token: token } })
   t.equal(joined.statusCode, 200, 'the token joins the call')
   t.match(joined.json(), { agent_name: 'Front desk', begin_message: 'Hello, this is the front desk.' })
 
+  const script = await browser.get('/console/talk.js')
+  t.equal(script.statusCode, 200)
+  t.match(script.headers['content-type'], 'text/javascript')
+  t.equal((await ctx.app.inject({ method: 'GET', url: '/web-call/panel.js' })).statusCode, 200, 'the controls it imports')
+
   await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, status: 'inactive' })
   const refused = await browser.post(`/agents/${id}/talk`, { csrf_token: csrfOf(page.body) })
   t.equal(refused.statusCode, 409)
-  t.match(refused.body, `No call: agent ${id} is inactive; set its status to active to place calls.`)
-  t.match(refused.body, 'role="alert"')
+  t.same(refused.json(), { message: `No call: agent ${id} is inactive; set its status to active to place calls.` })
   t.equal((await ctx.db.selectFrom('calls').select('id').where('user_id', '=', user.id).execute()).length, 1, 'no second call')
 })
 

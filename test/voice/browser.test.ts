@@ -51,7 +51,7 @@ for (const engine of ['cascade', 'realtime'] as const) {
     t.ok(played > 1, `the page played ${played.toFixed(1)} s of the agent`)
 
     await page.click('#hangup')
-    await page.locator('#status', { hasText: 'The call ended (user_hangup)' }).waitFor()
+    await page.locator('#status', { hasText: 'The call ended: you hung up.' }).waitFor()
     const done = await poll(async () => (await ctx.app.inject({ method: 'GET', url: `/v1/call/${call._id}`, headers: account.headers })).json(),
       (c) => c.call_status === 'success' || c.call_status === 'failed')
     t.match(done, { call_status: 'success', disconnection_reason: 'user_hangup' })

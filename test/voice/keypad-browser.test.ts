@@ -44,7 +44,7 @@ t.test('the browser keypad and the dtmf message', async (t) => {
     t.same(http.requests.chat[0].body.messages.at(-1), { role: 'user', content: '(The caller pressed keys on their phone\'s keypad: 4 2 #.)' })
 
     await page.click('#hangup')
-    await page.locator('#status', { hasText: 'The call ended (user_hangup)' }).waitFor()
+    await page.locator('#status', { hasText: 'The call ended: you hung up.' }).waitFor()
     t.notOk(await keypad.isVisible(), 'no keypad once the call has ended')
     const done = await finishedCall(ctx.app, account.headers, call._id)
     t.match(done.transcription.find((i: { keypad?: string }) => i.keypad !== undefined), { speaker: 'user', keypad: '42#' })

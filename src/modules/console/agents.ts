@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
@@ -29,9 +30,12 @@ import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
+import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
 // agents' and calls' module functions, with the API's validation schemas and the same ownership rule.
+
+const TALK_SCRIPT = readFileSync(new URL('./static/talk.js', import.meta.url))
 
 /** A prompt may be 50,000 characters (LlmWrite): more than the console's usual 16 KB form, once URL-encoded. */
 const AGENT_FORM_LIMIT = 512 * 1024
@@ -266,7 +270,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
   }
 
   /** The agent's page: its form, its actions and tools, and the button that starts a web call. */
-  async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean, talkError?: string }) {
+  async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean }) {
     const scope = scopeOf(session)
     const llm = await findLlm(db, scope.ownerId, agent.llm_id)
     const sharedWith = await countAgentsOfLlm(db, scope.ownerId, agent.llm_id) - 1
@@ -278,11 +282,13 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
       body: html`
 <p><a href="/agents">All agents</a></p>
 ${options.saved === true && notice('success', 'Saved.')}
-<section aria-labelledby="talk-title">
+<section aria-labelledby="talk-title" id="talk">
   <h2 id="talk-title">Talk to this agent</h2>
-  ${options.talkError !== undefined && notice('error', options.talkError)}
-  <p>Starts a web call in this browser: typed turns, or your microphone when speech providers are configured.</p>
-  <form method="post" action="/agents/${agent.id}/talk">${csrfField(viewer.csrfToken)}<button type="submit">Talk to this agent</button></form>
+  <p>A call in this browser: your microphone when speech providers are configured, typed turns otherwise. The call is recorded from the moment you press the button.</p>
+  <div id="talk-call" class="web-call" data-action="/agents/${agent.id}/talk" data-csrf="${viewer.csrfToken}"></div>
+  <noscript><p>Talking to the agent needs JavaScript.</p></noscript>
+  <link rel="stylesheet" href="/web-call/panel.css">
+  <script type="module" src="/console/talk.js"></script>
   <p><a href="/agents/${agent.id}/playground">Type to it in the playground</a> (its replies, tool calls and workflow steps, turn by turn) · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 </section>
 ${workflowSection(agent)}
@@ -401,7 +407,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
-    return sendPage(reply, 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
+    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
@@ -411,7 +417,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const form = formOf(request)
     const checked = await check(form)
     const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm, await findLlm(db, scope.ownerId, agent.llm_id))
-    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await agentPage(session, agent, { form, problems }))
+    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 400, await agentPage(session, agent, { form, problems }))
     const { values } = checked
     await db.transaction().execute(async (trx) => {
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change; with the other agents of
@@ -452,18 +458,20 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
 
   app.post<{ Params: { id: string } }>('/agents/:id/talk', HIDDEN, async (request, reply) => {
     // A member may talk to the workspace's agents: a call changes no setting (its credits are the owner's).
-    const session = request.consoleSession!
-    const scope = scopeOf(session)
+    // The Talk button's script posts here when it is pressed, so the call's record starts with the call.
+    const scope = scopeOf(request.consoleSession!)
     const agent = await agentInScope(scope, request.params.id)
-    let started
     try {
-      started = await startWebCall(db, jobs, scope.ownerId, { agent_id: agent.id })
+      const started = await startWebCall(db, jobs, scope.ownerId, { agent_id: agent.id })
+      return await reply.code(201).send({ call_id: started._id, access_token: started.access_token })
     } catch (err) {
-      if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, await agentPage(session, agent, { talkError: `No call: ${err.message}.` }))
+      if (err instanceof HttpError && err.statusCode === 409) return await reply.code(409).send({ message: `No call: ${err.message}.` })
       throw err
     }
-    // In the fragment: browsers do not send it, so the token reaches no request line, log or Referer.
-    return reply.redirect(`/web-call#access_token=${encodeURIComponent(started.access_token)}`, 303)
+  })
+
+  app.get('/console/talk.js', HIDDEN, async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TALK_SCRIPT)
   })
 }
 

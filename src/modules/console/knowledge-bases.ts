@@ -20,7 +20,7 @@ import { escapeHtml, html, raw, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
-import { PAGE_HEADERS, sameToken } from './security.ts'
+import { CONNECTING_PAGE_CSP, sameToken } from './security.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's knowledge bases (docs/console.md, "Knowledge bases"): list, create with a first file, a knowledge
@@ -33,9 +33,6 @@ const SEARCH_LIMIT = 10
 const MAX_QUERY = 1000
 /** Polls the files' states while any is being read (static/knowledge-bases.js). */
 const SCRIPT = readFileSync(new URL('./static/knowledge-bases.js', import.meta.url))
-// The page's script asks this server for its files' states: the console's policy plus same-origin fetch.
-const PAGE_CSP = `${PAGE_HEADERS['content-security-policy']}; connect-src 'self'`
-
 /**
  * Uploads are multipart and check their CSRF token themselves (routes.ts's `multipartForm`). One refused before its
  * body is read (signed out, a member, an unknown knowledge base) leaves it unread: the connection cannot carry another request.
@@ -354,7 +351,8 @@ ${kbs.length === 0
     if (page === undefined) return reply
     const { session, scope } = page
     const kb = await inScopeKb(scope, request.params.id)
-    reply.header('content-security-policy', PAGE_CSP)
+    // The page's script asks this server for its files' states.
+    reply.header('content-security-policy', CONNECTING_PAGE_CSP)
     const done = typeof request.query.done === 'string' ? request.query.done : undefined
     const { q } = request.query
     if (q === undefined) return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { done }))
@@ -398,7 +396,7 @@ ${kbs.length === 0
       })
     })
     if (outcome instanceof HttpError) {
-      reply.header('content-security-policy', PAGE_CSP)
+      reply.header('content-security-policy', CONNECTING_PAGE_CSP)
       return sendPage(reply, outcome.statusCode, await knowledgeBasePage(session, kb.id, { uploadError: outcome.message }))
     }
     return reply.redirect(`/knowledge-bases/${kb.id}?done=added`, 303)

@@ -11,6 +11,9 @@ export const PAGE_HEADERS = {
   'cache-control': 'no-store'
 }
 
+/** The policy of a page whose script talks to this server (fetch, the agent page's web call and its WebSocket). */
+export const CONNECTING_PAGE_CSP = `${PAGE_HEADERS['content-security-policy']}; connect-src 'self'`
+
 export const SESSION_COOKIE = 'switchboard_session'
 /** The sign-in form's CSRF token before there is a session (double submit: cookie and form field must agree). */
 export const LOGIN_CSRF_COOKIE = 'switchboard_login_csrf'

@@ -29,7 +29,10 @@ const ASSETS: Record<string, { type: string, body: Buffer }> = {
   'client.js': { type: 'text/javascript; charset=utf-8', body: file('client.js') },
   'worklet.js': { type: 'text/javascript; charset=utf-8', body: file('worklet.js') },
   'page.js': { type: 'text/javascript; charset=utf-8', body: file('page.js') },
-  'page.css': { type: 'text/css; charset=utf-8', body: file('page.css') }
+  'page.css': { type: 'text/css; charset=utf-8', body: file('page.css') },
+  // The call's controls, also used by the console's "Talk to this agent".
+  'panel.js': { type: 'text/javascript; charset=utf-8', body: file('panel.js') },
+  'panel.css': { type: 'text/css; charset=utf-8', body: file('panel.css') }
 }
 const PAGE = file('page.html')
 

@@ -8,13 +8,15 @@
 //   call.addEventListener('transcript', (e) => console.log(e.detail.speaker, e.detail.content))
 //   await call.start()          // asks for the microphone when the call is spoken
 //   call.sendText('Hello')      // a typed turn (always possible; the only way in text mode)
+//   call.setMuted(true)         // the microphone sends silence until unmuted
+//   call.level()                // the microphone's loudness now, 0 to 1 (for a level meter)
 //   call.hangup()
 //
 // `joined`: what joining answered already (the website widget's key route answers it with the token), so that
 // start() skips POST /web-call/join.
 //
 // Events (each an Event with `detail`): ready, transcript, transcript_partial, agent_text, agent_speaking,
-// user_speaking, played, ended, error.
+// user_speaking, played, microphone (it is open: level() and setMuted() apply), ended, error.
 
 export class WebCall extends EventTarget {
   constructor ({ accessToken, baseUrl = globalThis.location?.origin, microphone = true, joined } = {}) {
@@ -26,6 +28,7 @@ export class WebCall extends EventTarget {
     this.state = 'idle'
     this.info = joined
     this.playedSeconds = 0
+    this.muted = false
   }
 
   emit (type, detail) {
@@ -94,7 +97,12 @@ export class WebCall extends EventTarget {
 
   async openMicrophone () {
     this.stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true } })
+    for (const track of this.stream.getAudioTracks()) track.enabled = !this.muted
     const source = this.context.createMediaStreamSource(this.stream)
+    this.analyser = this.context.createAnalyser()
+    this.analyser.fftSize = 1024
+    this.samples = new Float32Array(this.analyser.fftSize)
+    source.connect(this.analyser)
     this.capture = new AudioWorkletNode(this.context, 'switchboard-microphone', { numberOfOutputs: 1, outputChannelCount: [1] })
     this.capture.port.onmessage = (event) => {
       if (this.socket.readyState === WebSocket.OPEN) this.socket.send(event.data)
@@ -103,11 +111,29 @@ export class WebCall extends EventTarget {
     const mute = this.context.createGain()
     mute.gain.value = 0
     source.connect(this.capture).connect(mute).connect(this.context.destination)
+    this.emit('microphone', {})
   }
 
-  /** A typed turn. */
+  /** A typed turn; false when the call's stream is not open (nothing was sent). */
   sendText (text) {
-    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: 'text', text }))
+    if (this.socket?.readyState !== WebSocket.OPEN) return false
+    this.socket.send(JSON.stringify({ type: 'text', text }))
+    return true
+  }
+
+  /** Mutes or unmutes the microphone: a muted track gives silence, so the call's audio keeps to the clock. */
+  setMuted (muted) {
+    this.muted = muted
+    for (const track of this.stream?.getAudioTracks() ?? []) track.enabled = !muted
+  }
+
+  /** The microphone's loudness now (root mean square of the last 1,024 samples, scaled so speech nears 1); 0 before it opens. */
+  level () {
+    if (this.analyser === undefined) return 0
+    this.analyser.getFloatTimeDomainData(this.samples)
+    let sum = 0
+    for (const sample of this.samples) sum += sample * sample
+    return Math.min(1, Math.sqrt(sum / this.samples.length) * 4)
   }
 
   /** Keypad presses (0-9, *, #, A-D), as a phone's keypad sends them. */
