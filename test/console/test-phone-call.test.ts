@@ -37,7 +37,7 @@ t.test('the agent page\'s form rings the phone through Twilio: the call is place
   const page = await browser.get(`/agents/${agentId}`)
   t.equal(page.statusCode, 200)
   t.match(page.body, /<h2 id="phone-call-title">Place a test phone call<\/h2>/)
-  t.match(page.body, new RegExp(`<option value="\\${OUR_NUMBER}" selected>\\${OUR_NUMBER} \\(Twilio; this agent&#39;s outbound number\\)</option>`), 'the agent\'s own number first, chosen')
+  t.match(page.body, new RegExp(`<option value="\\${OUR_NUMBER}" selected>\\${OUR_NUMBER} \\(Twilio, this agent&#39;s\\)</option>`), 'the agent\'s own number first, chosen')
 
   // As a person types it: spaces and brackets are taken out.
   const res = await browser.post(`/agents/${agentId}/phone-call`, { csrf_token: csrfOf(page.body), from_number: OUR_NUMBER, to_number: '+1 (415) 555-0123' })

@@ -293,7 +293,7 @@ ${problemsNotice(options.tokenProblems ?? {})}
     1: 'Saved.'
   }
 
-  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string }) {
+  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string, simulateError?: string }) {
     const viewer = viewerOf(session)
     const number = await ownNumber(session.userId, id)
     const agents = await agentsOf(session.userId)
@@ -319,7 +319,6 @@ ${problemsNotice(options.tokenProblems ?? {})}
       body: html`
 <p><a href="/phone-numbers">All phone numbers</a></p>
 ${options.saved !== undefined && SAVED[options.saved] !== undefined && notice('success', SAVED[options.saved])}
-${options.simulated !== undefined && notice('success', html`A simulated call to ${number.phone_number} started: its inbound agent answers in a few seconds. <a href="/calls/${options.simulated}">View this call</a>`)}
 ${options.error !== undefined && notice('error', options.error)}
 <dl class="facts">
   <dt>Carrier</dt><dd>${number.carrier}</dd>
@@ -338,7 +337,7 @@ ${problemsNotice(problems)}
   ${selectField({ name: 'outbound_agent_version', label: 'Outbound agent\'s version', value: form.outbound_agent_version, problems, hint: 'What calls of the outbound agent from this number run, unless the request names a version.', choices: versionChoices(number.outbound_agent_id) })}
   <button type="submit">Save</button>
 </form>
-${simulateSection(viewer, number)}
+${simulateSection(viewer, number, { callId: options.simulated, error: options.simulateError })}
 <h2>Release</h2>
 <p>${purchased ? 'The number is given back to the carrier and removed from Switchboard.' : 'The number is removed from Switchboard; it stays in your carrier account.'}</p>
 <form method="post" action="/phone-numbers/${number.id}/release">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Release ${number.phone_number}</button></form>
@@ -394,7 +393,7 @@ ${simulateSection(viewer, number)}
       const call = await simulateInboundCall(db, jobs, session.userId, number.id)
       return reply.redirect(`/phone-numbers/${number.id}?simulated=${call.id}#simulate`, 303)
     } catch (err) {
-      return await numberPage(reply, 409, session, number.id, { error: simulateRefusal(err).message })
+      return await numberPage(reply, 409, session, number.id, { simulateError: simulateRefusal(err).message })
     }
   })
 

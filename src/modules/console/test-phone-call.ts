@@ -45,10 +45,10 @@ async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Numbe
 function numberLabel (number: Number, agent: AgentRow): string {
   const notes = [
     number.nickname !== '' && number.nickname,
-    simulated(number) ? 'sandbox: simulated, no phone rings' : number.carrier === 'sip' ? 'SIP trunk' : number.carrier === 'twilio' ? 'Twilio' : 'Telnyx',
-    number.outbound_agent_id === agent.id && 'this agent\'s outbound number'
+    simulated(number) ? 'sandbox: simulated' : number.carrier === 'sip' ? 'SIP trunk' : number.carrier === 'twilio' ? 'Twilio' : 'Telnyx',
+    number.outbound_agent_id === agent.id && 'this agent\'s'
   ].filter((note) => typeof note === 'string')
-  return `${number.phone_number} (${notes.join('; ')})`
+  return `${number.phone_number} (${notes.join(', ')})`
 }
 
 interface FormState { form?: Form, problems?: Problems, error?: string | SafeHtml, placed?: { callId: string, to: string, simulated: boolean } }
@@ -66,9 +66,9 @@ function phoneCallForm (viewer: Viewer, agent: AgentRow, numbers: Number[], stat
     : `Calling ${placed.to} now: the phone should ring in a moment. Answer it to talk to ${agent.agent_name}.`} <a href="/calls/${placed.callId}">View this call</a>`)}
 ${state.error !== undefined && notice('error', state.error)}
 ${problemsNotice(problems)}
-<form method="post" action="/agents/${agent.id}/phone-call" class="stack">
+<form method="post" action="/agents/${agent.id}/phone-call#phone-call" class="stack">
   ${csrfField(viewer.csrfToken)}
-  ${selectField({ name: 'from_number', label: 'Call from', value: form.from_number, problems, prefix: 'phone-call-', hint: 'One of your numbers: the caller id the phone shows.', choices: numbers.map((n) => ({ value: n.phone_number, label: numberLabel(n, agent) })) })}
+  ${selectField({ name: 'from_number', label: 'Call from', value: form.from_number, problems, prefix: 'phone-call-', hint: 'One of your numbers: the caller id the phone shows. Calls from the sandbox\'s numbers are simulated: no phone rings.', choices: numbers.map((n) => ({ value: n.phone_number, label: numberLabel(n, agent) })) })}
   ${inputField({ name: 'to_number', label: 'Number to call', value: form.to_number, problems, prefix: 'phone-call-', hint: 'Your phone, with + and the country code, such as +14155550123.', attrs: html` type="tel" autocomplete="tel" maxlength="30" required` })}
   <button type="submit">${placed === undefined ? 'Call this number' : 'Call again'}</button>
 </form>`
@@ -83,15 +83,20 @@ export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, ag
 </section>`
 }
 
-/** A sandbox number's section on its page (console/phone-numbers.ts): a simulated call to the number. */
-export function simulateSection (viewer: Viewer, number: Pick<Number, 'id' | 'carrier' | 'phone_number' | 'inbound_agent_id'>): SafeHtml | false {
+/**
+ * A sandbox number's section on its page (console/phone-numbers.ts): a simulated call to the number, and how the last
+ * one went (the page returns here, #simulate, so the outcome is shown where the button was).
+ */
+export function simulateSection (viewer: Viewer, number: Pick<Number, 'id' | 'carrier' | 'phone_number' | 'inbound_agent_id'>, outcome: { callId?: string, error?: string }): SafeHtml | false {
   if (!simulated(number)) return false
   return html`<section aria-labelledby="simulate-title" id="simulate">
   <h2 id="simulate-title">Simulate a call to this number</h2>
-  <p>The sandbox's numbers take no calls from phones. A simulated caller calls ${number.phone_number} from a fictional number and asks its inbound agent for an appointment; the call is recorded, analysed and delivered as an inbound phone call.</p>
+  ${outcome.callId !== undefined && notice('success', html`A simulated call to ${number.phone_number} started: its inbound agent answers in a few seconds. <a href="/calls/${outcome.callId}">View this call</a>`)}
+  ${outcome.error !== undefined && notice('error', outcome.error)}
+  <p>The sandbox's numbers take no calls from phones. A simulated caller calls ${number.phone_number} from a fictional number and asks its inbound agent for an appointment; the call is kept, analysed and delivered as an inbound phone call.</p>
   ${number.inbound_agent_id === null
     ? html`<p>Choose an inbound agent above and save first: it answers the call.</p>`
-    : html`<form method="post" action="/phone-numbers/${number.id}/simulate">${csrfField(viewer.csrfToken)}<button type="submit">Simulate a call</button></form>`}
+    : html`<form method="post" action="/phone-numbers/${number.id}/simulate#simulate">${csrfField(viewer.csrfToken)}<button type="submit">Simulate a call</button></form>`}
 </section>`
 }
 
@@ -132,14 +137,11 @@ export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jo
   async function page (reply: FastifyReply, status: number, session: ConsoleSession, agent: AgentRow, numbers: Number[], state: FormState) {
     const viewer = viewerOf(session)
     return sendPage(reply, status, layout({
-      title: `Call a phone with ${agent.agent_name}`,
+      title: `Test phone call: ${agent.agent_name}`,
       viewer,
       current: '/agents',
       body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
-<section aria-labelledby="phone-call-title" id="phone-call">
-  <h2 id="phone-call-title">Place a test phone call</h2>
-  ${phoneCallForm(viewer, agent, numbers, state)}
-</section>`
+<div id="phone-call">${phoneCallForm(viewer, agent, numbers, state)}</div>`
     }))
   }
 
