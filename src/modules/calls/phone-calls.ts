@@ -1,19 +1,24 @@
 import type { Selectable, Transaction } from 'kysely'
+import type { Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { CallRow, Database, PhoneNumbersTable } from '../../db/schema.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { conflict } from '../../http/errors.ts'
+import { conflict, HttpError, notFound } from '../../http/errors.ts'
 import { getSubscription } from '../account/credits.ts'
 import { findAgent, type AgentRow } from '../agents/queries.ts'
 import { doNotCallForCall } from '../contacts/dnc.ts'
-import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
+import { findPhoneNumber, findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import { findCallback, lockScheduledCallback, settleCallback, type CallbackRow } from './callback-queries.ts'
 import { callbackSettings } from './callbacks.ts'
-import { startCall } from './lifecycle.ts'
+import { idempotent } from './idempotency.ts'
+import { phoneCallCreated, startCall } from './lifecycle.ts'
 import { findCallRow } from './queries.ts'
+import type { PhoneCallBody, PhoneCallCreated } from './schemas.ts'
+import { callingAgent, checkPin } from './web-calls.ts'
 
-// Outbound phone calls: the one way they are placed, for POST /v1/call/make-phone-call and for the callbacks that
-// an agent's callback_settings schedule (callbacks.ts).
+// Outbound phone calls: the one way they are placed, for POST /v1/call/make-phone-call (and the console's "Place a
+// test phone call", with the same rules and refusals) and for the callbacks that an agent's callback_settings
+// schedule (callbacks.ts).
 
 type Trx = Transaction<Database>
 
@@ -27,6 +32,25 @@ export interface PhoneCallRequest {
   agent_version?: number
   /** The campaign placing the call (campaigns module). */
   campaign_id?: string
+}
+
+/**
+ * Places a phone call as POST /v1/call/make-phone-call asks: the account's active agent (404, 409 `agent_inactive`),
+ * one of its numbers (404), a version the agent has (404), a `to_number` not on its do-not-call list (409
+ * `do_not_call`), a number whose calls this installation carries (409 `sip_not_connected`).
+ */
+export async function placePhoneCall (db: DB, jobs: JobSender, userId: string, body: Static<typeof PhoneCallBody>, idempotencyKey?: string): Promise<Static<typeof PhoneCallCreated>> {
+  const agent = await callingAgent(db, userId, body.agent_id)
+  const number = await findPhoneNumberByE164(db, userId, body.from_number)
+  if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
+  await checkPin(db, userId, agent.id, body.agent_version)
+  return await idempotent(db, userId, idempotencyKey, 'make-phone-call', body, async (trx) => {
+    if (await doNotCallForCall(trx, userId, body.to_number)) {
+      throw new HttpError(409, 'do_not_call', `${body.to_number} (body.to_number) is on the account's do-not-call list; DELETE /v1/dnc/${body.to_number} takes it off`)
+    }
+    const call = await startPhoneCall(trx, jobs, agent, number, body)
+    return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
+  })
 }
 
 /**
@@ -55,6 +79,33 @@ export async function startPhoneCall (trx: Trx, jobs: JobSender, agent: AgentRow
       ? { carrier: 'telnyx' as const }
       : (number.carrier === 'twilio' || number.carrier === 'sip') && { carrier: 'twilio' as const })
   })
+}
+
+/** The caller of a simulated inbound call: a fictional number (555-0100 to 555-0199), so that no real person is named. */
+export const SIMULATED_CALLER = '+12025550142'
+
+/**
+ * A simulated call to one of the sandbox's numbers (the console's "Simulate a call to this number"): no carrier
+ * brings it, so the sandbox's inbound call is made as the carriers' webhooks make theirs (the number's active inbound
+ * agent, its version pin) and held by the simulator's scripted caller, like a sandbox number's outbound call
+ * (docs/voice.md, "Simulated calls"). 404 for a number not the account's; 409 for a number of a real carrier (its
+ * calls come from phones), without an inbound agent (`no_inbound_agent`) or with an inactive one (`agent_inactive`).
+ */
+export async function simulateInboundCall (db: DB, jobs: JobSender, userId: string, numberId: string): Promise<CallRow> {
+  const number = await findPhoneNumber(db, userId, numberId)
+  if (number === undefined) throw notFound(`phone number ${numberId}`)
+  if (number.carrier !== 'sandbox') throw conflict(`${number.phone_number} is a ${number.carrier} number: its calls come from real phones, so call it from one`)
+  if (number.inbound_agent_id === null) throw conflict(`${number.phone_number} has no inbound agent to answer it`, 'no_inbound_agent')
+  const agent = await callingAgent(db, userId, number.inbound_agent_id)
+  return await db.transaction().execute(async (trx) => await startCall(trx, jobs, agent, {
+    agent_version: number.inbound_agent_version ?? undefined,
+    call_type: 'phone',
+    direction: 'inbound',
+    call_from: SIMULATED_CALLER,
+    call_to: number.phone_number,
+    // The voice runtime simulates a phone call without a carrier; under any other, the simulator holds it.
+    runtime: jobs.config.callRuntime === 'voice' ? 'voice' : 'simulator'
+  }))
 }
 
 /** Why a SIP number places no call: the installation carries no SIP calls (no Twilio account, or the sandbox). */

@@ -2,15 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { DateRangeQuery, dateRange, optionalDateRange } from '../../http/dates.ts'
-import { HttpError, notFound } from '../../http/errors.ts'
+import { notFound } from '../../http/errors.ts'
 import { AUTH_ERRORS, errors, IdParams, Nullable, ObjectId } from '../../http/schemas.ts'
 import { requireOwners } from '../account/owners.ts'
-import { doNotCallForCall } from '../contacts/dnc.ts'
-import { findPhoneNumberByE164 } from '../phone-numbers/queries.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { phoneCallCreated } from './lifecycle.ts'
-import { startPhoneCall } from './phone-calls.ts'
-import { idempotent } from './idempotency.ts'
+import { placePhoneCall } from './phone-calls.ts'
 import {
   agentKnown, dailyCallCounts, dailyMetrics, findCallJson, generalMetrics, latencyMetrics, listCallsJson, sentimentCounts
 } from './queries.ts'
@@ -21,7 +17,7 @@ import {
 } from './schemas.ts'
 import { callExportRoutes } from './export.ts'
 import { recordingRoutes } from './recording-routes.ts'
-import { callingAgent, checkPin, startWebCall, WEB_CALL_TOKEN_TTL_MS } from './web-calls.ts'
+import { startWebCall, WEB_CALL_TOKEN_TTL_MS } from './web-calls.ts'
 
 const TAGS = ['calls']
 
@@ -164,18 +160,7 @@ export const callRoutes: FastifyPluginAsyncTypebox<{ db: DB, jobs: JobSender }> 
       response: { 201: PhoneCallCreated, ...errors(...AUTH_ERRORS, 404, 409, 422) }
     }
   }, async (request, reply) => {
-    const { body, userId } = request
-    const agent = await callingAgent(db, userId, body.agent_id)
-    const number = await findPhoneNumberByE164(db, userId, body.from_number)
-    if (number === undefined) throw notFound(`phone number ${body.from_number} (body.from_number) of this account`)
-    await checkPin(db, userId, agent.id, body.agent_version)
-    const response = await idempotent(db, userId, request.headers['idempotency-key'], 'make-phone-call', body, async (trx) => {
-      if (await doNotCallForCall(trx, userId, body.to_number)) {
-        throw new HttpError(409, 'do_not_call', `${body.to_number} (body.to_number) is on the account's do-not-call list; DELETE /v1/dnc/${body.to_number} takes it off`)
-      }
-      const call = await startPhoneCall(trx, jobs, agent, number, body)
-      return { callId: call.id, response: phoneCallCreated(call, 'outbound', body.from_number, body.to_number) }
-    })
+    const response = await placePhoneCall(db, jobs, request.userId, request.body, request.headers['idempotency-key'])
     return reply.code(201).send(response)
   })
 

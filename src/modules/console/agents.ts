@@ -26,6 +26,7 @@ import { workflowSection } from './agent-workflow.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
+import { phoneCallSection } from './test-phone-call.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
@@ -291,6 +292,7 @@ ${options.saved === true && notice('success', 'Saved.')}
   <script type="module" src="/console/talk.js"></script>
   <p><a href="/agents/${agent.id}/playground">Type to it in the playground</a> (its replies, tool calls and workflow steps, turn by turn) · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 </section>
+${await phoneCallSection(db, viewer, scope, agent)}
 ${workflowSection(agent)}
 ${await capabilitySection(db, scope, agent)}
 <section aria-labelledby="versions-title">

@@ -3,7 +3,9 @@ import type { DB } from '../../db/database.ts'
 import { Type } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
+import type { JobSender } from '../../jobs/queues.ts'
 import { listAgents } from '../agents/queries.ts'
+import { simulateInboundCall } from '../calls/phone-calls.ts'
 import type { AvailableNumber } from '../phone-numbers/carriers/carrier.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import { assignNumber, buyNumber, importNumber, releaseNumber, replaceCarrierToken, repointNumbers, searchNumbers } from '../phone-numbers/numbers.ts'
@@ -17,6 +19,7 @@ import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
+import { simulateRefusal, simulateSection } from './test-phone-call.ts'
 
 // The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
 // Buy button per number, an import from a carrier account, and a number's page to assign its agents and
@@ -47,7 +50,7 @@ interface ListOptions {
   tokenProblems?: Problems
 }
 
-export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, carriers }: { db: DB, carriers: Carriers }): Promise<void> {
+export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs, carriers }: { db: DB, jobs: JobSender, carriers: Carriers }): Promise<void> {
   const checks = {
     country: fieldCheck('The country', Country, 'Give a two-letter country code such as US.'),
     area_code: fieldCheck('The area code', AreaCode, 'An area code is 2 to 4 digits, such as 415.'),
@@ -290,7 +293,7 @@ ${problemsNotice(options.tokenProblems ?? {})}
     1: 'Saved.'
   }
 
-  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string }) {
+  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string, simulateError?: string }) {
     const viewer = viewerOf(session)
     const number = await ownNumber(session.userId, id)
     const agents = await agentsOf(session.userId)
@@ -334,6 +337,7 @@ ${problemsNotice(problems)}
   ${selectField({ name: 'outbound_agent_version', label: 'Outbound agent\'s version', value: form.outbound_agent_version, problems, hint: 'What calls of the outbound agent from this number run, unless the request names a version.', choices: versionChoices(number.outbound_agent_id) })}
   <button type="submit">Save</button>
 </form>
+${simulateSection(viewer, number, { callId: options.simulated, error: options.simulateError })}
 <h2>Release</h2>
 <p>${purchased ? 'The number is given back to the carrier and removed from Switchboard.' : 'The number is removed from Switchboard; it stays in your carrier account.'}</p>
 <form method="post" action="/phone-numbers/${number.id}/release">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Release ${number.phone_number}</button></form>
@@ -341,10 +345,11 @@ ${problemsNotice(problems)}
     }))
   }
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, simulated?: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await numberPage(reply, 200, session, request.params.id, { saved: typeof request.query.saved === 'string' ? request.query.saved : undefined })
+    const { saved, simulated } = request.query
+    return await numberPage(reply, 200, session, request.params.id, { saved: typeof saved === 'string' ? saved : undefined, simulated: typeof simulated === 'string' && ID.test(simulated) ? simulated : undefined })
   })
 
   app.post<{ Params: { id: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
@@ -378,6 +383,18 @@ ${problemsNotice(problems)}
       return await numberPage(reply, 400, session, number.id, { form, problems: { [field]: 'The agent has no such version: choose one of the list.' } })
     }
     return reply.redirect(`/phone-numbers/${number.id}?saved=1`, 303)
+  })
+
+  // A sandbox number's simulated inbound call (test-phone-call.ts says how).
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id/simulate', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const number = await ownNumber(session.userId, request.params.id)
+    try {
+      const call = await simulateInboundCall(db, jobs, session.userId, number.id)
+      return reply.redirect(`/phone-numbers/${number.id}?simulated=${call.id}#simulate`, 303)
+    } catch (err) {
+      return await numberPage(reply, 409, session, number.id, { simulateError: simulateRefusal(err).message })
+    }
   })
 
   app.post<{ Params: { id: string } }>('/phone-numbers/:id/release', HIDDEN, async (request, reply) => {

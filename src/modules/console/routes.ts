@@ -28,6 +28,7 @@ import { consoleIntegrationRoutes } from './integrations.ts'
 import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
+import { consoleTestPhoneCallRoutes } from './test-phone-call.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
 import { hashPassword, hashSlots, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
@@ -322,7 +323,8 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleCampaignRoutes, { db, jobs })
     await pages.register(consoleAppointmentRoutes, { db, config: jobs.config, log: app.log, mailer })
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
-    await pages.register(consolePhoneNumberRoutes, { db, carriers })
+    await pages.register(consolePhoneNumberRoutes, { db, jobs, carriers })
+    await pages.register(consoleTestPhoneCallRoutes, { db, jobs })
     await pages.register(consoleCustomerRoutes, { db })
     await pages.register(consoleSubscriptionRoutes, { db })
     await pages.register(consoleSettingsRoutes, { db, config: jobs.config })

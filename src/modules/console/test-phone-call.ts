@@ -1,0 +1,183 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import type { PhoneNumbersTable } from '../../db/schema.ts'
+import type { Selectable } from 'kysely'
+import { HttpError } from '../../http/errors.ts'
+import { E164 } from '../../http/schemas.ts'
+import type { JobSender } from '../../jobs/queues.ts'
+import { findAgent, type AgentRow } from '../agents/queries.ts'
+import { placePhoneCall } from '../calls/phone-calls.ts'
+import { listPhoneNumbers } from '../phone-numbers/queries.ts'
+import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
+import { html, type SafeHtml } from './html.ts'
+import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
+import type { ConsoleSession } from './queries.ts'
+import { HIDDEN, ID, sendPage } from './reply.ts'
+import { inScope, scopeOf, viewScope, type Scope } from './scope.ts'
+
+// "Place a test phone call" (the agent's page: ring my phone with this agent) and "Simulate a call to this number"
+// (a sandbox number's page). Both call the calls module's functions that the API calls (placePhoneCall is
+// POST /v1/call/make-phone-call), so do-not-call, an inactive agent, a number whose calls nobody carries and every
+// other refusal are the API's, said here in words on the form (docs/console.md, "Test phone calls").
+
+const FIELDS = ['from_number', 'to_number'] as const
+type Form = Record<typeof FIELDS[number], string>
+type Number = Selectable<PhoneNumbersTable>
+
+/** More numbers than a select shows usefully; the API places calls from any of them. */
+const NUMBER_LIMIT = 200
+
+const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
+const checkTo = fieldCheck('The number to call', E164, 'Write the number with + and its country code, such as +14155550123.')
+
+/** The number as typed, without the spaces, dashes, dots and brackets people write numbers with. */
+const dialled = (text: string) => text.replace(/[\s\-.()]/g, '')
+
+/** Calls from a sandbox number are simulated: no phone rings (docs/voice.md, "Simulated calls"). */
+const simulated = (number: Pick<Number, 'carrier'>) => number.carrier === 'sandbox'
+
+/** The numbers the agent may call from: the scope's, this agent's outbound numbers first. */
+async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Number[]> {
+  const numbers = await listPhoneNumbers(db, scope.ownerId, { limit: NUMBER_LIMIT, workspace_id: scope.workspaceId })
+  return [...numbers.filter((n) => n.outbound_agent_id === agent.id), ...numbers.filter((n) => n.outbound_agent_id !== agent.id)]
+}
+
+function numberLabel (number: Number, agent: AgentRow): string {
+  const notes = [
+    number.nickname !== '' && number.nickname,
+    simulated(number) ? 'sandbox: simulated' : number.carrier === 'sip' ? 'SIP trunk' : number.carrier === 'twilio' ? 'Twilio' : 'Telnyx',
+    number.outbound_agent_id === agent.id && 'this agent\'s'
+  ].filter((note) => typeof note === 'string')
+  return `${number.phone_number} (${notes.join(', ')})`
+}
+
+interface FormState { form?: Form, problems?: Problems, error?: string | SafeHtml, placed?: { callId: string, to: string, simulated: boolean } }
+
+/** The form (or why there is none): in the agent's page, and alone on /agents/:id/phone-call after a refusal or a call. */
+function phoneCallForm (viewer: Viewer, agent: AgentRow, numbers: Number[], state: FormState): SafeHtml {
+  if (numbers.length === 0) {
+    return html`<p>You have no phone number to call from yet: <a href="/phone-numbers">buy or import one on Phone numbers</a> (the sandbox's numbers place simulated calls), then come back here.</p>`
+  }
+  const form = state.form ?? { from_number: numbers[0].phone_number, to_number: '' }
+  const problems = state.problems ?? {}
+  const { placed } = state
+  return html`${placed !== undefined && notice('success', html`${placed.simulated
+    ? `A simulated call to ${placed.to} started: no phone rings (calls from sandbox numbers are simulated), and its transcript appears on the call's page in a few seconds.`
+    : `Calling ${placed.to} now: the phone should ring in a moment. Answer it to talk to ${agent.agent_name}.`} <a href="/calls/${placed.callId}">View this call</a>`)}
+${state.error !== undefined && notice('error', state.error)}
+${problemsNotice(problems)}
+<form method="post" action="/agents/${agent.id}/phone-call#phone-call" class="stack">
+  ${csrfField(viewer.csrfToken)}
+  ${selectField({ name: 'from_number', label: 'Call from', value: form.from_number, problems, prefix: 'phone-call-', hint: 'One of your numbers: the caller id the phone shows. Calls from the sandbox\'s numbers are simulated: no phone rings.', choices: numbers.map((n) => ({ value: n.phone_number, label: numberLabel(n, agent) })) })}
+  ${inputField({ name: 'to_number', label: 'Number to call', value: form.to_number, problems, prefix: 'phone-call-', hint: 'Your phone, with + and the country code, such as +14155550123.', attrs: html` type="tel" autocomplete="tel" maxlength="30" required` })}
+  <button type="submit">${placed === undefined ? 'Call this number' : 'Call again'}</button>
+</form>`
+}
+
+/** The agent page's section (console/agents.ts puts it after "Talk to this agent"). */
+export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
+  return html`<section aria-labelledby="phone-call-title" id="phone-call">
+  <h2 id="phone-call-title">Place a test phone call</h2>
+  <p>${agent.agent_name} calls the number you give, as POST /v1/call/make-phone-call would.</p>
+  ${phoneCallForm(viewer, agent, await numbersFor(db, scope, agent), {})}
+</section>`
+}
+
+/**
+ * A sandbox number's section on its page (console/phone-numbers.ts): a simulated call to the number, and how the last
+ * one went (the page returns here, #simulate, so the outcome is shown where the button was).
+ */
+export function simulateSection (viewer: Viewer, number: Pick<Number, 'id' | 'carrier' | 'phone_number' | 'inbound_agent_id'>, outcome: { callId?: string, error?: string }): SafeHtml | false {
+  if (!simulated(number)) return false
+  return html`<section aria-labelledby="simulate-title" id="simulate">
+  <h2 id="simulate-title">Simulate a call to this number</h2>
+  ${outcome.callId !== undefined && notice('success', html`A simulated call to ${number.phone_number} started: its inbound agent answers in a few seconds. <a href="/calls/${outcome.callId}">View this call</a>`)}
+  ${outcome.error !== undefined && notice('error', outcome.error)}
+  <p>The sandbox's numbers take no calls from phones. A simulated caller calls ${number.phone_number} from a fictional number and asks its inbound agent for an appointment; the call is kept, analysed and delivered as an inbound phone call.</p>
+  ${number.inbound_agent_id === null
+    ? html`<p>Choose an inbound agent above and save first: it answers the call.</p>`
+    : html`<form method="post" action="/phone-numbers/${number.id}/simulate#simulate">${csrfField(viewer.csrfToken)}<button type="submit">Simulate a call</button></form>`}
+</section>`
+}
+
+/** A refusal of simulateInboundCall, in words for the number's page; anything else is rethrown. */
+export function simulateRefusal (err: unknown): HttpError {
+  if (!(err instanceof HttpError) || err.statusCode !== 409) throw err
+  const words: Record<string, string> = {
+    no_inbound_agent: 'No call: the number has no inbound agent. Choose one above and save, then simulate a call.',
+    agent_inactive: 'No call: the number\'s inbound agent is inactive. Set its status to active on its page, then simulate a call.'
+  }
+  return new HttpError(409, err.code, words[err.code] ?? `No call: ${err.message}.`)
+}
+
+/** A refusal of placePhoneCall, in words for the form; anything else (a fault of ours) is rethrown. */
+function refusalWords (err: unknown, form: Form): { status: number, error: string | SafeHtml } {
+  if (!(err instanceof HttpError) || err.statusCode >= 500) throw err
+  switch (err.code) {
+    case 'do_not_call':
+      return { status: 409, error: html`No call: ${form.to_number} is on your do-not-call list. <a href="/do-not-call">Take it off the list</a> to call it.` }
+    case 'agent_inactive':
+      return { status: 409, error: 'No call: this agent is inactive. Set its status to active in its settings, then call again.' }
+    case 'sip_not_connected':
+      return { status: 409, error: `No call: ${form.from_number} is connected to a SIP trunk whose calls this server does not carry (docs/sip.md). Choose another number.` }
+    case 'not_found':
+      return { status: 404, error: `No call: ${form.from_number} is not one of your numbers. Choose one of the list.` }
+    default:
+      return { status: err.statusCode, error: `No call: ${err.message}.` }
+  }
+}
+
+export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
+  async function agentInScope (scope: Scope, id: string) {
+    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
+    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
+    return agent
+  }
+
+  async function page (reply: FastifyReply, status: number, session: ConsoleSession, agent: AgentRow, numbers: Number[], state: FormState) {
+    const viewer = viewerOf(session)
+    return sendPage(reply, status, layout({
+      title: `Test phone call: ${agent.agent_name}`,
+      viewer,
+      current: '/agents',
+      body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
+<div id="phone-call">${phoneCallForm(viewer, agent, numbers, state)}</div>`
+    }))
+  }
+
+  app.get<{ Params: { id: string }, Querystring: { placed?: string, to?: string, from?: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const agent = await agentInScope(scoped.scope, request.params.id)
+    // After a call was placed (Post/Redirect/Get): what was called, from which number, and the call's link.
+    const { placed, to, from } = request.query
+    const numbers = await numbersFor(db, scoped.scope, agent)
+    const number = numbers.find((n) => n.phone_number === from)
+    const state: FormState = typeof placed === 'string' && ID.test(placed) && typeof to === 'string' && number !== undefined
+      ? { placed: { callId: placed, to, simulated: simulated(number) }, form: { from_number: number.phone_number, to_number: to } }
+      : {}
+    return await page(reply, 200, scoped.session, agent, numbers, state)
+  })
+
+  // A member may place one, as they may talk to the agent: a call changes no setting (its credits are the owner's).
+  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
+    const session = request.consoleSession!
+    const scope = scopeOf(session)
+    const agent = await agentInScope(scope, request.params.id)
+    const typed = formOf(request, FIELDS)
+    const form = { ...typed, to_number: dialled(typed.to_number) }
+    const problems: Problems = { to_number: checkTo(form.to_number) }
+    const numbers = await numbersFor(db, scope, agent)
+    if (hasProblems(problems)) return await page(reply, 400, session, agent, numbers, { form: typed, problems })
+    // In a workspace only its numbers are offered: another is "not one of yours", as another account's is.
+    const number = numbers.find((n) => n.phone_number === form.from_number)
+    try {
+      if (number === undefined) throw new HttpError(404, 'not_found', `phone number ${form.from_number}`)
+      const call = await placePhoneCall(db, jobs, scope.ownerId, { agent_id: agent.id, from_number: form.from_number, to_number: form.to_number })
+      return reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ placed: call._id, to: form.to_number, from: number.phone_number }).toString()}#phone-call`, 303)
+    } catch (err) {
+      const refused = refusalWords(err, form)
+      return await page(reply, refused.status, session, agent, numbers, { form, error: refused.error })
+    }
+  })
+}
