@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static } from 'typebox'
 import type { ConcurrencyLimits } from '../../config.ts'
@@ -115,6 +116,11 @@ function filterQuery (filters: Filters, page: { before?: string, after?: string 
   return query === '' ? '' : `?${query}`
 }
 
+// Rewrites <time datetime> elements to the viewer's time zone (static/local-time.js); a page that shows times links
+// it in its body, as the list does (the layout does not, so that pages without times load no script).
+const LOCAL_TIME = readFileSync(new URL('./static/local-time.js', import.meta.url))
+export const localTimes = html`<script src="/console/local-time.js" defer></script>`
+
 /** A time as UTC text; static/local-time.js rewrites it to the viewer's zone. */
 const when = (epochMs: number | null) => {
   if (epochMs === null) return '—'
@@ -193,7 +199,8 @@ ${calls !== undefined && (calls.length === 0
 ${calls !== undefined && calls.length > 0 && (list!.newer || list!.older) && html`<nav aria-label="Pages of calls"><ul class="pager">
   ${list!.newer && html`<li><a href="/calls${filterQuery(filters)}">Newest calls</a></li><li><a href="/calls${filterQuery(filters, { after: calls[0]._id })}" rel="prev">Newer calls</a></li>`}
   ${list!.older && html`<li><a href="/calls${filterQuery(filters, { before: calls[calls.length - 1]._id })}" rel="next">Older calls</a></li>`}
-</ul></nav>`}`
+</ul></nav>`}
+${localTimes}`
   })
 }
 
@@ -387,6 +394,10 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     })
     const list = { calls, total, newer: newerFirst ? filters.before !== '' : further, older: newerFirst ? further : true }
     return sendPage(reply, 200, callsPage({ viewer, filters, agents, fields, list }))
+  })
+
+  app.get('/console/local-time.js', HIDDEN, async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(LOCAL_TIME)
   })
 
   // The list's export: the API's call-details CSV of the same filters (every page), in the scope.

@@ -67,7 +67,6 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <title>${title} · Switchboard</title>
 <link rel="stylesheet" href="/console/console.css">
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
-<script src="/console/local-time.js" defer></script>
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>

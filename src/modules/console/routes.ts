@@ -65,8 +65,6 @@ const retryIn = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 const FORM_LIMIT = 16 * 1024
 const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
-// Rewrites <time datetime> elements to the viewer's time zone, on every page (the layout links it).
-const LOCAL_TIME = readFileSync(new URL('./static/local-time.js', import.meta.url))
 
 /** An answer meant for the person at the browser, rendered as a page by the console's error handler. */
 class PageError extends Error {
@@ -122,10 +120,6 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
 
   app.get('/console/console.css', HIDDEN, async (_request, reply) => {
     return reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CSS)
-  })
-
-  app.get('/console/local-time.js', HIDDEN, async (_request, reply) => {
-    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(LOCAL_TIME)
   })
 
   await app.register(async (pages) => {
