@@ -30,11 +30,13 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
   t.notMatch(page.body, foreign)
   t.notMatch(page.body, 'Not mine')
   t.match(page.body, '<time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30:00 UTC</time>')
-  t.match(page.body, /<td>Front desk<\/td>\s*<td>Phone, inbound<\/td>\s*<td>success<\/td>\s*<td>1:05<\/td>\s*<td>positive<\/td>\s*<td>10<\/td>/)
-  t.match(page.body, /<td>Web, outbound<\/td>\s*<td>failed<\/td>\s*<td>1:02:03<\/td>\s*<td>—<\/td>\s*<td>2<\/td>/)
+  t.match(page.body, /<td>\+14155550100<\/td>\s*<td>\+14155550199<\/td>\s*<td>Front desk<\/td>\s*<td>Phone, inbound<\/td>\s*<td>success<\/td>\s*<td>1:05<\/td>\s*<td>positive<\/td>\s*<td class="number">10<\/td>/, 'from and to')
+  t.match(page.body, /<td>—<\/td>\s*<td>—<\/td>\s*<td>Front desk<\/td>\s*<td>Web, outbound<\/td>\s*<td>failed<\/td>\s*<td>1:02:03<\/td>\s*<td>—<\/td>\s*<td class="number">2<\/td>/)
+  t.match(page.body, '<strong>3 calls</strong>', 'the total')
+  t.match(page.body, '<script src="/console/local-time.js" defer></script>', 'times in the viewer\'s zone')
   t.match(page.body, /<td>Sales &lt;b&gt;<\/td>/, 'names are text')
   t.match(page.body, `<option value="${two._id}">Sales &lt;b&gt;</option>`, 'the agent filter lists the agents')
-  t.match(page.body, '<div class="table"><table>', 'the table scrolls on a small screen')
+  t.match(page.body, '<div class="table"><table class="calls-list">', 'the table scrolls on a small screen')
 
   const list = async (query: string) => {
     const res = await browser.get(`/calls${query}`)
@@ -65,7 +67,12 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
     ['?from=2026-02-30', /“From” must be a calendar day/],
     ['?to=2026-13-01', /“To” must be a calendar day/],
     ['?from=2026-05-02&to=2026-05-01', /“To” must not be before “from”/],
-    ['?skip=-1', /page position must be a whole number/],
+    ['?before=50', /page position must be a call id/],
+    [`?before=${c1}&after=${c2}`, /either before or after a call, not both/],
+    [`?q=${'x'.repeat(201)}`, /search must be at most 200 characters/],
+    ['?q=a&q=b', /“q” was given more than once/],
+    ['?column=1st', /A column must be an extracted field/],
+    [`?${['a', 'b', 'c', 'd', 'e', 'f'].map((name) => `column=${name}`).join('&')}`, /at most 5 extracted fields/],
     ['?status=success&status=failed', /“status” was given more than once/],
     ['?from=%22%3E%3Cscript%3E', /must be a calendar day/]
   ] as const) {
@@ -74,8 +81,8 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
     t.match(res.body, message, query)
     t.match(res.body, /<p class="notice error" role="alert">/)
     t.match(res.body, /<form method="get" action="\/calls"/, 'the form is there to correct it')
-    t.notMatch(res.body, /<table>/, 'no calls listed')
-    t.notMatch(res.body, /<script/i)
+    t.notMatch(res.body, /<table/, 'no calls listed')
+    t.notMatch(res.body, /<script>/i)
   }
 
   const signedOut = await ctx.app.inject({ method: 'GET', url: '/calls' })
@@ -83,31 +90,54 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
   t.equal(signedOut.headers.location, '/login?next=%2Fcalls')
 })
 
-t.test('paging: 50 a page, next and previous links keep the filters', async (t) => {
+t.test('keyset paging: 50 a page, older and newer links keep the filters and columns, a stale position pages nothing', async (t) => {
   const ctx = await setup(t)
   const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account)
-  const seeds = Array.from({ length: 120 }, (_, i) => ({ start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, i)), direction: i % 3 === 0 ? 'inbound' as const : 'outbound' as const }))
+  // Two calls at each start time: the call id orders them.
+  const seeds = Array.from({ length: 120 }, (_, i) => ({ start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, Math.floor(i / 2))), direction: i % 3 === 0 ? 'inbound' as const : 'outbound' as const }))
   const ids = await insertCalls(ctx.db, user.id, agent, seeds)
-  const outbound = ids.filter((_, i) => i % 3 !== 0).reverse()
+  const ordered = ids.map((id, i) => ({ id, at: seeds[i].start_timestamp.getTime(), direction: seeds[i].direction }))
+    .sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1))
+  const outbound = ordered.filter((call) => call.direction === 'outbound').map((call) => call.id)
   t.equal(outbound.length, 80)
+  const hrefOf = (body: string, rel: 'prev' | 'next') => {
+    const match = new RegExp(`<a href="([^"]+)" rel="${rel}">`).exec(body)
+    return match?.[1].replaceAll('&amp;', '&')
+  }
 
-  const first = await browser.get('/calls?direction=outbound')
+  const first = await browser.get('/calls?direction=outbound&column=city')
   t.same(callIdsOf(first.body), outbound.slice(0, 50))
-  t.match(first.body, 'Calls 1–50, newest first')
-  t.match(first.body, '<a href="/calls?direction=outbound&amp;skip=50" rel="next">Older calls</a>')
-  t.notMatch(first.body, 'rel="prev"', 'no newer page')
+  t.match(first.body, '<strong>80 calls</strong>')
+  t.equal(hrefOf(first.body, 'next'), `/calls?direction=outbound&column=city&before=${outbound[49]}`)
+  t.equal(hrefOf(first.body, 'prev'), undefined, 'no newer page')
 
-  const second = await browser.get('/calls?direction=outbound&skip=50')
-  t.same(callIdsOf(second.body), outbound.slice(50))
-  t.match(second.body, 'Calls 51–80, newest first')
-  t.match(second.body, '<a href="/calls?direction=outbound" rel="prev">Newer calls</a>')
-  t.notMatch(second.body, 'rel="next"', 'the last page')
+  const second = await browser.get(hrefOf(first.body, 'next')!)
+  t.same(callIdsOf(second.body), outbound.slice(50), 'the older page')
+  t.equal(hrefOf(second.body, 'next'), undefined, 'the last page')
+  t.equal(hrefOf(second.body, 'prev'), `/calls?direction=outbound&column=city&after=${outbound[50]}`)
+  t.match(second.body, '<a href="/calls?direction=outbound&amp;column=city">Newest calls</a>')
 
-  const all = await browser.get('/calls?skip=50')
-  t.same(callIdsOf(all.body), [...ids].reverse().slice(50, 100))
-  t.match(all.body, 'rel="next"')
-  t.match((await browser.get('/calls?skip=500')).body, /No more calls/)
+  const back = await browser.get(hrefOf(second.body, 'prev')!)
+  t.same(callIdsOf(back.body), outbound.slice(0, 50), 'back to the first page, newest first')
+  t.equal(hrefOf(back.body, 'prev'), undefined, 'nothing newer')
+  t.equal(hrefOf(back.body, 'next'), `/calls?direction=outbound&column=city&before=${outbound[49]}`)
+
+  const all = ordered.map((call) => call.id)
+  const middle = await browser.get(`/calls?before=${all[9]}`)
+  t.same(callIdsOf(middle.body), all.slice(10, 60))
+  const newer = await browser.get(hrefOf(middle.body, 'prev')!)
+  t.same(callIdsOf(newer.body), all.slice(0, 10), 'a newer page of fewer than 50')
+  t.same(callIdsOf((await browser.get(`/calls?after=${all[59]}`)).body), all.slice(9, 59), 'newer than a call: the 50 just before it')
+
+  const other = await createAccount(ctx.db)
+  const [foreign] = await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other), [{ start_timestamp: new Date(Date.UTC(2026, 4, 1, 0, 30)) }])
+  for (const query of [`?before=${newId()}`, `?after=${newId()}`, `?before=${foreign}`]) {
+    const res = await browser.get(`/calls${query}`)
+    t.equal(res.statusCode, 200, query)
+    t.same(callIdsOf(res.body), [], 'an unknown or another account\'s call is no position')
+    t.match(res.body, /No more calls\. <a href="\/calls">The newest calls<\/a>/)
+  }
 })
 
 t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript (escaped), credits, deliveries', async (t) => {
@@ -256,6 +286,6 @@ t.test('the Calls pages carry the console\'s security headers and nothing inline
   for (const res of answers) {
     t.match(res.headers, PAGE_HEADERS, `${res.statusCode}`)
     t.match(res.body, /<main id="main"/)
-    t.notMatch(res.body, /<script|<style|style=/i, 'nothing inline that the CSP would block')
+    t.notMatch(res.body, /<script(?! src="\/console\/local-time\.js")|<style|style=/i, 'nothing inline that the CSP would block')
   }
 })

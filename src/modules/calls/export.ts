@@ -31,7 +31,10 @@ const TEXT_CELLS = ['agent_name', 'call_from', 'call_to', 'disconnection_reason'
 
 const CsvFile = Type.String({ description: 'CSV, UTF-8, with a header row' })
 
-function attachment (reply: FastifyReply, name: string, range: DateRange): void {
+/** A range for a file: either end may be open (the console's list), its name still says which days it holds. */
+type FileRange = Pick<DateRange, 'dateFrom' | 'dateTo'> & { from?: Date, until?: Date }
+
+function attachment (reply: FastifyReply, name: string, range: FileRange): void {
   reply.header('content-type', 'text/csv; charset=utf-8')
   reply.header('content-disposition', `attachment; filename="${name}_${range.dateFrom}_${range.dateTo}.csv"`)
 }
@@ -46,7 +49,7 @@ function attachment (reply: FastifyReply, name: string, range: DateRange): void 
  * from a cursor while it holds an export slot (429 or 503 when none is free). Owners named by filters must
  * have been checked: a 404 cannot follow a 200 whose rows are streaming.
  */
-export function sendCallDetailsCsv (db: DB, request: FastifyRequest, reply: FastifyReply, userId: string, filter: CallFilter, range: DateRange, limits: ConcurrencyLimits): FastifyReply {
+export function sendCallDetailsCsv (db: DB, request: FastifyRequest, reply: FastifyReply, userId: string, filter: CallFilter, range: FileRange, limits: ConcurrencyLimits): FastifyReply {
   const release = sharedSlots('exports', limits).take(userId, reply)
   const query = callDetailsQuery(db, userId, filter, range)
   const rows = cursorStream(db, query, 1000, (row) => {

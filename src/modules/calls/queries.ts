@@ -14,6 +14,21 @@ export interface CallFilter {
   workspaceId?: string
   /** The callbacks of this call (the listing only: the daily rollups do not know them). */
   callbackOf?: string
+  /** Calls found by one id, by a number's digits or by words of the transcript (the listing and the export only). */
+  search?: CallSearch
+}
+
+/**
+ * What the console's search box finds: a call by its id, calls from or to a number that holds these digits
+ * (trigram index of 0045_calls_search.sql), or calls whose transcript holds these words (its full-text index).
+ */
+export type CallSearch = { id: string } | { digits: string } | { words: string }
+
+function searchCondition (search: CallSearch): RawBuilder<unknown> {
+  if ('id' in search) return sql`id = ${search.id}`
+  // The expressions match the indexes' exactly, or the indexes are not used.
+  if ('digits' in search) return sql`(coalesce(call_from, '') || ' ' || coalesce(call_to, '')) LIKE ${`%${search.digits}%`}`
+  return sql`to_tsvector('simple', call_transcript_text(transcription)) @@ websearch_to_tsquery('simple', ${search.words})`
 }
 
 /** `= value` for one value, so that an index on (column, start_timestamp) also gives the listing's order. */
@@ -44,9 +59,16 @@ function filterConditions (userId: string, filter: CallFilter): Array<RawBuilder
 
 const and = (conditions: Array<RawBuilder<unknown>>): Expression<SqlBool> => sql<SqlBool>`(${sql.join(conditions, sql` AND `)})`
 
-/** Conditions on calls: the filters plus start times within [from, until). */
-function callConditions (userId: string, filter: CallFilter, range: { from?: Date, until?: Date }): Expression<SqlBool> {
+/**
+ * Conditions on calls: the filters plus start times within [from, until), and for a keyset page only the calls
+ * past the call `after` in the list's order (none when the account has no such call).
+ */
+function callConditions (userId: string, filter: CallFilter, range: { from?: Date, until?: Date, after?: string, order?: 'asc' | 'desc' }): Expression<SqlBool> {
   const conditions = filterConditions(userId, filter)
+  if (filter.search !== undefined) conditions.push(searchCondition(filter.search))
+  if (range.after !== undefined) {
+    conditions.push(sql`(start_timestamp, id) ${sql.raw(range.order === 'asc' ? '>' : '<')} (SELECT k.start_timestamp, k.id FROM calls k WHERE k.user_id = ${userId} AND k.id = ${range.after})`)
+  }
   // A chain has at most 5 callbacks: their calls are found by id from its rows (call_callbacks' unique index).
   if (filter.callbackOf !== undefined) conditions.push(sql`id IN (SELECT call_id FROM call_callbacks WHERE user_id = ${userId} AND callback_of = ${filter.callbackOf})`)
   if (range.from !== undefined) conditions.push(sql`start_timestamp >= ${range.from}`)
@@ -169,6 +191,34 @@ function mergedPage (db: DB, userId: string, filter: CallFilter, options: ListOp
     ${pageOf(options, options.limit, options.skip)}) AS page JOIN calls c USING (id) ${pageOf(options, options.limit, 0, 'page.')}`, [...ranges.parameters])
 }
 
+/**
+ * How many calls the listing's filter holds, up to `cap` + 1 (more: "more than cap"). Without a search the
+ * daily rollups answer exactly, whatever the count (their days are the ones the range's whole UTC days
+ * cover); a search counts the matching calls themselves, which its indexes find.
+ */
+export async function countCalls (db: DB, userId: string, filter: CallFilter, range: { from?: Date, until?: Date }, cap: number): Promise<number> {
+  if (filter.search === undefined && filter.callbackOf === undefined) {
+    const days = [
+      ...filterConditions(userId, filter),
+      ...(range.from === undefined ? [] : [sql`day >= (${range.from}::timestamptz AT TIME ZONE 'UTC')::date`]),
+      ...(range.until === undefined ? [] : [sql`day < (${range.until}::timestamptz AT TIME ZONE 'UTC')::date`])
+    ]
+    const rows = await queryPrepared<{ calls: number }>(db, sql`SELECT coalesce(sum(calls), 0)::float8 AS calls FROM ${rollupFor(filter)} WHERE ${and(days)}`.compile(db))
+    return rows[0].calls
+  }
+  const rows = await queryPrepared<{ calls: number }>(db, sql`
+    SELECT count(*)::int AS calls FROM (SELECT 1 FROM calls WHERE ${callConditions(userId, filter, range)} LIMIT ${sql.lit(cap + 1)}) AS found`.compile(db))
+  return rows[0].calls
+}
+
+/** What the console's list shows besides the list view: durations, credits and extracted fields of a page's calls. */
+export async function callFigures (db: DB, userId: string, ids: string[]) {
+  if (ids.length === 0) return []
+  return await db.selectFrom('calls').select(['id', 'duration_ms', 'custom_analysis_data',
+    sql<number>`phone_call_credits + web_call_credits + text_message_credits + call_forwarding_credits`.as('credits')])
+    .where('user_id', '=', userId).where('id', 'in', ids).execute()
+}
+
 /** One call's detail view as JSON text, or undefined when the account has no such call. */
 export async function findCallJson (db: DB, userId: string, id: string): Promise<string | undefined> {
   const rows = await queryPrepared<{ detail: string }>(db, sql`
@@ -181,7 +231,8 @@ export async function findCallRow (db: DB, id: string): Promise<CallRow | undefi
   return await db.selectFrom('calls').selectAll().where('id', '=', id).executeTakeFirst()
 }
 
-export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number }
+/** `after`: a call's id; the page starts past it in the order (keyset paging: the console's list). */
+export interface ListOptions { from?: Date, until?: Date, order: 'asc' | 'desc', limit: number, skip: number, after?: string }
 
 /** Locks a call of the account for a change of its state (FOR UPDATE); undefined when there is none. */
 export async function lockCall (trx: Transaction<Database>, userId: string, id: string) {
@@ -362,7 +413,7 @@ export async function costsByGroup (db: DB, userId: string, groupBy: GroupBy, fi
 const ISO = 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'
 
 /** One row per call and model, in start order, every cell as text (the export's columns in order). */
-export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, range: DateRange) {
+export function callDetailsQuery (db: DB, userId: string, filter: CallFilter, range: { from?: Date, until?: Date }) {
   return db.selectFrom('calls as c')
     .leftJoinLateral(
       (eb) => eb.selectFrom(sql<{ key: string, value: { input: number, output: number } }>`jsonb_each(c.token_usage)`.as('u'))

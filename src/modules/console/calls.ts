@@ -1,10 +1,12 @@
+import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static } from 'typebox'
 import type { ConcurrencyLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { calendarDay, optionalDateRange } from '../../http/dates.ts'
 import { listAgents } from '../agents/queries.ts'
-import { findCallJson, listCallsJson, type CallFilter } from '../calls/queries.ts'
+import { sendCallDetailsCsv } from '../calls/export.ts'
+import { callFigures, countCalls, findCallJson, listCallsJson, type CallFilter, type CallSearch } from '../calls/queries.ts'
 import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
@@ -17,7 +19,7 @@ import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage, listQuery, withChosen } from './reply.ts'
+import { HIDDEN, ID, sendPage, withChosen } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -25,23 +27,52 @@ type Detail = Static<typeof CallDetail>
 export const PAGE_SIZE = 50
 // The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
 const MAX_AGENT_OPTIONS = 500
+// A search counts its calls up to this many ("more than"): a phrase is checked call by call, 0.3 s for 10,000 (npm run
+// bench:calls-search). Without a search the daily rollups count them all.
+export const COUNT_CAP = 1000
+// Extracted fields shown as columns at once, and the longest search.
+const MAX_COLUMNS = 5
+const MAX_SEARCH = 200
 
 const STATUSES = ['started', 'pending', 'success', 'failed']
 const TYPES = ['phone', 'web']
 const DIRECTIONS = ['inbound', 'outbound']
+// An extracted field's name, as agents' data_retrieval names them.
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/
+// A search of digits, spaces and phone punctuation is a number when it has this many digits.
+const NUMBER_SHAPED = /^[+\d\s().-]+$/
+const MIN_DIGITS = 3
 
-/** The list's filters as the form sends them: '' means any. */
-interface Filters { agent: string, status: string, type: string, direction: string, from: string, to: string, skip: number }
+/**
+ * The list's filters as the form sends them ('' means any), the chosen extracted-field columns, and the keyset
+ * page: the calls older than `before`, or newer than `after` (a call's id each).
+ */
+interface Filters { q: string, agent: string, status: string, type: string, direction: string, from: string, to: string, column: string[], before: string, after: string }
 
-const FILTER_NAMES = ['agent', 'status', 'type', 'direction', 'from', 'to'] as const
+const FILTER_NAMES = ['q', 'agent', 'status', 'type', 'direction', 'from', 'to'] as const
+
+/** What the search box finds (calls/queries.ts, CallSearch): an id, a number's digits, or words of the transcript. */
+export function callSearch (q: string): CallSearch | undefined {
+  if (q === '') return undefined
+  if (ID.test(q)) return { id: q.toLowerCase() }
+  const digits = q.replace(/\D/g, '')
+  if (NUMBER_SHAPED.test(q) && digits.length >= MIN_DIGITS) return { digits }
+  return { words: q }
+}
 
 /** The query's filters, or the reason they cannot be used (shown on the page). */
 function parseFilters (query: Record<string, unknown>): { filters: Filters, problem?: string } {
   const text = (name: string) => typeof query[name] === 'string' ? (query[name] as string).trim() : ''
-  const filters: Filters = { agent: text('agent').toLowerCase(), status: text('status'), type: text('type'), direction: text('direction'), from: text('from'), to: text('to'), skip: 0 }
+  const columns = query.column === undefined ? [] : [query.column].flat()
+  const filters: Filters = {
+    q: text('q'), agent: text('agent').toLowerCase(), status: text('status'), type: text('type'), direction: text('direction'), from: text('from'), to: text('to'),
+    column: [...new Set(columns.filter((name): name is string => typeof name === 'string' && FIELD_NAME.test(name)))],
+    before: text('before').toLowerCase(), after: text('after').toLowerCase()
+  }
   const problem = (message: string) => ({ filters, problem: message })
-  const repeated = [...FILTER_NAMES, 'skip'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
+  const repeated = [...FILTER_NAMES, 'before', 'after'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
   if (repeated !== undefined) return problem(`The filter “${repeated}” was given more than once.`)
+  if (filters.q.length > MAX_SEARCH) return problem(`The search must be at most ${MAX_SEARCH} characters.`)
   if (filters.agent !== '' && !ID.test(filters.agent)) return problem('That agent is not a valid agent id.')
   if (filters.status !== '' && !STATUSES.includes(filters.status)) return problem(`The status must be one of ${STATUSES.join(', ')}.`)
   if (filters.type !== '' && !TYPES.includes(filters.type)) return problem(`The type must be one of ${TYPES.join(', ')}.`)
@@ -51,12 +82,47 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
   if (filters.from !== '' && from === undefined) return problem(notADay('From'))
   if (filters.to !== '' && to === undefined) return problem(notADay('To'))
   if (from !== undefined && to !== undefined && to < from) return problem('“To” must not be before “from”.')
-  const skip = text('skip')
-  if (skip !== '' && !/^\d{1,9}$/.test(skip)) return problem('The page position must be a whole number.')
-  filters.skip = Number(skip)
+  if (columns.length !== filters.column.length && columns.some((name) => typeof name !== 'string' || !FIELD_NAME.test(name))) {
+    return problem('A column must be an extracted field\'s name: letters, digits and _, not starting with a digit.')
+  }
+  if (filters.column.length > MAX_COLUMNS) return problem(`Choose at most ${MAX_COLUMNS} extracted fields as columns.`)
+  for (const name of ['before', 'after'] as const) if (filters[name] !== '' && !ID.test(filters[name])) return problem('The page position must be a call id.')
+  if (filters.before !== '' && filters.after !== '') return problem('A page is either before or after a call, not both.')
   return { filters }
 }
 
+/** The call filter and day range of valid filters, in the scope (the list, its total and its export). */
+function callFilterOf (filters: Filters, scope: Scope): { filter: CallFilter, range: { from?: Date, until?: Date } } {
+  return {
+    filter: {
+      agentIds: filters.agent === '' ? undefined : [filters.agent],
+      callStatus: filters.status === '' ? undefined : [filters.status],
+      callType: filters.type === '' ? undefined : [filters.type],
+      direction: filters.direction === '' ? undefined : [filters.direction],
+      workspaceId: scope.workspaceId,
+      search: callSearch(filters.q)
+    },
+    range: optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
+  }
+}
+
+/** The query string of the filters and columns, plus a page position. */
+function filterQuery (filters: Filters, page: { before?: string, after?: string } = {}): string {
+  const params = new URLSearchParams()
+  for (const name of FILTER_NAMES) if (filters[name] !== '') params.set(name, filters[name])
+  for (const name of filters.column) params.append('column', name)
+  if (page.before !== undefined) params.set('before', page.before)
+  if (page.after !== undefined) params.set('after', page.after)
+  const query = params.toString()
+  return query === '' ? '' : `?${query}`
+}
+
+// Rewrites <time datetime> elements to the viewer's time zone (static/local-time.js); a page that shows times links
+// it in its body, as the list does (the layout does not, so that pages without times load no script).
+const LOCAL_TIME = readFileSync(new URL('./static/local-time.js', import.meta.url))
+export const localTimes = html`<script src="/console/local-time.js" defer></script>`
+
+/** A time as UTC text; static/local-time.js rewrites it to the viewer's zone. */
 const when = (epochMs: number | null) => {
   if (epochMs === null) return '—'
   const iso = new Date(epochMs).toISOString()
@@ -77,55 +143,65 @@ const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1)
 const choices = (values: string[], selected: string, any: string) => html`<option value="">${any}</option>${values.map((value) =>
   html`<option value="${value}"${value === selected && html` selected`}>${capital(value)}</option>`)}`
 
-interface ListedCall extends ListItem { duration_ms: number | null, credits: number }
+interface ListedCall extends ListItem { duration_ms: number | null, credits: number, extracted: Record<string, unknown> }
 
-function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{ id: string, name: string }>, calls?: ListedCall[], hasNext?: boolean, error?: string }): string {
-  const { viewer, filters, agents, calls } = options
+/** The list's page: which calls, the total, and whether newer and older pages exist. */
+interface ListPage { calls: ListedCall[], total: number, newer: boolean, older: boolean }
+
+const valueText = (value: unknown) => typeof value === 'string' ? value : JSON.stringify(value)
+
+function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{ id: string, name: string }>, fields: string[], list?: ListPage, error?: string }): string {
+  const { viewer, filters, agents, list } = options
   const agentOptions = withChosen(agents, filters.agent)
-  const previous = Math.max(0, filters.skip - PAGE_SIZE)
+  const fields = [...new Set([...options.fields, ...filters.column])]
+  const calls = list?.calls
+  const field = (id: string, label: string, control: SafeHtml) => html`<div class="field"><label for="${id}">${label}</label>${control}</div>`
   return layout({
     title: 'Calls',
     viewer,
     current: '/calls',
     body: html`
-<form method="get" action="/calls" aria-label="Filter calls">
-  <div class="stack">
-    <label for="agent">Agent</label>
-    <select id="agent" name="agent"><option value="">Any agent</option>${agentOptions.map((agent) =>
-      html`<option value="${agent.id}"${agent.id === filters.agent && html` selected`}>${agent.name}</option>`)}</select>
-    <label for="status">Status</label>
-    <select id="status" name="status">${choices(STATUSES, filters.status, 'Any status')}</select>
-    <label for="type">Type</label>
-    <select id="type" name="type">${choices(TYPES, filters.type, 'Any type')}</select>
-    <label for="direction">Direction</label>
-    <select id="direction" name="direction">${choices(DIRECTIONS, filters.direction, 'Any direction')}</select>
-    <label for="from">From (UTC day)</label>
-    <input id="from" name="from" type="date" value="${filters.from}">
-    <label for="to">To (UTC day, included)</label>
-    <input id="to" name="to" type="date" value="${filters.to}">
-    <button type="submit">Show calls</button>
-  </div>
+<form method="get" action="/calls" aria-label="Filter calls" class="filter-bar">
+  ${field('q', 'Search', html`<input id="q" name="q" type="search" value="${filters.q}" maxlength="${MAX_SEARCH}" placeholder="Number, call id or words said" aria-describedby="q-hint">`)}
+  ${field('agent', 'Agent', html`<select id="agent" name="agent"><option value="">Any agent</option>${agentOptions.map((agent) =>
+    html`<option value="${agent.id}"${agent.id === filters.agent && html` selected`}>${agent.name}</option>`)}</select>`)}
+  ${field('status', 'Status', html`<select id="status" name="status">${choices(STATUSES, filters.status, 'Any status')}</select>`)}
+  ${field('type', 'Type', html`<select id="type" name="type">${choices(TYPES, filters.type, 'Any type')}</select>`)}
+  ${field('direction', 'Direction', html`<select id="direction" name="direction">${choices(DIRECTIONS, filters.direction, 'Any direction')}</select>`)}
+  ${field('from', 'From (UTC day)', html`<input id="from" name="from" type="date" value="${filters.from}">`)}
+  ${field('to', 'To (UTC day)', html`<input id="to" name="to" type="date" value="${filters.to}">`)}
+  ${fields.length > 0 && html`<details class="columns"><summary>Columns</summary><fieldset><legend>Extracted fields to show</legend>${fields.map((name) =>
+    html`<label><input type="checkbox" name="column" value="${name}"${filters.column.includes(name) && html` checked`}> ${name}</label>`)}</fieldset></details>`}
+  <button type="submit">Show calls</button>
+  <p id="q-hint" class="hint">Search: a call id, 3 or more digits of a number, or words said (“a phrase”, -without).</p>
 </form>
 ${options.error !== undefined && notice('error', options.error)}
+${list !== undefined && html`<p class="list-total"><strong>${list.total > COUNT_CAP && filters.q !== '' ? `More than ${formatNumber(COUNT_CAP)} calls` : `${formatNumber(list.total)} ${list.total === 1 ? 'call' : 'calls'}`}</strong>${
+  list.total > 0 && html` · <a href="/calls/export.csv${filterQuery({ ...filters, column: [] })}" download>Export these calls (CSV)</a>`}</p>`}
 ${calls !== undefined && (calls.length === 0
-  ? html`<p>${filters.skip > 0 ? 'No more calls.' : 'No calls match.'}</p>`
-  : html`<div class="table"><table>
-  <caption>Calls ${filters.skip + 1}–${filters.skip + calls.length}, newest first</caption>
-  <thead><tr><th scope="col">Started</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Sentiment</th><th scope="col">Credits</th></tr></thead>
+  ? html`<p>${filters.before !== '' || filters.after !== '' ? html`No more calls. <a href="/calls${filterQuery(filters)}">The newest calls</a>` : 'No calls match.'}</p>`
+  : html`<div class="table"><table class="calls-list">
+  <caption>Calls, newest first</caption>
+  <thead><tr><th scope="col">Started</th><th scope="col">From</th><th scope="col">To</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Sentiment</th><th scope="col" class="number">Credits</th>${
+    filters.column.map((name) => html`<th scope="col">${name}</th>`)}</tr></thead>
   <tbody>${calls.map((call) => html`<tr>
     <td><a href="/calls/${call._id}">${when(call.start_timestamp)}</a></td>
+    <td>${call.call_from ?? '—'}</td>
+    <td>${call.call_to ?? '—'}</td>
     <td>${call.agent_name}</td>
     <td>${capital(call.call_type)}, ${call.direction}</td>
     <td>${call.call_status}</td>
     <td>${duration(call.duration_ms)}</td>
     <td>${call.sentiment?.sentiment ?? '—'}</td>
-    <td>${call.credits}</td>
+    <td class="number">${call.credits}</td>${filters.column.map((name) => html`
+    <td>${call.extracted[name] === undefined || call.extracted[name] === null ? '—' : valueText(call.extracted[name])}</td>`)}
   </tr>`)}</tbody>
 </table></div>`)}
-${calls !== undefined && (filters.skip > 0 || options.hasNext === true) && html`<nav aria-label="Pages of calls"><ul class="pager">
-  ${filters.skip > 0 && html`<li><a href="/calls${listQuery(filters, FILTER_NAMES, previous)}" rel="prev">Newer calls</a></li>`}
-  ${options.hasNext === true && html`<li><a href="/calls${listQuery(filters, FILTER_NAMES, filters.skip + PAGE_SIZE)}" rel="next">Older calls</a></li>`}
-</ul></nav>`}`
+${calls !== undefined && calls.length > 0 && (list!.newer || list!.older) && html`<nav aria-label="Pages of calls"><ul class="pager">
+  ${list!.newer && html`<li><a href="/calls${filterQuery(filters)}">Newest calls</a></li><li><a href="/calls${filterQuery(filters, { after: calls[0]._id })}" rel="prev">Newer calls</a></li>`}
+  ${list!.older && html`<li><a href="/calls${filterQuery(filters, { before: calls[calls.length - 1]._id })}" rel="next">Older calls</a></li>`}
+</ul></nav>`}
+${localTimes}`
   })
 }
 
@@ -168,8 +244,6 @@ function latencySection (latency: Detail['latency'], start: number): SafeHtml | 
 </table></div>
 <p class="hint">End of turn: the caller stopped speaking until the agent decided the turn was over. Transcription: until the turn's last words. Model: from its request to its first token. Speech: from the answer's first text to its first audio. Caller waited: from the end of the caller's speech to the agent's first audio. A dash: the call's providers have no such stage (a realtime model hears and speaks itself).</p>`
 }
-
-const valueText = (value: unknown) => typeof value === 'string' ? value : JSON.stringify(value)
 
 function lastAttempt (row: DeliveryRow) {
   const attempts = row.attempts ?? []
@@ -296,34 +370,46 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     if (scoped === undefined) return reply
     const { scope } = scoped
     const viewer = viewerOf(scoped.session)
-    const agents = (await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
+    const agentRows = await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })
+    const agents = agentRows.map((agent) => ({ id: agent.id, name: agent.agent_name }))
+    // The column chooser offers the agents' extracted fields.
+    const fields = [...new Set(agentRows.flatMap((agent) => agent.data_retrieval.map((field) => field.name)))].sort()
     const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
-    if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, error: problem }))
+    if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, fields, error: problem }))
 
-    const filter: CallFilter = {
-      agentIds: filters.agent === '' ? undefined : [filters.agent],
-      callStatus: filters.status === '' ? undefined : [filters.status],
-      callType: filters.type === '' ? undefined : [filters.type],
-      direction: filters.direction === '' ? undefined : [filters.direction],
-      workspaceId: scope.workspaceId
-    }
-    const range = optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
-    // One more than a page tells whether an older page exists.
-    const listed = JSON.parse(await listCallsJson(db, scope.ownerId, filter, { ...range, order: 'desc', limit: PAGE_SIZE + 1, skip: filters.skip })) as ListItem[]
-    const page = listed.slice(0, PAGE_SIZE)
-    // The list view leaves out durations and credits: one query for the page's calls adds them.
-    const figures = page.length === 0
-      ? []
-      : await db.selectFrom('calls')
-        .select(['id', 'duration_ms', 'phone_call_credits', 'web_call_credits', 'text_message_credits', 'call_forwarding_credits'])
-        .where('user_id', '=', scope.ownerId).where('id', 'in', page.map((call) => call._id)).execute()
-    const byId = new Map(figures.map((row) => [row.id, row]))
+    const { filter, range } = callFilterOf(filters, scope)
+    // Keyset pages: older calls past `before` (newest first), or newer ones past `after` (read oldest first, then turned).
+    // One more than a page tells whether a further page exists.
+    const newerFirst = filters.after === ''
+    const [listed, total] = await Promise.all([
+      listCallsJson(db, scope.ownerId, filter, { ...range, order: newerFirst ? 'desc' : 'asc', limit: PAGE_SIZE + 1, skip: 0, after: (newerFirst ? filters.before : filters.after) || undefined }),
+      countCalls(db, scope.ownerId, filter, range, COUNT_CAP)
+    ])
+    const found = JSON.parse(listed) as ListItem[]
+    const page = newerFirst ? found.slice(0, PAGE_SIZE) : found.slice(0, PAGE_SIZE).reverse()
+    const further = found.length > PAGE_SIZE
+    const byId = new Map((await callFigures(db, scope.ownerId, page.map((call) => call._id))).map((row) => [row.id, row]))
     const calls = page.map((call) => {
       const row = byId.get(call._id)
-      const credits = row === undefined ? 0 : row.phone_call_credits + row.web_call_credits + row.text_message_credits + row.call_forwarding_credits
-      return { ...call, duration_ms: row?.duration_ms ?? null, credits }
+      return { ...call, duration_ms: row?.duration_ms ?? null, credits: row?.credits ?? 0, extracted: row?.custom_analysis_data ?? {} }
     })
-    return sendPage(reply, 200, callsPage({ viewer, filters, agents, calls, hasNext: listed.length > PAGE_SIZE }))
+    const list = { calls, total, newer: newerFirst ? filters.before !== '' : further, older: newerFirst ? further : true }
+    return sendPage(reply, 200, callsPage({ viewer, filters, agents, fields, list }))
+  })
+
+  app.get('/console/local-time.js', HIDDEN, async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(LOCAL_TIME)
+  })
+
+  // The list's export: the API's call-details CSV of the same filters (every page), in the scope.
+  app.get('/calls/export.csv', HIDDEN, async (request, reply) => {
+    const scoped = viewScope(request, reply)
+    if (scoped === undefined) return reply
+    const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
+    if (problem !== undefined) return sendPage(reply, 400, messagePage('Calls not exported', problem, viewerOf(scoped.session)))
+    const { filter, range } = callFilterOf(filters, scoped.scope)
+    const today = new Date().toISOString().slice(0, 10)
+    return sendCallDetailsCsv(db, request, reply, scoped.scope.ownerId, filter, { ...range, dateFrom: filters.from || 'first', dateTo: filters.to || today }, limits)
   })
 
   app.get<{ Params: { id: string } }>('/calls/:id', HIDDEN, async (request, reply) => {
