@@ -136,13 +136,26 @@ ${options.error !== undefined && notice('error', options.error)}
   })
 }
 
-export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, needsCurrent: boolean, error?: string, done?: boolean }): string {
+/**
+ * After a password is saved, where to go next: `first-agent` for someone who may create agents and has none
+ * (the first run: a sign-in link, a password, then an agent), `agents` otherwise.
+ */
+export type PasswordNext = 'first-agent' | 'agents'
+
+export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, needsCurrent: boolean, error?: string, done?: PasswordNext }): string {
   const { viewer, hasPassword, needsCurrent } = options
   return layout({
     title: hasPassword ? 'Change your password' : 'Set a password',
     viewer,
     body: html`
-${options.done === true && notice('success', 'Your password is saved. Every other browser signed in as you has been signed out.')}
+${options.done !== undefined && html`<section class="notice success" role="status" aria-labelledby="saved-title">
+  <h2 id="saved-title">Your password is saved</h2>
+  <p>Every other browser signed in as you has been signed out.</p>
+  ${options.done === 'first-agent'
+    ? html`<p><a class="next" href="/agents/new">Next: create your first agent</a></p>
+  <p class="hint">A name, a begin message and a prompt are enough; then talk to it in this browser.</p>`
+    : html`<p><a href="/agents">Back to your agents</a></p>`}
+</section>`}
 ${options.error !== undefined && notice('error', options.error)}
 ${!hasPassword && html`<p>Set a password to sign in with your e-mail address next time.</p>`}
 <form method="post" action="/account/password" class="stack">
