@@ -15,16 +15,16 @@ const shot = async (page: Page, name: string) => {
 }
 
 /** The header's height, and the distinct middles (to 8 px) of the brand, the bar's links and the menu's summary. */
-const headerLines = async (page: Page) => await page.evaluate(() => {
-  const top = document.querySelector('header.top')!.getBoundingClientRect()
+const headerLines = async (page: Page) => await page.evaluate(`(() => {
+  const top = document.querySelector('header.top').getBoundingClientRect()
   const parts = [...document.querySelectorAll('.top .brand, .top > nav a, .account summary')].map((el) => el.getBoundingClientRect())
-  const nav = document.querySelector('.top > nav')!
+  const nav = document.querySelector('.top > nav')
   return {
     height: Math.round(top.height),
-    lines: [...new Set(parts.map((box) => Math.round((box.top + box.height / 2) / 8)))].length,
+    lines: new Set(parts.map((box) => Math.round((box.top + box.height / 2) / 8))).size,
     hidden: nav.scrollWidth > nav.clientWidth
   }
-})
+})()`) as { height: number, lines: number, hidden: boolean }
 
 t.test('the header keeps one line at 1,100 and 1,400 px, two on a phone; tables use the width', async (t) => {
   const ctx = await setup(t)
@@ -49,7 +49,7 @@ t.test('the header keeps one line at 1,100 and 1,400 px, two on a phone; tables 
       await shot(page, `${width}${path.replaceAll('/', '-')}`)
     }
     await page.goto(`${url}/calls`)
-    const table = await page.evaluate(() => [document.querySelector('main table')!.getBoundingClientRect().width, document.documentElement.clientWidth])
+    const table = await page.evaluate('[document.querySelector(\'main table\').getBoundingClientRect().width, document.documentElement.clientWidth]') as number[]
     t.ok(table[0] > table[1] - 60, `${width} px: the calls table is ${Math.round(table[0])} px of ${table[1]}`)
     await watch.check(`calls ${width}`)
   }
@@ -83,6 +83,26 @@ t.test('the header keeps one line at 1,100 and 1,400 px, two on a phone; tables 
   await shot(page, '390-menu-open')
   await watch.check('phone menu open')
 
+  // A person without agents saves a password: the next step is their first agent.
+  await page.setViewportSize({ width: 1100, height: 800 })
+  const newcomer = await createConsoleUser(ctx.db)
+  const second = await browser.newPage({ viewport: { width: 1100, height: 800 } })
+  const secondWatch = watchPage(second, { failedLoads: 'ignored', problems: watch.problems })
+  await signInAt(second, url, newcomer.email, PASSWORD)
+  await second.goto(`${url}/account/password`)
+  await second.getByLabel('Current password').fill(PASSWORD)
+  await second.getByLabel('New password', { exact: true }).fill('a new long password')
+  await second.getByLabel('New password again').fill('a new long password')
+  await second.getByRole('button', { name: 'Save password' }).click()
+  await second.getByRole('heading', { name: 'Your password is saved' }).waitFor()
+  await secondWatch.check('password saved')
+  await shot(second, '1100-password-saved')
+  await second.getByRole('link', { name: 'Next: create your first agent' }).click()
+  await second.waitForURL(`${url}/agents/new`)
+  await second.goto(`${url}/no-such-page`)
+  await secondWatch.check('404')
+
   t.same(watch.axe, { 'calls 1100': [], 'calls 1400': [], 'menu open': [], 'phone menu open': [] }, 'axe-core: no WCAG 2.1 A/AA violations')
+  t.same(secondWatch.axe, { 'password saved': [], 404: [] }, 'axe-core: the password step and the 404 page')
   t.same(watch.problems, [], 'no script errors and no CSP violations')
 })
