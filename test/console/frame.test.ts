@@ -24,9 +24,9 @@ t.test('the header: the primary sections in the bar, the account pages in the ac
   await browser.signIn(user.email, PASSWORD)
   const page = (await browser.get('/keys')).body
   t.same(linksOf(page, 'Console'), ['/agents', '/knowledge-bases', '/phone-numbers', '/campaigns', '/calls', '/contacts', '/analytics'])
-  t.same(linksOf(page, 'Account'), ['/appointments', '/workspaces', '/deliveries', '/integrations', '/customers', '/do-not-call', '/subscription', '/keys', '/settings'])
+  t.same(linksOf(page, 'Account'), ['/appointments', '/workspaces', '/deliveries', '/integrations', '/customers', '/do-not-call', '/subscription', '/keys', '/settings', '/account/password'])
   t.match(page, /<details class="account">\s*<summary class="current"><span class="context">Your account<\/span><\/summary>/, 'the menu\'s summary is marked when the page is in it')
-  t.match(page, `<p>Signed in as <a href="/account/password">${user.email}</a></p>`)
+  t.match(page, `<p>Signed in as <strong>${user.email}</strong></p>`)
   t.match(page, /<form method="post" action="\/logout"><input type="hidden" name="csrf_token" value="[^"]+"><button type="submit" class="link">Sign out<\/button><\/form>\s*<\/div>\s*<\/details>/, 'signing out, last in the menu')
   const agents = (await browser.get('/agents')).body
   t.match(agents, '<summary><span class="context">', 'a page of the bar: the summary is not marked')

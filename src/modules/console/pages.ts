@@ -25,7 +25,8 @@ const NAV: Array<{ href: string, label: string, account?: true, menu?: true }> =
   { href: '/do-not-call', label: 'Do not call', account: true, menu: true },
   { href: '/subscription', label: 'Subscription', account: true, menu: true },
   { href: '/keys', label: 'API keys', account: true, menu: true },
-  { href: '/settings', label: 'Settings', account: true, menu: true }
+  { href: '/settings', label: 'Settings', account: true, menu: true },
+  { href: '/account/password', label: 'Password', menu: true }
 ]
 
 // What whoever opens the server in a browser may want besides the console.
@@ -76,7 +77,7 @@ function topNav (viewer: Viewer, current: string | undefined): SafeHtml {
   <details class="account">
     <summary${inMenu.some((item) => item.href === current) && html` class="current"`}><span class="context">${where}</span></summary>
     <div class="menu">
-      <p>Signed in as <a href="/account/password">${viewer.email}</a></p>
+      <p>Signed in as <strong>${viewer.email}</strong></p>
       <nav aria-label="Account"><ul>${inMenu.map((item) => navLink(item, current))}</ul></nav>
       <form method="post" action="/logout">${csrfField(viewer.csrfToken)}<button type="submit" class="link">Sign out</button></form>
     </div>
@@ -147,6 +148,7 @@ export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, n
   return layout({
     title: hasPassword ? 'Change your password' : 'Set a password',
     viewer,
+    current: '/account/password',
     body: html`
 ${options.done !== undefined && html`<section class="notice success" role="status" aria-labelledby="saved-title">
   <h2 id="saved-title">Your password is saved</h2>
