@@ -168,7 +168,7 @@ t.test('an API call action: created, shown without its header values, edited, it
 
   const deleted = await browser.post(`/agents/${agentId}/actions/${actionId}/delete`, { csrf_token: csrfOf(page.body) })
   t.equal(deleted.statusCode, 303)
-  t.equal(deleted.headers.location, `/agents/${agentId}`)
+  t.equal(deleted.headers.location, `/agents/${agentId}#actions-title`, 'back to the agent\'s Actions')
   t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json(), [])
   t.equal((await browser.get(`/agents/${agentId}/actions/${actionId}`)).statusCode, 404)
 })

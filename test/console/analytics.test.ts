@@ -41,7 +41,7 @@ t.test('the figures of one\'s own calls in the range, in four charts and their t
   const page = await browser.get('/analytics?from=2026-05-01&to=2026-05-03')
   t.equal(page.statusCode, 200)
   t.match(page.headers, PAGE_HEADERS)
-  t.match(page.body, /<a href="\/deliveries">Deliveries<\/a><\/li><li><a href="\/analytics" aria-current="page">Analytics<\/a>/, 'in the navigation after Calls and Deliveries')
+  t.match(page.body, /<a href="\/contacts">Contacts<\/a><\/li><li><a href="\/analytics" aria-current="page">Analytics<\/a>/, 'in the header\'s bar, after Calls and Contacts')
   t.same(charts(page.body), ['minutes', 'calls', 'sentiment', 'costs'])
   t.notMatch(page.body, /style=|<script/i)
   t.match(page.body, '<dt>Calls</dt><dd>3</dd>')

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { launchChromium, openSection, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -64,7 +64,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   await check('an import with errors')
 
   // Customers.
-  await page.getByRole('link', { name: 'Customers' }).click()
+  await openSection(page, 'Customers')
   await check('customers, none yet')
   await page.getByLabel('Name').fill('Acme')
   await page.getByLabel('Metadata').fill('[1, 2]')
@@ -79,7 +79,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   await check('customers')
 
   // Auto top-up.
-  await page.getByRole('link', { name: 'Subscription' }).click()
+  await openSection(page, 'Subscription')
   await check('subscription')
   await page.getByLabel('Top up automatically').check()
   await page.getByLabel('Threshold (credits)').fill('250')
@@ -97,7 +97,7 @@ t.test('phone numbers, customers, subscription and settings: in Chromium, withou
   await check('subscription with errors')
 
   // The signing secret.
-  await page.getByRole('link', { name: 'Settings' }).click()
+  await openSection(page, 'Settings')
   await page.waitForURL(`${url}/settings`)
   t.notMatch(await page.content(), /whsec_/)
   await check('settings')

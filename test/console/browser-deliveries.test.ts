@@ -3,7 +3,7 @@ import { createApiKey } from '../../src/modules/users/queries.ts'
 import type { Account } from '../helpers/app.ts'
 import { setup } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, openSection, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { analysedCall, FAST, settled } from '../helpers/deliveries.ts'
 import { startReceiver } from '../helpers/receiver.ts'
@@ -33,7 +33,7 @@ t.test('filter the log by Not delivered, open the failed delivery, Send again on
   const { problems } = watchPage(page)
 
   await signInAt(page, url, user.email, PASSWORD)
-  await page.getByRole('link', { name: 'Deliveries' }).click()
+  await openSection(page, 'Deliveries')
   await page.waitForURL(`${url}/deliveries`)
   t.equal(await page.locator('h1').textContent(), 'Deliveries')
   t.same(await axeViolations(page), [], 'the log: no axe-core violations')

@@ -2,7 +2,7 @@ import net from 'node:net'
 import t from 'tap'
 import { newId } from '../../src/db/ids.ts'
 import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { launchChromium, openSection, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { accountsStandIn, ACCOUNT_EMAIL } from '../helpers/oauth-connect.ts'
 
@@ -46,7 +46,7 @@ t.test('connect Google Calendar through its OAuth page and disconnect it: in Chr
   const { problems, axe, check } = watchPage(page, { failedLoads: 'ignored' })
 
   await signInAt(page, base, user.email, PASSWORD)
-  await page.getByRole('link', { name: 'Integrations' }).click()
+  await openSection(page, 'Integrations')
   await page.waitForURL(`${base}/integrations`)
   t.equal(await page.locator('#integration-calendar_one-status').textContent(), 'Not connected')
   await check('integrations, none connected')

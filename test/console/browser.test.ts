@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { callLatency } from '../../src/modules/calls/latency.ts'
 import { setup } from '../helpers/app.ts'
 import { insertCalls } from '../helpers/calls.ts'
-import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { axeViolations, launchChromium, openSection, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The console in real Chromium (Debian's `chromium`, headless): sign in, create a key and see it once, see
@@ -30,7 +30,7 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   await page.getByLabel('Password').fill(PASSWORD)
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.waitForURL(`${url}/agents`)
-  await page.getByRole('link', { name: 'API keys' }).click()
+  await openSection(page, 'API keys')
   t.equal(await page.locator('h1').textContent(), 'API keys')
   const cookie = (await context.cookies()).find((c) => c.name === 'switchboard_session')
   t.match(cookie, { httpOnly: true, sameSite: 'Lax', path: '/' })
@@ -53,6 +53,7 @@ t.test('sign in, create a key, see it once, sign out: in Chromium', async (t) =>
   t.equal(await page.evaluate('document.activeElement?.textContent'), 'Skip to content')
   t.ok(await page.locator('.skip').isVisible())
 
+  await page.locator('.account summary').click()
   await page.getByRole('button', { name: 'Sign out' }).click()
   await page.waitForURL(`${url}/login`)
   await page.goto(`${url}/keys`)

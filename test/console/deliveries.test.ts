@@ -69,7 +69,7 @@ t.test('the log: only one\'s own deliveries, newest first; Delivered, Retrying a
 
   const page = await browser.get('/deliveries')
   t.equal(page.statusCode, 200)
-  t.match(page.body, /<a href="\/calls">Calls<\/a><\/li><li><a href="\/contacts">Contacts<\/a><\/li><li><a href="\/campaigns">Campaigns<\/a><\/li><li><a href="\/appointments">Appointments<\/a><\/li><li><a href="\/deliveries" aria-current="page">Deliveries<\/a>/, 'in the menu, after Calls, Contacts, Campaigns and Appointments')
+  t.match(page.body, /<nav aria-label="Account"><ul><li><a href="\/appointments">Appointments<\/a><\/li><li><a href="\/workspaces">Workspaces<\/a><\/li><li><a href="\/deliveries" aria-current="page">Deliveries<\/a>/, 'in the account menu, after Appointments and Workspaces')
   t.same(deliveryIdsOf(page.body), [queued, failed, retrying, delivered], 'newest first, only the account\'s')
   t.notMatch(page.body, foreign)
   t.notMatch(page.body, /Not mine|Their hook/)

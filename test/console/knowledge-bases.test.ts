@@ -96,7 +96,7 @@ t.test('create with a text file, see it read, search it, add and remove files, d
     { field: 'files', name: 'staff.csv', content: 'name,role\nAda,nurse\n' }
   ])
   t.equal(added.statusCode, 303, added.body)
-  t.equal(added.headers.location, `/knowledge-bases/${id}?done=added`)
+  t.equal(added.headers.location, `/knowledge-bases/${id}?done=added#files-title`, 'back to the Files section')
   const three = await whenRead(browser, id)
   t.same(three.files.map((f) => f.state), ['Ready', 'Ready', 'Ready'])
   t.match((await browser.get(`/knowledge-bases/${id}?q=check-up`)).body, /prices\.md, passage 1/)
@@ -104,9 +104,10 @@ t.test('create with a text file, see it read, search it, add and remove files, d
   const prices = three.files[1].id
   const removed = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${prices}/delete`, {})
   t.equal(removed.statusCode, 303)
+  t.equal(removed.headers.location, `/knowledge-bases/${id}?done=removed#files-title`)
   const after = await browser.get(`/knowledge-bases/${id}?done=removed`)
   t.notMatch(after.body, 'prices.md')
-  t.match(after.body, /The file is removed/)
+  t.match(after.body, /<h2 id="files-title">Files<\/h2>\n<p class="notice success" role="status">The file is removed/, 'said in the Files section')
   t.match((await browser.get(`/knowledge-bases/${id}?q=check-up`)).body, /No passage matches/)
   const again = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${prices}/delete`, {})
   t.equal(again.statusCode, 404, 'a removed file: 404')
@@ -263,6 +264,7 @@ t.test('agents: choose the agents that use it; another account\'s agent is 404',
 
   const saved = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${front._id}`]: 'on', [`agent_${night._id}`]: 'on' })
   t.equal(saved.statusCode, 303)
+  t.equal(saved.headers.location, `/knowledge-bases/${id}?done=agents#agents-title`, 'back to the Agents section')
   const api = async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${id}`, headers: account.headers })).json()
   t.same((await api()).agent_names, ['Front <desk>', 'Night desk'])
   t.match((await browser.get(`/knowledge-bases/${id}?done=agents`)).body, `id="agent_${night._id}" name="agent_${night._id}" checked>`)

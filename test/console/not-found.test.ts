@@ -29,7 +29,7 @@ t.test('an unknown page is the console\'s 404 page, inside the layout when signe
     t.equal(res.statusCode, 404, url)
     t.match(res.body, '<h1>Page not found</h1>', url)
     t.match(res.body, '<nav aria-label="Console">', `${url}: inside the layout, with the navigation`)
-    t.match(res.body, `>${user.email}</a>`, `${url}: and the person signed in`)
+    t.match(res.body, `Signed in as <strong>${user.email}</strong>`, `${url}: and the person signed in`)
     t.match(res.body, '<a href="/">Back to the console</a>')
   }
 

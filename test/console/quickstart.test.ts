@@ -23,10 +23,11 @@ t.test('from the first start to a conversation with an agent, in the browser onl
   await page.getByLabel('New password', { exact: true }).fill('a long enough password')
   await page.getByLabel('New password again').fill('a long enough password')
   await page.getByRole('button', { name: 'Save password' }).click()
-  await page.getByText('Your password is saved.').waitFor()
+  await page.getByRole('heading', { name: 'Your password is saved' }).waitFor()
 
-  await page.getByRole('link', { name: 'Agents' }).click()
-  await page.getByRole('link', { name: 'New agent' }).click()
+  // The page says what comes next: the first agent.
+  await page.getByRole('link', { name: 'Next: create your first agent' }).click()
+  await page.waitForURL(/\/agents\/new$/)
   await page.getByLabel('Name', { exact: true }).fill('Front desk')
   await page.getByLabel('Begin message').fill('Good morning, Riverside Dental. How can I help?')
   await page.getByLabel('Prompt', { exact: true }).fill('You book dental appointments.')

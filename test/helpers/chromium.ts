@@ -72,3 +72,13 @@ export function watchPage (page: Page, options: { failedLoads?: 'ignored', probl
   const axe: Record<string, AxeViolation[]> = {}
   return { problems, axe, check: async (name) => { axe[name] = await axeViolations(page) } }
 }
+
+/**
+ * Opens a section from the console's header as a person would: a link of the bar directly, one of the account
+ * menu (docs/console.md, "The frame") after opening the menu.
+ */
+export async function openSection (page: Page, name: string): Promise<void> {
+  const header = page.locator('header.top')
+  if (await header.locator('.top > nav').getByRole('link', { name, exact: true }).count() === 0) await header.locator('.account summary').click()
+  await header.getByRole('link', { name, exact: true }).click()
+}

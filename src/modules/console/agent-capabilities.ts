@@ -474,7 +474,8 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       const agent = await agentInScope(db, scope, request.params.id)
       const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
       await removeCapability(db, scope.ownerId, kind, agent, row.id)
-      return reply.redirect(`/agents/${agent.id}`, 303)
+      // Back to the list the item was removed from, not the top of the agent's long page.
+      return reply.redirect(`/agents/${agent.id}#${kind.path}-title`, 303)
     })
   }
 

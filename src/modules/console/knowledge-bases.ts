@@ -57,11 +57,13 @@ const STATES: Record<FileRow['status'], string> = { pending: 'Queued', processin
 const stateOf = (file: FileRow) => file.status === 'failed' && file.error !== null ? `Failed: ${file.error}` : STATES[file.status]
 const reading = (files: FileRow[]) => files.some((file) => file.status === 'pending' || file.status === 'processing')
 
-const DONE: Record<string, string> = {
-  created: 'Created. Its file is read in the background: its state changes to Ready when it can be searched.',
-  added: 'Added. The files are read in the background.',
-  removed: 'The file is removed; its passages are no longer searched.',
-  agents: 'The agents are saved.'
+// What a form did, said in the section the person sent it from (its redirect lands on that section's heading):
+// `top` under the title.
+const DONE: Record<string, { text: string, section: 'top' | 'files' | 'agents' }> = {
+  created: { text: 'Created. Its file is read in the background: its state changes to Ready when it can be searched.', section: 'top' },
+  added: { text: 'Added. The files are read in the background.', section: 'files' },
+  removed: { text: 'The file is removed; its passages are no longer searched.', section: 'files' },
+  agents: { text: 'The agents are saved.', section: 'agents' }
 }
 
 interface Uploader { session: ConsoleSession, scope: Scope }
@@ -200,12 +202,14 @@ ${Object.keys(problems).length > 0 && notice('error', 'Some fields need another 
     const q = options.q ?? ''
     const search = describe('q', undefined, options.searchError)
     const upload = describe('files', fileHint, options.uploadError)
+    const done = options.done === undefined ? undefined : DONE[options.done]
+    const doneIn = (section: 'top' | 'files' | 'agents') => done?.section === section && notice('success', done.text)
     return layout({
       title: kb.name,
       viewer,
       current: '/knowledge-bases',
       body: html`<p><a href="/knowledge-bases">All knowledge bases</a></p>
-${options.done !== undefined && DONE[options.done] !== undefined && notice('success', DONE[options.done])}
+${doneIn('top')}
 <dl class="facts">
   <dt>Description</dt><dd>${kb.description}</dd>
   <dt>Folder</dt><dd>${kb.folder === '' ? '—' : kb.folder}</dd>
@@ -228,7 +232,8 @@ ${options.results !== undefined && (options.results.length === 0
     <p>${snippetHtml(hit.snippet)}</p>
   </li>`)}</ol>`)}
 
-<h2>Files</h2>
+<h2 id="files-title">Files</h2>
+${doneIn('files')}
 ${files.length === 0
   ? html`<p>No files.</p>`
   : html`<div class="table"><table${reading(files) && html` data-poll="/knowledge-bases/${kb.id}/files.json"`}>
@@ -252,7 +257,8 @@ ${options.uploadError !== undefined && notice('error', options.uploadError)}
   <button type="submit">Add files</button>
 </form>`}
 
-<h2>Agents</h2>
+<h2 id="agents-title">Agents</h2>
+${doneIn('agents')}
 ${scope.canChange
   ? agents.length === 0
     ? html`<p>No agents to choose from yet.</p>`
@@ -399,7 +405,7 @@ ${kbs.length === 0
       reply.header('content-security-policy', CONNECTING_PAGE_CSP)
       return sendPage(reply, outcome.statusCode, await knowledgeBasePage(session, kb.id, { uploadError: outcome.message }))
     }
-    return reply.redirect(`/knowledge-bases/${kb.id}?done=added`, 303)
+    return reply.redirect(`/knowledge-bases/${kb.id}?done=added#files-title`, 303)
   })
 
   app.post<{ Params: { id: string, fileId: string } }>('/knowledge-bases/:id/files/:fileId/delete', HIDDEN, async (request, reply) => {
@@ -417,7 +423,7 @@ ${kbs.length === 0
       }
       await touchKnowledgeBase(trx, kb.id)
     })
-    return reply.redirect(`/knowledge-bases/${kb.id}?done=removed`, 303)
+    return reply.redirect(`/knowledge-bases/${kb.id}?done=removed#files-title`, 303)
   })
 
   app.post<{ Params: { id: string } }>('/knowledge-bases/:id/agents', AGENTS_ROUTE, async (request, reply) => {
@@ -435,7 +441,7 @@ ${kbs.length === 0
       await replaceAgents(trx, scope.ownerId, kb.id, [...chosen, ...kept])
       await touchKnowledgeBase(trx, kb.id)
     })
-    return reply.redirect(`/knowledge-bases/${kb.id}?done=agents`, 303)
+    return reply.redirect(`/knowledge-bases/${kb.id}?done=agents#agents-title`, 303)
   })
 
   app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', HIDDEN, async (request, reply) => {

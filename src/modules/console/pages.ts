@@ -6,25 +6,27 @@ import { HOME } from './security.ts'
 
 /**
  * The console's sections; a new page adds its entry here. `account`: about the person's own account, so not
- * listed while they work in a workspace (docs/console.md, "Workspaces and members").
+ * listed while they work in a workspace (docs/console.md, "Workspaces and members"). `menu`: in the account
+ * menu rather than the bar, which holds what building and running agents needs and stays one line at 1,100 px.
  */
-const NAV: Array<{ href: string, label: string, account?: true }> = [
+const NAV: Array<{ href: string, label: string, account?: true, menu?: true }> = [
   { href: '/agents', label: 'Agents' },
   { href: '/knowledge-bases', label: 'Knowledge bases' },
+  { href: '/phone-numbers', label: 'Phone numbers', account: true },
+  { href: '/campaigns', label: 'Campaigns', account: true },
   { href: '/calls', label: 'Calls' },
   { href: '/contacts', label: 'Contacts' },
-  { href: '/campaigns', label: 'Campaigns', account: true },
-  { href: '/appointments', label: 'Appointments' },
-  { href: '/deliveries', label: 'Deliveries' },
   { href: '/analytics', label: 'Analytics', account: true },
-  { href: '/workspaces', label: 'Workspaces' },
-  { href: '/phone-numbers', label: 'Phone numbers', account: true },
-  { href: '/customers', label: 'Customers', account: true },
-  { href: '/do-not-call', label: 'Do not call', account: true },
-  { href: '/subscription', label: 'Subscription', account: true },
-  { href: '/integrations', label: 'Integrations', account: true },
-  { href: '/keys', label: 'API keys', account: true },
-  { href: '/settings', label: 'Settings', account: true }
+  { href: '/appointments', label: 'Appointments', menu: true },
+  { href: '/workspaces', label: 'Workspaces', menu: true },
+  { href: '/deliveries', label: 'Deliveries', menu: true },
+  { href: '/integrations', label: 'Integrations', account: true, menu: true },
+  { href: '/customers', label: 'Customers', account: true, menu: true },
+  { href: '/do-not-call', label: 'Do not call', account: true, menu: true },
+  { href: '/subscription', label: 'Subscription', account: true, menu: true },
+  { href: '/keys', label: 'API keys', account: true, menu: true },
+  { href: '/settings', label: 'Settings', account: true, menu: true },
+  { href: '/account/password', label: 'Password', menu: true }
 ]
 
 // What whoever opens the server in a browser may want besides the console.
@@ -58,6 +60,30 @@ export interface PageOptions {
 
 export const csrfField = (token: string) => html`<input type="hidden" name="csrf_token" value="${token}">`
 
+const navLink = (item: { href: string, label: string }, current: string | undefined) =>
+  html`<li><a href="${item.href}"${item.href === current && html` aria-current="page"`}>${item.label}</a></li>`
+
+/**
+ * The bar's sections, then the account menu (a <details>, no script): the other sections, the password and
+ * signing out. Its summary says where the person works; a long workspace name is cut short by the stylesheet.
+ */
+function topNav (viewer: Viewer, current: string | undefined): SafeHtml {
+  const items = NAV.filter((item) => viewer.workspace === undefined || item.account !== true)
+  const where = viewer.workspace === undefined ? 'Your account' : `Workspace ${viewer.workspace.name} (${viewer.workspace.role})`
+  const inMenu = items.filter((item) => item.menu === true)
+  return html`<nav aria-label="Console">
+    <ul>${items.filter((item) => item.menu !== true).map((item) => navLink(item, current))}</ul>
+  </nav>
+  <details class="account">
+    <summary${inMenu.some((item) => item.href === current) && html` class="current"`}><span class="context">${where}</span></summary>
+    <div class="menu">
+      <p>Signed in as <strong>${viewer.email}</strong></p>
+      <nav aria-label="Account"><ul>${inMenu.map((item) => navLink(item, current))}</ul></nav>
+      <form method="post" action="/logout">${csrfField(viewer.csrfToken)}<button type="submit" class="link">Sign out</button></form>
+    </div>
+  </details>`
+}
+
 export function layout ({ title, viewer, current, body }: PageOptions): string {
   return html`<!doctype html>
 <html lang="en">
@@ -72,14 +98,7 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <a class="skip" href="#main">Skip to content</a>
 <header class="top">
   <a class="brand" href="/">Switchboard</a>
-  ${viewer !== undefined && html`<nav aria-label="Console">
-    <ul>${NAV.filter((item) => viewer.workspace === undefined || item.account !== true).map((item) => html`<li><a href="${item.href}"${item.href === current && html` aria-current="page"`}>${item.label}</a></li>`)}</ul>
-  </nav>
-  <div class="account">
-    <a href="/workspaces" class="context">${viewer.workspace === undefined ? 'Your account' : html`Workspace ${viewer.workspace.name} (${viewer.workspace.role})`}</a>
-    <a href="/account/password">${viewer.email}</a>
-    <form method="post" action="/logout">${csrfField(viewer.csrfToken)}<button type="submit" class="link">Sign out</button></form>
-  </div>`}
+  ${viewer !== undefined && topNav(viewer, current)}
 </header>
 <main id="main" tabindex="-1">
 <h1>${title}</h1>
@@ -118,13 +137,27 @@ ${options.error !== undefined && notice('error', options.error)}
   })
 }
 
-export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, needsCurrent: boolean, error?: string, done?: boolean }): string {
+/**
+ * After a password is saved, where to go next: `first-agent` for someone who may create agents and has none
+ * (the first run: a sign-in link, a password, then an agent), `agents` otherwise.
+ */
+export type PasswordNext = 'first-agent' | 'agents'
+
+export function passwordPage (options: { viewer: Viewer, hasPassword: boolean, needsCurrent: boolean, error?: string, done?: PasswordNext }): string {
   const { viewer, hasPassword, needsCurrent } = options
   return layout({
     title: hasPassword ? 'Change your password' : 'Set a password',
     viewer,
+    current: '/account/password',
     body: html`
-${options.done === true && notice('success', 'Your password is saved. Every other browser signed in as you has been signed out.')}
+${options.done !== undefined && html`<section class="notice success" role="status" aria-labelledby="saved-title">
+  <h2 id="saved-title">Your password is saved</h2>
+  <p>Every other browser signed in as you has been signed out.</p>
+  ${options.done === 'first-agent'
+    ? html`<p><a class="next" href="/agents/new">Next: create your first agent</a></p>
+  <p class="hint">A name, a begin message and a prompt are enough; then talk to it in this browser.</p>`
+    : html`<p><a href="/agents">Back to your agents</a></p>`}
+</section>`}
 ${options.error !== undefined && notice('error', options.error)}
 ${!hasPassword && html`<p>Set a password to sign in with your e-mail address next time.</p>`}
 <form method="post" action="/account/password" class="stack">

@@ -9,6 +9,7 @@ import type { DeliveryDeps } from '../deliveries/engine.ts'
 import { HttpError, type NotFoundPage } from '../../http/errors.ts'
 import { clientAddress } from '../../http/rate-limit.ts'
 import { checkText } from '../../http/validation.ts'
+import { listAgents } from '../agents/queries.ts'
 import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentTestRoutes } from './agent-tests.ts'
@@ -35,6 +36,7 @@ import {
   createSession, deleteSession, findSession, findSignIn, giveBackAttempt, LINK_GRACE_MS, newSecret, passwordHashOf,
   reserveAttempt, SESSION_MAX_MS, setPassword, spendLoginLink, type ConsoleSession
 } from './queries.ts'
+import { scopeOf } from './scope.ts'
 import { consoleSettingsRoutes } from './settings.ts'
 import { consoleSubscriptionRoutes } from './subscription.ts'
 import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
@@ -277,7 +279,9 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
         const problem = passwordProblem(next) ?? (next !== field(request, 'confirm_password') ? 'The two new passwords differ.' : undefined)
         if (problem !== undefined) return refuse(400, problem)
         await setPassword(db, session.userId, await hashPassword(next), session.idHash)
-        return sendPage(reply, 200, passwordPage({ viewer, hasPassword: true, needsCurrent: true, done: true }))
+        const scope = scopeOf(session)
+        const firstAgent = scope.canChange && (await listAgents(db, scope.ownerId, { limit: 1, workspace_id: scope.workspaceId })).length === 0
+        return sendPage(reply, 200, passwordPage({ viewer, hasPassword: true, needsCurrent: true, done: firstAgent ? 'first-agent' : 'agents' }))
       })
     })
 
