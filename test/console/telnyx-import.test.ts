@@ -1,6 +1,7 @@
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+import { telnyxSettings } from '../helpers/telnyx-phone.ts'
 import { startTelnyxStandIn } from '../helpers/telnyx-standin.ts'
 
 // The console's import form takes a number of the person's own Telnyx account (its API key and public key), as
@@ -11,14 +12,7 @@ const NUMBER = '+13125550150'
 t.test('importing a number of your own Telnyx account from the console: the keys checked, kept, never shown', async (t) => {
   const telnyx = await startTelnyxStandIn(t)
   telnyx.tenant.owned.set('2293384261075731501', { id: '2293384261075731501', phone_number: NUMBER, connection_id: null })
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: 'https://voice.example.test'
-  })
+  const ctx = await setup(t, telnyxSettings(telnyx))
   const user = await createConsoleUser(ctx.db)
   const browser = new ConsoleClient(ctx.app)
   await browser.signIn(user.email, PASSWORD)

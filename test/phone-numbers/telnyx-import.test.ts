@@ -4,6 +4,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { sealSecret } from '../../src/db/secrets.ts'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
+import { PUBLIC, telnyxSettings } from '../helpers/telnyx-phone.ts'
 import { startTelnyxStandIn, type TelnyxStandIn } from '../helpers/telnyx-standin.ts'
 
 // POST /v1/phone-number/import-carrier with carrier telnyx and the tenant's own Telnyx account (api_key, public_key),
@@ -11,7 +12,6 @@ import { startTelnyxStandIn, type TelnyxStandIn } from '../helpers/telnyx-standi
 // made in the tenant's account with a webhook URL of that account's own, kept per number and never returned;
 // rotated with PATCH /v1/phone-number/telnyx-credentials; unrouted with the tenant's key on delete.
 
-const PUBLIC = 'https://voice.example.test'
 const TENANT_NUMBER = '+13125550140'
 const SECOND_NUMBER = '+13125550141'
 
@@ -21,14 +21,7 @@ async function listen (t: Test): Promise<Ctx> {
   const telnyx = await startTelnyxStandIn(t)
   const logs: string[] = []
   const logger = pino({ level: 'trace' }, new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } }))
-  const ctx = await setup(t, {
-    PHONE_CARRIER: 'telnyx',
-    TELNYX_API_URL: telnyx.url,
-    TELNYX_API_KEY: telnyx.apiKey,
-    TELNYX_CONNECTION_ID: telnyx.connectionId,
-    TELNYX_PUBLIC_KEY: telnyx.publicKey,
-    PUBLIC_BASE_URL: PUBLIC
-  }, { logger })
+  const ctx = await setup(t, telnyxSettings(telnyx), { logger })
   telnyx.tenant.owned.set('2293384261075731401', { id: '2293384261075731401', phone_number: TENANT_NUMBER, connection_id: null })
   telnyx.tenant.owned.set('2293384261075731402', { id: '2293384261075731402', phone_number: SECOND_NUMBER, connection_id: null })
   return { ...ctx, telnyx, logs }
