@@ -40,7 +40,6 @@ t.test('calls list: one-row filters, search, columns, pages, export, local times
   t.equal(await first.textContent(), '2026-05-01 11:59:00 CEST', 'the browser\'s zone')
   t.equal(await first.getAttribute('title'), '2026-05-01 09:59:00 UTC', 'the UTC time kept as the title')
   t.same(await axeViolations(page), [], 'no accessibility violations (first page)')
-  await page.screenshot({ path: '/tmp/calls-list-1400.png', fullPage: false })
 
   await page.getByRole('link', { name: 'Older calls' }).click()
   await page.waitForURL(/before=/)
@@ -59,7 +58,6 @@ t.test('calls list: one-row filters, search, columns, pages, export, local times
   t.match(await page.locator('tbody tr').textContent(), /\+14155551007[\s\S]*Paris/)
   t.equal(await page.locator('.list-total strong').textContent(), '1 call')
   t.same(await axeViolations(page), [], 'no accessibility violations (a search with a column)')
-  await page.screenshot({ path: '/tmp/calls-list-search.png', fullPage: false })
 
   const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export these calls (CSV)' }).click()])
   const csv = await readFile((await download.path()), 'utf8')
@@ -69,6 +67,5 @@ t.test('calls list: one-row filters, search, columns, pages, export, local times
   await page.goto(`${url}/calls?q=${'x'.repeat(201)}`)
   t.ok(await page.getByRole('alert').getByText('The search must be at most 200 characters.').isVisible())
   t.same(await axeViolations(page), [], 'no accessibility violations (a bad search, narrow screen)')
-  await page.screenshot({ path: '/tmp/calls-list-700.png', fullPage: true })
   t.same(problems.filter((p) => !p.startsWith('Failed to load resource: the server responded with a status of 400')), [], 'no script errors and no CSP violations')
 })
