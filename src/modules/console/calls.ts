@@ -15,6 +15,7 @@ import { contactLabel } from './contacts.ts'
 import { listMessages, type MessageRow } from '../messaging/queries.ts'
 import { deliveryKind, messagesTable } from './messages.ts'
 import { formatNumber } from './charts.ts'
+import { filterBar, filterField, filterSelect, pager } from './components.ts'
 import { notADay } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, type Viewer } from './pages.ts'
@@ -140,8 +141,7 @@ function duration (ms: number | null): string {
 
 const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1)
 
-const choices = (values: string[], selected: string, any: string) => html`<option value="">${any}</option>${values.map((value) =>
-  html`<option value="${value}"${value === selected && html` selected`}>${capital(value)}</option>`)}`
+const choices = (values: string[]) => values.map((value) => ({ value, label: capital(value) }))
 
 interface ListedCall extends ListItem { duration_ms: number | null, credits: number, extracted: Record<string, unknown> }
 
@@ -155,26 +155,28 @@ function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{
   const agentOptions = withChosen(agents, filters.agent)
   const fields = [...new Set([...options.fields, ...filters.column])]
   const calls = list?.calls
-  const field = (id: string, label: string, control: SafeHtml) => html`<div class="field"><label for="${id}">${label}</label>${control}</div>`
   return layout({
     title: 'Calls',
     viewer,
     current: '/calls',
     body: html`
-<form method="get" action="/calls" aria-label="Filter calls" class="filter-bar">
-  ${field('q', 'Search', html`<input id="q" name="q" type="search" value="${filters.q}" maxlength="${MAX_SEARCH}" placeholder="Number, call id or words said" aria-describedby="q-hint">`)}
-  ${field('agent', 'Agent', html`<select id="agent" name="agent"><option value="">Any agent</option>${agentOptions.map((agent) =>
-    html`<option value="${agent.id}"${agent.id === filters.agent && html` selected`}>${agent.name}</option>`)}</select>`)}
-  ${field('status', 'Status', html`<select id="status" name="status">${choices(STATUSES, filters.status, 'Any status')}</select>`)}
-  ${field('type', 'Type', html`<select id="type" name="type">${choices(TYPES, filters.type, 'Any type')}</select>`)}
-  ${field('direction', 'Direction', html`<select id="direction" name="direction">${choices(DIRECTIONS, filters.direction, 'Any direction')}</select>`)}
-  ${field('from', 'From (UTC day)', html`<input id="from" name="from" type="date" value="${filters.from}">`)}
-  ${field('to', 'To (UTC day)', html`<input id="to" name="to" type="date" value="${filters.to}">`)}
-  ${fields.length > 0 && html`<details class="columns"><summary>Columns</summary><fieldset><legend>Extracted fields to show</legend>${fields.map((name) =>
-    html`<label><input type="checkbox" name="column" value="${name}"${filters.column.includes(name) && html` checked`}> ${name}</label>`)}</fieldset></details>`}
-  <button type="submit">Show calls</button>
-  <p id="q-hint" class="hint">Search: a call id, 3 or more digits of a number, or words said (“a phrase”, -without).</p>
-</form>
+${filterBar({
+  action: '/calls',
+  label: 'Filter calls',
+  submit: 'Show calls',
+  fields: [
+    filterField('q', 'Search', html`<input id="q" name="q" type="search" value="${filters.q}" maxlength="${MAX_SEARCH}" placeholder="Number, call id or words said" aria-describedby="q-hint">`),
+    filterField('agent', 'Agent', filterSelect('agent', 'Any agent', agentOptions.map((agent) => ({ value: agent.id, label: agent.name })), filters.agent)),
+    filterField('status', 'Status', filterSelect('status', 'Any status', choices(STATUSES), filters.status)),
+    filterField('type', 'Type', filterSelect('type', 'Any type', choices(TYPES), filters.type)),
+    filterField('direction', 'Direction', filterSelect('direction', 'Any direction', choices(DIRECTIONS), filters.direction)),
+    filterField('from', 'From (UTC day)', html`<input id="from" name="from" type="date" value="${filters.from}">`),
+    filterField('to', 'To (UTC day)', html`<input id="to" name="to" type="date" value="${filters.to}">`),
+    fields.length > 0 && html`<details class="columns"><summary>Columns</summary><fieldset><legend>Extracted fields to show</legend>${fields.map((name) =>
+      html`<label><input type="checkbox" name="column" value="${name}"${filters.column.includes(name) && html` checked`}> ${name}</label>`)}</fieldset></details>`
+  ].filter((item) => item !== false),
+  hint: html`<p id="q-hint" class="hint">Search: a call id, 3 or more digits of a number, or words said (“a phrase”, -without).</p>`
+})}
 ${options.error !== undefined && notice('error', options.error)}
 ${list !== undefined && html`<p class="list-total"><strong>${list.total > COUNT_CAP && filters.q !== '' ? `More than ${formatNumber(COUNT_CAP)} calls` : `${formatNumber(list.total)} ${list.total === 1 ? 'call' : 'calls'}`}</strong>${
   list.total > 0 && html` · <a href="/calls/export.csv${filterQuery({ ...filters, column: [] })}" download>Export these calls (CSV)</a>`}</p>`}
@@ -197,10 +199,12 @@ ${calls !== undefined && (calls.length === 0
     <td>${call.extracted[name] === undefined || call.extracted[name] === null ? '—' : valueText(call.extracted[name])}</td>`)}
   </tr>`)}</tbody>
 </table></div>`)}
-${calls !== undefined && calls.length > 0 && (list!.newer || list!.older) && html`<nav aria-label="Pages of calls"><ul class="pager">
-  ${list!.newer && html`<li><a href="/calls${filterQuery(filters)}">Newest calls</a></li><li><a href="/calls${filterQuery(filters, { after: calls[0]._id })}" rel="prev">Newer calls</a></li>`}
-  ${list!.older && html`<li><a href="/calls${filterQuery(filters, { before: calls[calls.length - 1]._id })}" rel="next">Older calls</a></li>`}
-</ul></nav>`}
+${calls !== undefined && calls.length > 0 && pager({
+  label: 'Pages of calls',
+  first: list!.newer ? { href: `/calls${filterQuery(filters)}`, text: 'Newest calls' } : undefined,
+  previous: list!.newer ? { href: `/calls${filterQuery(filters, { after: calls[0]._id })}`, text: 'Newer calls' } : undefined,
+  next: list!.older ? { href: `/calls${filterQuery(filters, { before: calls[calls.length - 1]._id })}`, text: 'Older calls' } : undefined
+})}
 ${localTimes}`
   })
 }
