@@ -112,7 +112,7 @@ export async function placeCall (deps: TelephonyDeps, callId: string): Promise<v
       const id = await telnyx.calls.dial({
         connectionId: telnyx.connectionId, ...telnyxTarget(telnyx.trunk, call.call_to!), from: call.call_from!, timeoutSeconds: ringSeconds,
         webhookUrl: telnyx.webhookUrl, clientState: { call_id: call.id }, stream: telnyxStream(deps.config, token),
-        // Its verdicts come to the webhook as call.machine.* events (telnyx/routes.ts).
+        // Its verdicts come to the webhook as call.machine.* events (telnyx/machine.ts).
         ...(voicemail.detection && { machineDetection: { timeoutSeconds: voicemail.detection_timeout_seconds } })
       })
       await setCarrierCallId(deps.db, call.id, id)

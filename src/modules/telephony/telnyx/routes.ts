@@ -3,7 +3,6 @@ import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { CallRow } from '../../../db/schema.ts'
-import type { Conversation } from '../../../db/shapes.ts'
 import { HttpError, PG } from '../../../http/errors.ts'
 import { giveBackKeyless, KEYLESS } from '../../../http/rate-limit.ts'
 import { errors } from '../../../http/schemas.ts'
@@ -12,18 +11,19 @@ import { findAgent } from '../../agents/queries.ts'
 import { endCall, settledTransfers, startCall, toCallEnd } from '../../calls/lifecycle.ts'
 import { findCallRow } from '../../calls/queries.ts'
 import { CarrierError } from '../../phone-numbers/carriers/carrier.ts'
-import { TELNYX_WEBHOOKS, telnyxRequester, type TelnyxAccount } from '../../phone-numbers/carriers/telnyx.ts'
+import { TELNYX_WEBHOOKS, telnyxRequester } from '../../phone-numbers/carriers/telnyx.ts'
 import { callNumber } from '../../phone-numbers/number-accounts.ts'
 import { findNumberAnywhere, findNumberByTelnyxSipApplication, findTelnyxAccountById, type PhoneNumberRow } from '../../phone-numbers/queries.ts'
 import type { LiveCalls } from '../../voice/live-calls.ts'
 import type { StreamAdmission } from '../../voice/streams.ts'
 import { CALL_CONTROL_ID } from '../../voice/transports/telnyx.ts'
 import { newStreamToken, sipUser, telnyxStream, UNANSWERED, type TelephonyDeps } from '../calls.ts'
-import { acceptWarm, answerWarm, findCarrierCall, recordAnswer, recordTransferAnswer, settleAnsweredBy, takeBack, takeBackWarm } from '../queries.ts'
-import { answeredByOf, signalCall } from '../../voice/signals.ts'
-import { ACCEPT_TIMEOUT_SECONDS, accepted, announcement, withLeg } from '../warm.ts'
-import { announcementVoice, HOLD_MUSIC_PATH, holdMusicWav } from './warm.ts'
-import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls, type ClientState } from './commands.ts'
+import { findCarrierCall, recordAnswer, recordTransferAnswer, takeBack } from '../queries.ts'
+import { HOLD_MUSIC_PATH, holdMusicWav } from './warm.ts'
+import { HANGUP_STATUS, seconds, type TelnyxEvent, type Via } from './events.ts'
+import { isMachineEvent, machineDetected } from './machine.ts'
+import { warmLegs } from './warm-legs.ts'
+import { callTelnyx, decodeClientState, telnyxAccount, telnyxCalls } from './commands.ts'
 import { telnyxPublicKey, telnyxSignatureValid } from './signature.ts'
 import { acceptCarrierStream } from '../carrier-stream.ts'
 import { telnyxMedia } from './stream.ts'
@@ -39,37 +39,10 @@ import { telnyxMedia } from './stream.ts'
 const TAGS = ['telephony']
 const BODY_LIMIT = 64 * 1024
 
-/**
- * A hang-up's hangup_cause (developers.telnyx.com/api-reference/callbacks/call-hangup: call_rejected,
- * normal_clearing, originator_cancel, timeout, time_limit, user_busy, not_found, no_answer, unspecified) as the
- * Twilio call status the rest of telephony speaks (calls.ts, UNANSWERED and FINAL). A callee who declines is a
- * busy line to the caller.
- */
-const HANGUP_STATUS: Record<string, string> = {
-  normal_clearing: 'completed', time_limit: 'completed', user_busy: 'busy', call_rejected: 'busy', timeout: 'no-answer', no_answer: 'no-answer', originator_cancel: 'canceled', not_found: 'failed', unspecified: 'failed'
-}
-
-/**
- * The results of Telnyx's answering-machine detection events (developers.telnyx.com/api-reference/callbacks:
- * call-machine-detection-ended, call-machine-greeting-ended and their premium kin; values from team-telnyx/telnyx-node
- * src/resources/webhooks.ts) as Twilio's AnsweredBy, which calls.answered_by keeps and voice/signals.ts answeredByOf
- * reads. A machine is acted on once its greeting ended (`machine_start` until then); a greeting whose end Telnyx is
- * not sure of is over all the same (it sends nothing more). Premium's silence is Twilio's unknown.
- */
-const MACHINE_RESULTS: Record<string, Record<string, string>> = {
-  'call.machine.detection.ended': { human: 'human', machine: 'machine_start', not_sure: 'unknown' },
-  'call.machine.greeting.ended': { beep_detected: 'machine_end_beep', ended: 'machine_end_other', not_sure: 'machine_end_other' },
-  'call.machine.premium.detection.ended': { human_residence: 'human', human_business: 'human', machine: 'machine_start', silence: 'unknown', fax_detected: 'fax', not_sure: 'unknown' },
-  'call.machine.premium.greeting.ended': { beep_detected: 'machine_end_beep', no_beep_detected: 'machine_end_other' }
-}
-
 const E164 = /^\+[1-9]\d{1,14}$/
 const PRINTABLE = /^[\x20-\x7e]{1,256}$/
 
 const forbidden = () => new HttpError(403, 'invalid_signature', 'the request is not signed by the Telnyx account of this webhook URL (telnyx-signature-ed25519 and telnyx-timestamp)')
-
-/** The Telnyx account a webhook came from: the installation's (id null) or a tenant's own (our id for it), with its API access. */
-interface Via { id: string | null, account: TelnyxAccount | undefined }
 
 const TENANT_WEBHOOK = `${TELNYX_WEBHOOKS.webhook}/accounts/:account`
 const TENANT_WEBHOOK_SCHEMA = {
@@ -78,12 +51,8 @@ const TENANT_WEBHOOK_SCHEMA = {
   params: Type.Object({ account: Type.String({ maxLength: 64 }) })
 }
 
-interface TelnyxEvent { type: string, at: Date, payload: Record<string, unknown>, callControlId: string, state: ClientState | undefined, via: Via }
-
 /** The account a number's calls come through: null for the installation's, else our id for the tenant's Telnyx account. */
 const accountIdOf = (number: Pick<PhoneNumberRow, 'carrier_public_key' | 'carrier_account_id'>): string | null => number.carrier_public_key === null ? null : number.carrier_account_id
-
-const seconds = (from: Date, to: Date) => Math.max(0, Math.round((to.getTime() - from.getTime()) / 1000))
 
 export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: LiveCalls, streams: StreamAdmission }> = async (app, { live, streams, ...deps }) => {
   const { db, config, log } = deps
@@ -140,6 +109,8 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     const number = await callNumber(db, call)
     return number === undefined || accountIdOf(number) === event.via.id
   }
+
+  const { warmLeg, warmCallerGone } = warmLegs(deps, ofAccount)
 
   /** Our call an event of one of its own legs is about: named by client_state (before Telnyx's id is stored) or by call_control_id. */
   async function callOf (event: TelnyxEvent): Promise<CallRow | undefined> {
@@ -251,119 +222,6 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
     })
   }
 
-  // --- Answering-machine detection (docs/voice.md, "Voicemail") ---
-
-  /**
-   * A call.machine.* event of an outbound call placed with detection (telnyx/commands.ts): its verdict is kept with
-   * the call in Twilio's words (MACHINE_RESULTS) and signalled to the call's session, as Twilio's /telephony/twilio/amd
-   * does. Only the first decisive verdict counts (settleAnsweredBy): a repeat or a late event changes nothing.
-   */
-  async function machineDetected (event: TelnyxEvent): Promise<void> {
-    if (!CALL_CONTROL_ID.test(event.callControlId)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
-    const results = MACHINE_RESULTS[event.type]
-    const result = event.payload.result
-    const kept = typeof result === 'string' && Object.hasOwn(results, result) ? results[result] : undefined
-    if (kept === undefined) throw new HttpError(400, 'bad_request', `data.payload.result of ${event.type} must be one of ${Object.keys(results).join(', ')}`)
-    // A call of another installation on the same account, or no longer here: nothing to do.
-    const call = await callOf(event)
-    if (call?.direction !== 'outbound' || !await settleAnsweredBy(db, call.id, kept)) return
-    const answeredBy = answeredByOf(kept)
-    if (answeredBy !== undefined) await signalCall(db, call.id, { type: 'answered_by', answered_by: answeredBy })
-  }
-
-  // --- end of answering-machine detection ---
-
-  // Warm transfers (telnyx/warm.ts): the events of the call to the person (client_state leg 'warm'), and the caller
-  // hanging up meanwhile. Each is decided from the call's stored state (answerWarm, acceptWarm, takeBackWarm change it
-  // once), so that Telnyx's repeats change nothing.
-
-  /** Hangs up the call to the person (a ringing one is cancelled); its call.hangup settles the transfer. `gone`: it may have ended already. */
-  async function hangUpLeg (call: CallRow, leg: string, gone = false): Promise<void> {
-    const telnyx = await callTelnyx(deps, call)
-    await telnyx?.calls.hangup(leg).catch((err: unknown) => { log[gone ? 'debug' : 'warn']({ err, callId: call.id }, 'the call to the person of a warm transfer could not be hung up') })
-  }
-
-  /** The person took the call and a hang-up ended it: the call ends call_transfer with the seconds from their answer. */
-  async function endTransferred (call: CallRow, state: Conversation, at: Date): Promise<void> {
-    const talked = call.transfer_answered_at === null ? 0 : seconds(call.transfer_answered_at, at)
-    const ended = withLeg(state, { to: state.transfers.at(-1)?.to_number ?? '', outcome: 'answered', seconds: talked })
-    await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, ended, { reason: 'call_transfer', forwarding: { outcome: 'answered', seconds: talked } }))
-  }
-
-  /** The caller hung up during a warm transfer: taken, the call was theirs and the person's; before, the person's call is hung up. */
-  async function warmCallerGone (call: CallRow, state: Conversation, warm: NonNullable<Conversation['warm']>, event: TelnyxEvent): Promise<void> {
-    // Bridged calls end together; the person's is hung up should it still be there.
-    if (warm.call_sid !== null) await hangUpLeg(call, warm.call_sid, warm.accepted_at !== null)
-    if (warm.accepted_at !== null) return await endTransferred(call, state, event.at)
-    const canceled = withLeg(state, { to: state.transfers.at(-1)?.to_number ?? '', outcome: 'canceled', seconds: 0 })
-    await endCall(db, deps, call.user_id, call.id, toCallEnd(config, call.id, canceled, { reason: 'user_hangup', forwarding: { outcome: 'canceled', seconds: 0 } }))
-  }
-
-  /** An event of the call to the person: answered (the announcement and its one key), the key, or its end. */
-  async function warmLeg (event: TelnyxEvent): Promise<void> {
-    const leg = event.callControlId
-    if (!CALL_CONTROL_ID.test(leg)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
-    const found = await findCallRow(db, event.state!.call_id)
-    if (found?.carrier !== 'telnyx' || !await ofAccount(found, event)) return
-    const call = found
-    const state = call.call_status === 'started' ? call.forwarding : null
-    const warm = state?.warm
-    // The event is about the person's call of the warm transfer that runs (its id is recorded once dialled or answered).
-    const ours = warm !== undefined && (warm.call_sid === null || warm.call_sid === leg)
-    if (event.type === 'call.answered') {
-      // A person answering for a caller who is gone (or for an earlier transfer) is hung up at once.
-      if (!ours) return await hangUpLeg(call, leg)
-      if (!await answerWarm(db, call.id, leg, event.at)) return
-      const said = warm.announcement ?? { text: announcement('en', '', true), language: 'en' }
-      const telnyx = await callTelnyx(deps, call)
-      try {
-        await telnyx?.calls.gatherUsingSpeak(leg, { text: said.text, voice: announcementVoice(said.language), timeoutMs: ACCEPT_TIMEOUT_SECONDS * 1000 })
-      } catch (err) {
-        log.warn({ err, callId: call.id }, 'Telnyx could not announce the call to the person; their call is hung up and the agent takes the caller back')
-        await hangUpLeg(call, leg)
-      }
-      return
-    }
-    if (!ours) return
-    if (event.type === 'call.gather.ended') {
-      // The person hung up while it was said: their call.hangup follows and settles it.
-      if (event.payload.status === 'call_hangup' || warm.accepted_at !== null) return
-      const { digits = '' } = event.payload
-      if (typeof digits !== 'string') throw new HttpError(400, 'bad_request', 'data.payload.digits must be a string')
-      if (!accepted(digits, null)) return await hangUpLeg(call, leg)
-      if (!await acceptWarm(db, call.id, leg) || call.carrier_call_id === null) return
-      const telnyx = await callTelnyx(deps, call)
-      if (warm.hold_music === true) await telnyx?.calls.playbackStop(call.carrier_call_id).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'Telnyx could not stop the hold music') })
-      try {
-        await telnyx?.calls.bridge(call.carrier_call_id, leg)
-      } catch (err) {
-        // The person's call is gone (or Telnyx refused): the caller is not left in silence, the agent takes them back.
-        log.warn({ err, callId: call.id }, 'Telnyx could not bridge the caller to the person who took the call; the agent takes the caller back')
-        await hangUpLeg(call, leg, true)
-        await takeCallerBack(call, state!, leg, 'failed', new Date())
-      }
-      return
-    }
-    if (event.type !== 'call.hangup') return
-    if (warm.accepted_at !== null) return await endTransferred(call, state!, event.at)
-    // Nobody took it: declined once answered, else what the hang-up says.
-    const outcome = call.transfer_answered_at !== null ? 'declined' : UNANSWERED[HANGUP_STATUS[String(event.payload.hangup_cause)] ?? 'failed'] ?? 'failed'
-    await takeCallerBack(call, state!, leg, outcome, event.at)
-  }
-
-  /** The warm transfer did not connect: the person's leg is recorded, and the agent takes the caller back on a new stream (once). */
-  async function takeCallerBack (call: CallRow, state: Conversation, leg: string, outcome: string, at: Date): Promise<void> {
-    const talked = call.transfer_answered_at === null ? 0 : seconds(call.transfer_answered_at, at)
-    const back = withLeg(state, { to: state.transfers.at(-1)?.to_number ?? '', outcome, seconds: talked })
-    const { token, hash, expires } = newStreamToken()
-    if (call.carrier_call_id === null || !await takeBackWarm(db, call.id, leg, { ...back, transfers: settledTransfers(back, outcome) }, hash, expires)) return
-    const telnyx = await callTelnyx(deps, call)
-    if (state.warm?.hold_music === true) await telnyx?.calls.playbackStop(call.carrier_call_id).catch((err: unknown) => { log.warn({ err, callId: call.id }, 'Telnyx could not stop the hold music') })
-    await telnyx?.calls.streamingStart(call.carrier_call_id, telnyxStream(config, token)).catch((err: unknown) => {
-      log.warn({ err, callId: call.id }, 'Telnyx could not stream a call taken back; its hang-up ends it')
-    })
-  }
-
   app.get(HOLD_MUSIC_PATH, { schema: { tags: TAGS, security: [], operationId: 'getTelnyxHoldMusic', summary: 'Hold music of warm transfers on Telnyx numbers', description: 'A short WAV tune that Telnyx plays, looped, to a caller on hold while the person is called (playback_start).', produces: ['audio/wav'], response: { 200: Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: 'PCM16 WAV, mono' }) } } }, async (_request, reply) => {
     return await reply.type('audio/wav').header('cache-control', 'public, max-age=86400').send(holdMusicWav())
   })
@@ -387,8 +245,8 @@ export const telnyxRoutes: FastifyPluginAsyncTypebox<TelephonyDeps & { live: Liv
         await warmLeg(event)
       } else if (event.state?.leg === 'transfer') {
         await transferLeg(event)
-      } else if (Object.hasOwn(MACHINE_RESULTS, event.type)) {
-        await machineDetected(event)
+      } else if (isMachineEvent(event.type)) {
+        await machineDetected(db, event, callOf)
       } else if (event.type === 'call.initiated' || event.type === 'call.answered' || event.type === 'call.hangup') {
         if (!CALL_CONTROL_ID.test(event.callControlId)) throw new HttpError(400, 'bad_request', 'data.payload.call_control_id must be a Telnyx call control id')
         if (event.type === 'call.initiated') {

@@ -9,7 +9,7 @@ import { telnyxTarget, type callTelnyx } from './commands.ts'
 // Warm transfers on Telnyx numbers (docs/voice.md, "Warm transfer"). Telnyx has no TwiML and no conference is
 // needed: the agent dials the person on a leg of its own (POST /v2/calls, client_state naming our call and leg
 // 'warm'), stops the caller's stream and plays hold music on the caller's call (playback_start, looped) or leaves it
-// silent. The leg's webhooks (telnyx/routes.ts) go on: answered, the person hears the announcement and is asked for
+// silent. The leg's webhooks (telnyx/warm-legs.ts) go on: answered, the person hears the announcement and is asked for
 // one key (gather_using_speak); 1 stops the music and bridges both calls; anything else, no answer, busy or failed
 // hangs the leg up, and its call.hangup takes the caller back on a new stream (takeBackWarm + streaming_start).
 // The carrier-neutral parts (the announcement, what accepts, the legs) are telephony/warm.ts's.
