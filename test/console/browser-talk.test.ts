@@ -83,6 +83,21 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
   t.match(await page.locator('#talk-state').textContent(), /^The agent is (speaking|listening)|You are speaking$/)
   t.ok(states.length >= 2, `the states shown: ${states.join(', ')}`)
 
+  // Two turns typed at once: the server takes the first and refuses the second while the agent answers it; the refused
+  // words come back into the field, even though the first's transcript arrives in between.
+  await page.evaluate(() => {
+    const field = document.querySelector<HTMLInputElement>('#talk-text')!
+    const form = document.querySelector<HTMLFormElement>('#talk-typed')!
+    field.value = 'First question?'
+    form.requestSubmit()
+    field.value = 'Second question?'
+    form.requestSubmit()
+  })
+  await page.locator('#talk-status', { hasText: 'The agent is still answering: send this once it has finished speaking.' }).waitFor()
+  await page.locator('#talk-transcript li.user', { hasText: 'First question?' }).waitFor()
+  t.equal(await page.getByLabel('Say something').inputValue(), 'Second question?', 'the refused turn is back in the field')
+  t.equal(await page.locator('#talk-transcript li.user', { hasText: 'Second question?' }).count(), 0, 'and was not said')
+
   await page.getByRole('button', { name: 'Hang up' }).click()
   await page.locator('#talk-status', { hasText: 'The call ended: you hung up.' }).waitFor()
   t.equal(await page.locator('#talk-typed').isVisible(), false, 'no typing after the end')

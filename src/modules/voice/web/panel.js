@@ -21,6 +21,12 @@ const ENDINGS = {
 }
 
 /** "The call ended: you hung up." */
+// The server's refusals of a typed turn (transports/browser.ts), in words.
+const TYPED_REFUSALS = {
+  turn_in_progress: 'The agent is still answering: send this once it has finished speaking.',
+  text_too_long: 'That is too long to send at once: shorten it.'
+}
+
 export function endingInWords (reason) {
   return `The call ended: ${ENDINGS[reason] ?? `the connection closed (${reason})`}.`
 }
@@ -67,8 +73,9 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
   root.append(element('div', { class: 'controls' }, start, mute, hangup), status, after, element('div', { class: 'live' }, state, microphone), transcript, userText, agentText, typed, keypad)
 
   let call
-  // A typed turn the server has not taken yet: put back in the field if it is refused, so nothing typed is lost.
-  let pending
+  // Typed turns sent and not yet answered, oldest first. The server answers each in order, with its transcript
+  // (taken) or an error (refused: TYPED_REFUSALS); a refused one goes back into the field, so nothing typed is lost.
+  const pending = []
   const say = (words) => { status.textContent = words }
   const show = (who) => {
     state.dataset.state = who
@@ -104,7 +111,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
       agentText.textContent = ''
       if (speaker === 'user') {
         userText.textContent = ''
-        pending = undefined
+        if (pending[0] === content) pending.shift()
       }
       const who = element('strong', {}, speaker === 'user' ? 'You' : speaker === 'agent' ? 'Agent' : 'Tool')
       transcript.append(element('li', { class: speaker }, who, ' ', content))
@@ -112,9 +119,10 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
     call.addEventListener('agent_speaking', (event) => show(event.detail.speaking ? 'agent' : 'listening'))
     call.addEventListener('user_speaking', (event) => { if (state.dataset.state !== 'agent' || event.detail.speaking) show(event.detail.speaking ? 'user' : 'listening') })
     call.addEventListener('error', (event) => {
-      say(event.detail.message)
-      if (pending !== undefined && text.value === '') text.value = pending
-      pending = undefined
+      const { code, message } = event.detail
+      say(TYPED_REFUSALS[code] ?? message)
+      const words = code in TYPED_REFUSALS ? pending.shift() : undefined
+      if (words !== undefined) text.value = text.value === '' ? words : `${words} ${text.value}`
     })
     // The agent pressed keys (its send_dtmf tool), as it would on a phone menu.
     call.addEventListener('dtmf', (event) => say(`The agent pressed ${[...event.detail.digits].join(' ')}.`))
@@ -170,7 +178,7 @@ export function mountCall (root, { token, prefix = '', startLabel = 'Start call'
     event.preventDefault()
     const words = text.value.trim()
     if (words === '' || !call.sendText(words)) return
-    pending = words
+    pending.push(words)
     text.value = ''
   })
   return { start }
