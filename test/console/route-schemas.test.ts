@@ -36,13 +36,6 @@ const WITHOUT_SCHEMA = new Set<string>([
   'GET /calls/export.csv',
   'GET /calls/:id',
   'GET /calls/:id/recording.wav',
-  'GET /contacts',
-  'GET /contacts/:id',
-  'POST /contacts/:id',
-  'POST /contacts/:id/delete',
-  'GET /do-not-call',
-  'POST /do-not-call',
-  'POST /do-not-call/remove',
   'GET /console/campaigns.js',
   'GET /campaigns',
   'GET /campaigns/new',
@@ -193,4 +186,17 @@ t.test('a schema\'s refusal is a page in words: a bad id is the 404 page, a repe
   t.match(repeated.body, '<h1>That did not work</h1>')
   t.match(repeated.body, 'The page to open after signing in was given more than once. Check the address (the link may be mistyped or out of date).')
   t.notMatch(repeated.body, /querystring|must be string|pattern/, 'no validator jargon')
+
+  const loginToken = csrfOf((await ctx.app.inject({ method: 'GET', url: '/login' })).body)
+  const oversized = await new ConsoleClient(ctx.app).post('/login', { csrf_token: loginToken, email: user.email, password: PASSWORD, next: `/${'a'.repeat(2000)}` })
+  t.equal(oversized.statusCode, 400)
+  t.match(oversized.body, 'The page to open after signing in may be at most 2000 characters long. Go back to the form, correct it and send it again.')
+  t.notOk(oversized.headers['set-cookie']?.toString().includes('switchboard_session='), 'and nobody is signed in')
+
+  const contact = await browser.get('/contacts/65a0f00000000000000000zz')
+  t.equal(contact.statusCode, 404, 'a GET with a bad id')
+  t.match(contact.body, '<h1>Page not found</h1>')
+  const saved = await browser.get('/contacts?search=a&search=b')
+  t.equal(saved.statusCode, 400)
+  t.match(saved.body, 'The search was given more than once.')
 })

@@ -70,7 +70,9 @@ const retryIn = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 const FORM_LIMIT = 16 * 1024
 
 // The forms of this file (their lengths the handlers check, answering on the form itself).
-const SIGN_IN_FORM = formBody({ email: text('The e-mail address'), password: text('The password'), next: text('The page to open after signing in') })
+// `next` is a path of this site (afterSignIn): a longer one is no link of the console's.
+const NEXT = text('The page to open after signing in', { maxLength: 2000 })
+const SIGN_IN_FORM = formBody({ email: text('The e-mail address'), password: text('The password'), next: NEXT })
 const PASSWORD_FORM = formBody({ current_password: text('The current password'), new_password: text('The new password'), confirm_password: text('The repeated new password') })
 const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
 
@@ -185,7 +187,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
 
     pages.get('/', page(), async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : HOME, 303))
 
-    pages.get<{ Querystring: { next?: string } }>('/login', page({ querystring: Type.Object({ next: text('The page to open after signing in') }) }), async (request, reply) => {
+    pages.get<{ Querystring: { next?: string } }>('/login', page({ querystring: Type.Object({ next: NEXT }) }), async (request, reply) => {
       const next = afterSignIn(request.query.next)
       if (request.consoleSession !== undefined) return reply.redirect(next, 303)
       const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()
