@@ -49,6 +49,12 @@ export const formBody = <P extends Record<string, TSchema>>(fields: P) => Type.O
 /** An optional text field or query parameter; `title` is how a refusal names it ("The search"). */
 export const text = (title: string, options: { maxLength?: number, minLength?: number } = {}) => Type.Optional(Type.String({ title, ...options }))
 
+/**
+ * A list's filter: a text, or several when repeated, which the list's own parser refuses on the page, beside the
+ * filter bar that corrects it (deliveries.ts, appointments.ts).
+ */
+export const listFilter = (title: string) => Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { title }))
+
 /** An optional text that is one of `values` ('' included when it may be left empty, as a select's "any"). */
 export const oneOf = (title: string, values: readonly string[]) => Type.Optional(Type.Union(values.map((value) => Type.Literal(value)), { title }))
 
