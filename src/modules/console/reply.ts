@@ -55,9 +55,6 @@ export const text = (title: string, options: { maxLength?: number, minLength?: n
  */
 export const listFilter = (title: string) => Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { title }))
 
-/** An optional text that is one of `values` ('' included when it may be left empty, as a select's "any"). */
-export const oneOf = (title: string, values: readonly string[]) => Type.Optional(Type.Union(values.map((value) => Type.Literal(value)), { title }))
-
 /** An optional whole number in a query (a list's `skip`). */
 export const count = (title: string, maximum = Number.MAX_SAFE_INTEGER) => Type.Optional(Type.Integer({ title, minimum: 0, maximum }))
 
