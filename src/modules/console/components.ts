@@ -46,11 +46,11 @@ export const filterSelect = (id: string, any: string, choices: Array<{ value: st
   <option value="">${any}</option>${choices.map((choice) => html`<option value="${choice.value}"${choice.value === chosen && html` selected`}>${choice.label}</option>`)}</select>`
 
 /**
- * A list's filters in one row (a GET form, so the address can be kept and shared): controls from filterField,
- * the button, and an optional hint under them.
+ * A list's filters in one row (a GET form, so the address can be kept and shared; a search landmark): controls
+ * from filterField, the button, and an optional hint under them.
  */
 export function filterBar (options: { action: string, label: string, fields: SafeHtml[], submit: string, hint?: SafeHtml }): SafeHtml {
-  return html`<form method="get" action="${options.action}" aria-label="${options.label}" class="filter-bar">
+  return html`<form method="get" action="${options.action}" role="search" aria-label="${options.label}" class="filter-bar">
   ${options.fields}
   <button type="submit">${options.submit}</button>
   ${options.hint}

@@ -7,7 +7,7 @@ import { contactCalls, deleteContact, findContact, listContacts, renameContact, 
 import { listMessages, type MessageRow } from '../messaging/queries.ts'
 import { messagesTable } from './messages.ts'
 import { fieldCheck, formFields, formOf, inputField, problemsNotice, type Problems } from './fields.ts'
-import { dataTable, pager, type Column } from './components.ts'
+import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
@@ -61,13 +61,7 @@ function contactsPage (options: { viewer: Viewer, filters: Search, contacts?: Ar
 ${options.deleted === true && notice('success', 'The contact is deleted: its calls stay, and no later call remembers them.')}
 <p>The people your agents talk to, each known by a phone number or (web calls) an e-mail address. Agents with
 “Remember earlier calls with the same customer” on are told of a contact's earlier calls.</p>
-<form method="get" action="/contacts" role="search" aria-label="Search contacts">
-  <div class="stack">
-    <label for="search">Name, number or e-mail address</label>
-    <input id="search" name="search" type="search" maxlength="${MAX_SEARCH_LENGTH}" value="${filters.search}">
-    <button type="submit">Search</button>
-  </div>
-</form>
+${filterBar({ action: '/contacts', label: 'Search contacts', fields: [filterField('search', 'Name, number or e-mail address', html`<input id="search" name="search" type="search" maxlength="${MAX_SEARCH_LENGTH}" value="${filters.search}">`)], submit: 'Search' })}
 ${options.error !== undefined && notice('error', options.error)}
 ${contacts !== undefined && dataTable({
   caption: `Contacts ${filters.skip + 1}–${filters.skip + contacts.length} of ${total}, the latest call first`,

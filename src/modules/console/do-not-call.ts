@@ -6,7 +6,7 @@ import { E164 } from '../../http/schemas.ts'
 import { addDoNotCallNumbers, DNC_MAX_NUMBERS, DNC_NOTE_MAX_LENGTH } from '../contacts/dnc.ts'
 import { deleteDoNotCall, listDoNotCall, type DoNotCallRow } from '../contacts/dnc-queries.ts'
 import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, type Problems } from './fields.ts'
-import { dataTable, pager, type Column } from './components.ts'
+import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -78,13 +78,7 @@ ${problemsNotice(problems)}
   <button type="submit">Add to the list</button>
 </form>
 <h2>The list</h2>
-<form method="get" action="/do-not-call" role="search" aria-label="Search the do-not-call list">
-  <div class="stack">
-    <label for="search">Digits of the number</label>
-    <input id="search" name="search" type="search" maxlength="40" value="${filters.search}">
-    <button type="submit">Search</button>
-  </div>
-</form>
+${filterBar({ action: '/do-not-call', label: 'Search the do-not-call list', fields: [filterField('search', 'Digits of the number', html`<input id="search" name="search" type="search" maxlength="40" value="${filters.search}">`)], submit: 'Search' })}
 ${options.error !== undefined && notice('error', options.error)}
 ${rows !== undefined && dataTable({
   caption: `Numbers ${filters.skip + 1}–${filters.skip + rows.length} of ${total}, the newest first`,
