@@ -60,7 +60,7 @@ t.test('the list and its search, a contact\'s page with its calls, its name and 
   const page = await browser.get(`/contacts/${ada.toUpperCase()}`)
   t.equal(page.statusCode, 200)
   t.match(page.body, /<h2>Messages<\/h2>\s*<div class="table"><table>\s*<caption>The e-mails, SMS and WhatsApp messages of its calls, newest first<\/caption>/)
-  t.match(page.body, '<td>SMS</td><td>+4930123456</td><td>sent</td>')
+  t.match(page.body, '<td>SMS</td><td>+4930123456</td><td>Sent</td>')
   t.notMatch(page.body, 'not hers')
   t.match((await browser.get(`/contacts/${grace}`)).body, '<td>SMS</td>', 'each contact its own')
   t.match(page.body, '<h1>Ada &lt;b&gt;Lovelace&lt;/b&gt;</h1>')

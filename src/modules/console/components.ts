@@ -4,7 +4,8 @@ import { html, type SafeHtml } from './html.ts'
 // returns HTML made of these, so that every list looks and behaves the same and a new page is mostly data.
 
 export interface Column<T> {
-  header: string
+  /** Text, or SafeHtml (a header read only by screen readers). */
+  header: string | SafeHtml
   /** The cell's content: text is escaped, SafeHtml kept. */
   cell: (row: T) => unknown
   /** Figures: right-aligned, tabular digits. */
@@ -45,11 +46,11 @@ export const filterSelect = (id: string, any: string, choices: Array<{ value: st
   <option value="">${any}</option>${choices.map((choice) => html`<option value="${choice.value}"${choice.value === chosen && html` selected`}>${choice.label}</option>`)}</select>`
 
 /**
- * A list's filters in one row (a GET form, so the address can be kept and shared): controls from filterField,
- * the button, and an optional hint under them.
+ * A list's filters in one row (a GET form, so the address can be kept and shared; a search landmark): controls
+ * from filterField, the button, and an optional hint under them.
  */
 export function filterBar (options: { action: string, label: string, fields: SafeHtml[], submit: string, hint?: SafeHtml }): SafeHtml {
-  return html`<form method="get" action="${options.action}" aria-label="${options.label}" class="filter-bar">
+  return html`<form method="get" action="${options.action}" role="search" aria-label="${options.label}" class="filter-bar">
   ${options.fields}
   <button type="submit">${options.submit}</button>
   ${options.hint}

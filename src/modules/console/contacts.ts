@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { ContactName } from '../contacts/contacts.ts'
@@ -6,10 +7,11 @@ import { contactCalls, deleteContact, findContact, listContacts, renameContact, 
 import { listMessages, type MessageRow } from '../messaging/queries.ts'
 import { messagesTable } from './messages.ts'
 import { fieldCheck, formFields, formOf, inputField, problemsNotice, type Problems } from './fields.ts'
+import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, listQuery, sendPage } from './reply.ts'
+import { formBody, idParams, listQuery, page, sendPage, text } from './reply.ts'
 
 // The console's contacts (docs/contacts.md): the list with a search, and a contact's page with its calls, its
 // name and its deletion (which erases its memory). The workspace rule is the calls' (scope.ts).
@@ -20,6 +22,10 @@ const MESSAGES_SHOWN = 50
 /** A contact's page lists this many of its newest calls; the API pages through all of them. */
 const CALLS_SHOWN = 100
 const MAX_SEARCH_LENGTH = 200
+
+// The list's search keeps its problems on the page (with the search form); the schemas name what each route reads.
+const LIST_QUERY = Type.Object({ search: text('The search'), skip: text('The page position'), deleted: text('The deletion notice') })
+const CONTACT = idParams('id')
 
 const noSuchContact = () => new HttpError(404, 'not_found', 'You have no contact with that id.')
 
@@ -37,6 +43,13 @@ function parseSearch (query: unknown): { filters: Search, problem?: string } {
   return { filters: { search, skip: Number(skip) } }
 }
 
+const CONTACT_COLUMNS: Array<Column<ContactRow & { call_count: number }>> = [
+  { header: 'Contact', cell: (contact) => html`<a href="/contacts/${contact.id}">${contactLabel(contact)}</a>` },
+  { header: 'Name', cell: (contact) => contact.name ?? '—' },
+  { header: 'Calls', cell: (contact) => contact.call_count },
+  { header: 'Last call', cell: (contact) => when(contact.last_call_at) }
+]
+
 function contactsPage (options: { viewer: Viewer, filters: Search, contacts?: Array<ContactRow & { call_count: number }>, total?: number, error?: string, deleted?: boolean }): string {
   const { viewer, filters, contacts, total = 0 } = options
   const query = (skip: number) => listQuery({ search: filters.search }, ['search'], skip)
@@ -48,30 +61,19 @@ function contactsPage (options: { viewer: Viewer, filters: Search, contacts?: Ar
 ${options.deleted === true && notice('success', 'The contact is deleted: its calls stay, and no later call remembers them.')}
 <p>The people your agents talk to, each known by a phone number or (web calls) an e-mail address. Agents with
 “Remember earlier calls with the same customer” on are told of a contact's earlier calls.</p>
-<form method="get" action="/contacts" role="search" aria-label="Search contacts">
-  <div class="stack">
-    <label for="search">Name, number or e-mail address</label>
-    <input id="search" name="search" type="search" maxlength="${MAX_SEARCH_LENGTH}" value="${filters.search}">
-    <button type="submit">Search</button>
-  </div>
-</form>
+${filterBar({ action: '/contacts', label: 'Search contacts', fields: [filterField('search', 'Name, number or e-mail address', html`<input id="search" name="search" type="search" maxlength="${MAX_SEARCH_LENGTH}" value="${filters.search}">`)], submit: 'Search' })}
 ${options.error !== undefined && notice('error', options.error)}
-${contacts !== undefined && (contacts.length === 0
-  ? html`<p>${filters.skip > 0 ? 'No more contacts.' : filters.search === '' ? 'No contacts yet: each call with a known number or address makes one.' : 'No contacts match.'}</p>`
-  : html`<div class="table"><table>
-  <caption>Contacts ${filters.skip + 1}–${filters.skip + contacts.length} of ${total}, the latest call first</caption>
-  <thead><tr><th scope="col">Contact</th><th scope="col">Name</th><th scope="col">Calls</th><th scope="col">Last call</th></tr></thead>
-  <tbody>${contacts.map((contact) => html`<tr>
-    <td><a href="/contacts/${contact.id}">${contactLabel(contact)}</a></td>
-    <td>${contact.name ?? '—'}</td>
-    <td>${contact.call_count}</td>
-    <td>${when(contact.last_call_at)}</td>
-  </tr>`)}</tbody>
-</table></div>`)}
-${contacts !== undefined && (filters.skip > 0 || filters.skip + PAGE_SIZE < total) && html`<nav aria-label="Pages of contacts"><ul class="pager">
-  ${filters.skip > 0 && html`<li><a href="/contacts${query(Math.max(0, filters.skip - PAGE_SIZE))}" rel="prev">Previous contacts</a></li>`}
-  ${filters.skip + PAGE_SIZE < total && html`<li><a href="/contacts${query(filters.skip + PAGE_SIZE)}" rel="next">More contacts</a></li>`}
-</ul></nav>`}`
+${contacts !== undefined && dataTable({
+  caption: `Contacts ${filters.skip + 1}–${filters.skip + contacts.length} of ${total}, the latest call first`,
+  columns: CONTACT_COLUMNS,
+  rows: contacts,
+  empty: filters.skip > 0 ? 'No more contacts.' : filters.search === '' ? 'No contacts yet: each call with a known number or address makes one.' : 'No contacts match.'
+})}
+${contacts !== undefined && pager({
+  label: 'Pages of contacts',
+  previous: filters.skip > 0 ? { href: `/contacts${query(Math.max(0, filters.skip - PAGE_SIZE))}`, text: 'Previous contacts' } : undefined,
+  next: filters.skip + PAGE_SIZE < total ? { href: `/contacts${query(filters.skip + PAGE_SIZE)}`, text: 'More contacts' } : undefined
+})}`
   })
 }
 
@@ -130,7 +132,7 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
   const checkName = fieldCheck('The name', ContactName)
 
   async function contactInScope (scope: Scope, id: string): Promise<ContactRow> {
-    const contact = ID.test(id) ? await findContact(db, scope.ownerId, id.toLowerCase()) : undefined
+    const contact = await findContact(db, scope.ownerId, id)
     if (contact === undefined || !inScope(scope, contact)) throw noSuchContact()
     return contact
   }
@@ -138,7 +140,7 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
   const showContact = async (request: FastifyRequest, reply: FastifyReply, status: number, scope: Scope, contact: ContactRow, options: { name?: string, problems?: Problems, saved?: boolean }) =>
     sendPage(reply, status, contactPage({ viewer: viewerOf(request.consoleSession!), scope, contact, calls: await contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }), messages: await listMessages(db, scope.ownerId, { contactId: contact.id, limit: MESSAGES_SHOWN }), ...options }))
 
-  app.get<{ Querystring: Record<string, unknown> }>('/contacts', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: Static<typeof LIST_QUERY> }>('/contacts', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const viewer = viewerOf(scoped.session)
@@ -148,14 +150,14 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
     return sendPage(reply, 200, contactsPage({ viewer, filters, contacts: rows, total, deleted: request.query.deleted !== undefined }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/contacts/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/contacts/:id', page({ params: CONTACT, querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const contact = await contactInScope(scoped.scope, request.params.id)
     return await showContact(request, reply, 200, scoped.scope, contact, { saved: request.query.saved !== undefined })
   })
 
-  app.post<{ Params: { id: string } }>('/contacts/:id', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/contacts/:id', page({ params: CONTACT, body: formBody({ name: text('The name') }) }), async (request, reply) => {
     const scope = changeScope(request)
     const contact = await contactInScope(scope, request.params.id)
     const { name } = formOf(request, ['name'])
@@ -165,7 +167,7 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
     return reply.redirect(`/contacts/${contact.id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/contacts/:id/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/contacts/:id/delete', page({ params: CONTACT, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
     const contact = await contactInScope(scope, request.params.id)
     await deleteContact(db, scope.ownerId, contact.id)

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import { Type } from 'typebox'
 import type { Selectable } from 'kysely'
 import type { DB } from '../../db/database.ts'
 import type { CustomersTable } from '../../db/schema.ts'
@@ -8,20 +9,24 @@ import { MAX_JSON_DEPTH } from '../../http/validation.ts'
 import { createCustomer, deleteCustomer, findCustomer, listCustomers, updateCustomer } from '../account/customer-queries.ts'
 import { CustomerName, Metadata } from '../account/customers.ts'
 import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, textareaField, type Problems } from './fields.ts'
+import { dataTable, type Column } from './components.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, type Viewer, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { formBody, idParams, page, sendPage, text } from './reply.ts'
 
 // The console's customers (docs/console.md): list and create on one page, edit and delete on the customer's
 // own. The fields and their checks are the API's; deleting a customer that records still name is refused with
 // the API's reason.
 const LIST_LIMIT = 200
 /** Metadata is free-form JSON; a form of the usual 16 KB holds less once URL-encoded, so these take more. */
-const FORM_ROUTE = { ...HIDDEN, bodyLimit: 128 * 1024 }
+const FORM_LIMIT = 128 * 1024
 
 const FIELDS = ['customer_name', 'email', 'phone_number', 'metadata'] as const
+// The fields' checks are the API's, with their problems shown at each field (check below).
+const CUSTOMER_FORM = formBody({ customer_name: text('The name'), email: text('The e-mail address'), phone_number: text('The phone number'), metadata: text('The metadata') })
+const CUSTOMER = idParams('id')
 type CustomerForm = Record<typeof FIELDS[number], string>
 type Customer = Selectable<CustomersTable>
 
@@ -74,60 +79,26 @@ export async function consoleCustomerRoutes (app: FastifyInstance, { db }: { db:
   }
 
   async function ownCustomer (userId: string, id: string) {
-    const customer = ID.test(id) ? await findCustomer(db, userId, id.toLowerCase()) : undefined
+    const customer = await findCustomer(db, userId, id)
     if (customer === undefined) throw noSuchCustomer()
     return customer
   }
 
   async function listPage (reply: FastifyReply, status: number, session: ConsoleSession, options: { form?: CustomerForm, problems?: Problems, deleted?: boolean }) {
-    const viewer = viewerOf(session)
     const customers = await listCustomers(db, session.userId, { limit: LIST_LIMIT })
-    return sendPage(reply, status, layout({
-      title: 'Customers',
-      viewer,
-      current: '/customers',
-      body: html`
-${options.deleted === true && notice('success', 'The customer is deleted.')}
-<p>Customers are an agency's clients: agents, knowledge bases, calls and phone numbers can name one (through the API).</p>
-${customers.length === 0
-  ? html`<p>No customers yet.</p>`
-  : html`<div class="table"><table>
-  <caption>Your customers${customers.length === LIST_LIMIT && html` (the first ${LIST_LIMIT})`}</caption>
-  <thead><tr><th scope="col">Name</th><th scope="col">E-mail address</th><th scope="col">Phone number</th><th scope="col">Created</th></tr></thead>
-  <tbody>${customers.map((customer) => html`<tr>
-    <td><a href="/customers/${customer.id}">${customer.name}</a></td><td>${customer.email ?? ''}</td><td>${customer.phone_number ?? ''}</td><td>${when(customer.created_at)}</td>
-  </tr>`)}</tbody>
-</table></div>`}
-<h2>New customer</h2>
-${customerForm(viewer, '/customers', 'Create customer', options.form ?? EMPTY, options.problems ?? {})}`
-    }))
+    return sendPage(reply, status, customersView({ viewer: viewerOf(session), customers, ...options }))
   }
 
-  async function customerPage (reply: FastifyReply, status: number, session: ConsoleSession, customer: Customer, options: { form?: CustomerForm, problems?: Problems, saved?: boolean, error?: string }) {
-    const viewer = viewerOf(session)
-    return sendPage(reply, status, layout({
-      title: customer.name,
-      viewer,
-      current: '/customers',
-      body: html`
-<p><a href="/customers">All customers</a></p>
-${options.saved === true && notice('success', 'Saved.')}
-${customerForm(viewer, `/customers/${customer.id}`, 'Save', options.form ?? formFromRow(customer), options.problems ?? {})}
-<h2>Delete</h2>
-${options.error !== undefined && notice('error', options.error)}
-<p>A customer can be deleted once no phone number, agent, call, contact or knowledge base names it.</p>
-<form method="post" action="/customers/${customer.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this customer</button></form>
-<p class="hint">Customer id <code>${customer.id}</code>.</p>`
-    }))
-  }
+  const customerPage = (reply: FastifyReply, status: number, session: ConsoleSession, customer: Customer, options: { form?: CustomerForm, problems?: Problems, saved?: boolean, error?: string }) =>
+    sendPage(reply, status, customerView({ viewer: viewerOf(session), customer, ...options }))
 
-  app.get<{ Querystring: { deleted?: string } }>('/customers', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/customers', page({ querystring: Type.Object({ deleted: text('The deletion notice') }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     return await listPage(reply, 200, session, { deleted: request.query.deleted !== undefined })
   })
 
-  app.post('/customers', FORM_ROUTE, async (request, reply) => {
+  app.post('/customers', page({ body: CUSTOMER_FORM }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, FIELDS)
     const checked = check(form)
@@ -136,14 +107,14 @@ ${options.error !== undefined && notice('error', options.error)}
     return reply.redirect(`/customers/${customer.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/customers/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/customers/:id', page({ params: CUSTOMER, querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const customer = await ownCustomer(session.userId, request.params.id)
     return await customerPage(reply, 200, session, customer, { saved: request.query.saved !== undefined })
   })
 
-  app.post<{ Params: { id: string } }>('/customers/:id', FORM_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/customers/:id', page({ params: CUSTOMER, body: CUSTOMER_FORM }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const customer = await ownCustomer(session.userId, request.params.id)
     const form = formOf(request, FIELDS)
@@ -153,7 +124,7 @@ ${options.error !== undefined && notice('error', options.error)}
     return reply.redirect(`/customers/${customer.id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/customers/:id/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/customers/:id/delete', page({ params: CUSTOMER, body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const customer = await ownCustomer(session.userId, request.params.id)
     try {
@@ -178,4 +149,46 @@ function customerForm (viewer: Viewer, action: string, submit: string, form: Cus
   ${textareaField({ name: 'metadata', label: 'Metadata', value: form.metadata, problems, hint: 'Optional: a JSON object of your own data, returned by the API as given.', attrs: html` rows="4"` })}
   <button type="submit">${submit}</button>
 </form>`
+}
+
+const CUSTOMER_COLUMNS: Array<Column<Customer>> = [
+  { header: 'Name', cell: (customer) => html`<a href="/customers/${customer.id}">${customer.name}</a>` },
+  { header: 'E-mail address', cell: (customer) => customer.email ?? '' },
+  { header: 'Phone number', cell: (customer) => customer.phone_number ?? '' },
+  { header: 'Created', cell: (customer) => when(customer.created_at) }
+]
+
+/** The list of customers and the form of a new one. */
+function customersView (options: { viewer: Viewer, customers: Customer[], form?: CustomerForm, problems?: Problems, deleted?: boolean }): string {
+  const { viewer, customers } = options
+  return layout({
+    title: 'Customers',
+    viewer,
+    current: '/customers',
+    body: html`
+${options.deleted === true && notice('success', 'The customer is deleted.')}
+<p>Customers are an agency's clients: agents, knowledge bases, calls and phone numbers can name one (through the API).</p>
+${dataTable({ caption: `Your customers${customers.length === LIST_LIMIT ? ` (the first ${LIST_LIMIT})` : ''}`, columns: CUSTOMER_COLUMNS, rows: customers, empty: 'No customers yet.' })}
+<h2>New customer</h2>
+${customerForm(viewer, '/customers', 'Create customer', options.form ?? EMPTY, options.problems ?? {})}`
+  })
+}
+
+/** A customer's page: its form, and its deletion (with the API's reason when refused). */
+function customerView (options: { viewer: Viewer, customer: Customer, form?: CustomerForm, problems?: Problems, saved?: boolean, error?: string }): string {
+  const { viewer, customer } = options
+  return layout({
+    title: customer.name,
+    viewer,
+    current: '/customers',
+    body: html`
+<p><a href="/customers">All customers</a></p>
+${options.saved === true && notice('success', 'Saved.')}
+${customerForm(viewer, `/customers/${customer.id}`, 'Save', options.form ?? formFromRow(customer), options.problems ?? {})}
+<h2>Delete</h2>
+${options.error !== undefined && notice('error', options.error)}
+<p>A customer can be deleted once no phone number, agent, call, contact or knowledge base names it.</p>
+<form method="post" action="/customers/${customer.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this customer</button></form>
+<p class="hint">Customer id <code>${customer.id}</code>.</p>`
+  })
 }

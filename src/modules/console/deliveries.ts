@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
 import type { DeliveryAttempt } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
@@ -10,7 +11,7 @@ import { deliveryKind } from './messages.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage, listQuery, withChosen } from './reply.ts'
+import { formBody, ID, idParams, listFilter, listQuery, page, sendPage, text, withChosen } from './reply.ts'
 
 // The console's delivery log: the API's GET /v1/webhook-deliveries with its filters, one delivery with every
 // attempt, and Send again, which calls the same resend() as POST /v1/webhook-deliveries/:id/resend.
@@ -33,6 +34,8 @@ const nextAttempt = (row: DeliveryRow) => row.status === 'pending' && row.next_a
 interface Filters { status: string, agent: string, call: string, skip: number }
 
 const FILTER_NAMES = ['status', 'agent', 'call'] as const
+const LIST_QUERY = Type.Object({ status: listFilter('The status'), agent: listFilter('The agent'), call: listFilter('The call'), skip: listFilter('The page position') })
+const DELIVERY = idParams('id')
 
 /** The query's filters, or the reason they cannot be used (shown on the page). */
 function parseFilters (query: Record<string, unknown>): { filters: Filters, problem?: string } {
@@ -181,7 +184,7 @@ export async function consoleDeliveryRoutes (app: FastifyInstance, { deliveries 
     .map((agent) => [agent.id, agent.agent_name]))
 
   const deliveryInScope = async (scope: Scope, id: string) => {
-    const row = ID.test(id) ? await findDelivery(db, scope.ownerId, id, scope.workspaceId) : undefined
+    const row = await findDelivery(db, scope.ownerId, id, scope.workspaceId)
     if (row === undefined) throw noSuchDelivery()
     return row
   }
@@ -194,7 +197,7 @@ export async function consoleDeliveryRoutes (app: FastifyInstance, { deliveries 
     return sendPage(reply, status, deliveryPage({ viewer: viewerOf(request.consoleSession!), scope, row, agentName, receiver, ...extra }))
   }
 
-  app.get('/deliveries', HIDDEN, async (request, reply) => {
+  app.get('/deliveries', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const { session, scope } = scoped
@@ -210,15 +213,15 @@ export async function consoleDeliveryRoutes (app: FastifyInstance, { deliveries 
     return sendPage(reply, 200, listPage({ viewer: viewerOf(session), filters, agents, rows, total }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { sent?: unknown } }>('/deliveries/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { sent?: string } }>('/deliveries/:id', page({ params: DELIVERY, querystring: Type.Object({ sent: text('The attempt sent') }) }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const row = await deliveryInScope(scoped.scope, request.params.id)
-    const sent = typeof request.query.sent === 'string' && /^\d{1,9}$/.test(request.query.sent) ? Number(request.query.sent) : undefined
+    const sent = request.query.sent !== undefined && /^\d{1,9}$/.test(request.query.sent) ? Number(request.query.sent) : undefined
     return await showDelivery(request, reply, 200, scoped.scope, row, { sent })
   })
 
-  app.post<{ Params: { id: string } }>('/deliveries/:id/resend', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/deliveries/:id/resend', page({ params: DELIVERY, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
     const row = await deliveryInScope(scope, request.params.id)
     let resent

@@ -1,15 +1,17 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { E164 } from '../../http/schemas.ts'
 import { addDoNotCallNumbers, DNC_MAX_NUMBERS, DNC_NOTE_MAX_LENGTH } from '../contacts/dnc.ts'
 import { deleteDoNotCall, listDoNotCall, type DoNotCallRow } from '../contacts/dnc-queries.ts'
 import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, type Problems } from './fields.ts'
+import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
-import { HIDDEN, listQuery, sendPage } from './reply.ts'
+import { formBody, listQuery, page, sendPage, text } from './reply.ts'
 
 // The console's do-not-call list (docs/contacts.md, "Do not call"): the account's list with a search by digits, a
 // form that adds a number, and a button per number that takes it off. One list per account: a page of the account,
@@ -17,6 +19,9 @@ import { HIDDEN, listQuery, sendPage } from './reply.ts'
 
 const PAGE_SIZE = 50
 const SOURCES: Record<string, string> = { api: 'API', console: 'Console', call: 'The caller asked', campaign: 'Campaign' }
+
+// The search keeps its problems on the page, with its form.
+const LIST_QUERY = Type.Object({ search: text('The search'), skip: text('The page position'), done: text('The notice') })
 
 interface Search { search: string, skip: number }
 interface AddForm { phone_number: string, note: string }
@@ -37,6 +42,19 @@ const NOTICES: Record<string, string> = {
   listed: 'The number was on the list already.',
   removed: 'The number is off the list: it may be called again.'
 }
+
+const source = (row: DoNotCallRow) => SOURCES[row.source] ?? row.source
+
+const numberColumns = (csrfToken: string): Array<Column<DoNotCallRow>> => [
+  { header: 'Number', cell: (row) => row.phone_number },
+  { header: 'Added by', cell: (row) => row.call_id === null ? source(row) : html`<a href="/calls/${row.call_id}">${source(row)}</a>` },
+  { header: 'Note', cell: (row) => row.note ?? '—' },
+  { header: 'Added', cell: (row) => when(row.created_at) },
+  {
+    header: 'Remove',
+    cell: (row) => html`<form method="post" action="/do-not-call/remove">${csrfField(csrfToken)}<input type="hidden" name="phone_number" value="${row.phone_number}"><button type="submit" class="danger" aria-label="Remove ${row.phone_number}">Remove</button></form>`
+  }
+]
 
 function doNotCallPage (options: { viewer: Viewer, filters: Search, rows?: DoNotCallRow[], total?: number, error?: string, done?: string, form?: AddForm, problems?: Problems }): string {
   const { viewer, filters, rows, total = 0 } = options
@@ -60,31 +78,19 @@ ${problemsNotice(problems)}
   <button type="submit">Add to the list</button>
 </form>
 <h2>The list</h2>
-<form method="get" action="/do-not-call" role="search" aria-label="Search the do-not-call list">
-  <div class="stack">
-    <label for="search">Digits of the number</label>
-    <input id="search" name="search" type="search" maxlength="40" value="${filters.search}">
-    <button type="submit">Search</button>
-  </div>
-</form>
+${filterBar({ action: '/do-not-call', label: 'Search the do-not-call list', fields: [filterField('search', 'Digits of the number', html`<input id="search" name="search" type="search" maxlength="40" value="${filters.search}">`)], submit: 'Search' })}
 ${options.error !== undefined && notice('error', options.error)}
-${rows !== undefined && (rows.length === 0
-  ? html`<p>${filters.skip > 0 ? 'No more numbers.' : filters.search === '' ? 'No numbers yet.' : 'No numbers match.'}</p>`
-  : html`<div class="table"><table>
-  <caption>Numbers ${filters.skip + 1}–${filters.skip + rows.length} of ${total}, the newest first</caption>
-  <thead><tr><th scope="col">Number</th><th scope="col">Added by</th><th scope="col">Note</th><th scope="col">Added</th><th scope="col">Remove</th></tr></thead>
-  <tbody>${rows.map((row) => html`<tr>
-    <td>${row.phone_number}</td>
-    <td>${row.call_id === null ? SOURCES[row.source] ?? row.source : html`<a href="/calls/${row.call_id}">${SOURCES[row.source] ?? row.source}</a>`}</td>
-    <td>${row.note ?? '—'}</td>
-    <td>${when(row.created_at)}</td>
-    <td><form method="post" action="/do-not-call/remove">${csrfField(viewer.csrfToken)}<input type="hidden" name="phone_number" value="${row.phone_number}"><button type="submit" class="danger" aria-label="Remove ${row.phone_number}">Remove</button></form></td>
-  </tr>`)}</tbody>
-</table></div>`)}
-${rows !== undefined && (filters.skip > 0 || filters.skip + PAGE_SIZE < total) && html`<nav aria-label="Pages of the list"><ul class="pager">
-  ${filters.skip > 0 && html`<li><a href="/do-not-call${query(Math.max(0, filters.skip - PAGE_SIZE))}" rel="prev">Previous numbers</a></li>`}
-  ${filters.skip + PAGE_SIZE < total && html`<li><a href="/do-not-call${query(filters.skip + PAGE_SIZE)}" rel="next">More numbers</a></li>`}
-</ul></nav>`}`
+${rows !== undefined && dataTable({
+  caption: `Numbers ${filters.skip + 1}–${filters.skip + rows.length} of ${total}, the newest first`,
+  columns: numberColumns(viewer.csrfToken),
+  rows,
+  empty: filters.skip > 0 ? 'No more numbers.' : filters.search === '' ? 'No numbers yet.' : 'No numbers match.'
+})}
+${rows !== undefined && pager({
+  label: 'Pages of the list',
+  previous: filters.skip > 0 ? { href: `/do-not-call${query(Math.max(0, filters.skip - PAGE_SIZE))}`, text: 'Previous numbers' } : undefined,
+  next: filters.skip + PAGE_SIZE < total ? { href: `/do-not-call${query(filters.skip + PAGE_SIZE)}`, text: 'More numbers' } : undefined
+})}`
   })
 }
 
@@ -97,15 +103,15 @@ export async function consoleDoNotCallRoutes (app: FastifyInstance, { db }: { db
     return sendPage(reply, status, doNotCallPage({ viewer: viewerOf(session), filters, rows, total, ...options }))
   }
 
-  app.get<{ Querystring: Record<string, unknown> }>('/do-not-call', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: Static<typeof LIST_QUERY> }>('/do-not-call', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const { filters, problem } = parseSearch(request.query)
     if (problem !== undefined) return sendPage(reply, 400, doNotCallPage({ viewer: viewerOf(session), filters, error: problem }))
-    return await listPage(reply, 200, session, filters, { done: typeof request.query.done === 'string' ? request.query.done : undefined })
+    return await listPage(reply, 200, session, filters, { done: request.query.done })
   })
 
-  app.post('/do-not-call', HIDDEN, async (request, reply) => {
+  app.post('/do-not-call', page({ body: formBody({ phone_number: text('The phone number'), note: text('The note') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, ['phone_number', 'note'])
     const problems = { phone_number: checkNumber(form.phone_number), note: checkNote(form.note) }
@@ -120,7 +126,7 @@ export async function consoleDoNotCallRoutes (app: FastifyInstance, { db }: { db
     }
   })
 
-  app.post('/do-not-call/remove', HIDDEN, async (request, reply) => {
+  app.post('/do-not-call/remove', page({ body: formBody({ phone_number: text('The phone number') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const { phone_number: number } = formOf(request, ['phone_number'])
     if (checkNumber(number) !== undefined || !await deleteDoNotCall(db, session.userId, number)) {

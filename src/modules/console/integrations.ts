@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
@@ -14,7 +15,8 @@ import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { PAGE_HEADERS, sessionOf } from './security.ts'
-import { HIDDEN, HIDDEN_KEYLESS, sendPage } from './reply.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
+import { formBody, page, sendPage, text } from './reply.ts'
 
 // The console's Integrations page (docs/integrations.md): each provider with its service, status and account, a
 // Connect button for OAuth (a POST that starts the authorization and sends the browser to the provider), a form for
@@ -44,6 +46,15 @@ const FAILED: Record<FailedReason, (service: string, detail: string) => string> 
 }
 
 const isProvider = (text: unknown): text is Provider => typeof text === 'string' && (PROVIDERS as readonly string[]).includes(text)
+
+// An unknown provider in the address is the 404 page (the schema's refusal).
+const PROVIDER = Type.Object({ provider: Type.Union(PROVIDERS.map((provider) => Type.Literal(provider))) })
+// What the redirects of this page put in its query (noticeOf); the callback's, what a provider sends back.
+const PAGE_QUERY = Type.Object({
+  connected: text('The connected service'), disconnected: text('The disconnected service'), tools: text('The tools switched off'),
+  failed: text('The reason'), provider: text('The service'), detail: text('The detail')
+})
+const CALLBACK_QUERY = Type.Object({ state: text('The state'), code: text('The code'), error: text('The error') })
 
 /** The tools a provider's account serves: the label of the tool type of the same name. */
 const toolsLabel = (provider: Provider) => TOOLS.types[provider]?.label ?? provider
@@ -121,20 +132,20 @@ function pageHeaders (states: IntegrationState[]): Record<string, string> {
 }
 
 /** The notice of the page a redirect lands on: `?connected=`, `?disconnected=&tools=`, `?failed=&provider=&detail=`. */
-function noticeOf (query: Record<string, unknown>, states: IntegrationState[]): PageNotice | undefined {
+function noticeOf (query: Static<typeof PAGE_QUERY>, states: IntegrationState[]): PageNotice | undefined {
   const serviceOf = (provider: unknown) => states.find((state) => state.provider === provider)?.service
-  const text = (value: unknown) => typeof value === 'string' ? value.slice(0, 200) : ''
+  const cut = (value: string | undefined) => value?.slice(0, 200) ?? ''
   if (isProvider(query.connected)) {
     const state = states.find((s) => s.provider === query.connected)!
     return { kind: 'success', text: `${state.service} is connected${state.accountLabel === '' ? '' : ` as ${state.accountLabel}`}.` }
   }
   if (isProvider(query.disconnected)) {
-    const tools = Number(text(query.tools)) || 0
+    const tools = Number(cut(query.tools)) || 0
     return { kind: 'success', text: `${serviceOf(query.disconnected)} is disconnected; ${plural(tools, 'tool was', 'tools were')} switched off.` }
   }
-  const reason = text(query.failed) as FailedReason
+  const reason = cut(query.failed) as FailedReason
   if (Object.hasOwn(FAILED, reason)) {
-    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(text(query.detail)) ? text(query.detail) : '') }
+    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(cut(query.detail)) ? cut(query.detail) : '') }
   }
   return undefined
 }
@@ -142,67 +153,63 @@ function noticeOf (query: Record<string, unknown>, states: IntegrationState[]): 
 export async function consoleIntegrationRoutes (app: FastifyInstance, { db, config, log }: { db: DB, config: Config, log: Logger }): Promise<void> {
   const deps = { db, config, log }
 
-  async function page (reply: FastifyReply, session: ConsoleSession, status: number, options: { notice?: PageNotice, keyForm?: KeyForm, query?: Record<string, unknown> } = {}) {
+  async function showIntegrations (reply: FastifyReply, session: ConsoleSession, status: number, options: { notice?: PageNotice, keyForm?: KeyForm, query?: Static<typeof PAGE_QUERY> } = {}) {
     const states = await integrationStates(deps, session.userId)
     const shown = options.notice ?? (options.query === undefined ? undefined : noticeOf(options.query, states))
     return sendPage(reply.headers(pageHeaders(states)), status, integrationsPage(viewerOf(session), states, { notice: shown, keyForm: options.keyForm }))
   }
 
-  app.get<{ Querystring: Record<string, unknown> }>(PAGE, HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: Static<typeof PAGE_QUERY> }>(PAGE, page({ querystring: PAGE_QUERY }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await page(reply, session, 200, { query: request.query })
+    return await showIntegrations(reply, session, 200, { query: request.query })
   })
 
-  app.post<{ Params: { provider: string } }>('/integrations/:provider/connect', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { provider: Provider } }>('/integrations/:provider/connect', page({ params: PROVIDER, body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const { provider } = request.params
-    if (!isProvider(provider)) return await page(reply, session, 404, { notice: { kind: 'error', text: 'There is no such integration.' } })
     try {
       const { authorizationUrl } = await startAuthorization(deps, { userId: session.userId, sessionIdHash: session.idHash }, provider)
       return reply.redirect(authorizationUrl, 303)
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode === 500) throw err
-      return await page(reply, session, err.statusCode, { notice: { kind: 'error', text: err.message } })
+      return await showIntegrations(reply, session, err.statusCode, { notice: { kind: 'error', text: err.message } })
     }
   })
 
-  app.post<{ Params: { provider: string } }>('/integrations/:provider/key', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { provider: Provider } }>('/integrations/:provider/key', page({ params: PROVIDER, body: formBody({ api_key: text('The key or token') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const { provider } = request.params
-    if (!isProvider(provider)) return await page(reply, session, 404, { notice: { kind: 'error', text: 'There is no such integration.' } })
     const { api_key: apiKey } = formOf(request, ['api_key'])
     if (apiKey.trim() === '' || apiKey.length > 2000) {
-      return await page(reply, session, 400, { keyForm: { provider, problem: 'Paste the key or token (at most 2,000 characters).' } })
+      return await showIntegrations(reply, session, 400, { keyForm: { provider, problem: 'Paste the key or token (at most 2,000 characters).' } })
     }
     try {
       await connectWithKey(deps, session.userId, provider, { apiKey: apiKey.trim() })
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode === 500) throw err
-      return await page(reply, session, err.statusCode, { keyForm: { provider, problem: err.message } })
+      return await showIntegrations(reply, session, err.statusCode, { keyForm: { provider, problem: err.message } })
     }
     return reply.redirect(`${PAGE}?connected=${provider}`, 303)
   })
 
-  app.post<{ Params: { provider: string } }>('/integrations/:provider/disconnect', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { provider: Provider } }>('/integrations/:provider/disconnect', page({ params: PROVIDER, body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const { provider } = request.params
-    if (!isProvider(provider)) return await page(reply, session, 404, { notice: { kind: 'error', text: 'There is no such integration.' } })
     const outcome = await disconnect(deps, session.userId, provider, toolsSwitchedOff)
-    if (outcome === undefined) return await page(reply, session, 404, { notice: { kind: 'error', text: 'That integration is not connected.' } })
+    if (outcome === undefined) return await showIntegrations(reply, session, 404, { notice: { kind: 'error', text: 'That integration is not connected.' } })
     return reply.redirect(`${PAGE}?disconnected=${provider}&tools=${outcome.toolsSwitchedOff}`, 303)
   })
 
   // Every provider sends the browser back here. A state started in the console must come back in the same session;
   // one started through the API (an integrator's user) ends on a plain page, whoever is signed in. It spends a
   // token without needing a session, so it is counted per client address as the sign-in link is.
-  app.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, HIDDEN_KEYLESS, async (request, reply) => {
-    const query = request.query
-    const text = (name: string) => typeof query[name] === 'string' ? query[name] : undefined
+  app.get<{ Querystring: Static<typeof CALLBACK_QUERY> }>(CALLBACK_PATH, page({ querystring: CALLBACK_QUERY }, { config: KEYLESS }), async (request, reply) => {
+    const { state, code, error } = request.query
     const outcome = await finishAuthorization(deps, {
-      state: text('state'),
-      code: text('code'),
-      error: text('error'),
+      state,
+      code,
+      error,
       sessionIdHash: request.consoleSession?.idHash
     })
     if (outcome.viaApi) {

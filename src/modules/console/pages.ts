@@ -1,3 +1,4 @@
+import { dataTable } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import type { WorkspaceRole } from '../../db/schema.ts'
 import { MIN_PASSWORD_LENGTH } from './passwords.ts'
@@ -196,16 +197,21 @@ ${created !== undefined && html`<section class="notice success created" aria-lab
 ${options.error !== undefined && notice('error', options.error)}
 <p>Requests to <code>/v1</code> carry one of these keys in the <code>x-api-key</code> header.
 You have ${keys.length} of at most ${max} active keys.</p>
-${keys.length === 0
-  ? html`<p>No active keys.</p>`
-  : html`<div class="table"><table>
-  <caption>Active keys</caption>
-  <thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-  <tbody>${keys.map((key) => html`<tr>
-    <td><code>${key.prefix}…</code></td><td>${key.name}</td><td>${when(key.created_at)}</td><td>${when(key.last_used_at)}</td>
-    <td><form method="post" action="/keys/${key.id}/revoke">${csrfField(viewer.csrfToken)}<button type="submit" class="danger" aria-label="Revoke ${key.prefix}…">Revoke</button></form></td>
-  </tr>`)}</tbody>
-</table></div>`}
+${dataTable({
+  caption: 'Active keys',
+  rows: keys,
+  empty: 'No active keys.',
+  columns: [
+    { header: 'Key', cell: (key) => html`<code>${key.prefix}…</code>` },
+    { header: 'Name', cell: (key) => key.name },
+    { header: 'Created', cell: (key) => when(key.created_at) },
+    { header: 'Last used', cell: (key) => when(key.last_used_at) },
+    {
+      header: html`<span class="visually-hidden">Actions</span>`,
+      cell: (key) => html`<form method="post" action="/keys/${key.id}/revoke">${csrfField(viewer.csrfToken)}<button type="submit" class="danger" aria-label="Revoke ${key.prefix}…">Revoke</button></form>`
+    }
+  ]
+})}
 <h2>Create a key</h2>
 ${keys.length >= max
   ? html`<p>Revoke a key to create another: at most ${max} may be active.</p>`

@@ -1,17 +1,18 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import { Type } from 'typebox'
 import type { Config } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { previousSecretExpiry } from '../deliveries/queries.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from '../deliveries/signing.ts'
-import { changeMessagingSettings, messagingSettings, MessagingSettingsBody } from '../messaging/settings.ts'
+import { changeMessagingSettings, messagingSettings, MessagingSettingsBody, type messagingSettingsView } from '../messaging/settings.ts'
 import { formOf } from './fields.ts'
 import { fieldValues, objectFields, readFields, renderFields, type FormValues, type Problems } from './forms.ts'
 import { html } from './html.ts'
-import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
+import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
-import { HIDDEN, sendPage } from './reply.ts'
+import { formBody, page, sendPage, text } from './reply.ts'
 
 // The console's settings (docs/console.md): the webhook signing secret, revealed or rotated by a POST whose
 // answer is the only page that shows it (never a GET page, never a URL), the senders of the agents' messages
@@ -29,21 +30,18 @@ const MESSAGING_FIELDS = objectFields(MessagingSettingsBody, '', {
   }
 })
 
+const MESSAGING_FORM = formBody(Object.fromEntries(MESSAGING_FIELDS.map((field) => [field.name, text(field.label)])))
+
 interface MessagingForm { values: FormValues, problems: Problems, saved?: boolean }
 
-export async function consoleSettingsRoutes (app: FastifyInstance, { db, config }: { db: DB, config: Config }): Promise<void> {
-  async function page (reply: FastifyReply, session: ConsoleSession, shown?: Shown, messaging?: MessagingForm, status = 200) {
-    const viewer = viewerOf(session)
-    const stored = await messagingSettings(db, config, session.userId)
-    const form = messaging ?? { values: fieldValues(MESSAGING_FIELDS, stored), problems: {} }
-    // The secret is read for its date only: this page prints the secret only in `shown`.
-    const { created_at: createdAt } = await currentSecret(db, session.userId)
-    const previousUntil = await previousSecretExpiry(db, session.userId)
-    return sendPage(reply, status, layout({
-      title: 'Settings',
-      viewer,
-      current: '/settings',
-      body: html`
+/** The settings page; `shown`: the secrets, on the answer of a reveal or a rotation only (never a GET). */
+function settingsView (options: { viewer: Viewer, stored: ReturnType<typeof messagingSettingsView>, createdAt: Date, previousUntil: Date | undefined, shown?: Shown, form: MessagingForm }): string {
+  const { viewer, stored, createdAt, previousUntil, shown, form } = options
+  return layout({
+    title: 'Settings',
+    viewer,
+    current: '/settings',
+    body: html`
 <section aria-labelledby="secret-title">
 <h2 id="secret-title">Webhook signing secret</h2>
 <p>Every request Switchboard sends to your webhooks and API-call actions carries the Standard Webhooks headers
@@ -85,38 +83,48 @@ ${renderFields(MESSAGING_FIELDS, form.values, form.problems)}
 <h2 id="password-title">Password</h2>
 <p><a href="/account/password">Change your password</a>. Other browsers signed in as you are signed out when you do.</p>
 </section>`
-    }))
+  })
+}
+
+export async function consoleSettingsRoutes (app: FastifyInstance, { db, config }: { db: DB, config: Config }): Promise<void> {
+  async function showSettings (reply: FastifyReply, session: ConsoleSession, shown?: Shown, messaging?: MessagingForm, status = 200) {
+    const stored = await messagingSettings(db, config, session.userId)
+    // The secret is read for its date only: the page prints the secret only in `shown`.
+    const { created_at: createdAt } = await currentSecret(db, session.userId)
+    const previousUntil = await previousSecretExpiry(db, session.userId)
+    const form = messaging ?? { values: fieldValues(MESSAGING_FIELDS, stored), problems: {} }
+    return sendPage(reply, status, settingsView({ viewer: viewerOf(session), stored, createdAt, previousUntil, shown, form }))
   }
 
-  app.get<{ Querystring: { saved?: string } }>('/settings', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { saved?: string } }>('/settings', page({ querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    if (request.query.saved !== 'messaging') return await page(reply, session)
+    if (request.query.saved !== 'messaging') return await showSettings(reply, session)
     const stored = await messagingSettings(db, config, session.userId)
-    return await page(reply, session, undefined, { values: fieldValues(MESSAGING_FIELDS, stored), problems: {}, saved: true })
+    return await showSettings(reply, session, undefined, { values: fieldValues(MESSAGING_FIELDS, stored), problems: {}, saved: true })
   })
 
-  app.post('/settings/messaging', HIDDEN, async (request, reply) => {
+  app.post('/settings/messaging', page({ body: MESSAGING_FORM }), async (request, reply) => {
     const session = request.consoleSession!
     const values: FormValues = formOf(request, MESSAGING_FIELDS.map((field) => field.name))
     const read = readFields(MESSAGING_FIELDS, values)
-    if (Object.keys(read.problems).length > 0) return await page(reply, session, undefined, { values, problems: read.problems }, 400)
+    if (Object.keys(read.problems).length > 0) return await showSettings(reply, session, undefined, { values, problems: read.problems }, 400)
     try {
       await changeMessagingSettings(db, config, session.userId, read.values)
     } catch (err) {
       if (!(err instanceof HttpError) || err.code !== 'invalid_sender') throw err
-      return await page(reply, session, undefined, { values, problems: { whatsapp_sender: err.message.replace(/^whatsapp_sender: /, '') } }, 400)
+      return await showSettings(reply, session, undefined, { values, problems: { whatsapp_sender: err.message.replace(/^whatsapp_sender: /, '') } }, 400)
     }
     return reply.redirect('/settings?saved=messaging#messaging-title', 303)
   })
 
-  app.post('/settings/signing-secret/reveal', HIDDEN, async (request, reply) => {
+  app.post('/settings/signing-secret/reveal', page({ body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
-    return await page(reply, session, { secret: (await currentSecret(db, session.userId)).secret, testSecret: await testSecret(db, session.userId), rotated: false })
+    return await showSettings(reply, session, { secret: (await currentSecret(db, session.userId)).secret, testSecret: await testSecret(db, session.userId), rotated: false })
   })
 
-  app.post('/settings/signing-secret/rotate', HIDDEN, async (request, reply) => {
+  app.post('/settings/signing-secret/rotate', page({ body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
-    return await page(reply, session, { secret: (await rotateSecret(db, session.userId)).secret, testSecret: await testSecret(db, session.userId), rotated: true })
+    return await showSettings(reply, session, { secret: (await rotateSecret(db, session.userId)).secret, testSecret: await testSecret(db, session.userId), rotated: true })
   })
 }
