@@ -183,7 +183,7 @@ ${filterBar({
   label: 'Filter calls',
   submit: 'Show calls',
   fields: [
-    filterField('q', 'Search', html`<input id="q" name="q" type="search" value="${filters.q}" maxlength="${MAX_SEARCH}" placeholder="Number, call id or words said" aria-describedby="q-hint">`),
+    filterField('q', 'Search', html`<input id="q" name="q" type="search" value="${filters.q}" maxlength="${MAX_SEARCH}" placeholder="Number, call id or words" aria-describedby="q-hint">`),
     filterField('agent', 'Agent', filterSelect('agent', 'Any agent', agentOptions.map((agent) => ({ value: agent.id, label: agent.name })), filters.agent)),
     filterField('status', 'Status', filterSelect('status', 'Any', choices(STATUSES), filters.status)),
     filterField('type', 'Type', filterSelect('type', 'Any', choices(TYPES), filters.type)),
