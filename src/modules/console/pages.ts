@@ -93,7 +93,7 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <title>${title} · Switchboard</title>
 <link rel="stylesheet" href="/console/console.css">
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
-<script src="/console/local-time.js" defer></script>
+${body.value.includes('<time datetime=') && html`<script src="/console/local-time.js" defer></script>`}
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
@@ -180,8 +180,8 @@ export interface KeyRow { id: string, prefix: string, name: string, created_at: 
 
 /**
  * A time (a Date or epoch ms) as `<time datetime>` with its UTC text to the minute (`seconds`: to the second, as
- * call times are), which static/local-time.js (linked by the layout) rewrites to the viewer's zone at the same
- * precision; `none` for a missing one.
+ * call times are), which static/local-time.js rewrites to the viewer's zone at the same precision (the layout links
+ * it on every page that has a time, so that pages without one load no script); `none` for a missing one.
  */
 export function when (time: Date | number | null, options: { none?: string, seconds?: true } = {}): SafeHtml | string {
   if (time === null) return options.none ?? 'never'
