@@ -23,9 +23,11 @@ t.test('a call\'s page: a line plays the recording from there and is marked, loc
     phone_call_credits: 10,
     disconnection_reason: 'user_hangup',
     token_usage: { 'gpt-4o-mini': { input: 1200, output: 300 } },
-    latency: JSON.stringify({ e2e: stat, end_of_turn: stat, transcription: null, llm: stat, tts: null, turns: [
-      { at: start + 4_000, end_of_turn_ms: 200, transcription_ms: null, llm_ms: 300, tts_ms: null, e2e_ms: 750 },
-      { at: start + 11_000, end_of_turn_ms: 250, transcription_ms: null, llm_ms: 350, tts_ms: null, e2e_ms: 950 }] }),
+    latency: JSON.stringify({
+      e2e: stat, end_of_turn: stat, transcription: null, llm: stat, tts: null, turns: [
+        { at: start + 4_000, end_of_turn_ms: 200, transcription_ms: null, llm_ms: 300, tts_ms: null, e2e_ms: 750 },
+        { at: start + 11_000, end_of_turn_ms: 250, transcription_ms: null, llm_ms: 350, tts_ms: null, e2e_ms: 950 }]
+    }),
     transcription: [
       { speaker: 'agent', content: 'Hello, this is the front desk.', timestamp: start + 500 },
       { speaker: 'user', content: 'A table for two tonight.', timestamp: start + 2_000 },
