@@ -263,6 +263,11 @@ t.test('a call\'s page with a recording: lines seek from the recording\'s start,
   t.match(page.body, '<tr><td>Speech recognition</td><td>6.5 s of the caller&#39;s speech</td><td class="number">included</td></tr>')
   t.match(page.body, '<tr><td>Speech synthesis</td><td>9 s of the agent&#39;s speech</td><td class="number">included</td></tr>')
 
+  t.equal((await browser.get(`/calls/${id}?channels=2&anything=1`)).statusCode, 200, 'a query the page does not read is dropped')
+  const repeated = await browser.get(`/calls/${id}/recording.wav?channels=2&channels=1`)
+  t.equal(repeated.statusCode, 400, 'a repeated channels is refused by the route\'s schema')
+  t.match(repeated.headers['content-type'], 'text/html')
+
   const script = await browser.get('/console/call-page.js')
   t.equal(script.statusCode, 200)
   t.match(script.headers['content-type'], 'text/javascript')
