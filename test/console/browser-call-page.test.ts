@@ -73,6 +73,11 @@ t.test('a call\'s page: a line plays the recording from there and is marked, loc
   await pause()
   await check('a line playing')
 
+  // Times on every page: the API keys page (the account's key) in the browser's zone, to the minute as written.
+  await page.goto(`${url}/keys`)
+  t.match(await page.locator('tbody time').first().textContent(), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} GMT−[45]$/, 'a key\'s creation in New York time')
+  t.match(await page.locator('tbody time').first().getAttribute('title'), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/)
+
   t.same(axe, { 'call page': [], 'a line playing': [] }, 'no accessibility violations')
   t.same(problems, [], 'no script errors and no CSP violations')
 })
