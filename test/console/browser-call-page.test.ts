@@ -1,4 +1,5 @@
 import t from 'tap'
+import { bookAppointment } from '../../src/modules/appointments/appointments.ts'
 import { storeRecordingPart } from '../../src/modules/calls/recordings.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
@@ -77,6 +78,13 @@ t.test('a call\'s page: a line plays the recording from there and is marked, loc
   await page.goto(`${url}/keys`)
   t.match(await page.locator('tbody time').first().textContent(), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} GMT−[45]$/, 'a key\'s creation in New York time')
   t.match(await page.locator('tbody time').first().getAttribute('title'), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/)
+
+  // A time written in its own zone (an appointment's) is not rewritten: only the UTC text of when() is.
+  const tool = await ctx.app.inject({ method: 'POST', url: `/v1/agent/${desk._id}/tools`, headers: { 'x-api-key': key }, payload: { tool_type: 'appointment_booking', settings: { name: 'appointments', time_zone: 'Europe/Berlin', duration_minutes: 30 } } })
+  const appointmentStart = Date.UTC(2030, 2, 4, 9)
+  await bookAppointment(ctx.db, { userId: user.id, agentId: desk._id, toolId: tool.json()._id, callId: id, start: new Date(appointmentStart), end: new Date(appointmentStart + 30 * 60_000), bufferMinutes: 0, timeZone: 'Europe/Berlin', name: 'Ada', email: null, phone: null, notes: null })
+  await page.goto(`${url}/appointments`)
+  t.equal(await page.locator('tbody time').first().textContent(), 'Monday, 4 March 2030 at 10:00 (Europe/Berlin)', 'the appointment keeps its zone')
 
   t.same(axe, { 'call page': [], 'a line playing': [] }, 'no accessibility violations')
   t.same(problems, [], 'no script errors and no CSP violations')
