@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises'
 import t from 'tap'
 import { bookAppointment } from '../../src/modules/appointments/appointments.ts'
 import { storeRecordingPart } from '../../src/modules/calls/recordings.ts'
@@ -85,6 +86,20 @@ t.test('a call\'s page: a line plays the recording from there and is marked, loc
   await bookAppointment(ctx.db, { userId: user.id, agentId: desk._id, toolId: tool.json()._id, callId: id, start: new Date(appointmentStart), end: new Date(appointmentStart + 30 * 60_000), bufferMinutes: 0, timeZone: 'Europe/Berlin', name: 'Ada', email: null, phone: null, notes: null })
   await page.goto(`${url}/appointments`)
   t.equal(await page.locator('tbody time').first().textContent(), 'Monday, 4 March 2030 at 10:00 (Europe/Berlin)', 'the appointment keeps its zone')
+
+  // The script alone, on every form of time it meets (New York is UTC−4 in May, UTC−5 in March).
+  const script = await readFile(new URL('../../src/modules/console/static/local-time.js', import.meta.url), 'utf8')
+  const lone = await context.newPage()
+  await lone.setContent(`<time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30 UTC</time>
+    <time datetime="2026-05-01T09:30:07.000Z">2026-05-01 09:30:07 UTC</time>
+    <time datetime="2030-03-04T09:00:00.000Z">Monday, 4 March 2030 at 10:00 (Europe/Berlin)</time>
+    <time datetime="2026-05-01">2026-05-01</time>
+    <select><option data-datetime="2030-03-04T09:00:00.000Z">version 2, 2030-03-04 09:00 UTC: 3 passed, 0 failed</option></select>`)
+  await lone.addScriptTag({ content: script })
+  t.same(await lone.locator('time, option').allTextContents(), [
+    '2026-05-01 05:30 GMT−4', '2026-05-01 05:30:07 GMT−4', 'Monday, 4 March 2030 at 10:00 (Europe/Berlin)', '2026-05-01',
+    'version 2, 2030-03-04 04:00 GMT−5: 3 passed, 0 failed'
+  ], 'UTC text rewritten at its precision, inside an option\'s words too; a time in its own zone and a day left alone')
 
   t.same(axe, { 'call page': [], 'a line playing': [] }, 'no accessibility violations')
   t.same(problems, [], 'no script errors and no CSP violations')
