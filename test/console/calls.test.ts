@@ -30,10 +30,10 @@ t.test('the list: only one\'s own calls, newest first, with their columns; filte
   t.notMatch(page.body, foreign)
   t.notMatch(page.body, 'Not mine')
   t.match(page.body, '<time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30:00 UTC</time>')
-  t.match(page.body, /<td>\+14155550100<\/td>\s*<td>\+14155550199<\/td>\s*<td>Front desk<\/td>\s*<td>Phone, inbound<\/td>\s*<td>success<\/td>\s*<td>1:05<\/td>\s*<td>positive<\/td>\s*<td class="number">10<\/td>/, 'from and to')
-  t.match(page.body, /<td>—<\/td>\s*<td>—<\/td>\s*<td>Front desk<\/td>\s*<td>Web, outbound<\/td>\s*<td>failed<\/td>\s*<td>1:02:03<\/td>\s*<td>—<\/td>\s*<td class="number">2<\/td>/)
+  t.match(page.body, /<td>\+14155550100<\/td>\s*<td>\+14155550199<\/td>\s*<td>Front desk<\/td>\s*<td>Phone, inbound<\/td>\s*<td>Success<\/td>\s*<td>1:05<\/td>\s*<td>Positive<\/td>\s*<td class="number">10<\/td>/, 'from and to')
+  t.match(page.body, /<td>—<\/td>\s*<td>—<\/td>\s*<td>Front desk<\/td>\s*<td>Web, outbound<\/td>\s*<td>Failed<\/td>\s*<td>1:02:03<\/td>\s*<td>—<\/td>\s*<td class="number">2<\/td>/)
   t.match(page.body, '<strong>3 calls</strong>', 'the total')
-  t.match(page.body, '<script src="/console/local-time.js" defer></script>', 'times in the viewer\'s zone')
+  t.match(page.body, '<script src="/console/local-time.js" defer></script>', 'times in the viewer\'s zone (the layout links it)')
   t.match(page.body, /<td>Sales &lt;b&gt;<\/td>/, 'names are text')
   t.match(page.body, `<option value="${two._id}">Sales &lt;b&gt;</option>`, 'the agent filter lists the agents')
   t.match(page.body, '<div class="table"><table class="calls-list">', 'the table scrolls on a small screen')
@@ -183,10 +183,11 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
 
   const page = await browser.get(`/calls/${id}`)
   t.equal(page.statusCode, 200)
-  t.match(page.body, '<title>Call of 2026-05-01 09:30 UTC · Switchboard</title>')
+  t.match(page.body, '<title>Phone call with Front desk · Switchboard</title>', 'no time in the title: times are written where the viewer\'s zone replaces them')
   t.match(page.body, /<a href="\/calls" aria-current="page">Calls<\/a>/)
-  for (const [label, value] of [['Agent', 'Front desk'], ['Type', 'Phone, inbound'], ['From', '+14155550100'], ['To', '+14155550199'],
-    ['Duration', '1:35'], ['Status', 'success'], ['Disconnection reason', 'user_hangup'], ['Task achieved', 'yes']]) {
+  t.match(page.body, `<dt>Agent</dt><dd><a href="/agents/${agent._id}">Front desk</a></dd>`, 'the agent linked')
+  for (const [label, value] of [['Type', 'Phone, inbound'], ['From', '+14155550100'], ['To', '+14155550199'],
+    ['Duration', '1:35'], ['Status', 'Success'], ['How it ended', 'The caller hung up'], ['Task achieved', 'Yes'], ['Credits', '<a href="#cost-title">17</a>']]) {
     t.match(page.body, `<dt>${label}</dt><dd>${value}</dd>`, label)
   }
   t.match(page.body, '<dt>Started</dt><dd><time datetime="2026-05-01T09:30:00.000Z">2026-05-01 09:30:00 UTC</time></dd>')
@@ -194,11 +195,14 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
   t.match(page.body, '<strong>Positive</strong>: Thanked the agent &amp; said &quot;great&quot;.')
   t.match(page.body, '<tr><td>party_size</td><td>2</td></tr>')
   t.match(page.body, '<tr><td>name</td><td>&lt;img src=x onerror=alert(1)&gt;</td></tr>')
-  t.match(page.body, /<li><span class="hint">0:01<\/span> <strong>Agent:<\/strong> Hello, how can I help\?<\/li>/)
+  t.match(page.body, /<li class="agent"><span class="at">0:01<\/span> <strong>Agent:<\/strong> Hello, how can I help\?<\/li>/, 'without a recording, lines do not seek')
   t.match(page.body, /<strong>Caller:<\/strong> &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/li>/, 'the transcript, escaped')
-  t.match(page.body, /<li class="tool"><span class="hint">1:10<\/span> <strong>Tool<\/strong> <code>book_table<\/code> \(api_call\): arguments <code>\{&quot;size&quot;:2\}<\/code>; answered <code>booked<\/code><\/li>/)
-  t.notMatch(page.body, /<script|<img|<em>/i, 'nothing of the user\'s content is markup')
-  t.match(page.body, '<tr><td>12</td><td>0</td><td>1</td><td>4</td><td>17</td></tr>', 'credits and their total')
+  t.match(page.body, /<li class="tool"><span class="at">1:10<\/span> <strong>Tool<\/strong> <code>book_table<\/code> \(api_call\): arguments <code>\{&quot;size&quot;:2\}<\/code>; answered <code>booked<\/code><\/li>/)
+  t.notMatch(page.body, /<script(?! src="\/console\/local-time\.js")|<img|<em>/i, 'nothing of the user\'s content is markup')
+  t.match(page.body, '<tr><td>Phone line (carrier)</td><td>2 started minutes</td><td class="number">12</td></tr>', 'cost per provider: the carrier\'s minutes')
+  t.match(page.body, '<tr><td>Text messages</td><td>—</td><td class="number">1</td></tr><tr><td>Call forwarding</td><td>—</td><td class="number">4</td></tr>')
+  t.match(page.body, '<tfoot><tr><th scope="row">Total</th><td></td><td class="number">17</td></tr></tfoot>', 'and the total')
+  t.notMatch(page.body, /Language model|Speech recognition|Speech synthesis/, 'no model or speech used, no rows for them')
   t.match(page.body, `<td><a href="/deliveries/${deliveryId}">Webhook</a></td><td>call_analyzed</td><td>failed</td><td>2 of 2</td><td><time datetime="2026-05-01T09:33:00.000Z">2026-05-01 09:33:00 UTC</time> (HTTP 503)</td>`, 'a delivery links to its page')
   t.notMatch(page.body, /<audio/, 'no recording, no player')
 
@@ -211,6 +215,74 @@ t.test('a call\'s page: facts, summary, sentiment, extracted fields, transcript 
   t.match(running.body, /<h2>Sentiment<\/h2>\s*<p>Not analysed.<\/p>/)
   t.match(running.body, /No transcript/)
   t.notMatch(running.body, /Extracted fields|<h2>Deliveries/)
+})
+
+t.test('a call\'s page with a recording: lines seek from the recording\'s start, each answer shows its turn\'s timings, cost per provider', async (t) => {
+  const ctx = await setup(t)
+  const { user, account, browser } = await signedInWithKey(ctx)
+  const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
+  const start = Date.parse('2026-05-01T09:30:00Z')
+  const turn = (at: number, e2e: number) => ({ at, end_of_turn_ms: 200, transcription_ms: null, llm_ms: 300, tts_ms: null, e2e_ms: e2e })
+  const stat = { p50: 700, p90: 900, min: 600, max: 1000, num: 2 }
+  const [id] = await insertCalls(ctx.db, user.id, agent, [{
+    start_timestamp: new Date(start),
+    end_timestamp: new Date(start + 20_000),
+    duration_ms: 20_000,
+    web_call_credits: 5,
+    call_type: 'web',
+    call_from: null,
+    call_to: null,
+    token_usage: { 'gpt-4o-mini': { input: 1200, output: 300 } },
+    speech_recognised_seconds: 6.5,
+    speech_synthesised_seconds: 9,
+    latency: JSON.stringify({ e2e: stat, end_of_turn: stat, transcription: null, llm: stat, tts: null, turns: [turn(start + 13_000, 650), turn(start + 16_000, 1000)] }),
+    transcription: [
+      { speaker: 'agent', content: 'Hello.', timestamp: start + 10_500 },
+      { speaker: 'user', content: 'A table, please.', timestamp: start + 12_000 },
+      { speaker: 'agent', content: 'For when?', timestamp: start + 13_700 },
+      { speaker: 'user', content: 'Tonight.', timestamp: start + 15_000 },
+      { speaker: 'agent', content: 'Booked.', timestamp: start + 17_000 }
+    ]
+  }])
+  // Ten seconds recorded, up to the call's end: the recording began 10 s after the call's record (a web call's record
+  // exists before its audio), so the lines count from there.
+  t.ok(await storeRecordingPart(ctx.db, { callId: id, userId: user.id, pcm: Buffer.alloc(16_000 * 2 * 10) }))
+
+  const page = await browser.get(`/calls/${id}`)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, '<h2 id="transcript-title">Recording and transcript</h2>')
+  t.match(page.body, '<li class="agent" data-at="0.50"><span class="at">0:01</span> <strong>Agent:</strong> Hello.</li>', 'the greeting answers no turn')
+  t.match(page.body, '<li class="user" data-at="2.00"><span class="at">0:02</span> <strong>Caller:</strong> A table, please.</li>')
+  t.match(page.body, '<li class="agent" data-at="3.70"><span class="at">0:04</span> <strong>Agent:</strong> For when? <span class="turn-time">Answered in 650 ms (end of turn 200 ms, model 300 ms)</span></li>',
+    'an answer shows its turn: what the caller waited and the stages the providers have')
+  t.match(page.body, '<strong>Agent:</strong> Booked. <span class="turn-time">Answered in 1,000 ms (end of turn 200 ms, model 300 ms)</span>')
+  t.match(page.body, '<script src="/console/call-page.js" defer></script>')
+  t.match(page.body, '<dt>Caller waited</dt><dd>700 ms typically (p50), 900 ms at p90</dd>')
+  t.match(page.body, '<tr><td>Web call</td><td>1 started minute</td><td class="number">5</td></tr>')
+  t.match(page.body, '<tr><td>Language model <code>gpt-4o-mini</code></td><td>1,200 tokens in, 300 out</td><td class="number">included</td></tr>')
+  t.match(page.body, '<tr><td>Speech recognition</td><td>6.5 s of the caller&#39;s speech</td><td class="number">included</td></tr>')
+  t.match(page.body, '<tr><td>Speech synthesis</td><td>9 s of the agent&#39;s speech</td><td class="number">included</td></tr>')
+
+  t.equal((await browser.get(`/calls/${id}?channels=2&anything=1`)).statusCode, 200, 'a query the page does not read is dropped')
+  const repeated = await browser.get(`/calls/${id}/recording.wav?channels=2&channels=1`)
+  t.equal(repeated.statusCode, 400, 'a repeated channels is refused by the route\'s schema')
+  t.match(repeated.headers['content-type'], 'text/html')
+
+  const script = await browser.get('/console/call-page.js')
+  t.equal(script.statusCode, 200)
+  t.match(script.headers['content-type'], 'text/javascript')
+  t.match(script.body, 'currentTime')
+})
+
+t.test('every page with a time links the local-time script, and its times are <time datetime> in UTC', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedInWithKey(ctx)
+  const keys = await browser.get('/keys')
+  t.match(keys.body, '<script src="/console/local-time.js" defer></script>')
+  t.match(keys.body, /<td><time datetime="\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z">\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC<\/time><\/td>/, 'a key\'s creation')
+  t.notMatch((await browser.get('/account/password')).body, /<script/, 'a page without a time loads no script')
+  const script = await ctx.app.inject({ method: 'GET', url: '/console/local-time.js' })
+  t.equal(script.statusCode, 200, 'served without a session')
 })
 
 t.test('another account\'s call, an unknown id and a malformed one are the console\'s 404 page', async (t) => {
@@ -237,7 +309,7 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   t.ok(await storeRecordingPart(ctx.db, { callId: id, userId: user.id, pcm: Buffer.from(pcm.buffer) }))
 
   const page = await browser.get(`/calls/${id}`)
-  t.match(page.body, `<audio controls preload="none" src="/calls/${id}/recording.wav">`)
+  t.match(page.body, `<audio id="recording" controls preload="metadata" src="/calls/${id}/recording.wav">`)
   t.notMatch(page.body, account.key, 'no API key on the page')
 
   const whole = await browser.get(`/calls/${id}/recording.wav`)
@@ -286,6 +358,6 @@ t.test('the Calls pages carry the console\'s security headers and nothing inline
   for (const res of answers) {
     t.match(res.headers, PAGE_HEADERS, `${res.statusCode}`)
     t.match(res.body, /<main id="main"/)
-    t.notMatch(res.body, /<script(?! src="\/console\/local-time\.js")|<style|style=/i, 'nothing inline that the CSP would block')
+    t.notMatch(res.body, /<script(?! src="\/console\/(local-time|call-page)\.js")|<style|style=/i, 'nothing inline that the CSP would block')
   }
 })

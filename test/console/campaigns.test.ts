@@ -118,7 +118,7 @@ t.test('list, create through the form with a CSV file, the campaign page with it
   const list = await browser.get('/campaigns')
   t.match(list.body, `<a href="/campaigns/${api._id as string}">December reminders</a>`)
   t.match(list.body, '<td>Caller</td>')
-  t.match(list.body, 'Active, starts 2026-12-01 08:00 UTC')
+  t.match(list.body, 'Active, starts <time datetime="2026-12-01T08:00:00.000Z">2026-12-01 08:00 UTC</time>', 'in the viewer\'s zone once local-time.js runs')
   t.match(list.body, 'aria-valuetext="0 of 2 done, 0 calling, 2 pending"')
 
   // The dialler's work, written as it leaves it: one done, one being called.

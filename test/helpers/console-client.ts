@@ -98,3 +98,6 @@ export function inputValue (body: string, name: string): string {
   if (found === null) throw new Error(`no input ${name} in the page`)
   return unescapeHtml(found[1])
 }
+
+/** A page without the layout's local-time script (pages.ts links it where a page shows a time): for tests that a page has no other script. */
+export const withoutLocalTime = (body: string) => body.replace('<script src="/console/local-time.js" defer></script>', '')

@@ -509,7 +509,7 @@ ${notice(run.status === 'passed' ? 'success' : 'error', `${run.status === 'passe
 ${choices.length > 0 && html`<form method="get" action="/agents/${agent.id}/tests/runs/${run._id}" class="inline">
   <label for="with">Side by side with</label>
   <select id="with" name="with">
-    ${choices.map((r) => html`<option value="${r._id}"${r._id === other?._id && html` selected`}>version ${r.agent_version}, ${new Date(r.started_at).toISOString().slice(0, 16).replace('T', ' ')} UTC: ${r.passed} passed, ${r.failed} failed</option>`)}
+    ${choices.map((r) => html`<option value="${r._id}"${r._id === other?._id && html` selected`} data-datetime="${new Date(r.started_at).toISOString()}">version ${r.agent_version}, ${new Date(r.started_at).toISOString().slice(0, 16).replace('T', ' ')} UTC: ${r.passed} passed, ${r.failed} failed</option>`)}
   </select>
   <button type="submit">Compare</button>
 </form>`}

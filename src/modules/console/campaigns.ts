@@ -222,10 +222,10 @@ function progressBar (progress: Progress, name: string): SafeHtml {
 
 const PROGRESS_LEGEND = html`<ul class="legend" aria-hidden="true"><li><span class="swatch s2"></span>Done</li><li><span class="swatch s0"></span>Calling</li><li><span class="swatch s7"></span>Cancelled</li><li><span class="swatch pending"></span>Pending</li></ul>`
 
-function statusText (campaign: Campaign): string {
+function statusText (campaign: Campaign): SafeHtml | string {
   const status = STATUS[campaign.status] ?? campaign.status
   if (campaign.status === 'paused' && campaign.status_reason !== null) return `${status}: ${REASONS[campaign.status_reason] ?? campaign.status_reason}`
-  if (campaign.status === 'active' && campaign.start_at > Date.now()) return `${status}, starts ${new Date(campaign.start_at).toISOString().slice(0, 16).replace('T', ' ')} UTC`
+  if (campaign.status === 'active' && campaign.start_at > Date.now()) return html`${status}, starts ${when(campaign.start_at)}`
   return status
 }
 

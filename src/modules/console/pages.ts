@@ -94,6 +94,7 @@ export function layout ({ title, viewer, current, body }: PageOptions): string {
 <title>${title} · Switchboard</title>
 <link rel="stylesheet" href="/console/console.css">
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
+${body.value.includes('<time datetime=') && html`<script src="/console/local-time.js" defer></script>`}
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
@@ -178,9 +179,16 @@ ${!hasPassword && html`<p>Set a password to sign in with your e-mail address nex
 
 export interface KeyRow { id: string, prefix: string, name: string, created_at: Date, last_used_at: Date | null }
 
-export const when = (date: Date | null) => date === null
-  ? 'never'
-  : html`<time datetime="${date.toISOString()}">${date.toISOString().slice(0, 16).replace('T', ' ')} UTC</time>`
+/**
+ * A time (a Date or epoch ms) as `<time datetime>` with its UTC text to the minute (`seconds`: to the second, as
+ * call times are), which static/local-time.js rewrites to the viewer's zone at the same precision (the layout links
+ * it on every page that has a time, so that pages without one load no script); `none` for a missing one.
+ */
+export function when (time: Date | number | null, options: { none?: string, seconds?: true } = {}): SafeHtml | string {
+  if (time === null) return options.none ?? 'never'
+  const iso = new Date(time).toISOString()
+  return html`<time datetime="${iso}">${iso.slice(0, options.seconds === true ? 19 : 16).replace('T', ' ')} UTC</time>`
+}
 
 export function keysPage (options: { viewer: Viewer, keys: KeyRow[], max: number, created?: { key: string, name: string }, error?: string }): string {
   const { viewer, keys, max, created } = options
