@@ -134,7 +134,7 @@ const when = (epochMs: number | null) => {
 }
 
 /** m:ss, or h:mm:ss from an hour. */
-function duration (ms: number | null): string {
+export function duration (ms: number | null): string {
   if (ms === null) return '—'
   const total = Math.round(ms / 1000)
   const [h, m, s] = [Math.floor(total / 3600), Math.floor(total / 60) % 60, total % 60]

@@ -4,8 +4,11 @@ import { html, type SafeHtml } from './html.ts'
 // colours come from classes in console.css. Each chart is an image with a title and a description for screen
 // readers, and its figures follow in a table inside <details>.
 
-/** One bar; `kind` picks its colour class (`s0`…`s7`, or a sentiment) instead of the first series colour. */
-export interface Bar { label: string, value: number, kind?: string }
+/**
+ * One bar; `kind` picks its colour class (`s0`…`s7`, or a sentiment) instead of the first series colour; `href`: the
+ * page of what it counts (the bar and its label link there for the pointer, its row's label in the table for everyone).
+ */
+export interface Bar { label: string, value: number, kind?: string, href?: string }
 /** One series of a stacked chart: a value per category. */
 export interface Series { name: string, values: number[] }
 
@@ -84,13 +87,13 @@ ${body}
 </svg>`
 }
 
-function table (text: ChartText, headers: string[], rows: Array<{ label: string, values: number[] }>): SafeHtml {
+function table (text: ChartText, headers: string[], rows: Array<{ label: string, values: number[], href?: string }>): SafeHtml {
   return html`<details class="figures">
 <summary>The figures of “${text.title}”</summary>
 <div class="table"><table id="${text.id}-table">
   <caption>${text.title}</caption>
   <thead><tr><th scope="col">${text.labelHeader}</th>${headers.map((header) => html`<th scope="col">${header}</th>`)}</tr></thead>
-  <tbody>${rows.map((row) => html`<tr><th scope="row">${row.label}</th>${row.values.map((value) => html`<td>${formatNumber(value)}</td>`)}</tr>`)}</tbody>
+  <tbody>${rows.map((row) => html`<tr><th scope="row">${row.href === undefined ? row.label : html`<a href="${row.href}">${row.label}</a>`}</th>${row.values.map((value) => html`<td>${formatNumber(value)}</td>`)}</tr>`)}</tbody>
 </table></div>
 </details>`
 }
@@ -166,10 +169,12 @@ export function barChart (text: ChartText & { bars: Bar[], unit: string }): Safe
     const y = 4 + i * ROW_HEIGHT
     const width = length(bar.value, scale, plotWidth)
     const middle = at(y + ROW_HEIGHT / 2)
-    return html`<text class="label" x="${LABEL_WIDTH - 8}" y="${middle}" text-anchor="end" dominant-baseline="middle">${shorten(bar.label)}</text>
+    const row = html`<text class="label" x="${LABEL_WIDTH - 8}" y="${middle}" text-anchor="end" dominant-baseline="middle">${shorten(bar.label)}</text>
 <rect class="bar ${bar.kind ?? 's0'}" x="${LABEL_WIDTH}" y="${y + 4}" width="${at(width)}" height="${ROW_HEIGHT - 8}"><title>${bar.label}: ${formatNumber(bar.value)} ${text.unit}</title></rect>
 <text class="value" x="${at(LABEL_WIDTH + width + 6)}" y="${middle}" dominant-baseline="middle">${formatNumber(bar.value)}</text>`
+    // Out of the tab order: the image is one thing to assistive technology; the table's links are the way for keys.
+    return bar.href === undefined ? row : html`<a href="${bar.href}" tabindex="-1">${row}</a>`
   })
   return html`${svg(text, height, [...rows, html`<line class="axis" x1="${LABEL_WIDTH}" x2="${LABEL_WIDTH}" y1="4" y2="${height - 4}"/>`])}
-${table(text, [text.valueHeader], bars.map((bar) => ({ label: bar.label, values: [bar.value] })))}`
+${table(text, [text.valueHeader], bars.map((bar) => ({ label: bar.label, values: [bar.value], href: bar.href })))}`
 }
