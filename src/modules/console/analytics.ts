@@ -120,7 +120,7 @@ function outcomeSection (form: Form, { outcomes, waits, waitBuckets, field }: Fi
   const results: Bar[] = [
     { label: 'Conversation held', value: success, href: callsHref(form, { status: 'success' }), kind: 'positive' },
     { label: 'Not connected', value: failed, href: callsHref(form, { status: 'failed' }), kind: 'negative' },
-    { label: 'Running or being analysed', value: calls - success - failed, kind: 'unknown' }
+    { label: 'In progress', value: calls - success - failed, kind: 'unknown' }
   ]
   const tasks: Bar[] = [
     { label: 'Achieved', value: achieved, href: callsHref(form, { task: 'achieved' }), kind: 'positive' },
@@ -149,31 +149,32 @@ function outcomeSection (form: Form, { outcomes, waits, waitBuckets, field }: Fi
   <dt>Caller waited per turn</dt><dd>${waits === null ? 'No timed turns' : `${formatNumber(waits.p50)} ms p50, ${formatNumber(waits.p95)} ms p95 (over ${formatNumber(waits.turns)} answered turns of ${formatNumber(waits.calls)} timed ${waits.calls === 1 ? 'call' : 'calls'})`}</dd>
 </dl>
 <p class="hint">Select a bar, or a figure in a chart's table, to list its calls.</p>
-<h3>Results</h3>
+<div class="chart-grid">
+<div><h3>Results</h3>
 ${barChart({
   id: 'results', title: 'Result of the calls', labelHeader: 'Result', valueHeader: 'Calls', unit: 'calls', bars: results,
-  description: `The calls ${span}: ${formatNumber(success)} held a conversation, ${formatNumber(failed)} never connected, ${formatNumber(calls - success - failed)} still running or being analysed.`
-})}
-<h3>Task achieved</h3>
+  description: `The calls ${span}: ${formatNumber(success)} held a conversation, ${formatNumber(failed)} never connected, ${formatNumber(calls - success - failed)} in progress (running, or its analysis not done).`
+})}</div>
+<div><h3>Task achieved</h3>
 ${barChart({
   id: 'tasks', title: 'Whether the task was achieved', labelHeader: 'Task', valueHeader: 'Calls', unit: 'calls', bars: tasks,
   description: `The calls ${span} by whether their analysis found the task achieved: ${percent(achieved, judged)} of the judged calls.`
-})}
-<h3>Why calls ended</h3>
+})}</div>
+<div><h3>Why calls ended</h3>
 ${ended.length === 0
   ? html`<p>No call of this range has ended yet.</p>`
   : barChart({
     id: 'reasons', title: 'Why calls ended', labelHeader: 'Reason', valueHeader: 'Calls', unit: 'calls', bars: reasons,
     description: `The ended calls ${span} by why they ended, most frequent first.`
-  })}
-<h3>How long callers waited</h3>
+  })}</div>
+<div><h3>How long callers waited</h3>
 ${waits === null
   ? html`<p>No call of this range has timed turns (calls through the voice engine time each answered turn).</p>`
   : barChart({
     id: 'waits', title: 'Calls by the caller\'s usual wait', labelHeader: 'Median wait per turn', valueHeader: 'Calls', unit: 'calls', bars: waitBars,
     description: `The timed calls ${span} by the median time the caller waited for the agent's answer over the call's turns.`
-  })}
-<h3>Extracted fields</h3>
+  })}</div>
+<div><h3>${field === undefined ? 'Extracted fields' : `Extracted field: ${field.name}`}</h3>
 ${field === undefined
   ? html`<p>None of these agents extracts fields from its calls (an agent's “Data retrieval” settings).</p>`
   : field.values.length === 0
@@ -185,7 +186,8 @@ ${field === undefined
       ...(others > 0 ? [{ label: 'Other values', value: others, kind: `s${SERIES_COLOURS - 1}` }] : [])
     ],
     description: `The ${formatNumber(field.calls)} calls ${span} with a value for ${field.name}, by value, most frequent first (choose the field above).`
-  })}`
+  })}</div>
+</div>`
 }
 
 /** Sums of rows per period (a day, or a month for long ranges), in order; every period of the range is present. */

@@ -5,26 +5,27 @@ import { formatNumber } from './charts.ts'
 // "Analytics"): the address's parameters, their check, and words for them.
 
 /** Why calls end (calls.disconnection_reason, as the voice engine, the carriers and the deadline write it), in words. */
+// Short enough for a chart's label (24 characters).
 const REASONS: Record<string, string> = {
   user_hangup: 'The caller hung up',
-  agent_hangup: 'The agent ended the call',
-  call_transfer: 'Put through to someone else',
-  inactivity: 'Nobody spoke for too long',
-  max_duration_reached: 'Reached the longest call duration',
+  agent_hangup: 'The agent ended it',
+  call_transfer: 'Put through to a person',
+  inactivity: 'Nobody spoke for long',
+  max_duration_reached: 'Reached the longest time',
   voicemail: 'Reached a voicemail',
   fax_detected: 'A fax machine answered',
   no_answer: 'No answer',
   busy: 'The line was busy',
-  canceled: 'Cancelled before it was answered',
-  failed: 'The carrier could not place it',
+  canceled: 'Cancelled before answer',
+  failed: 'The carrier could not call',
   dial_failed: 'Dialling failed',
   invalid_number: 'Not a valid number',
   not_connected: 'Never connected',
-  stream_not_connected: 'The audio never connected',
-  stream_dropped: 'The audio connection dropped',
-  stream_timeout: 'The audio connection went silent',
+  stream_not_connected: 'Audio never connected',
+  stream_dropped: 'Audio connection dropped',
+  stream_timeout: 'Audio went silent',
   runtime_error: 'An error stopped it',
-  protocol_error: 'A connection error stopped it',
+  protocol_error: 'A connection error',
   server_shutdown: 'The server shut down'
 }
 
