@@ -12,7 +12,7 @@ function tableOf (body: string, id: string): string[][] {
   return [...table.matchAll(/<tr>(.*?)<\/tr>/g)].map((row) => [...row[1].matchAll(/<t[hd][^>]*>(.*?)<\/t[hd]>/g)].map((cell) => cell[1]))
 }
 
-const charts = (body: string) => [...body.matchAll(/<svg class="chart"[^>]* role="img" aria-labelledby="(\w+)-title"/g)].map((m) => m[1])
+const charts = (body: string) => [...body.matchAll(/<svg class="chart"[^>]* role="(?:img|group)" aria-labelledby="(\w+)-title"/g)].map((m) => m[1])
 
 /** Two agents' calls around 2026-05-01..03, and another account's on the same days. */
 async function seed (ctx: TestContext, user: { id: string }, account: Account) {
