@@ -100,6 +100,8 @@ t.test('outcomes of a known set of calls: rates, reasons, transfers, waits, an e
   t.same(await listed(t, browser, values[0][2]!), sorted(calls.hungUp, calls.transferredOnce))
   t.same(await listed(t, browser, values[1][2]!), [calls.transferredTwice], 'a value with markup, through the address')
 
+  await ctx.db.updateTable('calls').set({ custom_analysis_data: JSON.stringify({ city: ' Lyon ' }) }).where('id', '=', calls.unanswered).execute()
+  t.same(await listed(t, browser, '/calls?field=city&value=%20Lyon%20'), [calls.unanswered], 'a value is matched as stored, spaces included')
   const list = await browser.get(values[1][2]!)
   t.match(list.body, '<p class="outcome-filter">Only calls where city is “Paris &lt;b&gt;”. <a href="/calls?from=2026-05-01&amp;to=2026-05-01">Show every call</a></p>', 'the list says what it shows, and how to see all')
   t.match(list.body, '<input type="hidden" name="field" value="city"><input type="hidden" name="value" value="Paris &lt;b&gt;">', 'changing the other filters keeps the outcome')

@@ -69,7 +69,8 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, outc
     q: text('q'), agent: text('agent').toLowerCase(), status: text('status'), type: text('type'), direction: text('direction'), from: text('from'), to: text('to'),
     column: [...new Set(columns.filter((name): name is string => typeof name === 'string' && FIELD_NAME.test(name)))],
     before: text('before').toLowerCase(), after: text('after').toLowerCase(),
-    ...Object.fromEntries(OUTCOME_NAMES.map((name) => [name, text(name)])) as unknown as OutcomeParams
+    // A reason or a value is matched as stored, spaces included.
+    ...Object.fromEntries(OUTCOME_NAMES.map((name) => [name, name === 'reason' || name === 'value' ? String(query[name] ?? '') : text(name)])) as unknown as OutcomeParams
   }
   const problem = (message: string) => ({ filters, problem: message })
   const repeated = [...FILTER_NAMES, 'before', 'after'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
