@@ -4,7 +4,7 @@
 // 30 days, the whole 100 days, one agent, and the Calls list that a bar links to; beside it the Calls list without a
 // filter (the baseline of this run) and each outcome query alone. Ends with one JSON line of the figures.
 import { createDb } from '../src/db/database.ts'
-import { callWaits, extractedValues, outcomeCounts, transferCounts } from '../src/modules/calls/queries.ts'
+import { extractedValues, medianWaitBuckets, outcomeCounts, transferCounts, turnWaits } from '../src/modules/calls/queries.ts'
 import { dateRange } from '../src/http/dates.ts'
 import { createSession } from '../src/modules/console/queries.ts'
 import { SESSION_COOKIE } from '../src/modules/console/security.ts'
@@ -105,7 +105,8 @@ try {
   const queries: Record<string, () => Promise<unknown>> = {
     'query: outcome counts (100 days)': async () => await outcomeCounts(db, userId, {}, range),
     'query: transfers (100 days)': async () => await transferCounts(db, userId, {}, range),
-    'query: waits per turn p50/p95 and calls by median wait (100 days)': async () => await callWaits(db, userId, {}, range, 500, 7),
+    'query: waits per turn, p50/p95 (100 days)': async () => await turnWaits(db, userId, {}, range),
+    'query: calls by median wait (100 days)': async () => await medianWaitBuckets(db, userId, {}, range, 500, 7),
     'query: values of city (100 days)': async () => await extractedValues(db, userId, {}, range, 'city', 12)
   }
   for (const [name, run] of Object.entries(queries)) {
@@ -132,5 +133,5 @@ process.stdout.write(JSON.stringify({
   bar_calls_task_achieved_p50_ms: figure('calls of a bar: 100 days, task achieved').p50,
   bar_calls_field_value_p50_ms: figure('calls of a bar: 100 days, city = Oslo').p50,
   query_outcome_counts_p50_ms: figure('query: outcome counts (100 days)').p50,
-  query_waits_p50_ms: figure('query: waits per turn p50/p95 and calls by median wait (100 days)').p50
+  query_turn_waits_p50_ms: figure('query: waits per turn, p50/p95 (100 days)').p50
 }) + '\n')

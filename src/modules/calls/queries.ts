@@ -377,22 +377,28 @@ export async function transferCounts (db: DB, userId: string, filter: CallFilter
 }
 
 /**
- * What callers waited over the range's timed calls, in one pass over their latency (each call's is read once):
- * p50 and p95 of every answered turn's e2e_ms (which every timed turn has), in whole ms, and the calls counted by
- * their median wait in buckets of `width` ms, the last bucket (`buckets` - 1) taking every longer one; null without
- * timed calls. A call counts once by its first turn (a count of distinct ids sorted every turn: twice the time).
+ * What callers waited per answered turn (e2e_ms, which every timed turn has) over the range's timed calls: p50 and p95
+ * in whole ms; null without any. A call counts once by its first turn (a count of distinct ids sorted every turn).
  */
-export async function callWaits (db: DB, userId: string, filter: CallFilter, range: DateRange, width: number, buckets: number): Promise<{ calls: number, turns: number, p50: number, p95: number, buckets: number[] } | null> {
-  const bucket = sql`least(floor(${MEDIAN_WAIT} / ${sql.lit(width)}), ${sql.lit(buckets - 1)})`
-  const perBucket = Array.from({ length: buckets }, (_, i) => sql`count(*) FILTER (WHERE turn.n = 1 AND ${bucket} = ${sql.lit(i)})::int`)
-  const rows = await queryPrepared<{ calls: number, turns: number, percentiles: number[] | null, buckets: number[] }>(db, sql`
+export async function turnWaits (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, turns: number, p50: number, p95: number } | null> {
+  const rows = await queryPrepared<{ calls: number, turns: number, percentiles: number[] | null }>(db, sql`
     SELECT count(*) FILTER (WHERE turn.n = 1)::int AS calls, count(*)::int AS turns,
-      percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (turn.value ->> 'e2e_ms')::float8) AS percentiles,
-      ARRAY[${sql.join(perBucket)}] AS buckets
+      percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (turn.value ->> 'e2e_ms')::float8) AS percentiles
     FROM calls CROSS JOIN LATERAL jsonb_array_elements(latency -> 'turns') WITH ORDINALITY AS turn (value, n)
     WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL`.compile(db))
   const { calls, turns, percentiles } = rows[0]
-  return percentiles === null ? null : { calls, turns, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]), buckets: rows[0].buckets }
+  return percentiles === null ? null : { calls, turns, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]) }
+}
+
+/** The range's timed calls counted by their median wait, in buckets of `width` ms; the last bucket (`buckets` - 1) takes every longer one. */
+export async function medianWaitBuckets (db: DB, userId: string, filter: CallFilter, range: DateRange, width: number, buckets: number): Promise<number[]> {
+  const rows = await queryPrepared<{ bucket: number, calls: number }>(db, sql`
+    SELECT least(floor(${MEDIAN_WAIT} / ${sql.lit(width)}), ${sql.lit(buckets - 1)})::int AS bucket, count(*)::int AS calls
+    FROM calls WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL AND ${MEDIAN_WAIT} >= 0
+    GROUP BY 1`.compile(db))
+  const counts = Array<number>(buckets).fill(0)
+  for (const row of rows) counts[row.bucket] = row.calls
+  return counts
 }
 
 /** The most frequent values (as text) of an extracted field over the range's calls, and how many calls have a value. */

@@ -7,7 +7,7 @@ import { calendarDay, dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
 import { badRequest } from '../../http/errors.ts'
 import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv, sendCostsCsv } from '../calls/export.ts'
-import { callWaits, dailyCallsByAgent, dailyMetrics, extractedValues, outcomeCounts, sentimentCounts, transferCounts, type CallFilter, type OutcomeRow } from '../calls/queries.ts'
+import { dailyCallsByAgent, dailyMetrics, extractedValues, medianWaitBuckets, outcomeCounts, sentimentCounts, transferCounts, turnWaits, type CallFilter, type OutcomeRow } from '../calls/queries.ts'
 import { costsBreakdown } from '../calls/reports.ts'
 import { duration } from './calls.ts'
 import { barChart, columnChart, formatNumber, keepLargest, SERIES_COLOURS, stackedColumnChart, type Bar, type Series } from './charts.ts'
@@ -80,8 +80,9 @@ interface Figures {
   costs: Awaited<ReturnType<typeof costsBreakdown>>
   outcomes: OutcomeRow[]
   transfers: Awaited<ReturnType<typeof transferCounts>>
-  /** Per-turn waits, and timed calls per WAIT_STEP_MS of their median wait. */
-  waits: Awaited<ReturnType<typeof callWaits>>
+  waits: Awaited<ReturnType<typeof turnWaits>>
+  /** Timed calls per WAIT_STEP_MS of their median wait. */
+  waitBuckets: number[]
   /** The extracted field broken down, with its most frequent values; undefined: the agents extract none. */
   field?: { name: string } & Awaited<ReturnType<typeof extractedValues>>
 }
@@ -110,7 +111,7 @@ function waitLabel (bucket: number): string {
  * How the calls went (docs/console.md, "Analytics"): the rates as facts, then a chart each of results, end reasons,
  * waits and an extracted field's values. Every figure and bar links to its calls in the Calls list.
  */
-function outcomeSection (form: Form, { outcomes, transfers: { calls: transferred, transfers }, waits, field }: Figures): SafeHtml {
+function outcomeSection (form: Form, { outcomes, transfers: { calls: transferred, transfers }, waits, waitBuckets, field }: Figures): SafeHtml {
   const sum = (key: Exclude<keyof OutcomeRow, 'reason'>) => outcomes.reduce((n, row) => n + row[key], 0)
   const [calls, success, failed, judged, achieved, timed, durationMs] =
     (['calls', 'success', 'failed', 'judged', 'achieved', 'timed', 'duration_ms'] as const).map(sum)
@@ -133,7 +134,7 @@ function outcomeSection (form: Form, { outcomes, transfers: { calls: transferred
     MAX_REASONS,
     (bar) => bar.value,
     (rest) => ({ label: `${rest.length} other reasons`, value: rest.reduce((n, bar) => n + bar.value, 0), kind: `s${SERIES_COLOURS - 1}` }))
-  const waitBars: Bar[] = (waits?.buckets ?? []).map((value, i) => ({
+  const waitBars: Bar[] = waitBuckets.map((value, i) => ({
     label: waitLabel(i),
     value,
     href: callsHref(form, { wait_from: String(i * WAIT_STEP_MS), ...(i === WAIT_BUCKETS - 1 ? {} : { wait_to: String((i + 1) * WAIT_STEP_MS) }) })
@@ -324,18 +325,19 @@ export async function consoleAnalyticsRoutes (app: FastifyInstance, { db, limits
     if (problem !== undefined) return sendPage(reply, 400, analyticsPage({ viewer, form, agents, fields, error: problem }))
     // A field no agent has now (a deleted agent's, or one renamed) still breaks down its calls' values.
     const fieldName = form.field || fields[0]
-    const [days, dayAgents, sentiments, costs, outcomes, transfers, waits, values] = await Promise.all([
+    const [days, dayAgents, sentiments, costs, outcomes, transfers, waits, waitBuckets, values] = await Promise.all([
       dailyMetrics(db, scope.ownerId, filter!, range!),
       dailyCallsByAgent(db, scope.ownerId, filter!, range!),
       sentimentCounts(db, scope.ownerId, filter!, range!),
       costsBreakdown(db, scope.ownerId, 'agent', filter!, range!),
       outcomeCounts(db, scope.ownerId, filter!, range!),
       transferCounts(db, scope.ownerId, filter!, range!),
-      callWaits(db, scope.ownerId, filter!, range!, WAIT_STEP_MS, WAIT_BUCKETS),
+      turnWaits(db, scope.ownerId, filter!, range!),
+      medianWaitBuckets(db, scope.ownerId, filter!, range!, WAIT_STEP_MS, WAIT_BUCKETS),
       fieldName === undefined ? undefined : extractedValues(db, scope.ownerId, filter!, range!, fieldName, MAX_VALUES)
     ])
     const field = values === undefined ? undefined : { name: fieldName!, ...values }
-    const figures = { days, dayAgents, sentiments, costs, outcomes, transfers, waits, field }
+    const figures = { days, dayAgents, sentiments, costs, outcomes, transfers, waits, waitBuckets, field }
     return sendPage(reply, 200, analyticsPage({ viewer, form, agents, fields: fieldName === undefined || fields.includes(fieldName) ? fields : [...fields, fieldName], figures }))
   })
 
