@@ -66,6 +66,7 @@ t.test('analytics: change the range, see the charts, open their figures, follow 
   await page.waitForURL(/\/calls\?from=2026-05-01&to=2026-05-03&reason=user_hangup$/)
   t.equal(await page.locator('table.calls-list tbody tr').count(), 2, 'the two calls the caller hung up')
   t.ok(await page.getByText('Only calls where ended: the caller hung up.').isVisible(), 'the list says what it shows')
+  if (shots !== undefined) await page.screenshot({ path: `${shots}/calls-of-a-bar.png` })
   t.same(await axeViolations(page), [], 'no accessibility violations (calls of an outcome)')
   await page.getByRole('link', { name: 'Show every call' }).click()
   await page.waitForURL(`${url}/calls?from=2026-05-01&to=2026-05-03`)
