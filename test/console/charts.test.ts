@@ -61,8 +61,19 @@ t.test('names are text in the SVG, the legend and the table', async (t) => {
   t.match(bars, /<text class="label"[^>]*>Sales &lt;b&gt;&quot;&amp;&#39;&lt;\/b&gt;<\/text>/, 'the label inside the SVG')
   t.match(bars, '<title id="c-title">&lt;i&gt;Costs&lt;/i&gt;</title>')
   t.match(bars, `>${'x'.repeat(23)}…</text>`, 'a long label is shortened in the chart')
-  t.match(bars, `<title>${'x'.repeat(40)}: 1 calls</title>`, 'and whole in its tooltip')
+  t.match(bars, `<title>${'x'.repeat(40)}: 1 call</title>`, 'and whole in its tooltip (one call: singular)')
   t.match(bars, `<th scope="row">${'x'.repeat(40)}</th>`, 'and in the table')
+})
+
+t.test('bars with links: a group of links named as they read, each label linked in the table; without: an image', async (t) => {
+  const chart = barChart({ ...text, bars: [{ label: 'No answer', value: 2, href: '/calls?reason=no_answer&x=<b>' }, { label: 'x'.repeat(40), value: 1, href: '/calls?reason=x' }, { label: 'In progress', value: 1 }] }).value
+  t.match(chart, '<svg class="chart" viewBox="0 0 640 92" role="group" aria-labelledby="c-title"', 'an image may hold no link')
+  t.match(chart, '<a href="/calls?reason=no_answer&amp;x=&lt;b&gt;" aria-label="No answer: 2 calls"><text class="label"', 'the bar, its label and value in one link, escaped')
+  t.match(chart, `<a href="/calls?reason=x" aria-label="${'x'.repeat(23)}…: 1 call">`, 'named by the shortened label it shows')
+  t.equal([...chart.matchAll(/<a href/g)].length, 4, 'a bar without a link has none (two bars and two table rows have)')
+  t.match(chart, '<th scope="row"><a href="/calls?reason=no_answer&amp;x=&lt;b&gt;">No answer</a></th>', 'the table links the label')
+  t.match(chart, '<th scope="row">In progress</th>')
+  t.match(barChart({ ...text, bars: [{ label: 'A', value: 1 }] }).value, 'role="img"')
 })
 
 t.test('stacked columns: segments on top of each other, a legend and a total column', async (t) => {

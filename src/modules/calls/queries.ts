@@ -16,6 +16,35 @@ export interface CallFilter {
   callbackOf?: string
   /** Calls found by one id, by a number's digits or by words of the transcript (the listing and the export only). */
   search?: CallSearch
+  /** Calls of an outcome, as the console's analytics link to them (the listing, its total and the export only). */
+  outcome?: OutcomeFilter
+}
+
+/** Outcomes that the daily rollups do not know: each set one narrows the calls. */
+export interface OutcomeFilter {
+  taskAchieved?: boolean
+  disconnectionReason?: string
+  transferred?: true
+  /** The call's median wait for the agent (calls.latency's e2e p50), ms: `from` included, `to` excluded. */
+  wait?: { from?: number, to?: number }
+  /** An extracted field (custom_analysis_data) with this value as text. */
+  extracted?: { name: string, value: string }
+}
+
+const MEDIAN_WAIT = sql`(latency -> 'e2e' ->> 'p50')::float8`
+
+function outcomeConditions (outcome: OutcomeFilter): Array<RawBuilder<unknown>> {
+  const conditions: Array<RawBuilder<unknown>> = []
+  if (outcome.taskAchieved !== undefined) conditions.push(sql`task_achieved = ${sql.lit(outcome.taskAchieved)}`)
+  if (outcome.disconnectionReason !== undefined) conditions.push(sql`disconnection_reason = ${outcome.disconnectionReason}`)
+  if (outcome.transferred === true) conditions.push(sql`jsonb_array_length(transfer_history) > 0`)
+  if (outcome.wait !== undefined) {
+    conditions.push(sql`latency IS NOT NULL`)
+    if (outcome.wait.from !== undefined) conditions.push(sql`${MEDIAN_WAIT} >= ${outcome.wait.from}`)
+    if (outcome.wait.to !== undefined) conditions.push(sql`${MEDIAN_WAIT} < ${outcome.wait.to}`)
+  }
+  if (outcome.extracted !== undefined) conditions.push(sql`custom_analysis_data ->> ${outcome.extracted.name} = ${outcome.extracted.value}`)
+  return conditions
 }
 
 /**
@@ -66,6 +95,7 @@ const and = (conditions: Array<RawBuilder<unknown>>): Expression<SqlBool> => sql
 function callConditions (userId: string, filter: CallFilter, range: { from?: Date, until?: Date, after?: string, order?: 'asc' | 'desc' }): Expression<SqlBool> {
   const conditions = filterConditions(userId, filter)
   if (filter.search !== undefined) conditions.push(searchCondition(filter.search))
+  if (filter.outcome !== undefined) conditions.push(...outcomeConditions(filter.outcome))
   if (range.after !== undefined) {
     conditions.push(sql`(start_timestamp, id) ${sql.raw(range.order === 'asc' ? '>' : '<')} (SELECT k.start_timestamp, k.id FROM calls k WHERE k.user_id = ${userId} AND k.id = ${range.after})`)
   }
@@ -197,7 +227,7 @@ function mergedPage (db: DB, userId: string, filter: CallFilter, options: ListOp
  * cover); a search counts the matching calls themselves, which its indexes find.
  */
 export async function countCalls (db: DB, userId: string, filter: CallFilter, range: { from?: Date, until?: Date }, cap: number): Promise<number> {
-  if (filter.search === undefined && filter.callbackOf === undefined) {
+  if (filter.search === undefined && filter.callbackOf === undefined && filter.outcome === undefined) {
     const days = [
       ...filterConditions(userId, filter),
       ...(range.from === undefined ? [] : [sql`day >= (${range.from}::timestamptz AT TIME ZONE 'UTC')::date`]),
@@ -307,6 +337,79 @@ export async function latencyMetrics (db: DB, userId: string, filter: CallFilter
   if (percentiles === null) return null
   // Rounded here: PostgreSQL's round of a float8 rounds halves to even, Math.round (as for a call's) up.
   return { calls, e2e: { p50: Math.round(percentiles[0]), p90: Math.round(percentiles[1]), min, max, num } }
+}
+
+// The console's outcome analytics (docs/console.md, "Analytics"): read from the range's calls themselves, since the
+// rollups keep no outcomes. The counts come from calls_user_outcomes_idx alone, transfers from calls_user_transferred_idx
+// (migrations/0047_call_outcomes.sql); waits and extracted values read the calls' rows. npm run bench:analytics times
+// each at 100,000 calls.
+
+/** Counts of the range's calls per disconnection reason ('' while none is recorded); totals are their sums. */
+export interface OutcomeRow {
+  reason: string
+  calls: number
+  success: number
+  failed: number
+  /** Calls whose analysis judged the task (task_achieved not null), and those achieved. */
+  judged: number
+  achieved: number
+  /** Calls with a duration, and its sum in ms. */
+  timed: number
+  duration_ms: number
+}
+
+export async function outcomeCounts (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<OutcomeRow[]> {
+  return await queryPrepared<OutcomeRow>(db, sql`
+    SELECT coalesce(disconnection_reason, '') AS reason, count(*)::int AS calls,
+      count(*) FILTER (WHERE call_status = 'success')::int AS success, count(*) FILTER (WHERE call_status = 'failed')::int AS failed,
+      count(task_achieved)::int AS judged, count(*) FILTER (WHERE task_achieved)::int AS achieved,
+      count(duration_ms)::int AS timed, coalesce(sum(duration_ms), 0)::float8 AS duration_ms
+    FROM calls WHERE ${callConditions(userId, filter, range)}
+    GROUP BY 1 ORDER BY 2 DESC, 1`.compile(db))
+}
+
+/** The range's calls with at least one transfer, and their transfers in all. */
+export async function transferCounts (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, transfers: number }> {
+  const rows = await queryPrepared<{ calls: number, transfers: number }>(db, sql`
+    SELECT count(*)::int AS calls, coalesce(sum(jsonb_array_length(transfer_history)), 0)::int AS transfers
+    FROM calls WHERE ${callConditions(userId, filter, range)} AND jsonb_array_length(transfer_history) > 0`.compile(db))
+  return rows[0]
+}
+
+/**
+ * What callers waited per answered turn (e2e_ms, which every timed turn has) over the range's timed calls: p50 and p95
+ * in whole ms; null without any. A call counts once by its first turn (a count of distinct ids sorted every turn).
+ */
+export async function turnWaits (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, turns: number, p50: number, p95: number } | null> {
+  const rows = await queryPrepared<{ calls: number, turns: number, percentiles: number[] | null }>(db, sql`
+    SELECT count(*) FILTER (WHERE turn.n = 1)::int AS calls, count(*)::int AS turns,
+      percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (turn.value ->> 'e2e_ms')::float8) AS percentiles
+    FROM calls CROSS JOIN LATERAL jsonb_array_elements(latency -> 'turns') WITH ORDINALITY AS turn (value, n)
+    WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL`.compile(db))
+  const { calls, turns, percentiles } = rows[0]
+  return percentiles === null ? null : { calls, turns, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]) }
+}
+
+/** The range's timed calls counted by their median wait, in buckets of `width` ms; the last bucket (`buckets` - 1) takes every longer one. */
+export async function medianWaitBuckets (db: DB, userId: string, filter: CallFilter, range: DateRange, width: number, buckets: number): Promise<number[]> {
+  const rows = await queryPrepared<{ bucket: number, calls: number }>(db, sql`
+    SELECT least(floor(${MEDIAN_WAIT} / ${sql.lit(width)}), ${sql.lit(buckets - 1)})::int AS bucket, count(*)::int AS calls
+    FROM calls WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL AND ${MEDIAN_WAIT} >= 0
+    GROUP BY 1`.compile(db))
+  const counts = Array<number>(buckets).fill(0)
+  for (const row of rows) counts[row.bucket] = row.calls
+  return counts
+}
+
+/** The most frequent values (as text) of an extracted field over the range's calls, and how many calls have a value. */
+export async function extractedValues (db: DB, userId: string, filter: CallFilter, range: DateRange, name: string, limit: number): Promise<{ values: Array<{ value: string, calls: number }>, calls: number }> {
+  const rows = await queryPrepared<{ value: string, calls: number, total: number }>(db, sql`
+    SELECT value, calls, sum(calls) OVER ()::int AS total FROM (
+      SELECT custom_analysis_data ->> ${name} AS value, count(*)::int AS calls
+      FROM calls WHERE ${callConditions(userId, filter, range)} AND custom_analysis_data ->> ${name} IS NOT NULL
+      GROUP BY 1
+    ) AS v ORDER BY calls DESC, value LIMIT ${sql.lit(limit)}`.compile(db))
+  return { values: rows.map(({ value, calls }) => ({ value, calls })), calls: rows[0]?.total ?? 0 }
 }
 
 interface DailySums { date: string, calls: number, duration_ms: number }

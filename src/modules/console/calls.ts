@@ -6,7 +6,7 @@ import type { DB } from '../../db/database.ts'
 import { calendarDay, optionalDateRange } from '../../http/dates.ts'
 import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv } from '../calls/export.ts'
-import { callFigures, countCalls, findCallJson, listCallsJson, type CallFilter, type CallSearch } from '../calls/queries.ts'
+import { callFigures, countCalls, findCallJson, listCallsJson, type CallFilter, type CallSearch, type OutcomeFilter } from '../calls/queries.ts'
 import { findRecording, sendRecording } from '../calls/recordings.ts'
 import type { CallDetail, CallListItem } from '../calls/schemas.ts'
 import { listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
@@ -17,6 +17,7 @@ import { deliveryKind, messagesTable } from './messages.ts'
 import { formatNumber } from './charts.ts'
 import { filterBar, filterField, filterSelect, pager } from './components.ts'
 import { notADay } from './fields.ts'
+import { FIELD_NAME, OUTCOME_NAMES, outcomeWords, parseOutcome, type OutcomeParams } from './outcomes.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { inScope, viewScope, type Scope } from './scope.ts'
@@ -38,8 +39,6 @@ const MAX_SEARCH = 200
 const STATUSES = ['started', 'pending', 'success', 'failed']
 const TYPES = ['phone', 'web']
 const DIRECTIONS = ['inbound', 'outbound']
-// An extracted field's name, as agents' data_retrieval names them.
-const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/
 // A search of digits, spaces and phone punctuation is a number when it has this many digits.
 const NUMBER_SHAPED = /^[+\d\s().-]+$/
 const MIN_DIGITS = 3
@@ -48,9 +47,10 @@ const MIN_DIGITS = 3
  * The list's filters as the form sends them ('' means any), the chosen extracted-field columns, and the keyset
  * page: the calls older than `before`, or newer than `after` (a call's id each).
  */
-interface Filters { q: string, agent: string, status: string, type: string, direction: string, from: string, to: string, column: string[], before: string, after: string }
+interface Filters extends OutcomeParams { q: string, agent: string, status: string, type: string, direction: string, from: string, to: string, column: string[], before: string, after: string }
 
-const FILTER_NAMES = ['q', 'agent', 'status', 'type', 'direction', 'from', 'to'] as const
+// The outcomes the Analytics page links to (outcomes.ts) come last: the bar has no controls for them.
+const FILTER_NAMES = ['q', 'agent', 'status', 'type', 'direction', 'from', 'to', ...OUTCOME_NAMES] as const
 
 /** What the search box finds (calls/queries.ts, CallSearch): an id, a number's digits, or words of the transcript. */
 export function callSearch (q: string): CallSearch | undefined {
@@ -62,13 +62,15 @@ export function callSearch (q: string): CallSearch | undefined {
 }
 
 /** The query's filters, or the reason they cannot be used (shown on the page). */
-function parseFilters (query: Record<string, unknown>): { filters: Filters, problem?: string } {
+function parseFilters (query: Record<string, unknown>): { filters: Filters, outcome?: OutcomeFilter, problem?: string } {
   const text = (name: string) => typeof query[name] === 'string' ? (query[name] as string).trim() : ''
   const columns = query.column === undefined ? [] : [query.column].flat()
   const filters: Filters = {
     q: text('q'), agent: text('agent').toLowerCase(), status: text('status'), type: text('type'), direction: text('direction'), from: text('from'), to: text('to'),
     column: [...new Set(columns.filter((name): name is string => typeof name === 'string' && FIELD_NAME.test(name)))],
-    before: text('before').toLowerCase(), after: text('after').toLowerCase()
+    before: text('before').toLowerCase(), after: text('after').toLowerCase(),
+    // A reason or a value is matched as stored, spaces included.
+    ...Object.fromEntries(OUTCOME_NAMES.map((name) => [name, name === 'reason' || name === 'value' ? String(query[name] ?? '') : text(name)])) as unknown as OutcomeParams
   }
   const problem = (message: string) => ({ filters, problem: message })
   const repeated = [...FILTER_NAMES, 'before', 'after'].find((name) => query[name] !== undefined && typeof query[name] !== 'string')
@@ -89,11 +91,12 @@ function parseFilters (query: Record<string, unknown>): { filters: Filters, prob
   if (filters.column.length > MAX_COLUMNS) return problem(`Choose at most ${MAX_COLUMNS} extracted fields as columns.`)
   for (const name of ['before', 'after'] as const) if (filters[name] !== '' && !ID.test(filters[name])) return problem('The page position must be a call id.')
   if (filters.before !== '' && filters.after !== '') return problem('A page is either before or after a call, not both.')
-  return { filters }
+  const { outcome, problem: outcomeProblem } = parseOutcome(filters)
+  return outcomeProblem === undefined ? { filters, outcome } : problem(outcomeProblem)
 }
 
 /** The call filter and day range of valid filters, in the scope (the list, its total and its export). */
-function callFilterOf (filters: Filters, scope: Scope): { filter: CallFilter, range: { from?: Date, until?: Date } } {
+function callFilterOf (filters: Filters, outcome: OutcomeFilter | undefined, scope: Scope): { filter: CallFilter, range: { from?: Date, until?: Date } } {
   return {
     filter: {
       agentIds: filters.agent === '' ? undefined : [filters.agent],
@@ -101,7 +104,8 @@ function callFilterOf (filters: Filters, scope: Scope): { filter: CallFilter, ra
       callType: filters.type === '' ? undefined : [filters.type],
       direction: filters.direction === '' ? undefined : [filters.direction],
       workspaceId: scope.workspaceId,
-      search: callSearch(filters.q)
+      search: callSearch(filters.q),
+      outcome
     },
     range: optionalDateRange({ date_from: filters.from || undefined, date_to: filters.to || undefined })
   }
@@ -127,7 +131,7 @@ const CALL_PAGE = readFileSync(new URL('./static/call-page.js', import.meta.url)
 const callTime = (epochMs: number | null) => when(epochMs, { none: '—', seconds: true })
 
 /** m:ss, or h:mm:ss from an hour. */
-function duration (ms: number | null): string {
+export function duration (ms: number | null): string {
   if (ms === null) return '—'
   const total = Math.round(ms / 1000)
   const [h, m, s] = [Math.floor(total / 3600), Math.floor(total / 60) % 60, total % 60]
@@ -168,8 +172,8 @@ interface ListPage { calls: ListedCall[], total: number, newer: boolean, older: 
 
 const valueText = (value: unknown) => typeof value === 'string' ? value : JSON.stringify(value)
 
-function callsPage (options: { viewer: Viewer, filters: Filters, agents: Array<{ id: string, name: string }>, fields: string[], list?: ListPage, error?: string }): string {
-  const { viewer, filters, agents, list } = options
+function callsPage (options: { viewer: Viewer, filters: Filters, outcome?: OutcomeFilter, agents: Array<{ id: string, name: string }>, fields: string[], list?: ListPage, error?: string }): string {
+  const { viewer, filters, agents, list, outcome } = options
   const agentOptions = withChosen(agents, filters.agent)
   const fields = [...new Set([...options.fields, ...filters.column])]
   const calls = list?.calls
@@ -191,12 +195,14 @@ ${filterBar({
     filterField('from', 'From (UTC day)', html`<input id="from" name="from" type="date" value="${filters.from}">`),
     filterField('to', 'To (UTC day)', html`<input id="to" name="to" type="date" value="${filters.to}">`),
     fields.length > 0 && html`<details class="columns"><summary>Columns</summary><fieldset><legend>Extracted fields to show</legend>${fields.map((name) =>
-      html`<label><input type="checkbox" name="column" value="${name}"${filters.column.includes(name) && html` checked`}> ${name}</label>`)}</fieldset></details>`
+      html`<label><input type="checkbox" name="column" value="${name}"${filters.column.includes(name) && html` checked`}> ${name}</label>`)}</fieldset></details>`,
+    ...OUTCOME_NAMES.filter((name) => filters[name] !== '').map((name) => html`<input type="hidden" name="${name}" value="${filters[name]}">`)
   ].filter((item) => item !== false),
   hint: html`<p id="q-hint" class="hint">Search: a call id, 3 or more digits of a number, or words said (“a phrase”, -without).</p>`
 })}
 ${options.error !== undefined && notice('error', options.error)}
-${list !== undefined && html`<p class="list-total"><strong>${list.total > COUNT_CAP && filters.q !== '' ? `More than ${formatNumber(COUNT_CAP)} calls` : `${formatNumber(list.total)} ${list.total === 1 ? 'call' : 'calls'}`}</strong>${
+${outcome !== undefined && html`<p class="outcome-filter">Only calls where ${outcomeWords(outcome)}. <a href="/calls${filterQuery({ ...filters, ...Object.fromEntries(OUTCOME_NAMES.map((name) => [name, ''])) })}">Show every call</a></p>`}
+${list !== undefined && html`<p class="list-total"><strong>${list.total > COUNT_CAP && (filters.q !== '' || outcome !== undefined) ? `More than ${formatNumber(COUNT_CAP)} calls` : `${formatNumber(list.total)} ${list.total === 1 ? 'call' : 'calls'}`}</strong>${
   list.total > 0 && html` · <a href="/calls/export.csv${filterQuery({ ...filters, column: [] })}" download>Export these calls (CSV)</a>`}</p>`}
 ${calls !== undefined && (calls.length === 0
   ? html`<p>${filters.before !== '' || filters.after !== '' ? html`No more calls. <a href="/calls${filterQuery(filters)}">The newest calls</a>` : 'No calls match.'}</p>`
@@ -469,10 +475,10 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     const agents = agentRows.map((agent) => ({ id: agent.id, name: agent.agent_name }))
     // The column chooser offers the agents' extracted fields.
     const fields = [...new Set(agentRows.flatMap((agent) => agent.data_retrieval.map((field) => field.name)))].sort()
-    const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
+    const { filters, outcome, problem } = parseFilters(request.query as Record<string, unknown>)
     if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, fields, error: problem }))
 
-    const { filter, range } = callFilterOf(filters, scope)
+    const { filter, range } = callFilterOf(filters, outcome, scope)
     // Keyset pages: older calls past `before` (newest first), or newer ones past `after` (read oldest first, then turned).
     // One more than a page tells whether a further page exists.
     const newerFirst = filters.after === ''
@@ -489,7 +495,7 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
       return { ...call, duration_ms: row?.duration_ms ?? null, credits: row?.credits ?? 0, extracted: row?.custom_analysis_data ?? {} }
     })
     const list = { calls, total, newer: newerFirst ? filters.before !== '' : further, older: newerFirst ? further : true }
-    return sendPage(reply, 200, callsPage({ viewer, filters, agents, fields, list }))
+    return sendPage(reply, 200, callsPage({ viewer, filters, outcome, agents, fields, list }))
   })
 
   app.get('/console/local-time.js', READS_NO_QUERY, async (_request, reply) => {
@@ -504,9 +510,9 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
   app.get('/calls/export.csv', HIDDEN, async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
-    const { filters, problem } = parseFilters(request.query as Record<string, unknown>)
+    const { filters, outcome, problem } = parseFilters(request.query as Record<string, unknown>)
     if (problem !== undefined) return sendPage(reply, 400, messagePage('Calls not exported', problem, viewerOf(scoped.session)))
-    const { filter, range } = callFilterOf(filters, scoped.scope)
+    const { filter, range } = callFilterOf(filters, outcome, scoped.scope)
     const today = new Date().toISOString().slice(0, 10)
     return sendCallDetailsCsv(db, request, reply, scoped.scope.ownerId, filter, { ...range, dateFrom: filters.from || 'first', dateTo: filters.to || today }, limits)
   })

@@ -4,8 +4,11 @@ import { html, type SafeHtml } from './html.ts'
 // colours come from classes in console.css. Each chart is an image with a title and a description for screen
 // readers, and its figures follow in a table inside <details>.
 
-/** One bar; `kind` picks its colour class (`s0`…`s7`, or a sentiment) instead of the first series colour. */
-export interface Bar { label: string, value: number, kind?: string }
+/**
+ * One bar; `kind` picks its colour class (`s0`…`s7`, or a sentiment) instead of the first series colour; `href`: the
+ * page of what it counts (the bar with its label and value link there, and its row's label in the table).
+ */
+export interface Bar { label: string, value: number, kind?: string, href?: string }
 /** One series of a stacked chart: a value per category. */
 export interface Series { name: string, values: number[] }
 
@@ -36,6 +39,9 @@ const at = (n: number) => Math.round(n * 100) / 100
 
 /** A figure for people: thousands separated, at most 2 decimals. */
 export const formatNumber = (value: number) => value.toLocaleString('en-US', { maximumFractionDigits: 2 })
+
+/** A figure with its unit, singular for one (the units are plurals in s: calls, minutes, credits). */
+const amount = (value: number, unit: string) => `${formatNumber(value)} ${value === 1 ? unit.replace(/s$/, '') : unit}`
 
 /** An axis label: 1.2K, 35M; below 1 its two significant digits (a few seconds of calls are 0.025 minutes, not 0). */
 export const tickLabel = (value: number) => Math.abs(value) < 1
@@ -76,21 +82,22 @@ export function keepLargest<T> (items: T[], keep: number, size: (item: T) => num
 
 const shorten = (text: string) => text.length > MAX_LABEL_CHARS ? `${text.slice(0, MAX_LABEL_CHARS - 1)}…` : text
 
-function svg (text: ChartText, height: number, body: SafeHtml[]): SafeHtml {
-  return html`<svg class="chart" viewBox="0 0 ${WIDTH} ${height}" role="img" aria-labelledby="${text.id}-title" aria-describedby="${text.id}-desc">
+/** The chart; one whose bars are links is a group of them (an image may hold no link), else an image. */
+function svg (text: ChartText, height: number, body: SafeHtml[], linked = false): SafeHtml {
+  return html`<svg class="chart" viewBox="0 0 ${WIDTH} ${height}" role="${linked ? 'group' : 'img'}" aria-labelledby="${text.id}-title" aria-describedby="${text.id}-desc">
 <title id="${text.id}-title">${text.title}</title>
 <desc id="${text.id}-desc">${text.description}</desc>
 ${body}
 </svg>`
 }
 
-function table (text: ChartText, headers: string[], rows: Array<{ label: string, values: number[] }>): SafeHtml {
+function table (text: ChartText, headers: string[], rows: Array<{ label: string, values: number[], href?: string }>): SafeHtml {
   return html`<details class="figures">
 <summary>The figures of “${text.title}”</summary>
 <div class="table"><table id="${text.id}-table">
   <caption>${text.title}</caption>
   <thead><tr><th scope="col">${text.labelHeader}</th>${headers.map((header) => html`<th scope="col">${header}</th>`)}</tr></thead>
-  <tbody>${rows.map((row) => html`<tr><th scope="row">${row.label}</th>${row.values.map((value) => html`<td>${formatNumber(value)}</td>`)}</tr>`)}</tbody>
+  <tbody>${rows.map((row) => html`<tr><th scope="row">${row.href === undefined ? row.label : html`<a href="${row.href}">${row.label}</a>`}</th>${row.values.map((value) => html`<td>${formatNumber(value)}</td>`)}</tr>`)}</tbody>
 </table></div>
 </details>`
 }
@@ -131,7 +138,7 @@ function columns (text: ChartText & ColumnOptions, legend: boolean): SafeHtml {
       if (height === 0) return []
       top -= height
       const label = legend ? `${category}, ${s.name}` : category
-      return [html`<rect class="bar s${j % SERIES_COLOURS}" x="${x}" y="${at(top)}" width="${barWidth}" height="${at(height)}"><title>${label}: ${formatNumber(value)} ${text.unit}</title></rect>`]
+      return [html`<rect class="bar s${j % SERIES_COLOURS}" x="${x}" y="${at(top)}" width="${barWidth}" height="${at(height)}"><title>${label}: ${amount(value, text.unit)}</title></rect>`]
     })
   })
   const baseline = MARGIN.top + plotHeight
@@ -166,10 +173,12 @@ export function barChart (text: ChartText & { bars: Bar[], unit: string }): Safe
     const y = 4 + i * ROW_HEIGHT
     const width = length(bar.value, scale, plotWidth)
     const middle = at(y + ROW_HEIGHT / 2)
-    return html`<text class="label" x="${LABEL_WIDTH - 8}" y="${middle}" text-anchor="end" dominant-baseline="middle">${shorten(bar.label)}</text>
-<rect class="bar ${bar.kind ?? 's0'}" x="${LABEL_WIDTH}" y="${y + 4}" width="${at(width)}" height="${ROW_HEIGHT - 8}"><title>${bar.label}: ${formatNumber(bar.value)} ${text.unit}</title></rect>
+    const row = html`<text class="label" x="${LABEL_WIDTH - 8}" y="${middle}" text-anchor="end" dominant-baseline="middle">${shorten(bar.label)}</text>
+<rect class="bar ${bar.kind ?? 's0'}" x="${LABEL_WIDTH}" y="${y + 4}" width="${at(width)}" height="${ROW_HEIGHT - 8}"><title>${bar.label}: ${amount(bar.value, text.unit)}</title></rect>
 <text class="value" x="${at(LABEL_WIDTH + width + 6)}" y="${middle}" dominant-baseline="middle">${formatNumber(bar.value)}</text>`
+    // Named by what it shows (axe: the visible text is part of the name); the table's link has the whole label.
+    return bar.href === undefined ? row : html`<a href="${bar.href}" aria-label="${shorten(bar.label)}: ${amount(bar.value, text.unit)}">${row}</a>`
   })
-  return html`${svg(text, height, [...rows, html`<line class="axis" x1="${LABEL_WIDTH}" x2="${LABEL_WIDTH}" y1="4" y2="${height - 4}"/>`])}
-${table(text, [text.valueHeader], bars.map((bar) => ({ label: bar.label, values: [bar.value] })))}`
+  return html`${svg(text, height, [...rows, html`<line class="axis" x1="${LABEL_WIDTH}" x2="${LABEL_WIDTH}" y1="4" y2="${height - 4}"/>`], bars.some((bar) => bar.href !== undefined))}
+${table(text, [text.valueHeader], bars.map((bar) => ({ label: bar.label, values: [bar.value], href: bar.href })))}`
 }

@@ -17,7 +17,7 @@ const NAV: Array<{ href: string, label: string, account?: true, menu?: true }> =
   { href: '/campaigns', label: 'Campaigns', account: true },
   { href: '/calls', label: 'Calls' },
   { href: '/contacts', label: 'Contacts' },
-  { href: '/analytics', label: 'Analytics', account: true },
+  { href: '/analytics', label: 'Analytics' },
   { href: '/appointments', label: 'Appointments', menu: true },
   { href: '/workspaces', label: 'Workspaces', menu: true },
   { href: '/deliveries', label: 'Deliveries', menu: true },
