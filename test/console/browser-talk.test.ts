@@ -85,14 +85,14 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
 
   // Two turns typed at once: the server takes the first and refuses the second while the agent answers it; the refused
   // words come back into the field, even though the first's transcript arrives in between.
-  await page.evaluate(() => {
-    const field = document.querySelector<HTMLInputElement>('#talk-text')!
-    const form = document.querySelector<HTMLFormElement>('#talk-typed')!
+  await page.evaluate(`{
+    const field = document.querySelector('#talk-text')
+    const form = document.querySelector('#talk-typed')
     field.value = 'First question?'
     form.requestSubmit()
     field.value = 'Second question?'
     form.requestSubmit()
-  })
+  }`)
   await page.locator('#talk-status', { hasText: 'The agent is still answering: send this once it has finished speaking.' }).waitFor()
   await page.locator('#talk-transcript li.user', { hasText: 'First question?' }).waitFor()
   t.equal(await page.getByLabel('Say something').inputValue(), 'Second question?', 'the refused turn is back in the field')
