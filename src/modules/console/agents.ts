@@ -22,6 +22,7 @@ import { maskUrlTemplate } from '../deliveries/render.ts'
 import { deleteWidgetKey, findWidgetKey, putWidgetKey } from '../widget/queries.ts'
 import { keyProblem, newWidgetKey, widgetSettings, widgetSnippet } from '../widget/widget.ts'
 import { capabilitySection } from './agent-capabilities.ts'
+import { agentLifeData, agentLifeView } from './agent-templates.ts'
 import { workflowSection } from './agent-workflow.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
@@ -283,6 +284,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
       body: html`
 <p><a href="/agents">All agents</a></p>
 ${options.saved === true && notice('success', 'Saved.')}
+${agentLifeView(viewer, scope, agent, await agentLifeData(db, scope))}
 <section aria-labelledby="talk-title" id="talk">
   <h2 id="talk-title">Talk to this agent</h2>
   <p>A call in this browser: your microphone when speech providers are configured, typed turns otherwise. The call is recorded from the moment you press the button.</p>
@@ -331,7 +333,7 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? '
   // The agent forms may be longer than the console's other forms (the prompt).
   const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
 
-  app.get('/agents', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/agents', HIDDEN, async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -342,7 +344,8 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? '
       viewer: viewerOf(session),
       current: '/agents',
       body: html`
-${scope.canChange && html`<p><a href="/agents/new">New agent</a></p>`}
+${request.query.deleted !== undefined && notice('success', 'The agent is deleted.')}
+${scope.canChange && html`<p><a href="/agents/start">New agent</a></p>`}
 ${agents.length === 0
   ? html`<p>No agents yet.</p>`
   : html`<div class="table"><table>
