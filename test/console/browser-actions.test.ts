@@ -56,7 +56,7 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
   t.match(outcome, '{"stored":true}')
   t.match(outcome, /POST http:\/\/127\.0\.0\.1:\d+\/reservations\nAuthorization: \*{8}/)
   t.notMatch(outcome, 'from-chromium', 'the header value is masked')
-  t.equal(await page.evaluate(() => document.activeElement?.id), 'test-result', 'focus moves to the result')
+  t.equal(await page.evaluate('document.activeElement?.id'), 'test-result', 'focus moves to the result')
   const box = (await page.locator('#test-result').boundingBox())!
   const viewport = page.viewportSize()!
   t.ok(box.y >= 0 && box.y < viewport.height, `the result starts in view (at ${Math.round(box.y)} px of ${viewport.height})`)
