@@ -309,11 +309,15 @@ t.test('the Test button: a local receiver\'s outcome on the page; a 500 answer a
   const actionUrl = `/agents/${agentId}/actions/${idIn(created.headers.location, /\/([0-9a-f]{24})\?saved=1$/)}`
 
   const page = await browser.get(actionUrl)
-  t.match(page.body, `<form method="post" action="${actionUrl}/test">`)
+  t.match(page.body, `<form method="post" action="${actionUrl}/test#test-result" data-test-action>`)
   const ok = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
   t.equal(ok.statusCode, 200)
-  t.match(ok.body, /<div class="notice success" role="status" id="test-outcome">\s*<p><strong>Delivered<\/strong>: POST <code>http:\/\/127\.0\.0\.1:\d+\/calls\/0{24}\?source=\*{8}<\/code>/)
-  t.match(ok.body, '<dt>Status</dt><dd>200</dd>')
+  t.match(ok.body, /<div id="test-result" tabindex="-1" role="status" aria-live="polite"><div class="notice success">\s*<h3>Delivered: the answer's status is 200<\/h3>/, 'the result right under the button')
+  // The request as sent: the method, the URL with its query values masked, the headers (the action's values and the signature masked) and the body.
+  t.match(ok.body, /<pre class="preview test-request">POST http:\/\/127\.0\.0\.1:\d+\/calls\/0{24}\?source=\*{8}\nAuthorization: \*{8}\n/)
+  t.match(ok.body, /webhook-signature: \*{8}\n/)
+  t.match(ok.body, /content-type: application\/json; charset=utf-8\n\n\{&quot;note&quot;:&quot;from the console&quot;,&quot;people&quot;:42\}<\/pre>/)
+  t.notMatch(ok.body, 's3cret-value', 'the stored header value is not shown')
   t.match(ok.body, /<dt>Duration<\/dt><dd>\d+ ms<\/dd>/)
   t.match(ok.body, '<pre class="preview">{&quot;received&quot;: &quot;&lt;yes&gt;&quot;}</pre>', 'the answer escaped')
   const [sent] = await receiver.waitFor(1)
@@ -322,9 +326,13 @@ t.test('the Test button: a local receiver\'s outcome on the page; a 500 answer a
 
   const failed = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) })
   t.equal(failed.statusCode, 200)
-  t.match(failed.body, /<div class="notice error" role="status" id="test-outcome">\s*<p><strong>Not delivered<\/strong>/)
-  t.match(failed.body, '<dt>Status</dt><dd>500</dd>')
+  t.match(failed.body, /<div class="notice error">\s*<h3>Not delivered: the answer's status is 500<\/h3>/)
   t.match(failed.body, 'receiver broke')
+  // The button's script asks for the result alone (static/action-test.js) and puts it under the button.
+  const fragment = await browser.post(`${actionUrl}/test`, { csrf_token: csrfOf(page.body) }, { 'x-console-fragment': 'test' })
+  t.equal(fragment.statusCode, 200)
+  t.match(fragment.body, /^<div class="notice (success|error)">\s*<h3>/, 'only the result, no page around it')
+  t.notMatch(fragment.body, '<html')
 
   // A port that nobody listens on: taken, then freed.
   const closed = await new Promise<number>((resolve) => {
@@ -340,7 +348,7 @@ t.test('the Test button: a local receiver\'s outcome on the page; a 500 answer a
   t.equal(refused.statusCode, 200)
   t.match(refused.body, '<dt>Error</dt><dd>the receiver could not be reached</dd>')
   t.notMatch(refused.body, '<dt>Status</dt>')
-  t.equal(receiver.received.length, 2, 'nothing more reached the receiver')
+  t.equal(receiver.received.length, 3, 'nothing more reached the receiver')
 
   const email = await create(browser, agentId, 'actions', 'send_email', { 'settings.name': 'Mail', 'settings.subject': 'S', 'settings.message': 'M', 'settings.direct_recipients': 'a@example.com' })
   const emailUrl = String(email.headers.location).replace(/\?saved=1$/, '')
@@ -440,7 +448,7 @@ t.test('a workspace admin who moves the owner\'s action or tool to another origi
 
   // The URL changes and the header is removed: saved, and the admin's receiver gets no Authorization.
   t.equal((await admin.browser.post(actionUrl, form(admins.url, '', { 'settings.headers.0.remove': 'true' }))).statusCode, 303)
-  t.match((await test()).body, /<strong>Delivered<\/strong>/)
+  t.match((await test()).body, /<h3>Delivered/)
   const [bare] = await admins.waitFor(1)
   t.notOk('authorization' in bare.headers, 'no stored credential reached the admin\'s receiver')
 

@@ -42,7 +42,7 @@ t.test('create an agent in the form: it exists through the API too, with its LLM
   t.equal(empty.statusCode, 200)
   t.match(empty.body, /No agents yet/)
   t.match(empty.body, /<a href="\/agents" aria-current="page">Agents<\/a>/)
-  t.match(empty.body, '<a href="/agents/new">New agent</a>')
+  t.match(empty.body, '<a href="/agents/start">New agent</a>')
 
   const form = await browser.get('/agents/new')
   t.equal(form.statusCode, 200)

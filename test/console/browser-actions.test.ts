@@ -20,6 +20,7 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()
+  await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.locator('#agent_name').fill('Bistro')
   await page.getByLabel('Prompt').fill('You take table reservations.')
   // A field of data retrieval, for the action's body.
@@ -45,12 +46,20 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
   t.notMatch(await page.content(), 'from-chromium', 'the header value is not in the page')
   await check('API call action')
 
+  // The result appears under the button without a reload, in view, with the request as sent.
+  const before = page.url()
   await page.getByRole('button', { name: 'Test' }).click()
-  await page.locator('#test-outcome').waitFor()
-  const outcome = (await page.locator('#test-outcome').textContent())!
-  t.match(outcome, 'Delivered')
-  t.match(outcome, /Status\s*201/)
+  await page.locator('#test-result h3').first().waitFor()
+  t.equal(page.url(), before, 'no reload: the page stays where it was')
+  const outcome = (await page.locator('#test-result').textContent())!
+  t.match(outcome, 'Delivered: the answer\'s status is 201')
   t.match(outcome, '{"stored":true}')
+  t.match(outcome, /POST http:\/\/127\.0\.0\.1:\d+\/reservations\nAuthorization: \*{8}/)
+  t.notMatch(outcome, 'from-chromium', 'the header value is masked')
+  t.equal(await page.evaluate('document.activeElement?.id'), 'test-result', 'focus moves to the result')
+  const box = (await page.locator('#test-result').boundingBox())!
+  const viewport = page.viewportSize()!
+  t.ok(box.y >= 0 && box.y < viewport.height, `the result starts in view (at ${Math.round(box.y)} px of ${viewport.height})`)
   await check('tested action')
   const [received] = await receiver.waitFor(1)
   t.equal(received.url, '/reservations')

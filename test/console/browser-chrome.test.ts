@@ -98,7 +98,7 @@ t.test('the header keeps one line at 1,100 and 1,400 px, two on a phone; tables 
   await secondWatch.check('password saved')
   await shot(second, '1100-password-saved')
   await second.getByRole('link', { name: 'Next: create your first agent' }).click()
-  await second.waitForURL(`${url}/agents/new`)
+  await second.waitForURL(`${url}/agents/start`)
   await second.goto(`${url}/no-such-page`)
   await secondWatch.check('404')
 

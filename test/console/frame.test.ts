@@ -80,7 +80,7 @@ t.test('after a first password, the next step is creating an agent; with agents,
   const set = await browser.submit('/account/password', '/account/password', { new_password: 'a long password', confirm_password: 'a long password' })
   t.equal(set.statusCode, 200)
   t.match(set.body, /<section class="notice success" role="status" aria-labelledby="saved-title">\s*<h2 id="saved-title">Your password is saved<\/h2>/)
-  t.match(set.body, '<a class="next" href="/agents/new">Next: create your first agent</a>')
+  t.match(set.body, '<a class="next" href="/agents/start">Next: create your first agent</a>')
   t.notMatch(set.body, 'Back to your agents')
 
   const { key } = await createApiKey(ctx.db, user.id)

@@ -27,6 +27,8 @@ t.test('from the first start to a conversation with an agent, in the browser onl
 
   // The page says what comes next: the first agent.
   await page.getByRole('link', { name: 'Next: create your first agent' }).click()
+  await page.waitForURL(/\/agents\/start$/)
+  await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.waitForURL(/\/agents\/new$/)
   await page.getByLabel('Name', { exact: true }).fill('Front desk')
   await page.getByLabel('Begin message').fill('Good morning, Riverside Dental. How can I help?')

@@ -139,6 +139,16 @@ export async function lockAgent (trx: Trx, userId: string, id: string): Promise<
  * other agents that pointed at it are switched off rather than deleted, so their settings are not lost.
  * Answers the agents whose tools were switched off (each then gets a version), undefined when there was no agent.
  */
+/**
+ * Moves the agent into a workspace of its owner, or out of any (null); the caller has checked the workspace is the
+ * owner's. Its calls keep the workspace they were made in. False: no such agent.
+ */
+export async function moveAgent (db: Executor, userId: string, id: string, workspaceId: string | null): Promise<boolean> {
+  const result = await db.updateTable('agents').set({ workspace_id: workspaceId, updated_at: new Date() })
+    .where('user_id', '=', userId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  return result.numUpdatedRows > 0n
+}
+
 export async function deleteAgent (trx: Trx, userId: string, id: string): Promise<string[] | undefined> {
   const agentId = id.toLowerCase()
   const others = (await agentsTransferringTo(trx, userId, agentId)).filter((other) => other !== agentId)

@@ -6,13 +6,14 @@ import { AUTH_ERRORS, errors, IdParams, OwnerQuery, Paging } from '../../http/sc
 import { requireOwners } from '../account/owners.ts'
 import { voiceExists } from '../account/queries.ts'
 import {
-  deleteAgent, findAgent, findLlm, findTemplate, insertAgent, insertLlm, listAgents, listTemplates, lockAgent,
+  deleteAgent, findAgent, findLlm, findTemplate, insertAgent, listAgents, listTemplates, lockAgent,
   updateAgent, type AgentChanges
 } from './queries.ts'
 import {
   Agent, AGENT_DEFAULTS, AgentCreate, AgentTemplate, AgentUpdate, CALL_SETTINGS_DEFAULTS, newAgentDefaults, VOICEMAIL_SETTINGS_DEFAULTS
 } from './schemas.ts'
 import { agentBodies, toAgent } from './mappers.ts'
+import { cloneTemplate } from './copies.ts'
 import { dataRetrieval } from './data-retrieval.ts'
 import { recordVersion, recordVersions } from './versions.ts'
 import { changedWorkflow } from './workflow-check.ts'
@@ -69,20 +70,9 @@ export const agentRoutes: FastifyPluginAsyncTypebox<{ db: DB }> = async (app, { 
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw notFound(`agent template ${request.params.id}`)
     await requireOwners(db, request.userId, request.query)
-    const { agent, llm } = template
-    const row = await db.transaction().execute(async (trx) => {
-      const config = await insertLlm(trx, request.userId, { ...llm, max_tokens: null })
-      const row = await insertAgent(trx, request.userId, {
-        ...newAgentDefaults(),
-        customer_id: lower(request.query.customer_id),
-        workspace_id: lower(request.query.workspace_id),
-        agent_name: request.body.agent_name ?? agent.agent_name,
-        llm_id: config.id,
-        call_settings: { ...CALL_SETTINGS_DEFAULTS, ...agent.call_settings },
-        data_retrieval: dataRetrieval(agent.data_retrieval)
-      })
-      return { ...row, version: await recordVersion(trx, request.userId, row.id, 'created') }
-    })
+    const row = await db.transaction().execute(async (trx) => await cloneTemplate(trx, request.userId, template, {
+      customer_id: lower(request.query.customer_id), workspace_id: lower(request.query.workspace_id), agent_name: request.body.agent_name
+    }))
     return reply.code(201).send(toAgent(row, []))
   })
 

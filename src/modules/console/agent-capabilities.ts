@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
@@ -9,7 +10,7 @@ import { addCapability, changeCapability, removeCapability } from '../capabiliti
 import { whenOf } from '../capabilities/registry.ts'
 import { headerProblem, MASK } from '../agents/settings-parts.ts'
 import { ApiCallSettings } from '../capabilities/types/api-call.ts'
-import { testApiCall } from '../deliveries/action-test.ts'
+import { testApiCall, type SentRequest } from '../deliveries/action-test.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
 import { maskUrlTemplate, viewerApiCallSettings } from '../deliveries/render.ts'
 import type { Outcome } from '../../net/request.ts'
@@ -25,6 +26,7 @@ import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
+import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // An agent's actions (what happens after a call) and tools (what the agent may do during one) in the console:
 // listed on the agent's page, each created, edited and deleted on its own page with a form drawn from its type's
@@ -285,25 +287,38 @@ ${scope.canChange && rows.length < kind.max && html`<form method="get" action="$
 </section>`)}`
 }
 
-/** What the Test button got: the outcome of the request, or why none was sent (a URL its variables break). */
-type TestResult = { outcome: Outcome, request: { method: string, url: string } } | { error: string }
+/** What the Test button got: the outcome and the request as sent, or why none was sent (a URL its variables break). */
+type TestResult = { outcome: Outcome, request: SentRequest } | { error: string }
 
-function testSection (viewer: Viewer, action: string, result: TestResult | undefined): SafeHtml {
-  const outcome = result !== undefined && 'outcome' in result ? result.outcome : undefined
-  return html`<section aria-labelledby="test-title">
-<h2 id="test-title">Test</h2>
-<p>Sends one request with the saved settings, now: the call's variables and the agent's data-retrieval fields get sample values. Nothing is stored or retried.</p>
-${result !== undefined && 'error' in result && html`<p class="notice error" role="status" id="test-outcome">Not sent: ${result.error}</p>`}
-${result !== undefined && 'outcome' in result && outcome !== undefined && html`<div class="notice ${outcome.ok ? 'success' : 'error'}" role="status" id="test-outcome">
-  <p><strong>${outcome.ok ? 'Delivered' : 'Not delivered'}</strong>: ${result.request.method} <code>${result.request.url}</code></p>
+/** The Test button's result: the request as it was sent (secrets masked) and what came back. */
+function testOutcome (result: TestResult): SafeHtml {
+  if ('error' in result) return html`<p class="notice error">Not sent: ${result.error}</p>`
+  const { outcome, request } = result
+  return html`<div class="notice ${outcome.ok ? 'success' : 'error'}">
+  <h3>${outcome.ok ? 'Delivered' : 'Not delivered'}${outcome.status_code !== undefined && html`: the answer's status is ${outcome.status_code}`}</h3>
   <dl class="facts">
-    ${outcome.status_code !== undefined && html`<dt>Status</dt><dd>${outcome.status_code}</dd>`}
     ${outcome.error !== undefined && html`<dt>Error</dt><dd>${outcome.error}</dd>`}
     <dt>Duration</dt><dd>${outcome.duration_ms} ms</dd>
     ${outcome.response_preview !== undefined && outcome.response_preview !== '' && html`<dt>Start of the answer</dt><dd><pre class="preview">${outcome.response_preview}</pre></dd>`}
   </dl>
-</div>`}
-<form method="post" action="${action}">${csrfField(viewer.csrfToken)}<button type="submit">Test</button></form>
+  <h3>The request as sent</h3>
+  <pre class="preview test-request">${request.method} ${request.url}
+${Object.entries(request.headers).map(([name, value]) => `${name}: ${value}\n`).join('')}${request.body !== null && `\n${request.body}`}</pre>
+  <p class="hint">Values of the headers you set, the signature and secrets in the address are shown as ${MASK}.</p>
+</div>`
+}
+
+/**
+ * The Test button and, right under it, its result. With JavaScript (static/action-test.js) the request is sent without
+ * leaving the page and the result replaces the box's content; without it, the page comes back scrolled to the result.
+ */
+function testSection (viewer: Viewer, action: string, result: TestResult | undefined): SafeHtml {
+  return html`<section aria-labelledby="test-title" id="test">
+<h2 id="test-title">Test</h2>
+<p>Sends one request with the saved settings, now: the call's variables and the agent's data-retrieval fields get sample values. Nothing is stored or retried.</p>
+<form method="post" action="${action}#test-result" data-test-action>${csrfField(viewer.csrfToken)}<button type="submit">Test</button></form>
+<div id="test-result" tabindex="-1" role="status" aria-live="polite">${result !== undefined && testOutcome(result)}</div>
+<script src="/console/action-test.js" defer></script>
 </section>`
 }
 
@@ -385,6 +400,8 @@ ${row !== undefined && !readOnly && html`<section aria-labelledby="delete-title"
   })
 }
 
+const TEST_SCRIPT = readFileSync(new URL('./static/action-test.js', import.meta.url))
+
 export async function consoleCapabilityRoutes (app: FastifyInstance, { deliveries }: { deliveries: DeliveryDeps }): Promise<void> {
   const { db } = deliveries
 
@@ -448,7 +465,8 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       const choices = await choicesOf(db, page.scope, agent)
       const settings = page.scope.canChange ? row.settings : viewedSettings(kind, row.type, row.settings)
       const form = formOf(kind, row.type, settings, row.is_active, choices)
-      return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
+      // The Test button's script fetches its result (connect-src).
+      return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
     })
 
     app.post<{ Params: { id: string, itemId: string } }>(item, FORM_ROUTE, async (request, reply) => {
@@ -479,6 +497,10 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     })
   }
 
+  app.get('/console/action-test.js', HIDDEN, async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TEST_SCRIPT)
+  })
+
   // Sends the stored request, which carries the owner's header values: a change, not a view (a member may not).
   app.post<{ Params: { id: string, itemId: string } }>('/agents/:id/actions/:itemId/test', HIDDEN, async (request, reply) => {
     const session = request.consoleSession!
@@ -493,8 +515,10 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
       if (!(err instanceof HttpError) || err.statusCode !== 422) throw err
       test = { error: `${err.message}.` }
     }
+    // The button's script asks for the result alone, to show it under the button without a reload.
+    if (request.headers['x-console-fragment'] === 'test') return sendPage(reply, 200, testOutcome(test).toString())
     const choices = await choicesOf(db, scope, agent)
     const form = formOf(ACTIONS, row.type, row.settings, row.is_active, choices)
-    return sendPage(reply, 200, capabilityPage({ session, scope, kind: ACTIONS, agent, type: row.type, row, form, problems: {}, choices, test }))
+    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, capabilityPage({ session, scope, kind: ACTIONS, agent, type: row.type, row, form, problems: {}, choices, test }))
   })
 }

@@ -22,6 +22,8 @@ import { maskUrlTemplate } from '../deliveries/render.ts'
 import { deleteWidgetKey, findWidgetKey, putWidgetKey } from '../widget/queries.ts'
 import { keyProblem, newWidgetKey, widgetSettings, widgetSnippet } from '../widget/widget.ts'
 import { capabilitySection } from './agent-capabilities.ts'
+import { knowledgeData, knowledgeView } from './agent-knowledge.ts'
+import { agentLifeData, agentLifeView } from './agent-templates.ts'
 import { workflowSection } from './agent-workflow.ts'
 import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
@@ -271,7 +273,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
   }
 
   /** The agent's page: its form, its actions and tools, and the button that starts a web call. */
-  async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean }) {
+  async function agentPage (session: ConsoleSession, agent: AgentRow, options: { form?: AgentForm, problems?: Problems, saved?: boolean, knowledgeSaved?: boolean }) {
     const scope = scopeOf(session)
     const llm = await findLlm(db, scope.ownerId, agent.llm_id)
     const sharedWith = await countAgentsOfLlm(db, scope.ownerId, agent.llm_id) - 1
@@ -283,6 +285,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
       body: html`
 <p><a href="/agents">All agents</a></p>
 ${options.saved === true && notice('success', 'Saved.')}
+${agentLifeView(viewer, scope, agent, await agentLifeData(db, scope))}
 <section aria-labelledby="talk-title" id="talk">
   <h2 id="talk-title">Talk to this agent</h2>
   <p>A call in this browser: your microphone when speech providers are configured, typed turns otherwise. The call is recorded from the moment you press the button.</p>
@@ -294,6 +297,7 @@ ${options.saved === true && notice('success', 'Saved.')}
 </section>
 ${await phoneCallSection(db, viewer, scope, agent)}
 ${workflowSection(agent)}
+${knowledgeView(viewer, scope, agent, await knowledgeData(db, scope, agent), options.knowledgeSaved === true)}
 ${await capabilitySection(db, scope, agent)}
 <section aria-labelledby="versions-title">
   <h2 id="versions-title">Versions</h2>
@@ -304,7 +308,7 @@ ${await widgetSection(viewer, scope.canChange, agent)}
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
 ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
-<p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration, knowledge bases and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
+<p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
   }
 
@@ -331,7 +335,7 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? '
   // The agent forms may be longer than the console's other forms (the prompt).
   const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
 
-  app.get('/agents', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/agents', HIDDEN, async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -342,7 +346,8 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? '
       viewer: viewerOf(session),
       current: '/agents',
       body: html`
-${scope.canChange && html`<p><a href="/agents/new">New agent</a></p>`}
+${request.query.deleted !== undefined && notice('success', 'The agent is deleted.')}
+${scope.canChange && html`<p><a href="/agents/start">New agent</a></p>`}
 ${agents.length === 0
   ? html`<p>No agents yet.</p>`
   : html`<div class="table"><table>
@@ -405,11 +410,11 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, knowledge?: string } }>('/agents/:id', HIDDEN, async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
-    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined }))
+    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined, knowledgeSaved: request.query.knowledge !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {

@@ -156,7 +156,7 @@ ${options.done !== undefined && html`<section class="notice success" role="statu
   <h2 id="saved-title">Your password is saved</h2>
   <p>Every other browser signed in as you has been signed out.</p>
   ${options.done === 'first-agent'
-    ? html`<p><a class="next" href="/agents/new">Next: create your first agent</a></p>
+    ? html`<p><a class="next" href="/agents/start">Next: create your first agent</a></p>
   <p class="hint">A name, a begin message and a prompt are enough; then talk to it in this browser.</p>`
     : html`<p><a href="/agents">Back to your agents</a></p>`}
 </section>`}

@@ -172,3 +172,41 @@ export async function reserveAttempt (db: DB, buckets: AttemptBucket[], windowMs
 export async function giveBackAttempt (db: DB, ids: number[]): Promise<void> {
   await db.deleteFrom('sign_in_failures').where('id', 'in', ids).execute()
 }
+
+// What goes with an agent when it is deleted (console/agent-templates.ts's confirmation page).
+
+export interface AgentDependents {
+  actions: number
+  tools: number
+  tests: number
+  knowledgeBases: string[]
+  /** Numbers that answer or call with it: they keep naming it and take no calls until another agent is chosen. */
+  phoneNumbers: string[]
+  /** Other agents whose transfer tools hand calls to it: those tools are switched off. */
+  transferringAgents: string[]
+}
+
+export async function agentDependents (db: DB, userId: string, agentId: string): Promise<AgentDependents> {
+  const count = async (table: 'agent_actions' | 'agent_tools' | 'agent_tests') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('user_id', '=', userId).where('agent_id', '=', agentId).executeTakeFirstOrThrow()).n)
+  const [actions, tools, tests, knowledgeBases, phoneNumbers, transferring] = await Promise.all([
+    count('agent_actions'), count('agent_tools'), count('agent_tests'),
+    db.selectFrom('knowledge_base_agents').innerJoin('knowledge_bases', 'knowledge_bases.id', 'knowledge_base_agents.knowledge_base_id')
+      .select('knowledge_bases.name').where('knowledge_base_agents.user_id', '=', userId).where('knowledge_base_agents.agent_id', '=', agentId)
+      .orderBy('knowledge_bases.name').execute(),
+    db.selectFrom('phone_numbers').select('phone_number').where('user_id', '=', userId)
+      .where((eb) => eb.or([eb('inbound_agent_id', '=', agentId), eb('outbound_agent_id', '=', agentId)])).orderBy('phone_number').execute(),
+    db.selectFrom('agent_tools').innerJoin('agents', 'agents.id', 'agent_tools.agent_id').select('agents.agent_name').distinct()
+      .where('agent_tools.user_id', '=', userId).where('agent_tools.tool_type', '=', 'agent_transfer').where('agent_tools.is_active', '=', true)
+      .where('agent_tools.agent_id', '<>', agentId)
+      .where((eb) => eb(eb.ref('agent_tools.settings', '->>').key('agent_id'), '=', agentId)).orderBy('agents.agent_name').execute()
+  ])
+  return {
+    actions,
+    tools,
+    tests,
+    knowledgeBases: knowledgeBases.map((row) => row.name),
+    phoneNumbers: phoneNumbers.map((row) => row.phone_number),
+    transferringAgents: transferring.map((row) => row.agent_name)
+  }
+}

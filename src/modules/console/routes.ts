@@ -15,6 +15,8 @@ import { forgetApiKeys } from '../users/auth.ts'
 import { createApiKey, listApiKeys, MAX_ACTIVE_KEYS, revokeKeyOfUser } from '../users/queries.ts'
 import { consoleAgentTestRoutes } from './agent-tests.ts'
 import { consoleCapabilityRoutes } from './agent-capabilities.ts'
+import { consoleAgentKnowledgeRoutes } from './agent-knowledge.ts'
+import { consoleAgentTemplateRoutes } from './agent-templates.ts'
 import { consoleAgentRoutes } from './agents.ts'
 import { consoleVersionRoutes } from './agent-versions.ts'
 import { consoleWorkflowRoutes } from './agent-workflow.ts'
@@ -335,6 +337,8 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     })
 
     await pages.register(consoleAgentRoutes, { db, jobs })
+    await pages.register(consoleAgentTemplateRoutes, { db })
+    await pages.register(consoleAgentKnowledgeRoutes, { db })
     await pages.register(consoleVersionRoutes, { db })
     await pages.register(consoleCallRoutes, { db, limits: jobs.config.concurrency })
     await pages.register(consoleContactRoutes, { db })

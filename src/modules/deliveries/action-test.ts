@@ -11,6 +11,7 @@ import { actionRequest, apiCall, renderHeaders } from '../capabilities/types/api
 import { displayUrl } from './render.ts'
 import { send, type Outcome } from '../../net/request.ts'
 import { testSecret } from './signing.ts'
+import { MASK } from '../agents/settings-parts.ts'
 
 // The test button of an api_call action (the API's POST /v1/agent/:id/actions/:agentActionId/test, and the console's).
 
@@ -52,13 +53,16 @@ function sampleCall (userId: string, agentId: string, fields: Array<{ name: stri
   })
 }
 
+/** The request as it was sent: the URL's query values and the header values the action configures masked. */
+export interface SentRequest { method: string, url: string, headers: Record<string, string>, body: string | null }
+
 /**
  * Renders an api_call action with a sample call (its agent's data_retrieval fields filled with sample values) and
  * sends it once, now, through the deliveries' guarded agent; nothing is stored or retried. The caller has found
  * the agent and the action for its account. The URL answered has its query values masked as in a delivery's request.
  * It is signed with the account's test secret, never its delivery secret: a workspace admin may write what it sends.
  */
-export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'config'>, agent: AgentRow, action: CapabilityRow, log: Pick<Logger, 'info'>): Promise<{ outcome: Outcome, request: { method: string, url: string } }> {
+export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'config'>, agent: AgentRow, action: CapabilityRow, log: Pick<Logger, 'info'>): Promise<{ outcome: Outcome, request: SentRequest }> {
   const checked = action.type === 'api_call' ? typed(apiCall, action) : undefined
   if (checked === undefined) throw badRequest(`only api_call actions send requests; this one is ${action.type}`)
   const { settings } = checked
@@ -68,5 +72,14 @@ export async function testApiCall (deps: Pick<DeliveryDeps, 'db' | 'agent' | 'co
   const outgoing = attemptRequest({ deliveryId: randomUUID(), correlationId: randomUUID(), method: shaped.method, url: shaped.url, body: shaped.body === null ? null : JSON.stringify(shaped.body) },
     renderHeaders(settings.headers, variables), [await testSecret(deps.db, agent.user_id)], 1)
   const outcome = await send(deps.agent, outgoing, deps.config.delivery.timeoutMs, log, { typedUrl: true })
-  return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings) } }
+  // The headers as send() puts them together, with the action's own values and the signature masked.
+  const signature = outgoing.sign?.(outgoing.url, outgoing.body) ?? {}
+  const headers = {
+    ...Object.fromEntries(Object.keys(outgoing.configured).map((name) => [name, MASK])),
+    ...signature,
+    'webhook-signature': MASK,
+    ...outgoing.headers,
+    ...(outgoing.body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' })
+  }
+  return { outcome, request: { method: shaped.method, url: displayUrl(shaped.url, shaped.method, settings), headers, body: outgoing.body ?? null } }
 }

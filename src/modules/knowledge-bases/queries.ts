@@ -144,6 +144,17 @@ export async function replaceAgents (trx: Trx, userId: string, knowledgeBaseId: 
     .onConflict((oc) => oc.columns(['knowledge_base_id', 'agent_id']).doNothing()).execute()
 }
 
+/** Replaces the knowledge bases one agent uses (the console's Knowledge section); the caller has checked they are the account's. */
+export async function replaceAgentKnowledge (trx: Trx, userId: string, agentId: string, knowledgeBaseIds: string[]): Promise<void> {
+  const ids = [...new Set(knowledgeBaseIds)]
+  await trx.deleteFrom('knowledge_base_agents').where('user_id', '=', userId).where('agent_id', '=', agentId)
+    .$if(ids.length > 0, (q) => q.where('knowledge_base_id', 'not in', ids)).execute()
+  if (ids.length === 0) return
+  await trx.insertInto('knowledge_base_agents')
+    .values(ids.map((id) => ({ knowledge_base_id: id, agent_id: agentId, user_id: userId })))
+    .onConflict((oc) => oc.columns(['knowledge_base_id', 'agent_id']).doNothing()).execute()
+}
+
 /** The ids of the knowledge bases each agent uses, in the order they were assigned. */
 export async function knowledgeBasesOfAgents (db: Executor, userId: string, agentIds: string[]): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>(agentIds.map((id) => [id, []]))
