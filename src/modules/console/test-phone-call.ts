@@ -1,19 +1,20 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import type { Selectable } from 'kysely'
 import { HttpError } from '../../http/errors.ts'
 import { E164 } from '../../http/schemas.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { findAgent, type AgentRow } from '../agents/queries.ts'
+import type { AgentRow } from '../agents/queries.ts'
 import { placePhoneCall } from '../calls/phone-calls.ts'
 import { listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
-import type { ConsoleSession } from './queries.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
-import { inScope, scopeOf, viewScope, type Scope } from './scope.ts'
+import { ID, sendPage } from './reply.ts'
+import { fields, formBody, IdParams } from './route-schemas.ts'
+import { scopeOf, viewScope, type Scope } from './scope.ts'
+import { agentInScope } from './agent-capabilities.ts'
 
 // "Place a test phone call" (the agent's page: ring my phone with this agent) and "Simulate a call to this number"
 // (a sandbox number's page). Both call the calls module's functions that the API calls (placePhoneCall is
@@ -27,7 +28,6 @@ type Number = Selectable<PhoneNumbersTable>
 /** More numbers than a select shows usefully; the API places calls from any of them. */
 const NUMBER_LIMIT = 200
 
-const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 const checkTo = fieldCheck('The number to call', E164, 'Write the number with + and its country code, such as +14155550123.')
 
 /** The number as typed, without the spaces, dashes, dots and brackets people write numbers with. */
@@ -37,7 +37,7 @@ const dialled = (text: string) => text.replace(/[\s\-.()]/g, '')
 const simulated = (number: Pick<Number, 'carrier'>) => number.carrier === 'sandbox'
 
 /** The numbers the agent may call from: the scope's, this agent's outbound numbers first. */
-async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Number[]> {
+export async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Number[]> {
   const numbers = await listPhoneNumbers(db, scope.ownerId, { limit: NUMBER_LIMIT, workspace_id: scope.workspaceId })
   return [...numbers.filter((n) => n.outbound_agent_id === agent.id), ...numbers.filter((n) => n.outbound_agent_id !== agent.id)]
 }
@@ -74,13 +74,16 @@ ${problemsNotice(problems)}
 </form>`
 }
 
-/** The agent page's section (console/agents.ts puts it after "Talk to this agent"). */
-export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
-  return html`<section aria-labelledby="phone-call-title" id="phone-call">
+/** The agent page's section (console/agents.ts puts it after "Talk to this agent"): the view of `numbers` (numbersFor). */
+export const phoneCallSectionView = (viewer: Viewer, agent: AgentRow, numbers: Number[]): SafeHtml => html`<section aria-labelledby="phone-call-title" id="phone-call">
   <h2 id="phone-call-title">Place a test phone call</h2>
   <p>${agent.agent_name} calls the number you give, as POST /v1/call/make-phone-call would.</p>
-  ${phoneCallForm(viewer, agent, await numbersFor(db, scope, agent), {})}
+  ${phoneCallForm(viewer, agent, numbers, {})}
 </section>`
+
+/** The section with its numbers loaded, for a page that has not loaded them itself. */
+export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
+  return phoneCallSectionView(viewer, agent, await numbersFor(db, scope, agent))
 }
 
 /**
@@ -127,48 +130,47 @@ function refusalWords (err: unknown, form: Form): { status: number, error: strin
   }
 }
 
-export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
-  async function agentInScope (scope: Scope, id: string) {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
-    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
-    return agent
-  }
-
-  async function page (reply: FastifyReply, status: number, session: ConsoleSession, agent: AgentRow, numbers: Number[], state: FormState) {
-    const viewer = viewerOf(session)
-    return sendPage(reply, status, layout({
-      title: `Test phone call: ${agent.agent_name}`,
-      viewer,
-      current: '/agents',
-      body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
+/** The form alone, after a refusal or a call (the agent's page holds it otherwise). */
+function phoneCallPage (viewer: Viewer, agent: AgentRow, numbers: Number[], state: FormState): string {
+  return layout({
+    title: `Test phone call: ${agent.agent_name}`,
+    viewer,
+    current: '/agents',
+    body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
 <div id="phone-call">${phoneCallForm(viewer, agent, numbers, state)}</div>`
-    }))
-  }
+  })
+}
 
-  app.get<{ Params: { id: string }, Querystring: { placed?: string, to?: string, from?: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
+const PLACED_QUERY = ['placed', 'to', 'from'] as const
+
+export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
+  app.get<{ Params: { id: string }, Querystring: Partial<Record<typeof PLACED_QUERY[number], string>> }>('/agents/:id/phone-call', {
+    schema: { hide: true, params: IdParams, querystring: fields(PLACED_QUERY) }
+  }, async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
-    const agent = await agentInScope(scoped.scope, request.params.id)
+    const agent = await agentInScope(db, scoped.scope, request.params.id)
     // After a call was placed (Post/Redirect/Get): what was called, from which number, and the call's link.
     const { placed, to, from } = request.query
     const numbers = await numbersFor(db, scoped.scope, agent)
     const number = numbers.find((n) => n.phone_number === from)
-    const state: FormState = typeof placed === 'string' && ID.test(placed) && typeof to === 'string' && number !== undefined
+    const state: FormState = placed !== undefined && ID.test(placed) && to !== undefined && number !== undefined
       ? { placed: { callId: placed, to, simulated: simulated(number) }, form: { from_number: number.phone_number, to_number: to } }
       : {}
-    return await page(reply, 200, scoped.session, agent, numbers, state)
+    return sendPage(reply, 200, phoneCallPage(viewerOf(scoped.session), agent, numbers, state))
   })
 
   // A member may place one, as they may talk to the agent: a call changes no setting (its credits are the owner's).
-  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', { schema: { hide: true, params: IdParams, body: formBody(FIELDS) } }, async (request, reply) => {
     const session = request.consoleSession!
     const scope = scopeOf(session)
-    const agent = await agentInScope(scope, request.params.id)
+    const agent = await agentInScope(db, scope, request.params.id)
     const typed = formOf(request, FIELDS)
     const form = { ...typed, to_number: dialled(typed.to_number) }
     const problems: Problems = { to_number: checkTo(form.to_number) }
     const numbers = await numbersFor(db, scope, agent)
-    if (hasProblems(problems)) return await page(reply, 400, session, agent, numbers, { form: typed, problems })
+    const refuse = (status: number, state: FormState) => sendPage(reply, status, phoneCallPage(viewerOf(session), agent, numbers, state))
+    if (hasProblems(problems)) return refuse(400, { form: typed, problems })
     // In a workspace only its numbers are offered: another is "not one of yours", as another account's is.
     const number = numbers.find((n) => n.phone_number === form.from_number)
     try {
@@ -177,7 +179,7 @@ export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jo
       return reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ placed: call._id, to: form.to_number, from: number.phone_number }).toString()}#phone-call`, 303)
     } catch (err) {
       const refused = refusalWords(err, form)
-      return await page(reply, refused.status, session, agent, numbers, { form, error: refused.error })
+      return refuse(refused.status, { form, error: refused.error })
     }
   })
 }
