@@ -4,7 +4,8 @@ import { html, type SafeHtml } from './html.ts'
 // returns HTML made of these, so that every list looks and behaves the same and a new page is mostly data.
 
 export interface Column<T> {
-  header: string
+  /** Text, or SafeHtml (a header read only by screen readers: `<span class="visually-hidden">`). */
+  header: string | SafeHtml
   /** The cell's content: text is escaped, SafeHtml kept. */
   cell: (row: T) => unknown
   /** Figures: right-aligned, tabular digits. */
