@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { Type } from 'typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import type { DB } from '../../db/database.ts'
@@ -6,8 +7,8 @@ import type { JobSender } from '../../jobs/queues.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import type { DeliveryDeps } from '../deliveries/engine.ts'
-import { HttpError, type NotFoundPage } from '../../http/errors.ts'
-import { clientAddress } from '../../http/rate-limit.ts'
+import { HttpError, type AjvIssue, type NotFoundPage } from '../../http/errors.ts'
+import { clientAddress, KEYLESS } from '../../http/rate-limit.ts'
 import { checkText } from '../../http/validation.ts'
 import { listAgents } from '../agents/queries.ts'
 import { forgetApiKeys } from '../users/auth.ts'
@@ -40,7 +41,7 @@ import { scopeOf } from './scope.ts'
 import { consoleSettingsRoutes } from './settings.ts'
 import { consoleSubscriptionRoutes } from './subscription.ts'
 import { afterSignIn, HOME, LOGIN_CSRF_COOKIE, originAllowed, PAGE_HEADERS, parseCookies, sameToken, serializeCookie, SESSION_COOKIE, sessionOf } from './security.ts'
-import { HIDDEN, HIDDEN_KEYLESS, sendPage } from './reply.ts'
+import { formBody, idParams, NOT_FOUND_TEXT, page, schemaProblem, sendPage, text } from './reply.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -67,6 +68,10 @@ export const MAX_FAILURES_PER_ADDRESS = 30
 const retryIn = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 const FORM_LIMIT = 16 * 1024
+
+// The forms of this file (their lengths the handlers check, answering on the form itself).
+const SIGN_IN_FORM = formBody({ email: text('The e-mail address'), password: text('The password'), next: text('The page to open after signing in') })
+const PASSWORD_FORM = formBody({ current_password: text('The current password'), new_password: text('The new password'), confirm_password: text('The repeated new password') })
 const CSS = readFileSync(new URL('./static/console.css', import.meta.url))
 
 /** An answer meant for the person at the browser, rendered as a page by the console's error handler. */
@@ -97,7 +102,7 @@ async function sessionOfCookie (db: DB, request: FastifyRequest): Promise<Consol
 export const consoleNotFound = (db: DB): NotFoundPage => async (request, reply) => {
   const session = await sessionOfCookie(db, request)
   return sendPage(reply.headers(PAGE_HEADERS), 404,
-    messagePage('Page not found', 'There is no page at this address: the link may be mistyped or out of date.', session && viewerOf(session)))
+    messagePage('Page not found', NOT_FOUND_TEXT, session && viewerOf(session)))
 }
 
 /**
@@ -111,17 +116,25 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
 
   app.addHook('onRequest', async (_request, reply) => { reply.headers(PAGE_HEADERS) })
 
-  // Errors of a console route are pages, not the API's JSON; 5xx text is logged, never shown.
+  // Errors of a console route are pages, not the API's JSON; 5xx text is logged, never shown. A route schema's
+  // refusal (reply.ts, page()) says in words what was wrong; a bad id in the address is the 404 page.
   app.setErrorHandler((err: FastifyError | HttpError | PageError, request, reply) => {
     const viewer = request.consoleSession && viewerOf(request.consoleSession)
     if (err instanceof PageError) return sendPage(reply, err.statusCode, messagePage(err.title, err.message, viewer))
+    const validation = (err as { validation?: AjvIssue[] }).validation
+    if (validation !== undefined && validation.length > 0) {
+      const context = (err as FastifyError).validationContext
+      const input = context === 'body' ? request.body : context === 'querystring' ? request.query : request.params
+      const { status, message } = schemaProblem(context, validation, request.routeOptions.schema as Record<string, unknown> | undefined, input)
+      return sendPage(reply, status, messagePage(status === 404 ? 'Page not found' : 'That did not work', message, viewer))
+    }
     const status = err.statusCode ?? 500
     if (status < 500) return sendPage(reply, status, messagePage('That did not work', err instanceof HttpError ? err.message : 'The request could not be read.', viewer))
     request.log.error({ err }, 'console request failed')
     return sendPage(reply, 500, messagePage('Something went wrong', `It was logged with request id ${request.id}. Try again in a moment.`, viewer))
   })
 
-  app.get('/console/console.css', HIDDEN, async (_request, reply) => {
+  app.get('/console/console.css', page(), async (_request, reply) => {
     return reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CSS)
   })
 
@@ -170,10 +183,10 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, '', { path: '/login', maxAgeSeconds: 0, secure }))
     }
 
-    pages.get('/', HIDDEN, async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : HOME, 303))
+    pages.get('/', page(), async (request, reply) => reply.redirect(request.consoleSession === undefined ? '/login' : HOME, 303))
 
-    pages.get<{ Querystring: { next?: unknown } }>('/login', HIDDEN, async (request, reply) => {
-      const next = typeof request.query.next === 'string' ? afterSignIn(request.query.next) : HOME
+    pages.get<{ Querystring: { next?: string } }>('/login', page({ querystring: Type.Object({ next: text('The page to open after signing in') }) }), async (request, reply) => {
+      const next = afterSignIn(request.query.next)
       if (request.consoleSession !== undefined) return reply.redirect(next, 303)
       const token = parseCookies(request.headers.cookie).get(LOGIN_CSRF_COOKIE) ?? newSecret()
       reply.header('set-cookie', serializeCookie(LOGIN_CSRF_COOKIE, token, { path: '/login', secure }))
@@ -199,7 +212,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       }
     }
 
-    pages.post('/login', HIDDEN_KEYLESS, async (request, reply) => {
+    pages.post('/login', page({ body: SIGN_IN_FORM }, { config: KEYLESS }), async (request, reply) => {
       const email = field(request, 'email').trim()
       const password = field(request, 'password')
       const csrfToken = field(request, 'csrf_token')
@@ -229,7 +242,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       })
     })
 
-    pages.get<{ Params: { token: string } }>('/login/link/:token', HIDDEN_KEYLESS, async (request, reply) => {
+    pages.get<{ Params: { token: string } }>('/login/link/:token', page({ params: Type.Object({ token: Type.String() }) }, { config: KEYLESS }), async (request, reply) => {
       const userId = await spendLoginLink(db, request.params.token)
       if (userId === undefined) {
         throw new PageError(404, 'This link does not work', 'The sign-in link is unknown, was used already, or is older than 15 minutes. Ask for a new one: npm run cli -- user login-link --email <address>')
@@ -238,7 +251,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       return reply.redirect('/account/password', 303)
     })
 
-    pages.post('/logout', HIDDEN, async (request, reply) => {
+    pages.post('/logout', page({ body: formBody({}) }), async (request, reply) => {
       await deleteSession(db, request.consoleSession!.idHash)
       reply.header('set-cookie', sessionCookie('', 0))
       return reply.redirect('/login', 303)
@@ -248,13 +261,13 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     const needsCurrent = (session: ConsoleSession) =>
       session.hasPassword && !(session.viaLink && Date.now() - session.createdAt.getTime() < LINK_GRACE_MS)
 
-    pages.get('/account/password', HIDDEN, async (request, reply) => {
+    pages.get('/account/password', page(), async (request, reply) => {
       const session = sessionOf(request, reply)
       if (session === undefined) return reply
       return sendPage(reply, 200, passwordPage({ viewer: viewerOf(session), hasPassword: session.hasPassword, needsCurrent: needsCurrent(session) }))
     })
 
-    pages.post('/account/password', HIDDEN, async (request, reply) => {
+    pages.post('/account/password', page({ body: PASSWORD_FORM }), async (request, reply) => {
       const session = request.consoleSession!
       const viewer = viewerOf(session)
       const refuse = (status: number, error: string) =>
@@ -287,13 +300,13 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
 
     const activeKeys = async (userId: string) => (await listApiKeys(db, userId)).filter((key) => key.revoked_at === null)
 
-    pages.get('/keys', HIDDEN, async (request, reply) => {
+    pages.get('/keys', page(), async (request, reply) => {
       const session = sessionOf(request, reply)
       if (session === undefined) return reply
       return sendPage(reply, 200, keysPage({ viewer: viewerOf(session), keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS }))
     })
 
-    pages.post('/keys', HIDDEN, async (request, reply) => {
+    pages.post('/keys', page({ body: formBody({ name: text('The name') }) }), async (request, reply) => {
       const session = request.consoleSession!
       const viewer = viewerOf(session)
       const name = field(request, 'name').trim()
@@ -311,7 +324,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
       return sendPage(reply, 201, keysPage({ viewer, keys: await activeKeys(session.userId), max: MAX_ACTIVE_KEYS, created: { key: created.key, name } }))
     })
 
-    pages.post<{ Params: { id: string } }>('/keys/:id/revoke', HIDDEN, async (request, reply) => {
+    pages.post<{ Params: { id: string } }>('/keys/:id/revoke', page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
       if (!await revokeKeyOfUser(db, request.consoleSession!.userId, request.params.id)) {
         throw new PageError(404, 'No such key', 'You have no active API key with that id.')
       }
