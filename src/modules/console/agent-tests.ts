@@ -17,8 +17,7 @@ import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
-import { ID, sendPage } from './reply.ts'
-import { ButtonBody, fields, formBody, Id, IdParams, OpenFormBody } from './route-schemas.ts'
+import { formBody, ID, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 import { changeScope, scopeOf, viewScope, type Scope } from './scope.ts'
 
 // An agent's tests in the console (docs/console.md, "Tests of an agent"): the text playground ("Save as test"),
@@ -39,8 +38,10 @@ const VERSIONS_SHOWN = 4
 /** Empty rows offered after the stored ones. */
 const BLANK_ROWS = 2
 
-const TestParams = Type.Object({ id: Id, testId: Id })
-const RunParams = Type.Object({ id: Id, runId: Id })
+const TestParams = idParams('id', 'testId')
+const RunParams = idParams('id', 'runId')
+const VERSION = text('The version')
+const CONVERSATION = text('The conversation')
 
 const checkChat = compileBodySchema(TestChatBody)
 const checkScenario = compileBodySchema(ScenarioInput)
@@ -618,14 +619,14 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
 
   // The playground: a member may use it too (it changes nothing, as talking to an agent does not).
 
-  app.get<{ Params: { id: string } }>('/agents/:id/playground', { schema: { hide: true, params: IdParams } }, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, playgroundPage({ session: page.session, agent, llmConfigured }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/playground', { schema: { hide: true, params: IdParams, body: formBody(['conversation', 'message', 'version']) }, bodyLimit: CHAT_FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id'), body: formBody({ conversation: CONVERSATION, message: text('The message'), version: VERSION }) }, { bodyLimit: CHAT_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = scopeOf(session)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -648,7 +649,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, playgroundPage({ session, agent, llmConfigured, state }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/playground/save', { schema: { hide: true, params: IdParams, body: formBody(['conversation', 'name', 'end_reason']) }, bodyLimit: CHAT_FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/playground/save', page({ params: idParams('id'), body: formBody({ conversation: CONVERSATION, name: text('The name'), end_reason: text('How it ended') }) }, { bodyLimit: CHAT_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -670,14 +671,14 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
 
   // The tests.
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests', { schema: { hide: true, params: IdParams } }, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, testsPage(await testsOf(page.session, agent)))
   })
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests/new', { schema: { hide: true, params: IdParams } }, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/tests/new', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -685,7 +686,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, scenarioPage({ session: page.session, agent, form: scenarioForm(), problems: {} }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/tests', { schema: { hide: true, params: IdParams, body: OpenFormBody }, bodyLimit: SCENARIO_FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id'), body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -701,7 +702,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/tests/run', { schema: { hide: true, params: IdParams, body: formBody(['test_id', 'version']) } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/tests/run', page({ params: idParams('id'), body: formBody({ test_id: text('The test'), version: VERSION }) }), async (request, reply) => {
     // A member may run the tests: a run changes no setting (as a call does not).
     const session = request.consoleSession!
     const scope = scopeOf(session)
@@ -721,7 +722,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return reply.redirect(`/agents/${agent.id}/tests/runs/${run._id}`, 303)
   })
 
-  app.get<{ Params: { id: string, runId: string }, Querystring: { with?: string } }>('/agents/:id/tests/runs/:runId', { schema: { hide: true, params: RunParams, querystring: fields(['with']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string, runId: string }, Querystring: { with?: string } }>('/agents/:id/tests/runs/:runId', page({ params: RunParams, querystring: Type.Object({ with: text('The run to compare with') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { scope } = page
@@ -737,7 +738,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, runPage(page.session, agent, run, other, runs.data))
   })
 
-  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string } }>('/agents/:id/tests/:testId', { schema: { hide: true, params: TestParams, querystring: fields(['saved']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
@@ -745,7 +746,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, scenarioPage({ session: page.session, agent, scenario, form: scenarioForm(scenario), problems: {}, saved: request.query.saved !== undefined }))
   })
 
-  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId', { schema: { hide: true, params: TestParams, body: OpenFormBody }, bodyLimit: SCENARIO_FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -763,7 +764,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId/delete', { schema: { hide: true, params: TestParams, body: ButtonBody } }, async (request, reply) => {
+  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId/delete', page({ params: TestParams, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const scenario = await scenarioOf(scope, agent, request.params.testId)

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import { Type } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
+import { ObjectId } from '../../http/schemas.ts'
 import { agentInScope } from './agent-capabilities.ts'
 import { findAgent, lockAgent, updateAgent, type AgentRow, type VersionRow } from '../agents/queries.ts'
 import { agentVersions, diffSnapshots, restoreVersion, versionOf, type AgentSnapshot, type CapabilityChanges, type MemberChange } from '../agents/versions.ts'
@@ -10,8 +11,7 @@ import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
-import { sendPage } from './reply.ts'
-import { ButtonBody, fields, formBody, Id, IdParams } from './route-schemas.ts'
+import { formBody, idParams, page, sendPage, text } from './reply.ts'
 
 // An agent's versions in the console (docs/agents.md, "Versions"): the history with what each version changed,
 // the difference between two versions, Restore (a new version equal to an old one), and the widget's pin. They go
@@ -30,7 +30,8 @@ function numberOf (text: unknown): number | undefined {
   return typeof text === 'string' && VERSION.test(text) ? Number(text) : undefined
 }
 
-const VersionParams = Type.Object({ id: Id, version: Type.String({ pattern: VERSION_PATTERN }) })
+const VersionParams = Type.Object({ id: ObjectId, version: Type.String({ pattern: VERSION_PATTERN }) })
+const HistoryQuery = Type.Object({ skip: text('The page position'), restored: text('The version restored'), pinned: text('The pin') })
 
 const CHANGE_LABELS: Record<string, string> = {
   created: 'Created', agent: 'Settings', llm: 'Language model', tools: 'Tools', actions: 'Actions', restore: 'Restored'
@@ -178,14 +179,14 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
     return historyPage({ viewer: viewerOf(session), scope, agent, versions: versions.slice(0, PAGE_SIZE), skip, hasNext: versions.length > PAGE_SIZE, restored: numberOf(query.restored), pinned: query.pinned !== undefined })
   }
 
-  app.get<{ Params: { id: string }, Querystring: { skip?: string, restored?: string, pinned?: string } }>('/agents/:id/versions', { schema: { hide: true, params: IdParams, querystring: fields(['skip', 'restored', 'pinned']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { skip?: string, restored?: string, pinned?: string } }>('/agents/:id/versions', page({ params: idParams('id'), querystring: HistoryQuery }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, await history(page.session, page.scope, agent.id, request.query))
   })
 
-  app.get<{ Params: { id: string, version: string }, Querystring: { against?: string } }>('/agents/:id/versions/:version', { schema: { hide: true, params: VersionParams, querystring: fields(['against']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string, version: string }, Querystring: { against?: string } }>('/agents/:id/versions/:version', page({ params: VersionParams, querystring: Type.Object({ against: text('The version to compare with') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
@@ -196,7 +197,7 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
     return sendPage(reply, 200, versionPage({ viewer: viewerOf(page.session), scope: page.scope, agent: current, row, snapshot, against }))
   })
 
-  app.post<{ Params: { id: string, version: string } }>('/agents/:id/versions/:version/restore', { schema: { hide: true, params: VersionParams, body: ButtonBody } }, async (request, reply) => {
+  app.post<{ Params: { id: string, version: string } }>('/agents/:id/versions/:version/restore', page({ params: VersionParams, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const version = numberOf(request.params.version)
@@ -206,7 +207,7 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
   })
 
   // The widget's pin (widget_settings.agent_version): a setting of the widget, so it makes no version.
-  app.post<{ Params: { id: string }, Body: { version?: string } }>('/agents/:id/versions/widget-pin', { schema: { hide: true, params: IdParams, body: formBody(['version']) } }, async (request, reply) => {
+  app.post<{ Params: { id: string }, Body: { version?: string } }>('/agents/:id/versions/widget-pin', page({ params: idParams('id'), body: formBody({ version: text('The version') }) }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const text = request.body?.version ?? ''

@@ -22,8 +22,7 @@ import { csrfField, layout, notice, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, viewScope, type Scope } from './scope.ts'
 import { agentInScope } from './agent-capabilities.ts'
-import { sendPage } from './reply.ts'
-import { ButtonBody, fields, Id, IdParams, OpenFormBody } from './route-schemas.ts'
+import { formBody, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 
 // An agent's workflow in the console (docs/workflows.md, "In the console"): a page with the step list and the drawn
@@ -33,7 +32,8 @@ import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 
 /** Instructions may be 20,000 characters: more than the console's usual 16 KB form, once URL-encoded. */
 const FORM_LIMIT = 512 * 1024
-const StepParams = Type.Object({ id: Id, stepId: StepId })
+const StepParams = Type.Object({ id: ObjectId, stepId: StepId })
+const SAVED = Type.Object({ saved: text('Saved') })
 
 type StepType = WorkflowStep['type']
 const SCHEMAS = { conversation: ConversationStep, api_call: ApiCallStep, message: MessageStep, transfer: TransferStep, end: EndStep }
@@ -550,14 +550,14 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
   /** The page of a refused change: the API's message in words, 400 (a 404 of a reference too: it is the form's). */
   const refused = (err: unknown): err is HttpError => err instanceof HttpError && (err.statusCode === 400 || err.statusCode === 404) && err.message.startsWith('body.workflow')
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id/workflow', { schema: { hide: true, params: IdParams, querystring: fields(['saved']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id/workflow', page({ params: idParams('id'), querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, workflowPage(page.session, page.scope, agent, { saved: request.query.saved !== undefined }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { type?: string } }>('/agents/:id/workflow/steps/new', { schema: { hide: true, params: IdParams, querystring: fields(['type']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { type?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -569,7 +569,7 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type, form, problems: {}, choices: await choicesOf(db, page.scope, agent) }))
   })
 
-  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string } }>('/agents/:id/workflow/steps/:stepId', { schema: { hide: true, params: StepParams, querystring: fields(['saved']) } }, async (request, reply) => {
+  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
@@ -614,13 +614,13 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     return reply.redirect(`/agents/${agent.id}/workflow/steps/${saved!.steps.find((other) => other.id === step.id)!.id}?saved=1`, 303)
   }
 
-  app.post<{ Params: { id: string } }>('/agents/:id/workflow/steps', { schema: { hide: true, params: IdParams, body: OpenFormBody }, bodyLimit: FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/workflow/steps', page({ params: idParams('id'), body: openFormBody() }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     return await saveStep(reply, request.consoleSession!, scope, agent, undefined, request.body as FormValues)
   })
 
-  app.post<{ Params: { id: string, stepId: string } }>('/agents/:id/workflow/steps/:stepId', { schema: { hide: true, params: StepParams, body: OpenFormBody }, bodyLimit: FORM_LIMIT }, async (request, reply) => {
+  app.post<{ Params: { id: string, stepId: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, body: openFormBody() }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     return await saveStep(reply, request.consoleSession!, scope, agent, request.params.stepId, request.body as FormValues)
@@ -628,7 +628,7 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
 
   /** A change of the whole workflow from its page (move, start, remove): back to the page, or the page with the problem. */
   const pageChange = (path: string, change: (workflow: Workflow, stepId: string) => Workflow | null) =>
-    app.post<{ Params: { id: string, stepId?: string } }>(path, { schema: { hide: true, params: path.includes(':stepId') ? StepParams : IdParams, body: ButtonBody } }, async (request, reply) => {
+    app.post<{ Params: { id: string, stepId?: string } }>(path, page({ params: path.includes(':stepId') ? StepParams : idParams('id'), body: formBody({}) }), async (request, reply) => {
       const scope = changeScope(request)
       const agent = await agentInScope(db, scope, request.params.id)
       const workflow = workflowOf(agent)

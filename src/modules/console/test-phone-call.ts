@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import type { Selectable } from 'kysely'
@@ -11,8 +12,7 @@ import { listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
-import { ID, sendPage } from './reply.ts'
-import { fields, formBody, IdParams } from './route-schemas.ts'
+import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
 import { scopeOf, viewScope, type Scope } from './scope.ts'
 import { agentInScope } from './agent-capabilities.ts'
 
@@ -141,12 +141,11 @@ function phoneCallPage (viewer: Viewer, agent: AgentRow, numbers: Number[], stat
   })
 }
 
-const PLACED_QUERY = ['placed', 'to', 'from'] as const
+// What the redirect after a placed call carries: the call, the number called and the number it was called from.
+const Placed = Type.Object({ placed: text('The call'), to: text('The number called'), from: text('The number called from') })
 
 export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
-  app.get<{ Params: { id: string }, Querystring: Partial<Record<typeof PLACED_QUERY[number], string>> }>('/agents/:id/phone-call', {
-    schema: { hide: true, params: IdParams, querystring: fields(PLACED_QUERY) }
-  }, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: Static<typeof Placed> }>('/agents/:id/phone-call', page({ params: idParams('id'), querystring: Placed }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const agent = await agentInScope(db, scoped.scope, request.params.id)
@@ -161,7 +160,7 @@ export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jo
   })
 
   // A member may place one, as they may talk to the agent: a call changes no setting (its credits are the owner's).
-  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', { schema: { hide: true, params: IdParams, body: formBody(FIELDS) } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', page({ params: idParams('id'), body: formBody({ from_number: text('The number to call from'), to_number: text('The number to call') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = scopeOf(session)
     const agent = await agentInScope(db, scope, request.params.id)

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { WorkspaceRole } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
@@ -16,8 +16,8 @@ import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from './passwords.ts'
 import { newSecret, setSessionWorkspace, type ConsoleSession } from './queries.ts'
 import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } from './security.ts'
-import { HIDDEN_KEYLESS, sendPage } from './reply.ts'
-import { ButtonBody, fields, formBody, IdParams } from './route-schemas.ts'
+import { formBody, idParams, page, sendPage, text } from './reply.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
 import { dataTable } from './components.ts'
 
 // Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
@@ -207,11 +207,11 @@ ${session !== undefined && html`<p>You are signed in as ${session.email}. Sign o
   return layout({ title: 'Invitation', viewer, body })
 }
 
-const WorkspaceForm = formBody(['workspace_name', 'description'])
-const MemberForm = formBody(['email'])
+const WorkspaceForm = formBody({ workspace_name: text('The name'), description: text('The description') })
+const MemberForm = formBody({ email: text('The e-mail address') })
 // What the workspace page's redirect after a change carries (Done).
-const DONE_QUERY = ['done', 'email', 'role', 'unsent'] as const
-type DoneQuery = Partial<Record<typeof DONE_QUERY[number], string>>
+const DoneQuery = Type.Object({ done: text('The outcome'), email: text('The e-mail address'), role: text('The role'), unsent: text('The e-mail\'s fate') })
+type DoneQuery = Static<typeof DoneQuery>
 // An invitation's token in its link (wi_ and base64url); a longer one is no token.
 const InvitationParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 100 }) })
 
@@ -280,13 +280,13 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     }
   }
 
-  app.get('/workspaces', { schema: { hide: true } }, async (request, reply) => {
+  app.get('/workspaces', page(), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     return sendPage(reply, 200, workspacesPage(await workspacesData(session)))
   })
 
-  app.post('/workspaces', { schema: { hide: true, body: WorkspaceForm } }, async (request, reply) => {
+  app.post('/workspaces', page({ body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
     if (problem !== undefined) return sendPage(reply, 400, workspacesPage({ ...await workspacesData(session), error: problem, form: { name, description } }))
@@ -294,7 +294,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     return reply.redirect(`/workspaces/${workspace.id}`, 303)
   })
 
-  app.post('/workspace', { schema: { hide: true, body: formBody(['workspace_id']) } }, async (request, reply) => {
+  app.post('/workspace', page({ body: formBody({ workspace_id: text('The workspace') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const id = field(request, 'workspace_id').toLowerCase()
     if (id !== '' && !(await listMemberships(db, session.userId)).some((m) => m.workspaceId === id)) {
@@ -304,14 +304,14 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     return reply.redirect(HOME, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: DoneQuery }>('/workspaces/:id', { schema: { hide: true, params: IdParams, querystring: fields(DONE_QUERY) } }, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: DoneQuery }>('/workspaces/:id', page({ params: idParams('id'), querystring: DoneQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const data = await workspaceData(session, request.params.id)
     return sendPage(reply, 200, workspacePage({ ...data, ...doneOf(request.query, data.members) }))
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id', { schema: { hide: true, params: IdParams, body: WorkspaceForm } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id', page({ params: idParams('id'), body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
     return await outcome(reply, session, request.params.id, async (workspace) => {
@@ -321,7 +321,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     })
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/delete', { schema: { hide: true, params: IdParams, body: ButtonBody } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/delete', page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const id = (await requireOwned(session, request.params.id)).id
     try {
@@ -333,7 +333,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     return reply.redirect('/workspaces', 303)
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members', { schema: { hide: true, params: IdParams, body: formBody(['email', 'role']) } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members', page({ params: idParams('id'), body: formBody({ email: text('The e-mail address'), role: text('The role') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').trim().toLowerCase()
     const role = field(request, 'role')
@@ -355,7 +355,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     return status === 'sent' ? { done: { kind: 'mailed', email } } : { done: { kind: 'invited', email }, unsent: status }
   }
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', { schema: { hide: true, params: IdParams, body: MemberForm } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
     return await outcome(reply, session, request.params.id, async (workspace) => {
@@ -366,7 +366,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     })
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', { schema: { hide: true, params: IdParams, body: MemberForm } }, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
     return await outcome(reply, session, request.params.id, async (workspace) => {
@@ -403,13 +403,13 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
 
   const deadLink = () => new HttpError(404, 'not_found', 'This invitation link does not work: it was used already, withdrawn, or is older than 7 days. Ask the workspace\'s owner to send it again.')
 
-  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, { ...HIDDEN_KEYLESS, schema: { hide: true, params: InvitationParams } }, async (request, reply) => {
+  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, page({ params: InvitationParams }, { config: KEYLESS }), async (request, reply) => {
     const invitation = await findInvitation(db, request.params.token)
     if (invitation === undefined) throw deadLink()
     return await sendInvitationPage(request, reply, 200, request.params.token, invitation)
   })
 
-  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, { ...HIDDEN_KEYLESS, schema: { hide: true, params: InvitationParams, body: formBody(['username', 'new_password', 'confirm_password']) } }, async (request, reply) => {
+  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, page({ params: InvitationParams, body: formBody({ username: text('The e-mail address'), new_password: text('The password'), confirm_password: text('The password again') }) }, { config: KEYLESS }), async (request, reply) => {
     const { token } = request.params
     const invitation = await findInvitation(db, token)
     if (invitation === undefined) throw deadLink()
