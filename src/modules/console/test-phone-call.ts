@@ -9,7 +9,7 @@ import type { JobSender } from '../../jobs/queues.ts'
 import type { AgentRow } from '../agents/queries.ts'
 import { placePhoneCall } from '../calls/phone-calls.ts'
 import { listPhoneNumbers } from '../phone-numbers/queries.ts'
-import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
+import { fieldCheck, formOf, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
 import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
@@ -113,20 +113,32 @@ export function simulateRefusal (err: unknown): HttpError {
   return new HttpError(409, err.code, words[err.code] ?? `No call: ${err.message}.`)
 }
 
-/** A refusal of placePhoneCall, in words for the form; anything else (a fault of ours) is rethrown. */
-function refusalWords (err: unknown, form: Form): { status: number, error: string | SafeHtml } {
-  if (!(err instanceof HttpError) || err.statusCode >= 500) throw err
-  switch (err.code) {
+// placePhoneCall's refusals (all of them: a wrong agent is a 404 before the form is read, a fault of ours a 500), each
+// named in the redirect after a refused form (Post/Redirect/Get) so that the page says it again on a reload without
+// placing anything; `invalid`: the number to call is not one.
+const REFUSALS = ['invalid', 'do_not_call', 'agent_inactive', 'sip_not_connected', 'not_found'] as const
+type Refusal = typeof REFUSALS[number]
+const isRefusal = (code: string | undefined): code is Refusal => (REFUSALS as readonly string[]).includes(code ?? '')
+
+/** The refusal of placePhoneCall; anything else (a fault of ours) is rethrown. */
+function refusalOf (err: unknown): Refusal {
+  if (err instanceof HttpError && isRefusal(err.code) && err.statusCode < 500) return err.code
+  throw err
+}
+
+/** A refusal in words on the form. */
+function refusalState (refusal: Refusal, form: Form): FormState {
+  switch (refusal) {
+    case 'invalid':
+      return { form, problems: { to_number: checkTo(dialled(form.to_number)) } }
     case 'do_not_call':
-      return { status: 409, error: html`No call: ${form.to_number} is on your do-not-call list. <a href="/do-not-call">Take it off the list</a> to call it.` }
+      return { form, error: html`No call: ${form.to_number} is on your do-not-call list. <a href="/do-not-call">Take it off the list</a> to call it.` }
     case 'agent_inactive':
-      return { status: 409, error: 'No call: this agent is inactive. Set its status to active in its settings, then call again.' }
+      return { form, error: 'No call: this agent is inactive. Set its status to active in its settings, then call again.' }
     case 'sip_not_connected':
-      return { status: 409, error: `No call: ${form.from_number} is connected to a SIP trunk whose calls this server does not carry (docs/sip.md). Choose another number.` }
+      return { form, error: `No call: ${form.from_number} is connected to a SIP trunk whose calls this server does not carry (docs/sip.md). Choose another number.` }
     case 'not_found':
-      return { status: 404, error: `No call: ${form.from_number} is not one of your numbers. Choose one of the list.` }
-    default:
-      return { status: err.statusCode, error: `No call: ${err.message}.` }
+      return { form, error: `No call: ${form.from_number} is not one of your numbers. Choose one of the list.` }
   }
 }
 
@@ -141,44 +153,43 @@ function phoneCallPage (viewer: Viewer, agent: AgentRow, numbers: Number[], stat
   })
 }
 
-// What the redirect after a placed call carries: the call, the number called and the number it was called from.
-const Placed = Type.Object({ placed: text('The call'), to: text('The number called'), from: text('The number called from') })
+// What the redirect after the form carries: the number called and the one it was called from, with the call placed or
+// the refusal.
+const Outcome = Type.Object({ placed: text('The call'), refused: text('The refusal'), to: text('The number called'), from: text('The number called from') })
 
 export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
-  app.get<{ Params: { id: string }, Querystring: Static<typeof Placed> }>('/agents/:id/phone-call', page({ params: idParams('id'), querystring: Placed }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: Static<typeof Outcome> }>('/agents/:id/phone-call', page({ params: idParams('id'), querystring: Outcome }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const agent = await agentInScope(db, scoped.scope, request.params.id)
-    // After a call was placed (Post/Redirect/Get): what was called, from which number, and the call's link.
-    const { placed, to, from } = request.query
+    const { placed, refused, to = '', from = '' } = request.query
     const numbers = await numbersFor(db, scoped.scope, agent)
     const number = numbers.find((n) => n.phone_number === from)
-    const state: FormState = placed !== undefined && ID.test(placed) && to !== undefined && number !== undefined
-      ? { placed: { callId: placed, to, simulated: simulated(number) }, form: { from_number: number.phone_number, to_number: to } }
-      : {}
+    const form = { from_number: from, to_number: to }
+    const state: FormState = placed !== undefined && ID.test(placed) && number !== undefined
+      ? { placed: { callId: placed, to, simulated: simulated(number) }, form }
+      : isRefusal(refused) ? refusalState(refused, form) : {}
     return sendPage(reply, 200, phoneCallPage(viewerOf(scoped.session), agent, numbers, state))
   })
 
   // A member may place one, as they may talk to the agent: a call changes no setting (its credits are the owner's).
+  // Placed or refused, the answer is a redirect to the form's page, which says what happened (Post/Redirect/Get).
   app.post<{ Params: { id: string } }>('/agents/:id/phone-call', page({ params: idParams('id'), body: formBody({ from_number: text('The number to call from'), to_number: text('The number to call') }) }), async (request, reply) => {
-    const session = request.consoleSession!
-    const scope = scopeOf(session)
+    const scope = scopeOf(request.consoleSession!)
     const agent = await agentInScope(db, scope, request.params.id)
     const typed = formOf(request, FIELDS)
     const form = { ...typed, to_number: dialled(typed.to_number) }
-    const problems: Problems = { to_number: checkTo(form.to_number) }
-    const numbers = await numbersFor(db, scope, agent)
-    const refuse = (status: number, state: FormState) => sendPage(reply, status, phoneCallPage(viewerOf(session), agent, numbers, state))
-    if (hasProblems(problems)) return refuse(400, { form: typed, problems })
+    const outcome = (query: { placed: string } | { refused: Refusal }, to: string) =>
+      reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ ...query, to, from: form.from_number }).toString()}#phone-call`, 303)
+    if (checkTo(form.to_number) !== undefined) return outcome({ refused: 'invalid' }, typed.to_number)
     // In a workspace only its numbers are offered: another is "not one of yours", as another account's is.
-    const number = numbers.find((n) => n.phone_number === form.from_number)
+    const numbers = await numbersFor(db, scope, agent)
     try {
-      if (number === undefined) throw new HttpError(404, 'not_found', `phone number ${form.from_number}`)
+      if (!numbers.some((n) => n.phone_number === form.from_number)) throw new HttpError(404, 'not_found', `phone number ${form.from_number}`)
       const call = await placePhoneCall(db, jobs, scope.ownerId, { agent_id: agent.id, from_number: form.from_number, to_number: form.to_number })
-      return reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ placed: call._id, to: form.to_number, from: number.phone_number }).toString()}#phone-call`, 303)
+      return outcome({ placed: call._id }, form.to_number)
     } catch (err) {
-      const refused = refusalWords(err, form)
-      return refuse(refused.status, { form, error: refused.error })
+      return outcome({ refused: refusalOf(err) }, form.to_number)
     }
   })
 }
