@@ -17,6 +17,7 @@ import { readUpload } from '../campaigns/upload.ts'
 import { listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { barChart, formatNumber, type Bar } from './charts.ts'
 import { describe, fieldCheck, hasProblems, integerOf, problemsNotice, type Problems } from './fields.ts'
+import { dataTable, pager } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -255,11 +256,16 @@ function reportView (report: ImportReportAnswer, heading: string, address?: stri
 <h2 id="report-title">${heading}</h2>
 <p>${plural(report.rows, 'row')} in the file: ${formatNumber(report.imported)} imported, ${formatNumber(report.invalid_count)} invalid, ${plural(report.duplicate_count, 'duplicate')}, ${formatNumber(report.do_not_call_count)} on the do-not-call list.
 Rows are counted from the first after the header.</p>
-${rows.length > 0 && html`<div class="table"><table>
-  <caption>Rows not imported${left > rows.length && ` (the first ${formatNumber(rows.length)} of ${formatNumber(left)})`}</caption>
-  <thead><tr><th scope="col">Row</th><th scope="col">Phone number</th><th scope="col">Why</th></tr></thead>
-  <tbody>${rows.map((row) => html`<tr><td>${row.row}</td><td>${row.phone === '' ? '—' : row.phone}</td><td>${row.reason}</td></tr>`)}</tbody>
-</table></div>`}
+${rows.length > 0 && dataTable({
+  caption: `Rows not imported${left > rows.length ? ` (the first ${formatNumber(rows.length)} of ${formatNumber(left)})` : ''}`,
+  empty: '',
+  rows,
+  columns: [
+    { header: 'Row', cell: (row) => row.row },
+    { header: 'Phone number', cell: (row) => row.phone === '' ? '—' : row.phone },
+    { header: 'Why', cell: (row) => row.reason }
+  ]
+})}
 </section>`
 }
 
@@ -285,10 +291,11 @@ ${campaigns.length === 0
     <td>${when(new Date(campaign.created_at))}</td>
   </tr>`)}</tbody>
 </table></div>`}
-${(skip > 0 || more) && html`<nav aria-label="Pages of campaigns"><ul class="pager">
-  ${skip > 0 && html`<li><a href="/campaigns${skip - PAGE_SIZE > 0 ? `?skip=${skip - PAGE_SIZE}` : ''}" rel="prev">Newer campaigns</a></li>`}
-  ${more && html`<li><a href="/campaigns?skip=${skip + PAGE_SIZE}" rel="next">Older campaigns</a></li>`}
-</ul></nav>`}`
+${pager({
+  label: 'Pages of campaigns',
+  previous: skip > 0 ? { href: `/campaigns${skip - PAGE_SIZE > 0 ? `?skip=${skip - PAGE_SIZE}` : ''}`, text: 'Newer campaigns' } : undefined,
+  next: more ? { href: `/campaigns?skip=${skip + PAGE_SIZE}`, text: 'Older campaigns' } : undefined
+})}`
   })
 }
 

@@ -14,6 +14,7 @@ import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickna
 import {
   fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems
 } from './fields.ts'
+import { dataTable } from './components.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -118,16 +119,18 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs
       body: html`
 ${options.released === true && notice('success', 'The number is released.')}
 ${options.outcome !== undefined && notice(options.outcome.kind, options.outcome.text)}
-${numbers.length === 0
-  ? html`<p>No phone numbers yet: buy one or import one below.</p>`
-  : html`<div class="table"><table>
-  <caption>Your phone numbers${numbers.length === LIST_LIMIT && html` (the first ${LIST_LIMIT})`}</caption>
-  <thead><tr><th scope="col">Number</th><th scope="col">Nickname</th><th scope="col">Carrier</th><th scope="col">Inbound agent</th><th scope="col">Outbound agent</th></tr></thead>
-  <tbody>${numbers.map((number) => html`<tr>
-    <td><a href="/phone-numbers/${number.id}">${number.phone_number}</a></td><td>${number.nickname}</td><td>${number.carrier} (${number.source})</td>
-    <td>${agentName(number.inbound_agent_id)}</td><td>${agentName(number.outbound_agent_id)}</td>
-  </tr>`)}</tbody>
-</table></div>`}
+${dataTable({
+  caption: `Your phone numbers${numbers.length === LIST_LIMIT ? ` (the first ${LIST_LIMIT})` : ''}`,
+  empty: 'No phone numbers yet: buy one or import one below.',
+  rows: numbers,
+  columns: [
+    { header: 'Number', cell: (number) => html`<a href="/phone-numbers/${number.id}">${number.phone_number}</a>` },
+    { header: 'Nickname', cell: (number) => number.nickname },
+    { header: 'Carrier', cell: (number) => `${number.carrier} (${number.source})` },
+    { header: 'Inbound agent', cell: (number) => agentName(number.inbound_agent_id) },
+    { header: 'Outbound agent', cell: (number) => agentName(number.outbound_agent_id) }
+  ]
+})}
 <section aria-labelledby="buy-title">
 <h2 id="buy-title">Buy a number</h2>
 <p>Local numbers offered by this server's carrier (${carriers.purchasing}). A number bought here has its calls sent to this server.</p>
@@ -139,19 +142,22 @@ ${problemsNotice(searchProblems)}
   <button type="submit">Search</button>
 </form>
 ${options.searchError !== undefined && notice('error', options.searchError)}
-${options.found !== undefined && (options.found.length === 0
-  ? html`<p role="status">No numbers match: try another area code.</p>`
-  : html`<div class="table"><table>
-  <caption>Numbers to buy</caption>
-  <thead><tr><th scope="col">Number</th><th scope="col">Place</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-  <tbody>${options.found.map((offer) => html`<tr>
-    <td>${offer.phoneNumber}</td><td>${[offer.locality, offer.region, offer.country].filter(Boolean).join(', ')}</td>
-    <td><form method="post" action="/phone-numbers/buy">${csrfField(viewer.csrfToken)}
+${options.found !== undefined && dataTable({
+  caption: 'Numbers to buy',
+  empty: html`<span role="status">No numbers match: try another area code.</span>`,
+  rows: options.found,
+  columns: [
+    { header: 'Number', cell: (offer) => offer.phoneNumber },
+    { header: 'Place', cell: (offer) => [offer.locality, offer.region, offer.country].filter(Boolean).join(', ') },
+    {
+      header: html`<span class="visually-hidden">Actions</span>`,
+      cell: (offer) => html`<form method="post" action="/phone-numbers/buy">${csrfField(viewer.csrfToken)}
       <input type="hidden" name="phone_number" value="${offer.phoneNumber}">
       ${SEARCH_FIELDS.map((name) => html`<input type="hidden" name="${name}" value="${search[name]}">`)}
-      <button type="submit" aria-label="Buy ${offer.phoneNumber}">Buy</button></form></td>
-  </tr>`)}</tbody>
-</table></div>`)}
+      <button type="submit" aria-label="Buy ${offer.phoneNumber}">Buy</button></form>`
+    }
+  ]
+})}
 </section>
 <section aria-labelledby="import-title">
 <h2 id="import-title">Import a number</h2>

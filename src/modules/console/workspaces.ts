@@ -212,8 +212,8 @@ const MemberForm = formBody({ email: text('The e-mail address') })
 // What the workspace page's redirect after a change carries (Done).
 const DoneQuery = Type.Object({ done: text('The outcome'), email: text('The e-mail address'), role: text('The role'), unsent: text('The e-mail\'s fate') })
 type DoneQuery = Static<typeof DoneQuery>
-// An invitation's token in its link (wi_ and base64url); a longer one is no token.
-const InvitationParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 100 }) })
+// An invitation's token in its link (wi_ and base64url; an unknown one is the dead link's 404).
+const InvitationParams = Type.Object({ token: Type.String() })
 
 /** The redirect's query of a change's outcome. */
 function doneQuery (done: Done, unsent?: Unsent['status']): string {
