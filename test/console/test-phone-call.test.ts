@@ -136,8 +136,11 @@ t.test('the sandbox: no number yet, a simulated outbound call, a SIP number nobo
   const before = await browser.get(`/phone-numbers/${numberId}`)
   t.match(words(before.body), 'Simulate a call to this number')
   t.match(words(before.body), 'Choose an inbound agent above and save first')
-  const refused = await browser.post(`/phone-numbers/${numberId}/simulate`, { csrf_token: csrf })
-  t.equal(refused.statusCode, 409)
+  const refusedPost = await browser.post(`/phone-numbers/${numberId}/simulate`, { csrf_token: csrf })
+  t.equal(refusedPost.statusCode, 303, 'Post/Redirect/Get')
+  t.equal(refusedPost.headers.location, `/phone-numbers/${numberId}?simulate_refused=no_inbound_agent#simulate`)
+  const refused = await browser.get(`/phone-numbers/${numberId}?simulate_refused=no_inbound_agent`)
+  t.notMatch((await browser.get(`/phone-numbers/${numberId}?simulate_refused=toString`)).body, 'No call:', 'a name that is no refusal says nothing')
   t.match(words(refused.body), 'No call: the number has no inbound agent.')
 
   t.equal((await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${numberId}`, headers: account.headers, payload: { inbound_agent_id: agentId } })).statusCode, 200)

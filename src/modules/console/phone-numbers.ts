@@ -20,7 +20,7 @@ import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
 import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
-import { simulateRefusal, simulateSection } from './test-phone-call.ts'
+import { simulateRefusal, simulateRefusalText, simulateSection } from './test-phone-call.ts'
 
 // The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
 // Buy button per number, an import from a carrier account, and a number's page to assign its agents and
@@ -386,11 +386,14 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
     })
   }
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string, simulated?: string } }>('/phone-numbers/:id', page({ params: idParams('id'), querystring: Type.Object({ saved: text('Saved'), simulated: text('The simulated call') }) }), async (request, reply) => {
+  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call') })
+  app.get<{ Params: { id: string }, Querystring: Static<typeof NumberQuery> }>('/phone-numbers/:id', page({ params: idParams('id'), querystring: NumberQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const { saved, simulated } = request.query
-    return await numberPage(reply, 200, session, request.params.id, { saved: typeof saved === 'string' ? saved : undefined, simulated: typeof simulated === 'string' && ID.test(simulated) ? simulated : undefined })
+    return await numberPage(reply, 200, session, request.params.id, {
+      saved, simulated: simulated !== undefined && ID.test(simulated) ? simulated : undefined, simulateError: simulateRefusalText(request.query.simulate_refused)
+    })
   })
 
   app.post<{ Params: { id: string } }>('/phone-numbers/:id', page({ params: idParams('id'), body: formBody(textFields(ASSIGN_FIELDS)) }), async (request, reply) => {
@@ -434,7 +437,8 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
       const call = await simulateInboundCall(db, jobs, session.userId, number.id)
       return reply.redirect(`/phone-numbers/${number.id}?simulated=${call.id}#simulate`, 303)
     } catch (err) {
-      return await numberPage(reply, 409, session, number.id, { simulateError: simulateRefusal(err).message })
+      // Post/Redirect/Get: a reload says it again and simulates nothing.
+      return reply.redirect(`/phone-numbers/${number.id}?simulate_refused=${simulateRefusal(err)}#simulate`, 303)
     }
   })
 

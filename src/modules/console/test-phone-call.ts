@@ -103,15 +103,22 @@ export function simulateSection (viewer: Viewer, number: Pick<Number, 'id' | 'ca
 </section>`
 }
 
-/** A refusal of simulateInboundCall, in words for the number's page; anything else is rethrown. */
-export function simulateRefusal (err: unknown): HttpError {
-  if (!(err instanceof HttpError) || err.statusCode !== 409) throw err
-  const words: Record<string, string> = {
-    no_inbound_agent: 'No call: the number has no inbound agent. Choose one above and save, then simulate a call.',
-    agent_inactive: 'No call: the number\'s inbound agent is inactive. Set its status to active on its page, then simulate a call.'
-  }
-  return new HttpError(409, err.code, words[err.code] ?? `No call: ${err.message}.`)
+// simulateInboundCall's refusals of a number of the account: what the redirect after a refused "Simulate a call" names
+// (Post/Redirect/Get), each in words for the number's page (`conflict`: not a sandbox number, whose form is not shown).
+const SIMULATE_REFUSALS: Record<string, string> = {
+  no_inbound_agent: 'No call: the number has no inbound agent. Choose one above and save, then simulate a call.',
+  agent_inactive: 'No call: the number\'s inbound agent is inactive. Set its status to active on its page, then simulate a call.',
+  conflict: 'No call: only the sandbox\'s numbers take simulated calls.'
 }
+
+/** The refusal of simulateInboundCall, named for the redirect; anything else is rethrown. */
+export function simulateRefusal (err: unknown): string {
+  if (err instanceof HttpError && err.statusCode === 409 && SIMULATE_REFUSALS[err.code] !== undefined) return err.code
+  throw err
+}
+
+/** A refusal the number page's address names, in words; undefined for a name that is none. */
+export const simulateRefusalText = (code: string | undefined): string | undefined => Object.hasOwn(SIMULATE_REFUSALS, code ?? '') ? SIMULATE_REFUSALS[code!] : undefined
 
 // placePhoneCall's refusals (all of them: a wrong agent is a 404 before the form is read, a fault of ours a 500), each
 // named in the redirect after a refused form (Post/Redirect/Get) so that the page says it again on a reload without
