@@ -41,8 +41,12 @@ t.test('ring my phone with this agent, refusals in words, and a simulated call t
   // A do-not-call number: the API's 409, in words, with what was typed kept.
   await section.getByLabel('Number to call').fill('+1 415 555 0111')
   await section.getByRole('button', { name: 'Call this number' }).click()
-  await page.waitForURL(`${ctx.url}/agents/${agent._id as string}/phone-call#phone-call`)
+  await page.waitForURL(/\/phone-call\?refused=do_not_call&/)
   t.match(await page.getByRole('alert').textContent(), /^No call: \+14155550111 is on your do-not-call list\. Take it off the list to call it\.$/)
+  // Post/Redirect/Get: a reload shows the refusal again and sends nothing.
+  await page.reload()
+  t.match(await page.getByRole('alert').textContent(), /^No call: \+14155550111 is on your do-not-call list/)
+  t.equal(await page.getByLabel('Number to call').inputValue(), '+14155550111', 'the number is kept')
   await check('do-not-call refusal')
   await shot('refused')
 

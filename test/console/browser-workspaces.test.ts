@@ -38,6 +38,7 @@ t.test('invite a member who then signs in and sees only that workspace: in Chrom
   await ownerPage.getByLabel('Role').selectOption('member')
   await ownerPage.getByRole('button', { name: 'Invite' }).click()
   await ownerPage.getByText('Invitation e-mailed to colleague@example.com.').waitFor()
+  t.match(ownerPage.url(), /\/workspaces\/[0-9a-f]{24}\?done=mailed&email=colleague%40example\.com$/, 'Post/Redirect/Get: the page says what was done')
   axe.workspace = await axeViolations(ownerPage)
   const [mail] = await inbox.waitFor(1)
   const link = /http:\/\/localhost:3000\/invitations\/wi_\w+/.exec(mail.raw.replace(/=\r\n/g, ''))![0]

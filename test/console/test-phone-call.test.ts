@@ -1,6 +1,6 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
-import { csrfOf, signedInWithKey, unescapeHtml } from '../helpers/console-client.ts'
+import { csrfOf, signedInWithKey, unescapeHtml, type ConsoleClient } from '../helpers/console-client.ts'
 import { agentFinished, listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
@@ -25,6 +25,16 @@ async function buy (ctx: Ctx, account: Account, payload: Record<string, unknown>
 
 /** The page's text without tags, as a person reads it. */
 const words = (body: string) => unescapeHtml(body.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' '))
+
+/** A refused form answers 303 to the form's page, which says why (Post/Redirect/Get): that page. */
+async function refusedPage (t: Test, browser: ConsoleClient, res: Awaited<ReturnType<ConsoleClient['post']>>, refusal: string) {
+  t.equal(res.statusCode, 303, res.body)
+  const location = res.headers.location as string
+  t.match(location, new RegExp(`/phone-call\\?refused=${refusal}&to=[^&]*&from=[^&]*#phone-call$`))
+  const page = await browser.get(location.replace(/#.*/, ''))
+  t.equal(page.statusCode, 200)
+  return page
+}
 
 const callCount = async (ctx: Ctx) => (await ctx.db.selectFrom('calls').select('id').execute()).length
 
@@ -74,27 +84,24 @@ t.test('refusals are the API\'s, in words on the form, and no call is placed: do
   const place = async (form: Record<string, string>, id = agentId) => await browser.post(`/agents/${id}/phone-call`, { csrf_token: csrf, from_number: OUR_NUMBER, ...form })
 
   t.equal((await ctx.app.inject({ method: 'POST', url: '/v1/dnc', headers: account.headers, payload: { phone_number: '+14155550111' } })).statusCode, 201)
-  const listed = await place({ to_number: '+14155550111' })
-  t.equal(listed.statusCode, 409)
+  const listed = await refusedPage(t, browser, await place({ to_number: '+14155550111' }), 'do_not_call')
   t.match(words(listed.body), 'No call: +14155550111 is on your do-not-call list. Take it off the list to call it.')
   t.match(listed.body, /name="to_number" value="\+14155550111"/, 'what was typed is kept')
 
-  const bad = await place({ to_number: 'my phone' })
-  t.equal(bad.statusCode, 400)
+  const bad = await refusedPage(t, browser, await place({ to_number: 'my phone' }), 'invalid')
+  t.match(bad.body, /name="to_number" value="my phone"/, 'what was typed is kept')
   t.match(bad.body, /<p id="phone-call-to_number-error" class="field-error">Write the number with \+ and its country code, such as \+14155550123\.<\/p>/)
   t.match(bad.body, /aria-invalid="true"/)
 
   const other = await createAccount(ctx.db)
   const otherAgent = await agentOf(ctx, other)
-  const foreignNumber = await place({ from_number: '+14155550999', to_number: '+14155550123' })
-  t.equal(foreignNumber.statusCode, 404)
+  const foreignNumber = await refusedPage(t, browser, await place({ from_number: '+14155550999', to_number: '+14155550123' }), 'not_found')
   t.match(words(foreignNumber.body), 'No call: +14155550999 is not one of your numbers.')
   t.equal((await place({ to_number: '+14155550123' }, otherAgent)).statusCode, 404, 'another account\'s agent is not found')
   t.equal((await browser.get(`/agents/${otherAgent}/phone-call`)).statusCode, 404)
 
   t.equal((await ctx.app.inject({ method: 'PATCH', url: `/v1/agent/${agentId}`, headers: account.headers, payload: { status: 'inactive' } })).statusCode, 200)
-  const inactive = await place({ to_number: '+14155550123' })
-  t.equal(inactive.statusCode, 409)
+  const inactive = await refusedPage(t, browser, await place({ to_number: '+14155550123' }), 'agent_inactive')
   t.match(words(inactive.body), 'No call: this agent is inactive.')
 
   const forged = await browser.post(`/agents/${agentId}/phone-call`, { csrf_token: 'forged', from_number: OUR_NUMBER, to_number: '+14155550123' })
@@ -122,16 +129,18 @@ t.test('the sandbox: no number yet, a simulated outbound call, a SIP number nobo
   t.match(await finishedCall(ctx.app, account.headers, outbound.id), { direction: 'outbound', simulated: true, call_status: 'success' })
 
   t.equal((await ctx.app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers: account.headers, payload: { phone_number: '+4930555000', termination_uri: 'sip:pbx.example.test' } })).statusCode, 201)
-  const sip = await browser.post(`/agents/${agentId}/phone-call`, { csrf_token: csrf, from_number: '+4930555000', to_number: '+12125550160' })
-  t.equal(sip.statusCode, 409)
+  const sip = await refusedPage(t, browser, await browser.post(`/agents/${agentId}/phone-call`, { csrf_token: csrf, from_number: '+4930555000', to_number: '+12125550160' }), 'sip_not_connected')
   t.match(words(sip.body), 'No call: +4930555000 is connected to a SIP trunk whose calls this server does not carry')
 
   // The number's page: without an inbound agent there is nothing to answer; with one, the call is simulated.
   const before = await browser.get(`/phone-numbers/${numberId}`)
   t.match(words(before.body), 'Simulate a call to this number')
   t.match(words(before.body), 'Choose an inbound agent above and save first')
-  const refused = await browser.post(`/phone-numbers/${numberId}/simulate`, { csrf_token: csrf })
-  t.equal(refused.statusCode, 409)
+  const refusedPost = await browser.post(`/phone-numbers/${numberId}/simulate`, { csrf_token: csrf })
+  t.equal(refusedPost.statusCode, 303, 'Post/Redirect/Get')
+  t.equal(refusedPost.headers.location, `/phone-numbers/${numberId}?simulate_refused=no_inbound_agent#simulate`)
+  const refused = await browser.get(`/phone-numbers/${numberId}?simulate_refused=no_inbound_agent`)
+  t.notMatch((await browser.get(`/phone-numbers/${numberId}?simulate_refused=toString`)).body, 'No call:', 'a name that is no refusal says nothing')
   t.match(words(refused.body), 'No call: the number has no inbound agent.')
 
   t.equal((await ctx.app.inject({ method: 'PATCH', url: `/v1/phone-number/${numberId}`, headers: account.headers, payload: { inbound_agent_id: agentId } })).statusCode, 200)

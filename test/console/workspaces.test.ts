@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { createAgent, insertCalls } from '../helpers/calls.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
@@ -25,6 +25,14 @@ async function mailedLink (inbox: Inbox, email: string, count: number): Promise<
   return `/invitations/${link[1]}`
 }
 
+/** A change of the workspace's page answers 303 to the page (Post/Redirect/Get): the page it leads to. */
+async function followed (t: Test, browser: ConsoleClient, res: Awaited<ReturnType<ConsoleClient['post']>>) {
+  t.equal(res.statusCode, 303, res.body)
+  const location = res.headers.location as string
+  t.match(location, /^\/workspaces\/[0-9a-f]{24}\?done=/)
+  return await browser.get(location)
+}
+
 /** An owner with a workspace holding one agent and its call, and an agent and a call outside it. */
 async function seeded (ctx: TestContext, name = 'Sales <b>') {
   const o = await signedInWithKey(ctx)
@@ -43,7 +51,7 @@ t.test('invite a new person: the e-mail\'s link makes their account, and they se
   const inbox = await startInbox(t)
   const ctx = await setup(t, { SMTP_URL: inbox.url })
   const s = await seeded(ctx)
-  const invited = await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'New.Person@Example.com', role: 'member' })
+  const invited = await followed(t, s.browser, await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'New.Person@Example.com', role: 'member' }))
   t.equal(invited.statusCode, 200)
   t.match(invited.body, 'Invitation e-mailed to new.person@example.com.')
   const link = await mailedLink(inbox, 'new.person@example.com', 1)
@@ -101,7 +109,7 @@ t.test('invite a new person: the e-mail\'s link makes their account, and they se
   t.match((await person.get('/agents')).body, 'Shared agent')
 
   // Removed: the next request is back in their own account.
-  const removed = await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members/remove`, { email: 'new.person@example.com' })
+  const removed = await followed(t, s.browser, await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members/remove`, { email: 'new.person@example.com' }))
   t.match(removed.body, 'new.person@example.com is no longer a member.')
   const after = await person.get('/agents')
   t.notMatch(after.body, 'Shared agent')
@@ -114,13 +122,13 @@ t.test('without SMTP the inviter gets no link, only word that e-mail is not conf
   const ctx = await setup(t)
   const s = await seeded(ctx)
   const url = `/workspaces/${s.workspaceId}`
-  const invited = await s.browser.submit(url, `${url}/members`, { email: 'squat@example.com', role: 'admin' })
+  const invited = await followed(t, s.browser, await s.browser.submit(url, `${url}/members`, { email: 'squat@example.com', role: 'admin' }))
   t.equal(invited.statusCode, 200)
   t.match(invited.body, 'The invitation e-mail was not sent')
   t.match(invited.body, 'E-mail is not configured on this server (SMTP_URL is not set).')
   t.match(invited.body, `<code>npm run cli -- workspace invite-link --workspace ${s.workspaceId} --email squat@example.com</code>`)
   t.notMatch(invited.body, /wi_\w/, 'no link, no token on the page')
-  const resent = await s.browser.submit(url, `${url}/members/resend`, { email: 'squat@example.com' })
+  const resent = await followed(t, s.browser, await s.browser.submit(url, `${url}/members/resend`, { email: 'squat@example.com' }))
   t.notMatch(resent.body, /wi_\w/, 'nor when sent again')
   t.match(resent.body, 'The invitation e-mail was not sent')
   t.equal(await ctx.db.selectFrom('users').select('id').where('email', '=', 'squat@example.com').executeTakeFirst(), undefined, 'no account is made for the address')
@@ -160,7 +168,7 @@ t.test('a mail server that refuses the invitation: the inviter is told, and stil
   const inbox = await startInbox(t, { reject: true })
   const ctx = await setup(t, { SMTP_URL: inbox.url })
   const s = await seeded(ctx)
-  const invited = await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'x@example.com', role: 'member' })
+  const invited = await followed(t, s.browser, await s.browser.submit(`/workspaces/${s.workspaceId}`, `/workspaces/${s.workspaceId}/members`, { email: 'x@example.com', role: 'member' }))
   t.equal(invited.statusCode, 200)
   t.match(invited.body, 'The mail server refused it or could not be reached.')
   t.notMatch(invited.body, /wi_\w/)
@@ -218,9 +226,9 @@ t.test('the owner\'s page: validation, repeat and resend of invitations, removal
   t.equal((await s.browser.submit(url, `${url}/members`, { email: 'a@example.com', role: 'owner' })).statusCode, 400)
   await s.browser.submit(url, `${url}/members`, { email: 'a@example.com', role: 'member' })
   const first = await invitationLink(ctx, 'a@example.com')
-  const repeat = await s.browser.submit(url, `${url}/members`, { email: 'a@example.com', role: 'admin' })
+  const repeat = await followed(t, s.browser, await s.browser.submit(url, `${url}/members`, { email: 'a@example.com', role: 'admin' }))
   t.match(repeat.body, 'a@example.com was invited already; their role is now admin.')
-  const resent = await s.browser.submit(url, `${url}/members/resend`, { email: 'a@example.com' })
+  const resent = await followed(t, s.browser, await s.browser.submit(url, `${url}/members/resend`, { email: 'a@example.com' }))
   t.equal(resent.statusCode, 200)
   const second = await invitationLink(ctx, 'a@example.com')
   t.not(second, first, 'a new link')
@@ -231,7 +239,7 @@ t.test('the owner\'s page: validation, repeat and resend of invitations, removal
   t.equal((await s.browser.submit(url, `${url}/members/remove`, { email: 'nobody@example.com' })).statusCode, 409)
 
   const expired = await s.browser.submit(url, `${url}/members`, { email: 'late@example.com', role: 'member' })
-  t.equal(expired.statusCode, 200)
+  t.equal(expired.statusCode, 303)
   const late = await invitationLink(ctx, 'late@example.com')
   await ctx.db.updateTable('workspace_members').set({ invite_expires_at: new Date(Date.now() - 1000) }).where('email', '=', 'late@example.com').execute()
   const dead = await new ConsoleClient(ctx.app).get(late)
@@ -241,7 +249,7 @@ t.test('the owner\'s page: validation, repeat and resend of invitations, removal
   const renamed = await s.browser.submit(url, url, { workspace_name: '  ', description: '' })
   t.equal(renamed.statusCode, 400)
   t.match(renamed.body, 'The name must be 1 to 100 characters long.')
-  t.equal((await s.browser.submit(url, url, { workspace_name: 'Operations', description: 'x' })).statusCode, 200)
+  t.match((await followed(t, s.browser, await s.browser.submit(url, url, { workspace_name: 'Operations', description: 'x' }))).body, '<p class="notice success" role="status">Saved.</p>')
   const inUse = await s.browser.submit(url, `${url}/delete`, {})
   t.equal(inUse.statusCode, 409, 'its agent still belongs to it')
   t.match(inUse.body, 'Not deleted: the workspace still holds')
@@ -256,4 +264,26 @@ t.test('the owner\'s page: validation, repeat and resend of invitations, removal
   t.equal((await stranger.browser.submit('/workspaces', '/workspace', { workspace_id: 'nonsense' })).statusCode, 404)
   t.equal((await new ConsoleClient(ctx.app).get('/workspaces')).headers.location, '/login?next=%2Fworkspaces')
   t.equal((await new ConsoleClient(ctx.app).get('/invitations/wi_nonsense')).statusCode, 404)
+})
+
+t.test('Post/Redirect/Get on the workspace page: a reload shows the outcome again without sending the invitation again; a made-up outcome says nothing', async (t) => {
+  const ctx = await setup(t)
+  const s = await seeded(ctx, 'Ops')
+  const url = `/workspaces/${s.workspaceId}`
+  const sent = async () => (await ctx.db.selectFrom('emails').select('id').where('to_address', '=', 'once@example.com').execute()).length
+  const invited = await s.browser.submit(url, `${url}/members`, { email: 'once@example.com', role: 'member' })
+  t.equal(invited.headers.location, `${url}?done=invited&email=once%40example.com&unsent=recorded`)
+  for (let reload = 0; reload < 2; reload++) {
+    const page = await s.browser.get(invited.headers.location as string)
+    t.match(page.body, '<p class="notice success" role="status">once@example.com is invited.</p>')
+    t.match(page.body, 'The invitation e-mail was not sent')
+  }
+  t.equal(await sent(), 1, 'one invitation e-mail however often the page is reloaded')
+
+  // The query only repeats what happened: an address that is no open invitation, or still a member, shows nothing.
+  for (const query of ['done=mailed&email=nobody%40example.com', 'done=removed&email=once%40example.com', 'done=reinvited&email=once%40example.com&role=owner', 'done=nonsense']) {
+    const page = await s.browser.get(`${url}?${query}`)
+    t.equal(page.statusCode, 200, query)
+    t.notMatch(page.body, 'notice success', query)
+  }
 })

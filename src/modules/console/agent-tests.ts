@@ -17,7 +17,7 @@ import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { formBody, ID, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 import { changeScope, scopeOf, viewScope, type Scope } from './scope.ts'
 
 // An agent's tests in the console (docs/console.md, "Tests of an agent"): the text playground ("Save as test"),
@@ -37,6 +37,11 @@ const RUNS_SHOWN = 20
 const VERSIONS_SHOWN = 4
 /** Empty rows offered after the stored ones. */
 const BLANK_ROWS = 2
+
+const TestParams = idParams('id', 'testId')
+const RunParams = idParams('id', 'runId')
+const VERSION = text('The version')
+const CONVERSATION = text('The conversation')
 
 const checkChat = compileBodySchema(TestChatBody)
 const checkScenario = compileBodySchema(ScenarioInput)
@@ -594,8 +599,6 @@ function refusal (err: unknown): string {
 export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { deps: SessionDeps }): Promise<void> {
   const { db } = deps
   const llmConfigured = deps.config.voice.llm.configured
-  const CHAT_ROUTE = { ...HIDDEN, bodyLimit: CHAT_FORM_LIMIT }
-  const SCENARIO_ROUTE = { ...HIDDEN, bodyLimit: SCENARIO_FORM_LIMIT }
 
   async function scenarioOf (scope: Scope, agent: AgentRow, id: string): Promise<Scenario> {
     const scenario = ID.test(id) ? await findScenario(db, scope.ownerId, agent.id, id) : undefined
@@ -603,26 +606,27 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return scenario
   }
 
-  async function testsOf (session: ConsoleSession, agent: AgentRow, error?: string): Promise<string> {
+  /** The tests page's data: the agent's tests, its recent runs, and the newest run of each of its latest versions. */
+  async function testsOf (session: ConsoleSession, agent: AgentRow): Promise<TestsPage> {
     const scope = scopeOf(session)
     const [scenarios, runs] = await Promise.all([listScenarios(db, scope.ownerId, agent.id), listRuns(db, scope.ownerId, agent.id, { limit: RUNS_SHOWN, offset: 0 })])
     const newest = new Map<number, TestRunSummary>()
     for (const run of runs.data) if (!newest.has(run.agent_version)) newest.set(run.agent_version, run)
     const shown = [...newest.values()].sort((a, b) => b.agent_version - a.agent_version).slice(0, VERSIONS_SHOWN)
     const byVersion = (await Promise.all(shown.map(async (run) => await findRun(db, scope.ownerId, agent.id, run._id)))).filter((run) => run !== undefined)
-    return testsPage({ session, agent, scenarios, runs: runs.data, byVersion, error })
+    return { session, agent, scenarios, runs: runs.data, byVersion }
   }
 
   // The playground: a member may use it too (it changes nothing, as talking to an agent does not).
 
-  app.get<{ Params: { id: string } }>('/agents/:id/playground', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, playgroundPage({ session: page.session, agent, llmConfigured }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/playground', CHAT_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id'), body: formBody({ conversation: CONVERSATION, message: text('The message'), version: VERSION }) }, { bodyLimit: CHAT_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = scopeOf(session)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -645,7 +649,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, playgroundPage({ session, agent, llmConfigured, state }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/playground/save', CHAT_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/playground/save', page({ params: idParams('id'), body: formBody({ conversation: CONVERSATION, name: text('The name'), end_reason: text('How it ended') }) }, { bodyLimit: CHAT_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -667,14 +671,14 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
 
   // The tests.
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
-    return sendPage(reply, 200, await testsOf(page.session, agent))
+    return sendPage(reply, 200, testsPage(await testsOf(page.session, agent)))
   })
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests/new', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/tests/new', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -682,7 +686,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, scenarioPage({ session: page.session, agent, form: scenarioForm(), problems: {} }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/tests', SCENARIO_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id'), body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -698,7 +702,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/tests/run', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/tests/run', page({ params: idParams('id'), body: formBody({ test_id: text('The test'), version: VERSION }) }), async (request, reply) => {
     // A member may run the tests: a run changes no setting (as a call does not).
     const session = request.consoleSession!
     const scope = scopeOf(session)
@@ -707,18 +711,18 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const version = versionOf(form.version)
     const testId = form.test_id ?? ''
     if (testId !== '') await scenarioOf(scope, agent, testId)
-    if ('problem' in version) return sendPage(reply, 400, await testsOf(session, agent, version.problem))
+    if ('problem' in version) return sendPage(reply, 400, testsPage({ ...await testsOf(session, agent), error: version.problem }))
     let run: TestRun
     try {
       run = await runTests(deps, scope.ownerId, agent.id, { testIds: testId === '' ? undefined : [testId], version: version.version })
     } catch (err) {
       const text = refusal(err)
-      return sendPage(reply, (err as HttpError).statusCode, await testsOf(session, agent, `Not run: ${text}`))
+      return sendPage(reply, (err as HttpError).statusCode, testsPage({ ...await testsOf(session, agent), error: `Not run: ${text}` }))
     }
     return reply.redirect(`/agents/${agent.id}/tests/runs/${run._id}`, 303)
   })
 
-  app.get<{ Params: { id: string, runId: string }, Querystring: { with?: string } }>('/agents/:id/tests/runs/:runId', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string, runId: string }, Querystring: { with?: string } }>('/agents/:id/tests/runs/:runId', page({ params: RunParams, querystring: Type.Object({ with: text('The run to compare with') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { scope } = page
@@ -734,7 +738,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, runPage(page.session, agent, run, other, runs.data))
   })
 
-  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string } }>('/agents/:id/tests/:testId', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
@@ -742,7 +746,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, scenarioPage({ session: page.session, agent, scenario, form: scenarioForm(scenario), problems: {}, saved: request.query.saved !== undefined }))
   })
 
-  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId', SCENARIO_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
@@ -760,7 +764,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId/delete', page({ params: TestParams, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const scenario = await scenarioOf(scope, agent, request.params.testId)

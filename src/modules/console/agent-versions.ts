@@ -1,14 +1,17 @@
 import type { FastifyInstance } from 'fastify'
 import type { DB } from '../../db/database.ts'
+import { Type } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
+import { ObjectId } from '../../http/schemas.ts'
+import { agentInScope } from './agent-capabilities.ts'
 import { findAgent, lockAgent, updateAgent, type AgentRow, type VersionRow } from '../agents/queries.ts'
 import { agentVersions, diffSnapshots, restoreVersion, versionOf, type AgentSnapshot, type CapabilityChanges, type MemberChange } from '../agents/versions.ts'
 import { widgetSettings } from '../widget/widget.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
-import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { changeScope, viewScope, type Scope } from './scope.ts'
+import { formBody, idParams, page, sendPage, text } from './reply.ts'
 
 // An agent's versions in the console (docs/agents.md, "Versions"): the history with what each version changed,
 // the difference between two versions, Restore (a new version equal to an old one), and the widget's pin. They go
@@ -19,10 +22,16 @@ const PAGE_SIZE = 50
 const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 const noSuchVersion = () => new HttpError(404, 'not_found', 'This agent has no version with that number.')
 
+const VERSION_PATTERN = '^[1-9]\\d{0,8}$'
+const VERSION = new RegExp(VERSION_PATTERN)
+
 /** A version number as a query or path gives it; undefined when it is not one. */
 function numberOf (text: unknown): number | undefined {
-  return typeof text === 'string' && /^[1-9]\d{0,8}$/.test(text) ? Number(text) : undefined
+  return typeof text === 'string' && VERSION.test(text) ? Number(text) : undefined
 }
+
+const VersionParams = Type.Object({ id: ObjectId, version: Type.String({ pattern: VERSION_PATTERN }) })
+const HistoryQuery = Type.Object({ skip: text('The page position'), restored: text('The version restored'), pinned: text('The pin') })
 
 const CHANGE_LABELS: Record<string, string> = {
   created: 'Created', agent: 'Settings', llm: 'Language model', tools: 'Tools', actions: 'Actions', restore: 'Restored'
@@ -156,11 +165,6 @@ ${scope.canChange && row.version !== agent.version && html`<section aria-labelle
 }
 
 export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  const agentInScope = async (scope: Scope, id: string) => {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
-    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
-    return agent
-  }
   const versionIn = async (scope: Scope, agent: AgentRow, text: string) => {
     const version = numberOf(text)
     const found = version === undefined ? undefined : await versionOf(db, scope.ownerId, agent.id, version)
@@ -175,17 +179,17 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
     return historyPage({ viewer: viewerOf(session), scope, agent, versions: versions.slice(0, PAGE_SIZE), skip, hasNext: versions.length > PAGE_SIZE, restored: numberOf(query.restored), pinned: query.pinned !== undefined })
   }
 
-  app.get<{ Params: { id: string }, Querystring: { skip?: string, restored?: string, pinned?: string } }>('/agents/:id/versions', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { skip?: string, restored?: string, pinned?: string } }>('/agents/:id/versions', page({ params: idParams('id'), querystring: HistoryQuery }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
-    const agent = await agentInScope(page.scope, request.params.id)
+    const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, await history(page.session, page.scope, agent.id, request.query))
   })
 
-  app.get<{ Params: { id: string, version: string }, Querystring: { against?: string } }>('/agents/:id/versions/:version', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string, version: string }, Querystring: { against?: string } }>('/agents/:id/versions/:version', page({ params: VersionParams, querystring: Type.Object({ against: text('The version to compare with') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
-    const agent = await agentInScope(page.scope, request.params.id)
+    const agent = await agentInScope(db, page.scope, request.params.id)
     const { row, snapshot } = await versionIn(page.scope, agent, request.params.version)
     const againstText = request.query.against ?? (row.version > 1 ? String(row.version - 1) : undefined)
     const against = againstText === undefined ? undefined : await versionIn(page.scope, agent, againstText)
@@ -193,9 +197,9 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
     return sendPage(reply, 200, versionPage({ viewer: viewerOf(page.session), scope: page.scope, agent: current, row, snapshot, against }))
   })
 
-  app.post<{ Params: { id: string, version: string } }>('/agents/:id/versions/:version/restore', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string, version: string } }>('/agents/:id/versions/:version/restore', page({ params: VersionParams, body: formBody({}) }), async (request, reply) => {
     const scope = changeScope(request)
-    const agent = await agentInScope(scope, request.params.id)
+    const agent = await agentInScope(db, scope, request.params.id)
     const version = numberOf(request.params.version)
     const restored = version === undefined ? undefined : await restoreVersion(db, scope.ownerId, agent.id, version)
     if (restored === undefined) throw noSuchVersion()
@@ -203,9 +207,9 @@ export async function consoleVersionRoutes (app: FastifyInstance, { db }: { db: 
   })
 
   // The widget's pin (widget_settings.agent_version): a setting of the widget, so it makes no version.
-  app.post<{ Params: { id: string }, Body: { version?: string } }>('/agents/:id/versions/widget-pin', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string }, Body: { version?: string } }>('/agents/:id/versions/widget-pin', page({ params: idParams('id'), body: formBody({ version: text('The version') }) }), async (request, reply) => {
     const scope = changeScope(request)
-    const agent = await agentInScope(scope, request.params.id)
+    const agent = await agentInScope(db, scope, request.params.id)
     const text = request.body?.version ?? ''
     const version = text === '' ? null : numberOf(text)
     if (version === undefined) throw noSuchVersion()

@@ -5,7 +5,7 @@ import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
 import { listVoices } from '../account/queries.ts'
-import { findAgent, listAgents, listCapabilities, lockAgent, updateAgent, type AgentRow } from '../agents/queries.ts'
+import { listAgents, listCapabilities, lockAgent, updateAgent, type AgentRow } from '../agents/queries.ts'
 import { DataRetrievalItem, Dialling, MASK } from '../agents/settings-parts.ts'
 import { changedWorkflow } from '../agents/workflow-check.ts'
 import { recordVersion } from '../agents/versions.ts'
@@ -20,8 +20,9 @@ import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
-import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { changeScope, viewScope, type Scope } from './scope.ts'
+import { agentInScope } from './agent-capabilities.ts'
+import { formBody, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 
 // An agent's workflow in the console (docs/workflows.md, "In the console"): a page with the step list and the drawn
@@ -30,7 +31,9 @@ import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 // write-only header values) under the agent's row lock, and the API's messages are shown next to the fields they name.
 
 /** Instructions may be 20,000 characters: more than the console's usual 16 KB form, once URL-encoded. */
-const FORM_ROUTE = { ...HIDDEN, bodyLimit: 512 * 1024 }
+const FORM_LIMIT = 512 * 1024
+const StepParams = Type.Object({ id: ObjectId, stepId: StepId })
+const SAVED = Type.Object({ saved: text('Saved') })
 
 type StepType = WorkflowStep['type']
 const SCHEMAS = { conversation: ConversationStep, api_call: ApiCallStep, message: MessageStep, transfer: TransferStep, end: EndStep }
@@ -154,8 +157,8 @@ async function choicesOf (db: DB, scope: Scope, agent: AgentRow): Promise<Choice
   }
 }
 
-const workflowOf = (agent: AgentRow) => agent.workflow as unknown as Workflow | null
 const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
+const workflowOf = (agent: AgentRow) => agent.workflow as unknown as Workflow | null
 const noSuchStep = () => new HttpError(404, 'not_found', 'This workflow has no step with that id.')
 
 // Form text <-> a step.
@@ -544,27 +547,21 @@ export function workflowSection (agent: AgentRow): SafeHtml {
 }
 
 export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  async function agentInScope (scope: Scope, id: string): Promise<AgentRow> {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
-    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
-    return agent
-  }
-
   /** The page of a refused change: the API's message in words, 400 (a 404 of a reference too: it is the form's). */
   const refused = (err: unknown): err is HttpError => err instanceof HttpError && (err.statusCode === 400 || err.statusCode === 404) && err.message.startsWith('body.workflow')
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id/workflow', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id/workflow', page({ params: idParams('id'), querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
-    const agent = await agentInScope(page.scope, request.params.id)
+    const agent = await agentInScope(db, page.scope, request.params.id)
     return sendPage(reply, 200, workflowPage(page.session, page.scope, agent, { saved: request.query.saved !== undefined }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { type?: string } }>('/agents/:id/workflow/steps/new', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { type?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
-    const agent = await agentInScope(page.scope, request.params.id)
+    const agent = await agentInScope(db, page.scope, request.params.id)
     const type = request.query.type
     if (!isType(type)) throw new HttpError(400, 'bad_request', `Choose one of the step types: ${TYPES.map((entry) => entry.label).join(', ')}.`)
     const workflow = workflowOf(agent)
@@ -572,10 +569,10 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type, form, problems: {}, choices: await choicesOf(db, page.scope, agent) }))
   })
 
-  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string } }>('/agents/:id/workflow/steps/:stepId', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
-    const agent = await agentInScope(page.scope, request.params.id)
+    const agent = await agentInScope(db, page.scope, request.params.id)
     const workflow = workflowOf(agent)
     const step = workflow?.steps.find((other) => other.id === request.params.stepId)
     if (step === undefined) throw noSuchStep()
@@ -617,23 +614,23 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     return reply.redirect(`/agents/${agent.id}/workflow/steps/${saved!.steps.find((other) => other.id === step.id)!.id}?saved=1`, 303)
   }
 
-  app.post<{ Params: { id: string } }>('/agents/:id/workflow/steps', FORM_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/workflow/steps', page({ params: idParams('id'), body: openFormBody() }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const scope = changeScope(request)
-    const agent = await agentInScope(scope, request.params.id)
+    const agent = await agentInScope(db, scope, request.params.id)
     return await saveStep(reply, request.consoleSession!, scope, agent, undefined, request.body as FormValues)
   })
 
-  app.post<{ Params: { id: string, stepId: string } }>('/agents/:id/workflow/steps/:stepId', FORM_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string, stepId: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, body: openFormBody() }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const scope = changeScope(request)
-    const agent = await agentInScope(scope, request.params.id)
+    const agent = await agentInScope(db, scope, request.params.id)
     return await saveStep(reply, request.consoleSession!, scope, agent, request.params.stepId, request.body as FormValues)
   })
 
   /** A change of the whole workflow from its page (move, start, remove): back to the page, or the page with the problem. */
   const pageChange = (path: string, change: (workflow: Workflow, stepId: string) => Workflow | null) =>
-    app.post<{ Params: { id: string, stepId?: string } }>(path, HIDDEN, async (request, reply) => {
+    app.post<{ Params: { id: string, stepId?: string } }>(path, page({ params: path.includes(':stepId') ? StepParams : idParams('id'), body: formBody({}) }), async (request, reply) => {
       const scope = changeScope(request)
-      const agent = await agentInScope(scope, request.params.id)
+      const agent = await agentInScope(db, scope, request.params.id)
       const workflow = workflowOf(agent)
       const stepId = request.params.stepId
       if (workflow === null || (stepId !== undefined && !workflow.steps.some((step) => step.id === stepId))) throw noSuchStep()

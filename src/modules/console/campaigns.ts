@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { TSchema } from 'typebox'
+import { Type, type TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import type { JobSender } from '../../jobs/queues.ts'
@@ -17,11 +17,12 @@ import { readUpload } from '../campaigns/upload.ts'
 import { listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { barChart, formatNumber, type Bar } from './charts.ts'
 import { describe, fieldCheck, hasProblems, integerOf, problemsNotice, type Problems } from './fields.ts'
+import { dataTable, pager } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sameToken, sessionOf } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { count, formBody, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 
 // The console's campaigns (docs/campaigns.md, "The console"): the list with each campaign's progress, a form that
 // creates one from a CSV file, and a campaign's page (progress bar, outcome chart, pause/resume/cancel, the results
@@ -30,6 +31,8 @@ import { HIDDEN, ID, sendPage } from './reply.ts'
 // a workspace (pages.ts NAV).
 
 const PAGE_SIZE = 50
+// The deepest page position a list's address may ask for.
+const MAX_SKIP = 999_999_999
 /** The agents and numbers the form offers (the first by creation). */
 const AGENT_OPTIONS = 200
 const NUMBER_OPTIONS = 100
@@ -253,11 +256,16 @@ function reportView (report: ImportReportAnswer, heading: string, address?: stri
 <h2 id="report-title">${heading}</h2>
 <p>${plural(report.rows, 'row')} in the file: ${formatNumber(report.imported)} imported, ${formatNumber(report.invalid_count)} invalid, ${plural(report.duplicate_count, 'duplicate')}, ${formatNumber(report.do_not_call_count)} on the do-not-call list.
 Rows are counted from the first after the header.</p>
-${rows.length > 0 && html`<div class="table"><table>
-  <caption>Rows not imported${left > rows.length && ` (the first ${formatNumber(rows.length)} of ${formatNumber(left)})`}</caption>
-  <thead><tr><th scope="col">Row</th><th scope="col">Phone number</th><th scope="col">Why</th></tr></thead>
-  <tbody>${rows.map((row) => html`<tr><td>${row.row}</td><td>${row.phone === '' ? '—' : row.phone}</td><td>${row.reason}</td></tr>`)}</tbody>
-</table></div>`}
+${rows.length > 0 && dataTable({
+  caption: `Rows not imported${left > rows.length ? ` (the first ${formatNumber(rows.length)} of ${formatNumber(left)})` : ''}`,
+  empty: '',
+  rows,
+  columns: [
+    { header: 'Row', cell: (row) => row.row },
+    { header: 'Phone number', cell: (row) => row.phone === '' ? '—' : row.phone },
+    { header: 'Why', cell: (row) => row.reason }
+  ]
+})}
 </section>`
 }
 
@@ -283,10 +291,11 @@ ${campaigns.length === 0
     <td>${when(new Date(campaign.created_at))}</td>
   </tr>`)}</tbody>
 </table></div>`}
-${(skip > 0 || more) && html`<nav aria-label="Pages of campaigns"><ul class="pager">
-  ${skip > 0 && html`<li><a href="/campaigns${skip - PAGE_SIZE > 0 ? `?skip=${skip - PAGE_SIZE}` : ''}" rel="prev">Newer campaigns</a></li>`}
-  ${more && html`<li><a href="/campaigns?skip=${skip + PAGE_SIZE}" rel="next">Older campaigns</a></li>`}
-</ul></nav>`}`
+${pager({
+  label: 'Pages of campaigns',
+  previous: skip > 0 ? { href: `/campaigns${skip - PAGE_SIZE > 0 ? `?skip=${skip - PAGE_SIZE}` : ''}`, text: 'Newer campaigns' } : undefined,
+  next: more ? { href: `/campaigns?skip=${skip + PAGE_SIZE}`, text: 'Older campaigns' } : undefined
+})}`
   })
 }
 
@@ -453,7 +462,6 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
   }
 
   async function campaignOf (userId: string, id: string): Promise<Campaign> {
-    if (!ID.test(id)) throw noSuchCampaign()
     try {
       return await campaignView(db, userId, id.toLowerCase())
     } catch (err) {
@@ -465,16 +473,14 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
   const showCampaign = async (reply: FastifyReply, status: number, session: ConsoleSession, campaign: Campaign, options: { done?: string, error?: string, report?: ImportReportAnswer } = {}) =>
     sendPage(reply, status, campaignPage(viewerOf(session), campaign, (await findAgent(db, session.userId, campaign.agent_id))?.agent_name, options))
 
-  app.get('/console/campaigns.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/campaigns.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(SCRIPT)
   })
 
-  app.get<{ Querystring: { skip?: unknown } }>('/campaigns', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { skip?: number } }>('/campaigns', page({ querystring: Type.Object({ skip: count('The page position', MAX_SKIP) }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    const skipText = typeof request.query.skip === 'string' ? request.query.skip : ''
-    if (skipText !== '' && !/^\d{1,9}$/.test(skipText)) throw new HttpError(400, 'validation_error', 'The page position must be a whole number.')
-    const skip = Number(skipText)
+    const skip = request.query.skip ?? 0
     const rows = await listCampaigns(db, session.userId, { limit: PAGE_SIZE + 1, skip })
     const shown = rows.slice(0, PAGE_SIZE)
     const progress = await campaignProgress(db, shown.map((row) => row.id))
@@ -482,17 +488,18 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
     return sendPage(reply, 200, listPage(viewerOf(session), campaigns, await agentNames(session.userId), skip, rows.length > PAGE_SIZE))
   })
 
-  app.get('/campaigns/new', HIDDEN, async (request, reply) => {
+  app.get('/campaigns/new', page(), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     return sendPage(reply, 200, newPage(viewerOf(session), await choicesOf(session.userId), emptyForm(), {}))
   })
 
   // A multipart form: it checks its CSRF token itself, as its first field, before any byte of the file is read.
+  const upload = page({}, { bodyLimit: limits.maxFileBytes + 1024 * 1024, config: { multipartForm: true as const } })
   app.post('/campaigns', {
-    ...HIDDEN,
-    bodyLimit: limits.maxFileBytes + 1024 * 1024,
-    config: { multipartForm: true as const },
+    ...upload,
+    // A multipart form: its parts are read and checked one by one as they stream in (readUpload, readSettings).
+    schema: { ...upload.schema, body: { content: { 'multipart/form-data': { schema: openFormBody() } } } },
     // Refused before its body is read: the connection cannot carry another request.
     onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
   }, async (request, reply) => {
@@ -537,15 +544,15 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
     }
   })
 
-  app.get<{ Params: { id: string }, Querystring: { done?: unknown } }>('/campaigns/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { done?: string } }>('/campaigns/:id', page({ params: idParams('id'), querystring: Type.Object({ done: text('The change done') }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const campaign = await campaignOf(session.userId, request.params.id)
-    return await showCampaign(reply, 200, session, campaign, { done: typeof request.query.done === 'string' ? request.query.done : undefined })
+    return await showCampaign(reply, 200, session, campaign, { done: request.query.done })
   })
 
   for (const action of ['pause', 'resume', 'cancel'] as const) {
-    app.post<{ Params: { id: string } }>(`/campaigns/:id/${action}`, HIDDEN, async (request, reply) => {
+    app.post<{ Params: { id: string } }>(`/campaigns/:id/${action}`, page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
       const session = request.consoleSession!
       const campaign = await campaignOf(session.userId, request.params.id)
       try {
@@ -561,7 +568,7 @@ export async function consoleCampaignRoutes (app: FastifyInstance, { db, jobs }:
   }
 
   // The same CSV as GET /v1/campaigns/:id/results.csv, through the session.
-  app.get<{ Params: { id: string } }>('/campaigns/:id/results.csv', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/campaigns/:id/results.csv', page({ params: idParams('id') }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const campaign = await campaignOf(session.userId, request.params.id)

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { DB } from '../../db/database.ts'
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
 import { E164, ObjectId } from '../../http/schemas.ts'
 import type { JobSender } from '../../jobs/queues.ts'
@@ -14,12 +14,13 @@ import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickna
 import {
   fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems
 } from './fields.ts'
+import { dataTable } from './components.ts'
 import { html } from './html.ts'
-import { csrfField, layout, notice, when, viewerOf } from './pages.ts'
+import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
-import { simulateRefusal, simulateSection } from './test-phone-call.ts'
+import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
+import { simulateRefusal, simulateRefusalText, simulateSection } from './test-phone-call.ts'
 
 // The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
 // Buy button per number, an import from a carrier account, and a number's page to assign its agents and
@@ -33,6 +34,9 @@ const ASSIGN_FIELDS = ['nickname', 'inbound_agent_id', 'outbound_agent_id', 'inb
 type SearchForm = Record<typeof SEARCH_FIELDS[number], string>
 type ImportForm = Record<typeof IMPORT_FIELDS[number], string>
 type AssignForm = Record<typeof ASSIGN_FIELDS[number], string>
+
+/** A form's fields, each an optional text named by its field's name (the form's checks word the problems). */
+const textFields = <F extends string>(names: readonly F[]) => Object.fromEntries(names.map((name) => [name, text(`“${name.replace(/_/g, ' ')}”`)])) as Record<F, ReturnType<typeof text>>
 
 const noSuchNumber = () => new HttpError(404, 'not_found', 'You have no phone number with that id.')
 
@@ -48,6 +52,32 @@ interface ListOptions {
   /** How a repointing or a token replacement went. */
   outcome?: { kind: 'success' | 'error', text: string }
   tokenProblems?: Problems
+}
+
+type NumberRow = Awaited<ReturnType<typeof listPhoneNumbers>>[number]
+type AgentChoice = Awaited<ReturnType<typeof listAgents>>[number]
+
+interface ListData { viewer: Viewer, numbers: NumberRow[], agents: AgentChoice[] }
+interface NumberData { viewer: Viewer, number: NumberRow, agents: AgentChoice[] }
+interface NumberOptions { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string, simulateError?: string }
+
+// What the list's address says after a change (Post/Redirect/Get): a release, a repointing, a token replaced.
+const LIST_QUERY = { released: text('Released'), repointed: text('Numbers repointed'), token_kept: text('Numbers with the new token') }
+const SEARCH_QUERY = { country: text('The country'), area_code: text('The area code'), contains: text('The digits') }
+const ListQuery = Type.Object({ ...SEARCH_QUERY, ...LIST_QUERY })
+const COUNT = /^\d{1,6}$/
+const numbersText = (count: number) => `${count} number${count === 1 ? '' : 's'}`
+
+/** The outcome the list's address names. */
+function listOutcome (query: Static<typeof ListQuery>): Pick<ListOptions, 'released' | 'outcome'> {
+  if (query.released !== undefined) return { released: true }
+  const { repointed, token_kept: kept } = query
+  if (repointed !== undefined && COUNT.test(repointed)) {
+    const count = Number(repointed)
+    return { outcome: { kind: 'success', text: `${numbersText(count)} now send${count === 1 ? 's' : ''} calls to this server.` } }
+  }
+  if (kept !== undefined && COUNT.test(kept)) return { outcome: { kind: 'success', text: `The new auth token is kept with ${numbersText(Number(kept))}.` } }
+  return {}
 }
 
 export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs, carriers }: { db: DB, jobs: JobSender, carriers: Carriers }): Promise<void> {
@@ -70,9 +100,13 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs
 
   const agentsOf = async (userId: string) => await listAgents(db, userId, { limit: LIST_LIMIT })
 
-  async function listPage (session: ConsoleSession, options: ListOptions): Promise<string> {
-    const viewer = viewerOf(session)
+  /** The list's data: the account's numbers and agents (for their names). */
+  async function listData (session: ConsoleSession): Promise<ListData> {
     const [numbers, agents] = await Promise.all([listPhoneNumbers(db, session.userId, { limit: LIST_LIMIT }), agentsOf(session.userId)])
+    return { viewer: viewerOf(session), numbers, agents }
+  }
+
+  function listPage ({ viewer, numbers, agents, ...options }: ListData & ListOptions): string {
     const agentName = (id: string | null) => id === null ? html`<span class="hint">none</span>` : agents.find((agent) => agent.id === id)?.agent_name ?? id
     const search = options.search ?? { country: 'US', area_code: '', contains: '' }
     const searchProblems = options.searchProblems ?? {}
@@ -85,16 +119,18 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs
       body: html`
 ${options.released === true && notice('success', 'The number is released.')}
 ${options.outcome !== undefined && notice(options.outcome.kind, options.outcome.text)}
-${numbers.length === 0
-  ? html`<p>No phone numbers yet: buy one or import one below.</p>`
-  : html`<div class="table"><table>
-  <caption>Your phone numbers${numbers.length === LIST_LIMIT && html` (the first ${LIST_LIMIT})`}</caption>
-  <thead><tr><th scope="col">Number</th><th scope="col">Nickname</th><th scope="col">Carrier</th><th scope="col">Inbound agent</th><th scope="col">Outbound agent</th></tr></thead>
-  <tbody>${numbers.map((number) => html`<tr>
-    <td><a href="/phone-numbers/${number.id}">${number.phone_number}</a></td><td>${number.nickname}</td><td>${number.carrier} (${number.source})</td>
-    <td>${agentName(number.inbound_agent_id)}</td><td>${agentName(number.outbound_agent_id)}</td>
-  </tr>`)}</tbody>
-</table></div>`}
+${dataTable({
+  caption: `Your phone numbers${numbers.length === LIST_LIMIT ? ` (the first ${LIST_LIMIT})` : ''}`,
+  empty: 'No phone numbers yet: buy one or import one below.',
+  rows: numbers,
+  columns: [
+    { header: 'Number', cell: (number) => html`<a href="/phone-numbers/${number.id}">${number.phone_number}</a>` },
+    { header: 'Nickname', cell: (number) => number.nickname },
+    { header: 'Carrier', cell: (number) => `${number.carrier} (${number.source})` },
+    { header: 'Inbound agent', cell: (number) => agentName(number.inbound_agent_id) },
+    { header: 'Outbound agent', cell: (number) => agentName(number.outbound_agent_id) }
+  ]
+})}
 <section aria-labelledby="buy-title">
 <h2 id="buy-title">Buy a number</h2>
 <p>Local numbers offered by this server's carrier (${carriers.purchasing}). A number bought here has its calls sent to this server.</p>
@@ -106,19 +142,22 @@ ${problemsNotice(searchProblems)}
   <button type="submit">Search</button>
 </form>
 ${options.searchError !== undefined && notice('error', options.searchError)}
-${options.found !== undefined && (options.found.length === 0
-  ? html`<p role="status">No numbers match: try another area code.</p>`
-  : html`<div class="table"><table>
-  <caption>Numbers to buy</caption>
-  <thead><tr><th scope="col">Number</th><th scope="col">Place</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-  <tbody>${options.found.map((offer) => html`<tr>
-    <td>${offer.phoneNumber}</td><td>${[offer.locality, offer.region, offer.country].filter(Boolean).join(', ')}</td>
-    <td><form method="post" action="/phone-numbers/buy">${csrfField(viewer.csrfToken)}
+${options.found !== undefined && dataTable({
+  caption: 'Numbers to buy',
+  empty: html`<span role="status">No numbers match: try another area code.</span>`,
+  rows: options.found,
+  columns: [
+    { header: 'Number', cell: (offer) => offer.phoneNumber },
+    { header: 'Place', cell: (offer) => [offer.locality, offer.region, offer.country].filter(Boolean).join(', ') },
+    {
+      header: html`<span class="visually-hidden">Actions</span>`,
+      cell: (offer) => html`<form method="post" action="/phone-numbers/buy">${csrfField(viewer.csrfToken)}
       <input type="hidden" name="phone_number" value="${offer.phoneNumber}">
       ${SEARCH_FIELDS.map((name) => html`<input type="hidden" name="${name}" value="${search[name]}">`)}
-      <button type="submit" aria-label="Buy ${offer.phoneNumber}">Buy</button></form></td>
-  </tr>`)}</tbody>
-</table></div>`)}
+      <button type="submit" aria-label="Buy ${offer.phoneNumber}">Buy</button></form>`
+    }
+  ]
+})}
 </section>
 <section aria-labelledby="import-title">
 <h2 id="import-title">Import a number</h2>
@@ -182,12 +221,12 @@ ${problemsNotice(options.tokenProblems ?? {})}
     }
   }
 
-  app.get<{ Querystring: Record<string, unknown> }>('/phone-numbers', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: Static<typeof ListQuery> }>('/phone-numbers', page({ querystring: ListQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const searched = await searchOf(request.query)
     const status = searched.searchProblems !== undefined ? 400 : 200
-    return sendPage(reply, status, await listPage(session, { ...searched, released: request.query.released !== undefined }))
+    return sendPage(reply, status, listPage({ ...await listData(session), ...searched, ...listOutcome(request.query) }))
   })
 
   /** A carrier's or the module's refusal, shown on the page that asked, with its status. */
@@ -196,7 +235,7 @@ ${problemsNotice(options.tokenProblems ?? {})}
     throw err
   }
 
-  app.post('/phone-numbers/buy', HIDDEN, async (request, reply) => {
+  app.post('/phone-numbers/buy', page({ body: formBody({ phone_number: text('The number'), ...SEARCH_QUERY }) }), async (request, reply) => {
     const session = request.consoleSession!
     const { phone_number: phoneNumber } = formOf(request, ['phone_number'])
     if (checks.phone_number(phoneNumber) !== undefined) throw new HttpError(400, 'bad_request', 'Choose a number from the search results.')
@@ -206,11 +245,11 @@ ${problemsNotice(options.tokenProblems ?? {})}
     } catch (err) {
       const refused = refusal(err)
       const searched = await searchOf(request.body)
-      return sendPage(reply, refused.statusCode, await listPage(session, { ...searched, searchError: `${phoneNumber} was not bought: ${refused.message}.` }))
+      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), ...searched, searchError: `${phoneNumber} was not bought: ${refused.message}.` }))
     }
   })
 
-  app.post('/phone-numbers/import', HIDDEN, async (request, reply) => {
+  app.post('/phone-numbers/import', page({ body: formBody(textFields(IMPORT_FIELDS)) }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, IMPORT_FIELDS)
     const problems: Problems = {
@@ -237,7 +276,7 @@ ${problemsNotice(options.tokenProblems ?? {})}
     if (twilio && carriers.purchasing === 'sandbox') problems.carrier ??= 'This server runs the sandbox carrier: numbers cannot be imported from Twilio.'
     const chosenTwilio = form.carrier === 'twilio' || (form.carrier === '' && carriers.purchasing === 'twilio')
     if (chosenTwilio && !credentials) problems.account_sid ??= 'Give the account SID and auth token of your Twilio account: numbers of this server\'s own account are assigned by its operator.'
-    if (hasProblems(problems)) return sendPage(reply, 400, await listPage(session, { importForm: form, importProblems: problems }))
+    if (hasProblems(problems)) return sendPage(reply, 400, listPage({ ...await listData(session), importForm: form, importProblems: problems }))
     try {
       const row = await importNumber(db, carriers, session.userId, {
         phone_number: form.phone_number,
@@ -249,40 +288,39 @@ ${problemsNotice(options.tokenProblems ?? {})}
       return reply.redirect(`/phone-numbers/${row.id}?saved=imported`, 303)
     } catch (err) {
       const refused = refusal(err)
-      return sendPage(reply, refused.statusCode, await listPage(session, { importForm: form, importError: `${form.phone_number} was not imported: ${refused.message}.` }))
+      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), importForm: form, importError: `${form.phone_number} was not imported: ${refused.message}.` }))
     }
   })
 
-  app.post('/phone-numbers/repoint', HIDDEN, async (request, reply) => {
+  app.post('/phone-numbers/repoint', page({ body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     let outcome: ListOptions['outcome']
     try {
       const { repointed, failed } = await repointNumbers(db, carriers, session.userId)
-      outcome = failed.length === 0
-        ? { kind: 'success', text: `${repointed.length} number${repointed.length === 1 ? '' : 's'} now send${repointed.length === 1 ? 's' : ''} calls to this server.` }
-        : { kind: 'error', text: `${repointed.length} repointed; not repointed: ${failed.map((f) => `${f.phone_number} (${f.message})`).join('; ')}.` }
+      if (failed.length === 0) return reply.redirect(`/phone-numbers?repointed=${repointed.length}`, 303)
+      outcome = { kind: 'error', text: `${repointed.length} repointed; not repointed: ${failed.map((f) => `${f.phone_number} (${f.message})`).join('; ')}.` }
     } catch (err) {
       outcome = { kind: 'error', text: `The numbers were not repointed: ${refusal(err).message}.` }
     }
-    return sendPage(reply, outcome.kind === 'success' ? 200 : 409, await listPage(session, { outcome }))
+    return sendPage(reply, 409, listPage({ ...await listData(session), outcome }))
   })
 
-  app.post('/phone-numbers/carrier-token', HIDDEN, async (request, reply) => {
+  app.post('/phone-numbers/carrier-token', page({ body: formBody(textFields(['account_sid', 'auth_token'])) }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, ['account_sid', 'auth_token'])
     const tokenProblems: Problems = { account_sid: checks.account_sid(form.account_sid), auth_token: checks.auth_token(form.auth_token) }
-    if (hasProblems(tokenProblems)) return sendPage(reply, 400, await listPage(session, { tokenProblems }))
+    if (hasProblems(tokenProblems)) return sendPage(reply, 400, listPage({ ...await listData(session), tokenProblems }))
     try {
       const count = await replaceCarrierToken(db, carriers, session.userId, form.account_sid, form.auth_token)
-      return sendPage(reply, 200, await listPage(session, { outcome: { kind: 'success', text: `The new auth token is kept with ${count} number${count === 1 ? '' : 's'}.` } }))
+      return reply.redirect(`/phone-numbers?token_kept=${count}`, 303)
     } catch (err) {
       const refused = refusal(err)
-      return sendPage(reply, refused.statusCode, await listPage(session, { outcome: { kind: 'error', text: `The auth token was not replaced: ${refused.message}.` } }))
+      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), outcome: { kind: 'error', text: `The auth token was not replaced: ${refused.message}.` } }))
     }
   })
 
   async function ownNumber (userId: string, id: string) {
-    const row = ID.test(id) ? await findPhoneNumber(db, userId, id) : undefined
+    const row = await findPhoneNumber(db, userId, id)
     if (row === undefined) throw noSuchNumber()
     return row
   }
@@ -293,10 +331,13 @@ ${problemsNotice(options.tokenProblems ?? {})}
     1: 'Saved.'
   }
 
-  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string, simulateError?: string }) {
-    const viewer = viewerOf(session)
-    const number = await ownNumber(session.userId, id)
-    const agents = await agentsOf(session.userId)
+  /** A number's page, with its data loaded (the number, the account's agents for the selects). */
+  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: NumberOptions) {
+    const [number, agents] = await Promise.all([ownNumber(session.userId, id), agentsOf(session.userId)])
+    return sendPage(reply, status, numberView({ viewer: viewerOf(session), number, agents, ...options }))
+  }
+
+  function numberView ({ viewer, number, agents, ...options }: NumberData & NumberOptions): string {
     const form = options.form ?? {
       nickname: number.nickname,
       inbound_agent_id: number.inbound_agent_id ?? '',
@@ -312,7 +353,7 @@ ${problemsNotice(options.tokenProblems ?? {})}
       return [{ value: '', label: 'The latest version' }, ...Array.from({ length: latest }, (_, n) => ({ value: String(latest - n), label: `Version ${latest - n}` }))]
     }
     const purchased = number.source === 'purchased' && number.carrier !== 'sip'
-    return sendPage(reply, status, layout({
+    return layout({
       title: number.phone_number,
       viewer,
       current: '/phone-numbers',
@@ -342,17 +383,20 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
 <p>${purchased ? 'The number is given back to the carrier and removed from Switchboard.' : 'The number is removed from Switchboard; it stays in your carrier account.'}</p>
 <form method="post" action="/phone-numbers/${number.id}/release">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Release ${number.phone_number}</button></form>
 <p class="hint">Number id <code>${number.id}</code>. Customers, workspaces and SIP trunks are set through the API (<a href="/docs">API reference</a>).</p>`
-    }))
+    })
   }
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string, simulated?: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
+  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call') })
+  app.get<{ Params: { id: string }, Querystring: Static<typeof NumberQuery> }>('/phone-numbers/:id', page({ params: idParams('id'), querystring: NumberQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const { saved, simulated } = request.query
-    return await numberPage(reply, 200, session, request.params.id, { saved: typeof saved === 'string' ? saved : undefined, simulated: typeof simulated === 'string' && ID.test(simulated) ? simulated : undefined })
+    return await numberPage(reply, 200, session, request.params.id, {
+      saved, simulated: simulated !== undefined && ID.test(simulated) ? simulated : undefined, simulateError: simulateRefusalText(request.query.simulate_refused)
+    })
   })
 
-  app.post<{ Params: { id: string } }>('/phone-numbers/:id', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id', page({ params: idParams('id'), body: formBody(textFields(ASSIGN_FIELDS)) }), async (request, reply) => {
     const session = request.consoleSession!
     const number = await ownNumber(session.userId, request.params.id)
     const form = formOf(request, ASSIGN_FIELDS)
@@ -386,18 +430,19 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
   })
 
   // A sandbox number's simulated inbound call (test-phone-call.ts says how).
-  app.post<{ Params: { id: string } }>('/phone-numbers/:id/simulate', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id/simulate', page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const number = await ownNumber(session.userId, request.params.id)
     try {
       const call = await simulateInboundCall(db, jobs, session.userId, number.id)
       return reply.redirect(`/phone-numbers/${number.id}?simulated=${call.id}#simulate`, 303)
     } catch (err) {
-      return await numberPage(reply, 409, session, number.id, { simulateError: simulateRefusal(err).message })
+      // Post/Redirect/Get: a reload says it again and simulates nothing.
+      return reply.redirect(`/phone-numbers/${number.id}?simulate_refused=${simulateRefusal(err)}#simulate`, 303)
     }
   })
 
-  app.post<{ Params: { id: string } }>('/phone-numbers/:id/release', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/phone-numbers/:id/release', page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const number = await ownNumber(session.userId, request.params.id)
     try {

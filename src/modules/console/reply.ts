@@ -113,3 +113,9 @@ export function listQuery<F extends string> (filters: Record<F, string>, names: 
 export function withChosen (agents: Array<{ id: string, name: string }>, chosen: string): Array<{ id: string, name: string }> {
   return chosen === '' || agents.some((agent) => agent.id === chosen) ? agents : [...agents, { id: chosen, name: chosen }]
 }
+
+/**
+ * The body of a form whose field names are built as it is filled in (rows of a list: `expectations.0.kind`, a
+ * workflow step's `transitions.1.to`): every field is kept and must be text; the handler reads the names it knows.
+ */
+export const openFormBody = () => Type.Object({}, { patternProperties: { '^.*$': { type: 'string' } } })

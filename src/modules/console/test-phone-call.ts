@@ -1,19 +1,20 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { PhoneNumbersTable } from '../../db/schema.ts'
 import type { Selectable } from 'kysely'
 import { HttpError } from '../../http/errors.ts'
 import { E164 } from '../../http/schemas.ts'
 import type { JobSender } from '../../jobs/queues.ts'
-import { findAgent, type AgentRow } from '../agents/queries.ts'
+import type { AgentRow } from '../agents/queries.ts'
 import { placePhoneCall } from '../calls/phone-calls.ts'
 import { listPhoneNumbers } from '../phone-numbers/queries.ts'
-import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
+import { fieldCheck, formOf, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
-import type { ConsoleSession } from './queries.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
-import { inScope, scopeOf, viewScope, type Scope } from './scope.ts'
+import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
+import { scopeOf, viewScope, type Scope } from './scope.ts'
+import { agentInScope } from './agent-capabilities.ts'
 
 // "Place a test phone call" (the agent's page: ring my phone with this agent) and "Simulate a call to this number"
 // (a sandbox number's page). Both call the calls module's functions that the API calls (placePhoneCall is
@@ -27,7 +28,6 @@ type Number = Selectable<PhoneNumbersTable>
 /** More numbers than a select shows usefully; the API places calls from any of them. */
 const NUMBER_LIMIT = 200
 
-const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 const checkTo = fieldCheck('The number to call', E164, 'Write the number with + and its country code, such as +14155550123.')
 
 /** The number as typed, without the spaces, dashes, dots and brackets people write numbers with. */
@@ -37,7 +37,7 @@ const dialled = (text: string) => text.replace(/[\s\-.()]/g, '')
 const simulated = (number: Pick<Number, 'carrier'>) => number.carrier === 'sandbox'
 
 /** The numbers the agent may call from: the scope's, this agent's outbound numbers first. */
-async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Number[]> {
+export async function numbersFor (db: DB, scope: Scope, agent: AgentRow): Promise<Number[]> {
   const numbers = await listPhoneNumbers(db, scope.ownerId, { limit: NUMBER_LIMIT, workspace_id: scope.workspaceId })
   return [...numbers.filter((n) => n.outbound_agent_id === agent.id), ...numbers.filter((n) => n.outbound_agent_id !== agent.id)]
 }
@@ -74,13 +74,16 @@ ${problemsNotice(problems)}
 </form>`
 }
 
-/** The agent page's section (console/agents.ts puts it after "Talk to this agent"). */
-export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
-  return html`<section aria-labelledby="phone-call-title" id="phone-call">
+/** The agent page's section (console/agents.ts puts it after "Talk to this agent"): the view of `numbers` (numbersFor). */
+export const phoneCallSectionView = (viewer: Viewer, agent: AgentRow, numbers: Number[]): SafeHtml => html`<section aria-labelledby="phone-call-title" id="phone-call">
   <h2 id="phone-call-title">Place a test phone call</h2>
   <p>${agent.agent_name} calls the number you give, as POST /v1/call/make-phone-call would.</p>
-  ${phoneCallForm(viewer, agent, await numbersFor(db, scope, agent), {})}
+  ${phoneCallForm(viewer, agent, numbers, {})}
 </section>`
+
+/** The section with its numbers loaded, for a page that has not loaded them itself. */
+export async function phoneCallSection (db: DB, viewer: Viewer, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
+  return phoneCallSectionView(viewer, agent, await numbersFor(db, scope, agent))
 }
 
 /**
@@ -100,84 +103,100 @@ export function simulateSection (viewer: Viewer, number: Pick<Number, 'id' | 'ca
 </section>`
 }
 
-/** A refusal of simulateInboundCall, in words for the number's page; anything else is rethrown. */
-export function simulateRefusal (err: unknown): HttpError {
-  if (!(err instanceof HttpError) || err.statusCode !== 409) throw err
-  const words: Record<string, string> = {
-    no_inbound_agent: 'No call: the number has no inbound agent. Choose one above and save, then simulate a call.',
-    agent_inactive: 'No call: the number\'s inbound agent is inactive. Set its status to active on its page, then simulate a call.'
-  }
-  return new HttpError(409, err.code, words[err.code] ?? `No call: ${err.message}.`)
+// simulateInboundCall's refusals of a number of the account: what the redirect after a refused "Simulate a call" names
+// (Post/Redirect/Get), each in words for the number's page (`conflict`: not a sandbox number, whose form is not shown).
+const SIMULATE_REFUSALS: Record<string, string> = {
+  no_inbound_agent: 'No call: the number has no inbound agent. Choose one above and save, then simulate a call.',
+  agent_inactive: 'No call: the number\'s inbound agent is inactive. Set its status to active on its page, then simulate a call.',
+  conflict: 'No call: only the sandbox\'s numbers take simulated calls.'
 }
 
-/** A refusal of placePhoneCall, in words for the form; anything else (a fault of ours) is rethrown. */
-function refusalWords (err: unknown, form: Form): { status: number, error: string | SafeHtml } {
-  if (!(err instanceof HttpError) || err.statusCode >= 500) throw err
-  switch (err.code) {
+/** The refusal of simulateInboundCall, named for the redirect; anything else is rethrown. */
+export function simulateRefusal (err: unknown): string {
+  if (err instanceof HttpError && err.statusCode === 409 && SIMULATE_REFUSALS[err.code] !== undefined) return err.code
+  throw err
+}
+
+/** A refusal the number page's address names, in words; undefined for a name that is none. */
+export const simulateRefusalText = (code: string | undefined): string | undefined => Object.hasOwn(SIMULATE_REFUSALS, code ?? '') ? SIMULATE_REFUSALS[code!] : undefined
+
+// placePhoneCall's refusals (all of them: a wrong agent is a 404 before the form is read, a fault of ours a 500), each
+// named in the redirect after a refused form (Post/Redirect/Get) so that the page says it again on a reload without
+// placing anything; `invalid`: the number to call is not one.
+const REFUSALS = ['invalid', 'do_not_call', 'agent_inactive', 'sip_not_connected', 'not_found'] as const
+type Refusal = typeof REFUSALS[number]
+const isRefusal = (code: string | undefined): code is Refusal => (REFUSALS as readonly string[]).includes(code ?? '')
+
+/** The refusal of placePhoneCall; anything else (a fault of ours) is rethrown. */
+function refusalOf (err: unknown): Refusal {
+  if (err instanceof HttpError && isRefusal(err.code) && err.statusCode < 500) return err.code
+  throw err
+}
+
+/** A refusal in words on the form. */
+function refusalState (refusal: Refusal, form: Form): FormState {
+  switch (refusal) {
+    case 'invalid':
+      return { form, problems: { to_number: checkTo(dialled(form.to_number)) } }
     case 'do_not_call':
-      return { status: 409, error: html`No call: ${form.to_number} is on your do-not-call list. <a href="/do-not-call">Take it off the list</a> to call it.` }
+      return { form, error: html`No call: ${form.to_number} is on your do-not-call list. <a href="/do-not-call">Take it off the list</a> to call it.` }
     case 'agent_inactive':
-      return { status: 409, error: 'No call: this agent is inactive. Set its status to active in its settings, then call again.' }
+      return { form, error: 'No call: this agent is inactive. Set its status to active in its settings, then call again.' }
     case 'sip_not_connected':
-      return { status: 409, error: `No call: ${form.from_number} is connected to a SIP trunk whose calls this server does not carry (docs/sip.md). Choose another number.` }
+      return { form, error: `No call: ${form.from_number} is connected to a SIP trunk whose calls this server does not carry (docs/sip.md). Choose another number.` }
     case 'not_found':
-      return { status: 404, error: `No call: ${form.from_number} is not one of your numbers. Choose one of the list.` }
-    default:
-      return { status: err.statusCode, error: `No call: ${err.message}.` }
+      return { form, error: `No call: ${form.from_number} is not one of your numbers. Choose one of the list.` }
   }
 }
+
+/** The form alone, after a refusal or a call (the agent's page holds it otherwise). */
+function phoneCallPage (viewer: Viewer, agent: AgentRow, numbers: Number[], state: FormState): string {
+  return layout({
+    title: `Test phone call: ${agent.agent_name}`,
+    viewer,
+    current: '/agents',
+    body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
+<div id="phone-call">${phoneCallForm(viewer, agent, numbers, state)}</div>`
+  })
+}
+
+// What the redirect after the form carries: the number called and the one it was called from, with the call placed or
+// the refusal.
+const Outcome = Type.Object({ placed: text('The call'), refused: text('The refusal'), to: text('The number called'), from: text('The number called from') })
 
 export async function consoleTestPhoneCallRoutes (app: FastifyInstance, { db, jobs }: { db: DB, jobs: JobSender }): Promise<void> {
-  async function agentInScope (scope: Scope, id: string) {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
-    if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
-    return agent
-  }
-
-  async function page (reply: FastifyReply, status: number, session: ConsoleSession, agent: AgentRow, numbers: Number[], state: FormState) {
-    const viewer = viewerOf(session)
-    return sendPage(reply, status, layout({
-      title: `Test phone call: ${agent.agent_name}`,
-      viewer,
-      current: '/agents',
-      body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
-<div id="phone-call">${phoneCallForm(viewer, agent, numbers, state)}</div>`
-    }))
-  }
-
-  app.get<{ Params: { id: string }, Querystring: { placed?: string, to?: string, from?: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: Static<typeof Outcome> }>('/agents/:id/phone-call', page({ params: idParams('id'), querystring: Outcome }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
-    const agent = await agentInScope(scoped.scope, request.params.id)
-    // After a call was placed (Post/Redirect/Get): what was called, from which number, and the call's link.
-    const { placed, to, from } = request.query
+    const agent = await agentInScope(db, scoped.scope, request.params.id)
+    const { placed, refused, to = '', from = '' } = request.query
     const numbers = await numbersFor(db, scoped.scope, agent)
     const number = numbers.find((n) => n.phone_number === from)
-    const state: FormState = typeof placed === 'string' && ID.test(placed) && typeof to === 'string' && number !== undefined
-      ? { placed: { callId: placed, to, simulated: simulated(number) }, form: { from_number: number.phone_number, to_number: to } }
-      : {}
-    return await page(reply, 200, scoped.session, agent, numbers, state)
+    const form = { from_number: from, to_number: to }
+    const state: FormState = placed !== undefined && ID.test(placed) && number !== undefined
+      ? { placed: { callId: placed, to, simulated: simulated(number) }, form }
+      : isRefusal(refused) ? refusalState(refused, form) : {}
+    return sendPage(reply, 200, phoneCallPage(viewerOf(scoped.session), agent, numbers, state))
   })
 
   // A member may place one, as they may talk to the agent: a call changes no setting (its credits are the owner's).
-  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', HIDDEN, async (request, reply) => {
-    const session = request.consoleSession!
-    const scope = scopeOf(session)
-    const agent = await agentInScope(scope, request.params.id)
+  // Placed or refused, the answer is a redirect to the form's page, which says what happened (Post/Redirect/Get).
+  app.post<{ Params: { id: string } }>('/agents/:id/phone-call', page({ params: idParams('id'), body: formBody({ from_number: text('The number to call from'), to_number: text('The number to call') }) }), async (request, reply) => {
+    const scope = scopeOf(request.consoleSession!)
+    const agent = await agentInScope(db, scope, request.params.id)
     const typed = formOf(request, FIELDS)
     const form = { ...typed, to_number: dialled(typed.to_number) }
-    const problems: Problems = { to_number: checkTo(form.to_number) }
-    const numbers = await numbersFor(db, scope, agent)
-    if (hasProblems(problems)) return await page(reply, 400, session, agent, numbers, { form: typed, problems })
+    const outcome = (query: { placed: string } | { refused: Refusal }, to: string) =>
+      reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ ...query, to, from: form.from_number }).toString()}#phone-call`, 303)
+    if (checkTo(form.to_number) !== undefined) return outcome({ refused: 'invalid' }, typed.to_number)
     // In a workspace only its numbers are offered: another is "not one of yours", as another account's is.
-    const number = numbers.find((n) => n.phone_number === form.from_number)
+    const numbers = await numbersFor(db, scope, agent)
     try {
-      if (number === undefined) throw new HttpError(404, 'not_found', `phone number ${form.from_number}`)
+      if (!numbers.some((n) => n.phone_number === form.from_number)) throw new HttpError(404, 'not_found', `phone number ${form.from_number}`)
       const call = await placePhoneCall(db, jobs, scope.ownerId, { agent_id: agent.id, from_number: form.from_number, to_number: form.to_number })
-      return reply.redirect(`/agents/${agent.id}/phone-call?${new URLSearchParams({ placed: call._id, to: form.to_number, from: number.phone_number }).toString()}#phone-call`, 303)
+      return outcome({ placed: call._id }, form.to_number)
     } catch (err) {
-      const refused = refusalWords(err, form)
-      return await page(reply, refused.status, session, agent, numbers, { form, error: refused.error })
+      return outcome({ refused: refusalOf(err) }, form.to_number)
     }
   })
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { WorkspaceRole } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
@@ -11,11 +12,13 @@ import {
 import { inviteLinkCommand, sendInvitation } from '../account/workspaces.ts'
 import { createUser, findUser } from '../users/queries.ts'
 import { html } from './html.ts'
-import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
+import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from './passwords.ts'
 import { newSecret, setSessionWorkspace, type ConsoleSession } from './queries.ts'
 import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } from './security.ts'
-import { HIDDEN, HIDDEN_KEYLESS, ID, sendPage } from './reply.ts'
+import { formBody, idParams, page, sendPage, text } from './reply.ts'
+import { KEYLESS } from '../../http/rate-limit.ts'
+import { dataTable } from './components.ts'
 
 // Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
 // or a workspace they belong to), their own workspaces with members and invitations, and the invitation e-mail's
@@ -43,20 +46,20 @@ const roleText = (role: WorkspaceRole) => ({ owner: 'owner', admin: 'admin: view
 
 export interface SignIn { (request: FastifyRequest, reply: FastifyReply, userId: string, options: { viaLink: boolean, workspaceId?: string }): Promise<void> }
 
-export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { db: DB, mailer: Mailer, publicBaseUrl: string, signIn: SignIn }): Promise<void> {
-  const { db, mailer, publicBaseUrl, signIn } = options
-  const secure = publicBaseUrl.startsWith('https:')
+type Workspace = Awaited<ReturnType<typeof listWorkspaces>>[number]
+type Member = Awaited<ReturnType<typeof listMembers>>[number]
+type Membership = Awaited<ReturnType<typeof listMemberships>>[number]
 
-  async function workspacesPage (session: ConsoleSession, extra: { error?: string, form?: { name: string, description: string } } = {}) {
-    const viewer = viewerOf(session)
-    const [memberships, owned] = await Promise.all([listMemberships(db, session.userId), listWorkspaces(db, session.userId, { limit: 100 })])
-    const members = await listMembers(db, owned.map((w) => w.id))
-    const current = session.workspace?.id ?? ''
-    return layout({
-      title: 'Workspaces',
-      viewer,
-      current: '/workspaces',
-      body: html`
+/** The list: where the person works, the workspaces they own with their members, and the new workspace form. */
+interface WorkspacesData { viewer: Viewer, email: string, current: string, memberships: Membership[], owned: Workspace[], members: Member[], error?: string, form?: { name: string, description: string } }
+
+function workspacesPage (data: WorkspacesData): string {
+  const { viewer, current, memberships, owned } = data
+  return layout({
+    title: 'Workspaces',
+    viewer,
+    current: '/workspaces',
+    body: html`
 <h2>Where you work</h2>
 <p>In your own account you see all your records. In a workspace you belong to, you see its agents, calls, deliveries and
 knowledge bases: an admin changes them, a member views them.</p>
@@ -64,61 +67,90 @@ knowledge bases: an admin changes them, a member views them.</p>
   ${csrfField(viewer.csrfToken)}
   <fieldset class="plain">
     <legend>Work in</legend>
-    <label class="choice"><input type="radio" name="workspace_id" value=""${current === '' && html` checked`}> Your account (${session.email})</label>
+    <label class="choice"><input type="radio" name="workspace_id" value=""${current === '' && html` checked`}> Your account (${data.email})</label>
     ${memberships.map((m) => html`<label class="choice"><input type="radio" name="workspace_id" value="${m.workspaceId}"${current === m.workspaceId && html` checked`}> ${m.workspaceName} (${m.role}${m.role !== 'owner' && html` · owned by ${m.ownerEmail}`})</label>`)}
   </fieldset>
   <button type="submit">Switch</button>
 </form>
 <h2>Your workspaces</h2>
-${owned.length === 0
-  ? html`<p>You own no workspace yet. A workspace groups agents and their calls, deliveries and knowledge bases, and lets you invite people to them.</p>`
-  : html`<div class="table"><table>
-  <thead><tr><th scope="col">Name</th><th scope="col">Description</th><th scope="col">Members</th><th scope="col">Created</th></tr></thead>
-  <tbody>${owned.map((w) => html`<tr><td><a href="/workspaces/${w.id}">${w.name}</a></td><td>${w.description}</td><td>${members.filter((m) => m.workspace_id === w.id).length}</td><td>${when(w.created_at)}</td></tr>`)}</tbody>
-</table></div>`}
+${dataTable({
+  caption: 'Your workspaces',
+  captionHidden: true,
+  empty: 'You own no workspace yet. A workspace groups agents and their calls, deliveries and knowledge bases, and lets you invite people to them.',
+  rows: owned,
+  columns: [
+    { header: 'Name', cell: (w) => html`<a href="/workspaces/${w.id}">${w.name}</a>` },
+    { header: 'Description', cell: (w) => w.description },
+    { header: 'Members', cell: (w) => data.members.filter((m) => m.workspace_id === w.id).length },
+    { header: 'Created', cell: (w) => when(w.created_at) }
+  ]
+})}
 <h2>Create a workspace</h2>
-${extra.error !== undefined && notice('error', extra.error)}
+${data.error !== undefined && notice('error', data.error)}
 <form method="post" action="/workspaces" class="stack">
   ${csrfField(viewer.csrfToken)}
   <label for="workspace_name">Name</label>
-  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${extra.form?.name ?? ''}">
+  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${data.form?.name ?? ''}">
   <label for="description">Description</label>
-  <input id="description" name="description" maxlength="500" value="${extra.form?.description ?? ''}">
+  <input id="description" name="description" maxlength="500" value="${data.form?.description ?? ''}">
   <button type="submit">Create workspace</button>
 </form>`
-    })
-  }
+  })
+}
 
-  async function workspacePage (session: ConsoleSession, id: string, extra: { error?: string, done?: string, unsent?: Unsent } = {}) {
-    const viewer = viewerOf(session)
-    const workspace = await requireOwned(session, id)
-    const members = await listMembers(db, [workspace.id])
-    return layout({
-      title: workspace.name,
-      viewer,
-      current: '/workspaces',
-      body: html`
+/** What a change of the workspace's page did, as its redirect's query says it (Post/Redirect/Get). */
+type Done = { kind: 'saved' } | { kind: 'mailed' | 'invited' | 'removed', email: string } | { kind: 'reinvited', email: string, role: typeof ROLES[number] }
+
+/** A workspace's page: its members, invitations, settings; `done` or `error` from the last change, `unsent` an invitation whose e-mail did not leave. */
+interface WorkspaceData { viewer: Viewer, workspace: Workspace, members: Member[], done?: Done, error?: string, unsent?: Unsent }
+
+function doneText (done: Done): string {
+  switch (done.kind) {
+    case 'saved': return 'Saved.'
+    case 'mailed': return `Invitation e-mailed to ${done.email}.`
+    case 'invited': return `${done.email} is invited.`
+    case 'reinvited': return `${done.email} was invited already; their role is now ${done.role}.`
+    case 'removed': return `${done.email} is no longer a member.`
+  }
+}
+
+function workspacePage ({ viewer, workspace, members, done, error, unsent }: WorkspaceData): string {
+  return layout({
+    title: workspace.name,
+    viewer,
+    current: '/workspaces',
+    body: html`
 <p><a href="/workspaces">All workspaces</a></p>
-${extra.done !== undefined && notice('success', extra.done)}
-${extra.unsent !== undefined && html`<section class="notice error" aria-labelledby="unsent-title">
+${done !== undefined && notice('success', doneText(done))}
+${unsent !== undefined && html`<section class="notice error" aria-labelledby="unsent-title">
   <h2 id="unsent-title">The invitation e-mail was not sent</h2>
-  <p>${extra.unsent.status === 'recorded' ? 'E-mail is not configured on this server (SMTP_URL is not set).' : 'The mail server refused it or could not be reached.'}
-  The invitation's link goes only to ${extra.unsent.email} by e-mail, so that only whoever holds that address can make an
+  <p>${unsent.status === 'recorded' ? 'E-mail is not configured on this server (SMTP_URL is not set).' : 'The mail server refused it or could not be reached.'}
+  The invitation's link goes only to ${unsent.email} by e-mail, so that only whoever holds that address can make an
   account with it. Ask the operator of this server to configure e-mail and press Send again, or to hand the person a link:</p>
-  <p><code>${inviteLinkCommand(workspace.id, extra.unsent.email)}</code></p>
+  <p><code>${inviteLinkCommand(workspace.id, unsent.email)}</code></p>
 </section>`}
-${extra.error !== undefined && notice('error', extra.error)}
+${error !== undefined && notice('error', error)}
 <h2>Members</h2>
-<div class="table"><table>
-  <thead><tr><th scope="col">E-mail</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Invited</th><th scope="col">Joined</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-  <tbody>${members.map((m) => html`<tr>
-    <td>${m.email}</td><td>${roleText(m.role)}</td><td>${m.status}</td><td>${when(m.invited_at)}</td><td>${when(m.joined_at)}</td>
-    <td>${m.role !== 'owner' && html`<div class="actions">
+${dataTable({
+  caption: 'Members and invitations',
+  captionHidden: true,
+  empty: 'No members.',
+  rows: members,
+  columns: [
+    { header: 'E-mail', cell: (m) => m.email },
+    { header: 'Role', cell: (m) => roleText(m.role) },
+    { header: 'Status', cell: (m) => m.status },
+    { header: 'Invited', cell: (m) => when(m.invited_at) },
+    { header: 'Joined', cell: (m) => when(m.joined_at) },
+    {
+      header: html`<span class="visually-hidden">Actions</span>`,
+      cell: (m) => m.role !== 'owner' && html`<div class="actions">
       ${m.status === 'invited' && html`<form method="post" action="/workspaces/${workspace.id}/members/resend">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="link" aria-label="Send again to ${m.email}">Send again</button></form>`}
       <form method="post" action="/workspaces/${workspace.id}/members/remove">${csrfField(viewer.csrfToken)}<input type="hidden" name="email" value="${m.email}"><button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button></form>
-    </div>`}</td>
-  </tr>`)}</tbody>
-</table></div>
+    </div>`
+    }
+  ]
+})}
 <h2>Invite someone</h2>
 <form method="post" action="/workspaces/${workspace.id}/members" class="stack">
   ${csrfField(viewer.csrfToken)}
@@ -141,12 +173,90 @@ ${extra.error !== undefined && notice('error', extra.error)}
 <p>Its members lose it. Records that still belong to it must be deleted or moved first.</p>
 <form method="post" action="/workspaces/${workspace.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete ${workspace.name}</button></form>
 <p class="hint">Workspace id <code>${workspace.id}</code>.</p>`
-    })
+  })
+}
+
+/** The invitation's page: who invited whom; a new person's password form, an account's Accept button, or whom to sign in as. */
+interface InvitationData { viewer: Viewer | undefined, session: ConsoleSession | undefined, action: string, invitation: Invitation, hasAccount: boolean, accountSignedIn: boolean, csrfToken: string, error?: string }
+
+function invitationPage ({ viewer, session, action, invitation, hasAccount, accountSignedIn, csrfToken, error }: InvitationData): string {
+  const who = html`<p><strong>${invitation.ownerEmail}</strong> invited <strong>${invitation.email}</strong> to the workspace
+<strong>${invitation.workspaceName}</strong> as ${invitation.role === 'admin' ? 'an admin (views and changes its agents, calls, deliveries and knowledge bases)' : 'a member (views its agents, calls, deliveries and knowledge bases)'}.</p>`
+  let body
+  if (!hasAccount) {
+    body = html`${who}${error !== undefined && notice('error', error)}
+<p>Choose a password for your new account; you sign in with ${invitation.email} and it.</p>
+<form method="post" action="${action}" class="stack">
+  ${csrfField(csrfToken)}
+  <input type="text" name="username" autocomplete="username" value="${invitation.email}" hidden>
+  <label for="new">Password</label>
+  <input id="new" name="new_password" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required aria-describedby="new-hint">
+  <p id="new-hint" class="hint">At least ${MIN_PASSWORD_LENGTH} characters.</p>
+  <label for="confirm">Password again</label>
+  <input id="confirm" name="confirm_password" type="password" autocomplete="new-password" required>
+  <button type="submit">Accept and create my account</button>
+</form>`
+  } else if (accountSignedIn) {
+    body = html`${who}${error !== undefined && notice('error', error)}
+<form method="post" action="${action}">${csrfField(csrfToken)}<button type="submit">Accept the invitation</button></form>`
+  } else {
+    body = html`${who}
+${session !== undefined && html`<p>You are signed in as ${session.email}. Sign out first, then open the link again.</p>`}
+<p>${invitation.email} has an account on this server: <a href="/login?next=${encodeURIComponent(action)}">sign in as ${invitation.email}</a> to accept.</p>`
+  }
+  return layout({ title: 'Invitation', viewer, body })
+}
+
+const WorkspaceForm = formBody({ workspace_name: text('The name'), description: text('The description') })
+const MemberForm = formBody({ email: text('The e-mail address') })
+// What the workspace page's redirect after a change carries (Done).
+const DoneQuery = Type.Object({ done: text('The outcome'), email: text('The e-mail address'), role: text('The role'), unsent: text('The e-mail\'s fate') })
+type DoneQuery = Static<typeof DoneQuery>
+// An invitation's token in its link (wi_ and base64url; an unknown one is the dead link's 404).
+const InvitationParams = Type.Object({ token: Type.String() })
+
+/** The redirect's query of a change's outcome. */
+function doneQuery (done: Done, unsent?: Unsent['status']): string {
+  const query = new URLSearchParams({ done: done.kind })
+  if (done.kind !== 'saved') query.set('email', done.email)
+  if (done.kind === 'reinvited') query.set('role', done.role)
+  if (unsent !== undefined) query.set('unsent', unsent)
+  return query.toString()
+}
+
+/**
+ * The outcome a redirect's query names, when the members agree with it (a made-up address shows nothing): an
+ * invitation's outcomes name an open invitation, a removal an address that is no member.
+ */
+function doneOf (query: DoneQuery, members: Member[]): { done?: Done, unsent?: Unsent } {
+  const { done, email = '', role, unsent } = query
+  if (done === 'saved') return { done: { kind: done } }
+  const invited = members.some((m) => m.email === email && m.status === 'invited')
+  if ((done === 'mailed' || done === 'invited') && invited) {
+    return { done: { kind: done, email }, unsent: done === 'invited' && (unsent === 'recorded' || unsent === 'failed') ? { status: unsent, email } : undefined }
+  }
+  if (done === 'reinvited' && invited && (role === 'member' || role === 'admin')) return { done: { kind: done, email, role } }
+  if (done === 'removed' && email !== '' && !members.some((m) => m.email === email)) return { done: { kind: done, email } }
+  return {}
+}
+
+export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { db: DB, mailer: Mailer, publicBaseUrl: string, signIn: SignIn }): Promise<void> {
+  const { db, mailer, publicBaseUrl, signIn } = options
+  const secure = publicBaseUrl.startsWith('https:')
+
+  async function workspacesData (session: ConsoleSession): Promise<WorkspacesData> {
+    const [memberships, owned] = await Promise.all([listMemberships(db, session.userId), listWorkspaces(db, session.userId, { limit: 100 })])
+    const members = await listMembers(db, owned.map((w) => w.id))
+    return { viewer: viewerOf(session), email: session.email, current: session.workspace?.id ?? '', memberships, owned, members }
+  }
+
+  async function workspaceData (session: ConsoleSession, id: string): Promise<WorkspaceData> {
+    const workspace = await requireOwned(session, id)
+    return { viewer: viewerOf(session), workspace, members: await listMembers(db, [workspace.id]) }
   }
 
   /** Workspaces are managed by their owner only: anyone else's id is a 404, as in the API. */
   async function requireOwned (session: ConsoleSession, id: string) {
-    if (!ID.test(id)) throw noSuchWorkspace()
     try {
       return await requireWorkspace(db, session.userId, id.toLowerCase())
     } catch (err) {
@@ -155,33 +265,36 @@ ${extra.error !== undefined && notice('error', extra.error)}
     }
   }
 
-  /** The page again with the outcome of a change: an HttpError of the workspaces' functions becomes its message. */
-  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: string, unsent?: Unsent } | undefined>) {
+  /**
+   * A change of the workspace: its outcome is said on the page it redirects to; a refusal (an HttpError of the
+   * workspaces' functions) is the page with its message, at the POST's address.
+   */
+  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: Done, unsent?: Unsent['status'] }>) {
     const workspace = await requireOwned(session, id)
     try {
-      const result = await change(workspace)
-      return sendPage(reply, 200, await workspacePage(session, id, result))
+      const { done, unsent } = await change(workspace)
+      return reply.redirect(`/workspaces/${workspace.id}?${doneQuery(done, unsent)}`, 303)
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode >= 500 || err.statusCode === 404) throw err
-      return sendPage(reply, err.statusCode, await workspacePage(session, id, { error: `${err.message[0].toUpperCase()}${err.message.slice(1)}.` }))
+      return sendPage(reply, err.statusCode, workspacePage({ ...await workspaceData(session, id), error: `${err.message[0].toUpperCase()}${err.message.slice(1)}.` }))
     }
   }
 
-  app.get('/workspaces', HIDDEN, async (request, reply) => {
+  app.get('/workspaces', page(), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return sendPage(reply, 200, await workspacesPage(session))
+    return sendPage(reply, 200, workspacesPage(await workspacesData(session)))
   })
 
-  app.post('/workspaces', HIDDEN, async (request, reply) => {
+  app.post('/workspaces', page({ body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
-    if (problem !== undefined) return sendPage(reply, 400, await workspacesPage(session, { error: problem, form: { name, description } }))
+    if (problem !== undefined) return sendPage(reply, 400, workspacesPage({ ...await workspacesData(session), error: problem, form: { name, description } }))
     const workspace = await createWorkspace(db, session.userId, { name, description })
     return reply.redirect(`/workspaces/${workspace.id}`, 303)
   })
 
-  app.post('/workspace', HIDDEN, async (request, reply) => {
+  app.post('/workspace', page({ body: formBody({ workspace_id: text('The workspace') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const id = field(request, 'workspace_id').toLowerCase()
     if (id !== '' && !(await listMemberships(db, session.userId)).some((m) => m.workspaceId === id)) {
@@ -191,35 +304,36 @@ ${extra.error !== undefined && notice('error', extra.error)}
     return reply.redirect(HOME, 303)
   })
 
-  app.get<{ Params: { id: string } }>('/workspaces/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: DoneQuery }>('/workspaces/:id', page({ params: idParams('id'), querystring: DoneQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return sendPage(reply, 200, await workspacePage(session, request.params.id))
+    const data = await workspaceData(session, request.params.id)
+    return sendPage(reply, 200, workspacePage({ ...data, ...doneOf(request.query, data.members) }))
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id', page({ params: idParams('id'), body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
-    return await outcome(reply, session, request.params.id, async () => {
+    return await outcome(reply, session, request.params.id, async (workspace) => {
       if (problem !== undefined) throw new HttpError(400, 'validation_error', problem.replace(/\.$/, ''))
-      await updateWorkspace(db, session.userId, request.params.id.toLowerCase(), { name, description })
-      return { done: 'Saved.' }
+      await updateWorkspace(db, session.userId, workspace.id, { name, description })
+      return { done: { kind: 'saved' } }
     })
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/delete', page({ params: idParams('id'), body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const id = (await requireOwned(session, request.params.id)).id
     try {
       await deleteWorkspace(db, session.userId, id)
     } catch (err) {
-      if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, await workspacePage(session, id, { error: `Not deleted: ${err.message}.` }))
+      if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, workspacePage({ ...await workspaceData(session, id), error: `Not deleted: ${err.message}.` }))
       throw err
     }
     return reply.redirect('/workspaces', 303)
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members', page({ params: idParams('id'), body: formBody({ email: text('The e-mail address'), role: text('The role') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').trim().toLowerCase()
     const role = field(request, 'role')
@@ -227,7 +341,7 @@ ${extra.error !== undefined && notice('error', extra.error)}
       if (email.length > 254 || !EMAIL.test(email)) throw new HttpError(400, 'validation_error', 'the e-mail address is not valid')
       if (!(ROLES as readonly string[]).includes(role)) throw new HttpError(400, 'validation_error', 'choose the role member or admin')
       const invitation = await inviteMember(db, session.userId, workspace.id, email, role as typeof ROLES[number])
-      if (!invitation.invited) return { done: `${email} was invited already; their role is now ${role}.` }
+      if (!invitation.invited) return { done: { kind: 'reinvited', email, role: role as typeof ROLES[number] } }
       return await mailed(session, workspace, email, role as typeof ROLES[number], invitation.token)
     })
   })
@@ -236,14 +350,12 @@ ${extra.error !== undefined && notice('error', extra.error)}
    * Sends the invitation. The link never reaches the inviter, not even when no e-mail left this server: whoever
    * holds the link makes the account, so only the address's holder (or the operator, with the CLI) may have it.
    */
-  async function mailed (session: ConsoleSession, workspace: { id: string, name: string }, email: string, role: 'admin' | 'member', token: string) {
+  async function mailed (session: ConsoleSession, workspace: { id: string, name: string }, email: string, role: 'admin' | 'member', token: string): Promise<{ done: Done, unsent?: Unsent['status'] }> {
     const status = await sendInvitation(mailer, publicBaseUrl, { userId: session.userId, workspaceId: workspace.id, workspaceName: workspace.name, inviter: session.email, email, role, token })
-    return status === 'sent'
-      ? { done: `Invitation e-mailed to ${email}.` }
-      : { done: `${email} is invited.`, unsent: { status, email } }
+    return status === 'sent' ? { done: { kind: 'mailed', email } } : { done: { kind: 'invited', email }, unsent: status }
   }
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
     return await outcome(reply, session, request.params.id, async (workspace) => {
@@ -254,17 +366,17 @@ ${extra.error !== undefined && notice('error', extra.error)}
     })
   })
 
-  app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
-    return await outcome(reply, session, request.params.id, async () => {
+    return await outcome(reply, session, request.params.id, async (workspace) => {
       try {
-        await removeMember(db, session.userId, request.params.id.toLowerCase(), email)
+        await removeMember(db, session.userId, workspace.id, email)
       } catch (err) {
         if (err instanceof HttpError && err.statusCode === 404) throw new HttpError(409, 'conflict', `${email} is not a member of this workspace`)
         throw err
       }
-      return { done: `${email} is no longer a member.` }
+      return { done: { kind: 'removed', email } }
     })
   })
 
@@ -278,54 +390,33 @@ ${extra.error !== undefined && notice('error', extra.error)}
     return token
   }
 
-  async function invitationPage (request: FastifyRequest, reply: FastifyReply, status: number, token: string, invitation: Invitation, error?: string) {
+  /** The invitation's page: for a new person, the form's CSRF token is the session's or a cookie's (set here). */
+  async function sendInvitationPage (request: FastifyRequest, reply: FastifyReply, status: number, token: string, invitation: Invitation, error?: string) {
     const session = request.consoleSession
     const account = await findUser(db, invitation.email)
-    const who = html`<p><strong>${invitation.ownerEmail}</strong> invited <strong>${invitation.email}</strong> to the workspace
-<strong>${invitation.workspaceName}</strong> as ${invitation.role === 'admin' ? 'an admin (views and changes its agents, calls, deliveries and knowledge bases)' : 'a member (views its agents, calls, deliveries and knowledge bases)'}.</p>`
-    const action = `/invitations/${encodeURIComponent(token)}`
-    let body
-    if (account === undefined) {
-      const csrfToken = session?.csrfToken ?? invitationTokenCookie(request, reply)
-      body = html`${who}${error !== undefined && notice('error', error)}
-<p>Choose a password for your new account; you sign in with ${invitation.email} and it.</p>
-<form method="post" action="${action}" class="stack">
-  ${csrfField(csrfToken)}
-  <input type="text" name="username" autocomplete="username" value="${invitation.email}" hidden>
-  <label for="new">Password</label>
-  <input id="new" name="new_password" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required aria-describedby="new-hint">
-  <p id="new-hint" class="hint">At least ${MIN_PASSWORD_LENGTH} characters.</p>
-  <label for="confirm">Password again</label>
-  <input id="confirm" name="confirm_password" type="password" autocomplete="new-password" required>
-  <button type="submit">Accept and create my account</button>
-</form>`
-    } else if (session?.userId === account.id) {
-      body = html`${who}${error !== undefined && notice('error', error)}
-<form method="post" action="${action}">${csrfField(session.csrfToken)}<button type="submit">Accept the invitation</button></form>`
-    } else {
-      body = html`${who}
-${session !== undefined && html`<p>You are signed in as ${session.email}. Sign out first, then open the link again.</p>`}
-<p>${invitation.email} has an account on this server: <a href="/login?next=${encodeURIComponent(action)}">sign in as ${invitation.email}</a> to accept.</p>`
-    }
-    return sendPage(reply, status, layout({ title: 'Invitation', viewer: session && viewerOf(session), body }))
+    const accountSignedIn = account !== undefined && session?.userId === account.id
+    const csrfToken = account === undefined ? session?.csrfToken ?? invitationTokenCookie(request, reply) : session?.csrfToken ?? ''
+    return sendPage(reply, status, invitationPage({
+      viewer: session && viewerOf(session), session, action: `/invitations/${encodeURIComponent(token)}`, invitation, hasAccount: account !== undefined, accountSignedIn, csrfToken, error
+    }))
   }
 
   const deadLink = () => new HttpError(404, 'not_found', 'This invitation link does not work: it was used already, withdrawn, or is older than 7 days. Ask the workspace\'s owner to send it again.')
 
-  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN_KEYLESS, async (request, reply) => {
+  app.get<{ Params: { token: string } }>(INVITATION_ROUTE, page({ params: InvitationParams }, { config: KEYLESS }), async (request, reply) => {
     const invitation = await findInvitation(db, request.params.token)
     if (invitation === undefined) throw deadLink()
-    return await invitationPage(request, reply, 200, request.params.token, invitation)
+    return await sendInvitationPage(request, reply, 200, request.params.token, invitation)
   })
 
-  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, HIDDEN_KEYLESS, async (request, reply) => {
+  app.post<{ Params: { token: string } }>(INVITATION_ROUTE, page({ params: InvitationParams, body: formBody({ username: text('The e-mail address'), new_password: text('The password'), confirm_password: text('The password again') }) }, { config: KEYLESS }), async (request, reply) => {
     const { token } = request.params
     const invitation = await findInvitation(db, token)
     if (invitation === undefined) throw deadLink()
     const account = await findUser(db, invitation.email)
     const session = request.consoleSession
     if (account !== undefined) {
-      if (session?.userId !== account.id) return await invitationPage(request, reply, 403, token, invitation)
+      if (session?.userId !== account.id) return await sendInvitationPage(request, reply, 403, token, invitation)
       const workspaceId = await acceptInvitationLink(db, token, account.id)
       if (workspaceId === undefined) throw deadLink()
       await setSessionWorkspace(db, session.idHash, workspaceId)
@@ -333,7 +424,7 @@ ${session !== undefined && html`<p>You are signed in as ${session.email}. Sign o
     }
     const password = field(request, 'new_password')
     const problem = passwordProblem(password) ?? (password !== field(request, 'confirm_password') ? 'The two passwords differ.' : undefined)
-    if (problem !== undefined) return await invitationPage(request, reply, 400, token, invitation, problem)
+    if (problem !== undefined) return await sendInvitationPage(request, reply, 400, token, invitation, problem)
     const passwordHash = await hashPassword(password)
     const userId = await db.transaction().execute(async (trx) => {
       const user = await createUser(trx, { email: invitation.email })
