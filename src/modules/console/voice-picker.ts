@@ -12,6 +12,7 @@ import { postToProvider, ProviderError } from '../voice/providers.ts'
 import { dataTable } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { idParams, NOT_FOUND_TEXT, page } from './reply.ts'
+import { viewScope } from './scope.ts'
 
 // The agent page's voice picker (docs/console.md, "Voices"): the catalogue's voices that this installation's engines
 // can speak, each with a Play button whose short preview is synthesised once through the text-to-speech provider
@@ -199,6 +200,8 @@ export async function consoleVoicePreviewRoutes (app: FastifyInstance, { db, con
   }
 
   app.get<{ Params: { id: string } }>('/voices/:id/preview.wav', page({ params: idParams('id') }), async (request, reply) => {
+    // Signed in only: a sample costs a provider request. Voices are the installation's, the same for every account.
+    if (viewScope(request, reply) === undefined) return reply
     const voice = await findVoice(db, request.params.id)
     if (voice === undefined) throw new HttpError(404, 'not_found', NOT_FOUND_TEXT)
     // Answers without a page: the Play button's script shows the sentence.
