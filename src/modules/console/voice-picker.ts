@@ -94,7 +94,7 @@ export function voicePicker ({ voices, chosen, problem, previews, speaking }: Vo
   ${offered.map((voice) => html`<li>
     <input type="radio" name="voice_id" id="${voice.id === firstId ? 'voice_id' : `voice-${voice.id}`}" value="${voice.id}"${voice.id === chosenId && html` checked`}${problem !== undefined && html` aria-invalid="true"`}>
     <label for="${voice.id === firstId ? 'voice_id' : `voice-${voice.id}`}">${voice.name} <span class="hint">${providerName(voice.provider)} · ${voice.gender} · ${voice.accent} · ${voice.languages.join(', ')}</span>${voice.unspoken !== undefined && html` <span class="field-error">${voice.unspoken}</span>`}</label>
-    ${previews && voice.unspoken === undefined && html`<button type="button" class="play" data-preview="/voices/${voice.id}/preview.wav" aria-label="Play ${voice.name}">Play</button>`}
+    ${previews && voice.unspoken === undefined && html`<button type="button" class="play" data-preview="/voices/${voice.id}/preview.wav" data-voice="${voice.name}" aria-label="Play ${voice.name}">Play</button>`}
   </li>`)}
   </ul>
   ${others.length > 0 && html`<details class="unspoken"><summary>${others.length} voice${others.length === 1 ? '' : 's'} this installation cannot speak</summary>
