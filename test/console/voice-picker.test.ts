@@ -67,7 +67,7 @@ t.test('an agent whose voice no engine speaks keeps it chosen, with why', async 
   t.equal(created.statusCode, 303, 'the API accepts every catalogue voice, so the console does too')
   const page = await browser.get(String(created.headers.location))
   t.match(page.body, `id="voice_id" value="${JENNY}" checked>`)
-  t.match(page.body, /Jenny <span class="hint">Azure · female · American · en-US<\/span> <span class="field-error">This installation&#39;s engines do not speak Azure voices\.<\/span>/)
+  t.match(page.body, /<strong>Jenny<\/strong> <span class="hint">Azure · female · American · en-US<\/span> <span class="field-error">This installation&#39;s engines do not speak Azure voices\.<\/span>/)
   t.match(page.body, '<summary>18 voices this installation cannot speak</summary>')
 })
 

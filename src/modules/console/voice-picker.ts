@@ -93,7 +93,7 @@ export function voicePicker ({ voices, chosen, problem, previews, speaking }: Vo
   <ul class="voices">
   ${offered.map((voice) => html`<li>
     <input type="radio" name="voice_id" id="${voice.id === firstId ? 'voice_id' : `voice-${voice.id}`}" value="${voice.id}"${voice.id === chosenId && html` checked`}${problem !== undefined && html` aria-invalid="true"`}>
-    <label for="${voice.id === firstId ? 'voice_id' : `voice-${voice.id}`}">${voice.name} <span class="hint">${providerName(voice.provider)} · ${voice.gender} · ${voice.accent} · ${voice.languages.join(', ')}</span>${voice.unspoken !== undefined && html` <span class="field-error">${voice.unspoken}</span>`}</label>
+    <label for="${voice.id === firstId ? 'voice_id' : `voice-${voice.id}`}"><strong>${voice.name}</strong> <span class="hint">${providerName(voice.provider)} · ${voice.gender} · ${voice.accent} · ${voice.languages.join(', ')}</span>${voice.unspoken !== undefined && html` <span class="field-error">${voice.unspoken}</span>`}</label>
     ${previews && voice.unspoken === undefined && html`<button type="button" class="play" data-preview="/voices/${voice.id}/preview.wav" data-voice="${voice.name}" aria-label="Play ${voice.name}">Play</button>`}
   </li>`)}
   </ul>
@@ -130,7 +130,8 @@ Both speak OpenAI's voices. The settings below belong to whoever runs this serve
 ${dataTable({
   caption: 'What each engine needs',
   columns: [
-    { header: 'Engine', cell: (need: Need) => need.engine },
+    // An engine is named on its first row only: the pipeline's three parts read as one group.
+    { header: 'Engine', cell: (need: Need) => needs.find((first) => first.engine === need.engine) === need ? need.engine : '' },
     { header: 'Needs', cell: (need: Need) => need.part },
     { header: 'Settings', cell: (need: Need) => need.settings },
     { header: 'This installation', cell: (need: Need) => need.ready ? html`<span class="ready">Set up</span>` : html`<span class="missing">Missing</span>` }
