@@ -87,8 +87,8 @@ export function voicePicker ({ voices, chosen, problem, previews, speaking }: Vo
   return html`<fieldset class="voice-picker" aria-describedby="${describedBy}">
   <legend>Voice</legend>
   <p id="voice_id-hint" class="hint">${!speaking
-    ? 'No speech engine is set up yet (see “Speech engines” below): calls are typed, and the voice is used once one is.'
-    : previews ? 'Play a voice to hear a short sample.' : 'Samples need a text-to-speech provider (see “Speech engines” below).'}</p>
+    ? 'No speech engine is set up yet: calls are typed, and the voice is used once one is (“Speech engines” on the agent’s page says what each needs).'
+    : previews ? 'Play a voice to hear a short sample.' : 'Samples need a text-to-speech provider (“Speech engines” on the agent’s page says what each engine needs).'}</p>
   ${problem !== undefined && html`<p id="voice_id-error" class="field-error">${problem}</p>`}
   <ul class="voices">
   ${offered.map((voice) => html`<li>
