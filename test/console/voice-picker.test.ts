@@ -127,3 +127,13 @@ t.test('no speech provider: every voice stays a choice, no Play, and a sample is
   t.equal(refused.statusCode, 503)
   t.match(refused.body, 'No text-to-speech provider is set up')
 })
+
+t.test('a sample that cannot be kept (DATA_DIR not writable) is still played, and made again next time', async (t) => {
+  const http = await startOpenAiHttpStandin(t)
+  const dataDir = t.testdir({ 'voice-previews': 'a file where the folder should be' })
+  const ctx = await setup(t, { VOICE_ENGINE: 'cascade', STT_URL: http.url, LLM_URL: http.url, TTS_URL: http.url, DATA_DIR: dataDir })
+  const browser = await signedIn(ctx)
+  t.equal((await browser.get(`/voices/${ALLOY}/preview.wav`)).statusCode, 200)
+  t.equal((await browser.get(`/voices/${ALLOY}/preview.wav`)).statusCode, 200)
+  t.equal(http.requests.speech.length, 2, 'not kept, so made for each play')
+})

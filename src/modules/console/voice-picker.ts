@@ -178,11 +178,12 @@ export async function consoleVoicePreviewRoutes (app: FastifyInstance, { db, con
     }
     const pcm = Buffer.concat(chunks)
     const wav = encodeWav(new Int16Array(pcm.buffer, pcm.byteOffset, Math.floor(pcm.byteLength / 2)), PREVIEW_RATE)
-    await mkdir(directory, { recursive: true })
-    // Written aside, then renamed: another process reading it never sees half a file.
+    // Written aside, then renamed: another process reading it never sees half a file. A sample that cannot be kept
+    // (a full or read-only disk) is still played; the next play makes it again.
     const partial = `${file}.${process.pid}.partial`
-    await writeFile(partial, wav)
-    await rename(partial, file)
+    await mkdir(directory, { recursive: true })
+      .then(async () => { await writeFile(partial, wav); await rename(partial, file) })
+      .catch((error: unknown) => { app.log.warn({ err: error, directory }, 'a voice sample could not be kept') })
     return wav
   }
 
