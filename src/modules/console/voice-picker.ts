@@ -98,7 +98,7 @@ export function voicePicker ({ voices, chosen, problem, previews, speaking }: Vo
   </li>`)}
   </ul>
   ${others.length > 0 && html`<details class="unspoken"><summary>${others.length} voice${others.length === 1 ? '' : 's'} this installation cannot speak</summary>
-  <ul>${others.map((voice) => html`<li>${voice.name} (${providerName(voice.provider)}): ${voice.unspoken}</li>`)}</ul>
+  <ul>${[...Map.groupBy(others, (voice) => voice.provider)].map(([provider, group]) => html`<li><strong>${providerName(provider)}</strong>: ${group.map((voice) => voice.name).join(', ')}. ${group[0].unspoken}</li>`)}</ul>
   </details>`}
   ${previews && html`<audio id="voice-preview" preload="none"></audio><p id="voice-preview-status" class="hint" role="status"></p>
   <script src="/console/voice-picker.js" defer></script>`}
