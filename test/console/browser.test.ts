@@ -74,6 +74,7 @@ t.test('create an agent in the form, press Talk, and hear it out on the agent\'s
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'Agents' }).click()
   await page.getByRole('link', { name: 'New agent' }).click()
+  await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.getByLabel('Name').fill('Clinic')
   await page.getByLabel('Begin message').fill('Hello from the clinic, how can I help?')
   await page.getByLabel('Prompt').fill('You book appointments.')
