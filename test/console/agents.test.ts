@@ -34,6 +34,14 @@ async function createThroughForm (browser: ConsoleClient, form: Record<string, s
   return id
 }
 
+/** A refused form: the POST redirects (303) to the form's page, which shows the values sent and the problems (Post/Redirect/Get). */
+async function refused (browser: ConsoleClient, url: string, action: string, form: Record<string, string>) {
+  const res = await browser.submit(url, action, form)
+  const location = res.headers.location as string | undefined
+  if (res.statusCode !== 303 || location === undefined || !new RegExp(`^${url}\\?draft=[0-9a-f]{24}#form-problems$`).test(location)) throw new Error(`not refused with a redirect: ${res.statusCode} ${location}\n${res.body}`)
+  return await browser.get(location.replace(/#.*$/, ''))
+}
+
 t.test('create an agent in the form: it exists through the API too, with its LLM configuration', async (t) => {
   const ctx = await setup(t)
   const { browser, api } = await signedIn(ctx)
@@ -79,8 +87,8 @@ t.test('a bad field re-renders the form with its message and every value kept; n
   const ctx = await setup(t)
   const { user, browser } = await signedIn(ctx)
   const bad = { ...FORM, agent_name: '', language: 'not a language!', webhook_url: 'ftp://files.example.test', voice_id: 'ffffffffffffffffffffffff' }
-  const res = await browser.submit('/agents/new', '/agents', bad)
-  t.equal(res.statusCode, 400)
+  const res = await refused(browser, '/agents/new', '/agents', bad)
+  t.equal(res.statusCode, 200)
   t.match(res.body, /Some fields need another look/)
   t.match(res.body, /<p id="agent_name-error" class="field-error">The name is required\.<\/p>/)
   t.match(res.body, /<p id="language-error" class="field-error">The language must be a BCP-47 language tag such as en-US\.<\/p>/)
@@ -93,15 +101,15 @@ t.test('a bad field re-renders the form with its message and every value kept; n
   t.match(res.body, '>\nYou answer questions about opening hours.</textarea>')
   t.notMatch(res.body, /begin_message-error|general_prompt-error|status-error/, 'the good fields carry no message')
 
-  const long = await browser.submit('/agents/new', '/agents', { ...FORM, agent_name: 'x'.repeat(201), general_prompt: 'p'.repeat(50_001) })
-  t.equal(long.statusCode, 400)
+  const long = await refused(browser, '/agents/new', '/agents', { ...FORM, agent_name: 'x'.repeat(201), general_prompt: 'p'.repeat(50_001) })
+  t.equal(long.statusCode, 200)
   t.match(long.body, 'The name must NOT have more than 200 characters.')
   t.match(long.body, 'The prompt must NOT have more than 50000 characters.')
-  const status = await browser.submit('/agents/new', '/agents', { ...FORM, status: 'sleeping' })
-  t.equal(status.statusCode, 400)
+  const status = await refused(browser, '/agents/new', '/agents', { ...FORM, status: 'sleeping' })
+  t.equal(status.statusCode, 200)
   t.match(status.body, 'Choose active or inactive.')
-  const nul = await browser.submit('/agents/new', '/agents', { ...FORM, agent_name: 'a\u0000b' })
-  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: a 400, not a 500')
+  const nul = await refused(browser, '/agents/new', '/agents', { ...FORM, agent_name: 'a\u0000b' })
+  t.equal(nul.statusCode, 200, 'text PostgreSQL cannot store: refused, not a 500')
 
   t.equal((await ctx.db.selectFrom('agents').select('id').where('user_id', '=', user.id).execute()).length, 0)
   t.equal((await ctx.db.selectFrom('llm_configs').select('id').where('user_id', '=', user.id).execute()).length, 0)
@@ -147,8 +155,8 @@ t.test('edit: the fields change, other settings stay; the list shows the change'
   t.equal((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json().begin_message, 'Good evening.')
   t.match((await browser.get('/agents')).body, /Night desk<\/a><\/td><td>inactive<\/td>/)
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, language: '' })
-  t.equal(bad.statusCode, 400)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, language: '' })
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, 'The language is required.')
   t.match(bad.body, 'value="Front desk"', 'the values sent, not the stored ones')
   t.equal((await api('GET', `/v1/agent/${id}`)).json().agent_name, 'Night desk', 'nothing changed')
@@ -248,8 +256,8 @@ t.test('the agent form shows and saves call_settings.responsiveness, and refuses
   t.equal(edited.statusCode, 303, edited.body)
   t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25, language: 'de-DE' })
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '1.5' })
-  t.equal(bad.statusCode, 400)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '1.5' })
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, '<p id="call_settings-responsiveness-error" class="field-error">The responsiveness must be &lt;= 1.</p>')
   t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25 }, 'nothing changed')
 })
@@ -315,19 +323,19 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
   t.same(after.data_retrieval.map((f: { name: string }) => f.name), ['mood'])
   t.match((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json(), { max_tokens: null, engine: null })
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, {
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, {
     ...settings, 'call_settings.max_call_duration_minutes': '20', 'call_settings.stt_languages': 'en-US\nnot a tag', 'widget_settings.primary_color': 'blue',
     'llm.temperature': '', 'data_retrieval.1.name': 'people'
   })
-  t.equal(bad.statusCode, 400)
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, '<p id="call_settings-max_call_duration_minutes-error" class="field-error">The longest call (minutes) must be &lt;= 15.</p>')
   t.match(bad.body, 'Line 2 of the languages the speech recogniser listens for must be a BCP-47 language tag such as en-US.')
   t.match(bad.body, 'id="widget_settings-primary_color-error"')
   t.match(bad.body, 'The temperature is required.')
-  const twice = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.name': 'people' })
-  t.equal(twice.statusCode, 400)
+  const twice = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.name': 'people' })
+  t.equal(twice.statusCode, 200)
   t.match(twice.body, '<p id="data_retrieval-1-name-error" class="field-error">The name &quot;people&quot; is used twice; names must be unique.</p>')
-  const enumless = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
+  const enumless = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
   t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">Type enum needs its allowed values, one per line.</p>')
   const builtIn = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
   t.match(builtIn.body, 'is a built-in call variable')
@@ -353,13 +361,13 @@ t.test('turn detection: ours by default, the provider\'s with the realtime engin
 
   // As a browser sends the form: every field of the section.
   const turns = { 'llm.turn_detection.type': 'semantic_vad', 'llm.turn_detection.eagerness': 'low', 'llm.turn_detection.threshold': '', 'llm.turn_detection.silence_duration_ms': '', 'llm.turn_detection.prefix_padding_ms': '' }
-  const cascade = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
-  t.equal(cascade.statusCode, 400)
+  const cascade = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
+  t.equal(cascade.statusCode, 200)
   t.match(cascade.body, /<p id="llm-turn_detection-type-error" class="field-error">Semantic_vad is the realtime provider&#39;s turn detection: it needs engine &quot;realtime&quot;, and the engine is cascade.<\/p>/)
-  const eager = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
-  t.equal(eager.statusCode, 400)
+  const eager = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
+  t.equal(eager.statusCode, 200)
   t.match(eager.body, '<p id="llm-turn_detection-eagerness-error" class="field-error">This setting is allowed only with type semantic_vad, not server_vad.</p>')
-  const away = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
+  const away = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
   t.match(away.body, '<p id="llm-engine-error" class="field-error">Cascade cannot use the configuration&#39;s turn_detection semantic_vad, which is the realtime provider&#39;s: set turn_detection to { &quot;type&quot;: &quot;switchboard&quot; } as well.</p>', 'a form without the section: the stored one counts')
   t.same((await api('GET', `/v1/llm/${llmId as string}`)).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' }, 'nothing changed')
 
