@@ -46,6 +46,16 @@ export interface ConsoleSessionsTable {
   workspace_id: Generated<string | null>
 }
 
+/** A refused console form, kept for its session (console/drafts.ts). */
+export interface ConsoleDraftsTable {
+  id: string
+  session_hash: string
+  path: string
+  form_values: Json<Record<string, string>>
+  problems: Json<Record<string, string>>
+  created_at: CreatedAt
+}
+
 export interface LoginLinksTable {
   token_hash: string
   user_id: string
@@ -788,6 +798,7 @@ export interface Database {
   users: UsersTable
   api_keys: ApiKeysTable
   console_sessions: ConsoleSessionsTable
+  console_drafts: ConsoleDraftsTable
   login_links: LoginLinksTable
   sign_in_failures: SignInFailuresTable
   voices: VoicesTable

@@ -142,6 +142,7 @@ t.test('the versions pages in Chromium: no axe violations', async (t) => {
   const { problems } = watchPage(page)
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()
+  await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.locator('#agent_name').fill('Bistro')
   await page.getByLabel('Prompt').fill('Old prompt.')
   await page.getByRole('button', { name: 'Create agent' }).click()

@@ -34,6 +34,14 @@ async function createThroughForm (browser: ConsoleClient, form: Record<string, s
   return id
 }
 
+/** A refused form: the POST redirects (303) to the form's page, which shows the values sent and the problems (Post/Redirect/Get). */
+async function refused (browser: ConsoleClient, url: string, action: string, form: Record<string, string>) {
+  const res = await browser.submit(url, action, form)
+  const location = res.headers.location as string | undefined
+  if (res.statusCode !== 303 || location === undefined || !new RegExp(`^${url}\\?draft=[0-9a-f]{24}#form-problems$`).test(location)) throw new Error(`not refused with a redirect: ${res.statusCode} ${location}\n${res.body}`)
+  return await browser.get(location.replace(/#.*$/, ''))
+}
+
 t.test('create an agent in the form: it exists through the API too, with its LLM configuration', async (t) => {
   const ctx = await setup(t)
   const { browser, api } = await signedIn(ctx)
@@ -79,9 +87,10 @@ t.test('a bad field re-renders the form with its message and every value kept; n
   const ctx = await setup(t)
   const { user, browser } = await signedIn(ctx)
   const bad = { ...FORM, agent_name: '', language: 'not a language!', webhook_url: 'ftp://files.example.test', voice_id: 'ffffffffffffffffffffffff' }
-  const res = await browser.submit('/agents/new', '/agents', bad)
-  t.equal(res.statusCode, 400)
-  t.match(res.body, /Some fields need another look/)
+  const res = await refused(browser, '/agents/new', '/agents', bad)
+  t.equal(res.statusCode, 200)
+  t.match(res.body, /<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<h2>4 fields need another look<\/h2>/)
+  t.match(res.body, '<li><a href="#agent_name">The name is required.</a></li>', 'each problem links to its field')
   t.match(res.body, /<p id="agent_name-error" class="field-error">The name is required\.<\/p>/)
   t.match(res.body, /<p id="language-error" class="field-error">The language must be a BCP-47 language tag such as en-US\.<\/p>/)
   t.match(res.body, /<p id="webhook_url-error" class="field-error">The webhook URL must be an absolute http:\/\/ or https:\/\/ URL\.<\/p>/)
@@ -93,15 +102,15 @@ t.test('a bad field re-renders the form with its message and every value kept; n
   t.match(res.body, '>\nYou answer questions about opening hours.</textarea>')
   t.notMatch(res.body, /begin_message-error|general_prompt-error|status-error/, 'the good fields carry no message')
 
-  const long = await browser.submit('/agents/new', '/agents', { ...FORM, agent_name: 'x'.repeat(201), general_prompt: 'p'.repeat(50_001) })
-  t.equal(long.statusCode, 400)
+  const long = await refused(browser, '/agents/new', '/agents', { ...FORM, agent_name: 'x'.repeat(201), general_prompt: 'p'.repeat(50_001) })
+  t.equal(long.statusCode, 200)
   t.match(long.body, 'The name must NOT have more than 200 characters.')
   t.match(long.body, 'The prompt must NOT have more than 50000 characters.')
-  const status = await browser.submit('/agents/new', '/agents', { ...FORM, status: 'sleeping' })
-  t.equal(status.statusCode, 400)
+  const status = await refused(browser, '/agents/new', '/agents', { ...FORM, status: 'sleeping' })
+  t.equal(status.statusCode, 200)
   t.match(status.body, 'Choose active or inactive.')
   const nul = await browser.submit('/agents/new', '/agents', { ...FORM, agent_name: 'a\u0000b' })
-  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: a 400, not a 500')
+  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: a 400 (the console\'s form parser), not a 500')
 
   t.equal((await ctx.db.selectFrom('agents').select('id').where('user_id', '=', user.id).execute()).length, 0)
   t.equal((await ctx.db.selectFrom('llm_configs').select('id').where('user_id', '=', user.id).execute()).length, 0)
@@ -147,8 +156,8 @@ t.test('edit: the fields change, other settings stay; the list shows the change'
   t.equal((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json().begin_message, 'Good evening.')
   t.match((await browser.get('/agents')).body, /Night desk<\/a><\/td><td>inactive<\/td>/)
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, language: '' })
-  t.equal(bad.statusCode, 400)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, language: '' })
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, 'The language is required.')
   t.match(bad.body, 'value="Front desk"', 'the values sent, not the stored ones')
   t.equal((await api('GET', `/v1/agent/${id}`)).json().agent_name, 'Night desk', 'nothing changed')
@@ -248,8 +257,8 @@ t.test('the agent form shows and saves call_settings.responsiveness, and refuses
   t.equal(edited.statusCode, 303, edited.body)
   t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25, language: 'de-DE' })
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '1.5' })
-  t.equal(bad.statusCode, 400)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, 'call_settings.responsiveness': '1.5' })
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, '<p id="call_settings-responsiveness-error" class="field-error">The responsiveness must be &lt;= 1.</p>')
   t.match((await api('GET', `/v1/agent/${id}`)).json().call_settings, { responsiveness: 0.25 }, 'nothing changed')
 })
@@ -257,14 +266,22 @@ t.test('the agent form shows and saves call_settings.responsiveness, and refuses
 t.test('every other setting of the API: language model, calls, behaviour, widget, call-backs and data retrieval', async (t) => {
   const ctx = await setup(t)
   const { browser, api } = await signedIn(ctx)
-  const form = await browser.get('/agents/new')
+  const blank = await browser.get('/agents/new')
+  t.notMatch(blank.body, '<legend>Field 1</legend>', 'a new form has no empty data-retrieval row')
+  // "Add a field": the form comes back (Post/Redirect/Get) with the values typed and one empty row, nothing saved.
+  const added = await browser.submit('/agents/new', '/agents', { ...FORM, data_retrieval: '0', data_retrieval_add: 'true' })
+  t.equal(added.statusCode, 303)
+  t.match(added.headers.location, /^\/agents\/new\?draft=[0-9a-f]{24}#section-data$/)
+  const form = await browser.get((added.headers.location as string).replace(/#.*$/, ''))
+  t.match(form.body, 'value="Front desk"', 'the values typed are kept')
+  t.notMatch(form.body, 'form-problems', 'no problem shown')
   for (const id of ['llm-model', 'llm-temperature', 'llm-max_tokens', 'llm-engine', 'call_settings-max_call_duration_minutes', 'call_settings-stt_languages',
     'call_settings-recording_enabled', 'interruption_sensitivity', 'folder', 'widget_settings-primary_color', 'callback_settings-max_attempts', 'data_retrieval-0-name', 'data_retrieval-0-type']) {
     t.match(form.body, `<label for="${id}">`, `${id} has a label`)
   }
   t.match(form.body, '<legend>Call back after</legend>')
   t.match(form.body, '<legend>Voicemail</legend>')
-  t.match(form.body, 'id="call_settings-sentiment_analysis" name="call_settings.sentiment_analysis" value="true" checked', 'the defaults are shown')
+  t.match(blank.body, 'id="call_settings-sentiment_analysis" name="call_settings.sentiment_analysis" value="true" checked', 'the defaults are shown')
 
   const settings = {
     ...FORM,
@@ -304,7 +321,8 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
 
   const page = await browser.get(`/agents/${id}`)
   t.match(page.body, 'value="Sales &lt;team&gt;"')
-  t.match(page.body, '<legend>Field 3</legend>', 'the stored fields and an empty one')
+  t.match(page.body, '<legend>Field 2</legend>', 'the stored fields')
+  t.notMatch(page.body, '<legend>Field 3</legend>', 'and no empty one')
   t.match(page.body, '>\nhappy\nangry</textarea>')
 
   // Edit: the first field removed, the members emptied where the API allows it.
@@ -315,21 +333,21 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
   t.same(after.data_retrieval.map((f: { name: string }) => f.name), ['mood'])
   t.match((await api('GET', `/v1/llm/${agent.llm_id as string}`)).json(), { max_tokens: null, engine: null })
 
-  const bad = await browser.submit(`/agents/${id}`, `/agents/${id}`, {
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, {
     ...settings, 'call_settings.max_call_duration_minutes': '20', 'call_settings.stt_languages': 'en-US\nnot a tag', 'widget_settings.primary_color': 'blue',
     'llm.temperature': '', 'data_retrieval.1.name': 'people'
   })
-  t.equal(bad.statusCode, 400)
+  t.equal(bad.statusCode, 200)
   t.match(bad.body, '<p id="call_settings-max_call_duration_minutes-error" class="field-error">The longest call (minutes) must be &lt;= 15.</p>')
   t.match(bad.body, 'Line 2 of the languages the speech recogniser listens for must be a BCP-47 language tag such as en-US.')
   t.match(bad.body, 'id="widget_settings-primary_color-error"')
   t.match(bad.body, 'The temperature is required.')
-  const twice = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.name': 'people' })
-  t.equal(twice.statusCode, 400)
+  const twice = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.name': 'people' })
+  t.equal(twice.statusCode, 200)
   t.match(twice.body, '<p id="data_retrieval-1-name-error" class="field-error">The name &quot;people&quot; is used twice; names must be unique.</p>')
-  const enumless = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
+  const enumless = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
   t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">Type enum needs its allowed values, one per line.</p>')
-  const builtIn = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
+  const builtIn = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
   t.match(builtIn.body, 'is a built-in call variable')
   t.same((await api('GET', `/v1/agent/${id}`)).json().data_retrieval.map((f: { name: string }) => f.name), ['mood'], 'nothing changed')
 })
@@ -353,17 +371,49 @@ t.test('turn detection: ours by default, the provider\'s with the realtime engin
 
   // As a browser sends the form: every field of the section.
   const turns = { 'llm.turn_detection.type': 'semantic_vad', 'llm.turn_detection.eagerness': 'low', 'llm.turn_detection.threshold': '', 'llm.turn_detection.silence_duration_ms': '', 'llm.turn_detection.prefix_padding_ms': '' }
-  const cascade = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
-  t.equal(cascade.statusCode, 400)
+  const cascade = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
+  t.equal(cascade.statusCode, 200)
   t.match(cascade.body, /<p id="llm-turn_detection-type-error" class="field-error">Semantic_vad is the realtime provider&#39;s turn detection: it needs engine &quot;realtime&quot;, and the engine is cascade.<\/p>/)
-  const eager = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
-  t.equal(eager.statusCode, 400)
+  const eager = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
+  t.equal(eager.statusCode, 200)
   t.match(eager.body, '<p id="llm-turn_detection-eagerness-error" class="field-error">This setting is allowed only with type semantic_vad, not server_vad.</p>')
-  const away = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
+  const away = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
   t.match(away.body, '<p id="llm-engine-error" class="field-error">Cascade cannot use the configuration&#39;s turn_detection semantic_vad, which is the realtime provider&#39;s: set turn_detection to { &quot;type&quot;: &quot;switchboard&quot; } as well.</p>', 'a form without the section: the stored one counts')
   t.same((await api('GET', `/v1/llm/${llmId as string}`)).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' }, 'nothing changed')
 
   const ours = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade', 'llm.turn_detection.type': 'switchboard', 'llm.turn_detection.eagerness': '' })
   t.equal(ours.statusCode, 303, ours.body)
   t.match((await api('GET', `/v1/llm/${llmId as string}`)).json(), { engine: 'cascade', turn_detection: { type: 'switchboard' } })
+})
+
+t.test('Post/Redirect/Get: a refused save redirects to the agent page, which shows the draft; a reload shows it again and resubmits nothing; no other session reads it; a save clears it', async (t) => {
+  const ctx = await setup(t)
+  const { user, browser, api } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const res = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, agent_name: 'Typed but refused', language: '' })
+  t.equal(res.statusCode, 303, 'the POST answers with a redirect, never a page at its own address')
+  const draftUrl = (res.headers.location as string).replace(/#.*$/, '')
+  t.match(draftUrl, new RegExp(`^/agents/${id}\\?draft=[0-9a-f]{24}$`))
+  const versions = async () => (await ctx.db.selectFrom('agent_versions').select('version').where('agent_id', '=', id).execute()).length
+  const before = await versions()
+  for (const attempt of ['first view', 'reload']) {
+    const page = await browser.get(draftUrl)
+    t.equal(page.statusCode, 200, attempt)
+    t.match(page.body, 'value="Typed but refused"', `${attempt}: the values sent`)
+    t.match(page.body, '<a href="#language">The language is required.</a>', `${attempt}: the problem in the summary`)
+  }
+  t.equal(await versions(), before, 'reloading resubmits nothing')
+  t.equal((await api('GET', `/v1/agent/${id}`)).json().agent_name, 'Front desk')
+
+  // Another session of the same user: the draft is not theirs; it sees the stored agent.
+  const other = new ConsoleClient(ctx.app)
+  await other.signIn(user.email, PASSWORD)
+  const elsewhere = await other.get(draftUrl)
+  t.match(elsewhere.body, 'value="Front desk"')
+  t.notMatch(elsewhere.body, 'Typed but refused')
+  const saved = await browser.submit(draftUrl, `/agents/${id}`, { ...FORM, agent_name: 'Saved now' })
+  t.equal(saved.statusCode, 303)
+  const after = await browser.get(draftUrl)
+  t.match(after.body, 'value="Saved now"', 'after a save, the old draft address shows the saved agent')
+  t.notMatch(after.body, 'form-problems')
 })

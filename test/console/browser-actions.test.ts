@@ -24,6 +24,7 @@ t.test('an agent with an API call action, tested against a local receiver: in Ch
   await page.locator('#agent_name').fill('Bistro')
   await page.getByLabel('Prompt').fill('You take table reservations.')
   // A field of data retrieval, for the action's body.
+  await page.getByRole('button', { name: 'Add a field' }).click()
   await page.getByLabel('Variable').fill('people')
   await page.locator('#data_retrieval-0-type').selectOption('number')
   await page.getByRole('button', { name: 'Create agent' }).click()

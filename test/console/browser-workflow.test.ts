@@ -16,6 +16,7 @@ t.test('a three-step workflow built in the console: in Chromium', async (t) => {
 
   await signInAt(page, url, user.email, PASSWORD)
   await page.getByRole('link', { name: 'New agent' }).click()
+  await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.locator('#agent_name').fill('Bistro')
   await page.getByRole('button', { name: 'Create agent' }).click()
   await page.waitForURL(/\/agents\/[0-9a-f]{24}\?saved=1$/)

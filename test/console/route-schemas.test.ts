@@ -27,7 +27,6 @@ const WITHOUT_SCHEMA = new Set<string>([
   'POST /agents/:id/knowledge',
   'GET /console/action-test.js',
   'GET /agents',
-  'GET /agents/new',
   'POST /agents',
   'GET /agents/:id',
   'POST /agents/:id',

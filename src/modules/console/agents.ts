@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { TSchema } from 'typebox'
+import { Type, type TSchema } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import type { RetrievalField } from '../../db/schema.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
@@ -25,10 +25,12 @@ import { capabilitySection } from './agent-capabilities.ts'
 import { knowledgeData, knowledgeView } from './agent-knowledge.ts'
 import { agentLifeData, agentLifeView } from './agent-templates.ts'
 import { workflowSection } from './agent-workflow.ts'
-import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
+import { fieldValues, objectFields, readFields, readRows, renderFields, renderRows, rowCount, rowValues, type Field as FormField, type FormValues, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
+import { errorSummary } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { phoneCallSection } from './test-phone-call.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voice-picker.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -113,6 +115,8 @@ const SECTIONS: Array<{ legend: string, fields: FormField[] }> = [
   { legend: 'Call-backs', fields: CALLBACK_FIELDS },
   { legend: 'Voicemail', fields: VOICEMAIL_FIELDS }
 ]
+/** The data-retrieval section's "Add a field" button: the form comes back (as a draft) with one more empty row. */
+const ADD_FIELD = 'data_retrieval_add'
 const MAX_RETRIEVAL_FIELDS = (AgentUpdate.properties.data_retrieval as { maxItems?: number }).maxItems ?? 50
 const RETRIEVAL: Rows = {
   name: 'data_retrieval',
@@ -177,7 +181,7 @@ function formFromRows (agent: AgentRow, llm: Pick<LlmRow, 'begin_message' | 'gen
     ...fieldValues(WIDGET_FIELDS, { ...WIDGET_SETTINGS_DEFAULTS, ...agent.widget_settings }),
     ...fieldValues(CALLBACK_FIELDS, { ...CALLBACK_SETTINGS_DEFAULTS, ...agent.callback_settings }),
     ...fieldValues(VOICEMAIL_FIELDS, { ...VOICEMAIL_SETTINGS_DEFAULTS, ...agent.voicemail_settings }),
-    ...rowValues(RETRIEVAL, agent.data_retrieval as unknown as Array<Record<string, unknown>>, 1)
+    ...rowValues(RETRIEVAL, agent.data_retrieval as unknown as Array<Record<string, unknown>>, 0)
   }
 }
 
@@ -190,6 +194,13 @@ const NEW_AGENT: AgentForm = formFromRows({
   folder: null,
   is_customer_memory_active: false
 } as unknown as AgentRow, LLM_DEFAULTS)
+
+/** The form with one more empty data-retrieval row (the "Add a field" button), nothing saved. */
+function withRow (form: AgentForm): AgentForm {
+  const count = rowCount(RETRIEVAL.name, form)
+  const { [ADD_FIELD]: _added, ...rest } = form
+  return count >= MAX_RETRIEVAL_FIELDS ? rest : { ...rest, ...fieldValues(RETRIEVAL.fields(count), {}), [RETRIEVAL.name]: String(count + 1) }
+}
 
 /** The data-retrieval rows as the API's rule makes them, or the problems under the rows' fields. */
 function retrievalOf (form: AgentForm): { fields?: RetrievalField[], problems: Problems } {
@@ -334,6 +345,10 @@ ${engineNeeds(jobs.config.voice)}
 
   // The agent forms may be longer than the console's other forms (the prompt).
   const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
+  // The pages a refused form returns to (drafts.ts).
+  const DRAFT_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
+  const DRAFT_ROUTE = { schema: { hide: true, querystring: DRAFT_QUERY } }
+  const AGENT_ROUTE = { schema: { hide: true, querystring: Type.Object({ saved: Type.Optional(Type.String()), knowledge: Type.Optional(Type.String()), draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) }) } }
 
   app.get<{ Querystring: { deleted?: string } }>('/agents', HIDDEN, async (request, reply) => {
     const page = viewScope(request, reply)
@@ -368,20 +383,22 @@ ${agents.length === 0
 ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agent', form, problems, voices: await voices() })}`
   })
 
-  app.get('/agents/new', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>('/agents/new', DRAFT_ROUTE, async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
-    return sendPage(reply, 200, await newPage(page.session, NEW_AGENT, {}))
+    const draft = await draftOf(db, page.session, '/agents/new', request.query.draft)
+    return sendPage(reply, 200, await newPage(page.session, draft?.values ?? NEW_AGENT, draft?.problems ?? {}))
   })
 
   app.post('/agents', FORM_ROUTE, async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const form = formOf(request)
+    if (form[ADD_FIELD] !== undefined) return await refuseForm(db, reply, session, '/agents/new', withRow(form), {}, 'section-data')
     const checked = await check(form)
     const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm)
-    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply, 400, await newPage(session, form, problems))
+    if ('problems' in checked || Object.keys(problems).length > 0) return await refuseForm(db, reply, session, '/agents/new', form, problems)
     const { values } = checked
     const agent = await db.transaction().execute(async (trx) => {
       const llm = await insertLlm(trx, scope.ownerId, { ...LLM_DEFAULTS, ...values.llm, begin_message: values.begin_message, general_prompt: values.general_prompt })
@@ -407,14 +424,16 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       await recordVersion(trx, scope.ownerId, row.id, 'created')
       return row
     })
+    await formSaved(db, session, '/agents/new')
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string, knowledge?: string } }>('/agents/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string, knowledge?: string } }>('/agents/:id', AGENT_ROUTE, async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
-    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined, knowledgeSaved: request.query.knowledge !== undefined }))
+    const draft = page.scope.canChange ? await draftOf(db, page.session, `/agents/${agent.id}`, request.query.draft) : undefined
+    return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined, form: draft?.values, problems: draft?.problems, knowledgeSaved: request.query.knowledge !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
@@ -422,9 +441,10 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     const form = formOf(request)
+    if (form[ADD_FIELD] !== undefined) return await refuseForm(db, reply, session, `/agents/${agent.id}`, withRow(form), {}, 'section-data')
     const checked = await check(form)
     const problems = 'problems' in checked ? checked.problems : turnDetectionProblems(checked.values.llm, await findLlm(db, scope.ownerId, agent.llm_id))
-    if ('problems' in checked || Object.keys(problems).length > 0) return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 400, await agentPage(session, agent, { form, problems }))
+    if ('problems' in checked || Object.keys(problems).length > 0) return await refuseForm(db, reply, session, `/agents/${agent.id}`, form, problems)
     const { values } = checked
     await db.transaction().execute(async (trx) => {
       // Locked as the API's PATCH does, so that call_settings merge with a concurrent change; with the other agents of
@@ -446,6 +466,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
       })
       await recordVersions(trx, scope.ownerId, [current.id, ...sharing], 'agent')
     })
+    await formSaved(db, session, `/agents/${agent.id}`)
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
@@ -499,12 +520,17 @@ const HINTS: Partial<Record<Field, string>> = {
 function agentForm ({ viewer, action, submit, form, problems, voices }: FormOptions): SafeHtml {
   const described = (field: Field) => describe(field, HINTS[field], problems[field]).attrs
   const after = (field: Field) => describe(field, HINTS[field], problems[field]).after
-  return html`${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
-<form method="post" action="${action}" class="stack wide">
+  const section = (id: string, legend: string, body: SafeHtml) => html`<fieldset class="group" id="${id}"><legend>${legend}</legend>
+  ${body}
+  </fieldset>`
+  const sections = [{ id: 'section-basics', legend: 'Basics' }, ...SECTIONS.map(({ legend }, i) => ({ id: `section-${i + 1}`, legend })), { id: 'section-data', legend: 'Data retrieval' }]
+  return html`${errorSummary(problems)}
+<nav class="section-menu" aria-label="Sections of the settings"><ul>${sections.map(({ id, legend }) => html`<li><a href="#${id}">${legend}</a></li>`)}</ul></nav>
+<form method="post" action="${action}" class="stack wide agent-form"${submit !== undefined && html` data-dirty-warning`}>
   ${csrfField(viewer.csrfToken)}
   <fieldset class="plain"${submit === undefined && html` disabled`}>
   <legend class="visually-hidden">Agent settings</legend>
-  <label for="agent_name">Name</label>
+  ${section('section-basics', 'Basics', html`<label for="agent_name">Name</label>
   <input id="agent_name" name="agent_name" value="${text(form, 'agent_name')}" maxlength="200" required${described('agent_name')}>
   ${after('agent_name')}
   <label for="begin_message">Begin message</label>
@@ -524,18 +550,17 @@ ${text(form, 'general_prompt')}</textarea>
   ${after('webhook_url')}
   <label for="status">Status</label>
   <select id="status" name="status"${described('status')}>
-    ${['active', 'inactive'].map((status) => html`<option value="${status}"${status === text(form, 'status') && html` selected`}>${status}</option>`)}
+    ${(['active', 'inactive'] as const).map((status) => html`<option value="${status}"${status === text(form, 'status') && html` selected`}>${status === 'active' ? 'Active' : 'Inactive'}</option>`)}
   </select>
-  ${after('status')}
-  ${SECTIONS.map(({ legend, fields }) => html`<fieldset class="group"><legend>${legend}</legend>
-  ${renderFields(fields, form, problems)}
-  </fieldset>`)}
-  <fieldset class="group" aria-describedby="data_retrieval-hint${problems.data_retrieval !== undefined ? ' data_retrieval-error' : ''}"><legend>Data retrieval</legend>
-  <p id="data_retrieval-hint" class="hint">Fields extracted from each call after it ends: in the call's results and, as {{name}}, in actions. Save to get another empty row.</p>
+  ${after('status')}`)}
+  ${SECTIONS.map(({ legend, fields }, i) => section(`section-${i + 1}`, legend, renderFields(fields, form, problems)))}
+  <fieldset class="group" id="section-data" aria-describedby="data_retrieval-hint${problems.data_retrieval !== undefined ? ' data_retrieval-error' : ''}"><legend>Data retrieval</legend>
+  <p id="data_retrieval-hint" class="hint">Fields extracted from each call after it ends: in the call's results and, as {{name}}, in actions.</p>
   ${problems.data_retrieval !== undefined && html`<p id="data_retrieval-error" class="field-error">${problems.data_retrieval}</p>`}
   ${renderRows(RETRIEVAL, form, problems)}
+  ${submit !== undefined && html`<button type="submit" name="${ADD_FIELD}" value="true" class="secondary" formnovalidate>Add a field</button>`}
   </fieldset>
   </fieldset>
-  ${submit !== undefined && html`<button type="submit">${submit}</button>`}
+  ${submit !== undefined && html`<div class="save-bar"><button type="submit">${submit}</button></div>`}
 </form>`
 }

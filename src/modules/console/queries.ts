@@ -210,3 +210,34 @@ export async function agentDependents (db: DB, userId: string, agentId: string):
     transferringAgents: transferring.map((row) => row.agent_name)
   }
 }
+
+// Drafts: refused forms kept for their session (drafts.ts).
+
+/** How long a refused form stays readable. */
+const DRAFT_MAX_MS = 24 * 3600_000
+
+/** Stores the session's draft of the form at `path` in place of an earlier one, and deletes stale drafts. */
+export async function putDraft (db: DB, draft: { id: string, sessionHash: string, path: string, values: Record<string, string>, problems: Record<string, string> }): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('console_drafts').where('created_at', '<=', new Date(Date.now() - DRAFT_MAX_MS)).execute()
+    await trx.insertInto('console_drafts').values({
+      id: draft.id, session_hash: draft.sessionHash, path: draft.path, form_values: JSON.stringify(draft.values), problems: JSON.stringify(draft.problems)
+    }).onConflict((oc) => oc.columns(['session_hash', 'path']).doUpdateSet((eb) => ({
+      id: eb.ref('excluded.id'), form_values: eb.ref('excluded.form_values'), problems: eb.ref('excluded.problems'), created_at: new Date()
+    }))).execute()
+  })
+}
+
+/** The draft `id` when it is this session's, of the form at `path`, and not stale. */
+export async function findDraft (db: DB, sessionHash: string, path: string, id: string): Promise<{ values: Record<string, string>, problems: Record<string, string> } | undefined> {
+  const row = await db.selectFrom('console_drafts').select(['form_values', 'problems'])
+    .where('id', '=', id).where('session_hash', '=', sessionHash).where('path', '=', path)
+    .where('created_at', '>', new Date(Date.now() - DRAFT_MAX_MS))
+    .executeTakeFirst()
+  return row === undefined ? undefined : { values: row.form_values, problems: row.problems }
+}
+
+/** The form was saved: its draft is no longer needed. */
+export async function deleteDraft (db: DB, sessionHash: string, path: string): Promise<void> {
+  await db.deleteFrom('console_drafts').where('session_hash', '=', sessionHash).where('path', '=', path).execute()
+}
