@@ -10,7 +10,7 @@ export interface Config {
   host: string
   /** PostgreSQL 14+ connection string. Unset: an embedded PostgreSQL in `dataDir`. */
   databaseUrl: string | undefined
-  /** Where the embedded PostgreSQL keeps its cluster and, without SECRETS_KEY, the secrets key file; kept across restarts. */
+  /** Where the embedded PostgreSQL keeps its cluster and, without SECRETS_KEY, the secrets key file; kept across restarts. Also the voice picker's samples (voice-previews/, made again when missing). */
   dataDir: string
   /**
    * The 32-byte key that encrypts stored secrets (carrier tokens, SIP passwords, integration credentials,

@@ -55,7 +55,7 @@ t.test('create an agent in the form: it exists through the API too, with its LLM
   const form = await browser.get('/agents/new')
   t.equal(form.statusCode, 200)
   for (const field of Object.keys(FORM)) t.match(form.body, `<label for="${field}">`, `${field} has a label`)
-  t.match(form.body, /<option value="65a0f0000000000000000001" selected>Alloy/, 'the default voice is chosen')
+  t.match(form.body, /<input type="radio" name="voice_id" id="voice_id" value="65a0f0000000000000000001" checked>/, 'the default voice is chosen')
 
   const id = await createThroughForm(browser)
   const agent = (await api('GET', `/v1/agent/${id}`)).json()
@@ -70,7 +70,7 @@ t.test('create an agent in the form: it exists through the API too, with its LLM
   t.equal(page.statusCode, 200)
   t.match(page.body, /<h1>Front desk<\/h1>/)
   t.match(page.body, /Saved\./)
-  t.match(page.body, `<option value="${ECHO}" selected>`)
+  t.match(page.body, `value="${ECHO}" checked>`)
   t.match(page.body, 'value="de-DE"')
 
   const listed = await browser.get('/agents')

@@ -23,3 +23,8 @@ export async function voiceExists (db: DB, id: string): Promise<boolean> {
 export async function providerVoiceId (db: DB, id: string): Promise<string | undefined> {
   return (await db.selectFrom('voices').select('provider_voice_id').where('id', '=', id).executeTakeFirst())?.provider_voice_id
 }
+
+/** A catalogue voice by id (either case), or undefined. */
+export async function findVoice (db: DB, id: string) {
+  return await db.selectFrom('voices').selectAll().where('id', '=', id.toLowerCase()).executeTakeFirst()
+}

@@ -31,6 +31,7 @@ import { errorSummary } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { phoneCallSection } from './test-phone-call.ts'
 import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voice-picker.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
@@ -154,8 +155,6 @@ interface Checked {
   voicemail_settings: Record<string, unknown>
 }
 
-type VoiceOption = Awaited<ReturnType<typeof listVoices>>[number]
-
 const noSuchAgent = () => new HttpError(404, 'not_found', 'You have no agent with that id.')
 
 function formOf (request: FastifyRequest): AgentForm {
@@ -275,7 +274,7 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
     }
   }
 
-  const voices = async () => await listVoices(db, { limit: 1000 })
+  const voices = async () => voiceChoices(jobs.config.voice, await listVoices(db, { limit: 1000 }))
 
   async function agentInScope (scope: Scope, id: string) {
     const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
@@ -319,6 +318,7 @@ ${await widgetSection(viewer, scope.canChange, agent)}
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
 ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
+${engineNeeds(jobs.config.voice)}
 <p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
   }
@@ -355,7 +355,7 @@ ${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? '
     if (page === undefined) return reply
     const { session, scope } = page
     const [agents, catalogue] = await Promise.all([listAgents(db, scope.ownerId, { limit: LIST_LIMIT, workspace_id: scope.workspaceId }), voices()])
-    const voiceNames = new Map(catalogue.map((voice) => [voice.id, voice.name]))
+    const voiceNames = new Map(catalogue.voices.map((voice) => [voice.id, voice.name]))
     return sendPage(reply, 200, layout({
       title: 'Agents',
       viewer: viewerOf(session),
@@ -503,7 +503,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
   })
 }
 
-interface FormOptions { viewer: Viewer, action: string, /** undefined: the form is shown read-only */ submit: string | undefined, form: AgentForm, problems: Problems, voices: VoiceOption[] }
+interface FormOptions { viewer: Viewer, action: string, /** undefined: the form is shown read-only */ submit: string | undefined, form: AgentForm, problems: Problems, voices: VoiceChoices }
 
 const HINTS: Partial<Record<Field, string>> = {
   begin_message: 'What the agent says first. Empty: it waits for the other party to speak.',
@@ -520,8 +520,6 @@ const HINTS: Partial<Record<Field, string>> = {
 function agentForm ({ viewer, action, submit, form, problems, voices }: FormOptions): SafeHtml {
   const described = (field: Field) => describe(field, HINTS[field], problems[field]).attrs
   const after = (field: Field) => describe(field, HINTS[field], problems[field]).after
-  const voiceId = text(form, 'voice_id')
-  const known = voices.some((voice) => voice.id === voiceId.toLowerCase())
   const section = (id: string, legend: string, body: SafeHtml) => html`<fieldset class="group" id="${id}"><legend>${legend}</legend>
   ${body}
   </fieldset>`
@@ -546,12 +544,7 @@ ${text(form, 'general_prompt')}</textarea>
   <label for="language">Language</label>
   <input id="language" name="language" value="${text(form, 'language')}" maxlength="35" required autocomplete="off"${described('language')}>
   ${after('language')}
-  <label for="voice_id">Voice</label>
-  <select id="voice_id" name="voice_id"${described('voice_id')}>
-    ${!known && html`<option value="${voiceId}" selected>Choose a voice</option>`}
-    ${voices.map((voice) => html`<option value="${voice.id}"${voice.id === voiceId.toLowerCase() && html` selected`}>${voice.name} (${voice.provider}, ${voice.gender}, ${voice.languages.join(', ')})</option>`)}
-  </select>
-  ${after('voice_id')}
+  ${voicePicker({ ...voices, chosen: text(form, 'voice_id'), problem: problems.voice_id })}
   <label for="webhook_url">Webhook URL</label>
   <input id="webhook_url" name="webhook_url" type="url" value="${text(form, 'webhook_url')}" maxlength="2000" inputmode="url"${described('webhook_url')}>
   ${after('webhook_url')}

@@ -33,6 +33,7 @@ import { consoleKnowledgeBaseRoutes } from './knowledge-bases.ts'
 import { consoleWorkspaceRoutes, INVITATION_ROUTE, type SignIn } from './workspaces.ts'
 import { consolePhoneNumberRoutes } from './phone-numbers.ts'
 import { consoleTestPhoneCallRoutes } from './test-phone-call.ts'
+import { consoleVoicePreviewRoutes } from './voice-picker.ts'
 import { keysPage, messagePage, passwordPage, signInPage, viewerOf } from './pages.ts'
 import { hashPassword, hashSlots, MAX_PASSWORD_LENGTH, passwordProblem, verifyNothing, verifyPassword } from './passwords.ts'
 import {
@@ -348,6 +349,7 @@ export async function consoleRoutes (app: FastifyInstance, options: { db: DB, pu
     await pages.register(consoleWorkspaceRoutes, { db, mailer, publicBaseUrl, signIn })
     await pages.register(consolePhoneNumberRoutes, { db, jobs, carriers })
     await pages.register(consoleTestPhoneCallRoutes, { db, jobs })
+    await pages.register(consoleVoicePreviewRoutes, { db, config: jobs.config })
     await pages.register(consoleCustomerRoutes, { db })
     await pages.register(consoleSubscriptionRoutes, { db })
     await pages.register(consoleSettingsRoutes, { db, config: jobs.config })
