@@ -10,7 +10,7 @@ import { createSession } from '../src/modules/console/queries.ts'
 import { SESSION_COOKIE } from '../src/modules/console/security.ts'
 import { readArgs } from './args.ts'
 import { benchDatabase, quantile, startServer, table } from './bench/lib.ts'
-import { seedAccount, seedCalls } from './seed-data.ts'
+import { seedBenchCalls } from './seed-data.ts'
 
 readArgs({
   name: 'bench:analytics',
@@ -30,14 +30,8 @@ const EMAIL = 'bench-analytics@localhost'
 
 const database = await benchDatabase()
 const db = createDb(database.pool)
-const account = await seedAccount(db, EMAIL)
+const account = await seedBenchCalls(db, database.pool, EMAIL, CALLS)
 const userId = account.userId
-const { n: existing } = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).executeTakeFirstOrThrow()
-if (existing < CALLS) {
-  process.stdout.write(`seeding ${CALLS - existing} calls (once; kept in the bench database)\n`)
-  await seedCalls(database.pool, account, CALLS - existing, (done, rate) => process.stdout.write(`\r  ${done.toLocaleString('en')} calls, ${rate.toLocaleString('en')}/s`))
-  process.stdout.write('\n')
-}
 // Outcomes the seed leaves out, given once: a city extracted from every analysed call (8 values), a transfer in 1 of
 // 20 held calls (2 in 1 of 100), and 6-12 timed turns in 3 of 5 (a spread of waits around 0.9 s).
 const { n: unfinished } = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n'))

@@ -6,7 +6,7 @@ import { countCalls, listCallsJson, type CallFilter } from '../src/modules/calls
 import { callSearch, COUNT_CAP } from '../src/modules/console/calls.ts'
 import { readArgs } from './args.ts'
 import { benchDatabase, quantile, table } from './bench/lib.ts'
-import { seedAccount, seedCalls } from './seed-data.ts'
+import { seedBenchCalls } from './seed-data.ts'
 
 readArgs({
   name: 'bench:calls-search',
@@ -26,15 +26,8 @@ const EMAIL = 'bench-search@localhost'
 
 const database = await benchDatabase()
 const db = createDb(database.pool)
-const account = await seedAccount(db, EMAIL)
+const account = await seedBenchCalls(db, database.pool, EMAIL, CALLS)
 const userId = account.userId
-const { n: existing } = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).executeTakeFirstOrThrow()
-if (existing < CALLS) {
-  process.stdout.write(`seeding ${CALLS - existing} calls (once; kept in the bench database)\n`)
-  await seedCalls(database.pool, account, CALLS - existing, (done, rate) => process.stdout.write(`\r  ${done.toLocaleString('en')} calls, ${rate.toLocaleString('en')}/s`))
-  process.stdout.write('\n')
-  await database.pool.query('VACUUM ANALYZE calls')
-}
 
 /** p50 and p95 of `runs` sequential runs, in ms. */
 async function time (run: () => Promise<unknown>): Promise<{ p50: string, p95: string }> {

@@ -9,7 +9,7 @@ import { createDb } from '../src/db/database.ts'
 import { createApiKey } from '../src/modules/users/queries.ts'
 import { readArgs } from './args.ts'
 import { benchDatabase, countLines, load, sampleRss, startServer, table, type LoadResult } from './bench/lib.ts'
-import { seedAccount, seedCalls } from './seed-data.ts'
+import { seedBenchCalls } from './seed-data.ts'
 
 readArgs({
   name: 'bench:calls',
@@ -31,15 +31,7 @@ const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISO
 
 const database = await benchDatabase()
 const db = createDb(database.pool)
-const account = await seedAccount(db, EMAIL)
-const { n: existing } = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', account.userId).executeTakeFirstOrThrow()
-if (existing < CALLS) {
-  process.stdout.write(`seeding ${CALLS - existing} calls (once; kept in the bench database)\n`)
-  await seedCalls(database.pool, account, CALLS - existing, (done, rate) => process.stdout.write(`\r  ${done.toLocaleString('en')} calls, ${rate.toLocaleString('en')}/s`))
-  process.stdout.write('\n')
-  await database.pool.query('VACUUM ANALYZE calls')
-  await database.pool.query('VACUUM ANALYZE call_daily_stats')
-}
+const account = await seedBenchCalls(db, database.pool, EMAIL, CALLS)
 await db.updateTable('api_keys').set({ revoked_at: new Date() }).where('user_id', '=', account.userId).where('revoked_at', 'is', null).execute()
 const { key } = await createApiKey(db, account.userId, { name: 'bench' })
 const headers = { 'x-api-key': key }

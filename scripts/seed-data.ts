@@ -176,3 +176,20 @@ async function rebuildRollup (client: pg.PoolClient, userId: string): Promise<vo
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`, [userId])
   await client.query('COMMIT')
 }
+
+/**
+ * The benchmarks' account of `email` with at least `count` calls: what is missing is seeded (with progress on
+ * stdout) and kept in the bench database for the next run, then the calls' statistics are refreshed.
+ */
+export async function seedBenchCalls (db: DB, pool: pg.Pool, email: string, count: number): Promise<SeedAccount> {
+  const account = await seedAccount(db, email)
+  const { n: existing } = await db.selectFrom('calls').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', account.userId).executeTakeFirstOrThrow()
+  if (existing < count) {
+    process.stdout.write(`seeding ${count - existing} calls (once; kept in the bench database)\n`)
+    await seedCalls(pool, account, count - existing, (done, rate) => process.stdout.write(`\r  ${done.toLocaleString('en')} calls, ${rate.toLocaleString('en')}/s`))
+    process.stdout.write('\n')
+    await pool.query('VACUUM ANALYZE calls')
+    await pool.query('VACUUM ANALYZE call_daily_stats')
+  }
+  return account
+}

@@ -5,7 +5,6 @@ import type { DB } from '../../db/database.ts'
 import { DAY_MS, type DateRange } from '../../db/days.ts'
 import { calendarDay, dateRange, MAX_RANGE_DAYS } from '../../http/dates.ts'
 import { badRequest } from '../../http/errors.ts'
-import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv, sendCostsCsv } from '../calls/export.ts'
 import { dailyCallsByAgent, dailyMetrics, extractedValues, medianWaitBuckets, outcomeCounts, sentimentCounts, transferCounts, turnWaits, type CallFilter, type OutcomeRow } from '../calls/queries.ts'
 import { costsBreakdown } from '../calls/reports.ts'
@@ -16,13 +15,11 @@ import { filterBar, filterField, filterSelect } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { FIELD_NAME, reasonWords, type OutcomeParams } from './outcomes.ts'
 import { layout, notice, viewerOf, type Viewer } from './pages.ts'
-import { viewScope, type Scope } from './scope.ts'
+import { filterAgents, viewScope, type Scope } from './scope.ts'
 import { ID, sendPage, withChosen } from './reply.ts'
 
 /** Days the page shows when the form names none: the last 30, today included. */
 export const DEFAULT_DAYS = 30
-// As on the Calls page: the agent select lists at most this many; a filter by any other still works.
-const MAX_AGENT_OPTIONS = 500
 // Agents drawn in the per-day chart (one colour each, the last for the others together) and in the costs chart.
 const MAX_DAY_AGENTS = SERIES_COLOURS - 1
 const MAX_COST_AGENTS = 12
@@ -317,10 +314,7 @@ export async function consoleAnalyticsRoutes (app: FastifyInstance, { db, limits
     if (scoped === undefined) return reply
     const { scope } = scoped
     const viewer = viewerOf(scoped.session)
-    const agentRows = await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })
-    const agents = agentRows.map((agent) => ({ id: agent.id, name: agent.agent_name }))
-    // The fields the agents extract (data_retrieval), as the Calls list's column chooser offers them.
-    const fields = [...new Set(agentRows.flatMap((agent) => agent.data_retrieval.map((field) => field.name)))].sort()
+    const { agents, fields } = await filterAgents(db, scope)
     const { form, range, filter, problem } = parseForm(request.query as Record<string, unknown>, Date.now(), scope)
     if (problem !== undefined) return sendPage(reply, 400, analyticsPage({ viewer, form, agents, fields, error: problem }))
     // A field no agent has now (a deleted agent's, or one renamed) still breaks down its calls' values.

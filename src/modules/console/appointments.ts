@@ -3,14 +3,13 @@ import { Type, type Static } from 'typebox'
 import { DAY_MS } from '../../db/days.ts'
 import { calendarDay } from '../../http/dates.ts'
 import { HttpError } from '../../http/errors.ts'
-import { listAgents } from '../agents/queries.ts'
 import { announce, cancelAppointment, localTime, type AppointmentDeps } from '../appointments/appointments.ts'
 import { findAppointment, listAppointments, type AppointmentRow } from '../appointments/queries.ts'
 import { formFields, notADay } from './fields.ts'
 import { dataTable, filterBar, filterField, filterSelect, pager, type Column } from './components.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
-import { changeScope, inScope, viewScope } from './scope.ts'
+import { filterAgents, changeScope, inScope, viewScope } from './scope.ts'
 import { formBody, ID, idParams, listQuery, page, sendPage, text, withChosen } from './reply.ts'
 
 // The console's appointments (docs/appointments.md): what the agents' appointment_booking tools booked, by start
@@ -18,7 +17,6 @@ import { formBody, ID, idParams, listQuery, page, sendPage, text, withChosen } f
 // workspace rule is the calls' (scope.ts): an appointment belongs to its agent's workspace.
 
 const PAGE_SIZE = 50
-const MAX_AGENT_OPTIONS = 500
 const STATUSES = ['booked', 'cancelled'] as const
 
 interface Filters { agent: string, status: string, from: string, to: string, skip: number }
@@ -119,7 +117,7 @@ export async function consoleAppointmentRoutes (app: FastifyInstance, deps: Appo
     if (scoped === undefined) return reply
     const { scope, session } = scoped
     const viewer = viewerOf(session)
-    const agents = (await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => ({ id: agent.id, name: agent.agent_name }))
+    const { agents } = await filterAgents(db, scope)
     const { filters, problem } = parseFilters(request.query)
     const shown = { viewer, canChange: scope.canChange, filters, agents }
     if (problem !== undefined) return sendPage(reply, 400, appointmentsPage({ ...shown, error: problem }))

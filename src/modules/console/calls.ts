@@ -4,7 +4,6 @@ import { Type, type Static } from 'typebox'
 import type { ConcurrencyLimits } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import { calendarDay, optionalDateRange } from '../../http/dates.ts'
-import { listAgents } from '../agents/queries.ts'
 import { sendCallDetailsCsv } from '../calls/export.ts'
 import { callFigures, countCalls, findCallJson, listCallsJson, type CallFilter, type CallSearch, type OutcomeFilter } from '../calls/queries.ts'
 import { findRecording, sendRecording } from '../calls/recordings.ts'
@@ -20,15 +19,13 @@ import { notADay } from './fields.ts'
 import { FIELD_NAME, OUTCOME_NAMES, outcomeWords, parseOutcome, type OutcomeParams } from './outcomes.ts'
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
-import { inScope, viewScope, type Scope } from './scope.ts'
+import { filterAgents, inScope, viewScope, type Scope } from './scope.ts'
 import { HIDDEN, ID, sendPage, withChosen } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
 
 export const PAGE_SIZE = 50
-// The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
-const MAX_AGENT_OPTIONS = 500
 // A search counts its calls up to this many ("more than"): a phrase is checked call by call, 0.3 s for 10,000 (npm run
 // bench:calls-search). Without a search the daily rollups count them all.
 export const COUNT_CAP = 1000
@@ -471,10 +468,7 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     if (scoped === undefined) return reply
     const { scope } = scoped
     const viewer = viewerOf(scoped.session)
-    const agentRows = await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })
-    const agents = agentRows.map((agent) => ({ id: agent.id, name: agent.agent_name }))
-    // The column chooser offers the agents' extracted fields.
-    const fields = [...new Set(agentRows.flatMap((agent) => agent.data_retrieval.map((field) => field.name)))].sort()
+    const { agents, fields } = await filterAgents(db, scope)
     const { filters, outcome, problem } = parseFilters(request.query as Record<string, unknown>)
     if (problem !== undefined) return sendPage(reply, 400, callsPage({ viewer, filters, agents, fields, error: problem }))
 

@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { DeliveryAttempt } from '../../db/schema.ts'
 import { HttpError } from '../../http/errors.ts'
-import { listAgents } from '../agents/queries.ts'
 import { resend, type DeliveryDeps } from '../deliveries/engine.ts'
 import { actionSettings, findDelivery, listDeliveries, type DeliveryRow } from '../deliveries/queries.ts'
 import type { ApiCallSettings } from '../capabilities/types/api-call.ts'
@@ -10,15 +9,13 @@ import { displayUrl } from '../deliveries/render.ts'
 import { deliveryKind } from './messages.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
-import { changeScope, viewScope, type Scope } from './scope.ts'
+import { filterAgents, changeScope, viewScope, type Scope } from './scope.ts'
 import { formBody, ID, idParams, listFilter, listQuery, page, sendPage, text, withChosen } from './reply.ts'
 
 // The console's delivery log: the API's GET /v1/webhook-deliveries with its filters, one delivery with every
 // attempt, and Send again, which calls the same resend() as POST /v1/webhook-deliveries/:id/resend.
 
 export const PAGE_SIZE = 50
-// The agent select lists at most this many; a filter by an agent past them (or a deleted one) still works.
-const MAX_AGENT_OPTIONS = 500
 // An answer's preview is kept up to 1 KiB; the table shows its start.
 const PREVIEW_CHARS = 200
 
@@ -180,8 +177,7 @@ const noSuchDelivery = () => new HttpError(404, 'not_found', 'You have no delive
 export async function consoleDeliveryRoutes (app: FastifyInstance, { deliveries }: { deliveries: DeliveryDeps }): Promise<void> {
   const { db } = deliveries
 
-  const agentNames = async (scope: Scope) => new Map((await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId }))
-    .map((agent) => [agent.id, agent.agent_name]))
+  const agentNames = async (scope: Scope) => new Map((await filterAgents(db, scope)).agents.map((agent) => [agent.id, agent.name]))
 
   const deliveryInScope = async (scope: Scope, id: string) => {
     const row = await findDelivery(db, scope.ownerId, id, scope.workspaceId)

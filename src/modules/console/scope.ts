@@ -1,4 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { DB } from '../../db/database.ts'
+import { listAgents } from '../agents/queries.ts'
 import { HttpError } from '../../http/errors.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
@@ -40,4 +42,16 @@ export function changeScope (request: FastifyRequest): Scope {
   const scope = scopeOf(request.consoleSession!)
   if (!scope.canChange) throw new HttpError(403, 'forbidden', 'You can view this workspace but not change it. Its owner can make you an admin.')
   return scope
+}
+
+// A list's agent filter offers at most this many agents; a filter by any other (or a deleted one) still works.
+const MAX_AGENT_OPTIONS = 500
+
+/** The scope's agents for a list's filter, and the fields they extract (data_retrieval) by name, for column and field choosers. */
+export async function filterAgents (db: DB, scope: Scope): Promise<{ agents: Array<{ id: string, name: string }>, fields: string[] }> {
+  const rows = await listAgents(db, scope.ownerId, { limit: MAX_AGENT_OPTIONS, workspace_id: scope.workspaceId })
+  return {
+    agents: rows.map((agent) => ({ id: agent.id, name: agent.agent_name })),
+    fields: [...new Set(rows.flatMap((agent) => agent.data_retrieval.map((field) => field.name)))].sort()
+  }
 }
