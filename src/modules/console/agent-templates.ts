@@ -96,7 +96,7 @@ function deleteView (viewer: Viewer, agent: AgentRow, dependents: AgentDependent
 ${dependents.knowledgeBases.length > 0 && html`<p>These knowledge bases stay, without this agent: ${dependents.knowledgeBases.join(', ')}.</p>`}
 ${dependents.transferringAgents.length > 0 && html`<p class="notice error">These agents transfer calls to it: their transfer tools will be switched off. ${dependents.transferringAgents.join(', ')}.</p>`}
 ${dependents.phoneNumbers.length > 0 && html`<p class="notice error">These phone numbers use it and take no calls with it once it is deleted: choose another agent for them on the phone numbers page. ${dependents.phoneNumbers.join(', ')}.</p>`}
-<div class="actions">
+<div class="actions agent-life">
   <form method="post" action="/agents/${agent.id}/delete" class="inline">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete ${agent.agent_name}</button></form>
   <a href="/agents/${agent.id}">Keep it</a>
 </div>`

@@ -35,13 +35,14 @@ import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voi
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { HIDDEN, ID, page as routeSchema, sendPage } from './reply.ts'
 import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
 // agents' and calls' module functions, with the API's validation schemas and the same ownership rule.
 
 const TALK_SCRIPT = readFileSync(new URL('./static/talk.js', import.meta.url))
+const UNSAVED_SCRIPT = readFileSync(new URL('./static/unsaved.js', import.meta.url))
 
 /** A prompt may be 50,000 characters (LlmWrite): more than the console's usual 16 KB form, once URL-encoded. */
 const AGENT_FORM_LIMIT = 512 * 1024
@@ -498,6 +499,11 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     }
   })
 
+  // Asks before leaving the agent form with changes not saved (static/unsaved.js).
+  app.get('/console/unsaved.js', routeSchema(), async (_request, reply) => {
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(UNSAVED_SCRIPT)
+  })
+
   app.get('/console/talk.js', HIDDEN, async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TALK_SCRIPT)
   })
@@ -526,6 +532,7 @@ function agentForm ({ viewer, action, submit, form, problems, voices }: FormOpti
   const sections = [{ id: 'section-basics', legend: 'Basics' }, ...SECTIONS.map(({ legend }, i) => ({ id: `section-${i + 1}`, legend })), { id: 'section-data', legend: 'Data retrieval' }]
   return html`${errorSummary(problems)}
 <nav class="section-menu" aria-label="Sections of the settings"><ul>${sections.map(({ id, legend }) => html`<li><a href="#${id}">${legend}</a></li>`)}</ul></nav>
+${submit !== undefined && html`<script src="/console/unsaved.js" defer></script>`}
 <form method="post" action="${action}" class="stack wide agent-form"${submit !== undefined && html` data-dirty-warning`}>
   ${csrfField(viewer.csrfToken)}
   <fieldset class="plain"${submit === undefined && html` disabled`}>
