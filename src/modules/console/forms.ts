@@ -59,6 +59,9 @@ const MAX_ROWS = 60
 export const idOf = (name: string) => name.replaceAll('.', '-')
 
 /** `max_call_duration_minutes` → "Max call duration minutes". */
+/** An enumeration's value made of words (`no_answer`, `leave_message`) is shown as words; a name such as `gpt-4o` as it is. */
+const WORDS = /^[a-z]+(_[a-z]+)*$/
+
 const humanize = (key: string) => key.charAt(0).toUpperCase() + key.slice(1).replaceAll('_', ' ')
 
 /** "Name" → "The name", "URL" stays "The URL". */
@@ -95,7 +98,7 @@ function controlOf (field: Field): Control {
 function optionsOf (field: Field): Option[] {
   if (field.options !== undefined) return field.options
   const { base } = unwrap(field.schema as Schema)
-  return (enumValues(base.type === 'array' ? base.items : base) ?? []).map((value) => ({ value, label: value }))
+  return (enumValues(base.type === 'array' ? base.items : base) ?? []).map((value) => ({ value, label: WORDS.test(value) ? humanize(value) : value }))
 }
 
 /** The fields of an object schema's members, in the schema's order, named `<prefix><member>`. */
