@@ -63,7 +63,7 @@ const LLM_FIELDS = objectFields(LlmWrite, 'llm.', {
 const TURN_FIELDS = objectFields(LlmWrite.properties.turn_detection, 'llm.turn_detection.', {
   required: ['type'],
   labels: { type: 'Who detects the end of a turn', silence_duration_ms: 'Silence that ends the turn (ms)', prefix_padding_ms: 'Audio kept before speech (ms)' },
-  hints: { type: 'switchboard: ours, the same on both engines. server_vad and semantic_vad: the realtime provider\'s (engine realtime only); it then decides when the caller talks over the agent.' }
+  hints: { type: 'Switchboard: ours, the same on both engines. Server vad and Semantic vad: the realtime provider\'s (speech-to-speech engine only); it then decides when the caller talks over the agent.' }
 })
 const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_settings.', {
   omit: ['language'],
@@ -102,8 +102,8 @@ const VOICEMAIL_FIELDS = objectFields(AgentUpdate.properties.voicemail_settings,
   labels: { detection: 'Detect answering machines on outbound calls', action: 'On an answering machine', message: 'Message left after the beep', detection_timeout_seconds: 'Listen for a machine for up to (seconds)' },
   hints: {
     detection: 'Twilio, Telnyx and SIP numbers; web and inbound calls do not detect.',
-    action: 'hang_up: end the call at once. leave_message: wait for the beep, say the message below, then hang up.',
-    message: 'Said after the beep with leave_message; {{variables}} are filled in. Empty: the agent hangs up.',
+    action: 'Hang up: end the call at once. Leave message: wait for the beep, say the message below, then hang up.',
+    message: 'Said after the beep with Leave message; {{variables}} are filled in. Empty: the agent hangs up.',
     detection_timeout_seconds: 'How long the carrier listens before it gives up; the call then goes on as with a person.'
   }
 })
