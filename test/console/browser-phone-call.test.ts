@@ -1,7 +1,8 @@
 import t from 'tap'
+import { agentQuiet } from '../helpers/poll.ts'
 import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
-import { agentFinished, listenWithTwilio, OUR_NUMBER } from '../helpers/twilio-phone.ts'
+import { listenWithTwilio, OUR_NUMBER } from '../helpers/twilio-phone.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
 // "Place a test phone call" and "Simulate a call to this number" in real Chromium, with axe-core on every state:
@@ -67,7 +68,7 @@ t.test('ring my phone with this agent, refusals in words, and a simulated call t
   await check('placed')
   await shot('placed')
   const stream = await phone.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   await stream.hangup()
   await page.getByRole('link', { name: 'View this call' }).click()
   await page.waitForURL(/\/calls\/[0-9a-f]+$/)

@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap'
 import { createAccount, setup, type Account } from '../helpers/app.ts'
+import { agentQuiet } from '../helpers/poll.ts'
 import { csrfOf, signedInWithKey, unescapeHtml, type ConsoleClient } from '../helpers/console-client.ts'
-import { agentFinished, listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
+import { listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
 // "Place a test phone call" on the agent's page and "Simulate a call to this number" on a sandbox number's page
@@ -67,7 +68,7 @@ t.test('the agent page\'s form rings the phone through Twilio: the call is place
   t.match(after.body, /name="to_number" value="\+14155550123"/)
 
   const stream = await phone.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   t.equal(ctx.openai.requests.speech[0].body.input, 'Hello from the clinic.', 'the person who answered hears the agent')
   await stream.hangup()
   const done = await finishedCall(ctx.app, account.headers, call.id)

@@ -1,8 +1,7 @@
-import { performance } from 'node:perf_hooks'
 import type { Test } from 'tap'
 import { setup, type TestContext } from './app.ts'
 import { startOpenAiHttpStandin, type OpenAiHttpStandin } from './openai-http-standin.ts'
-import { poll } from './poll.ts'
+import { agentQuiet } from './poll.ts'
 import { sid, startTwilioStandIn, type TwilioStandIn } from './twilio-stand-in.ts'
 import type { MediaStream } from './twilio-voice.ts'
 import { speech } from './voice-client.ts'
@@ -56,16 +55,9 @@ export async function listenWithTwilio (t: Test, env: Record<string, string> = {
   return { ...ctx, url, twilio, openai }
 }
 
-/** The agent has spoken (after frame `after`) and stopped: nothing new for 300 ms, everything played. */
-export async function agentFinished (stream: MediaStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300 && stream.bufferedMs() === 0, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 /** The caller says something once the agent has spoken after frame `after`; answers the frames heard before. */
 export async function say (stream: MediaStream, after = 0): Promise<number> {
-  await agentFinished(stream, after)
+  await agentQuiet(stream, after)
   const heard = stream.frames.length
   await stream.sendAudio(speech(600, 700))
   return heard

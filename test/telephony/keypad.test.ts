@@ -1,8 +1,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
-import { agentFinished, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
+import { CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext } from '../helpers/twilio-phone.ts'
 import type { MediaStream } from '../helpers/twilio-voice.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
@@ -45,12 +45,12 @@ t.test('the caller presses keys: a run ended with # (or a pause) reaches the mod
 
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   const heard = stream.frames.length
   press(stream, '42#')
   await chats(ctx, 1, 'the keys are answered')
   t.same(userMessages(ctx, 0), ['(The caller pressed keys on their phone\'s keypad: 4 2 #.)'], 'the model gets the keys as a caller turn')
-  await agentFinished(stream, heard)
+  await agentQuiet(stream, heard)
 
   // No `#`: the run ends after VOICE_KEYPAD_PAUSE_MS.
   press(stream, '78')
@@ -84,7 +84,7 @@ t.test('a keypad data_retrieval field is filled by the keys ended with #; keypad
 
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   press(stream, '12345678#')
   await chats(ctx, 1, 'the keys are answered')
   t.same(userMessages(ctx, 0), ['(The caller pressed keys on their phone\'s keypad: 1 2 3 4 5 6 7 8 #. They were saved as account_number.)'])
@@ -107,7 +107,7 @@ t.test('send_dtmf: the agent presses keys; Twilio plays them (<Play digits>) and
 
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const first = await call.waitForStream()
-  await agentFinished(first)
+  await agentQuiet(first)
   await first.sendAudio(speech(600, 700))
   const second = await call.waitForStream(1)
   t.same(call.digitsPlayed, ['w2'], 'Twilio played the keys once, the refused ones never')
@@ -120,7 +120,7 @@ t.test('send_dtmf: the agent presses keys; Twilio plays them (<Play digits>) and
   await chats(ctx, 3, 'the other side is answered on the new stream')
   const messages = ctx.openai.requests.chat[2].body.messages.map((m: { content: string | null }) => m.content)
   t.match(messages.slice(-3), ['For sales, press 1. For support, press 2.', '(You sent the keys w 2 on the keypad. The other side answers next.)', 'Support, how can I help?'])
-  await agentFinished(second)
+  await agentQuiet(second)
   await second.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, await callId(ctx))
@@ -140,11 +140,11 @@ t.test('bad keys: 10,000 presses make one bounded turn and the call goes on; a d
 
   const first = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await first.call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   press(stream, '5'.repeat(10_000) + '#')
   await chats(ctx, 1, 'the flood is answered')
   t.same(userMessages(ctx, 0), [`(The caller pressed keys on their phone's keypad: ${Array(32).fill('5').join(' ')}.)`], 'the first 32 keys, the rest dropped')
-  await agentFinished(stream)
+  await agentQuiet(stream)
   t.equal(ctx.openai.requests.chat.length, 1, 'one turn, not thousands')
   await stream.hangup()
   const done = await finishedCall(ctx.app, account.headers, await callId(ctx))
@@ -154,7 +154,7 @@ t.test('bad keys: 10,000 presses make one bounded turn and the call goes on; a d
   await ctx.db.deleteFrom('calls').execute()
   const second = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const broken = await second.call.waitForStream()
-  await agentFinished(broken)
+  await agentQuiet(broken)
   broken.socket.send(JSON.stringify({ event: 'dtmf', streamSid: broken.sid, sequenceNumber: '3', dtmf: { track: 'inbound_track', digit: 'x' } }))
   t.equal((await broken.closed).code, 4400)
   const failed = await finishedCall(ctx.app, account.headers, await callId(ctx))
@@ -170,7 +170,7 @@ t.test('send_dtmf refused by Twilio: nothing is held with the call, the model he
 
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   const heard = stream.frames.length
   ctx.twilio.failNext(500, 20500, 'Internal Server Error')
   await stream.sendAudio(speech(600, 700))
@@ -178,10 +178,10 @@ t.test('send_dtmf refused by Twilio: nothing is held with the call, the model he
   t.match(ctx.openai.requests.chat[1].body.messages.at(-1), { role: 'tool', content: /^Error: the keys could not be sent/ })
   t.same(call.digitsPlayed, [], 'no keys were played')
   t.match(await ctx.db.selectFrom('calls').select(['forwarding', 'call_status']).executeTakeFirstOrThrow(), { forwarding: null, call_status: 'started' })
-  await agentFinished(stream, heard)
+  await agentQuiet(stream, heard)
   await stream.sendAudio(speech(600, 700))
   await chats(ctx, 3, 'the call goes on on the same stream')
-  await agentFinished(stream, heard)
+  await agentQuiet(stream, heard)
   await stream.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, await callId(ctx))

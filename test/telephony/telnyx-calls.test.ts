@@ -1,11 +1,10 @@
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { WebSocket } from 'ws'
 import type { Test } from 'tap'
 import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
 import { importNumber } from '../../src/modules/phone-numbers/numbers.ts'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { listenWithTelnyx, OUR_NUMBER, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
 import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
@@ -34,16 +33,9 @@ async function buyNumber (ctx: Ctx, account: Account, agentId: string | null) {
   if (res.statusCode !== 201) throw new Error(res.body)
 }
 
-/** The agent has spoken (after frame `after`) and stopped: nothing arrived for 300 ms. */
-async function agentFinished (stream: TelnyxStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 /** The caller says something once the agent has spoken and stopped; answers the agent frames before it. */
 async function say (stream: TelnyxStream, after = 0): Promise<number> {
-  await agentFinished(stream, after)
+  await agentQuiet(stream, after)
   const heard = stream.frames.length
   stream.sendAudio(speech(600, 700))
   return heard
@@ -71,7 +63,7 @@ t.test('an inbound call: signed call.initiated, answered and streamed with a one
   const heard = await say(stream)
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the caller is answered' })
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hello, this is the clinic.' }, 'the begin message was spoken')
-  await agentFinished(stream, heard)
+  await agentQuiet(stream, heard)
   t.ok(stream.messages.some((m) => m.event === 'media' && typeof m.media?.payload === 'string' && m.stream_id === undefined), 'media frames as the reference shows them')
   await ctx.telnyx.hangup(call)
 
@@ -100,7 +92,7 @@ t.test('keypad: the caller\'s keys (Telnyx dtmf frames) reach the model as one c
 
   const { call } = await ctx.telnyx.dialIn(CALLER, OUR_NUMBER)
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.pressKeys('42#')
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the keys are answered' })
   const said = ctx.openai.requests.chat[0].body.messages.filter((m: { role: string }) => m.role === 'user').map((m: { content: string }) => m.content)
@@ -186,7 +178,7 @@ t.test('outbound: make-phone-call dials from our application with the stream; an
   const heard = await say(stream)
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the answer is asked for' })
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hi Ada, this is the clinic calling.' })
-  await agentFinished(stream, heard)
+  await agentQuiet(stream, heard)
   await ctx.telnyx.hangup(phone!)
 
   const done = await finishedCall(ctx.app, account.headers, callId)
@@ -265,7 +257,7 @@ t.test('a stream that drops without stop ends the call stream_dropped, and Telny
   await buyNumber(ctx, account, agent._id)
   const { call } = await ctx.telnyx.dialIn(CALLER, OUR_NUMBER)
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.socket.terminate()
   await poll(() => commandsOf(call), (c) => c.includes('hangup'), { message: (c) => `Telnyx was not told to hang up (${c.join(', ')})` })
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)

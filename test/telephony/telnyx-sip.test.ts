@@ -1,10 +1,9 @@
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { Test } from 'tap'
 import { createCarriers } from '../../src/modules/phone-numbers/carriers/index.ts'
 import { repointNumbers } from '../../src/modules/phone-numbers/numbers.ts'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { listenWithTelnyx, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
 import { type PbxInvite, type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
@@ -38,15 +37,8 @@ async function connect (ctx: Ctx, account: Account, payload: Record<string, unkn
   return await ctx.app.inject({ method: 'PATCH', url: '/v1/phone-number/connect-to-sip', headers: account.headers, payload: { phone_number: SIP_NUMBER, termination_uri: `sip:${PBX};transport=tcp`, sip_trunk_auth_username: TRUNK.username, sip_trunk_auth_password: TRUNK.password, ...payload } })
 }
 
-/** The agent has spoken (after frame `after`) and stopped: nothing arrived for 300 ms. */
-async function agentFinished (stream: TelnyxStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 async function say (stream: TelnyxStream): Promise<void> {
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.sendAudio(speech(600, 700))
 }
 
@@ -112,7 +104,7 @@ t.test('outbound: make-phone-call dials sip:<number>@<termination URI> with the 
     webhook_url: `${PUBLIC}/telephony/telnyx/webhook`, stream_url: 'wss://voice.example.test/telephony/telnyx/stream'
   })
   const stream = await ctx.telnyx.stream(phone!)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   await ctx.telnyx.hangup(phone!)
   t.match(await finishedCall(ctx.app, account.headers, res.json()._id), { direction: 'outbound', call_from: SIP_NUMBER, call_to: '+4930555111', call_status: 'success', simulated: false })
 

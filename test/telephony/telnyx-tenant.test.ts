@@ -1,12 +1,11 @@
-import { performance } from 'node:perf_hooks'
 import { Writable } from 'node:stream'
 import pino from 'pino'
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { listenWithTelnyx, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
-import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
+import { type StandinCall } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Calls on a number a tenant imported from its own Telnyx account (the stand-in's second account), end to end on
@@ -46,13 +45,6 @@ async function importTenantNumber (ctx: Ctx, account: Account, agentId: string |
   return { id: res.json()._id as string, webhookUrl: `${PUBLIC}/telephony/telnyx/webhook/accounts/${row.carrier_account_id!}` }
 }
 
-/** The agent has spoken (after frame `after`) and stopped: nothing arrived for 300 ms. */
-async function agentFinished (stream: TelnyxStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 const callsOf = async (ctx: Ctx) => await ctx.db.selectFrom('calls').selectAll().execute()
 const commandsOf = (call: StandinCall) => call.commands.map((c) => c.command)
 
@@ -70,7 +62,7 @@ t.test('an inbound call on the tenant\'s number: its account\'s webhook, answere
   await poll(() => commandsOf(call), (c) => c.length === 2, { message: () => 'answered and streamed' })
   t.same(commandsOf(call), ['answer', 'streaming_start'], 'taken by the stand-in only with the tenant\'s key')
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hello, this is the clinic.' }, 'the agent answered')
   stream.sendAudio(speech(600, 700))
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the caller is answered' })
@@ -145,7 +137,7 @@ t.test('outbound: make-phone-call from the tenant\'s number dials with its key o
   t.match(phone!.commands[0].body, { connection_id: application.id, from: TENANT_NUMBER, webhook_url: webhookUrl })
   t.ok(ctx.telnyx.tenant.requests.some((r) => r.method === 'POST' && r.path === '/v2/calls'))
   const stream = await ctx.telnyx.stream(phone!)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   await ctx.telnyx.hangup(phone!)
   const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done, { direction: 'outbound', call_status: 'success', disconnection_reason: 'user_hangup' })
@@ -159,7 +151,7 @@ t.test('a call whose stream drops is hung up with the tenant\'s key', async (t) 
   await importTenantNumber(ctx, account, agent._id)
   const { call } = await ctx.telnyx.tenant.dialIn(CALLER, TENANT_NUMBER)
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.socket.terminate()
   await poll(() => commandsOf(call), (c) => c.includes('hangup'), { message: (c) => `hung up: ${c.join(', ')}` })
   const [row] = await callsOf(ctx)
@@ -179,7 +171,7 @@ t.test('forwarding: transfer with the tenant\'s key; the new leg\'s events come 
 
   const { call } = await ctx.telnyx.tenant.dialIn(CALLER, TENANT_NUMBER)
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.sendAudio(speech(600, 700))
   const done = await finishedCall(ctx.app, account.headers, (await poll(() => callsOf(ctx), (rows) => rows.length === 1))[0].id)
   t.match(call.commands.find((c) => c.command === 'transfer')?.body, { to: '+14155550142', from: TENANT_NUMBER }, 'transferred with the tenant\'s key')
@@ -201,7 +193,7 @@ t.test('send_dtmf on the tenant\'s number goes out with the tenant\'s key', asyn
 
   const { call } = await ctx.telnyx.tenant.dialIn(CALLER, TENANT_NUMBER)
   const stream = await ctx.telnyx.stream(call)
-  await agentFinished(stream)
+  await agentQuiet(stream)
   stream.sendAudio(speech(600, 700))
   const sent = await poll(() => call.commands.filter((c) => c.command === 'send_dtmf'), (c) => c.length === 1, { message: 'no send_dtmf command' })
   t.same(sent[0].body, { digits: 'w2' }, 'taken by the stand-in only with the tenant\'s key')

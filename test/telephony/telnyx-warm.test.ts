@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { Test } from 'tap'
 import { decodeClientState, encodeClientState } from '../../src/modules/telephony/telnyx/commands.ts'
@@ -6,7 +5,7 @@ import { announcementVoice } from '../../src/modules/telephony/telnyx/warm.ts'
 import { announcement } from '../../src/modules/telephony/warm.ts'
 import { decodeWav } from '../../src/modules/voice/audio.ts'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { listenWithTelnyx, OUR_NUMBER, PUBLIC, type TelnyxContext } from '../helpers/telnyx-phone.ts'
 import { type StandinCall, type TelnyxStream } from '../helpers/telnyx-standin.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
@@ -37,16 +36,9 @@ async function agentWithTool (ctx: Ctx, account: Account, type: string, settings
   return agent
 }
 
-/** The agent has spoken (after frame `after`) and stopped: nothing arrived for 300 ms. */
-async function agentFinished (stream: TelnyxStream, after = 0): Promise<void> {
-  await poll(() => stream.frames.slice(after), (frames) => frames.length > 10 && performance.now() - frames.at(-1)!.at > 300, {
-    message: (frames) => `the agent did not speak and stop (${frames.length} frames)`
-  })
-}
-
 /** The caller says something once the agent has spoken and stopped. */
 async function say (stream: TelnyxStream, after = 0): Promise<void> {
-  await agentFinished(stream, after)
+  await agentQuiet(stream, after)
   stream.sendAudio(speech(600, 700))
 }
 
@@ -168,7 +160,7 @@ t.test('warm transfer nobody answers, then busy, then no key pressed: the caller
   await say(third)
   const fourth = await ctx.telnyx.stream(call, 3)
   t.same(commandsOf(await personLeg(ctx, 2)), ['dial', 'gather_using_speak', 'hangup'], 'silence after the announcement hangs the person up')
-  await agentFinished(fourth)
+  await agentQuiet(fourth)
   await ctx.telnyx.hangup(call)
 
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
@@ -284,7 +276,7 @@ t.test('Telnyx refuses to dial the person: the agent keeps the caller on the sam
   await say(stream, before)
   const second = await ctx.telnyx.stream(call, 1)
   t.same(commandsOf(call).slice(-5), ['playback_start', 'playback_stop', 'bridge', 'playback_stop', 'streaming_start'], 'the music stops, the bridge fails, and the caller is taken back')
-  await agentFinished(second)
+  await agentQuiet(second)
   await ctx.telnyx.hangup(call)
   const done = await finishedCall(ctx.app, account.headers, held.id)
   t.match(done, { disconnection_reason: 'user_hangup', call_credits_details: { call_forwarding_credits: 0 } })

@@ -3,10 +3,10 @@ import t from 'tap'
 import { WebSocket } from 'ws'
 import { decodeWav, rms } from '../../src/modules/voice/audio.ts'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { sid } from '../helpers/twilio-stand-in.ts'
-import { ACCOUNT_SID, agentFinished, AUTH_TOKEN, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
+import { ACCOUNT_SID, AUTH_TOKEN, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
 import { finishedCall, speech } from '../helpers/voice-client.ts'
 
 // Phone calls through Twilio, end to end on loopback: the Twilio stand-in places and answers calls, posts
@@ -62,7 +62,7 @@ t.test('an inbound call end to end: webhook, TwiML, stream, begin message heard,
   const stream = await call.waitForStream()
   t.match(stream.customParameters, { token: /^mst_/ })
 
-  await agentFinished(stream)
+  await agentQuiet(stream)
   t.ok(rms(stream.audio16k()) > 300, 'the begin message is heard')
   const answered = await say(stream)
   await poll(() => ctx.openai.requests.transcriptions.length, (n) => n === 1, { message: 'the caller\'s turn is recognised' })
@@ -105,7 +105,7 @@ t.test('outbound: make-phone-call rings the phone through the Calls API; answere
   const answered = await say(stream)
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 1, { message: 'the answer is asked for' })
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hi Ada, this is the clinic calling.' })
-  await agentFinished(stream, answered)
+  await agentQuiet(stream, answered)
   await stream.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, callId)
@@ -143,7 +143,7 @@ t.test('an outbound call is timed and charged from the answer: 20 s (or 40 s) of
     answer.resolve()
     const phone = await ctx.twilio.waitForCall(to)
     const stream = await phone.waitForStream()
-    await agentFinished(stream)
+    await agentQuiet(stream)
     await stream.hangup()
     const done = await finishedCall(ctx.app, account.headers, callId)
     // Timestamps are whole seconds (the answer may read up to a second earlier), and the agent's greeting really plays.
@@ -239,7 +239,7 @@ t.test('forwarding not answered: the agent takes the call back on a new stream, 
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 3, { message: 'the caller is answered after the take-back' })
   t.match(ctx.openai.requests.chat[2].body.messages.map((m: { role: string, content: string | null }) => m.content), [/receptionist/, 'Hello, this is the clinic.', 'Sales, please.', 'One moment.', /could not reach anyone/, 'Then I will call back later.'],
     'the new session knows the conversation so far')
-  await agentFinished(second, answered)
+  await agentQuiet(second, answered)
   await second.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
@@ -274,7 +274,7 @@ t.test('data collected before a forwarding nobody answered is kept with the call
   const answered = await say(second)
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 4, { message: 'the caller is answered after the take-back' })
   t.match(ctx.openai.requests.chat[2].body.messages[0].content, /Already saved \(do not ask again unless the caller corrects it\): email: "ada@example.com"/, 'the agent taking the call back knows what was saved')
-  await agentFinished(second, answered)
+  await agentQuiet(second, answered)
   await second.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, held.id)
@@ -289,7 +289,7 @@ t.test('a stream that drops mid-call ends the call stream_dropped with its trans
   await buyNumber(ctx, account, agent._id)
   const { call } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   await stream.drop()
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
   t.match(done, { call_status: 'success', disconnection_reason: 'stream_dropped', transcription: [{ speaker: 'agent', content: 'Hello, this is the clinic.' }] })
@@ -376,7 +376,7 @@ t.test('numbers imported with their own Twilio account: pointed at this server, 
   const { call, webhook } = await ctx.twilio.dialIn(CALLER, '+14155550177')
   t.equal(webhook.status, 200)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   await stream.hangup()
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
   t.match(done, { call_status: 'success', call_to: '+14155550177', disconnection_reason: 'user_hangup' })
@@ -489,7 +489,7 @@ t.test('the media stream: an unknown or spent token is refused; a broken message
 
   const { call, webhook } = await ctx.twilio.dialIn(CALLER, OUR_NUMBER)
   const stream = await call.waitForStream()
-  await agentFinished(stream)
+  await agentQuiet(stream)
   const token = /value="([^"]+)"/.exec(webhook.body)![1]
   const again = await open()
   again.send(start(token, call.sid))

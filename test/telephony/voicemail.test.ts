@@ -2,7 +2,7 @@ import t from 'tap'
 import { buildApp } from '../../src/app.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { sid } from '../helpers/twilio-stand-in.ts'
 import { ACCOUNT_SID, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC } from '../helpers/twilio-phone.ts'
 import type { Party } from '../helpers/twilio-voice.ts'
@@ -78,7 +78,7 @@ t.test('a person: the AMD parameters go with the Calls create; the agent waits f
   t.ok(stream.frames[0].at - phone.screening.helloEndedAt! < 8000, 'after the hello, not after the whole wait')
   t.match(ctx.openai.requests.speech[0].body, { input: 'Hello Ada, this is the clinic.' })
   t.equal(ctx.openai.requests.chat.length, 0, 'the hello is no turn the model answers')
-  await poll(() => stream.bufferedMs(), (ms) => ms === 0 && performance.now() - stream.frames.at(-1)!.at > 300, { message: 'the greeting played' })
+  await agentQuiet(stream)
   await stream.hangup()
   const done = await finishedCall(ctx.app, account.headers, callId)
   t.match(done, { call_status: 'success', disconnection_reason: 'user_hangup' })

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { createAccount, type Account } from '../helpers/app.ts'
-import { poll } from '../helpers/poll.ts'
+import { agentQuiet, poll } from '../helpers/poll.ts'
 import { sid, type ConferenceRoom } from '../helpers/twilio-stand-in.ts'
-import { ACCOUNT_SID, agentFinished, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
+import { ACCOUNT_SID, CALLER, listenWithTwilio, OUR_NUMBER, type PhoneContext, PUBLIC, say } from '../helpers/twilio-phone.ts'
 import type { LiveCall } from '../helpers/twilio-voice.ts'
 import { finishedCall } from '../helpers/voice-client.ts'
 
@@ -125,7 +125,7 @@ t.test('warm transfer declined by voice, on a silent hold: the agent takes the c
   await poll(() => ctx.openai.requests.chat.length, (n) => n === 3, { message: 'the caller is answered after the take-back' })
   t.match(ctx.openai.requests.chat[2].body.messages.map((m: { content: string | null }) => m.content), [/receptionist/, 'Hello, this is the clinic.', 'Can I talk to someone at the front desk?', 'Let me get someone for you.', /could not reach anyone/, 'Then I will call back later.'],
     'the conversation goes on where it was')
-  await agentFinished(second, answered)
+  await agentQuiet(second, answered)
   // Twilio retries the person's final status callback: the caller is not taken back twice.
   const final = ctx.twilio.webhooks.find((w) => w.url.includes('/transfer-status') && w.params.CallStatus === 'completed')!
   t.equal((await ctx.twilio.resend(final)).status, 204)
@@ -156,7 +156,7 @@ t.test('warm transfer nobody answers, or busy: the caller is back with the agent
   ctx.twilio.callee(PERSON, { answer: 'busy' })
   await say(second)
   const third = await call.waitForStream(2)
-  await agentFinished(third)
+  await agentQuiet(third)
   await third.hangup()
 
   const done = await finishedCall(ctx.app, account.headers, (await callsOf(ctx))[0].id)
