@@ -60,7 +60,8 @@ export const TurnTiming = Type.Object({
   transcription_ms: Type.Union([Type.Number(), Type.Null()], { description: 'decision → the turn\'s final words (batch transcription, or the streaming recogniser\'s last words); null: the model hears audio (realtime engine)' }),
   llm_ms: Type.Union([Type.Number(), Type.Null()], { description: 'the model\'s request → its first token (realtime: → first response event)' }),
   tts_ms: Type.Union([Type.Number(), Type.Null()], { description: 'first text of the answer → its first audio (null: realtime)' }),
-  e2e_ms: Type.Number({ description: 'speech end → the first agent audio sent to the caller: what the caller waits' })
+  e2e_ms: Type.Number({ description: 'speech end → the first agent audio sent to the caller: what the caller waits' }),
+  interrupted: Type.Optional(Type.Literal(true, { description: 'the caller spoke over this answer and the agent stopped (absent: it was heard out)' }))
 })
 export type TurnTiming = Static<typeof TurnTiming>
 

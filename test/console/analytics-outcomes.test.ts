@@ -22,14 +22,17 @@ function rowsOf (body: string, id: string): Array<[string, string, string | unde
 
 const callIdsOf = (body: string) => [...body.matchAll(/<a href="\/calls\/([0-9a-f]{24})">/g)].map((m) => m[1]).sort()
 
-const latency = (p50: number, turns: number[]) => JSON.stringify({ e2e: { p50 }, turns: turns.map((ms, i) => ({ at: i, end_of_turn_ms: 0, transcription_ms: null, llm_ms: null, tts_ms: null, e2e_ms: ms })) })
+/** A call's latency; the turns at the indexes `cut` were interrupted by the caller. */
+const latency = (p50: number, turns: number[], cut: number[] = []) => JSON.stringify({
+  e2e: { p50 }, turns: turns.map((ms, i) => ({ at: i, end_of_turn_ms: 0, transcription_ms: null, llm_ms: null, tts_ms: null, e2e_ms: ms, ...(cut.includes(i) && { interrupted: true }) }))
+})
 
 /** Five calls on 2026-05-01 whose outcomes are known, and another account's call on the same day. */
 async function seed (ctx: TestContext, user: { id: string }, account: Account) {
   const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk', data_retrieval: [{ name: 'city', type: 'string', description: 'the caller\'s city', required: true }] })
   const at = (hour: number) => new Date(Date.UTC(2026, 4, 1, hour))
   const [hungUp, transferredOnce, transferredTwice, unanswered, running] = await insertCalls(ctx.db, user.id, agent, [
-    { start_timestamp: at(9), duration_ms: 60_000, task_achieved: true, disconnection_reason: 'user_hangup', custom_analysis_data: JSON.stringify({ city: 'Lyon' }), latency: latency(400, [300, 500]) },
+    { start_timestamp: at(9), duration_ms: 60_000, task_achieved: true, disconnection_reason: 'user_hangup', custom_analysis_data: JSON.stringify({ city: 'Lyon' }), latency: latency(400, [300, 500], [1]) },
     { start_timestamp: at(10), duration_ms: 120_000, task_achieved: false, disconnection_reason: 'agent_hangup', custom_analysis_data: JSON.stringify({ city: 'Lyon' }), transfer_history: JSON.stringify([{ to: '+14155550111' }]), latency: latency(1200, [1200]) },
     { start_timestamp: at(11), duration_ms: 180_000, task_achieved: true, disconnection_reason: 'call_transfer', custom_analysis_data: JSON.stringify({ city: 'Paris <b>' }), transfer_history: JSON.stringify([{ to: '+14155550111' }, { to: '+14155550112' }]) },
     { start_timestamp: at(12), duration_ms: null, call_status: 'failed', task_achieved: false, disconnection_reason: 'no_answer' },
@@ -37,7 +40,7 @@ async function seed (ctx: TestContext, user: { id: string }, account: Account) {
   ])
   const other = await createAccount(ctx.db)
   await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other, { agent_name: 'Not mine', data_retrieval: [{ name: 'city', type: 'string', description: 'city', required: false }] }), [
-    { start_timestamp: at(9), duration_ms: 6_000_000, task_achieved: true, disconnection_reason: 'voicemail', custom_analysis_data: JSON.stringify({ city: 'Lyon' }), transfer_history: JSON.stringify([{}]), latency: latency(9000, [9000]) }
+    { start_timestamp: at(9), duration_ms: 6_000_000, task_achieved: true, disconnection_reason: 'voicemail', custom_analysis_data: JSON.stringify({ city: 'Lyon' }), transfer_history: JSON.stringify([{}]), latency: latency(9000, [9000], [0]) }
   ])
   return { agent, calls: { hungUp, transferredOnce, transferredTwice, unanswered, running } }
 }
@@ -66,6 +69,7 @@ t.test('outcomes of a known set of calls: rates, reasons, transfers, waits, an e
   t.match(body, '<dt>Average duration</dt><dd>2:00 over 3 calls</dd>', 'the calls with a duration')
   t.match(body, `<dt>Transfers</dt><dd><a href="/calls?${range}&amp;transferred=yes">2 calls</a> (40%) put through to someone else, 3 transfers in all</dd>`)
   t.match(body, '<dt>Caller waited per turn</dt><dd>500 ms p50, 1,130 ms p95 (over 3 answered turns of 2 timed calls)</dd>', 'percentiles over every timed turn')
+  t.match(body, '<dt>Answers cut off</dt><dd>33.3%: the caller talked over 1 of 3 answered turns</dd>', 'the turns the caller interrupted')
   t.notMatch(body, /Not mine|voicemail|Reached a voicemail/i, 'another account\'s calls are never counted')
 
   t.same(rowsOf(body, 'results'), [

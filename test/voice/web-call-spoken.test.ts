@@ -120,6 +120,30 @@ t.test('barge-in: the caller talks over the agent, playback is cleared and the a
   await client.closed
 })
 
+t.test('an answer the caller talks over is marked interrupted in the call\'s turns; the next, heard out, is not', async (t) => {
+  const ctx = await listen(t)
+  const account = await createAccount(ctx.db)
+  const agent = await agentWith(ctx, account, { interruption_sensitivity: 1 })
+  ctx.standin.transcripts.push('Tell me about the clinic.', 'Thanks.')
+  ctx.standin.replies.push({ text: 'The clinic was founded more than fifty years ago and has cared for patients of every age ever since, in three buildings.' }, { text: 'You are welcome.' })
+  const { callId, client } = await start(ctx, account, agent._id)
+  await client.waitFor('transcript', (e) => e.speaker === 'agent')
+  await say(client)
+  const answering = client.events.length
+  await client.waitFor('agent_speaking', (e) => e.speaking, answering)
+  const heard = client.frames.length
+  await poll(() => client.frames.length - heard, (n) => n > 10, { message: 'the answer is playing' })
+  await client.sendAudio(speech(500, 0))
+  await client.waitFor('clear', undefined, answering)
+  // The caller stops: the words over it are the next turn, answered and heard out.
+  await client.sendAudio(speech(0, 700))
+  await client.waitFor('transcript', (e) => e.speaker === 'agent' && e.content === 'You are welcome.')
+  await client.waitFor('agent_speaking', (e) => !e.speaking, client.events.findLastIndex((e) => e.type === 'agent_speaking' && e.speaking))
+  client.hangup()
+  const done = await finishedCall(ctx.app, account.headers, callId)
+  t.same(done.latency.turns.map((turn: { interrupted?: boolean }) => turn.interrupted ?? false), [true, false])
+})
+
 t.test('a provider that fails mid-call ends the call runtime_error; nothing is left started', async (t) => {
   const ctx = await listen(t)
   const account = await createAccount(ctx.db)

@@ -378,16 +378,17 @@ export async function transferCounts (db: DB, userId: string, filter: CallFilter
 
 /**
  * What callers waited per answered turn (e2e_ms, which every timed turn has) over the range's timed calls: p50 and p95
- * in whole ms; null without any. A call counts once by its first turn (a count of distinct ids sorted every turn).
+ * in whole ms, and how many answers the caller cut off; null without any. A call counts once by its first turn (a count of distinct ids sorted every turn).
  */
-export async function turnWaits (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, turns: number, p50: number, p95: number } | null> {
-  const rows = await queryPrepared<{ calls: number, turns: number, percentiles: number[] | null }>(db, sql`
+export async function turnWaits (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, turns: number, interrupted: number, p50: number, p95: number } | null> {
+  const rows = await queryPrepared<{ calls: number, turns: number, interrupted: number, percentiles: number[] | null }>(db, sql`
     SELECT count(*) FILTER (WHERE turn.n = 1)::int AS calls, count(*)::int AS turns,
+      count(*) FILTER (WHERE turn.value ->> 'interrupted' = 'true')::int AS interrupted,
       percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (turn.value ->> 'e2e_ms')::float8) AS percentiles
     FROM calls CROSS JOIN LATERAL jsonb_array_elements(latency -> 'turns') WITH ORDINALITY AS turn (value, n)
     WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL`.compile(db))
-  const { calls, turns, percentiles } = rows[0]
-  return percentiles === null ? null : { calls, turns, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]) }
+  const { calls, turns, interrupted, percentiles } = rows[0]
+  return percentiles === null ? null : { calls, turns, interrupted, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]) }
 }
 
 /** The range's timed calls counted by their median wait, in buckets of `width` ms; the last bucket (`buckets` - 1) takes every longer one. */

@@ -145,6 +145,7 @@ function outcomeSection (form: Form, { outcomes, transfers: { calls: transferred
   <dt>Average duration</dt><dd>${timed === 0 ? '—' : html`${duration(durationMs / timed)} over ${formatNumber(timed)} ${timed === 1 ? 'call' : 'calls'}`}</dd>
   <dt>Transfers</dt><dd>${transferred === 0 ? 'None' : html`${link(`${formatNumber(transferred)} ${transferred === 1 ? 'call' : 'calls'}`, { transferred: 'yes' })} (${percent(transferred, calls)}) put through to someone else, ${formatNumber(transfers)} ${transfers === 1 ? 'transfer' : 'transfers'} in all`}</dd>
   <dt>Caller waited per turn</dt><dd>${waits === null ? 'No timed turns' : `${formatNumber(waits.p50)} ms p50, ${formatNumber(waits.p95)} ms p95 (over ${formatNumber(waits.turns)} answered turns of ${formatNumber(waits.calls)} timed ${waits.calls === 1 ? 'call' : 'calls'})`}</dd>
+  ${waits !== null && html`<dt>Answers cut off</dt><dd>${percent(waits.interrupted, waits.turns)}: the caller talked over ${formatNumber(waits.interrupted)} of ${formatNumber(waits.turns)} answered turns</dd>`}
 </dl>
 <p class="hint">Select a bar, or a figure in a chart's table, to list its calls.</p>
 <div class="chart-grid">

@@ -289,7 +289,9 @@ export class Session {
       idle: () => { void this.end('inactivity') },
       quiet: () => this.finish(),
       said: (content, at) => this.addTranscript({ speaker: 'agent', content, timestamp: at }),
-      timed: (timing) => this.turns.push(timing)
+      timed: (timing) => this.turns.push(timing),
+      // The answer cut off is the last timed one: later answers have sent nothing yet.
+      interrupted: () => { const turn = this.turns.at(-1); if (turn !== undefined) turn.interrupted = true }
     })
     if (settings.recording_enabled !== false && (this.kind === 'realtime' || this.kind === 'cascade')) {
       // A call taken back after forwarding: its recording goes on after what was stored before.

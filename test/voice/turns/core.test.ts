@@ -27,7 +27,8 @@ function setup (options: Partial<CoreOptions> = {}) {
     idle: () => { log.push('idle'); note('idle') },
     quiet: () => { log.push('quiet'); note('quiet') },
     said: (content) => log.push(`said:${content}`),
-    timed: (timing) => timed.push(timing)
+    timed: (timing) => timed.push(timing),
+    interrupted: () => { timed.at(-1)!.interrupted = true }
   }
   const core = new TurnCore({
     clock,
@@ -242,6 +243,35 @@ t.test('every answered turn is timed: end of turn, each stage, and what the call
   core.done('Hello.')
   clock.advance(100)
   t.equal(timed.length, 1)
+  t.notOk('interrupted' in timed[0], 'heard out')
+})
+
+t.test('an answer the caller cuts off is marked interrupted; one cancelled before any of it went out is not', async (t) => {
+  const { clock, core, timed } = setup({ words: false, early: false })
+  const turn = (text: string) => {
+    core.speech('start', clock.now())
+    clock.advance(800)
+    core.speech('end', clock.now())
+    clock.advance(600)
+    core.recognised(text)
+  }
+  turn('Tell me everything.')
+  for (let i = 1; i <= 100; i++) core.audio(frame(i))
+  core.done('A long answer.')
+  clock.advance(400)
+  t.equal(timed.length, 1)
+  // The caller talks over it past the confirmation: a barge-in.
+  core.speech('start', clock.now())
+  clock.advance(confirmMs(0.5) + 20)
+  t.same(timed.map((timing) => timing.interrupted), [true], 'the answer was cut off')
+  core.speech('end', clock.now())
+  clock.advance(600)
+  core.recognised('Stop.')
+  // Its answer is heard out.
+  for (let i = 1; i <= 5; i++) core.audio(frame(i))
+  core.done('Stopped.')
+  clock.advance(400)
+  t.same(timed.map((timing) => timing.interrupted), [true, undefined], 'the next answer was heard out')
 })
 
 t.test('a typed turn at a time: the next is refused until the answer has played', async (t) => {

@@ -52,6 +52,8 @@ export interface CoreCalls {
   /** What the agent said in one utterance (complete, or as far as it got before a barge-in). */
   said: (content: string, at: number) => void
   timed: (timing: TurnTiming) => void
+  /** The caller cut off the answer last timed (a barge-in once some of it had gone out). */
+  interrupted: () => void
 }
 
 /**
@@ -389,6 +391,7 @@ export class TurnCore {
     }
     const now = this.#clock.now()
     const playing = this.#utterances.find((u) => u.sentMs > 0 && !u.done) ?? this.#utterances[0]
+    if (playing !== undefined && playing.sentMs > 0 && playing.timing !== undefined) this.#calls.interrupted()
     // What the caller heard: its audio sent, less what the far end still holds.
     this.#calls.cancel(Math.max(0, (playing?.sentMs ?? 0) - Math.max(0, this.#playingUntil - now)))
     const cut = this.#generating
