@@ -675,6 +675,19 @@ export interface CallDailyAgentStatsTable {
   output_tokens: number
 }
 
+/** What callers waited per day, agent, workspace and wait (migrations/0048_call_daily_waits.sql). */
+export interface CallDailyWaitsTable {
+  user_id: string
+  day: Date
+  agent_id: string
+  workspace_id: string
+  /** turn: answered turns of this wait; median: calls whose median wait it is. */
+  kind: 'turn' | 'median'
+  wait_ms: number
+  n: number
+  interrupted: number
+}
+
 export interface WebhookDeliveriesTable {
   id: string
   user_id: string
@@ -837,6 +850,7 @@ export interface Database {
   agent_test_results: AgentTestResultsTable
   call_daily_stats: CallDailyStatsTable
   call_daily_agent_stats: CallDailyAgentStatsTable
+  call_daily_waits: CallDailyWaitsTable
   idempotency_keys: IdempotencyKeysTable
   webhook_deliveries: WebhookDeliveriesTable
   webhook_secrets: WebhookSecretsTable

@@ -4,11 +4,30 @@ import type { CallLatency, LatencyStat, TurnTiming } from '../../db/shapes.ts'
 // interpolate linearly between the closest ranks, as PostgreSQL's percentile_cont does for the metrics of a period
 // (queries.ts, latencyMetrics), so that a call's figures and a period's are computed the same way.
 
-/** The q-quantile of ascending values, interpolated between the closest ranks. */
-function percentile (sorted: number[], q: number): number {
-  const at = (sorted.length - 1) * q
-  const below = Math.floor(at)
-  return sorted[below] + (sorted[Math.ceil(at)] - sorted[below]) * (at - below)
+/** The q-quantile of `count` ascending values (`at(k)`: the k-th), interpolated between the closest ranks. */
+function quantile (at: (rank: number) => number, count: number, q: number): number {
+  const position = (count - 1) * q
+  const below = Math.floor(position)
+  return at(below) + (at(Math.ceil(position)) - at(below)) * (position - below)
+}
+
+const percentile = (sorted: number[], q: number): number => quantile((rank) => sorted[rank], sorted.length, q)
+
+/**
+ * The q-quantile of values given as distinct ascending values with how often each occurs (a rollup's counts, as
+ * call_daily_waits keeps them): the same figure as percentile_cont over the values themselves.
+ */
+export function countedQuantile (counted: ReadonlyArray<{ value: number, n: number }>, q: number): number {
+  const total = counted.reduce((sum, row) => sum + row.n, 0)
+  const at = (rank: number): number => {
+    let seen = 0
+    for (const row of counted) {
+      seen += row.n
+      if (rank < seen) return row.value
+    }
+    return counted[counted.length - 1].value
+  }
+  return quantile(at, total, q)
 }
 
 /** The spread of the values in whole ms; null when there are none. */

@@ -2,6 +2,7 @@ import { CompiledQuery, sql, type Expression, type Insertable, type RawBuilder, 
 import { queryPrepared, type DB } from '../../db/database.ts'
 import type { CallRow, CallsTable, Database } from '../../db/schema.ts'
 import type { LatencyStat } from '../../db/shapes.ts'
+import { countedQuantile } from './latency.ts'
 import { rangeDays, type DateRange } from '../../db/days.ts'
 
 /** Filters shared by the listing, the metrics and the exports. Ids are lowercase. */
@@ -376,26 +377,45 @@ export async function transferCounts (db: DB, userId: string, filter: CallFilter
   return rows[0]
 }
 
+/** The filters call_daily_waits knows: the Analytics page's (an agent, the workspace). */
+export type WaitFilter = Pick<CallFilter, 'agentIds' | 'workspaceId'>
+
+/** Conditions on call_daily_waits: the agents and workspace, and whole UTC days of the range. */
+function waitConditions (userId: string, filter: WaitFilter, range: DateRange): Expression<SqlBool> {
+  const conditions: Array<RawBuilder<unknown>> = [sql`user_id = ${userId}`, sql`day >= ${range.dateFrom}::date`, sql`day <= ${range.dateTo}::date`]
+  if (filter.agentIds !== undefined) conditions.push(oneOf('agent_id', filter.agentIds))
+  if (filter.workspaceId !== undefined) conditions.push(sql`workspace_id = ${filter.workspaceId}`)
+  return and(conditions)
+}
+
 /**
- * What callers waited per answered turn (e2e_ms, which every timed turn has) over the range's timed calls: p50 and p95
- * in whole ms, and how many answers the caller cut off; null without any. A call counts once by its first turn (a count of distinct ids sorted every turn).
+ * What callers waited per answered turn (e2e_ms, in whole ms) over the range's timed calls: p50 and p95 (as
+ * percentile_cont over the turns would give them), and how many answers the caller cut off; null without any. Read
+ * from call_daily_waits (migrations/0048_call_daily_waits.sql): the range's distinct waits with their counts, not its
+ * calls' turns (100,000 calls: 1.7 s -> see docs/console.md, npm run bench:analytics).
  */
-export async function turnWaits (db: DB, userId: string, filter: CallFilter, range: DateRange): Promise<{ calls: number, turns: number, interrupted: number, p50: number, p95: number } | null> {
-  const rows = await queryPrepared<{ calls: number, turns: number, interrupted: number, percentiles: number[] | null }>(db, sql`
-    SELECT count(*) FILTER (WHERE turn.n = 1)::int AS calls, count(*)::int AS turns,
-      count(*) FILTER (WHERE turn.value ->> 'interrupted' = 'true')::int AS interrupted,
-      percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (turn.value ->> 'e2e_ms')::float8) AS percentiles
-    FROM calls CROSS JOIN LATERAL jsonb_array_elements(latency -> 'turns') WITH ORDINALITY AS turn (value, n)
-    WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL`.compile(db))
-  const { calls, turns, interrupted, percentiles } = rows[0]
-  return percentiles === null ? null : { calls, turns, interrupted, p50: Math.round(percentiles[0]), p95: Math.round(percentiles[1]) }
+export async function turnWaits (db: DB, userId: string, filter: WaitFilter, range: DateRange): Promise<{ calls: number, turns: number, interrupted: number, p50: number, p95: number } | null> {
+  const rows = await queryPrepared<{ kind: 'turn' | 'median', value: number, n: number, interrupted: number }>(db, sql`
+    SELECT kind, wait_ms AS value, sum(n)::float8 AS n, sum(interrupted)::float8 AS interrupted
+    FROM call_daily_waits WHERE ${waitConditions(userId, filter, range)}
+    GROUP BY kind, wait_ms HAVING sum(n) > 0 ORDER BY kind, wait_ms`.compile(db))
+  const turns = rows.filter((row) => row.kind === 'turn')
+  if (turns.length === 0) return null
+  const sum = (of: typeof rows, key: 'n' | 'interrupted') => of.reduce((total, row) => total + row[key], 0)
+  return {
+    calls: sum(rows.filter((row) => row.kind === 'median'), 'n'),
+    turns: sum(turns, 'n'),
+    interrupted: sum(turns, 'interrupted'),
+    p50: Math.round(countedQuantile(turns, 0.5)),
+    p95: Math.round(countedQuantile(turns, 0.95))
+  }
 }
 
 /** The range's timed calls counted by their median wait, in buckets of `width` ms; the last bucket (`buckets` - 1) takes every longer one. */
-export async function medianWaitBuckets (db: DB, userId: string, filter: CallFilter, range: DateRange, width: number, buckets: number): Promise<number[]> {
+export async function medianWaitBuckets (db: DB, userId: string, filter: WaitFilter, range: DateRange, width: number, buckets: number): Promise<number[]> {
   const rows = await queryPrepared<{ bucket: number, calls: number }>(db, sql`
-    SELECT least(floor(${MEDIAN_WAIT} / ${sql.lit(width)}), ${sql.lit(buckets - 1)})::int AS bucket, count(*)::int AS calls
-    FROM calls WHERE ${callConditions(userId, filter, range)} AND latency IS NOT NULL AND ${MEDIAN_WAIT} >= 0
+    SELECT least(floor(wait_ms / ${sql.lit(width)}), ${sql.lit(buckets - 1)})::int AS bucket, sum(n)::int AS calls
+    FROM call_daily_waits WHERE ${waitConditions(userId, filter, range)} AND kind = 'median' AND wait_ms >= 0
     GROUP BY 1`.compile(db))
   const counts = Array<number>(buckets).fill(0)
   for (const row of rows) counts[row.bucket] = row.calls
