@@ -230,6 +230,14 @@ t.test('bad inputs: 303 to the form\'s draft, each message under its field, valu
   t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json(), [], 'and creates nothing')
   const fresh = await browser.get(form)
   t.notMatch(fresh.body, 'ftp://files.example.test', 'without the draft\'s address: the empty form')
+  const badDraft = await browser.get(`${form}&draft=not-a-draft`)
+  t.equal(badDraft.statusCode, 400)
+  t.match(badDraft.body, 'The draft is not in the expected form. Check the address')
+  // Another person with the draft's id, on their own agent's form: the empty form.
+  const stranger = await signedIn(ctx)
+  const theirs = await stranger.browser.get(String(sent.headers.location).replace(/#.*$/, '').replace(agentId, await newAgent(stranger.browser)))
+  t.equal(theirs.statusCode, 200)
+  t.notMatch(theirs.body, 'ftp://files.example.test', 'another session never sees the draft')
 
   t.match((await refusedNew({ ...good, 'settings.body': '[1, 2]' })).body, 'The body must be a JSON object')
   t.match((await refusedNew({ ...good, 'settings.body': '{"a": "\\u0000"}' })).body, 'The body holds a NUL character or an unpaired surrogate.')
