@@ -1,5 +1,6 @@
 import net from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
+import type { LightMyRequestResponse } from 'fastify'
 import { newId } from '../../src/db/ids.ts'
 import { Webhook } from 'standardwebhooks'
 import { ACTIONS, TOOLS } from '../../src/modules/capabilities/catalog.ts'
@@ -67,6 +68,20 @@ const API_CALL = (url: string) => ({
   'settings.condition': 'The caller booked a table.',
   is_active: 'true'
 })
+
+/**
+ * A refused form (Post/Redirect/Get): 303 to `page` with its draft, opened at the problems; answers that page as a
+ * browser following the redirect shows it.
+ */
+async function refused (t: Test, browser: ConsoleClient, res: LightMyRequestResponse, page: string) {
+  t.equal(res.statusCode, 303, `refused: ${res.body.slice(0, 500)}`)
+  const location = String(res.headers.location)
+  t.match(location, new RegExp(`^${page.replace(/[?]/g, '\\?')}[?&]draft=[0-9a-f]{24}#form-problems$`), 'to the form\'s page with its draft')
+  const shown = await browser.get(location.replace(/#.*$/, ''))
+  t.equal(shown.statusCode, 200)
+  t.match(shown.body, 'id="form-problems"')
+  return shown
+}
 
 async function storedHeaders (ctx: TestContext, user: User, agentId: string, actionId: string) {
   return (await findCapability(ctx.db, user.id, ACTIONS, agentId, actionId))!.settings.headers
@@ -159,8 +174,7 @@ t.test('an API call action: created, shown without its header values, edited, it
   t.match(livePage.body, '<option value="both" selected>During and after the call</option>')
   for (const [text, message] of [['{"type": ', /The parameters is not valid JSON/], ['[1]', /The parameters must be a JSON object/], ['{"type": "object", "properties": {"call_id": {"type": "string"}}}', /call_id.*is a built-in call variable/]] as const) {
     const bad = await browser.post(`/agents/${agentId}/actions/${actionId}`, { ...liveEdit, csrf_token: csrfOf(livePage.body), 'settings.parameters': text })
-    t.equal(bad.statusCode, 400, text)
-    t.match(bad.body, message)
+    t.match((await refused(t, browser, bad, `/agents/${agentId}/actions/${actionId}`)).body, message, text)
   }
   const cleared = await browser.submit(`/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}`, { ...liveEdit, 'settings.parameters': '' })
   t.equal(cleared.statusCode, 303)
@@ -173,13 +187,16 @@ t.test('an API call action: created, shown without its header values, edited, it
   t.equal((await browser.get(`/agents/${agentId}/actions/${actionId}`)).statusCode, 404)
 })
 
-t.test('bad inputs: 400 with each message under its field, values kept but header values; nothing stored', async (t) => {
+t.test('bad inputs: 303 to the form\'s draft, each message under its field, values kept but header values; nothing stored', async (t) => {
   const ctx = await setup(t, LOCAL)
   const { browser, api } = await signedIn(ctx)
   const agentId = await newAgent(browser)
   const good = API_CALL('https://hooks.example.test')
+  const form = `/agents/${agentId}/actions/new?type=api_call`
+  const refusedNew = async (fields: Record<string, string>, type = 'api_call') =>
+    await refused(t, browser, await create(browser, agentId, 'actions', type, fields), `/agents/${agentId}/actions/new?type=${type}`)
 
-  const res = await create(browser, agentId, 'actions', 'api_call', {
+  const sent = await create(browser, agentId, 'actions', 'api_call', {
     ...good,
     'settings.name': '',
     'settings.url': 'ftp://files.example.test',
@@ -190,8 +207,9 @@ t.test('bad inputs: 400 with each message under its field, values kept but heade
     'settings.notify': 'sometimes',
     'settings.notify_email': 'nobody'
   })
-  t.equal(res.statusCode, 400)
-  t.match(res.body, 'Some fields need another look')
+  const res = await refused(t, browser, sent, form)
+  t.match(res.body, /<h2>\d+ fields need another look<\/h2>/, 'the problems at the top')
+  t.match(res.body, '<li><a href="#settings-url">The URL must be an absolute http:// or https:// URL ({{variables}} allowed).</a></li>', 'each a link to its field')
   t.match(res.body, '<p id="settings-name-error" class="field-error">The name is required.</p>')
   t.match(res.body, '<p id="settings-url-error" class="field-error">The URL must be an absolute http:// or https:// URL ({{variables}} allowed).</p>')
   t.match(res.body, /<p id="settings-body-error" class="field-error">The body is not valid JSON: [^<]+\.<\/p>/)
@@ -204,34 +222,43 @@ t.test('bad inputs: 400 with each message under its field, values kept but heade
   t.match(res.body, 'value="ftp://files.example.test"', 'the values sent are kept')
   t.match(res.body, '>\n{&quot;people&quot;: </textarea>')
   t.notMatch(res.body, 's3cret', 'but never a header value')
+  const drafts = await ctx.db.selectFrom('console_drafts').selectAll().execute()
+  t.equal(drafts.length, 1)
+  t.notMatch(JSON.stringify(drafts), 's3cret', 'nor is one kept aside with the draft')
+  const reload = await browser.get(String(sent.headers.location).replace(/#.*$/, ''))
+  t.equal(reload.body, res.body, 'a reload shows the same draft')
+  t.same((await api('GET', `/v1/agent/${agentId}/actions`)).json(), [], 'and creates nothing')
+  const fresh = await browser.get(form)
+  t.notMatch(fresh.body, 'ftp://files.example.test', 'without the draft\'s address: the empty form')
+  const badDraft = await browser.get(`${form}&draft=not-a-draft`)
+  t.equal(badDraft.statusCode, 400)
+  t.match(badDraft.body, 'The draft is not in the expected form. Check the address')
+  // Another person with the draft's id, on their own agent's form: the empty form.
+  const stranger = await signedIn(ctx)
+  const theirs = await stranger.browser.get(String(sent.headers.location).replace(/#.*$/, '').replace(agentId, await newAgent(stranger.browser)))
+  t.equal(theirs.statusCode, 200)
+  t.notMatch(theirs.body, 'ftp://files.example.test', 'another session never sees the draft')
 
-  const notObject = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': '[1, 2]' })
-  t.match(notObject.body, 'The body must be a JSON object')
-  const nul = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': '{"a": "\\u0000"}' })
-  t.equal(nul.statusCode, 400)
-  t.match(nul.body, 'The body holds a NUL character or an unpaired surrogate.')
-  const deep = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.body': `${'{"a":'.repeat(100)}1${'}'.repeat(100)}` })
-  t.match(deep.body, 'The body nests deeper than 64 levels.')
-  const reserved = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.headers.0.name': 'Host' })
-  t.equal(reserved.statusCode, 400)
-  t.match(reserved.body, '<p id="settings-headers-0-name-error" class="field-error">Host is set by Switchboard and cannot be configured.</p>')
-  const invalid = await create(browser, agentId, 'actions', 'api_call', { ...good, 'settings.headers.0.name': 'Bad Name' })
-  t.match(invalid.body, '<p id="settings-headers-0-name-error" class="field-error">This is not a valid header name.</p>')
-  const sms = await create(browser, agentId, 'actions', 'send_sms', { 'settings.name': 'Text', 'settings.message': 'Hi', 'settings.send_to_customer': 'false', 'settings.direct_recipients': '', is_active: 'true' })
-  t.equal(sms.statusCode, 400, 'a check of the API beyond the schema')
-  t.match(sms.body, 'This action needs a recipient: send_to_customer true or at least one direct_recipients number.')
-  t.equal((await browser.get(`/agents/${agentId}/actions/new?type=teleport`)).statusCode, 400)
+  t.match((await refusedNew({ ...good, 'settings.body': '[1, 2]' })).body, 'The body must be a JSON object')
+  t.match((await refusedNew({ ...good, 'settings.body': '{"a": "\\u0000"}' })).body, 'The body holds a NUL character or an unpaired surrogate.')
+  t.match((await refusedNew({ ...good, 'settings.body': `${'{"a":'.repeat(100)}1${'}'.repeat(100)}` })).body, 'The body nests deeper than 64 levels.')
+  t.match((await refusedNew({ ...good, 'settings.headers.0.name': 'Host' })).body, '<p id="settings-headers-0-name-error" class="field-error">Host is set by Switchboard and cannot be configured.</p>')
+  t.match((await refusedNew({ ...good, 'settings.headers.0.name': 'Bad Name' })).body, '<p id="settings-headers-0-name-error" class="field-error">This is not a valid header name.</p>')
+  const sms = await refusedNew({ 'settings.name': 'Text', 'settings.message': 'Hi', 'settings.send_to_customer': 'false', 'settings.direct_recipients': '', is_active: 'true' }, 'send_sms')
+  t.match(sms.body, '<div id="form-problems" class="notice error" role="alert" tabindex="-1"><p>This action needs a recipient: send_to_customer true or at least one direct_recipients number.</p></div>', 'a check of the API beyond the schema')
+  t.match(sms.body, '<textarea', 'the form under it')
+  const teleport = await browser.get(`/agents/${agentId}/actions/new?type=teleport`)
+  t.equal(teleport.statusCode, 400)
+  t.match(teleport.body, 'Choose one of the action types: ')
   t.match((await create(browser, agentId, 'actions', 'api_call', good)).statusCode, 303)
   t.equal((await api('GET', `/v1/agent/${agentId}/actions`)).json().length, 1, 'only the good one was stored')
 })
 
 t.test('the other action types and a tool of each type: created, edited, deleted; the limits answer 409', async (t) => {
   const ctx = await setup(t, LOCAL)
-  const { user, browser, api } = await signedIn(ctx)
+  const { browser, api } = await signedIn(ctx)
   const agentId = await newAgent(browser)
   const otherId = await newAgent(browser, 'Billing')
-  const kb = newId()
-  await ctx.db.insertInto('knowledge_bases').values({ id: kb, user_id: user.id, name: 'Prices', description: 'The price list', language: 'en', search_config: 'simple' }).execute()
 
   const actions: Record<string, Record<string, string>> = {
     send_email: { 'settings.name': 'Mail', 'settings.subject': 'Your call', 'settings.message': 'Thanks, {{customer_email}}', 'settings.direct_recipients': 'a@example.com\nb@example.com' },
@@ -239,7 +266,6 @@ t.test('the other action types and a tool of each type: created, edited, deleted
     send_chat: { 'settings.name': 'Chat', 'settings.message': 'Thanks!', 'settings.send_to_customer': 'true', 'settings.direct_recipients': '' }
   }
   const tools: Record<string, Record<string, string>> = {
-    api_rag: { 'settings.name': 'Prices', 'settings.knowledge_base_ids': '', [`settings.knowledge_base_ids.${kb}`]: 'true', 'settings.top_k': '5' },
     call_forwarding: { 'settings.name': 'Forward', 'settings.phone_number': '+14155550123', 'settings.transfer_message': 'One moment', 'settings.timeout_seconds': '20', 'settings.show_caller_number': 'true' },
     end_call: { 'settings.name': 'Bye', 'settings.description': 'When the caller is done' },
     agent_transfer: { 'settings.name': 'To billing', 'settings.agent_id': otherId, 'settings.phone_number': '' },
@@ -249,7 +275,6 @@ t.test('the other action types and a tool of each type: created, edited, deleted
     send_email: { subject: 'Your call', direct_recipients: ['a@example.com', 'b@example.com'] },
     send_sms: { send_to_customer: true, direct_recipients: ['+14155550100'] },
     send_chat: { direct_recipients: [] },
-    api_rag: { knowledge_base_ids: [kb], top_k: 5 },
     call_forwarding: { phone_number: '+14155550123', timeout_seconds: 20, show_caller_number: true },
     agent_transfer: { agent_id: otherId },
     mcp: { allowed_tools: ['lookup', 'book'], headers: { 'X-Key': '********' } }
@@ -270,27 +295,27 @@ t.test('the other action types and a tool of each type: created, edited, deleted
     }
   }
   const listed = await browser.get(`/agents/${agentId}`)
-  t.match(listed.body, '<td>Knowledge-base search</td>')
-  t.match(listed.body, '5 of at most 30.')
+  t.match(listed.body, '4 of at most 30.')
   for (const type of ['appointment_booking', 'calendar_one', 'calendar_two', 'booking_one', 'booking_two', 'crm']) t.match(listed.body, `<option value="${type}">`, `${type} acts: offered`)
 
+  const transfer = `/agents/${agentId}/tools/new?type=agent_transfer`
   const both = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Both', 'settings.agent_id': otherId, 'settings.phone_number': '+14155550123', is_active: 'true' })
-  t.equal(both.statusCode, 400)
-  t.match(both.body, 'This tool needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both.')
+  t.match((await refused(t, browser, both, transfer)).body, 'This tool needs one of agent_id (another agent here) and phone_number (a number to put the call through to), not both.')
   const self = await create(browser, agentId, 'tools', 'agent_transfer', { 'settings.name': 'Self', 'settings.agent_id': agentId, is_active: 'true' })
-  t.match(self.body, 'The agent must be one of the listed choices.', 'only the other agents are offered')
+  t.match((await refused(t, browser, self, transfer)).body, 'The agent must be one of the listed choices.', 'only the other agents are offered')
   t.equal((await browser.get(`/agents/${agentId}/tools/new?type=teleport`)).statusCode, 400, 'a type that does not exist has no form')
 
   // Up to the limit through the API, then the console's form answers 409 with the API's message.
-  for (let i = 5; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
+  for (let i = 4; i < 30; i++) t.equal((await api('POST', `/v1/agent/${agentId}/tools`, { tool_type: 'end_call', settings: { name: `End ${i}` } })).statusCode, 201)
   t.notMatch((await browser.get(`/agents/${agentId}`)).body, `/agents/${agentId}/tools/new`, 'no add form at the limit')
   t.equal((await browser.get(`/agents/${agentId}/tools/new?type=end_call`)).statusCode, 409)
   const full = await create(browser, otherId, 'tools', 'end_call', { 'settings.name': 'Fine' })
   t.equal(full.statusCode, 303, 'the limit is per agent')
   const page = await browser.get(`/agents/${otherId}/tools/new?type=end_call`)
   const over = await browser.post(`/agents/${agentId}/tools`, { csrf_token: csrfOf(page.body), type: 'end_call', 'settings.name': 'One more' })
-  t.equal(over.statusCode, 409)
-  t.match(over.body, 'An agent has at most 30 tools; delete one before adding another.')
+  const overPage = await refused(t, browser, over, `/agents/${agentId}/tools/new?type=end_call`)
+  t.match(overPage.body, 'An agent has at most 30 tools; delete one before adding another.', 'the draft comes back at the limit')
+  t.match(overPage.body, 'value="One more"', 'with what was typed')
 
   const tool = (await api('GET', `/v1/agent/${agentId}/tools`)).json()[0]
   t.equal((await browser.post(`/agents/${agentId}/tools/${tool._id as string}/delete`, { csrf_token: csrfOf(page.body) })).statusCode, 303)
@@ -394,7 +419,11 @@ t.test('another account\'s agents and actions, and unknown ids: 404 for every pa
     `/agents/${agentId}/actions/new?type=api_call`, `/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/tools/${toolId}`,
     `/agents/${mine}/actions/${actionId}`, `/agents/${mine}/tools/${toolId}`, `/agents/${mine}/actions/not-an-id`, '/agents/ffffffffffffffffffffffff/tools/new?type=end_call'
   ]
-  for (const url of gets) t.equal((await browser.get(url)).statusCode, 404, `GET ${url}`)
+  for (const url of gets) {
+    const res = await browser.get(url)
+    t.equal(res.statusCode, 404, `GET ${url}`)
+    t.equal(res.headers['content-type'], 'text/html; charset=utf-8', 'a page')
+  }
   const posts = [
     `/agents/${agentId}/actions`, `/agents/${agentId}/actions/${actionId}`, `/agents/${agentId}/actions/${actionId}/delete`, `/agents/${agentId}/actions/${actionId}/test`,
     `/agents/${mine}/actions/${actionId}`, `/agents/${mine}/actions/${actionId}/delete`, `/agents/${mine}/actions/${actionId}/test`, `/agents/${mine}/tools/${toolId}/delete`
@@ -402,7 +431,24 @@ t.test('another account\'s agents and actions, and unknown ids: 404 for every pa
   for (const url of posts) {
     const res = await browser.post(url, { csrf_token: csrf, type: 'api_call', 'settings.name': 'Taken over' })
     t.equal(res.statusCode, 404, `POST ${url}`)
+    t.equal(res.headers['content-type'], 'text/html; charset=utf-8')
     t.match(res.body, /You have no agent with that id|This agent has no (action|tool) with that id/)
+    t.match(res.body, '<nav aria-label="Console">', 'the page in the layout of the person signed in')
+  }
+  // A malformed id is refused by the route's schema: the 404 page, before any lookup.
+  const malformed = [
+    `/agents/${mine}/actions/not-an-id`, '/agents/not-an-id/tools/new?type=end_call', `/agents/${mine.slice(0, 23)}/tools/${toolId}`
+  ]
+  for (const url of malformed) {
+    const res = await browser.get(url)
+    t.equal(res.statusCode, 404, `GET ${url}`)
+    t.match(res.body, '<h1>Page not found</h1>')
+    t.match(res.body, 'There is no page at this address')
+  }
+  for (const url of [`/agents/${mine}/actions/x${actionId}`, `/agents/${mine}/tools/${toolId}z/delete`, '/agents/-/actions', `/agents/${mine}/actions/${actionId.toUpperCase()}g/test`]) {
+    const res = await browser.post(url, { csrf_token: csrf, type: 'api_call', 'settings.name': 'Taken over' })
+    t.equal(res.statusCode, 404, `POST ${url}`)
+    t.match(res.body, '<h1>Page not found</h1>')
   }
   t.equal((await owner.api('GET', `/v1/agent/${agentId}/actions`)).json()[0].settings.name, 'Sync <CRM>')
   t.equal((await owner.api('GET', `/v1/agent/${agentId}/tools`)).json().length, 1)
@@ -437,8 +483,7 @@ t.test('a workspace admin who moves the owner\'s action or tool to another origi
     ({ csrf_token: csrf, ...API_CALL(url), 'settings.headers.0.stored': 'true', 'settings.headers.0.value': value, ...extra })
 
   // The URL alone changes (the header's value left empty, "keep it"): refused, under the header, and nothing changes.
-  const urlOnly = await admin.browser.post(actionUrl, form(admins.url, ''))
-  t.equal(urlOnly.statusCode, 400)
+  const urlOnly = await refused(t, admin.browser, await admin.browser.post(actionUrl, form(admins.url, '')), actionUrl)
   t.match(urlOnly.body, /<input id="settings-headers-0-value"[^>]*aria-invalid="true"/)
   t.match(urlOnly.body, 'Cannot keep its stored value: stored header values go only to the origin they were given for')
   t.equal((await findCapability(ctx.db, owner.user.id, ACTIONS, agentId, actionId))!.settings.url, `${owners.url}/calls/{{call_id}}`)
@@ -473,7 +518,7 @@ t.test('a workspace admin who moves the owner\'s action or tool to another origi
   const toolId = idIn(mcp.headers.location, /\/([0-9a-f]{24})\?saved=1$/)
   const toolUrl = `/agents/${agentId}/tools/${toolId}`
   const toolForm = { csrf_token: csrf, 'settings.name': 'Tools', 'settings.server_url': `${admins.url}/mcp`, 'settings.headers': '1', 'settings.headers.0.name': 'X-Key', 'settings.headers.0.stored': 'true', 'settings.headers.0.value': '' }
-  t.equal((await admin.browser.post(toolUrl, toolForm)).statusCode, 400)
+  await refused(t, admin.browser, await admin.browser.post(toolUrl, toolForm), toolUrl)
   t.equal((await admin.browser.post(toolUrl, { ...toolForm, 'settings.headers.0.remove': 'true' })).statusCode, 303)
   t.match((await findCapability(ctx.db, owner.user.id, TOOLS, agentId, toolId))!.settings, { server_url: `${admins.url}/mcp`, headers: {} }, 'what a call would send to the admin\'s server holds no stored value')
 })
@@ -574,6 +619,60 @@ t.test('a warm transfer in the console: the mode and the hold sound are labelled
   t.equal(res.statusCode, 303, res.body.slice(0, 2000))
   t.match((await api('GET', `/v1/agent/${agentId}/tools`)).json()[0].settings, { transfer_mode: 'warm', hold_music: 'none' })
   const toAgent = await create(browser, agentId, 'tools', 'agent_transfer', { is_active: 'true', 'settings.name': 'Billing', 'settings.agent_id': otherId, 'settings.transfer_mode': 'warm' })
-  t.equal(toAgent.statusCode, 400)
-  t.match(toAgent.body, 'needs a phone_number')
+  t.match((await refused(t, browser, toAgent, `/agents/${agentId}/tools/new?type=agent_transfer`)).body, 'needs a phone_number')
+})
+
+t.test('knowledge has one place, the agent\'s Knowledge section: the tool pages neither offer nor change the search tool', async (t) => {
+  const ctx = await setup(t, LOCAL)
+  const { user, browser, api } = await signedIn(ctx)
+  const agentId = await newAgent(browser)
+  const kb = newId()
+  await ctx.db.insertInto('knowledge_bases').values({ id: kb, user_id: user.id, name: 'Prices', description: 'The price list', language: 'en', search_config: 'simple' }).execute()
+  const pointer = `Knowledge bases are given to the agent in its <a href="/agents/${agentId}#knowledge">Knowledge section</a>`
+
+  const agentPage = await browser.get(`/agents/${agentId}`)
+  t.notMatch(agentPage.body, '<option value="api_rag">', 'not a choice among the new tools')
+  t.match(agentPage.body, '<option value="end_call">', 'the other tools are')
+  t.match(agentPage.body, new RegExp(`</form>\\s*<p>${pointer.replace(/[?.]/g, '\\$&')}`), 'in its place: the way to the Knowledge section')
+  t.match(agentPage.body, '<section aria-labelledby="knowledge-title" id="knowledge">', 'which the link opens')
+  const csrf = csrfOf(agentPage.body)
+
+  // Its address typed anyway: the way there, no form.
+  const typed = await browser.get(`/agents/${agentId}/tools/new?type=api_rag`)
+  t.equal(typed.statusCode, 200)
+  t.match(typed.body, pointer)
+  t.notMatch(typed.body, `<form method="post" action="/agents/${agentId}/tools"`)
+
+  // A POST anyway: refused in words, pointing to the Knowledge section; a reload creates nothing.
+  const forced = await browser.post(`/agents/${agentId}/tools`, { csrf_token: csrf, type: 'api_rag', 'settings.name': 'Prices', 'settings.knowledge_base_ids': '', [`settings.knowledge_base_ids.${kb}`]: 'true' })
+  const forcedPage = await refused(t, browser, forced, `/agents/${agentId}/tools/new?type=api_rag`)
+  t.match(forcedPage.body, 'The knowledge search tool (search_knowledge) is not added or changed here: tick the knowledge bases the agent searches in its Knowledge section.')
+  t.match(forcedPage.body, pointer)
+  t.equal((await browser.get(String(forced.headers.location).replace(/#.*$/, ''))).statusCode, 200)
+  t.same((await api('GET', `/v1/agent/${agentId}/tools`)).json(), [], 'no search tool was made')
+
+  // Ticked in the Knowledge section: the search tool is made there.
+  const ticked = await browser.post(`/agents/${agentId}/knowledge`, { csrf_token: csrf, [`kb_${kb}`]: 'on' })
+  t.equal(ticked.statusCode, 303)
+  const [tool] = (await api('GET', `/v1/agent/${agentId}/tools`)).json()
+  t.match(tool, { tool_type: 'api_rag', settings: { name: 'search_knowledge', knowledge_base_ids: [kb] } })
+  const toolUrl = `/agents/${agentId}/tools/${tool._id as string}`
+  t.match((await browser.get(`/agents/${agentId}`)).body, `<a href="${toolUrl}">search_knowledge</a></td><td>Knowledge-base search</td>`, 'listed with the tools')
+
+  // Its own page says where it is managed, shows it read-only and offers neither Save nor Delete.
+  const toolPage = await browser.get(toolUrl)
+  t.equal(toolPage.statusCode, 200)
+  t.match(toolPage.body, pointer)
+  t.match(toolPage.body, '<fieldset class="plain" disabled>')
+  t.notMatch(toolPage.body, /<button type="submit">Save<\/button>|Delete this tool/)
+  t.notMatch(toolPage.body, 'You are a member of this workspace')
+
+  // Its save and delete sent anyway: refused in words, the tool as it was.
+  const save = await browser.post(toolUrl, { csrf_token: csrf, 'settings.name': 'Renamed', 'settings.top_k': '9' })
+  const savePage = await refused(t, browser, save, toolUrl)
+  t.match(savePage.body, 'is not added or changed here: tick the knowledge bases the agent searches in its Knowledge section.')
+  t.match(savePage.body, 'value="search_knowledge"', 'the stored settings shown, not the ones sent')
+  const remove = await browser.post(`${toolUrl}/delete`, { csrf_token: csrf })
+  t.match((await refused(t, browser, remove, toolUrl)).body, 'tick the knowledge bases the agent searches in its Knowledge section')
+  t.match((await api('GET', `/v1/agent/${agentId}/tools`)).json(), [{ _id: tool._id, settings: { name: 'search_knowledge', knowledge_base_ids: [kb] } }], 'unchanged')
 })

@@ -25,7 +25,6 @@ const WITHOUT_SCHEMA = new Set<string>([
   'POST /agents/:id/delete',
   'POST /agents/:id/move',
   'POST /agents/:id/knowledge',
-  'GET /console/action-test.js',
   'GET /agents',
   'POST /agents',
   'GET /agents/:id',
@@ -47,18 +46,7 @@ const WITHOUT_SCHEMA = new Set<string>([
   'POST /knowledge-bases/:id/files',
   'POST /knowledge-bases/:id/files/:fileId/delete',
   'POST /knowledge-bases/:id/agents',
-  'POST /knowledge-bases/:id/delete',
-  'GET /agents/:id/actions/new',
-  'POST /agents/:id/actions',
-  'GET /agents/:id/actions/:itemId',
-  'POST /agents/:id/actions/:itemId',
-  'POST /agents/:id/actions/:itemId/delete',
-  'GET /agents/:id/tools/new',
-  'POST /agents/:id/tools',
-  'GET /agents/:id/tools/:itemId',
-  'POST /agents/:id/tools/:itemId',
-  'POST /agents/:id/tools/:itemId/delete',
-  'POST /agents/:id/actions/:itemId/test'
+  'POST /knowledge-bases/:id/delete'
 ])
 
 /** The console's routes as registered, without building the rest of the app (no database is reached). */

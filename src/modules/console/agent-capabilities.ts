@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs'
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError, type AjvIssue } from '../../http/errors.ts'
 import { compileBodySchema, MAX_JSON_DEPTH } from '../../http/validation.ts'
 import { countCapabilities, findAgent, findCapability, listAgents, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
 import { ACTIONS, TOOLS, type Kind } from '../capabilities/catalog.ts'
+import { apiRag } from '../capabilities/types/api-rag.ts'
 import { addCapability, changeCapability, removeCapability } from '../capabilities/manage.ts'
 import { whenOf } from '../capabilities/registry.ts'
 import { headerProblem, MASK } from '../agents/settings-parts.ts'
@@ -19,13 +20,16 @@ import {
   fieldValues, objectFields, pairValues, readFields, readPairs, renderField, renderFields, renderPairs, the,
   type Field, type FormValues, type Option, type Pairs, type Problems
 } from './forms.ts'
+import { KNOWLEDGE_TOOL_NAME } from './agent-knowledge.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe } from './fields.ts'
 import { hoursText, HOURS_HINT, readHours } from './opening-hours.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { formBody, ID, idParams, openFormBody, page, sendPage, text } from './reply.ts'
 import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // An agent's actions (what happens after a call) and tools (what the agent may do during one) in the console:
@@ -34,7 +38,7 @@ import { CONNECTING_PAGE_CSP } from './security.ts'
 // checks and the write-only header values are the API's; an api_call action's Test button sends through the
 // function of POST /v1/agent/:id/actions/:agentActionId/test.
 /** A JSON body or a prompt-sized description is longer than the console's usual 16 KB form. */
-const FORM_ROUTE = { ...HIDDEN, bodyLimit: 512 * 1024 }
+const FORM_LIMIT = { bodyLimit: 512 * 1024 }
 const KINDS = [ACTIONS, TOOLS]
 
 const typeLabel = (kind: Kind, type: string) => kind.types[type]?.label ?? type
@@ -101,6 +105,16 @@ const hasHeaders = (kind: Kind, type: string) => kind.types[type].schema.propert
 /** The calendar tools' opening hours: a textarea of one line per day (opening-hours.ts). */
 const hasHours = (kind: Kind, type: string) => kind.types[type].schema.properties.opening_hours !== undefined
 const isApiCall = (kind: Kind, type: string) => kind === ACTIONS && type === 'api_call'
+
+/**
+ * The knowledge search tool is given in one place, the agent's Knowledge section (agent-knowledge.ts), which adds,
+ * changes and removes it as knowledge bases are ticked: these pages neither offer it nor change it.
+ */
+const isKnowledgeSearch = (kind: Kind, type: string) => kind === TOOLS && type === apiRag.type
+const knowledgeSection = (agent: AgentRow) => `/agents/${agent.id}#knowledge`
+const KNOWLEDGE_REFUSAL = `The knowledge search tool (${KNOWLEDGE_TOOL_NAME}) is not added or changed here: tick the knowledge bases the agent searches in its Knowledge section.`
+/** Where the knowledge search tool would be offered or edited: the way there. */
+const knowledgePointer = (agent: AgentRow) => html`<p>Knowledge bases are given to the agent in its <a href="${knowledgeSection(agent)}">Knowledge section</a>, which adds its search tool (${KNOWLEDGE_TOOL_NAME}) and keeps it in step with the knowledge bases ticked there.</p>`
 
 /** A stored (or default) settings object as form text; header values never leave the server. */
 function formOf (kind: Kind, type: string, settings: Record<string, unknown>, active: boolean, choices: Choices): FormValues {
@@ -266,6 +280,9 @@ async function choicesOf (db: DB, scope: Scope, agent: AgentRow): Promise<Choice
   }
 }
 
+/** The types a new one may have: all but the knowledge search tool. */
+const offeredTypes = (kind: Kind) => Object.entries(kind.types).filter(([type]) => !isKnowledgeSearch(kind, type))
+
 /** The agent page's section: its actions and tools, and (for those who may change it) forms to add one of a type. */
 export async function capabilitySection (db: DB, scope: Scope, agent: AgentRow): Promise<SafeHtml> {
   const lists = await Promise.all(KINDS.map(async (kind) => ({ kind, rows: await listCapabilities(db, scope.ownerId, kind, agent.id) })))
@@ -281,9 +298,10 @@ ${rows.length === 0
 </table></div>`}
 ${scope.canChange && rows.length < kind.max && html`<form method="get" action="${base(agent, kind)}/new" class="inline">
   <label for="new-${kind.noun}-type">New ${kind.noun} of type</label>
-  <select id="new-${kind.noun}-type" name="type">${Object.entries(kind.types).map(([type, definition]) => html`<option value="${type}">${definition.label}</option>`)}</select>
+  <select id="new-${kind.noun}-type" name="type">${offeredTypes(kind).map(([type, definition]) => html`<option value="${type}">${definition.label}</option>`)}</select>
   <button type="submit">Add ${kind.noun === 'action' ? 'an action' : 'a tool'}</button>
 </form>`}
+${kind === TOOLS && knowledgePointer(agent)}
 </section>`)}`
 }
 
@@ -337,9 +355,20 @@ interface FormPage {
   test?: TestResult
 }
 
+/**
+ * A refused form's problems at its top, where its address's `#form-problems` opens: the API's sentence about the whole,
+ * or the list of fields to correct (each problem also under its field).
+ */
+function problemsView (problems: Problems): SafeHtml {
+  const { '': general, ...fields } = problems
+  if (general === undefined) return errorSummary(fields)
+  return html`<div id="form-problems" class="notice error" role="alert" tabindex="-1"><p>${general}</p></div>`
+}
+
 function capabilityPage ({ session, scope, kind, agent, type, row, form, problems, choices, saved, test }: FormPage): string {
   const viewer = viewerOf(session)
-  const readOnly = !scope.canChange
+  const managed = isKnowledgeSearch(kind, type)
+  const readOnly = !scope.canChange || managed
   const action = row === undefined ? base(agent, kind) : `${base(agent, kind)}/${row.id}`
   const title = row === undefined ? `New ${kind.noun}: ${typeLabel(kind, type)}` : `${typeLabel(kind, type)}: ${String(row.settings.name)}`
   const fields = settingsFields(kind, type, choices)
@@ -349,7 +378,6 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
   const parameters = describe('settings-parameters', `What the agent gives when it calls this during a call: an object of text, number or yes/no properties, each a {{variable}} of the request; such as ${PARAMETERS_EXAMPLE}. Empty: none.`, problems['settings.parameters'])
   const hours = describe('settings-opening_hours', HOURS_HINT, problems['settings.opening_hours'])
   const retry = describe('settings-retry_schedule', 'For "My own pauses": seconds, separated by commas, each 60 to 604800, at most 10; such as 60, 300, 3600.', problems['settings.retry_schedule'])
-  const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   return layout({
     title,
     viewer,
@@ -357,9 +385,9 @@ function capabilityPage ({ session, scope, kind, agent, type, row, form, problem
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
 <p class="hint">${kind.types[type].hint}</p>
 ${saved === true && notice('success', 'Saved.')}
-${general !== undefined && notice('error', general)}
-${readOnly && html`<p>You are a member of this workspace: you can see this ${kind.noun}, not change it.</p>`}
-<form method="post" action="${action}" class="stack wide">
+${problemsView(problems)}
+${managed ? knowledgePointer(agent) : readOnly && html`<p>You are a member of this workspace: you can see this ${kind.noun}, not change it.</p>`}
+${!(managed && row === undefined) && html`<form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   ${row === undefined && html`<input type="hidden" name="type" value="${type}">`}
   <fieldset class="plain"${readOnly && html` disabled`}>
@@ -391,7 +419,7 @@ ${form['settings.parameters'] ?? ''}</textarea>
   ${renderFields(ACTIVE, form, problems)}
   </fieldset>
   ${!readOnly && html`<button type="submit">${row === undefined ? `Add ${kind.noun}` : 'Save'}</button>`}
-</form>
+</form>`}
 ${row !== undefined && !readOnly && apiCall && testSection(viewer, `${action}/test`, test)}
 ${row !== undefined && !readOnly && html`<section aria-labelledby="delete-title">
 <h2 id="delete-title">Delete</h2>
@@ -402,6 +430,16 @@ ${row !== undefined && !readOnly && html`<section aria-labelledby="delete-title"
 
 const TEST_SCRIPT = readFileSync(new URL('./static/action-test.js', import.meta.url))
 
+/** The schemas of the pages: an agent's or an item's ids; a refused form's draft (drafts.ts). */
+const AGENT = idParams('id')
+const ITEM = idParams('id', 'itemId')
+const DRAFT = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
+const NEW_QUERY = Type.Object({ type: text('The type'), draft: DRAFT })
+const ITEM_QUERY = Type.Object({ saved: text('The saved notice'), draft: DRAFT })
+
+/** What a draft keeps of a form: not the header values typed, which are write-only (never shown again, so never stored aside). */
+const draftable = (form: FormValues): FormValues => Object.fromEntries(Object.entries(form).filter(([name]) => !/^settings\.headers\.\d+\.value$/.test(name)))
+
 export async function consoleCapabilityRoutes (app: FastifyInstance, { deliveries }: { deliveries: DeliveryDeps }): Promise<void> {
   const { db } = deliveries
 
@@ -409,100 +447,115 @@ export async function consoleCapabilityRoutes (app: FastifyInstance, { deliverie
     const path = `/agents/:id/${kind.path}`
     const item = `${path}/:itemId`
     const typeOf = (type: string | undefined) => {
-      const offered = Object.entries(kind.types)
-      if (type === undefined || !offered.some(([name]) => name === type)) {
+      const offered = offeredTypes(kind)
+      if (type === undefined || (!offered.some(([name]) => name === type) && !isKnowledgeSearch(kind, type))) {
         throw new HttpError(400, 'bad_request', `Choose one of the ${kind.noun} types: ${offered.map(([, definition]) => definition.label).join(', ')}.`)
       }
       return type
     }
+    /** The pages refused forms return to: a new one's (of its type) and an item's. */
+    const newPath = (agent: AgentRow, type: string) => `${base(agent, kind)}/new?type=${type}`
+    const itemPath = (agent: AgentRow, row: CapabilityRow) => `${base(agent, kind)}/${row.id}`
 
-    /** The form again with what is wrong, 400; or 409 when the API refuses it for a limit or a missing integration. */
-    const refuse = async (reply: FastifyReply, page: Omit<FormPage, 'problems'>, err: unknown) => {
+    /** The API's refusal as the form's problems: its checks, a limit or a missing integration. Any other error goes on. */
+    const refusalProblems = (type: string, err: unknown, form: FormValues): Problems => {
       if (!(err instanceof HttpError) || !(err.statusCode === 400 || err.statusCode === 409 || err.statusCode === 422 || (err.statusCode === 404 && err.message.includes('body.settings')))) throw err
-      return sendPage(reply, err.statusCode === 400 || err.statusCode === 404 ? 400 : err.statusCode, capabilityPage({ ...page, problems: problemsOfError(kind, page.type, err, page.form) }))
+      return problemsOfError(kind, type, err, form)
     }
 
-    app.get<{ Params: { id: string }, Querystring: { type?: string } }>(`${path}/new`, HIDDEN, async (request, reply) => {
-      const page = viewScope(request, reply)
-      if (page === undefined) return reply
-      if (!page.scope.canChange) return changeScope(request)
-      const agent = await agentInScope(db, page.scope, request.params.id)
+    app.get<{ Params: { id: string }, Querystring: { type?: string, draft?: string } }>(`${path}/new`, page({ params: AGENT, querystring: NEW_QUERY }), async (request, reply) => {
+      const viewed = viewScope(request, reply)
+      if (viewed === undefined) return reply
+      if (!viewed.scope.canChange) return changeScope(request)
+      const agent = await agentInScope(db, viewed.scope, request.params.id)
       const type = typeOf(request.query.type)
-      if (await countCapabilities(db, page.scope.ownerId, kind, agent.id) >= kind.max) {
+      const draft = await draftOf(db, viewed.session, newPath(agent, type), request.query.draft)
+      // A refused form comes back even at the limit (its problem says so); an empty one is not offered there.
+      if (draft === undefined && !isKnowledgeSearch(kind, type) && await countCapabilities(db, viewed.scope.ownerId, kind, agent.id) >= kind.max) {
         throw new HttpError(409, 'conflict', `An agent has at most ${kind.max} ${kind.path}: delete one before adding another.`)
       }
-      const choices = await choicesOf(db, page.scope, agent)
-      const form = formOf(kind, type, kind.types[type].defaults, true, choices)
-      return sendPage(reply, 200, capabilityPage({ ...page, kind, agent, type, form, problems: {}, choices }))
+      const choices = await choicesOf(db, viewed.scope, agent)
+      const form = draft?.values ?? formOf(kind, type, kind.types[type].defaults, true, choices)
+      return sendPage(reply, 200, capabilityPage({ ...viewed, kind, agent, type, form, problems: draft?.problems ?? {}, choices }))
     })
 
-    app.post<{ Params: { id: string } }>(path, FORM_ROUTE, async (request, reply) => {
+    app.post<{ Params: { id: string }, Body: FormValues }>(path, page({ params: AGENT, body: openFormBody() }, FORM_LIMIT), async (request, reply) => {
       const session = request.consoleSession!
       const scope = changeScope(request)
       const agent = await agentInScope(db, scope, request.params.id)
-      const form = request.body as FormValues
+      const form = request.body
       const type = typeOf(form.type)
+      const at = newPath(agent, type)
+      if (isKnowledgeSearch(kind, type)) return await refuseForm(db, reply, session, at, draftable(form), { '': KNOWLEDGE_REFUSAL })
       const choices = await choicesOf(db, scope, agent)
-      const page = { session, scope, kind, agent, type, form, choices }
       const read = readSettings(kind, type, form, choices)
-      if (Object.keys(read.problems).length > 0) return sendPage(reply, 400, capabilityPage({ ...page, problems: read.problems }))
+      if (Object.keys(read.problems).length > 0) return await refuseForm(db, reply, session, at, draftable(form), read.problems)
       // A new one has nothing to return to: an emptied member is simply left out (and takes its default).
       const settings = Object.fromEntries(Object.entries(read.settings).filter(([, value]) => value !== null))
       let row
       try {
         row = await addCapability(db, scope.ownerId, kind, agent, type, settings, read.active ?? true)
       } catch (err) {
-        return await refuse(reply, page, err)
+        return await refuseForm(db, reply, session, at, draftable(form), refusalProblems(type, err, form))
       }
-      return reply.redirect(`${base(agent, kind)}/${row.id}?saved=1`, 303)
+      await formSaved(db, session, at)
+      return reply.redirect(`${itemPath(agent, row)}?saved=1`, 303)
     })
 
-    app.get<{ Params: { id: string, itemId: string }, Querystring: { saved?: string } }>(item, HIDDEN, async (request, reply) => {
-      const page = viewScope(request, reply)
-      if (page === undefined) return reply
-      const agent = await agentInScope(db, page.scope, request.params.id)
-      const row = await capabilityOf(db, page.scope, kind, agent, request.params.itemId)
-      const choices = await choicesOf(db, page.scope, agent)
-      const settings = page.scope.canChange ? row.settings : viewedSettings(kind, row.type, row.settings)
-      const form = formOf(kind, row.type, settings, row.is_active, choices)
+    app.get<{ Params: { id: string, itemId: string }, Querystring: { saved?: string, draft?: string } }>(item, page({ params: ITEM, querystring: ITEM_QUERY }), async (request, reply) => {
+      const viewed = viewScope(request, reply)
+      if (viewed === undefined) return reply
+      const agent = await agentInScope(db, viewed.scope, request.params.id)
+      const row = await capabilityOf(db, viewed.scope, kind, agent, request.params.itemId)
+      const draft = viewed.scope.canChange ? await draftOf(db, viewed.session, itemPath(agent, row), request.query.draft) : undefined
+      const choices = await choicesOf(db, viewed.scope, agent)
+      const settings = viewed.scope.canChange ? row.settings : viewedSettings(kind, row.type, row.settings)
+      // The knowledge search tool's page shows what is stored, beside why it was not changed.
+      const form = draft !== undefined && !isKnowledgeSearch(kind, row.type) ? draft.values : formOf(kind, row.type, settings, row.is_active, choices)
       // The Test button's script fetches its result (connect-src).
-      return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, capabilityPage({ ...page, kind, agent, type: row.type, row, form, problems: {}, choices, saved: request.query.saved !== undefined }))
+      return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, capabilityPage({
+        ...viewed, kind, agent, type: row.type, row, form, problems: draft?.problems ?? {}, choices, saved: request.query.saved !== undefined
+      }))
     })
 
-    app.post<{ Params: { id: string, itemId: string } }>(item, FORM_ROUTE, async (request, reply) => {
+    app.post<{ Params: { id: string, itemId: string }, Body: FormValues }>(item, page({ params: ITEM, body: openFormBody() }, FORM_LIMIT), async (request, reply) => {
       const session = request.consoleSession!
       const scope = changeScope(request)
       const agent = await agentInScope(db, scope, request.params.id)
       const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
-      const form = request.body as FormValues
+      const form = request.body
+      const at = itemPath(agent, row)
+      if (isKnowledgeSearch(kind, row.type)) return await refuseForm(db, reply, session, at, {}, { '': KNOWLEDGE_REFUSAL })
       const choices = await choicesOf(db, scope, agent)
-      const page = { session, scope, kind, agent, type: row.type, row, form, choices }
       const read = readSettings(kind, row.type, form, choices)
-      if (Object.keys(read.problems).length > 0) return sendPage(reply, 400, capabilityPage({ ...page, problems: read.problems }))
+      if (Object.keys(read.problems).length > 0) return await refuseForm(db, reply, session, at, draftable(form), read.problems)
       try {
         await changeCapability(db, scope.ownerId, kind, agent, row.id, { settings: read.settings, is_active: read.active })
       } catch (err) {
-        return await refuse(reply, page, err)
+        return await refuseForm(db, reply, session, at, draftable(form), refusalProblems(row.type, err, form))
       }
-      return reply.redirect(`${base(agent, kind)}/${row.id}?saved=1`, 303)
+      await formSaved(db, session, at)
+      return reply.redirect(`${at}?saved=1`, 303)
     })
 
-    app.post<{ Params: { id: string, itemId: string } }>(`${item}/delete`, HIDDEN, async (request, reply) => {
+    app.post<{ Params: { id: string, itemId: string } }>(`${item}/delete`, page({ params: ITEM, body: formBody({}) }), async (request, reply) => {
+      const session = request.consoleSession!
       const scope = changeScope(request)
       const agent = await agentInScope(db, scope, request.params.id)
       const row = await capabilityOf(db, scope, kind, agent, request.params.itemId)
+      if (isKnowledgeSearch(kind, row.type)) return await refuseForm(db, reply, session, itemPath(agent, row), {}, { '': KNOWLEDGE_REFUSAL })
       await removeCapability(db, scope.ownerId, kind, agent, row.id)
       // Back to the list the item was removed from, not the top of the agent's long page.
       return reply.redirect(`/agents/${agent.id}#${kind.path}-title`, 303)
     })
   }
 
-  app.get('/console/action-test.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/action-test.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TEST_SCRIPT)
   })
 
   // Sends the stored request, which carries the owner's header values: a change, not a view (a member may not).
-  app.post<{ Params: { id: string, itemId: string } }>('/agents/:id/actions/:itemId/test', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string, itemId: string } }>('/agents/:id/actions/:itemId/test', page({ params: ITEM, body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
