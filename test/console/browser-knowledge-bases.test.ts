@@ -1,12 +1,15 @@
 import t from 'tap'
 import { startWorkers } from '../../src/workers.ts'
 import { createLogger } from '../../src/logger.ts'
+import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup } from '../helpers/app.ts'
 import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { createAgent } from '../helpers/calls.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 
 // The knowledge bases' pages in real Chromium: a file chosen through the file input, its state followed by the
-// page's script (under the page's CSP) until it is ready, a search showing the snippet, and axe-core on each page.
+// page's script (under the page's CSP) until it is ready, a search showing the snippet, an agent given it in the
+// agent's Knowledge section (the one place) and then listed on its page, and axe-core on each page.
 
 const HOURS = 'The front desk opens at eight in the morning.\n\nParking is free for visitors in the blue garage on Elm Street.\n'
 
@@ -14,6 +17,8 @@ t.test('create a knowledge base with a file, watch it become ready, search it: i
   const ctx = await setup(t)
   const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const user = await createConsoleUser(ctx.db)
+  const { key } = await createApiKey(ctx.db, user.id, { name: 'test' })
+  const agent = await createAgent(ctx.app, { user, key, headers: { 'x-api-key': key } }, { agent_name: 'Reception' })
   const browser = await launchChromium(t)
   const page = await browser.newPage()
   // A refused upload is a 4xx page, which Chromium reports as a failed load: those are counted apart.
@@ -64,7 +69,27 @@ t.test('create a knowledge base with a file, watch it become ready, search it: i
   t.same(await result.locator('mark').allTextContents(), ['Parking', 'visitors'])
   await check('a knowledge base, search results')
 
-  await page.getByRole('link', { name: 'All knowledge bases' }).click()
+  // No agent uses it: the Agents section says where an agent is given knowledge and leads there.
+  const agents = page.locator('#agents-title ~ p').first()
+  t.match(await agents.textContent(), /An agent is given knowledge in its own Knowledge section/)
+  await agents.getByRole('link', { name: 'Agents' }).click()
+  await page.getByRole('link', { name: 'Reception' }).click()
+  const knowledge = page.locator('#knowledge')
+  await knowledge.getByLabel('Front desk').check()
+  await knowledge.getByRole('button', { name: 'Save knowledge' }).click()
+  await page.waitForURL(/\?knowledge=saved#knowledge$/)
+  t.equal(await knowledge.getByLabel('Front desk').isChecked(), true)
+
+  await page.getByRole('link', { name: 'Knowledge bases', exact: true }).first().click()
+  await page.getByRole('link', { name: 'Front desk' }).click()
+  const listed = page.getByRole('list', { name: 'Agents' })
+  t.same(await listed.getByRole('link').allTextContents(), ['Reception'], 'the agent is listed on the knowledge base\'s page')
+  await check('a knowledge base used by an agent')
+  await listed.getByRole('link', { name: 'Reception' }).click()
+  await page.waitForURL(new RegExp(`/agents/${agent._id}#knowledge$`))
+  t.equal(await page.locator('#knowledge').getByLabel('Front desk').isChecked(), true, 'the link opens the agent\'s Knowledge section')
+
+  await page.getByRole('link', { name: 'Knowledge bases', exact: true }).first().click()
   t.equal(await page.locator('tbody td').nth(4).textContent(), '1 ready')
   await check('knowledge bases')
 

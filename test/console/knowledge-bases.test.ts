@@ -166,7 +166,7 @@ t.test('uploads without the CSRF token as their first field are refused before a
   t.same(await stored(ctx), before, 'no file added')
 
   // The urlencoded forms: the pages' own check.
-  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`]) {
+  for (const action of [`/knowledge-bases/${id}/delete`]) {
     t.equal((await browser.post(action, {})).statusCode, 403, `${action} without a token`)
     t.equal((await browser.post(action, { csrf_token: 'wrong' })).statusCode, 403, `${action} with a wrong token`)
   }
@@ -245,7 +245,7 @@ t.test('another account\'s knowledge base is 404 on every page and form', async 
     t.equal((await browser.get(url)).statusCode, 404, url)
   }
   const token = csrfOf((await browser.get('/knowledge-bases')).body)
-  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
+  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
     t.equal((await browser.post(action, { csrf_token: token })).statusCode, 404, action)
   }
   t.equal((await send(browser, `/knowledge-bases/${id}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 404)
@@ -253,31 +253,31 @@ t.test('another account\'s knowledge base is 404 on every page and form', async 
   t.equal((await owner.browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${newId()}/delete`, {})).statusCode, 404, 'not a file of it')
 })
 
-t.test('agents: choose the agents that use it; another account\'s agent is 404', async (t) => {
+t.test('agents: listed read-only, each a link to its Knowledge section, where alone an agent is given knowledge', async (t) => {
   const ctx = await setup(t)
   const { browser, account } = await signedIn(ctx)
   const front = await createAgent(ctx.app, account, { agent_name: 'Front <desk>' })
   const night = await createAgent(ctx.app, account, { agent_name: 'Night desk' })
   const id = await createThroughForm(t, browser)
-  const page = await browser.get(`/knowledge-bases/${id}`)
-  t.match(page.body, `<input type="checkbox" id="agent_${front._id}" name="agent_${front._id}"><label for="agent_${front._id}">Front &lt;desk&gt;</label>`)
+  const before = await browser.get(`/knowledge-bases/${id}`)
+  t.match(before.body, /<h2 id="agents-title">Agents<\/h2>\n<p>An agent is given knowledge in its own Knowledge section: open it from <a href="\/agents">Agents<\/a>, tick this knowledge base there and save\.<\/p>\n<p>No agent uses it yet\.<\/p>/)
+  t.notMatch(before.body, /type="checkbox"|\/knowledge-bases\/[0-9a-f]{24}\/agents/, 'no form of agents')
 
-  const saved = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${front._id}`]: 'on', [`agent_${night._id}`]: 'on' })
-  t.equal(saved.statusCode, 303)
-  t.equal(saved.headers.location, `/knowledge-bases/${id}?done=agents#agents-title`, 'back to the Agents section')
+  const ticked = await browser.submit(`/agents/${front._id}`, `/agents/${front._id}/knowledge`, { [`kb_${id}`]: 'on' })
+  t.equal(ticked.statusCode, 303, 'ticked in the agent\'s Knowledge section')
+  const page = (await browser.get(`/knowledge-bases/${id}`)).body
+  t.match(page, `<ul aria-labelledby="agents-title"><li><a href="/agents/${front._id}#knowledge">Front &lt;desk&gt;</a></li></ul>`)
+  t.notMatch(page, 'Night desk', 'only the agents that use it')
   const api = async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${id}`, headers: account.headers })).json()
-  t.same((await api()).agent_names, ['Front <desk>', 'Night desk'])
-  t.match((await browser.get(`/knowledge-bases/${id}?done=agents`)).body, `id="agent_${night._id}" name="agent_${night._id}" checked>`)
-  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${night._id}`]: 'on' })
-  t.same((await api()).agent_names, ['Night desk'])
+  t.same((await api()).agent_names, ['Front <desk>'])
+  t.match((await browser.get(`/agents/${front._id}`)).body, `id="kb_${id}" name="kb_${id}" checked>`, 'the link\'s target shows it ticked')
 
-  const other = await signedIn(ctx)
-  const stranger = await createAgent(ctx.app, other.account)
-  const refused = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${stranger._id}`]: 'on' })
-  t.equal(refused.statusCode, 404)
-  t.same((await api()).agent_names, ['Night desk'], 'unchanged')
-  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, {})
-  t.same((await api()).agent_names, [], 'none chosen: none')
+  const gone = await browser.post(`/knowledge-bases/${id}/agents`, { csrf_token: csrfOf(page), [`agent_${night._id}`]: 'on' })
+  t.equal(gone.statusCode, 404, 'the knowledge base\'s agents form is no more')
+  t.same((await api()).agent_names, ['Front <desk>'], 'unchanged')
+
+  await browser.submit(`/agents/${front._id}`, `/agents/${front._id}/knowledge`, {})
+  t.match((await browser.get(`/knowledge-bases/${id}`)).body, '<p>No agent uses it yet.</p>', 'unticked: listed no more')
 })
 
 t.test('a workspace: only its knowledge bases; an admin creates in it; a member reads and searches, changes nothing', async (t) => {
@@ -302,15 +302,13 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   const shared = await createThroughForm(t, admin, { ...FORM, name: 'Shared handbook' })
   t.equal((await ctx.db.selectFrom('knowledge_bases').select(['user_id', 'workspace_id']).where('id', '=', shared).executeTakeFirstOrThrow()).workspace_id, workspaceId)
   t.equal((await ctx.db.selectFrom('knowledge_bases').select('user_id').where('id', '=', shared).executeTakeFirstOrThrow()).user_id, owner.user.id, 'the owner\'s')
+  t.equal((await admin.submit(`/agents/${agentInside._id}`, `/agents/${agentInside._id}/knowledge`, { [`kb_${shared}`]: 'on' })).statusCode, 303)
+  // The owner assigns the outside agent through the API: counted on the workspace's page, not named.
+  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${shared}/agents`, headers: owner.account.headers, payload: { agent_ids: [agentInside._id, agentOutside._id] } })
   const adminPage = await admin.get(`/knowledge-bases/${shared}`)
-  t.match(adminPage.body, 'Inside</label>')
-  t.notMatch(adminPage.body, 'Outside', 'agents outside the workspace are not offered')
-  // The owner assigns the outside agent through the API; the admin's form keeps it.
-  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${shared}/agents`, headers: owner.account.headers, payload: { agent_ids: [agentOutside._id] } })
-  await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentInside._id}`]: 'on' })
-  const assigned = await ctx.db.selectFrom('knowledge_base_agents').select('agent_id').where('knowledge_base_id', '=', shared).execute()
-  t.same(assigned.map((a) => a.agent_id).sort(), [agentInside._id, agentOutside._id].sort())
-  t.equal((await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentOutside._id}`]: 'on' })).statusCode, 404, 'an agent outside the workspace: 404')
+  t.match(adminPage.body, `<li><a href="/agents/${agentInside._id}#knowledge">Inside</a></li>`)
+  t.notMatch(adminPage.body, 'Outside', 'agents outside the workspace are not named')
+  t.match(adminPage.body, '1 more agent not listed here uses it.')
   await whenRead(admin, shared)
 
   const member = await joined('member')
@@ -324,7 +322,7 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   t.match(page.body, /<mark>Parking<\/mark>/, 'a member searches')
   t.match(page.body, /you can see and search this knowledge base, not change it/)
   t.notMatch(page.body, /method="post" action="\/knowledge-bases/, 'no change forms')
-  t.match(page.body, /<li>Inside<\/li>/)
+  t.match(page.body, `<li><a href="/agents/${agentInside._id}#knowledge">Inside</a></li>`, 'a member sees who uses it')
   t.equal((await member.get('/knowledge-bases/new')).statusCode, 403)
 
   const token = csrfOf(page.body)
@@ -332,7 +330,7 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   t.equal((await send(member, '/knowledge-bases', FORM, [TEXT], token)).statusCode, 403)
   t.equal((await send(member, `/knowledge-bases/${shared}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 403)
   const fileId = (await ctx.db.selectFrom('knowledge_base_files').select('id').where('knowledge_base_id', '=', shared).executeTakeFirstOrThrow()).id
-  for (const action of [`/knowledge-bases/${shared}/delete`, `/knowledge-bases/${shared}/agents`, `/knowledge-bases/${shared}/files/${fileId}/delete`]) {
+  for (const action of [`/knowledge-bases/${shared}/delete`, `/knowledge-bases/${shared}/files/${fileId}/delete`]) {
     t.equal((await member.post(action, { csrf_token: token })).statusCode, 403, action)
   }
   t.same(await stored(ctx), before, 'the member changed nothing')

@@ -46,7 +46,6 @@ const WITHOUT_SCHEMA = new Set<string>([
   'GET /knowledge-bases/:id/files.json',
   'POST /knowledge-bases/:id/files',
   'POST /knowledge-bases/:id/files/:fileId/delete',
-  'POST /knowledge-bases/:id/agents',
   'POST /knowledge-bases/:id/delete',
   'GET /agents/:id/actions/new',
   'POST /agents/:id/actions',

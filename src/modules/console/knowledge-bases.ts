@@ -9,7 +9,7 @@ import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { listAgents } from '../agents/queries.ts'
 import {
-  countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, listKnowledgeBaseRows, lockKnowledgeBase, replaceAgents,
+  countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, listKnowledgeBaseRows, lockKnowledgeBase,
   touchKnowledgeBase, viewKnowledgeBase, viewKnowledgeBases, type FileRow, type KnowledgeBaseRow, type SearchHit
 } from '../knowledge-bases/queries.ts'
 import { search, searchConfigFor } from '../knowledge-bases/search.ts'
@@ -24,11 +24,12 @@ import { CONNECTING_PAGE_CSP, sameToken } from './security.ts'
 import { HIDDEN, ID, sendPage } from './reply.ts'
 
 // The console's knowledge bases (docs/console.md, "Knowledge bases"): list, create with a first file, a knowledge
-// base's page (files and their reading state, add and remove files, agents, search, delete). Uploads go through the
-// knowledge-bases module's upload.ts, so the console has the API's limits, types and messages.
+// base's page (files and their reading state, add and remove files, the agents using it, search, delete). Uploads
+// go through the knowledge-bases module's upload.ts, so the console has the API's limits, types and messages. An
+// agent is given a knowledge base in its own Knowledge section (agent-knowledge.ts), the one place that does.
 const LIST_LIMIT = 200
-/** The agents a knowledge base's form offers (the first by creation); an assigned agent past them stays assigned. */
-const AGENT_OPTIONS = 200
+/** The agents of the scope a knowledge base's page names among those using it (the first by creation). */
+const AGENTS_LISTED = 200
 const SEARCH_LIMIT = 10
 const MAX_QUERY = 1000
 /** Polls the files' states while any is being read (static/knowledge-bases.js). */
@@ -42,8 +43,6 @@ const UPLOAD_ROUTE = {
   config: { multipartForm: true as const },
   onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
 }
-// One checkbox per agent: 200 × `agent_<id>=on` is about 7 KB; the default 16 KB would do, this leaves room.
-const AGENTS_ROUTE = { ...HIDDEN, bodyLimit: 64 * 1024 }
 const ACCEPT = '.pdf,.docx,.txt,.text,.md,.markdown,.csv,.html,.htm,.xhtml'
 
 const FIELDS = ['name', 'description', 'folder', 'language'] as const
@@ -59,11 +58,10 @@ const reading = (files: FileRow[]) => files.some((file) => file.status === 'pend
 
 // What a form did, said in the section the person sent it from (its redirect lands on that section's heading):
 // `top` under the title.
-const DONE: Record<string, { text: string, section: 'top' | 'files' | 'agents' }> = {
+const DONE: Record<string, { text: string, section: 'top' | 'files' }> = {
   created: { text: 'Created. Its file is read in the background: its state changes to Ready when it can be searched.', section: 'top' },
   added: { text: 'Added. The files are read in the background.', section: 'files' },
-  removed: { text: 'The file is removed; its passages are no longer searched.', section: 'files' },
-  agents: { text: 'The agents are saved.', section: 'agents' }
+  removed: { text: 'The file is removed; its passages are no longer searched.', section: 'files' }
 }
 
 interface Uploader { session: ConsoleSession, scope: Scope }
@@ -194,16 +192,15 @@ ${Object.keys(problems).length > 0 && notice('error', 'Some fields need another 
     const scope = scopeOf(session)
     const viewer = viewerOf(session)
     const { row: kb, files, agents: assigned } = await viewKnowledgeBase(db, scope.ownerId, id)
-    const agents = await listAgents(db, scope.ownerId, { limit: AGENT_OPTIONS, workspace_id: scope.workspaceId })
-    const assignedIds = new Set(assigned.map((agent) => agent.id))
-    // Agents the form does not offer (outside the workspace, past the first AGENT_OPTIONS) stay assigned, unnamed.
+    const agents = await listAgents(db, scope.ownerId, { limit: AGENTS_LISTED, workspace_id: scope.workspaceId })
+    // Agents outside the page's scope (another workspace's, past the first AGENTS_LISTED) are counted, not named.
     const shown = assigned.filter((agent) => agents.some((a) => a.id === agent.id))
     const hidden = assigned.length - shown.length
     const q = options.q ?? ''
     const search = describe('q', undefined, options.searchError)
     const upload = describe('files', fileHint, options.uploadError)
     const done = options.done === undefined ? undefined : DONE[options.done]
-    const doneIn = (section: 'top' | 'files' | 'agents') => done?.section === section && notice('success', done.text)
+    const doneIn = (section: 'top' | 'files') => done?.section === section && notice('success', done.text)
     return layout({
       title: kb.name,
       viewer,
@@ -258,20 +255,11 @@ ${options.uploadError !== undefined && notice('error', options.uploadError)}
 </form>`}
 
 <h2 id="agents-title">Agents</h2>
-${doneIn('agents')}
-${scope.canChange
-  ? agents.length === 0
-    ? html`<p>No agents to choose from yet.</p>`
-    : html`<form method="post" action="/knowledge-bases/${kb.id}/agents" class="stack wide">
-  ${csrfField(viewer.csrfToken)}
-  <fieldset class="plain checks">
-    <legend>The agents that search this knowledge base during calls</legend>
-    ${agents.map((agent) => html`<div><input type="checkbox" id="agent_${agent.id}" name="agent_${agent.id}"${assignedIds.has(agent.id) && html` checked`}><label for="agent_${agent.id}">${agent.agent_name}</label></div>`)}
-  </fieldset>
-  ${hidden > 0 && html`<p class="hint">${hidden} more agent${hidden === 1 ? '' : 's'} not listed here use${hidden === 1 ? 's' : ''} it and keep${hidden === 1 ? 's' : ''} it.</p>`}
-  <button type="submit">Save agents</button>
-</form>`
-  : shown.length === 0 ? html`<p>No agent uses it.</p>` : html`<ul>${shown.map((agent) => html`<li>${agent.agent_name}</li>`)}</ul>`}
+<p>An agent is given knowledge in its own Knowledge section: open it from <a href="/agents">Agents</a>, tick this knowledge base there and save.</p>
+${shown.length === 0
+  ? html`<p>No agent uses it yet.</p>`
+  : html`<ul aria-labelledby="agents-title">${shown.map((agent) => html`<li><a href="/agents/${agent.id}#knowledge">${agent.agent_name}</a></li>`)}</ul>`}
+${hidden > 0 && html`<p class="hint">${hidden} more agent${hidden === 1 ? '' : 's'} not listed here use${hidden === 1 ? 's' : ''} it.</p>`}
 ${scope.canChange && html`<h2>Delete</h2>
 <p>Deletes its files and their passages; the agents that use it no longer do.</p>
 <form method="post" action="/knowledge-bases/${kb.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this knowledge base</button></form>`}
@@ -424,24 +412,6 @@ ${kbs.length === 0
       await touchKnowledgeBase(trx, kb.id)
     })
     return reply.redirect(`/knowledge-bases/${kb.id}?done=removed#files-title`, 303)
-  })
-
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/agents', AGENTS_ROUTE, async (request, reply) => {
-    const scope = changeScope(request)
-    const kb = await inScopeKb(scope, request.params.id)
-    const chosen = Object.keys(request.body as Record<string, string>).flatMap((name) => /^agent_([0-9a-f]{24})$/i.exec(name)?.[1].toLowerCase() ?? [])
-    // The agents the form offered: only they can be chosen, and only their assignments change.
-    const allowed = new Set((await listAgents(db, scope.ownerId, { limit: AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => agent.id))
-    if (chosen.some((id) => !allowed.has(id))) throw new HttpError(404, 'not_found', 'You have no agent with that id.')
-    await db.transaction().execute(async (trx) => {
-      await lockKnowledgeBase(trx, scope.ownerId, kb.id)
-      // Agents the form did not show (another workspace's, say) keep it.
-      const { agents } = await viewKnowledgeBase(trx, scope.ownerId, kb.id)
-      const kept = agents.map((agent) => agent.id).filter((id) => !allowed.has(id))
-      await replaceAgents(trx, scope.ownerId, kb.id, [...chosen, ...kept])
-      await touchKnowledgeBase(trx, kb.id)
-    })
-    return reply.redirect(`/knowledge-bases/${kb.id}?done=agents#agents-title`, 303)
   })
 
   app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', HIDDEN, async (request, reply) => {
