@@ -244,6 +244,18 @@ t.test('another account\'s knowledge base is 404 on every page and form', async 
   for (const url of [`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files.json`, `/knowledge-bases/${id}?q=parking`, '/knowledge-bases/not-an-id', `/knowledge-bases/${newId()}`]) {
     t.equal((await browser.get(url)).statusCode, 404, url)
   }
+  for (const url of ['/knowledge-bases/not-an-id', '/knowledge-bases/not-an-id/files.json']) {
+    const res = await browser.get(url)
+    t.equal(res.statusCode, 404, url)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, '<h1>Page not found</h1>', 'a malformed id: the console\'s 404 page')
+  }
+  const malformed = await send(browser, '/knowledge-bases/not-an-id/files', {}, [{ ...TEXT, field: 'files' }])
+  t.equal(malformed.statusCode, 404, 'an upload to a malformed id')
+  t.equal(malformed.headers.connection, 'close', 'its body unread')
+  const twice = await browser.get('/knowledge-bases?deleted=1&deleted=2')
+  t.equal(twice.statusCode, 400)
+  t.match(twice.body, 'The notice of the deletion was given more than once. Check the address')
   const token = csrfOf((await browser.get('/knowledge-bases')).body)
   for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
     t.equal((await browser.post(action, { csrf_token: token })).statusCode, 404, action)
@@ -274,6 +286,17 @@ t.test('agents: listed read-only, each a link to its Knowledge section, where al
 
   const gone = await browser.post(`/knowledge-bases/${id}/agents`, { csrf_token: csrfOf(page), [`agent_${night._id}`]: 'on' })
   t.equal(gone.statusCode, 404, 'the knowledge base\'s agents form is no more')
+  t.same((await api()).agent_names, ['Front <desk>'], 'unchanged')
+
+  const token = csrfOf(page)
+  const noAgent = await browser.post('/agents/not-an-id/knowledge', { csrf_token: token, [`kb_${id}`]: 'on' })
+  t.equal(noAgent.statusCode, 404, 'a malformed agent id')
+  t.match(noAgent.body, '<h1>Page not found</h1>')
+  const badBox = await browser.post(`/agents/${night._id}/knowledge`, { csrf_token: token, [`kb_${id}`]: 'yes' })
+  t.equal(badBox.statusCode, 400, 'a checkbox\'s value that no checkbox sends')
+  t.match(badBox.body, 'is not one of the choices offered. Go back to the form, correct it and send it again.')
+  const unknown = await browser.post(`/agents/${night._id}/knowledge`, { csrf_token: token, [`kb_${newId()}`]: 'on' })
+  t.equal(unknown.statusCode, 404, 'a knowledge base that is not the account\'s')
   t.same((await api()).agent_names, ['Front <desk>'], 'unchanged')
 
   await browser.submit(`/agents/${front._id}`, `/agents/${front._id}/knowledge`, {})

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type, type TObject } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import { sharedSlots } from '../../http/concurrency.ts'
@@ -21,7 +22,7 @@ import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 import { CONNECTING_PAGE_CSP, sameToken } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { formBody, idParams, listFilter, openFormBody, page, sendPage, text, type PageInput } from './reply.ts'
 
 // The console's knowledge bases (docs/console.md, "Knowledge bases"): list, create with a first file, a knowledge
 // base's page (files and their reading state, add and remove files, the agents using it, search, delete). Uploads
@@ -38,11 +39,26 @@ const SCRIPT = readFileSync(new URL('./static/knowledge-bases.js', import.meta.u
  * Uploads are multipart and check their CSRF token themselves (routes.ts's `multipartForm`). One refused before its
  * body is read (signed out, a member, an unknown knowledge base) leaves it unread: the connection cannot carry another request.
  */
-const UPLOAD_ROUTE = {
-  ...HIDDEN,
-  config: { multipartForm: true as const },
-  onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
+function uploadRoute (input: Omit<PageInput, 'body'>) {
+  const route = page(input, { config: { multipartForm: true as const } })
+  return {
+    ...route,
+    // Its parts are read and checked one by one as they stream in (upload.ts): the schema only names the type.
+    schema: { ...route.schema, body: { content: { 'multipart/form-data': { schema: openFormBody() } } } },
+    onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
+  }
 }
+const KNOWLEDGE_BASE = idParams('id')
+/**
+ * A button's form (urlencoded) of this plugin, which parses multipart too: its schema names the urlencoded type, so
+ * that a multipart body, unread and without the token the pages' hook reads, is that hook's 403 in words.
+ */
+function buttonForm (params: TObject) {
+  const route = page({ params, body: formBody({}) })
+  return { ...route, schema: { ...route.schema, body: { content: { 'application/x-www-form-urlencoded': { schema: route.schema.body } } } } }
+}
+// The search is the page's own to refuse (repeated, too long), under its box.
+const KNOWLEDGE_BASE_QUERY = Type.Object({ done: text('The notice of what was done'), q: listFilter('The search') })
 const ACCEPT = '.pdf,.docx,.txt,.text,.md,.markdown,.csv,.html,.htm,.xhtml'
 
 const FIELDS = ['name', 'description', 'folder', 'language'] as const
@@ -99,7 +115,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
   const validators = new Map(FIELDS.map((field) => [field, compileBodySchema(FormFields.properties[field])]))
 
   async function inScopeKb (scope: Scope, id: string): Promise<KnowledgeBaseRow> {
-    const row = ID.test(id) ? await findKnowledgeBase(db, scope.ownerId, id) : undefined
+    const row = await findKnowledgeBase(db, scope.ownerId, id)
     if (row === undefined || !inScope(scope, row)) throw noSuchKnowledgeBase()
     return row
   }
@@ -267,11 +283,11 @@ ${reading(files) && html`<script src="/console/knowledge-bases.js" defer></scrip
     })
   }
 
-  app.get('/console/knowledge-bases.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/knowledge-bases.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(SCRIPT)
   })
 
-  app.get<{ Querystring: { deleted?: string } }>('/knowledge-bases', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/knowledge-bases', page({ querystring: Type.Object({ deleted: text('The notice of the deletion') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -297,14 +313,14 @@ ${kbs.length === 0
     }))
   })
 
-  app.get('/knowledge-bases/new', HIDDEN, async (request, reply) => {
+  app.get('/knowledge-bases/new', page(), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     changeScope(request)
     return sendPage(reply, 200, createPage(page.session, EMPTY_FORM, {}))
   })
 
-  app.post('/knowledge-bases', UPLOAD_ROUTE, async (request, reply) => {
+  app.post('/knowledge-bases', uploadRoute({}), async (request, reply) => {
     const { session, scope } = uploader(request)
     let form = EMPTY_FORM
     const options = {
@@ -340,15 +356,14 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${outcome}?done=created`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { q?: unknown, done?: unknown } }>('/knowledge-bases/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { q?: string | string[], done?: string } }>('/knowledge-bases/:id', page({ params: KNOWLEDGE_BASE, querystring: KNOWLEDGE_BASE_QUERY }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
     const kb = await inScopeKb(scope, request.params.id)
     // The page's script asks this server for its files' states.
     reply.header('content-security-policy', CONNECTING_PAGE_CSP)
-    const done = typeof request.query.done === 'string' ? request.query.done : undefined
-    const { q } = request.query
+    const { q, done } = request.query
     if (q === undefined) return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { done }))
     if (typeof q !== 'string') return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { searchError: 'Search for one text at a time.' }))
     if (q.length > MAX_QUERY) return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { q, searchError: `Search for at most ${MAX_QUERY} characters.` }))
@@ -358,7 +373,7 @@ ${kbs.length === 0
   })
 
   // What the page's script polls while files are read: each file's state as the page shows it.
-  app.get<{ Params: { id: string } }>('/knowledge-bases/:id/files.json', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/knowledge-bases/:id/files.json', page({ params: KNOWLEDGE_BASE }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const kb = await inScopeKb(page.scope, request.params.id)
@@ -369,7 +384,7 @@ ${kbs.length === 0
     })
   })
 
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/files', UPLOAD_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/files', uploadRoute({ params: KNOWLEDGE_BASE }), async (request, reply) => {
     const { session, scope } = uploader(request)
     // Before the body is read: an unknown knowledge base need not wait for its files.
     const kb = await inScopeKb(scope, request.params.id)
@@ -396,11 +411,10 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${kb.id}?done=added#files-title`, 303)
   })
 
-  app.post<{ Params: { id: string, fileId: string } }>('/knowledge-bases/:id/files/:fileId/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string, fileId: string } }>('/knowledge-bases/:id/files/:fileId/delete', buttonForm(idParams('id', 'fileId')), async (request, reply) => {
     const scope = changeScope(request)
     const kb = await inScopeKb(scope, request.params.id)
     const { fileId } = request.params
-    if (!ID.test(fileId)) throw new HttpError(404, 'not_found', 'This knowledge base has no file with that id.')
     await db.transaction().execute(async (trx) => {
       await lockKnowledgeBase(trx, scope.ownerId, kb.id)
       try {
@@ -414,7 +428,7 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${kb.id}?done=removed#files-title`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', buttonForm(KNOWLEDGE_BASE), async (request, reply) => {
     const scope = changeScope(request)
     const kb = await inScopeKb(scope, request.params.id)
     await deleteKnowledgeBase(db, scope.ownerId, kb.id)
