@@ -34,6 +34,18 @@ async function createThroughForm (t: Test, browser: ConsoleClient, fields: Recor
   return id
 }
 
+/** A refused create (Post/Redirect/Get): a 303 to the form's page with the draft, and that page. */
+async function refusedCreate (t: Test, browser: ConsoleClient, fields: Record<string, string>, files: FormFile[]) {
+  const res = await send(browser, '/knowledge-bases', fields, files)
+  t.equal(res.statusCode, 303, 'refused: back to the form')
+  const location = String(res.headers.location)
+  t.match(location, /^\/knowledge-bases\/new\?draft=[0-9a-f]{24}#form-problems$/)
+  const url = location.replace(/#.*/, '')
+  const page = await browser.get(url)
+  t.equal(page.statusCode, 200)
+  return { res, url, body: page.body }
+}
+
 /** Polls the page's JSON until no file is being read. */
 async function whenRead (browser: ConsoleClient, id: string) {
   const state = await poll(async () => (await browser.get(`/knowledge-bases/${id}/files.json`)).json(), (s) => s.reading === false, { intervalMs: 50, message: (s) => `still reading: ${JSON.stringify(s)}` })
@@ -181,43 +193,32 @@ t.test('uploads without the CSRF token as their first field are refused before a
   t.equal((await stored(ctx)).knowledge_bases, 1)
 })
 
-t.test('bad uploads answer 4xx pages with the reason; nothing is stored', async (t) => {
+t.test('bad uploads: the reason shown (a create on its draft, an addition on a 4xx page); nothing is stored', async (t) => {
   const ctx = await setup(t, { KB_MAX_FILE_MB: '1', KB_MAX_FILES_PER_UPLOAD: '2' })
   const { browser } = await signedIn(ctx)
 
-  const large = await send(browser, '/knowledge-bases', FORM, [{ name: 'big.txt', content: 'a'.repeat(1024 * 1024 + 1) }])
-  t.equal(large.statusCode, 413)
+  const large = await refusedCreate(t, browser, FORM, [{ name: 'big.txt', content: 'a'.repeat(1024 * 1024 + 1) }])
   t.match(large.body, /<p id="file-error" class="field-error">big\.txt is larger than 1 MB, the most a file may have<\/p>/)
   t.match(large.body, 'aria-describedby="file-hint file-error" aria-invalid="true"')
-  t.equal(large.headers.connection, 'close')
+  t.match(large.body, '<li><a href="#file">big.txt is larger than 1 MB, the most a file may have</a></li>', 'listed at the top, a link to its field')
+  t.equal(large.res.headers.connection, 'close')
 
   const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4e00000000049454e44ae426082', 'hex')
-  const image = await send(browser, '/knowledge-bases', FORM, [{ name: 'photo.txt', content: png }])
-  t.equal(image.statusCode, 415)
-  t.match(image.body, /photo\.txt is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files/)
-  const exe = await send(browser, '/knowledge-bases', FORM, [{ name: 'tool.exe', content: 'plain words' }])
-  t.equal(exe.statusCode, 415)
-  t.match(exe.body, /\.exe files are not supported/)
-  const empty = await send(browser, '/knowledge-bases', FORM, [{ name: 'empty.txt', content: '' }])
-  t.equal(empty.statusCode, 400)
-  t.match(empty.body, /empty\.txt is empty/)
-  const two = await send(browser, '/knowledge-bases', FORM, [TEXT, TEXT])
-  t.equal(two.statusCode, 413)
-  t.match(two.body, /A knowledge base is created with one file; add more on its page\./)
-  const noFile = await send(browser, '/knowledge-bases', FORM, [])
-  t.equal(noFile.statusCode, 400)
-  t.match(noFile.body, /<p id="file-error" class="field-error">Choose a file\.<\/p>/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'photo.txt', content: png }])).body, /photo\.txt is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'tool.exe', content: 'plain words' }])).body, /\.exe files are not supported/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'empty.txt', content: '' }])).body, /empty\.txt is empty/)
+  t.match((await refusedCreate(t, browser, FORM, [TEXT, TEXT])).body, /A knowledge base is created with one file; add more on its page\./)
+  t.match((await refusedCreate(t, browser, FORM, [])).body, /<p id="file-error" class="field-error">Choose a file\.<\/p>/)
 
-  const fields = await send(browser, '/knowledge-bases', { name: '', description: 'd'.repeat(301), folder: 'f'.repeat(51), language: 'not a language!' }, [TEXT])
-  t.equal(fields.statusCode, 400)
-  t.match(fields.body, /Some fields need another look/)
+  const fields = await refusedCreate(t, browser, { name: '', description: 'd'.repeat(301), folder: 'f'.repeat(51), language: 'not a language!' }, [TEXT])
+  t.match(fields.body, /<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<h2>4 fields need another look<\/h2>/)
   t.match(fields.body, /<p id="name-error" class="field-error">The name is required\.<\/p>/)
   t.match(fields.body, /<p id="description-error" class="field-error">The description must NOT have more than 300 characters\.<\/p>/)
   t.match(fields.body, /<p id="folder-error" class="field-error">The folder must NOT have more than 50 characters\.<\/p>/)
   t.match(fields.body, /<p id="language-error" class="field-error">The language must be a BCP-47 language tag/)
   t.match(fields.body, 'value="not a language!"', 'values kept')
-  const nul = await send(browser, '/knowledge-bases', { ...FORM, name: 'a\u0000b' }, [TEXT])
-  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: 400, not 500')
+  const nul = await refusedCreate(t, browser, { ...FORM, name: 'a\u0000b' }, [TEXT])
+  t.match(nul.body, 'must not contain NUL characters', 'text PostgreSQL cannot store: refused, not a 500')
   t.same(await stored(ctx), NOTHING)
 
   const id = await createThroughForm(t, browser)
@@ -232,6 +233,29 @@ t.test('bad uploads answer 4xx pages with the reason; nothing is stored', async 
   const wrongField = await send(browser, `/knowledge-bases/${id}/files`, {}, [{ name: 'x.txt', content: 'words' }])
   t.equal(wrongField.statusCode, 400)
   t.same(await stored(ctx), before)
+})
+
+t.test('Post/Redirect/Get: a refused create shows its draft; a reload creates nothing; no other session reads it; a create clears it', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const refused = await refusedCreate(t, browser, { ...FORM, name: '', folder: 'f'.repeat(51) }, [TEXT])
+  t.match(refused.body, '<h2>2 fields need another look</h2>')
+  t.match(refused.body, '<li><a href="#name">The name is required.</a></li>')
+  t.match(refused.body, `value="${FORM.description}"`, 'the values sent')
+  t.match(refused.body, /<input id="file" name="file" type="file"[^>]* required/, 'the file is chosen again')
+  const reload = await browser.get(refused.url)
+  t.equal(reload.statusCode, 200)
+  t.match(reload.body, '<li><a href="#name">The name is required.</a></li>', 'a reload shows it again')
+  t.same(await stored(ctx), NOTHING, 'and creates nothing')
+
+  const other = await signedIn(ctx)
+  const theirs = await other.browser.get(refused.url)
+  t.equal(theirs.statusCode, 200)
+  t.notMatch(theirs.body, /need another look|What callers ask/, 'another session sees the empty form')
+  t.equal((await browser.get('/knowledge-bases/new?draft=nope')).statusCode, 400, 'a malformed draft id: a page in words')
+
+  await createThroughForm(t, browser)
+  t.notMatch((await browser.get(refused.url)).body, /need another look/, 'created: the draft is gone')
 })
 
 t.test('another account\'s knowledge base is 404 on every page and form', async (t) => {

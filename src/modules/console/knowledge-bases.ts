@@ -16,7 +16,10 @@ import {
 import { search, searchConfigFor } from '../knowledge-bases/search.ts'
 import { ACCEPTED_TYPES, FormFields, storeFiles, withUpload, type Upload, type UploadOptions } from '../knowledge-bases/upload.ts'
 import { findUser } from '../users/queries.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe } from './fields.ts'
+import type { FormValues } from './forms.ts'
 import { escapeHtml, html, raw, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -67,6 +70,10 @@ type CreateForm = Record<Field, string>
 type Problems = Partial<Record<Field | 'file', string>>
 const LABELS: Record<Field, string> = { name: 'The name', description: 'The description', folder: 'The folder', language: 'The language' }
 const EMPTY_FORM: CreateForm = { name: '', description: '', folder: '', language: '' }
+/** The create form's page, which shows a refused form's draft (drafts.ts); a file cannot be kept, it is chosen again. */
+const NEW_PATH = '/knowledge-bases/new'
+const NEW_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
+const createFormOf = (values: FormValues): CreateForm => Object.fromEntries(FIELDS.map((field) => [field, values[field] ?? ''])) as CreateForm
 
 const STATES: Record<FileRow['status'], string> = { pending: 'Queued', processing: 'Processing', ready: 'Ready', failed: 'Failed' }
 const stateOf = (file: FileRow) => file.status === 'failed' && file.error !== null ? `Failed: ${file.error}` : STATES[file.status]
@@ -130,7 +137,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
   /**
    * Reads an upload whose first field must be the session's CSRF token: checked before any file byte is read, so a
    * forged upload writes nothing, not even a temporary file. A refusal of the upload itself (too large, wrong type,
-   * empty, too many) is answered as the HttpError for the page to show; other errors are thrown.
+   * empty, too many) is answered as the HttpError for the form to show; other errors are thrown.
    */
   async function receive<T> (request: FastifyRequest, reply: FastifyReply, { session, scope }: Uploader, options: Omit<UploadOptions, 'firstPart' | 'maxFileBytes'>,
     use: (upload: Upload) => Promise<T>): Promise<T | HttpError> {
@@ -145,7 +152,8 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
     } catch (err) {
       // Refused part-way, the rest of the body is unread: the connection cannot carry another request.
       reply.header('connection', 'close')
-      if (err instanceof HttpError && [400, 413, 415].includes(err.statusCode)) return err
+      // A body that is not multipart (no form of the page sends one) had no token checked: refused as it is.
+      if (err instanceof HttpError && err.code !== 'multipart_required' && [400, 413, 415].includes(err.statusCode)) return err
       throw err
     } finally {
       release()
@@ -179,7 +187,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
       viewer,
       current: '/knowledge-bases',
       body: html`<p><a href="/knowledge-bases">All knowledge bases</a></p>
-${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
+${errorSummary(problems)}
 <form method="post" action="/knowledge-bases" enctype="multipart/form-data" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <label for="name">Name</label>
@@ -313,11 +321,12 @@ ${kbs.length === 0
     }))
   })
 
-  app.get('/knowledge-bases/new', page(), async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>(NEW_PATH, page({ querystring: NEW_QUERY }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     changeScope(request)
-    return sendPage(reply, 200, createPage(page.session, EMPTY_FORM, {}))
+    const draft = await draftOf(db, page.session, NEW_PATH, request.query.draft)
+    return sendPage(reply, 200, createPage(page.session, draft === undefined ? EMPTY_FORM : createFormOf(draft.values), draft?.problems ?? {}))
   })
 
   app.post('/knowledge-bases', uploadRoute({}), async (request, reply) => {
@@ -351,8 +360,10 @@ ${kbs.length === 0
       })
       return id
     })
-    if (outcome instanceof HttpError) return sendPage(reply, outcome.statusCode, createPage(session, form, { file: outcome.message }))
-    if (typeof outcome !== 'string') return sendPage(reply, 400, createPage(session, form, outcome))
+    // Refused, the form's page shows what was sent and why (Post/Redirect/Get): a reload sends nothing again.
+    if (outcome instanceof HttpError) return await refuseForm(db, reply, session, NEW_PATH, form, { file: outcome.message })
+    if (typeof outcome !== 'string') return await refuseForm(db, reply, session, NEW_PATH, form, outcome)
+    await formSaved(db, session, NEW_PATH)
     return reply.redirect(`/knowledge-bases/${outcome}?done=created`, 303)
   })
 
