@@ -290,13 +290,21 @@ t.test('another account\'s call, an unknown id and a malformed one are the conso
   const { browser } = await signedInWithKey(ctx)
   const other = await createAccount(ctx.db)
   const [foreign] = await insertCalls(ctx.db, other.user.id, await createAgent(ctx.app, other), [{ call_summary: 'their secret' }])
-  for (const id of [foreign, newId(), 'not-an-id']) {
+  for (const id of [foreign, newId()]) {
     const res = await browser.get(`/calls/${id}`)
     t.equal(res.statusCode, 404, id)
     t.match(res.headers['content-type'], 'text/html')
     t.match(res.body, /<h1>No such call<\/h1>/)
     t.match(res.body, /Sign out/, 'in the signed-in layout')
     t.notMatch(res.body, 'their secret')
+  }
+  // A malformed id is refused by the route's schema: the console's 404 page.
+  for (const url of ['/calls/not-an-id', '/calls/not-an-id/recording.wav']) {
+    const res = await browser.get(url)
+    t.equal(res.statusCode, 404, url)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, '<h1>Page not found</h1>')
+    t.match(res.body, /Sign out/, 'in the signed-in layout')
   }
 })
 
@@ -332,6 +340,10 @@ t.test('the recording: a player on the call\'s page; the WAV (ranges too) for th
   t.notMatch(refused.body, 'RIFF')
   const noRecording = (await insertCalls(ctx.db, user.id, await createAgent(ctx.app, account), [{}]))[0]
   t.equal((await browser.get(`/calls/${noRecording}/recording.wav`)).statusCode, 404, 'a call without a recording')
+  const twice = await browser.get(`/calls/${id}/recording.wav?channels=2&channels=1`)
+  t.equal(twice.statusCode, 400, 'a repeated choice of tracks: a page in words')
+  t.match(twice.headers['content-type'], 'text/html')
+  t.match(twice.body, 'The choice of tracks was given more than once. Check the address')
   const signedOut = await ctx.app.inject({ method: 'GET', url: `/calls/${id}/recording.wav` })
   t.equal(signedOut.statusCode, 303)
   t.equal(signedOut.headers.location, `/login?next=%2Fcalls%2F${id}%2Frecording.wav`)

@@ -34,6 +34,18 @@ async function createThroughForm (t: Test, browser: ConsoleClient, fields: Recor
   return id
 }
 
+/** A refused create (Post/Redirect/Get): a 303 to the form's page with the draft, and that page. */
+async function refusedCreate (t: Test, browser: ConsoleClient, fields: Record<string, string>, files: FormFile[]) {
+  const res = await send(browser, '/knowledge-bases', fields, files)
+  t.equal(res.statusCode, 303, 'refused: back to the form')
+  const location = String(res.headers.location)
+  t.match(location, /^\/knowledge-bases\/new\?draft=[0-9a-f]{24}#form-problems$/)
+  const url = location.replace(/#.*/, '')
+  const page = await browser.get(url)
+  t.equal(page.statusCode, 200)
+  return { res, url, body: page.body }
+}
+
 /** Polls the page's JSON until no file is being read. */
 async function whenRead (browser: ConsoleClient, id: string) {
   const state = await poll(async () => (await browser.get(`/knowledge-bases/${id}/files.json`)).json(), (s) => s.reading === false, { intervalMs: 50, message: (s) => `still reading: ${JSON.stringify(s)}` })
@@ -166,7 +178,7 @@ t.test('uploads without the CSRF token as their first field are refused before a
   t.same(await stored(ctx), before, 'no file added')
 
   // The urlencoded forms: the pages' own check.
-  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`]) {
+  for (const action of [`/knowledge-bases/${id}/delete`]) {
     t.equal((await browser.post(action, {})).statusCode, 403, `${action} without a token`)
     t.equal((await browser.post(action, { csrf_token: 'wrong' })).statusCode, 403, `${action} with a wrong token`)
   }
@@ -181,43 +193,32 @@ t.test('uploads without the CSRF token as their first field are refused before a
   t.equal((await stored(ctx)).knowledge_bases, 1)
 })
 
-t.test('bad uploads answer 4xx pages with the reason; nothing is stored', async (t) => {
+t.test('bad uploads: the reason shown (a create on its draft, an addition on a 4xx page); nothing is stored', async (t) => {
   const ctx = await setup(t, { KB_MAX_FILE_MB: '1', KB_MAX_FILES_PER_UPLOAD: '2' })
   const { browser } = await signedIn(ctx)
 
-  const large = await send(browser, '/knowledge-bases', FORM, [{ name: 'big.txt', content: 'a'.repeat(1024 * 1024 + 1) }])
-  t.equal(large.statusCode, 413)
+  const large = await refusedCreate(t, browser, FORM, [{ name: 'big.txt', content: 'a'.repeat(1024 * 1024 + 1) }])
   t.match(large.body, /<p id="file-error" class="field-error">big\.txt is larger than 1 MB, the most a file may have<\/p>/)
   t.match(large.body, 'aria-describedby="file-hint file-error" aria-invalid="true"')
-  t.equal(large.headers.connection, 'close')
+  t.match(large.body, '<li><a href="#file">big.txt is larger than 1 MB, the most a file may have</a></li>', 'listed at the top, a link to its field')
+  t.equal(large.res.headers.connection, 'close')
 
   const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4e00000000049454e44ae426082', 'hex')
-  const image = await send(browser, '/knowledge-bases', FORM, [{ name: 'photo.txt', content: png }])
-  t.equal(image.statusCode, 415)
-  t.match(image.body, /photo\.txt is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files/)
-  const exe = await send(browser, '/knowledge-bases', FORM, [{ name: 'tool.exe', content: 'plain words' }])
-  t.equal(exe.statusCode, 415)
-  t.match(exe.body, /\.exe files are not supported/)
-  const empty = await send(browser, '/knowledge-bases', FORM, [{ name: 'empty.txt', content: '' }])
-  t.equal(empty.statusCode, 400)
-  t.match(empty.body, /empty\.txt is empty/)
-  const two = await send(browser, '/knowledge-bases', FORM, [TEXT, TEXT])
-  t.equal(two.statusCode, 413)
-  t.match(two.body, /A knowledge base is created with one file; add more on its page\./)
-  const noFile = await send(browser, '/knowledge-bases', FORM, [])
-  t.equal(noFile.statusCode, 400)
-  t.match(noFile.body, /<p id="file-error" class="field-error">Choose a file\.<\/p>/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'photo.txt', content: png }])).body, /photo\.txt is image\/png; accepted are PDF, DOCX, TXT, Markdown, CSV or HTML files/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'tool.exe', content: 'plain words' }])).body, /\.exe files are not supported/)
+  t.match((await refusedCreate(t, browser, FORM, [{ name: 'empty.txt', content: '' }])).body, /empty\.txt is empty/)
+  t.match((await refusedCreate(t, browser, FORM, [TEXT, TEXT])).body, /A knowledge base is created with one file; add more on its page\./)
+  t.match((await refusedCreate(t, browser, FORM, [])).body, /<p id="file-error" class="field-error">Choose a file\.<\/p>/)
 
-  const fields = await send(browser, '/knowledge-bases', { name: '', description: 'd'.repeat(301), folder: 'f'.repeat(51), language: 'not a language!' }, [TEXT])
-  t.equal(fields.statusCode, 400)
-  t.match(fields.body, /Some fields need another look/)
+  const fields = await refusedCreate(t, browser, { name: '', description: 'd'.repeat(301), folder: 'f'.repeat(51), language: 'not a language!' }, [TEXT])
+  t.match(fields.body, /<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<h2>4 fields need another look<\/h2>/)
   t.match(fields.body, /<p id="name-error" class="field-error">The name is required\.<\/p>/)
   t.match(fields.body, /<p id="description-error" class="field-error">The description must NOT have more than 300 characters\.<\/p>/)
   t.match(fields.body, /<p id="folder-error" class="field-error">The folder must NOT have more than 50 characters\.<\/p>/)
   t.match(fields.body, /<p id="language-error" class="field-error">The language must be a BCP-47 language tag/)
   t.match(fields.body, 'value="not a language!"', 'values kept')
-  const nul = await send(browser, '/knowledge-bases', { ...FORM, name: 'a\u0000b' }, [TEXT])
-  t.equal(nul.statusCode, 400, 'text PostgreSQL cannot store: 400, not 500')
+  const nul = await refusedCreate(t, browser, { ...FORM, name: 'a\u0000b' }, [TEXT])
+  t.match(nul.body, 'must not contain NUL characters', 'text PostgreSQL cannot store: refused, not a 500')
   t.same(await stored(ctx), NOTHING)
 
   const id = await createThroughForm(t, browser)
@@ -234,6 +235,29 @@ t.test('bad uploads answer 4xx pages with the reason; nothing is stored', async 
   t.same(await stored(ctx), before)
 })
 
+t.test('Post/Redirect/Get: a refused create shows its draft; a reload creates nothing; no other session reads it; a create clears it', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const refused = await refusedCreate(t, browser, { ...FORM, name: '', folder: 'f'.repeat(51) }, [TEXT])
+  t.match(refused.body, '<h2>2 fields need another look</h2>')
+  t.match(refused.body, '<li><a href="#name">The name is required.</a></li>')
+  t.match(refused.body, `value="${FORM.description}"`, 'the values sent')
+  t.match(refused.body, /<input id="file" name="file" type="file"[^>]* required/, 'the file is chosen again')
+  const reload = await browser.get(refused.url)
+  t.equal(reload.statusCode, 200)
+  t.match(reload.body, '<li><a href="#name">The name is required.</a></li>', 'a reload shows it again')
+  t.same(await stored(ctx), NOTHING, 'and creates nothing')
+
+  const other = await signedIn(ctx)
+  const theirs = await other.browser.get(refused.url)
+  t.equal(theirs.statusCode, 200)
+  t.notMatch(theirs.body, /need another look|What callers ask/, 'another session sees the empty form')
+  t.equal((await browser.get('/knowledge-bases/new?draft=nope')).statusCode, 400, 'a malformed draft id: a page in words')
+
+  await createThroughForm(t, browser)
+  t.notMatch((await browser.get(refused.url)).body, /need another look/, 'created: the draft is gone')
+})
+
 t.test('another account\'s knowledge base is 404 on every page and form', async (t) => {
   const ctx = await setup(t)
   const owner = await signedIn(ctx)
@@ -244,8 +268,20 @@ t.test('another account\'s knowledge base is 404 on every page and form', async 
   for (const url of [`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files.json`, `/knowledge-bases/${id}?q=parking`, '/knowledge-bases/not-an-id', `/knowledge-bases/${newId()}`]) {
     t.equal((await browser.get(url)).statusCode, 404, url)
   }
+  for (const url of ['/knowledge-bases/not-an-id', '/knowledge-bases/not-an-id/files.json']) {
+    const res = await browser.get(url)
+    t.equal(res.statusCode, 404, url)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, '<h1>Page not found</h1>', 'a malformed id: the console\'s 404 page')
+  }
+  const malformed = await send(browser, '/knowledge-bases/not-an-id/files', {}, [{ ...TEXT, field: 'files' }])
+  t.equal(malformed.statusCode, 404, 'an upload to a malformed id')
+  t.equal(malformed.headers.connection, 'close', 'its body unread')
+  const twice = await browser.get('/knowledge-bases?deleted=1&deleted=2')
+  t.equal(twice.statusCode, 400)
+  t.match(twice.body, 'The notice of the deletion was given more than once. Check the address')
   const token = csrfOf((await browser.get('/knowledge-bases')).body)
-  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/agents`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
+  for (const action of [`/knowledge-bases/${id}/delete`, `/knowledge-bases/${id}/files/${fileId}/delete`]) {
     t.equal((await browser.post(action, { csrf_token: token })).statusCode, 404, action)
   }
   t.equal((await send(browser, `/knowledge-bases/${id}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 404)
@@ -253,31 +289,42 @@ t.test('another account\'s knowledge base is 404 on every page and form', async 
   t.equal((await owner.browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/files/${newId()}/delete`, {})).statusCode, 404, 'not a file of it')
 })
 
-t.test('agents: choose the agents that use it; another account\'s agent is 404', async (t) => {
+t.test('agents: listed read-only, each a link to its Knowledge section, where alone an agent is given knowledge', async (t) => {
   const ctx = await setup(t)
   const { browser, account } = await signedIn(ctx)
   const front = await createAgent(ctx.app, account, { agent_name: 'Front <desk>' })
   const night = await createAgent(ctx.app, account, { agent_name: 'Night desk' })
   const id = await createThroughForm(t, browser)
-  const page = await browser.get(`/knowledge-bases/${id}`)
-  t.match(page.body, `<input type="checkbox" id="agent_${front._id}" name="agent_${front._id}"><label for="agent_${front._id}">Front &lt;desk&gt;</label>`)
+  const before = await browser.get(`/knowledge-bases/${id}`)
+  t.match(before.body, /<h2 id="agents-title">Agents<\/h2>\n<p>An agent is given knowledge in its own Knowledge section: open it from <a href="\/agents">Agents<\/a>, tick this knowledge base there and save\.<\/p>\n<p>No agent uses it yet\.<\/p>/)
+  t.notMatch(before.body, /type="checkbox"|\/knowledge-bases\/[0-9a-f]{24}\/agents/, 'no form of agents')
 
-  const saved = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${front._id}`]: 'on', [`agent_${night._id}`]: 'on' })
-  t.equal(saved.statusCode, 303)
-  t.equal(saved.headers.location, `/knowledge-bases/${id}?done=agents#agents-title`, 'back to the Agents section')
+  const ticked = await browser.submit(`/agents/${front._id}`, `/agents/${front._id}/knowledge`, { [`kb_${id}`]: 'on' })
+  t.equal(ticked.statusCode, 303, 'ticked in the agent\'s Knowledge section')
+  const page = (await browser.get(`/knowledge-bases/${id}`)).body
+  t.match(page, `<ul aria-labelledby="agents-title"><li><a href="/agents/${front._id}#knowledge">Front &lt;desk&gt;</a></li></ul>`)
+  t.notMatch(page, 'Night desk', 'only the agents that use it')
   const api = async () => (await ctx.app.inject({ method: 'GET', url: `/v1/knowledge-base/${id}`, headers: account.headers })).json()
-  t.same((await api()).agent_names, ['Front <desk>', 'Night desk'])
-  t.match((await browser.get(`/knowledge-bases/${id}?done=agents`)).body, `id="agent_${night._id}" name="agent_${night._id}" checked>`)
-  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${night._id}`]: 'on' })
-  t.same((await api()).agent_names, ['Night desk'])
+  t.same((await api()).agent_names, ['Front <desk>'])
+  t.match((await browser.get(`/agents/${front._id}`)).body, `id="kb_${id}" name="kb_${id}" checked>`, 'the link\'s target shows it ticked')
 
-  const other = await signedIn(ctx)
-  const stranger = await createAgent(ctx.app, other.account)
-  const refused = await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, { [`agent_${stranger._id}`]: 'on' })
-  t.equal(refused.statusCode, 404)
-  t.same((await api()).agent_names, ['Night desk'], 'unchanged')
-  await browser.submit(`/knowledge-bases/${id}`, `/knowledge-bases/${id}/agents`, {})
-  t.same((await api()).agent_names, [], 'none chosen: none')
+  const gone = await browser.post(`/knowledge-bases/${id}/agents`, { csrf_token: csrfOf(page), [`agent_${night._id}`]: 'on' })
+  t.equal(gone.statusCode, 404, 'the knowledge base\'s agents form is no more')
+  t.same((await api()).agent_names, ['Front <desk>'], 'unchanged')
+
+  const token = csrfOf(page)
+  const noAgent = await browser.post('/agents/not-an-id/knowledge', { csrf_token: token, [`kb_${id}`]: 'on' })
+  t.equal(noAgent.statusCode, 404, 'a malformed agent id')
+  t.match(noAgent.body, '<h1>Page not found</h1>')
+  const badBox = await browser.post(`/agents/${night._id}/knowledge`, { csrf_token: token, [`kb_${id}`]: 'yes' })
+  t.equal(badBox.statusCode, 400, 'a checkbox\'s value that no checkbox sends')
+  t.match(badBox.body, 'is not one of the choices offered. Go back to the form, correct it and send it again.')
+  const unknown = await browser.post(`/agents/${night._id}/knowledge`, { csrf_token: token, [`kb_${newId()}`]: 'on' })
+  t.equal(unknown.statusCode, 404, 'a knowledge base that is not the account\'s')
+  t.same((await api()).agent_names, ['Front <desk>'], 'unchanged')
+
+  await browser.submit(`/agents/${front._id}`, `/agents/${front._id}/knowledge`, {})
+  t.match((await browser.get(`/knowledge-bases/${id}`)).body, '<p>No agent uses it yet.</p>', 'unticked: listed no more')
 })
 
 t.test('a workspace: only its knowledge bases; an admin creates in it; a member reads and searches, changes nothing', async (t) => {
@@ -302,15 +349,13 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   const shared = await createThroughForm(t, admin, { ...FORM, name: 'Shared handbook' })
   t.equal((await ctx.db.selectFrom('knowledge_bases').select(['user_id', 'workspace_id']).where('id', '=', shared).executeTakeFirstOrThrow()).workspace_id, workspaceId)
   t.equal((await ctx.db.selectFrom('knowledge_bases').select('user_id').where('id', '=', shared).executeTakeFirstOrThrow()).user_id, owner.user.id, 'the owner\'s')
+  t.equal((await admin.submit(`/agents/${agentInside._id}`, `/agents/${agentInside._id}/knowledge`, { [`kb_${shared}`]: 'on' })).statusCode, 303)
+  // The owner assigns the outside agent through the API: counted on the workspace's page, not named.
+  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${shared}/agents`, headers: owner.account.headers, payload: { agent_ids: [agentInside._id, agentOutside._id] } })
   const adminPage = await admin.get(`/knowledge-bases/${shared}`)
-  t.match(adminPage.body, 'Inside</label>')
-  t.notMatch(adminPage.body, 'Outside', 'agents outside the workspace are not offered')
-  // The owner assigns the outside agent through the API; the admin's form keeps it.
-  await ctx.app.inject({ method: 'PUT', url: `/v1/knowledge-base/${shared}/agents`, headers: owner.account.headers, payload: { agent_ids: [agentOutside._id] } })
-  await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentInside._id}`]: 'on' })
-  const assigned = await ctx.db.selectFrom('knowledge_base_agents').select('agent_id').where('knowledge_base_id', '=', shared).execute()
-  t.same(assigned.map((a) => a.agent_id).sort(), [agentInside._id, agentOutside._id].sort())
-  t.equal((await admin.submit(`/knowledge-bases/${shared}`, `/knowledge-bases/${shared}/agents`, { [`agent_${agentOutside._id}`]: 'on' })).statusCode, 404, 'an agent outside the workspace: 404')
+  t.match(adminPage.body, `<li><a href="/agents/${agentInside._id}#knowledge">Inside</a></li>`)
+  t.notMatch(adminPage.body, 'Outside', 'agents outside the workspace are not named')
+  t.match(adminPage.body, '1 more agent not listed here uses it.')
   await whenRead(admin, shared)
 
   const member = await joined('member')
@@ -324,7 +369,7 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   t.match(page.body, /<mark>Parking<\/mark>/, 'a member searches')
   t.match(page.body, /you can see and search this knowledge base, not change it/)
   t.notMatch(page.body, /method="post" action="\/knowledge-bases/, 'no change forms')
-  t.match(page.body, /<li>Inside<\/li>/)
+  t.match(page.body, `<li><a href="/agents/${agentInside._id}#knowledge">Inside</a></li>`, 'a member sees who uses it')
   t.equal((await member.get('/knowledge-bases/new')).statusCode, 403)
 
   const token = csrfOf(page.body)
@@ -332,7 +377,7 @@ t.test('a workspace: only its knowledge bases; an admin creates in it; a member 
   t.equal((await send(member, '/knowledge-bases', FORM, [TEXT], token)).statusCode, 403)
   t.equal((await send(member, `/knowledge-bases/${shared}/files`, {}, [{ ...TEXT, field: 'files' }], token)).statusCode, 403)
   const fileId = (await ctx.db.selectFrom('knowledge_base_files').select('id').where('knowledge_base_id', '=', shared).executeTakeFirstOrThrow()).id
-  for (const action of [`/knowledge-bases/${shared}/delete`, `/knowledge-bases/${shared}/agents`, `/knowledge-bases/${shared}/files/${fileId}/delete`]) {
+  for (const action of [`/knowledge-bases/${shared}/delete`, `/knowledge-bases/${shared}/files/${fileId}/delete`]) {
     t.equal((await member.post(action, { csrf_token: token })).statusCode, 403, action)
   }
   t.same(await stored(ctx), before, 'the member changed nothing')

@@ -24,7 +24,6 @@ const WITHOUT_SCHEMA = new Set<string>([
   'GET /agents/:id/delete',
   'POST /agents/:id/delete',
   'POST /agents/:id/move',
-  'POST /agents/:id/knowledge',
   'GET /agents',
   'POST /agents',
   'GET /agents/:id',
@@ -32,21 +31,7 @@ const WITHOUT_SCHEMA = new Set<string>([
   'POST /agents/:id/widget-key',
   'POST /agents/:id/widget-key/delete',
   'POST /agents/:id/talk',
-  'GET /console/talk.js',
-  'GET /calls',
-  'GET /calls/export.csv',
-  'GET /calls/:id',
-  'GET /calls/:id/recording.wav',
-  'GET /console/knowledge-bases.js',
-  'GET /knowledge-bases',
-  'GET /knowledge-bases/new',
-  'POST /knowledge-bases',
-  'GET /knowledge-bases/:id',
-  'GET /knowledge-bases/:id/files.json',
-  'POST /knowledge-bases/:id/files',
-  'POST /knowledge-bases/:id/files/:fileId/delete',
-  'POST /knowledge-bases/:id/agents',
-  'POST /knowledge-bases/:id/delete'
+  'GET /console/talk.js'
 ])
 
 /** The console's routes as registered, without building the rest of the app (no database is reached). */

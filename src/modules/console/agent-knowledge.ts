@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { HttpError } from '../../http/errors.ts'
 import { findAgent, listCapabilities, type AgentRow, type CapabilityRow } from '../agents/queries.ts'
 import { TOOLS } from '../capabilities/catalog.ts'
@@ -9,6 +8,7 @@ import { addCapability, changeCapability, removeCapability } from '../capabiliti
 import { knowledgeBasesOfAgents, listKnowledgeBaseRows, replaceAgentKnowledge } from '../knowledge-bases/queries.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, type Viewer } from './pages.ts'
+import { formBody, idParams, page } from './reply.ts'
 import { changeScope, inScope, type Scope } from './scope.ts'
 
 // The one place where an agent gets its knowledge (docs/console.md, "Knowledge"). Two mechanisms exist in the API:
@@ -54,11 +54,11 @@ ${data.offered.length === 0
 </section>`
 }
 
+// One checkbox per offered knowledge base: `kb_<id>=on`.
+const KNOWLEDGE_FORM = Type.Object(formBody({}).properties, { patternProperties: { '^kb_[0-9a-fA-F]{24}$': Type.Literal('on') } })
+
 export async function consoleAgentKnowledgeRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  app.post<{ Params: { id: string }, Body: Record<string, string> }>('/agents/:id/knowledge', {
-    // One checkbox per offered knowledge base: `kb_<id>=on`.
-    schema: { hide: true, params: Type.Object({ id: Type.String({ pattern: ID_PATTERN }) }), body: Type.Object({ csrf_token: Type.String() }, { patternProperties: { '^kb_[0-9a-fA-F]{24}$': Type.Literal('on') } }) }
-  }, async (request, reply) => {
+  app.post<{ Params: { id: string }, Body: Record<string, string> }>('/agents/:id/knowledge', page({ params: idParams('id'), body: KNOWLEDGE_FORM }), async (request, reply) => {
     const scope = changeScope(request)
     const agent = await findAgent(db, scope.ownerId, request.params.id)
     if (agent === undefined || !inScope(scope, agent)) throw new HttpError(404, 'not_found', 'You have no agent with that id.')

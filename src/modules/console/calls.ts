@@ -20,7 +20,7 @@ import { FIELD_NAME, OUTCOME_NAMES, outcomeWords, parseOutcome, type OutcomePara
 import { html, type SafeHtml } from './html.ts'
 import { layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { filterAgents, inScope, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, sendPage, withChosen } from './reply.ts'
+import { ID, idParams, listFilter, page, sendPage, text, withChosen } from './reply.ts'
 
 type ListItem = Static<typeof CallListItem>
 type Detail = Static<typeof CallDetail>
@@ -438,11 +438,10 @@ ${messagesTable(options.messages, 'Messages sent for this call, newest first')}`
   })
 }
 
-// Route schemas of the pages changed for issue 32 (inline until reply.ts's page() is merged, which will also check the
-// id in the address: until then the handler does, so that a malformed id stays the 404 page). A page that reads no
-// query declares none: whatever is sent is dropped.
-const READS_NO_QUERY = { schema: { hide: true, querystring: Type.Object({}) } }
-const RECORDING_QUERY = { schema: { hide: true, querystring: Type.Object({ channels: Type.Optional(Type.String()) }) } }
+// The list's filters are its own to refuse (parseFilters), on the page beside the filter bar that corrects them.
+const LIST_QUERY = Type.Object(Object.fromEntries([...FILTER_NAMES, 'column', 'before', 'after'].map((name) => [name, listFilter(`The filter “${name}”`)])))
+const CALL = idParams('id')
+const RECORDING_QUERY = Type.Object({ channels: text('The choice of tracks') })
 
 // At most this many of a call's deliveries are shown: one per action and webhook, so a few in practice.
 const MAX_DELIVERIES = 100
@@ -458,12 +457,12 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
   const noSuchCall = (request: FastifyRequest, reply: FastifyReply) =>
     sendPage(reply, 404, messagePage('No such call', 'You have no call with that id.', request.consoleSession && viewerOf(request.consoleSession)))
   const callInScope = async (scope: Scope, id: string): Promise<Detail | undefined> => {
-    const json = ID.test(id) ? await findCallJson(db, scope.ownerId, id) : undefined
+    const json = await findCallJson(db, scope.ownerId, id)
     const call = json === undefined ? undefined : JSON.parse(json) as Detail
     return call !== undefined && inScope(scope, call) ? call : undefined
   }
 
-  app.get('/calls', HIDDEN, async (request, reply) => {
+  app.get('/calls', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const { scope } = scoped
@@ -492,16 +491,16 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     return sendPage(reply, 200, callsPage({ viewer, filters, outcome, agents, fields, list }))
   })
 
-  app.get('/console/local-time.js', READS_NO_QUERY, async (_request, reply) => {
+  app.get('/console/local-time.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(LOCAL_TIME)
   })
 
-  app.get('/console/call-page.js', READS_NO_QUERY, async (_request, reply) => {
+  app.get('/console/call-page.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CALL_PAGE)
   })
 
   // The list's export: the API's call-details CSV of the same filters (every page), in the scope.
-  app.get('/calls/export.csv', HIDDEN, async (request, reply) => {
+  app.get('/calls/export.csv', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const { filters, outcome, problem } = parseFilters(request.query as Record<string, unknown>)
@@ -511,11 +510,11 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     return sendCallDetailsCsv(db, request, reply, scoped.scope.ownerId, filter, { ...range, dateFrom: filters.from || 'first', dateTo: filters.to || today }, limits)
   })
 
-  app.get<{ Params: { id: string } }>('/calls/:id', READS_NO_QUERY, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/calls/:id', page({ params: CALL }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
     const { scope } = scoped
-    const id = request.params.id.toLowerCase()
+    const { id } = request.params
     const call = await callInScope(scope, id)
     if (call === undefined) return noSuchCall(request, reply)
     const [recording, deliveries, contact, messages] = await Promise.all([
@@ -527,10 +526,10 @@ export async function consoleCallRoutes (app: FastifyInstance, { db, limits }: {
     return sendPage(reply, 200, callPage({ viewer: viewerOf(scoped.session), call, recording: recording && { channels: recording.channels, durationMs: recording.durationMs }, deliveries: deliveries.rows, contact, messages }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { channels?: string } }>('/calls/:id/recording.wav', RECORDING_QUERY, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { channels?: string } }>('/calls/:id/recording.wav', page({ params: CALL, querystring: RECORDING_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
-    const id = request.params.id.toLowerCase()
+    const { id } = request.params
     // `?channels=2`: the two tracks, as on the API (anything else: the mono mix).
     const channels = request.query.channels === '2' ? 2 : 1
     const recording = await callInScope(scoped.scope, id) === undefined ? undefined : await findRecording(db, scoped.scope.ownerId, id, channels)

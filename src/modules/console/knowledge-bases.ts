@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type, type TObject } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import { sharedSlots } from '../../http/concurrency.ts'
@@ -9,26 +10,30 @@ import { compileBodySchema } from '../../http/validation.ts'
 import { QUEUES, sendJob, type JobSender } from '../../jobs/queues.ts'
 import { listAgents } from '../agents/queries.ts'
 import {
-  countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, listKnowledgeBaseRows, lockKnowledgeBase, replaceAgents,
+  countFiles, deleteFiles, deleteKnowledgeBase, findKnowledgeBase, insertKnowledgeBase, listKnowledgeBaseRows, lockKnowledgeBase,
   touchKnowledgeBase, viewKnowledgeBase, viewKnowledgeBases, type FileRow, type KnowledgeBaseRow, type SearchHit
 } from '../knowledge-bases/queries.ts'
 import { search, searchConfigFor } from '../knowledge-bases/search.ts'
 import { ACCEPTED_TYPES, FormFields, storeFiles, withUpload, type Upload, type UploadOptions } from '../knowledge-bases/upload.ts'
 import { findUser } from '../users/queries.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe } from './fields.ts'
+import type { FormValues } from './forms.ts'
 import { escapeHtml, html, raw, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
 import { CONNECTING_PAGE_CSP, sameToken } from './security.ts'
-import { HIDDEN, ID, sendPage } from './reply.ts'
+import { formBody, idParams, listFilter, openFormBody, page, sendPage, text, type PageInput } from './reply.ts'
 
 // The console's knowledge bases (docs/console.md, "Knowledge bases"): list, create with a first file, a knowledge
-// base's page (files and their reading state, add and remove files, agents, search, delete). Uploads go through the
-// knowledge-bases module's upload.ts, so the console has the API's limits, types and messages.
+// base's page (files and their reading state, add and remove files, the agents using it, search, delete). Uploads
+// go through the knowledge-bases module's upload.ts, so the console has the API's limits, types and messages. An
+// agent is given a knowledge base in its own Knowledge section (agent-knowledge.ts), the one place that does.
 const LIST_LIMIT = 200
-/** The agents a knowledge base's form offers (the first by creation); an assigned agent past them stays assigned. */
-const AGENT_OPTIONS = 200
+/** The agents of the scope a knowledge base's page names among those using it (the first by creation). */
+const AGENTS_LISTED = 200
 const SEARCH_LIMIT = 10
 const MAX_QUERY = 1000
 /** Polls the files' states while any is being read (static/knowledge-bases.js). */
@@ -37,13 +42,26 @@ const SCRIPT = readFileSync(new URL('./static/knowledge-bases.js', import.meta.u
  * Uploads are multipart and check their CSRF token themselves (routes.ts's `multipartForm`). One refused before its
  * body is read (signed out, a member, an unknown knowledge base) leaves it unread: the connection cannot carry another request.
  */
-const UPLOAD_ROUTE = {
-  ...HIDDEN,
-  config: { multipartForm: true as const },
-  onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
+function uploadRoute (input: Omit<PageInput, 'body'>) {
+  const route = page(input, { config: { multipartForm: true as const } })
+  return {
+    ...route,
+    // Its parts are read and checked one by one as they stream in (upload.ts): the schema only names the type.
+    schema: { ...route.schema, body: { content: { 'multipart/form-data': { schema: openFormBody() } } } },
+    onError: async (_request: FastifyRequest, reply: FastifyReply) => { reply.header('connection', 'close') }
+  }
 }
-// One checkbox per agent: 200 × `agent_<id>=on` is about 7 KB; the default 16 KB would do, this leaves room.
-const AGENTS_ROUTE = { ...HIDDEN, bodyLimit: 64 * 1024 }
+const KNOWLEDGE_BASE = idParams('id')
+/**
+ * A button's form (urlencoded) of this plugin, which parses multipart too: its schema names the urlencoded type, so
+ * that a multipart body, unread and without the token the pages' hook reads, is that hook's 403 in words.
+ */
+function buttonForm (params: TObject) {
+  const route = page({ params, body: formBody({}) })
+  return { ...route, schema: { ...route.schema, body: { content: { 'application/x-www-form-urlencoded': { schema: route.schema.body } } } } }
+}
+// The search is the page's own to refuse (repeated, too long), under its box.
+const KNOWLEDGE_BASE_QUERY = Type.Object({ done: text('The notice of what was done'), q: listFilter('The search') })
 const ACCEPT = '.pdf,.docx,.txt,.text,.md,.markdown,.csv,.html,.htm,.xhtml'
 
 const FIELDS = ['name', 'description', 'folder', 'language'] as const
@@ -52,6 +70,10 @@ type CreateForm = Record<Field, string>
 type Problems = Partial<Record<Field | 'file', string>>
 const LABELS: Record<Field, string> = { name: 'The name', description: 'The description', folder: 'The folder', language: 'The language' }
 const EMPTY_FORM: CreateForm = { name: '', description: '', folder: '', language: '' }
+/** The create form's page, which shows a refused form's draft (drafts.ts); a file cannot be kept, it is chosen again. */
+const NEW_PATH = '/knowledge-bases/new'
+const NEW_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
+const createFormOf = (values: FormValues): CreateForm => Object.fromEntries(FIELDS.map((field) => [field, values[field] ?? ''])) as CreateForm
 
 const STATES: Record<FileRow['status'], string> = { pending: 'Queued', processing: 'Processing', ready: 'Ready', failed: 'Failed' }
 const stateOf = (file: FileRow) => file.status === 'failed' && file.error !== null ? `Failed: ${file.error}` : STATES[file.status]
@@ -59,11 +81,10 @@ const reading = (files: FileRow[]) => files.some((file) => file.status === 'pend
 
 // What a form did, said in the section the person sent it from (its redirect lands on that section's heading):
 // `top` under the title.
-const DONE: Record<string, { text: string, section: 'top' | 'files' | 'agents' }> = {
+const DONE: Record<string, { text: string, section: 'top' | 'files' }> = {
   created: { text: 'Created. Its file is read in the background: its state changes to Ready when it can be searched.', section: 'top' },
   added: { text: 'Added. The files are read in the background.', section: 'files' },
-  removed: { text: 'The file is removed; its passages are no longer searched.', section: 'files' },
-  agents: { text: 'The agents are saved.', section: 'agents' }
+  removed: { text: 'The file is removed; its passages are no longer searched.', section: 'files' }
 }
 
 interface Uploader { session: ConsoleSession, scope: Scope }
@@ -101,7 +122,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
   const validators = new Map(FIELDS.map((field) => [field, compileBodySchema(FormFields.properties[field])]))
 
   async function inScopeKb (scope: Scope, id: string): Promise<KnowledgeBaseRow> {
-    const row = ID.test(id) ? await findKnowledgeBase(db, scope.ownerId, id) : undefined
+    const row = await findKnowledgeBase(db, scope.ownerId, id)
     if (row === undefined || !inScope(scope, row)) throw noSuchKnowledgeBase()
     return row
   }
@@ -116,7 +137,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
   /**
    * Reads an upload whose first field must be the session's CSRF token: checked before any file byte is read, so a
    * forged upload writes nothing, not even a temporary file. A refusal of the upload itself (too large, wrong type,
-   * empty, too many) is answered as the HttpError for the page to show; other errors are thrown.
+   * empty, too many) is answered as the HttpError for the form to show; other errors are thrown.
    */
   async function receive<T> (request: FastifyRequest, reply: FastifyReply, { session, scope }: Uploader, options: Omit<UploadOptions, 'firstPart' | 'maxFileBytes'>,
     use: (upload: Upload) => Promise<T>): Promise<T | HttpError> {
@@ -131,7 +152,8 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
     } catch (err) {
       // Refused part-way, the rest of the body is unread: the connection cannot carry another request.
       reply.header('connection', 'close')
-      if (err instanceof HttpError && [400, 413, 415].includes(err.statusCode)) return err
+      // A body that is not multipart (no form of the page sends one) had no token checked: refused as it is.
+      if (err instanceof HttpError && err.code !== 'multipart_required' && [400, 413, 415].includes(err.statusCode)) return err
       throw err
     } finally {
       release()
@@ -165,7 +187,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
       viewer,
       current: '/knowledge-bases',
       body: html`<p><a href="/knowledge-bases">All knowledge bases</a></p>
-${Object.keys(problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
+${errorSummary(problems)}
 <form method="post" action="/knowledge-bases" enctype="multipart/form-data" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   <label for="name">Name</label>
@@ -194,16 +216,15 @@ ${Object.keys(problems).length > 0 && notice('error', 'Some fields need another 
     const scope = scopeOf(session)
     const viewer = viewerOf(session)
     const { row: kb, files, agents: assigned } = await viewKnowledgeBase(db, scope.ownerId, id)
-    const agents = await listAgents(db, scope.ownerId, { limit: AGENT_OPTIONS, workspace_id: scope.workspaceId })
-    const assignedIds = new Set(assigned.map((agent) => agent.id))
-    // Agents the form does not offer (outside the workspace, past the first AGENT_OPTIONS) stay assigned, unnamed.
+    const agents = await listAgents(db, scope.ownerId, { limit: AGENTS_LISTED, workspace_id: scope.workspaceId })
+    // Agents outside the page's scope (another workspace's, past the first AGENTS_LISTED) are counted, not named.
     const shown = assigned.filter((agent) => agents.some((a) => a.id === agent.id))
     const hidden = assigned.length - shown.length
     const q = options.q ?? ''
     const search = describe('q', undefined, options.searchError)
     const upload = describe('files', fileHint, options.uploadError)
     const done = options.done === undefined ? undefined : DONE[options.done]
-    const doneIn = (section: 'top' | 'files' | 'agents') => done?.section === section && notice('success', done.text)
+    const doneIn = (section: 'top' | 'files') => done?.section === section && notice('success', done.text)
     return layout({
       title: kb.name,
       viewer,
@@ -258,20 +279,11 @@ ${options.uploadError !== undefined && notice('error', options.uploadError)}
 </form>`}
 
 <h2 id="agents-title">Agents</h2>
-${doneIn('agents')}
-${scope.canChange
-  ? agents.length === 0
-    ? html`<p>No agents to choose from yet.</p>`
-    : html`<form method="post" action="/knowledge-bases/${kb.id}/agents" class="stack wide">
-  ${csrfField(viewer.csrfToken)}
-  <fieldset class="plain checks">
-    <legend>The agents that search this knowledge base during calls</legend>
-    ${agents.map((agent) => html`<div><input type="checkbox" id="agent_${agent.id}" name="agent_${agent.id}"${assignedIds.has(agent.id) && html` checked`}><label for="agent_${agent.id}">${agent.agent_name}</label></div>`)}
-  </fieldset>
-  ${hidden > 0 && html`<p class="hint">${hidden} more agent${hidden === 1 ? '' : 's'} not listed here use${hidden === 1 ? 's' : ''} it and keep${hidden === 1 ? 's' : ''} it.</p>`}
-  <button type="submit">Save agents</button>
-</form>`
-  : shown.length === 0 ? html`<p>No agent uses it.</p>` : html`<ul>${shown.map((agent) => html`<li>${agent.agent_name}</li>`)}</ul>`}
+<p>An agent is given knowledge in its own Knowledge section: open it from <a href="/agents">Agents</a>, tick this knowledge base there and save.</p>
+${shown.length === 0
+  ? html`<p>No agent uses it yet.</p>`
+  : html`<ul aria-labelledby="agents-title">${shown.map((agent) => html`<li><a href="/agents/${agent.id}#knowledge">${agent.agent_name}</a></li>`)}</ul>`}
+${hidden > 0 && html`<p class="hint">${hidden} more agent${hidden === 1 ? '' : 's'} not listed here use${hidden === 1 ? 's' : ''} it.</p>`}
 ${scope.canChange && html`<h2>Delete</h2>
 <p>Deletes its files and their passages; the agents that use it no longer do.</p>
 <form method="post" action="/knowledge-bases/${kb.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this knowledge base</button></form>`}
@@ -279,11 +291,11 @@ ${reading(files) && html`<script src="/console/knowledge-bases.js" defer></scrip
     })
   }
 
-  app.get('/console/knowledge-bases.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/knowledge-bases.js', page(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(SCRIPT)
   })
 
-  app.get<{ Querystring: { deleted?: string } }>('/knowledge-bases', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/knowledge-bases', page({ querystring: Type.Object({ deleted: text('The notice of the deletion') }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -309,14 +321,15 @@ ${kbs.length === 0
     }))
   })
 
-  app.get('/knowledge-bases/new', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>(NEW_PATH, page({ querystring: NEW_QUERY }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     changeScope(request)
-    return sendPage(reply, 200, createPage(page.session, EMPTY_FORM, {}))
+    const draft = await draftOf(db, page.session, NEW_PATH, request.query.draft)
+    return sendPage(reply, 200, createPage(page.session, draft === undefined ? EMPTY_FORM : createFormOf(draft.values), draft?.problems ?? {}))
   })
 
-  app.post('/knowledge-bases', UPLOAD_ROUTE, async (request, reply) => {
+  app.post('/knowledge-bases', uploadRoute({}), async (request, reply) => {
     const { session, scope } = uploader(request)
     let form = EMPTY_FORM
     const options = {
@@ -347,20 +360,21 @@ ${kbs.length === 0
       })
       return id
     })
-    if (outcome instanceof HttpError) return sendPage(reply, outcome.statusCode, createPage(session, form, { file: outcome.message }))
-    if (typeof outcome !== 'string') return sendPage(reply, 400, createPage(session, form, outcome))
+    // Refused, the form's page shows what was sent and why (Post/Redirect/Get): a reload sends nothing again.
+    if (outcome instanceof HttpError) return await refuseForm(db, reply, session, NEW_PATH, form, { file: outcome.message })
+    if (typeof outcome !== 'string') return await refuseForm(db, reply, session, NEW_PATH, form, outcome)
+    await formSaved(db, session, NEW_PATH)
     return reply.redirect(`/knowledge-bases/${outcome}?done=created`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { q?: unknown, done?: unknown } }>('/knowledge-bases/:id', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { q?: string | string[], done?: string } }>('/knowledge-bases/:id', page({ params: KNOWLEDGE_BASE, querystring: KNOWLEDGE_BASE_QUERY }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
     const kb = await inScopeKb(scope, request.params.id)
     // The page's script asks this server for its files' states.
     reply.header('content-security-policy', CONNECTING_PAGE_CSP)
-    const done = typeof request.query.done === 'string' ? request.query.done : undefined
-    const { q } = request.query
+    const { q, done } = request.query
     if (q === undefined) return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { done }))
     if (typeof q !== 'string') return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { searchError: 'Search for one text at a time.' }))
     if (q.length > MAX_QUERY) return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { q, searchError: `Search for at most ${MAX_QUERY} characters.` }))
@@ -370,7 +384,7 @@ ${kbs.length === 0
   })
 
   // What the page's script polls while files are read: each file's state as the page shows it.
-  app.get<{ Params: { id: string } }>('/knowledge-bases/:id/files.json', HIDDEN, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/knowledge-bases/:id/files.json', page({ params: KNOWLEDGE_BASE }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const kb = await inScopeKb(page.scope, request.params.id)
@@ -381,7 +395,7 @@ ${kbs.length === 0
     })
   })
 
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/files', UPLOAD_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/files', uploadRoute({ params: KNOWLEDGE_BASE }), async (request, reply) => {
     const { session, scope } = uploader(request)
     // Before the body is read: an unknown knowledge base need not wait for its files.
     const kb = await inScopeKb(scope, request.params.id)
@@ -408,11 +422,10 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${kb.id}?done=added#files-title`, 303)
   })
 
-  app.post<{ Params: { id: string, fileId: string } }>('/knowledge-bases/:id/files/:fileId/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string, fileId: string } }>('/knowledge-bases/:id/files/:fileId/delete', buttonForm(idParams('id', 'fileId')), async (request, reply) => {
     const scope = changeScope(request)
     const kb = await inScopeKb(scope, request.params.id)
     const { fileId } = request.params
-    if (!ID.test(fileId)) throw new HttpError(404, 'not_found', 'This knowledge base has no file with that id.')
     await db.transaction().execute(async (trx) => {
       await lockKnowledgeBase(trx, scope.ownerId, kb.id)
       try {
@@ -426,25 +439,7 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${kb.id}?done=removed#files-title`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/agents', AGENTS_ROUTE, async (request, reply) => {
-    const scope = changeScope(request)
-    const kb = await inScopeKb(scope, request.params.id)
-    const chosen = Object.keys(request.body as Record<string, string>).flatMap((name) => /^agent_([0-9a-f]{24})$/i.exec(name)?.[1].toLowerCase() ?? [])
-    // The agents the form offered: only they can be chosen, and only their assignments change.
-    const allowed = new Set((await listAgents(db, scope.ownerId, { limit: AGENT_OPTIONS, workspace_id: scope.workspaceId })).map((agent) => agent.id))
-    if (chosen.some((id) => !allowed.has(id))) throw new HttpError(404, 'not_found', 'You have no agent with that id.')
-    await db.transaction().execute(async (trx) => {
-      await lockKnowledgeBase(trx, scope.ownerId, kb.id)
-      // Agents the form did not show (another workspace's, say) keep it.
-      const { agents } = await viewKnowledgeBase(trx, scope.ownerId, kb.id)
-      const kept = agents.map((agent) => agent.id).filter((id) => !allowed.has(id))
-      await replaceAgents(trx, scope.ownerId, kb.id, [...chosen, ...kept])
-      await touchKnowledgeBase(trx, kb.id)
-    })
-    return reply.redirect(`/knowledge-bases/${kb.id}?done=agents#agents-title`, 303)
-  })
-
-  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/knowledge-bases/:id/delete', buttonForm(KNOWLEDGE_BASE), async (request, reply) => {
     const scope = changeScope(request)
     const kb = await inScopeKb(scope, request.params.id)
     await deleteKnowledgeBase(db, scope.ownerId, kb.id)
