@@ -222,7 +222,7 @@ t.test('a call\'s page with a recording: lines seek from the recording\'s start,
   const { user, account, browser } = await signedInWithKey(ctx)
   const agent = await createAgent(ctx.app, account, { agent_name: 'Front desk' })
   const start = Date.parse('2026-05-01T09:30:00Z')
-  const turn = (at: number, e2e: number) => ({ at, end_of_turn_ms: 200, transcription_ms: null, llm_ms: 300, tts_ms: null, e2e_ms: e2e })
+  const turn = (at: number, e2e: number, cut = false) => ({ at, end_of_turn_ms: 200, transcription_ms: null, llm_ms: 300, tts_ms: null, e2e_ms: e2e, ...(cut && { interrupted: true }) })
   const stat = { p50: 700, p90: 900, min: 600, max: 1000, num: 2 }
   const [id] = await insertCalls(ctx.db, user.id, agent, [{
     start_timestamp: new Date(start),
@@ -235,7 +235,7 @@ t.test('a call\'s page with a recording: lines seek from the recording\'s start,
     token_usage: { 'gpt-4o-mini': { input: 1200, output: 300 } },
     speech_recognised_seconds: 6.5,
     speech_synthesised_seconds: 9,
-    latency: JSON.stringify({ e2e: stat, end_of_turn: stat, transcription: null, llm: stat, tts: null, turns: [turn(start + 13_000, 650), turn(start + 16_000, 1000)] }),
+    latency: JSON.stringify({ e2e: stat, end_of_turn: stat, transcription: null, llm: stat, tts: null, turns: [turn(start + 13_000, 650), turn(start + 16_000, 1000, true)] }),
     transcription: [
       { speaker: 'agent', content: 'Hello.', timestamp: start + 10_500 },
       { speaker: 'user', content: 'A table, please.', timestamp: start + 12_000 },
@@ -255,7 +255,7 @@ t.test('a call\'s page with a recording: lines seek from the recording\'s start,
   t.match(page.body, '<li class="user" data-at="2.00"><span class="at">0:02</span> <strong>Caller:</strong> A table, please.</li>')
   t.match(page.body, '<li class="agent" data-at="3.70"><span class="at">0:04</span> <strong>Agent:</strong> For when? <span class="turn-time">Answered in 650 ms (end of turn 200 ms, model 300 ms)</span></li>',
     'an answer shows its turn: what the caller waited and the stages the providers have')
-  t.match(page.body, '<strong>Agent:</strong> Booked. <span class="turn-time">Answered in 1,000 ms (end of turn 200 ms, model 300 ms)</span>')
+  t.match(page.body, '<strong>Agent:</strong> Booked. <span class="turn-time">Answered in 1,000 ms (end of turn 200 ms, model 300 ms); the caller cut it off</span>', 'an answer the caller talked over says so')
   t.match(page.body, '<script src="/console/call-page.js" defer></script>')
   t.match(page.body, '<dt>Caller waited</dt><dd>700 ms typically (p50), 900 ms at p90</dd>')
   t.match(page.body, '<tr><td>Web call</td><td>1 started minute</td><td class="number">5</td></tr>')

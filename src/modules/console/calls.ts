@@ -279,11 +279,11 @@ function linesOf (call: Detail, start: number): Line[] {
   })
 }
 
-/** What the caller waited for an answer, and the stages that made it up (those the call's providers have). */
+/** What the caller waited for an answer, the stages that made it up (those the call's providers have), and whether the caller cut it off. */
 function turnTimes (turn: NonNullable<Line['turn']>): SafeHtml {
   const stages = LATENCY_COLUMNS.filter((column) => column.stat !== 'e2e' && turn[column.turn] !== null)
     .map((column) => `${column.label.toLowerCase()} ${ms(turn[column.turn])}`)
-  return html` <span class="turn-time">Answered in ${ms(turn.e2e_ms)}${stages.length > 0 && ` (${stages.join(', ')})`}</span>`
+  return html` <span class="turn-time">Answered in ${ms(turn.e2e_ms)}${stages.length > 0 && ` (${stages.join(', ')})`}${turn.interrupted === true && '; the caller cut it off'}</span>`
 }
 
 function transcriptLine ({ item, at, turn }: Line, seekable: boolean): SafeHtml {
