@@ -418,3 +418,17 @@ t.test('Post/Redirect/Get: a refused save redirects to the agent page, which sho
   t.match(after.body, 'value="Saved now"', 'after a save, the old draft address shows the saved agent')
   t.notMatch(after.body, 'form-problems')
 })
+
+t.test('a patterned field refused says what it takes in words, never the expression', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, {
+    ...FORM, 'widget_settings.primary_color': 'blue', data_retrieval: '1', 'data_retrieval.0.name': '1st guest', 'data_retrieval.0.type': 'string'
+  })
+  const problems = [...bad.body.matchAll(/<p id="([\w-]+)-error" class="field-error">([^<]*)<\/p>/g)].map(([, field, text]) => ({ field, text }))
+  t.same(problems.map(({ field }) => field).sort(), ['data_retrieval-0-name', 'widget_settings-primary_color'], 'both are refused')
+  for (const { field, text } of problems) t.notMatch(text, /[$^[]|pattern/, `${field}: ${text}`)
+  t.match(bad.body, 'The primary colour must be # and six hexadecimal digits (0-9, a-f), such as #2563eb.')
+  t.match(bad.body, 'The variable may hold only letters, digits and underscores, start with a letter or an underscore, and be at most 64 characters long.')
+})

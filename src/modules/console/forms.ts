@@ -156,11 +156,29 @@ function validatorOf (schema: TSchema): ValidateFunction {
   return validate
 }
 
+/**
+ * The schemas' patterns in words, as a refusal says them; a pattern not listed reads "is not in the expected form"
+ * (its hint, the schema's description, says more), and ids, phone numbers and addresses read as errors.ts says them.
+ * A person never sees the expression itself.
+ */
+const PATTERN_WORDS: Record<string, string> = {
+  // A variable's name: data retrieval fields, an API call's parameters and response variables.
+  '^[A-Za-z_][A-Za-z0-9_]{0,63}$': 'may hold only letters, digits and underscores, start with a letter or an underscore, and be at most 64 characters long',
+  '^#[0-9a-fA-F]{6}$': 'must be # and six hexadecimal digits (0-9, a-f), such as #2563eb',
+  // A workflow step's id.
+  '^[a-z][a-z0-9_]{0,39}$': 'may hold only lower-case letters, digits and underscores, start with a letter, and be at most 40 characters long',
+  '^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$': 'must be a time of day as HH:MM, 24-hour, such as 09:30 (24:00: midnight at the end of the day)',
+  '^[0-9]+$': 'may hold only digits'
+}
+
 /** A schema's complaint about a field, as a sentence: "The language must be …", "Line 2 of the origins must be …". */
 export function problemOf (label: string, issue: AjvIssue): string {
   const item = /^\/(\d+)/.exec(issue.instancePath)
   const where = item === null ? the(label) : `Line ${Number(item[1]) + 1} of ${the(label).charAt(0).toLowerCase()}${the(label).slice(1)}`
-  return `${invalidInput(where, { ...issue, instancePath: item === null ? issue.instancePath : issue.instancePath.slice(item[0].length) }).message}.`
+  const words = issue.keyword === 'pattern' ? PATTERN_WORDS[String(issue.params.pattern)] : undefined
+  if (words !== undefined) return `${where} ${words}.`
+  const { message } = invalidInput(where, { ...issue, instancePath: item === null ? issue.instancePath : issue.instancePath.slice(item[0].length) })
+  return `${message.includes(' must match pattern ') ? `${where} is not in the expected form` : message}.`
 }
 
 type Read = { absent: true } | { value: unknown } | { problem: string }
