@@ -174,7 +174,7 @@ t.test('another account\'s agent, or an unknown id: 404 for GET and POST, nothin
   t.match(page.body, /No agents yet/)
 
   const csrf = csrfOf(page.body)
-  for (const url of [`/agents/${theirs}`, '/agents/ffffffffffffffffffffffff', '/agents/not-an-id']) {
+  for (const url of [`/agents/${theirs}`, '/agents/ffffffffffffffffffffffff']) {
     const got = await browser.get(url)
     t.equal(got.statusCode, 404, `GET ${url}`)
     t.match(got.headers['content-type'], 'text/html')
@@ -183,8 +183,29 @@ t.test('another account\'s agent, or an unknown id: 404 for GET and POST, nothin
     t.equal((await browser.post(url, { csrf_token: csrf, ...FORM, agent_name: 'Taken over' })).statusCode, 404, `POST ${url}`)
     t.equal((await browser.post(`${url}/talk`, { csrf_token: csrf })).statusCode, 404, `POST ${url}/talk`)
   }
+  // Not an id at all: the route's schema (idParams) answers the console's 404 page.
+  for (const [method, url] of [['GET', '/agents/not-an-id'], ['POST', '/agents/not-an-id'], ['POST', '/agents/not-an-id/talk'], ['POST', '/agents/not-an-id/widget-key'], ['POST', '/agents/not-an-id/widget-key/delete']]) {
+    const res = method === 'GET' ? await browser.get(url) : await browser.post(url, { csrf_token: csrf, ...FORM })
+    t.equal(res.statusCode, 404, `${method} ${url}`)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, '<h1>Page not found</h1>')
+    t.match(res.body, 'There is no page at this address')
+  }
   t.equal((await owner.api('GET', `/v1/agent/${theirs}`)).json().agent_name, 'Front desk')
   t.equal((await ctx.db.selectFrom('calls').select('id').execute()).length, 0, 'no call was started')
+})
+
+t.test('the agent pages\' addresses are checked by their schemas: a bad notice or draft is a 400 in words', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const draft = await browser.get(`/agents/${id}?draft=nope`)
+  t.equal(draft.statusCode, 400)
+  t.match(draft.body, 'The draft is not in the expected form. Check the address')
+  const twice = await browser.get('/agents?deleted=1&deleted=1')
+  t.equal(twice.statusCode, 400)
+  t.match(twice.body, 'The notice of a deletion was given more than once.')
+  t.equal((await browser.get(`/agents/${id.toUpperCase()}?saved=1&knowledge=saved`)).statusCode, 200, 'an id in capitals is the same agent')
 })
 
 t.test('without the CSRF token, or signed out: 403, nothing created or changed', async (t) => {

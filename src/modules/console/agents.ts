@@ -37,7 +37,7 @@ import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voi
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, page as routeSchema, sendPage } from './reply.ts'
+import { formBody, idParams, openFormBody, page as routeSchema, sendPage, text as optionalText } from './reply.ts'
 import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
@@ -315,8 +315,9 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
 
   const voices = async () => voiceChoices(jobs.config.voice, await listVoices(db, { limit: 1000 }))
 
+  /** `id`: checked by the route's schema (idParams). */
   async function agentInScope (scope: Scope, id: string) {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
+    const agent = await findAgent(db, scope.ownerId, id)
     if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
     return agent
   }
@@ -382,14 +383,16 @@ ${engineNeeds(jobs.config.voice)}
 </section>`
   }
 
-  // The agent forms may be longer than the console's other forms (the prompt).
-  const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
+  // The agent form's fields are named by its sections and rows (openFormBody), and it may be longer than the
+  // console's other forms (the prompt).
+  const FORM_BODY = { bodyLimit: AGENT_FORM_LIMIT }
+  const AGENT = idParams('id')
   // The pages a refused form returns to (drafts.ts).
-  const DRAFT_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
-  const DRAFT_ROUTE = { schema: { hide: true, querystring: DRAFT_QUERY } }
-  const AGENT_ROUTE = { schema: { hide: true, querystring: Type.Object({ saved: Type.Optional(Type.String()), knowledge: Type.Optional(Type.String()), draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) }) } }
+  const draft = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
+  // A button that posts nothing but its CSRF token.
+  const BUTTON = routeSchema({ params: AGENT, body: formBody({}) })
 
-  app.get<{ Querystring: { deleted?: string } }>('/agents', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/agents', routeSchema({ querystring: Type.Object({ deleted: optionalText('The notice of a deletion', { maxLength: 10 }) }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -422,7 +425,7 @@ ${agents.length === 0
 ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agent', form, problems, voices: await voices(), engine: jobs.config.voice.engine })}`
   })
 
-  app.get<{ Querystring: { draft?: string } }>('/agents/new', DRAFT_ROUTE, async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>('/agents/new', routeSchema({ querystring: Type.Object({ draft }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -430,7 +433,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return sendPage(reply, 200, await newPage(page.session, draft?.values ?? NEW_AGENT, draft?.problems ?? {}))
   })
 
-  app.post('/agents', FORM_ROUTE, async (request, reply) => {
+  app.post('/agents', routeSchema({ body: openFormBody() }, FORM_BODY), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const form = formOf(request)
@@ -467,7 +470,10 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string, knowledge?: string } }>('/agents/:id', AGENT_ROUTE, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string, knowledge?: string } }>('/agents/:id', routeSchema({
+    params: AGENT,
+    querystring: Type.Object({ saved: optionalText('The notice of a save', { maxLength: 10 }), knowledge: optionalText('The notice of a knowledge change', { maxLength: 10 }), draft })
+  }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
@@ -475,7 +481,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined, form: draft?.values, problems: draft?.problems, knowledgeSaved: request.query.knowledge !== undefined }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id', routeSchema({ params: AGENT, body: openFormBody() }, FORM_BODY), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
@@ -509,21 +515,21 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/widget-key', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     await putWidgetKey(db, scope.ownerId, agent.id, newWidgetKey())
     return reply.redirect(`/agents/${agent.id}#widget`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/widget-key/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key/delete', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     await deleteWidgetKey(db, scope.ownerId, agent.id)
     return reply.redirect(`/agents/${agent.id}#widget`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/talk', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/talk', BUTTON, async (request, reply) => {
     // A member may talk to the workspace's agents: a call changes no setting (its credits are the owner's).
     // The Talk button's script posts here when it is pressed, so the call's record starts with the call.
     const scope = scopeOf(request.consoleSession!)
@@ -542,7 +548,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(UNSAVED_SCRIPT)
   })
 
-  app.get('/console/talk.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/talk.js', routeSchema(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TALK_SCRIPT)
   })
 }
