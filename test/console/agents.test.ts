@@ -369,6 +369,8 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
   t.match(twice.body, '<p id="data_retrieval-1-name-error" class="field-error">The name &quot;people&quot; is used twice; names must be unique.</p>')
   const enumless = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
   t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">The type One of the allowed values needs its allowed values, one per line.</p>')
+  const keypad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.keypad': 'true' })
+  t.match(keypad.body, '<p id="data_retrieval-0-keypad-error" class="field-error">Only a Text field can be typed on the keypad: untick it or choose Text.</p>')
   const builtIn = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
   t.match(builtIn.body, 'is a built-in call variable')
   t.same((await api('GET', `/v1/agent/${id}`)).json().data_retrieval.map((f: { name: string }) => f.name), ['mood'], 'nothing changed')
