@@ -100,4 +100,13 @@ t.test('Move: the owner moves an agent into one of their workspaces and back; no
   await browser.submit(`/agents/${agent._id}`, `/agents/${agent._id}/move`, { workspace_id: '' })
   t.equal(await workspaceOf(), null, 'out of the workspace')
   t.equal((await stranger.browser.submit('/agents', `/agents/${agent._id}/duplicate`, {})).statusCode, 404, 'another account\'s agent')
+  const notAWorkspace = await browser.submit(`/agents/${agent._id}`, `/agents/${agent._id}/move`, { workspace_id: 'sales' })
+  t.equal(notAWorkspace.statusCode, 400)
+  t.match(notAWorkspace.body, 'The workspace is not one of the choices offered. Go back to the form, correct it and send it again.')
+  t.equal(await workspaceOf(), null, 'not moved')
+  for (const [method, url] of [['GET', '/agents/not-an-id/delete'], ['POST', '/agents/not-an-id/delete'], ['POST', '/agents/not-an-id/duplicate'], ['POST', '/agents/not-an-id/move'], ['POST', '/agents/templates/not-an-id']]) {
+    const res = method === 'GET' ? await browser.get(url) : await browser.submit(`/agents/${agent._id}`, url, { workspace_id: '' })
+    t.equal(res.statusCode, 404, `${method} ${url}`)
+    t.match(res.body, '<h1>Page not found</h1>', `${method} ${url}: the console's 404 page`)
+  }
 })

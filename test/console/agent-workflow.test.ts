@@ -175,7 +175,7 @@ t.test('the API\'s refusals are shown next to the fields they name, and nothing 
 
   const badId = await edit('greet', { ...GREET, id: 'Greet Step' })
   t.equal(badId.statusCode, 400)
-  t.match(errorOf(badId.body, 'id'), /^The step id must match pattern/)
+  t.match(errorOf(badId.body, 'id'), /^The step id may hold only lower-case letters, digits and underscores/)
 
   const unreachable = await addStep(browser, agent._id, 'conversation', { ...GREET, id: 'survey', name: 'Survey', variables: '0' })
   t.equal(unreachable.statusCode, 400)

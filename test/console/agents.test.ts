@@ -174,7 +174,7 @@ t.test('another account\'s agent, or an unknown id: 404 for GET and POST, nothin
   t.match(page.body, /No agents yet/)
 
   const csrf = csrfOf(page.body)
-  for (const url of [`/agents/${theirs}`, '/agents/ffffffffffffffffffffffff', '/agents/not-an-id']) {
+  for (const url of [`/agents/${theirs}`, '/agents/ffffffffffffffffffffffff']) {
     const got = await browser.get(url)
     t.equal(got.statusCode, 404, `GET ${url}`)
     t.match(got.headers['content-type'], 'text/html')
@@ -183,8 +183,29 @@ t.test('another account\'s agent, or an unknown id: 404 for GET and POST, nothin
     t.equal((await browser.post(url, { csrf_token: csrf, ...FORM, agent_name: 'Taken over' })).statusCode, 404, `POST ${url}`)
     t.equal((await browser.post(`${url}/talk`, { csrf_token: csrf })).statusCode, 404, `POST ${url}/talk`)
   }
+  // Not an id at all: the route's schema (idParams) answers the console's 404 page.
+  for (const [method, url] of [['GET', '/agents/not-an-id'], ['POST', '/agents/not-an-id'], ['POST', '/agents/not-an-id/talk'], ['POST', '/agents/not-an-id/widget-key'], ['POST', '/agents/not-an-id/widget-key/delete']]) {
+    const res = method === 'GET' ? await browser.get(url) : await browser.post(url, { csrf_token: csrf, ...FORM })
+    t.equal(res.statusCode, 404, `${method} ${url}`)
+    t.match(res.headers['content-type'], 'text/html')
+    t.match(res.body, '<h1>Page not found</h1>')
+    t.match(res.body, 'There is no page at this address')
+  }
   t.equal((await owner.api('GET', `/v1/agent/${theirs}`)).json().agent_name, 'Front desk')
   t.equal((await ctx.db.selectFrom('calls').select('id').execute()).length, 0, 'no call was started')
+})
+
+t.test('the agent pages\' addresses are checked by their schemas: a bad notice or draft is a 400 in words', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const draft = await browser.get(`/agents/${id}?draft=nope`)
+  t.equal(draft.statusCode, 400)
+  t.match(draft.body, 'The draft is not in the expected form. Check the address')
+  const twice = await browser.get('/agents?deleted=1&deleted=1')
+  t.equal(twice.statusCode, 400)
+  t.match(twice.body, 'The notice of a deletion was given more than once.')
+  t.equal((await browser.get(`/agents/${id.toUpperCase()}?saved=1&knowledge=saved`)).statusCode, 200, 'an id in capitals is the same agent')
 })
 
 t.test('without the CSRF token, or signed out: 403, nothing created or changed', async (t) => {
@@ -347,7 +368,9 @@ t.test('every other setting of the API: language model, calls, behaviour, widget
   t.equal(twice.statusCode, 200)
   t.match(twice.body, '<p id="data_retrieval-1-name-error" class="field-error">The name &quot;people&quot; is used twice; names must be unique.</p>')
   const enumless = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.1.enum_values': '' })
-  t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">Type enum needs its allowed values, one per line.</p>')
+  t.match(enumless.body, '<p id="data_retrieval-1-enum_values-error" class="field-error">The type One of the allowed values needs its allowed values, one per line.</p>')
+  const keypad = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.keypad': 'true' })
+  t.match(keypad.body, '<p id="data_retrieval-0-keypad-error" class="field-error">Only a Text field can be typed on the keypad: untick it or choose Text.</p>')
   const builtIn = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...settings, 'data_retrieval.0.name': 'call_id' })
   t.match(builtIn.body, 'is a built-in call variable')
   t.same((await api('GET', `/v1/agent/${id}`)).json().data_retrieval.map((f: { name: string }) => f.name), ['mood'], 'nothing changed')
@@ -374,12 +397,12 @@ t.test('turn detection: ours by default, the provider\'s with the realtime engin
   const turns = { 'llm.turn_detection.type': 'semantic_vad', 'llm.turn_detection.eagerness': 'low', 'llm.turn_detection.threshold': '', 'llm.turn_detection.silence_duration_ms': '', 'llm.turn_detection.prefix_padding_ms': '' }
   const cascade = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade' })
   t.equal(cascade.statusCode, 200)
-  t.match(cascade.body, /<p id="llm-turn_detection-type-error" class="field-error">Semantic_vad is the realtime provider&#39;s turn detection: it needs engine &quot;realtime&quot;, and the engine is cascade.<\/p>/)
+  t.match(cascade.body, /<p id="llm-turn_detection-type-error" class="field-error">Meaning of the words \(the realtime provider&#39;s\) needs the Realtime engine, and the engine is Cascade.<\/p>/)
   const eager = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'realtime', 'llm.turn_detection.type': 'server_vad' })
   t.equal(eager.statusCode, 200)
-  t.match(eager.body, '<p id="llm-turn_detection-eagerness-error" class="field-error">This setting is allowed only with type semantic_vad, not server_vad.</p>')
+  t.match(eager.body, '<p id="llm-turn_detection-eagerness-error" class="field-error">This setting is only for Meaning of the words (the realtime provider&#39;s), not Voice activity (the realtime provider&#39;s).</p>')
   const away = await refused(browser, `/agents/${id}`, `/agents/${id}`, { ...FORM, 'llm.engine': 'cascade' })
-  t.match(away.body, '<p id="llm-engine-error" class="field-error">Cascade cannot use the configuration&#39;s turn_detection semantic_vad, which is the realtime provider&#39;s: set turn_detection to { &quot;type&quot;: &quot;switchboard&quot; } as well.</p>', 'a form without the section: the stored one counts')
+  t.match(away.body, '<p id="llm-engine-error" class="field-error">The engine Cascade cannot use the stored turn detection, Meaning of the words (the realtime provider&#39;s): choose Switchboard under Turn detection as well.</p>', 'a form without the section: the stored one counts')
   t.same((await api('GET', `/v1/llm/${llmId as string}`)).json().turn_detection, { type: 'semantic_vad', eagerness: 'low' }, 'nothing changed')
 
   const ours = await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, ...turns, 'llm.engine': 'cascade', 'llm.turn_detection.type': 'switchboard', 'llm.turn_detection.eagerness': '' })
@@ -417,4 +440,53 @@ t.test('Post/Redirect/Get: a refused save redirects to the agent page, which sho
   const after = await browser.get(draftUrl)
   t.match(after.body, 'value="Saved now"', 'after a save, the old draft address shows the saved agent')
   t.notMatch(after.body, 'form-problems')
+})
+
+t.test('a patterned field refused says what it takes in words, never the expression', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const bad = await refused(browser, `/agents/${id}`, `/agents/${id}`, {
+    ...FORM, 'widget_settings.primary_color': 'blue', data_retrieval: '1', 'data_retrieval.0.name': '1st guest', 'data_retrieval.0.type': 'string'
+  })
+  const problems = [...bad.body.matchAll(/<p id="([\w-]+)-error" class="field-error">([^<]*)<\/p>/g)].map(([, field, text]) => ({ field, text }))
+  t.same(problems.map(({ field }) => field).sort(), ['data_retrieval-0-name', 'widget_settings-primary_color'], 'both are refused')
+  for (const { field, text } of problems) t.notMatch(text, /[$^[]|pattern/, `${field}: ${text}`)
+  t.match(bad.body, 'The primary colour must be # and six hexadecimal digits (0-9, a-f), such as #2563eb.')
+  t.match(bad.body, 'The variable may hold only letters, digits and underscores, start with a letter or an underscore, and be at most 64 characters long.')
+})
+
+t.test('the choices of the agent form read in words; the engine\'s default names the installation\'s engine', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const form = await browser.get('/agents/new')
+  const options = (id: string) => {
+    const select = new RegExp(`<select id="${id}"[^>]*>([\\s\\S]*?)</select>`).exec(form.body)
+    if (select === null) throw new Error(`no select ${id}`)
+    return [...select[1].matchAll(/<option value="([^"]*)"[^>]*>([^<]*)<\/option>/g)].map(([, value, label]) => `${value}: ${label}`)
+  }
+  t.same(options('llm-engine'), [
+    ': The installation&#39;s default (Realtime)', 'realtime: Realtime: one speech-to-speech model', 'cascade: Cascade: speech-to-text, language model, text-to-speech', 'simulator: Simulator: typed turns, no providers'
+  ])
+  t.same(options('llm-turn_detection-type'), ['switchboard: Switchboard', 'server_vad: Voice activity (the realtime provider&#39;s)', 'semantic_vad: Meaning of the words (the realtime provider&#39;s)'])
+  t.same(options('llm-turn_detection-eagerness'), [': The default (Auto)', 'low: Low', 'medium: Medium', 'high: High', 'auto: Auto (as Medium)'])
+  t.same(options('widget_settings-theme'), ['light: Light', 'dark: Dark'])
+  t.same(options('widget_settings-position'), ['bottom-right: Bottom right', 'bottom-left: Bottom left'])
+  t.same(options('voicemail_settings-action'), ['hang_up: Hang up', 'leave_message: Leave message'])
+  t.match(form.body, '<label for="callback_settings-on_outcomes-no_answer">No answer</label>')
+  t.match(form.body, '<label for="callback_settings-on_outcomes-voicemail">An answering machine</label>')
+  t.notMatch(form.body, />[^<]*\b(null|server_vad|semantic_vad|bottom-right)\b[^<]*</, 'no value of the API shown as a word')
+
+  const added = await browser.submit('/agents/new', '/agents', { ...FORM, data_retrieval: '0', data_retrieval_add: 'true' })
+  const row = await browser.get((added.headers.location as string).replace(/#.*$/, ''))
+  t.match(row.body, '<option value="boolean">Yes or no</option>')
+  t.match(row.body, '<option value="enum">One of the allowed values</option>')
+  t.match(row.body, '<option value="string">Text</option>')
+})
+
+t.test('the engine\'s default follows VOICE_ENGINE', async (t) => {
+  const ctx = await setup(t, { VOICE_ENGINE: 'cascade' })
+  const { browser } = await signedIn(ctx)
+  const form = await browser.get('/agents/new')
+  t.match(form.body, /<select id="llm-engine"[^>]*>\s*<option value="" selected>The installation&#39;s default \(Cascade\)<\/option>/)
 })

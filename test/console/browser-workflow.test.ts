@@ -64,7 +64,7 @@ t.test('a three-step workflow built in the console: in Chromium', async (t) => {
   await page.getByLabel('Step id').fill('Human desk')
   await page.getByRole('button', { name: 'Add step' }).click()
   await page.locator('#id-error').waitFor()
-  t.match(await page.locator('#id-error').textContent(), /step id must match pattern/i)
+  t.match(await page.locator('#id-error').textContent(), /step id may hold only lower-case letters, digits and underscores/i)
   await check('refused transfer step')
   await page.getByLabel('Step id').fill('human')
   await page.getByRole('button', { name: 'Add step' }).click()

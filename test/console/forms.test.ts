@@ -1,6 +1,7 @@
 import t from 'tap'
-import { Type } from 'typebox'
+import { Type, type TSchema } from 'typebox'
 import { E164, Email, Nullable } from '../../src/http/schemas.ts'
+import { AgentUpdate, DataRetrievalItem, LlmWrite } from '../../src/modules/agents/schemas.ts'
 import {
   fieldValues, objectFields, pairValues, readFields, readPairs, readRows, renderFields, renderPairs, renderRows, rowValues, type Rows
 } from '../../src/modules/console/forms.ts'
@@ -106,4 +107,25 @@ t.test('write-only pairs: stored values never rendered, empty keeps, a box remov
   const shown = pairValues(query, { page: '{{call_id}}' })
   t.match(renderPairs(query, shown, {}).value, 'value="{{call_id}}"', 'plain pairs show their values')
   t.same(readPairs(query, { ...shown, 'q.0.name': '', 'q.0.value': '' }).value, {}, 'clearing a row removes it')
+})
+
+t.test('a pattern is refused in words, never as the expression: every pattern of the agent form has its sentence', async (t) => {
+  type Node = { pattern?: string, properties?: Record<string, Node>, anyOf?: Node[], items?: Node }
+  /** Every member of the schemas whose text has a pattern, with the object it belongs to. */
+  const patterned: Array<{ key: string, member: Node }> = []
+  const walk = (node: Node, key: string) => {
+    if (node.pattern !== undefined) patterned.push({ key, member: node })
+    for (const [name, child] of Object.entries(node.properties ?? {})) walk(child, name)
+    for (const branch of node.anyOf ?? []) walk(branch, key)
+  }
+  for (const schema of [AgentUpdate, LlmWrite, DataRetrievalItem]) walk(schema as Node, '')
+  t.same(patterned.map(({ key }) => key).sort(), ['llm_id', 'name', 'primary_color', 'start', 'voice_id'], 'ids, the colour, a workflow\'s step id, a variable')
+  for (const { key, member } of patterned) {
+    const [field] = objectFields(Type.Object({ [key]: member as TSchema }), '')
+    const problem = readFields([field], { [key]: 'not 1 valid!' }).problems[key]
+    t.ok(problem, `${key} is refused`)
+    t.notMatch(problem, /[$^[]|pattern|expected form/, `${key}: ${problem}`)
+  }
+  const [unknown] = objectFields(Type.Object({ code: Type.String({ pattern: '^[A-Z]{3}$' }) }), '')
+  t.same(readFields([unknown], { code: 'x' }).problems, { code: 'The code is not in the expected form.' }, 'a pattern without words: still no expression')
 })

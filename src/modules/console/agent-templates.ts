@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
-import { ID_PATTERN } from '../../db/ids.ts'
 import { HttpError } from '../../http/errors.ts'
+import { ObjectId } from '../../http/schemas.ts'
 import { listWorkspaces } from '../account/workspace-queries.ts'
 import { cloneTemplate, duplicateAgent } from '../agents/copies.ts'
 import { deleteAgent, findAgent, findTemplate, listTemplates, moveAgent, type AgentRow } from '../agents/queries.ts'
@@ -10,17 +10,15 @@ import { recordVersions } from '../agents/versions.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, viewerOf, type Viewer } from './pages.ts'
 import { agentDependents, type AgentDependents } from './queries.ts'
-import { sendPage } from './reply.ts'
+import { formBody, idParams, page, sendPage } from './reply.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
 
 // An agent's life outside its settings form (docs/console.md, "Agents: templates, copies, deletion, workspaces"):
 // "New agent" (the template catalogue or an empty form), Duplicate, Delete (after a page that says what goes with
 // it) and moving it into one of the owner's workspaces. Each calls the agents module's function the API uses.
 
-const IdParams = Type.Object({ id: Type.String({ pattern: ID_PATTERN }) })
-const CsrfBody = Type.Object({ csrf_token: Type.String() })
-const POST = { schema: { hide: true, params: IdParams, body: CsrfBody } }
-const MoveBody = Type.Object({ csrf_token: Type.String(), workspace_id: Type.Union([Type.Literal(''), Type.String({ pattern: ID_PATTERN })]) })
+/** A button that posts nothing but its CSRF token, about the template or agent in the address. */
+const BUTTON = page({ params: idParams('id'), body: formBody({}) })
 
 type Template = Awaited<ReturnType<typeof listTemplates>>[number]
 interface WorkspaceOption { id: string, name: string }
@@ -110,7 +108,7 @@ export async function consoleAgentTemplateRoutes (app: FastifyInstance, { db }: 
     return agent
   }
 
-  app.get('/agents/start', { schema: { hide: true } }, async (request, reply) => {
+  app.get('/agents/start', page(), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     changeScope(request)
@@ -118,7 +116,7 @@ export async function consoleAgentTemplateRoutes (app: FastifyInstance, { db }: 
   })
 
   // The API's clone: an agent of the current workspace (or of no workspace in one's own account).
-  app.post<{ Params: { id: string } }>('/agents/templates/:id', POST, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/templates/:id', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const template = await findTemplate(db, request.params.id)
     if (template === undefined) throw new HttpError(404, 'not_found', 'There is no template with that id.')
@@ -126,14 +124,14 @@ export async function consoleAgentTemplateRoutes (app: FastifyInstance, { db }: 
     return reply.redirect(`/agents/${agent.id}`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/duplicate', POST, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/duplicate', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     const copy = await db.transaction().execute(async (trx) => await duplicateAgent(trx, scope.ownerId, agent))
     return reply.redirect(`/agents/${copy.id}`, 303)
   })
 
-  app.get<{ Params: { id: string } }>('/agents/:id/delete', { schema: { hide: true, params: IdParams } }, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/agents/:id/delete', page({ params: idParams('id') }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const scope = changeScope(request)
@@ -142,7 +140,7 @@ export async function consoleAgentTemplateRoutes (app: FastifyInstance, { db }: 
   })
 
   // The API's DELETE /v1/agent/:id: the same function, the same versions of the agents whose transfer tools it switches off.
-  app.post<{ Params: { id: string } }>('/agents/:id/delete', POST, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/delete', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     await db.transaction().execute(async (trx) => {
@@ -155,7 +153,7 @@ export async function consoleAgentTemplateRoutes (app: FastifyInstance, { db }: 
 
   // Only the owner, in their own account: moving an agent out of a workspace takes it from its members, which an
   // admin (who changes the workspace's records) should not be able to do to the owner's other workspaces.
-  app.post<{ Params: { id: string }, Body: { workspace_id: string } }>('/agents/:id/move', { schema: { hide: true, params: IdParams, body: MoveBody } }, async (request, reply) => {
+  app.post<{ Params: { id: string }, Body: { workspace_id: string } }>('/agents/:id/move', page({ params: idParams('id'), body: formBody({ workspace_id: Type.Union([Type.Literal(''), ObjectId], { title: 'The workspace' }) }) }), async (request, reply) => {
     const scope = changeScope(request)
     if (scope.workspaceId !== undefined) throw new HttpError(403, 'forbidden', 'Agents are moved between workspaces by the owner, from their own account.')
     const agent = await agentInScope(scope, request.params.id)

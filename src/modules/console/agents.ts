@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Type, type TSchema } from 'typebox'
+import type { VoiceConfig } from '../../config.ts'
 import type { DB } from '../../db/database.ts'
 import type { RetrievalField } from '../../db/schema.ts'
+import type { TurnDetection } from '../../db/shapes.ts'
 import { HttpError, invalidInput, type AjvIssue } from '../../http/errors.ts'
 import { ObjectId } from '../../http/schemas.ts'
 import { compileBodySchema } from '../../http/validation.ts'
@@ -35,7 +37,7 @@ import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voi
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { changeScope, inScope, scopeOf, viewScope, type Scope } from './scope.ts'
-import { HIDDEN, ID, page as routeSchema, sendPage } from './reply.ts'
+import { formBody, idParams, openFormBody, page as routeSchema, sendPage, text as optionalText } from './reply.ts'
 import { CONNECTING_PAGE_CSP } from './security.ts'
 
 // The console's agents: list, create, edit, and "Talk to this agent" (a web call in the browser). They call the
@@ -53,17 +55,38 @@ type Field = 'agent_name' | 'begin_message' | 'general_prompt' | 'language' | 'v
 type AgentForm = FormValues
 type Problems = Record<string, string>
 
+/** The voice engines in words; the engine's name leads, as docs/voice.md and the refusals name it. */
+const ENGINE_WORDS: Record<VoiceConfig['engine'], string> = {
+  realtime: 'Realtime: one speech-to-speech model',
+  cascade: 'Cascade: speech-to-text, language model, text-to-speech',
+  simulator: 'Simulator: typed turns, no providers'
+}
+
 // The other settings, drawn from the API's schemas. A field missing from a form keeps its value (or default).
+// Values that are not plain words get words (`values`); the engine's empty choice names the installation's engine
+// when the form is drawn (agentForm).
 const LLM_FIELDS = objectFields(LlmWrite, 'llm.', {
   omit: ['begin_message', 'general_prompt', 'turn_detection'],
   required: ['model', 'temperature'],
   labels: { model: 'Model', max_tokens: 'Most tokens per reply', engine: 'Engine' },
-  hints: { max_tokens: 'Empty: the model\'s own limit.' }
+  hints: { max_tokens: 'Empty: the model\'s own limit.', engine: 'How its calls listen and speak (docs/voice.md). The installation\'s default is the engine VOICE_ENGINE names.' },
+  values: { engine: ENGINE_WORDS }
 })
+const TURN_WORDS: Record<TurnDetection['type'], string> = {
+  switchboard: 'Switchboard', server_vad: 'Voice activity (the realtime provider\'s)', semantic_vad: 'Meaning of the words (the realtime provider\'s)'
+}
 const TURN_FIELDS = objectFields(LlmWrite.properties.turn_detection, 'llm.turn_detection.', {
   required: ['type'],
   labels: { type: 'Who detects the end of a turn', silence_duration_ms: 'Silence that ends the turn (ms)', prefix_padding_ms: 'Audio kept before speech (ms)' },
-  hints: { type: 'Switchboard: ours, the same on both engines. Server vad and Semantic vad: the realtime provider\'s (speech-to-speech engine only); it then decides when the caller talks over the agent.' }
+  hints: {
+    type: 'Switchboard: ours, the same on every engine. Voice activity and Meaning of the words: the realtime provider\'s (Realtime engine only); it then decides when the caller talks over the agent.',
+    eagerness: 'Meaning of the words only: how soon the provider answers; Low waits longest.'
+  },
+  values: {
+    type: TURN_WORDS,
+    eagerness: { auto: 'Auto (as Medium)' }
+  },
+  empty: { eagerness: 'The default (Auto)' }
 })
 const CALL_FIELDS = objectFields(AgentUpdate.properties.call_settings, 'call_settings.', {
   omit: ['language'],
@@ -91,11 +114,13 @@ const WIDGET_FIELDS = objectFields(AgentUpdate.properties.widget_settings, 'widg
   omit: ['agent_version'],
   required: ['enabled', 'theme', 'primary_color', 'position'],
   labels: { enabled: 'Offer the web-call widget', primary_color: 'Primary colour', allowed_origins: 'Sites that may embed it' },
+  values: { position: { 'bottom-right': 'Bottom right', 'bottom-left': 'Bottom left' } },
   hints: { allowed_origins: 'One origin per line, such as https://www.example.com. None: any site may hold the calls your backend starts, and the widget key works on no site.' }
 })
 const CALLBACK_FIELDS = objectFields(AgentUpdate.properties.callback_settings, 'callback_settings.', {
   required: 'all',
-  labels: { enabled: 'Call back automatically', max_attempts: 'Most call-backs', retry_delay_minutes: 'Pause before a call-back (minutes)', on_outcomes: 'Call back after' }
+  labels: { enabled: 'Call back automatically', max_attempts: 'Most call-backs', retry_delay_minutes: 'Pause before a call-back (minutes)', on_outcomes: 'Call back after' },
+  values: { on_outcomes: { no_answer: 'No answer', busy: 'Busy', voicemail: 'An answering machine', failed: 'The call failed' } }
 })
 const VOICEMAIL_FIELDS = objectFields(AgentUpdate.properties.voicemail_settings, 'voicemail_settings.', {
   required: ['detection', 'action', 'detection_timeout_seconds'],
@@ -124,7 +149,8 @@ const RETRIEVAL: Rows = {
   legend: (i) => `Field ${i + 1}`,
   fields: (i) => objectFields(DataRetrievalItem, `data_retrieval.${i}.`, {
     labels: { name: 'Variable', enum_values: 'Allowed values', required: 'Required for the task to count as achieved', keypad: 'Typed on the phone keypad' },
-    hints: { name: 'Its name: letters, digits and _; becomes {{name}} in actions.', enum_values: 'One per line; for type enum only.', keypad: 'Text fields only: keys the caller presses, ended with #, fill it.' }
+    hints: { name: 'Its name: letters, digits and _; becomes {{name}} in actions.', enum_values: 'One per line; for the type One of the allowed values only.', keypad: 'Text fields only: keys the caller presses, ended with #, fill it.' },
+    values: { type: { string: 'Text', number: 'Number', boolean: 'Yes or no', enum: 'One of the allowed values', date: 'Date' } }
   })
 }
 
@@ -219,12 +245,17 @@ function retrievalOf (form: AgentForm): { fields?: RetrievalField[], problems: P
     const index = rows[Number(found[1])].index
     const text = found[2] === 'name'
       ? `The name ${found[3]}.`
-      : found[3].startsWith('is required') ? 'Type enum needs its allowed values, one per line.' : 'Only type enum has allowed values: remove them or choose enum.'
+      : found[2] === 'keypad'
+        ? 'Only a Text field can be typed on the keypad: untick it or choose Text.'
+        : found[3].startsWith('is required') ? 'The type One of the allowed values needs its allowed values, one per line.' : 'Only the type One of the allowed values has allowed values: remove them or choose that type.'
     return { problems: { [`data_retrieval.${index}.${found[2]}`]: text } }
   }
 }
 
-/** The API's turn-detection rule (agents/turn-detection.ts), as a problem under the field it names. */
+/**
+ * The API's turn-detection rule (agents/turn-detection.ts), as a problem in the form's words under the field it
+ * names: "body.engine …", "body.turn_detection.type …", "body.turn_detection.eagerness is allowed only with type …".
+ */
 function turnDetectionProblems (llm: Partial<LlmValues>, stored?: LlmRow): Problems {
   try {
     checkTurnDetection(llm, stored)
@@ -232,9 +263,16 @@ function turnDetectionProblems (llm: Partial<LlmValues>, stored?: LlmRow): Probl
   } catch (err) {
     const found = err instanceof HttpError ? /^body\.(engine|turn_detection\.\w+) (.*)$/.exec(err.message) : null
     if (found === null) throw err
-    // "engine cascade cannot …", "turn_detection.type server_vad is …", "turn_detection.eagerness is allowed only …"
-    const text = found[2].startsWith('is ') ? `This setting ${found[2]}` : found[2]
-    return { [`llm.${found[1]}`]: `${text.charAt(0).toUpperCase()}${text.slice(1)}.` }
+    const type = (llm.turn_detection ?? stored?.turn_detection ?? TURN_DETECTION_DEFAULT).type
+    const engine = llm.engine !== undefined ? llm.engine : stored?.engine ?? null
+    const engineWords = engine === null ? 'the installation\'s default' : `${engine.charAt(0).toUpperCase()}${engine.slice(1)}`
+    const owner = /allowed only with type (\w+)/.exec(found[2])?.[1] as keyof typeof TURN_WORDS | undefined
+    const text = found[1] === 'engine'
+      ? `The engine ${engineWords} cannot use the stored turn detection, ${TURN_WORDS[type]}: choose Switchboard under Turn detection as well.`
+      : found[1] === 'turn_detection.type'
+        ? `${TURN_WORDS[type]} needs the Realtime engine, and the engine is ${engineWords}.`
+        : `This setting is only for ${owner === undefined ? 'another type' : TURN_WORDS[owner]}, not ${TURN_WORDS[type]}.`
+    return { [`llm.${found[1]}`]: text }
   }
 }
 
@@ -277,8 +315,9 @@ export async function consoleAgentRoutes (app: FastifyInstance, { db, jobs }: { 
 
   const voices = async () => voiceChoices(jobs.config.voice, await listVoices(db, { limit: 1000 }))
 
+  /** `id`: checked by the route's schema (idParams). */
   async function agentInScope (scope: Scope, id: string) {
-    const agent = ID.test(id) ? await findAgent(db, scope.ownerId, id) : undefined
+    const agent = await findAgent(db, scope.ownerId, id)
     if (agent === undefined || !inScope(scope, agent)) throw noSuchAgent()
     return agent
   }
@@ -318,7 +357,7 @@ ${await widgetSection(viewer, scope.canChange, agent)}
 <h2>Settings</h2>
 ${sharedWith > 0 && html`<p class="hint">Its begin message, prompt and language model belong to an LLM configuration that ${sharedWith} other agent${sharedWith === 1 ? '' : 's'} use${sharedWith === 1 ? 's' : ''} too: changing them here changes theirs.</p>`}
 ${!scope.canChange && html`<p>You are a member of this workspace: you can see this agent and talk to it, not change it.</p>`}
-${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices() })}
+${agentForm({ viewer, action: `/agents/${agent.id}`, submit: scope.canChange ? 'Save' : undefined, form: options.form ?? formFromRows({ ...agent, webhook_url: scope.canChange || agent.webhook_url === null ? agent.webhook_url : maskUrlTemplate(agent.webhook_url) }, llm ?? LLM_DEFAULTS), problems: options.problems ?? {}, voices: await voices(), engine: jobs.config.voice.engine })}
 ${engineNeeds(jobs.config.voice)}
 <p class="hint">Agent id <code>${agent.id}</code>. Its LLM configuration and phone numbers are in the API (<a href="/docs">API reference</a>).</p>`
     })
@@ -344,14 +383,16 @@ ${engineNeeds(jobs.config.voice)}
 </section>`
   }
 
-  // The agent forms may be longer than the console's other forms (the prompt).
-  const FORM_ROUTE = { ...HIDDEN, bodyLimit: AGENT_FORM_LIMIT }
+  // The agent form's fields are named by its sections and rows (openFormBody), and it may be longer than the
+  // console's other forms (the prompt).
+  const FORM_BODY = { bodyLimit: AGENT_FORM_LIMIT }
+  const AGENT = idParams('id')
   // The pages a refused form returns to (drafts.ts).
-  const DRAFT_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
-  const DRAFT_ROUTE = { schema: { hide: true, querystring: DRAFT_QUERY } }
-  const AGENT_ROUTE = { schema: { hide: true, querystring: Type.Object({ saved: Type.Optional(Type.String()), knowledge: Type.Optional(Type.String()), draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) }) } }
+  const draft = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
+  // A button that posts nothing but its CSRF token.
+  const BUTTON = routeSchema({ params: AGENT, body: formBody({}) })
 
-  app.get<{ Querystring: { deleted?: string } }>('/agents', HIDDEN, async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string } }>('/agents', routeSchema({ querystring: Type.Object({ deleted: optionalText('The notice of a deletion', { maxLength: 10 }) }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -381,10 +422,10 @@ ${agents.length === 0
     viewer: viewerOf(session),
     current: '/agents',
     body: html`<p><a href="/agents">All agents</a></p>
-${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agent', form, problems, voices: await voices() })}`
+${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agent', form, problems, voices: await voices(), engine: jobs.config.voice.engine })}`
   })
 
-  app.get<{ Querystring: { draft?: string } }>('/agents/new', DRAFT_ROUTE, async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>('/agents/new', routeSchema({ querystring: Type.Object({ draft }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -392,7 +433,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return sendPage(reply, 200, await newPage(page.session, draft?.values ?? NEW_AGENT, draft?.problems ?? {}))
   })
 
-  app.post('/agents', FORM_ROUTE, async (request, reply) => {
+  app.post('/agents', routeSchema({ body: openFormBody() }, FORM_BODY), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const form = formOf(request)
@@ -429,7 +470,10 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string, knowledge?: string } }>('/agents/:id', AGENT_ROUTE, async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string, knowledge?: string } }>('/agents/:id', routeSchema({
+    params: AGENT,
+    querystring: Type.Object({ saved: optionalText('The notice of a save', { maxLength: 10 }), knowledge: optionalText('The notice of a knowledge change', { maxLength: 10 }), draft })
+  }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(page.scope, request.params.id)
@@ -437,7 +481,7 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return sendPage(reply.header('content-security-policy', CONNECTING_PAGE_CSP), 200, await agentPage(page.session, agent, { saved: request.query.saved !== undefined, form: draft?.values, problems: draft?.problems, knowledgeSaved: request.query.knowledge !== undefined }))
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id', FORM_ROUTE, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id', routeSchema({ params: AGENT, body: openFormBody() }, FORM_BODY), async (request, reply) => {
     const session = request.consoleSession!
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
@@ -471,21 +515,21 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.redirect(`/agents/${agent.id}?saved=1`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/widget-key', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     await putWidgetKey(db, scope.ownerId, agent.id, newWidgetKey())
     return reply.redirect(`/agents/${agent.id}#widget`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/widget-key/delete', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/widget-key/delete', BUTTON, async (request, reply) => {
     const scope = changeScope(request)
     const agent = await agentInScope(scope, request.params.id)
     await deleteWidgetKey(db, scope.ownerId, agent.id)
     return reply.redirect(`/agents/${agent.id}#widget`, 303)
   })
 
-  app.post<{ Params: { id: string } }>('/agents/:id/talk', HIDDEN, async (request, reply) => {
+  app.post<{ Params: { id: string } }>('/agents/:id/talk', BUTTON, async (request, reply) => {
     // A member may talk to the workspace's agents: a call changes no setting (its credits are the owner's).
     // The Talk button's script posts here when it is pressed, so the call's record starts with the call.
     const scope = scopeOf(request.consoleSession!)
@@ -504,12 +548,22 @@ ${agentForm({ viewer: viewerOf(session), action: '/agents', submit: 'Create agen
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(UNSAVED_SCRIPT)
   })
 
-  app.get('/console/talk.js', HIDDEN, async (_request, reply) => {
+  app.get('/console/talk.js', routeSchema(), async (_request, reply) => {
     return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(TALK_SCRIPT)
   })
 }
 
-interface FormOptions { viewer: Viewer, action: string, /** undefined: the form is shown read-only */ submit: string | undefined, form: AgentForm, problems: Problems, voices: VoiceChoices }
+interface FormOptions {
+  viewer: Viewer
+  action: string
+  /** undefined: the form is shown read-only */
+  submit: string | undefined
+  form: AgentForm
+  problems: Problems
+  voices: VoiceChoices
+  /** VOICE_ENGINE: what the engine's empty choice stands for. */
+  engine: VoiceConfig['engine']
+}
 
 const HINTS: Partial<Record<Field, string>> = {
   begin_message: 'What the agent says first. Empty: it waits for the other party to speak.',
@@ -523,7 +577,8 @@ const HINTS: Partial<Record<Field, string>> = {
  * The agent's fields; a bad one carries its message, tied to the input by aria-describedby. A textarea's text
  * starts after a line break, which the HTML parser drops, so that text starting with one keeps it.
  */
-function agentForm ({ viewer, action, submit, form, problems, voices }: FormOptions): SafeHtml {
+function agentForm ({ viewer, action, submit, form, problems, voices, engine }: FormOptions): SafeHtml {
+  const named = (field: FormField) => field.name === 'llm.engine' ? { ...field, empty: `The installation's default (${engine.charAt(0).toUpperCase()}${engine.slice(1)})` } : field
   const described = (field: Field) => describe(field, HINTS[field], problems[field]).attrs
   const after = (field: Field) => describe(field, HINTS[field], problems[field]).after
   const section = (id: string, legend: string, body: SafeHtml) => html`<fieldset class="group" id="${id}"><legend>${legend}</legend>
@@ -560,7 +615,7 @@ ${text(form, 'general_prompt')}</textarea>
     ${(['active', 'inactive'] as const).map((status) => html`<option value="${status}"${status === text(form, 'status') && html` selected`}>${status === 'active' ? 'Active' : 'Inactive'}</option>`)}
   </select>
   ${after('status')}`)}
-  ${SECTIONS.map(({ legend, fields }, i) => section(`section-${i + 1}`, legend, renderFields(fields, form, problems)))}
+  ${SECTIONS.map(({ legend, fields }, i) => section(`section-${i + 1}`, legend, renderFields(fields.map(named), form, problems)))}
   <fieldset class="group" id="section-data" aria-describedby="data_retrieval-hint${problems.data_retrieval !== undefined ? ' data_retrieval-error' : ''}"><legend>Data retrieval</legend>
   <p id="data_retrieval-hint" class="hint">Fields extracted from each call after it ends: in the call's results and, as {{name}}, in actions.</p>
   ${problems.data_retrieval !== undefined && html`<p id="data_retrieval-error" class="field-error">${problems.data_retrieval}</p>`}

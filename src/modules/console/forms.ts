@@ -32,6 +32,10 @@ export interface Field {
   options?: Option[]
   /** A textarea, whatever the schema's length. */
   multiline?: boolean
+  /** An enumeration's values in words, by value (`server_vad` → "Voice activity"); others are shown as WORDS says. */
+  valueLabels?: Record<string, string>
+  /** A select's empty choice, when "None (the default)" or "Choose one" would not say what it means. */
+  empty?: string
 }
 
 export interface FieldOptions {
@@ -44,6 +48,10 @@ export interface FieldOptions {
   /** Members that may not be empty although the schema has them optional (the form shows their effective value). */
   required?: readonly string[] | 'all'
   multiline?: readonly string[]
+  /** By member: its enumeration's values in words. */
+  values?: Record<string, Record<string, string>>
+  /** By member: the label of its select's empty choice. */
+  empty?: Record<string, string>
 }
 
 type Schema = TSchema & {
@@ -58,10 +66,10 @@ const MAX_ROWS = 60
 
 export const idOf = (name: string) => name.replaceAll('.', '-')
 
-/** `max_call_duration_minutes` → "Max call duration minutes". */
 /** An enumeration's value made of words (`no_answer`, `leave_message`) is shown as words; a name such as `gpt-4o` as it is. */
 const WORDS = /^[a-z]+(_[a-z]+)*$/
 
+/** `max_call_duration_minutes` → "Max call duration minutes". */
 const humanize = (key: string) => key.charAt(0).toUpperCase() + key.slice(1).replaceAll('_', ' ')
 
 /** "Name" → "The name", "URL" stays "The URL". */
@@ -98,7 +106,7 @@ function controlOf (field: Field): Control {
 function optionsOf (field: Field): Option[] {
   if (field.options !== undefined) return field.options
   const { base } = unwrap(field.schema as Schema)
-  return (enumValues(base.type === 'array' ? base.items : base) ?? []).map((value) => ({ value, label: WORDS.test(value) ? humanize(value) : value }))
+  return (enumValues(base.type === 'array' ? base.items : base) ?? []).map((value) => ({ value, label: field.valueLabels?.[value] ?? (WORDS.test(value) ? humanize(value) : value) }))
 }
 
 /** The fields of an object schema's members, in the schema's order, named `<prefix><member>`. */
@@ -114,7 +122,9 @@ export function objectFields (schema: TSchema, prefix: string, options: FieldOpt
     required: required.has(key) && !unwrap(member).nullable,
     hint: options.hints?.[key] ?? sentence(member.description),
     options: options.options?.[key],
-    multiline: options.multiline?.includes(key)
+    multiline: options.multiline?.includes(key),
+    valueLabels: options.values?.[key],
+    empty: options.empty?.[key]
   }))
   for (const field of fields) {
     if (controlOf(field) === 'lines' && field.hint?.includes('per line') !== true) field.hint = `${field.hint ?? ''} One per line.`.trimStart()
@@ -156,11 +166,29 @@ function validatorOf (schema: TSchema): ValidateFunction {
   return validate
 }
 
+/**
+ * The schemas' patterns in words, as a refusal says them; a pattern not listed reads "is not in the expected form"
+ * (its hint, the schema's description, says more), and ids, phone numbers and addresses read as errors.ts says them.
+ * A person never sees the expression itself.
+ */
+const PATTERN_WORDS: Record<string, string> = {
+  // A variable's name: data retrieval fields, an API call's parameters and response variables.
+  '^[A-Za-z_][A-Za-z0-9_]{0,63}$': 'may hold only letters, digits and underscores, start with a letter or an underscore, and be at most 64 characters long',
+  '^#[0-9a-fA-F]{6}$': 'must be # and six hexadecimal digits (0-9, a-f), such as #2563eb',
+  // A workflow step's id.
+  '^[a-z][a-z0-9_]{0,39}$': 'may hold only lower-case letters, digits and underscores, start with a letter, and be at most 40 characters long',
+  '^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$': 'must be a time of day as HH:MM, 24-hour, such as 09:30 (24:00: midnight at the end of the day)',
+  '^[0-9]+$': 'may hold only digits'
+}
+
 /** A schema's complaint about a field, as a sentence: "The language must be …", "Line 2 of the origins must be …". */
 export function problemOf (label: string, issue: AjvIssue): string {
   const item = /^\/(\d+)/.exec(issue.instancePath)
   const where = item === null ? the(label) : `Line ${Number(item[1]) + 1} of ${the(label).charAt(0).toLowerCase()}${the(label).slice(1)}`
-  return `${invalidInput(where, { ...issue, instancePath: item === null ? issue.instancePath : issue.instancePath.slice(item[0].length) }).message}.`
+  const words = issue.keyword === 'pattern' ? PATTERN_WORDS[String(issue.params.pattern)] : undefined
+  if (words !== undefined) return `${where} ${words}.`
+  const { message } = invalidInput(where, { ...issue, instancePath: item === null ? issue.instancePath : issue.instancePath.slice(item[0].length) })
+  return `${message.includes(' must match pattern ') ? `${where} is not in the expected form` : message}.`
 }
 
 type Read = { absent: true } | { value: unknown } | { problem: string }
@@ -242,7 +270,7 @@ ${after}`
       const known = options.some((option) => option.value === value)
       return html`<label for="${id}">${field.label}</label>
 <select id="${id}" name="${field.name}"${aria}>
-${(nullable || !field.required) && html`<option value=""${value === '' && html` selected`}>${nullable ? 'None (the default)' : 'Choose one'}</option>`}
+${(nullable || !field.required) && html`<option value=""${value === '' && html` selected`}>${field.empty ?? (nullable ? 'None (the default)' : 'Choose one')}</option>`}
 ${!known && value !== '' && html`<option value="${value}" selected>${value}</option>`}
 ${options.map((option) => html`<option value="${option.value}"${option.value === value && html` selected`}>${option.label}</option>`)}
 </select>
