@@ -340,6 +340,20 @@ t.test('another account\'s agent, test or run: 404; without the CSRF token: 403;
     t.match(view.body, 'value="Greets"', 'the test\'s editor shows the stored test')
   }
   t.equal(await runs(), ranBefore, 'nothing ran')
+
+  // Save as test refused (the agent holds the most tests): the playground's draft keeps the conversation and the name.
+  const turn = await say(browser, agent._id, page.body, 'Hello')
+  t.equal(turn.statusCode, 200, turn.body)
+  for (let i = 1; i < 50; i++) {
+    await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tests`, headers: account.headers, payload: { name: `Test ${i}`, caller: { type: 'script', lines: ['Hello'] }, expectations: [{ type: 'ended', reason: 'none' }] } })
+  }
+  const full = await followRefusal(browser, await browser.post(`${playground}/save`, { csrf_token: csrfOf(turn.body), conversation: inputValue(turn.body, 'conversation'), name: 'The fifty-first' }), playground)
+  for (const view of [full.page, await browser.get(full.url)]) {
+    t.match(view.body, '<p>Not saved: An agent holds at most 50 tests.</p>')
+    t.same(chatLines(view.body), chatLines(turn.body), 'the conversation is kept')
+    t.match(view.body, 'id="test-name" name="name" value="The fifty-first"', 'and the name typed')
+  }
+  t.equal((await ctx.db.selectFrom('agent_tests').select('id').where('agent_id', '=', agent._id).execute()).length, 50, 'nothing saved')
 })
 
 t.test('a workspace member talks in the playground and runs the tests of the workspace\'s agent, but changes no test', async (t) => {
