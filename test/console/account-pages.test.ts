@@ -5,7 +5,7 @@ import { signingSecrets, testSecret } from '../../src/modules/deliveries/signing
 import { conflict } from '../../src/http/errors.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, PASSWORD } from '../helpers/console-client.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -110,10 +110,18 @@ t.test('phone numbers: search, buy, assign agents and nickname, release', async 
   t.equal(bought.headers.location, `/phone-numbers/${id}?saved=bought`)
   t.equal(twilio.incoming(INSTALLATION_SID)[0].phone_number, '+14155550142')
 
+  // Post/Redirect/Get: a refused purchase goes back to its search, which says why; a reload buys nothing.
   const again = await me.browser.post('/phone-numbers/buy', { csrf_token: csrf, phone_number: '+14155550142', country: 'us', area_code: '415', contains: '' })
-  t.equal(again.statusCode, 409, 'a number of the account already: the list page with the reason')
-  t.match(again.body, '+14155550142 was not bought: +14155550142 is already in your account.')
-  t.match(again.body, '<caption>Numbers to buy</caption>', 'the search results are shown again')
+  const notBought = await followRefusal(me.browser, again, '/phone-numbers?country=us&area_code=415')
+  for (const view of [notBought.page, await me.browser.get(notBought.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, '<p>+14155550142 was not bought: +14155550142 is already in your account.</p>', 'the reason, in words')
+    t.match(view.body, '<caption>Numbers to buy</caption>', 'the search results are shown again')
+  }
+  t.equal(twilio.incoming(INSTALLATION_SID).length, 1, 'reloading bought nothing')
+  t.equal((await ctx.db.selectFrom('phone_numbers').select('id').where('user_id', '=', me.user.id).execute()).length, 1)
+  const notANumber = await me.browser.post('/phone-numbers/buy', { csrf_token: csrf, phone_number: 'x', country: 'us', area_code: '', contains: '' })
+  t.match((await followRefusal(me.browser, notANumber, '/phone-numbers?country=us')).page.body, 'Choose a number from the search results.')
 
   const page = await me.browser.get(bought.headers.location as string)
   t.match(page.body, /Bought: the number is yours/)
@@ -136,16 +144,24 @@ t.test('phone numbers: search, buy, assign agents and nickname, release', async 
   t.match(list.body, '<td>Front desk</td>')
   t.notMatch(list.body, MARKUP, 'the nickname is text, never markup')
 
+  // Post/Redirect/Get: the number's page shows the values sent and the problems, again on a reload, which saves nothing.
   const long = await me.browser.submit(`/phone-numbers/${id}`, `/phone-numbers/${id}`, { nickname: 'n'.repeat(101), inbound_agent_id: 'nope', outbound_agent_id: agentId })
-  t.equal(long.statusCode, 400)
-  t.match(long.body, '<p id="nickname-error" class="field-error">The nickname must NOT have more than 100 characters.</p>')
-  t.match(long.body, '<p id="inbound_agent_id-error" class="field-error">Choose one of the listed agents.</p>')
-  t.match(long.body, `value="${'n'.repeat(101)}"`, 'values kept')
-  t.match(long.body, `<option value="${agentId}" selected>Front desk</option>`, 'the outbound choice kept')
+  const longDraft = await followRefusal(me.browser, long, `/phone-numbers/${id}`)
+  for (const view of [longDraft.page, await me.browser.get(longDraft.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, '<h2>2 fields need another look</h2>')
+    t.match(view.body, '<a href="#nickname">The nickname must NOT have more than 100 characters.</a>')
+    t.match(view.body, '<p id="nickname-error" class="field-error">The nickname must NOT have more than 100 characters.</p>')
+    t.match(view.body, '<p id="inbound_agent_id-error" class="field-error">Choose one of the listed agents.</p>')
+    t.match(view.body, `value="${'n'.repeat(101)}"`, 'values kept')
+    t.match(view.body, `<option value="${agentId}" selected>Front desk</option>`, 'the outbound choice kept')
+  }
+  t.match((await ctx.app.inject({ method: 'GET', url: `/v1/phone-number/${id}`, headers: me.headers })).json(), { nickname: MARKUP, outbound_agent_id: null }, 'nothing saved')
+  t.notMatch((await other.browser.get(longDraft.url)).body, 'n'.repeat(101), 'another session does not see the draft')
 
   const foreignAgent = await me.browser.submit(`/phone-numbers/${id}`, `/phone-numbers/${id}`, { nickname: '', inbound_agent_id: otherAgent, outbound_agent_id: '' })
-  t.equal(foreignAgent.statusCode, 404, 'another account\'s agent')
-  t.match(foreignAgent.body, /inbound agent not found|not found/)
+  t.match((await followRefusal(me.browser, foreignAgent, `/phone-numbers/${id}`)).page.body,
+    '<p id="inbound_agent_id-error" class="field-error">You have no such agent (it may have been deleted): choose one of the list.</p>', 'another account\'s agent')
   t.match((await ctx.app.inject({ method: 'GET', url: `/v1/phone-number/${id}`, headers: me.headers })).json(), { nickname: MARKUP, inbound_agent_id: agentId })
 
   // Another account's number: 404 on its page and on every form of it.
@@ -158,6 +174,16 @@ t.test('phone numbers: search, buy, assign agents and nickname, release', async 
   t.ok(await ctx.db.selectFrom('phone_numbers').select('id').where('id', '=', theirs.id).where('nickname', '=', '').executeTakeFirst(), 'theirs unchanged')
 
   t.equal((await me.browser.post(`/phone-numbers/${id}/release`, {})).statusCode, 403, 'releasing needs the token')
+  // A carrier failure: the number's page says it (Post/Redirect/Get); a reload releases nothing.
+  twilio.failNext(500, 20500, 'Twilio is down for a moment')
+  const kept = await followRefusal(me.browser, await me.browser.submit(`/phone-numbers/${id}`, `/phone-numbers/${id}/release`, {}), `/phone-numbers/${id}`)
+  for (const view of [kept.page, await me.browser.get(kept.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, /<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<p>The number was not released: [^<]*Twilio is down for a moment/)
+    t.match(view.body, `value="${MARKUP.replaceAll('<', '&lt;').replaceAll('>', '&gt;')}"`, 'the assign form shows the stored number')
+  }
+  t.equal(twilio.incoming(INSTALLATION_SID).length, 1, 'still held at the carrier')
+  t.ok(await ctx.db.selectFrom('phone_numbers').select('id').where('id', '=', id).executeTakeFirst(), 'and here')
   const released = await me.browser.submit(`/phone-numbers/${id}`, `/phone-numbers/${id}/release`, {})
   t.equal(released.statusCode, 303)
   t.equal(released.headers.location, '/phone-numbers?released=1')
@@ -171,29 +197,34 @@ t.test('phone numbers: import from a carrier account; the auth token is never re
 
   t.equal((await me.browser.post('/phone-numbers/import', form)).statusCode, 403, 'no CSRF token')
 
-  const half = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, account_sid: '' })
-  t.equal(half.statusCode, 400)
-  t.match(half.body, '<p id="import-account_sid-error" class="field-error">Give the account SID with the auth token.</p>')
-  t.match(half.body, 'value="+13105550100"', 'the number kept')
-  t.match(half.body, '<option value="twilio" selected>Twilio</option>', 'the carrier kept')
-  t.match(half.body, 'value="&lt;b&gt;x&lt;/b&gt;"', 'the nickname kept, escaped')
-  t.notMatch(half.body, HOLDER_TOKEN, 'the token is not given back')
+  // Post/Redirect/Get: the list shows the values sent (never the token) and the problems, again on a reload.
+  const half = await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, account_sid: '' }), '/phone-numbers')
+  for (const view of [half.page, await me.browser.get(half.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, '<a href="#import-account_sid">Give the account SID with the auth token.</a>', 'the summary links to the field')
+    t.match(view.body, '<p id="import-account_sid-error" class="field-error">Give the account SID with the auth token.</p>')
+    t.match(view.body, 'value="+13105550100"', 'the number kept')
+    t.match(view.body, '<option value="twilio" selected>Twilio</option>', 'the carrier kept')
+    t.match(view.body, 'value="&lt;b&gt;x&lt;/b&gt;"', 'the nickname kept, escaped')
+    t.notMatch(view.body, HOLDER_TOKEN, 'the token is not given back')
+  }
+  const drafts = await ctx.db.selectFrom('console_drafts').select(['form_values']).execute()
+  t.notMatch(JSON.stringify(drafts), HOLDER_TOKEN, 'nor kept in the draft')
 
-  const bad = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, phone_number: '3105550100', account_sid: 'AC123', carrier: 'sandbox' })
-  t.equal(bad.statusCode, 400)
+  const bad = (await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, phone_number: '3105550100', account_sid: 'AC123', carrier: 'sandbox' }), '/phone-numbers')).page
   t.match(bad.body, '<p id="import-phone_number-error" class="field-error">The number must be an E.164 phone number such as +14155550123.</p>')
   t.match(bad.body, '<p id="import-account_sid-error" class="field-error">A Twilio account SID is AC followed by 32 hexadecimal characters.</p>')
   t.match(bad.body, '<p id="import-carrier-error" class="field-error">The sandbox takes no account SID or auth token.</p>')
   t.notMatch(bad.body, HOLDER_TOKEN)
 
-  const wrong = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, auth_token: 'wrong-token' })
-  t.equal(wrong.statusCode, 400, 'credentials the carrier refuses')
-  t.match(wrong.body, '+13105550100 was not imported:')
+  const wrong = (await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, auth_token: 'wrong-token' }), '/phone-numbers')).page
+  t.match(wrong.body, '<p>+13105550100 was not imported:', 'credentials the carrier refuses')
   t.notMatch(wrong.body, 'wrong-token')
 
-  const missing = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, phone_number: '+13105550101' })
-  t.equal(missing.statusCode, 404, 'a number the account does not hold')
-  t.match(missing.body, '+13105550101 was not imported: +13105550101 in the twilio account not found.')
+  const missing = await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/import', { ...form, phone_number: '+13105550101' }), '/phone-numbers')
+  t.match(missing.page.body, '+13105550101 was not imported: +13105550101 in the twilio account not found.', 'a number the account does not hold')
+  t.match(missing.page.body, 'value="+13105550101"')
+  t.equal(await ctx.db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined, 'nothing imported')
 
   const imported = await me.browser.submit('/phone-numbers', '/phone-numbers/import', form)
   t.equal(imported.statusCode, 303)
@@ -389,8 +420,7 @@ t.test("phone numbers: this server's own Twilio numbers are not imported from th
   const own = twilio.hold(INSTALLATION_SID, '+13105550111', { voice_url: 'https://elsewhere.example.com/voice' })
   for (const carrier of ['twilio', '']) {
     const refused = await me.browser.submit('/phone-numbers', '/phone-numbers/import', { phone_number: '+13105550111', carrier, account_sid: '', auth_token: '', nickname: '' })
-    t.equal(refused.statusCode, 400, `carrier "${carrier}" without credentials`)
-    t.match(refused.body, 'numbers of this server&#39;s own account are assigned by its operator')
+    t.match((await followRefusal(me.browser, refused, '/phone-numbers')).page.body, 'numbers of this server&#39;s own account are assigned by its operator', `carrier "${carrier}" without credentials`)
   }
   t.equal(own.voice_url, 'https://elsewhere.example.com/voice', 'the number still sends its calls where it did')
   t.equal(await ctx.db.selectFrom('phone_numbers').select('id').executeTakeFirst(), undefined)
@@ -400,6 +430,10 @@ t.test("phone numbers: this server's own Twilio numbers are not imported from th
   t.equal(imported.statusCode, 303)
   const held = twilio.incoming(HOLDER_SID)[0]
   held.voice_url = 'https://old-address.example.com/telephony/twilio/voice'
+  twilio.failNext(500, 20500, 'Twilio is down for a moment')
+  const notRepointed = await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/repoint', {}), '/phone-numbers')
+  for (const view of [notRepointed.page, await me.browser.get(notRepointed.url)]) t.match(view.body, '<p>0 repointed; not repointed: +13105550100 (Twilio answered 500 (error 20500): Twilio is down for a moment).</p>', 'a refused repointing said in words, again on a reload')
+  t.equal(held.voice_url, 'https://old-address.example.com/telephony/twilio/voice', 'a reload repoints nothing')
   const repoint = await me.browser.submit('/phone-numbers', '/phone-numbers/repoint', {})
   t.equal(repoint.statusCode, 303, 'Post/Redirect/Get: a reload repoints nothing again')
   t.equal(repoint.headers.location, '/phone-numbers?repointed=1')
@@ -409,12 +443,16 @@ t.test("phone numbers: this server's own Twilio numbers are not imported from th
   t.equal((await me.browser.post('/phone-numbers/repoint', {})).statusCode, 403, 'no CSRF token')
 
   twilio.addAccount(HOLDER_SID, 'rotated-token-0123456789')
-  const wrong = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: HOLDER_SID, auth_token: 'not-the-token' })
-  t.equal(wrong.statusCode, 400)
-  t.match(wrong.body, 'The auth token was not replaced:')
-  const bad = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: 'AC1', auth_token: '' })
-  t.equal(bad.statusCode, 400)
+  const wrong = await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: HOLDER_SID, auth_token: 'not-the-token' }), '/phone-numbers')
+  for (const view of [wrong.page, await me.browser.get(wrong.url)]) {
+    t.match(view.body, '<p>The auth token was not replaced:')
+    t.match(view.body, `id="token-account_sid" name="account_sid" value="${HOLDER_SID}"`, 'the account SID kept')
+    t.notMatch(view.body, 'not-the-token', 'the token is neither shown')
+  }
+  t.notMatch(JSON.stringify(await ctx.db.selectFrom('console_drafts').select('form_values').execute()), 'not-the-token', 'nor kept')
+  const bad = (await followRefusal(me.browser, await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: 'AC1', auth_token: '' }), '/phone-numbers')).page
   t.match(bad.body, 'id="token-account_sid-error"')
+  t.match(bad.body, '<a href="#token-auth_token">')
   const replace = await me.browser.submit('/phone-numbers', '/phone-numbers/carrier-token', { account_sid: HOLDER_SID, auth_token: 'rotated-token-0123456789' })
   t.equal(replace.statusCode, 303)
   t.equal(replace.headers.location, '/phone-numbers?token_kept=1', 'the token never reaches an address')

@@ -95,15 +95,19 @@ t.test('the playground typed through, saved as a test, run and passed, two runs 
   await check('tests with results')
   t.same(problems, [], 'no script errors and no CSP violations')
 
-  // A refused form answers 400, which Chromium reports on its console: that one only.
+  // A refused form redirects (303) to the new test's page with its draft (Post/Redirect/Get): no error status at all.
   await page.getByRole('link', { name: 'New test' }).click()
   await page.getByLabel('Name', { exact: true }).fill('Asks about parking')
   await page.getByRole('button', { name: 'Add test' }).click()
-  await page.locator('.notice.error').waitFor()
+  await page.waitForURL(/\/tests\/new\?draft=[0-9a-f]{24}#form-problems$/)
+  await page.locator('.error-summary').waitFor()
   await check('a refused new test')
 
   t.match(await page.locator('#caller-lines-error').textContent(), 'Give the caller\'s lines')
-  t.same(problems, ['Failed to load resource: the server responded with a status of 400 (Bad Request)'])
+  t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Asks about parking', 'the name typed is shown')
+  await page.reload()
+  t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Asks about parking', 'and again on a reload')
+  t.same(problems, [])
   for (const [name, violations] of Object.entries(axe)) t.same(violations, [], `${name}: no axe-core violations`)
 })
 

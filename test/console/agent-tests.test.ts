@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createAccount, setup, type TestContext } from '../helpers/app.ts'
 import { addAction, createAgent } from '../helpers/calls.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, inputValue, PASSWORD, signedInWithKey, unescapeHtml as unescape } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, inputValue, PASSWORD, signedInWithKey, unescapeHtml as unescape } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { startReceiver } from '../helpers/receiver.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
@@ -60,10 +60,20 @@ t.test('the playground with the language model: replies and tool calls (name, ar
   const history = llm.requests.chat.at(-1)!.body.messages as Array<{ role: string, content: string }>
   t.ok(history.some((m) => m.role === 'assistant' && m.content === 'Your table is booked for 19:00.'), 'the model hears the conversation the page sent back')
 
-  const blank = await say(browser, agent._id, second.body, '  ')
-  t.equal(blank.statusCode, 400, 'an empty message is refused')
-  t.match(blank.body, 'Type a message first.')
-  t.equal(chatLines(blank.body).length, chatLines(second.body).length, 'the conversation is kept')
+  // Refused: Post/Redirect/Get to the playground, whose draft holds the conversation so far; a reload asks nothing.
+  const asked = llm.requests.chat.length
+  const blank = await followRefusal(browser, await say(browser, agent._id, second.body, '  '), `/agents/${agent._id}/playground`)
+  for (const view of [blank.page, await browser.get(blank.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, '<a href="#message">Type a message first.</a>', 'an empty message is refused, in words')
+    t.same(chatLines(view.body), chatLines(second.body), 'the conversation is kept')
+    t.equal(inputValue(view.body, 'conversation'), inputValue(second.body, 'conversation'), 'and carried on by the form')
+  }
+  t.equal(llm.requests.chat.length, asked, 'the model was asked nothing')
+  llm.replies.push({ text: 'Anything else?' })
+  const goesOn = await say(browser, agent._id, blank.page.body, 'One more thing')
+  t.match(chatLines(goesOn.body).slice(-2), ['Caller: One more thing', 'Agent: Anything else?'], 'the conversation goes on from the page of the refusal')
+  t.equal(chatLines(goesOn.body).length, chatLines(second.body).length + 2)
 
   t.match(second.body, `<form method="get" action="/agents/${agent._id}/playground" class="inline"><button type="submit">Start over</button></form>`, 'Start over opens the empty playground')
   t.match(second.body, 'Save as test')
@@ -159,17 +169,25 @@ t.test('the scenario editor: refused fields keep their text with the message und
     'expectations.2.kind': 'criterion',
     'expectations.2.value': ''
   })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, 'Some fields need another look')
-  t.match(bad.body, /id="caller-lines-error" class="field-error">Give the caller&#39;s lines, one per line\./)
-  t.match(bad.body, /id="mocks-0-tool-error" class="field-error">The tool is required\./)
-  t.match(bad.body, /id="expectations-0-value-error" class="field-error">The arguments must be a JSON object/)
-  t.match(bad.body, /id="expectations-1-name-error" class="field-error">Give the variable&#39;s name\./)
-  t.match(bad.body, /id="expectations-2-value-error" class="field-error">Give the statement\./)
-  t.match(bad.body, 'value="Books &lt;a&gt; table"', 'the text sent is kept')
-  t.match(bad.body, '{not json</textarea>')
+  // Post/Redirect/Get: the new test's page shows the draft, again on a reload, which stores nothing.
+  const refused = await followRefusal(browser, bad, `${url}/new`)
+  for (const view of [refused.page, await browser.get(refused.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, /<h2>5 fields need another look<\/h2>/)
+    t.match(view.body, '<a href="#caller-lines">Give the caller&#39;s lines, one per line.</a>', 'the summary links to the field')
+    t.match(view.body, /id="caller-lines-error" class="field-error">Give the caller&#39;s lines, one per line\./)
+    t.match(view.body, /id="mocks-0-tool-error" class="field-error">The tool is required\./)
+    t.match(view.body, /id="expectations-0-value-error" class="field-error">The arguments must be a JSON object/)
+    t.match(view.body, /id="expectations-1-name-error" class="field-error">Give the variable&#39;s name\./)
+    t.match(view.body, /id="expectations-2-value-error" class="field-error">Give the statement\./)
+    t.match(view.body, 'value="Books &lt;a&gt; table"', 'the text sent is kept')
+    t.match(view.body, '{not json</textarea>')
+  }
   const none = await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/tests`, headers: account.headers })
   t.match(none.body, /^\{"data":\[\]|^\[\]/, 'nothing stored')
+  const noExpectation = await followRefusal(browser, await browser.post(url, { csrf_token: csrfOf(blank.body), name: 'x', 'caller.type': 'script', 'caller.lines': 'Hi', expectations: '0' }), `${url}/new`)
+  t.match(noExpectation.page.body, '<a href="#expectations">Add at least one expectation: what the test checks.</a>', 'a group\'s problem links to its group')
+  t.match(noExpectation.page.body, '<fieldset class="group" id="expectations"')
 
   const good = await browser.post(url, {
     csrf_token: csrfOf(blank.body),
@@ -207,6 +225,16 @@ t.test('the scenario editor: refused fields keep their text with the message und
   const page = await browser.get(String(good.headers.location))
   t.match(page.body, 'Saved.')
   t.match(page.body, /name="expectations\.1\.value"[^>]*>\n4<\/textarea>/, 'the variable\'s value shown as it was typed')
+  // A refused edit: the test's page with the draft; the stored test unchanged.
+  const badEdit = await followRefusal(browser, await browser.post(`${url}/${stored._id as string}`, {
+    csrf_token: csrfOf(page.body), name: 'Renamed but refused', 'caller.type': 'persona', 'caller.persona': '', 'caller.max_turns': '5', mocks: '0', expectations: '1', 'expectations.0.kind': 'ended:agent_hangup'
+  }), `${url}/${stored._id as string}`)
+  for (const view of [badEdit.page, await browser.get(badEdit.url)]) {
+    t.match(view.body, 'value="Renamed but refused"')
+    t.match(view.body, '<a href="#caller-persona">Say who the caller is and what they want.</a>')
+    t.notMatch(view.body, 'Saved.')
+  }
+  t.match((await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/tests/${stored._id as string}`, headers: account.headers })).json(), { name: 'Books a table', caller: { type: 'script' } }, 'unchanged')
   // A persona instead; the tool expectation removed.
   const edited = await browser.post(`${url}/${stored._id as string}`, {
     csrf_token: csrfOf(page.body),
@@ -222,6 +250,7 @@ t.test('the scenario editor: refused fields keep their text with the message und
     'expectations.1.kind': 'ended:agent_hangup'
   })
   t.equal(edited.statusCode, 303, edited.body)
+  t.notMatch((await browser.get(badEdit.url)).body, 'Renamed but refused', 'after a save, the old draft address shows the saved test')
   const after = (await ctx.app.inject({ method: 'GET', url: `/v1/agent/${agent._id}/tests/${stored._id as string}`, headers: account.headers })).json()
   t.match(after, { caller: { type: 'persona', persona: 'Ada wants a table for four on Friday.', max_turns: 5 }, mocks: [], expectations: [{ type: 'ended', reason: 'agent_hangup' }] })
   t.equal(after.expectations.length, 1)
@@ -273,22 +302,58 @@ t.test('another account\'s agent, test or run: 404; without the CSRF token: 403;
   }
 
   const page = await browser.get(`/agents/${agent._id}/playground`)
+  const playground = `/agents/${agent._id}/playground`
   for (const conversation of ['{not json', '[]', '{"agent_id": 5}', JSON.stringify({ agent_id: agent._id, transcript: [{ speaker: 'user', content: 'a\u0000b', timestamp: 1 }], tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 })]) {
-    const res = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation, message: 'hi' })
-    t.equal(res.statusCode, 400, conversation)
-    t.match(res.body, 'Start over')
+    const res = await followRefusal(browser, await browser.post(playground, { csrf_token: csrfOf(page.body), conversation, message: 'hi' }), playground)
+    t.match(res.page.body, '<p>The conversation could not be read back. Start over.</p>', conversation)
+    t.equal(inputValue(res.page.body, 'conversation'), '', 'the playground starts over')
   }
+  const unsaved = await followRefusal(browser, await browser.post(`${playground}/save`, { csrf_token: csrfOf(page.body), conversation: '', name: 'Nothing' }), playground)
+  t.match(unsaved.page.body, 'There is no conversation to save: type to the agent first.')
   // A long conversation is more than the console's usual 16 KB form: the playground takes it.
   const long = { agent_id: agent._id, transcript: Array.from({ length: 300 }, (_, i) => ({ speaker: i % 2 === 0 ? 'user' : 'agent', content: `line ${i} ${'x'.repeat(300)}`, timestamp: 1 + i })), tokens: {}, speech: { recognised: 0, synthesised: 0 }, transfers: [], recording_ms: 0 }
   const longTurn = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation: JSON.stringify(long), message: 'Still there?' })
   t.equal(longTurn.statusCode, 200, 'a conversation of about 100 KB')
   t.equal(chatLines(longTurn.body).length, 302, 'every item shown, and the new turn')
-  const badVersion = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation: '', message: 'hi', version: 'latest' })
-  t.equal(badVersion.statusCode, 400)
-  t.match(badVersion.body, 'The version must be a whole number from 1.')
-  const unknownVersion = await browser.post(`/agents/${agent._id}/playground`, { csrf_token: csrfOf(page.body), conversation: '', message: 'hi', version: '999' })
-  t.equal(unknownVersion.statusCode, 404, 'an unknown version')
-  t.match(unknownVersion.body, 'class="notice error"')
+  const badVersion = (await followRefusal(browser, await browser.post(playground, { csrf_token: csrfOf(page.body), conversation: '', message: 'hi', version: 'latest' }), playground)).page
+  t.match(badVersion.body, '<a href="#version">The version must be a whole number from 1.</a>')
+  t.match(badVersion.body, 'value="latest"', 'the version typed is kept')
+  const unknownVersion = await followRefusal(browser, await browser.post(playground, { csrf_token: csrfOf(page.body), conversation: '', message: 'Hello there', version: '999' }), playground)
+  for (const view of [unknownVersion.page, await browser.get(unknownVersion.url)]) {
+    t.match(view.body, /<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<p>[^<]*999/, 'an unknown version, in words')
+    t.match(view.body, 'value="Hello there"', 'the message typed is kept')
+  }
+
+  // A run against a version that is not one: back to the page of its form with the draft; nothing runs, on a reload neither.
+  const runs = async () => (await ctx.db.selectFrom('agent_test_runs').select('id').execute()).length
+  const ranBefore = await runs()
+  const tests = `/agents/${agent._id}/tests`
+  const notRun = await followRefusal(browser, await browser.submit(tests, `${tests}/run`, { version: 'two' }), tests)
+  for (const view of [notRun.page, await browser.get(notRun.url)]) {
+    t.match(view.body, '<a href="#run-version">The version must be a whole number from 1.</a>')
+    t.match(view.body, /id="run-version" name="version" type="number" min="1" step="1" value="two" aria-describedby="run-version-hint run-version-error" aria-invalid="true"/)
+  }
+  const oneNotRun = await followRefusal(browser, await browser.submit(`${tests}/${testId}`, `${tests}/run`, { test_id: testId, version: '999' }), `${tests}/${testId}`)
+  for (const view of [oneNotRun.page, await browser.get(oneNotRun.url)]) {
+    t.match(view.body, /<p>Not run: [^<]*999/, 'an unknown version, in words, on the test\'s page')
+    t.match(view.body, 'value="999"')
+    t.match(view.body, 'value="Greets"', 'the test\'s editor shows the stored test')
+  }
+  t.equal(await runs(), ranBefore, 'nothing ran')
+
+  // Save as test refused (the agent holds the most tests): the playground's draft keeps the conversation and the name.
+  const turn = await say(browser, agent._id, page.body, 'Hello')
+  t.equal(turn.statusCode, 200, turn.body)
+  for (let i = 1; i < 50; i++) {
+    await ctx.app.inject({ method: 'POST', url: `/v1/agent/${agent._id}/tests`, headers: account.headers, payload: { name: `Test ${i}`, caller: { type: 'script', lines: ['Hello'] }, expectations: [{ type: 'ended', reason: 'none' }] } })
+  }
+  const full = await followRefusal(browser, await browser.post(`${playground}/save`, { csrf_token: csrfOf(turn.body), conversation: inputValue(turn.body, 'conversation'), name: 'The fifty-first' }), playground)
+  for (const view of [full.page, await browser.get(full.url)]) {
+    t.match(view.body, '<p>Not saved: An agent holds at most 50 tests.</p>')
+    t.same(chatLines(view.body), chatLines(turn.body), 'the conversation is kept')
+    t.match(view.body, 'id="test-name" name="name" value="The fifty-first"', 'and the name typed')
+  }
+  t.equal((await ctx.db.selectFrom('agent_tests').select('id').where('agent_id', '=', agent._id).execute()).length, 50, 'nothing saved')
 })
 
 t.test('a workspace member talks in the playground and runs the tests of the workspace\'s agent, but changes no test', async (t) => {

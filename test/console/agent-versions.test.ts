@@ -2,7 +2,7 @@ import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, PASSWORD } from '../helpers/console-client.ts'
 
 // An agent's versions in the console (docs/agents.md, "Versions"): the history with what changed, the difference
 // between two versions, Restore (CSRF, Post/Redirect/Get), the widget's pin, and the number page's pins.
@@ -121,12 +121,12 @@ t.test('the number page pins versions of its agents', async (t) => {
   t.match((await api('GET', `/v1/phone-number/${number}`)).json(), { inbound_agent_id: id, inbound_agent_version: 1 })
   t.match((await browser.get(page)).body, '<option value="1" selected>Version 1</option>')
 
-  const missing = await browser.submit(page, page, { nickname: '', inbound_agent_id: id, outbound_agent_id: '', inbound_agent_version: '7', outbound_agent_version: '' })
-  t.equal(missing.statusCode, 400)
-  t.match(missing.body, '<p id="inbound_agent_version-error" class="field-error">The agent has no such version: choose one of the list.</p>')
-  const bad = await browser.submit(page, page, { nickname: '', inbound_agent_id: id, outbound_agent_id: '', inbound_agent_version: 'one', outbound_agent_version: '' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, 'Choose one of the listed versions.')
+  // Refused: the number's page with the draft (Post/Redirect/Get).
+  const missing = await followRefusal(browser, await browser.submit(page, page, { nickname: '', inbound_agent_id: id, outbound_agent_id: '', inbound_agent_version: '7', outbound_agent_version: '' }), page)
+  t.match(missing.page.body, '<p id="inbound_agent_version-error" class="field-error">The agent has no such version: choose one of the list.</p>')
+  t.match((await api('GET', `/v1/phone-number/${number}`)).json(), { inbound_agent_version: 1 }, 'the pin unchanged')
+  const bad = await followRefusal(browser, await browser.submit(page, page, { nickname: '', inbound_agent_id: id, outbound_agent_id: '', inbound_agent_version: 'one', outbound_agent_version: '' }), page)
+  t.match(bad.page.body, 'Choose one of the listed versions.')
 
   const other = await createThroughForm(browser)
   await browser.submit(page, page, { nickname: '', inbound_agent_id: other, outbound_agent_id: '', inbound_agent_version: '1', outbound_agent_version: '' })

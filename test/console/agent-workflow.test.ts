@@ -5,7 +5,7 @@ import type { Workflow } from '../../src/modules/agents/workflow.ts'
 import { layers, workflowGraph } from '../../src/modules/console/workflow-graph.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
-import { csrfOf, signedInWithKey, type ConsoleClient } from '../helpers/console-client.ts'
+import { csrfOf, followRefusal, signedInWithKey, type ConsoleClient } from '../helpers/console-client.ts'
 
 // An agent's workflow in the console (docs/workflows.md, "In the console"): steps built one form at a time, the
 // API's graph check shown next to the fields it names, the write-only header values of API call steps, the page's
@@ -152,34 +152,40 @@ t.test('the API\'s refusals are shown next to the fields they name, and nothing 
   }
   const errorOf = (body: string, field: string) => new RegExp(`id="${field}-error" class="field-error">([^<]*)<`).exec(body)?.[1]
 
-  const unknown = await edit('greet', { ...GREET, transitions: '1', 'transitions.0.to': 'bye', 'transitions.0.condition': 'expression', 'transitions.0.text': 'partysize > 8' })
-  t.equal(unknown.statusCode, 400)
-  t.match(errorOf(unknown.body, 'transitions-0-text'), /^Reads &quot;partysize&quot;, which no step collects/)
-  t.match(unknown.body, 'aria-invalid="true"')
+  // Post/Redirect/Get: each refusal redirects to the step's page, whose draft shows the values sent and the problems.
+  const refusedAt = async (stepId: string, fields: Record<string, string>) => (await followRefusal(browser, await edit(stepId, fields), `/agents/${agent._id}/workflow/steps/${stepId}`)).page.body
 
-  const dangling = await edit('greet', { ...GREET, transitions: '1', 'transitions.0.to': 'payment', 'transitions.0.condition': 'prompt', 'transitions.0.text': 'they pay' })
-  t.equal(dangling.statusCode, 400)
-  t.equal(errorOf(dangling.body, 'transitions-0-to'), '&quot;payment&quot; is not a step of this workflow.')
+  const unknown = await followRefusal(browser, await edit('greet', { ...GREET, transitions: '1', 'transitions.0.to': 'bye', 'transitions.0.condition': 'expression', 'transitions.0.text': 'partysize > 8' }), `/agents/${agent._id}/workflow/steps/greet`)
+  for (const view of [unknown.page, await browser.get(unknown.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(errorOf(view.body, 'transitions-0-text'), /^Reads &quot;partysize&quot;, which no step collects/)
+    t.match(view.body, 'aria-invalid="true"')
+    t.match(view.body, /<a href="#transitions-0-text">Reads &quot;partysize&quot;/, 'the summary links to the field')
+    t.match(view.body, 'value="partysize &gt; 8"', 'the text sent is shown')
+  }
 
-  const noWayOn = await edit('check', { ...CHECK, 'headers.0.value': '', 'headers.0.stored': 'true', 'transitions.0.condition': 'expression', 'transitions.0.text': 'slot is set' })
-  t.equal(noWayOn.statusCode, 400)
-  t.match(errorOf(noWayOn.body, 'transitions'), /^Needs an &quot;Otherwise&quot; transition last/)
+  t.equal(errorOf(await refusedAt('greet', { ...GREET, transitions: '1', 'transitions.0.to': 'payment', 'transitions.0.condition': 'prompt', 'transitions.0.text': 'they pay' }), 'transitions-0-to'), '&quot;payment&quot; is not a step of this workflow.')
 
-  const twice = await edit('greet', { ...GREET, variables: '2', 'variables.1.name': 'party_size', 'variables.1.type': 'string' })
-  t.equal(twice.statusCode, 400)
-  t.match(errorOf(twice.body, 'variables-1-name'), /^The name &quot;party_size&quot; is used twice/)
+  const noWayOn = await refusedAt('check', { ...CHECK, 'headers.0.value': '', 'headers.0.stored': 'true', 'transitions.0.condition': 'expression', 'transitions.0.text': 'slot is set' })
+  t.match(errorOf(noWayOn, 'transitions'), /^Needs an &quot;Otherwise&quot; transition last/)
+  t.match(noWayOn, '<a href="#transitions">', 'a group\'s problem links to its group')
+  t.match(noWayOn, '<fieldset class="group" id="transitions"')
 
-  const reserved = await edit('check', { ...CHECK, 'headers.0.name': 'Host', 'headers.0.value': 'x' })
-  t.equal(reserved.statusCode, 400)
-  t.match(errorOf(reserved.body, 'headers-0-value'), /^Host is set by Switchboard/)
+  t.match(errorOf(await refusedAt('greet', { ...GREET, variables: '2', 'variables.1.name': 'party_size', 'variables.1.type': 'string' }), 'variables-1-name'), /^The name &quot;party_size&quot; is used twice/)
 
-  const badId = await edit('greet', { ...GREET, id: 'Greet Step' })
-  t.equal(badId.statusCode, 400)
-  t.match(errorOf(badId.body, 'id'), /^The step id may hold only lower-case letters, digits and underscores/)
+  const reserved = await refusedAt('check', { ...CHECK, 'headers.0.name': 'Host', 'headers.0.value': 'x-secret-value' })
+  t.match(errorOf(reserved, 'headers-0-value'), /^Host is set by Switchboard/)
+  t.notMatch(JSON.stringify(await ctx.db.selectFrom('console_drafts').select('form_values').execute()), 'x-secret-value', 'a header value is never kept in a draft')
 
-  const unreachable = await addStep(browser, agent._id, 'conversation', { ...GREET, id: 'survey', name: 'Survey', variables: '0' })
-  t.equal(unreachable.statusCode, 400)
-  t.match(unreachable.body, 'Nothing leads to this step')
+  t.match(errorOf(await refusedAt('greet', { ...GREET, id: 'Greet Step' }), 'id'), /^The step id may hold only lower-case letters, digits and underscores/)
+
+  const unreachable = await followRefusal(browser, await addStep(browser, agent._id, 'conversation', { ...GREET, id: 'survey', name: 'Survey', variables: '0' }), `/agents/${agent._id}/workflow/steps/new?type=conversation`)
+  for (const view of [unreachable.page, await browser.get(unreachable.url)]) {
+    t.match(view.body, '<p>Nothing leads to this step', 'the new step\'s page (its type in the address) says why')
+    t.match(view.body, 'value="survey"')
+  }
+  const noType = await browser.post(`/agents/${agent._id}/workflow/steps`, { csrf_token: csrfOf((await browser.get(`/agents/${agent._id}/workflow`)).body), ...GREET, id: 'other', type: 'teleport' })
+  t.match((await followRefusal(browser, noType, `/agents/${agent._id}/workflow`)).page.body, '<p>No step added: choose one of the step types: Conversation, API call, Message, Transfer, End.</p>', 'a type that is not one')
   t.same(await stored(), before, 'nothing refused was stored')
 })
 
@@ -197,13 +203,16 @@ t.test('the page\'s buttons: order, start, remove a step (with what led to it), 
   t.same((await stored())!.steps.map((step) => step.id), ['check', 'greet', 'bye'])
 
   // The greeting would be unreachable: refused in words, nothing changes.
-  const start = await press('steps/check/start')
-  t.equal(start.statusCode, 400)
-  t.match(start.body, /Not changed: The step &quot;Greet&quot; cannot be reached from the start step/)
+  // Post/Redirect/Get: the workflow page with the draft says why, again on a reload, which changes nothing.
+  const start = await followRefusal(browser, await press('steps/check/start'), `/agents/${agent._id}/workflow`)
+  for (const view of [start.page, await browser.get(start.url)]) {
+    t.equal(view.statusCode, 200)
+    t.match(view.body, /<p>Not changed: The step &quot;Greet&quot; cannot be reached from the start step/)
+  }
+  t.equal((await stored())!.start, 'greet', 'the start unchanged')
   // Removing the end takes away the API call's only way on: refused.
-  const bye = await press('steps/bye/delete')
-  t.equal(bye.statusCode, 400)
-  t.match(bye.body, /Not changed: The step &quot;Check &lt;availability&gt;&quot; needs an &quot;Otherwise&quot; transition last/)
+  const bye = await followRefusal(browser, await press('steps/bye/delete'), `/agents/${agent._id}/workflow`)
+  t.match(bye.page.body, /Not changed: The step &quot;Check &lt;availability&gt;&quot; needs an &quot;Otherwise&quot; transition last/)
   // Removing the API call takes the transition to it along.
   t.equal((await press('steps/check/delete')).statusCode, 303)
   t.same((await stored())!.steps.map((step) => step.id), ['greet', 'bye'])

@@ -101,3 +101,17 @@ export function inputValue (body: string, name: string): string {
 
 /** A page without the layout's local-time script (pages.ts links it where a page shows a time): for tests that a page has no other script. */
 export const withoutLocalTime = (body: string) => body.replace('<script src="/console/local-time.js" defer></script>', '')
+
+/**
+ * A refused form (Post/Redirect/Get, console/drafts.ts): `res` must be a 303 to `page` with `draft=<id>` added and
+ * `#anchor`; answers that address without the fragment (what a reload asks for) and the page it shows.
+ */
+export async function followRefusal (browser: ConsoleClient, res: LightMyRequestResponse, page: string, anchor = 'form-problems'): Promise<{ url: string, page: LightMyRequestResponse }> {
+  const location = res.headers.location
+  const expected = `${page}${page.includes('?') ? '&' : '?'}draft=`
+  if (res.statusCode !== 303 || typeof location !== 'string' || !location.startsWith(expected) || !new RegExp(`^[0-9a-f]{24}#${anchor}$`).test(location.slice(expected.length))) {
+    throw new Error(`not refused with a redirect to ${page}: ${res.statusCode} ${String(location)}\n${res.body.slice(0, 2000)}`)
+  }
+  const url = location.replace(/#.*$/, '')
+  return { url, page: await browser.get(url) }
+}

@@ -12,6 +12,8 @@ import {
 } from '../agent-tests/tests.ts'
 import type { SessionDeps } from '../voice/session.ts'
 import { agentInScope, jsonProblem } from './agent-capabilities.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { objectFields, problemOf, readRows, renderField, renderRows, rowCount, rowValues, type Field, type FormValues, type Problems, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -26,7 +28,8 @@ import { changeScope, scopeOf, viewScope, type Scope } from './scope.ts'
 //
 // The playground works without JavaScript: each turn is a form that posts the message with the conversation so
 // far (a hidden field holding its JSON, as the API's test chat takes it back) and answers the page with the new
-// state (200, not a redirect: a chat has no resource to redirect to, and nothing is kept on the server).
+// state (200, not a redirect: a chat has no resource to redirect to, and nothing is kept on the server). A refused
+// turn or save redirects to the playground with a draft (drafts.ts) that holds that conversation, so none is lost.
 
 /** A playground form carries the conversation so far (at most 400 items of up to 2,000 characters, tools' answers). */
 const CHAT_FORM_LIMIT = 2 * 1024 * 1024
@@ -42,6 +45,9 @@ const TestParams = idParams('id', 'testId')
 const RunParams = idParams('id', 'runId')
 const VERSION = text('The version')
 const CONVERSATION = text('The conversation')
+/** The pages a refused form returns to (drafts.ts). */
+const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
+const DraftQuery = Type.Object({ draft: DRAFT })
 
 const checkChat = compileBodySchema(TestChatBody)
 const checkScenario = compileBodySchema(ScenarioInput)
@@ -106,13 +112,15 @@ interface PlaygroundPage {
   /** The message typed, kept when it was refused. */
   message?: string
   version?: string
+  /** The test's name typed, kept when the save was refused. */
+  name?: string
+  /** The fields' and, under '', the turn's or the save's own. */
   problems?: Problems
-  error?: string
 }
 
 const chatName = () => `Test chat of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`
 
-function playgroundPage ({ session, agent, llmConfigured, state, message = '', version = '', problems = {}, error }: PlaygroundPage): string {
+function playgroundPage ({ session, agent, llmConfigured, state, message = '', version = '', name = chatName(), problems = {} }: PlaygroundPage): string {
   const viewer = viewerOf(session)
   const canChange = scopeOf(session).canChange
   const action = `/agents/${agent.id}/playground`
@@ -128,7 +136,7 @@ function playgroundPage ({ session, agent, llmConfigured, state, message = '', v
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a> · <a href="/agents/${agent.id}/tests">Tests of this agent</a></p>
 <p>Type what a caller would say and read what the agent answers, with the tools it calls and the workflow steps it enters. Nothing is stored and no call is made.</p>
 ${simulated && html`<p class="notice info" role="status" id="engine-notice">${NO_LLM}</p>`}
-${error !== undefined && notice('error', error)}
+${errorSummary(problems)}
 <section aria-labelledby="chat-title">
 <h2 id="chat-title">Conversation${state?.conversation.agent_version !== undefined && html` with version ${state.conversation.agent_version}`}</h2>
 ${state === undefined ? html`<p>Nothing said yet: the agent's begin message comes with your first message.</p>` : transcript(state.conversation.transcript, 'chat')}
@@ -154,7 +162,7 @@ ${state !== undefined && callerLines && canChange && html`<section aria-labelled
   <input type="hidden" name="conversation" value="${json}">
   ${state.ended && html`<input type="hidden" name="end_reason" value="${state.endReason ?? ''}">`}
   <label for="test-name">Name of the test</label>
-  <input id="test-name" name="name" value="${chatName()}" maxlength="200" required>
+  <input id="test-name" name="name" value="${name}" maxlength="200" required>
   <button type="submit">Save as test</button>
 </form>
 </section>`}`
@@ -162,8 +170,8 @@ ${state !== undefined && callerLines && canChange && html`<section aria-labelled
 }
 
 /** The conversation a playground form sent back, checked as the API checks a test chat's; undefined: none yet. */
-function postedConversation (text: string | undefined): Conversation | undefined {
-  if (text === undefined || text === '') return undefined
+function readConversation (text: string | undefined): { conversation: Conversation | undefined } | { problem: string } {
+  if (text === undefined || text === '') return { conversation: undefined }
   let value: unknown
   try {
     value = JSON.parse(text)
@@ -171,10 +179,8 @@ function postedConversation (text: string | undefined): Conversation | undefined
     value = undefined
   }
   const body = { conversation: value }
-  if (value === null || typeof value !== 'object' || jsonProblem(value) !== undefined || !checkChat(body)) {
-    throw new HttpError(400, 'bad_request', 'The conversation could not be read back. Start over.')
-  }
-  return body.conversation as Conversation
+  if (value === null || typeof value !== 'object' || jsonProblem(value) !== undefined || !checkChat(body)) return { problem: 'The conversation could not be read back. Start over.' }
+  return { conversation: body.conversation as Conversation }
 }
 
 // The scenario editor: a form of the scenario's members; mocks and expectations as rows.
@@ -379,13 +385,14 @@ interface ScenarioPage {
   form: FormValues
   problems: Problems
   saved?: boolean
+  /** A refused run of this test (its version typed and problems). */
+  run?: RunDraft
 }
 
-function scenarioPage ({ session, agent, scenario, form, problems, saved }: ScenarioPage): string {
+function scenarioPage ({ session, agent, scenario, form, problems, saved, run }: ScenarioPage): string {
   const viewer = viewerOf(session)
   const readOnly = !scopeOf(session).canChange
   const action = scenario === undefined ? `/agents/${agent.id}/tests` : `/agents/${agent.id}/tests/${scenario._id}`
-  const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   const field = (name: string, label: string, hint: string, control: 'text' | 'textarea' | 'number', extra?: SafeHtml) => {
     const id = name.replaceAll('.', '-')
     const { attrs, after } = describe(id, hint, problems[name])
@@ -402,7 +409,7 @@ ${form[name] ?? ''}</textarea>`
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}/tests">All tests of ${agent.agent_name}</a></p>
 ${saved === true && notice('success', 'Saved.')}
-${general !== undefined && notice('error', general)}
+${errorSummary(problems)}
 ${readOnly && html`<p>You are a member of this workspace: you can see this test and run it, not change it.</p>`}
 <form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
@@ -415,12 +422,12 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this test 
   ${field('caller.persona', 'Persona', 'For a persona: who the caller is and what they want, in plain language, such as "Ada wants a table for four on Friday evening and asks about parking". The language model plays them (LLM_URL).', 'textarea')}
   ${field('caller.max_turns', 'Most caller lines', `For a persona: 1 to ${MAX_PERSONA_TURNS}; the test stops then, or when either side ends the conversation.`, 'number', html` min="1" max="${MAX_PERSONA_TURNS}" step="1"`)}
   </fieldset>
-  <fieldset class="group" aria-describedby="mocks-hint"><legend>Tool mocks</legend>
+  <fieldset class="group" id="mocks" aria-describedby="mocks-hint"><legend>Tool mocks</legend>
   <p id="mocks-hint" class="hint">Tools that give a fixed answer instead of running, so that a test never touches a real calendar or system. Tools without a mock run for real. Save to get more empty rows.</p>
   ${problems.mocks !== undefined && html`<p class="field-error">${problems.mocks}</p>`}
   ${renderRows(MOCKS, form, problems)}
   </fieldset>
-  <fieldset class="group" aria-describedby="expectations-hint${problems.expectations !== undefined ? ' expectations-error' : ''}"><legend>Expectations</legend>
+  <fieldset class="group" id="expectations" aria-describedby="expectations-hint${problems.expectations !== undefined ? ' expectations-error' : ''}"><legend>Expectations</legend>
   <p id="expectations-hint" class="hint">What must happen for the test to pass: every expectation is checked. Save to get more empty rows.</p>
   ${problems.expectations !== undefined && html`<p id="expectations-error" class="field-error">${problems.expectations}</p>`}
   ${renderRows(EXPECTATIONS, form, problems)}
@@ -431,7 +438,8 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this test 
 </form>
 ${scenario !== undefined && html`<section aria-labelledby="run-title">
 <h2 id="run-title">Run this test</h2>
-${runForm(viewer, agent, scenario._id)}
+${run !== undefined && errorSummary(run.problems, 'run-one-')}
+${runForm(viewer, agent, scenario._id, run)}
 </section>`}
 ${scenario !== undefined && !readOnly && html`<section aria-labelledby="delete-title">
 <h2 id="delete-title">Delete</h2>
@@ -440,15 +448,23 @@ ${scenario !== undefined && !readOnly && html`<section aria-labelledby="delete-t
   })
 }
 
+/** A refused run (drafts.ts): the version typed, and the problems (`version`, or '' the run's own). */
+interface RunDraft { version: string, problems: Problems }
+
+/** The run form's draft, when the page's draft is one (its values name the form: the test's page has two). */
+const runDraft = (draft: { values: FormValues, problems: Problems } | undefined): RunDraft | undefined =>
+  draft?.values.form === 'run' ? { version: draft.values.version ?? '', problems: draft.problems } : undefined
+
 /** The form that runs one test (`testId`) or all of them, against the latest or a chosen version. */
-function runForm (viewer: Viewer, agent: AgentRow, testId?: string): SafeHtml {
+function runForm (viewer: Viewer, agent: AgentRow, testId?: string, draft?: RunDraft): SafeHtml {
   const id = testId === undefined ? 'run-version' : 'run-one-version'
+  const { attrs, after } = describe(id, `Empty: the latest${agent.version > 0 ? ` (version ${agent.version})` : ''}.`, draft?.problems.version)
   return html`<form method="post" action="/agents/${agent.id}/tests/run" class="inline run">
   ${csrfField(viewer.csrfToken)}
   ${testId !== undefined && html`<input type="hidden" name="test_id" value="${testId}">`}
   <label for="${id}">Version</label>
-  <input id="${id}" name="version" type="number" min="1" step="1" aria-describedby="${id}-hint">
-  <span id="${id}-hint" class="hint">Empty: the latest${agent.version > 0 && html` (version ${agent.version})`}.</span>
+  <input id="${id}" name="version" type="number" min="1" step="1" value="${draft?.version ?? ''}"${attrs}>
+  ${after}
   <button type="submit">${testId === undefined ? 'Run all tests' : 'Run this test'}</button>
 </form>`
 }
@@ -537,14 +553,14 @@ interface TestsPage {
   runs: TestRunSummary[]
   /** The newest run of each of the newest versions run, newest first. */
   byVersion: TestRun[]
-  error?: string
+  run?: RunDraft
 }
 
 const callerWords = (scenario: Scenario) => scenario.caller.type === 'script'
   ? `${scenario.caller.lines.length} typed line${scenario.caller.lines.length === 1 ? '' : 's'}`
   : 'a persona'
 
-function testsPage ({ session, agent, scenarios, runs, byVersion, error }: TestsPage): string {
+function testsPage ({ session, agent, scenarios, runs, byVersion, run }: TestsPage): string {
   const viewer = viewerOf(session)
   const canChange = scopeOf(session).canChange
   return layout({
@@ -552,7 +568,7 @@ function testsPage ({ session, agent, scenarios, runs, byVersion, error }: Tests
     viewer,
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a> · <a href="/agents/${agent.id}/playground">Playground</a></p>
-${error !== undefined && notice('error', error)}
+${run !== undefined && errorSummary(run.problems, 'run-')}
 <p>A test plays a caller against the agent through its workflow and tools, then checks what happened. Save a conversation of the playground as a test, or write one.</p>
 ${canChange && scenarios.length < MAX_SCENARIOS && html`<p><a href="/agents/${agent.id}/tests/new">New test</a></p>`}
 ${scenarios.length === 0
@@ -568,7 +584,7 @@ ${scenarios.length === 0
     })}
   </tr>`)}</tbody>
 </table></div>
-${runForm(viewer, agent)}`}
+${runForm(viewer, agent, undefined, run)}`}
 <h2>Runs</h2>
 ${runs.length === 0
   ? html`<p>No runs yet.</p>`
@@ -619,11 +635,22 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
 
   // The playground: a member may use it too (it changes nothing, as talking to an agent does not).
 
-  app.get<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id') }), async (request, reply) => {
+  /** The state of the conversation a refused form carried (its draft), so that the playground goes on with it. */
+  const chatState = (conversation: Conversation | undefined, endReason = ''): ChatState | undefined => conversation === undefined
+    ? undefined
+    : { conversation, ended: endReason !== '', endReason: endReason === '' ? null : endReason, engine: llmConfigured ? 'text' : 'simulator' }
+
+  app.get<{ Params: { id: string }, Querystring: { draft?: string } }>('/agents/:id/playground', page({ params: idParams('id'), querystring: DraftQuery }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
-    return sendPage(reply, 200, playgroundPage({ session: page.session, agent, llmConfigured }))
+    const draft = await draftOf(db, page.session, `/agents/${agent.id}/playground`, request.query.draft)
+    if (draft === undefined) return sendPage(reply, 200, playgroundPage({ session: page.session, agent, llmConfigured }))
+    const { values, problems } = draft
+    // Only a conversation that was read is kept in a draft.
+    const read = readConversation(values.conversation)
+    const state = chatState('conversation' in read ? read.conversation : undefined, values.end_reason)
+    return sendPage(reply, 200, playgroundPage({ session: page.session, agent, llmConfigured, state, message: values.message, version: values.version, name: values.name, problems }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id/playground', page({ params: idParams('id'), body: formBody({ conversation: CONVERSATION, message: text('The message'), version: VERSION }) }, { bodyLimit: CHAT_FORM_LIMIT }), async (request, reply) => {
@@ -631,19 +658,21 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const scope = scopeOf(session)
     const agent = await agentInScope(db, scope, request.params.id)
     const form = request.body as FormValues
-    const conversation = postedConversation(form.conversation)
+    const conversation = readConversation(form.conversation)
     const message = (form.message ?? '').trim()
     const version = versionOf(form.version)
-    const page = { session, agent, llmConfigured, message, version: form.version }
-    const before = conversation === undefined ? undefined : { conversation, ended: false, endReason: null, engine: llmConfigured ? 'text' as const : 'simulator' as const }
-    if (conversation !== undefined && message === '') return sendPage(reply, 400, playgroundPage({ ...page, state: before, problems: { message: 'Type a message first.' } }))
-    if ('problem' in version) return sendPage(reply, 400, playgroundPage({ ...page, state: before, problems: { version: version.problem } }))
-    if (message.length > MAX_LINE_CHARS) return sendPage(reply, 400, playgroundPage({ ...page, state: before, problems: { message: `A message may be at most ${MAX_LINE_CHARS} characters long.` } }))
+    // The draft keeps the conversation so far (as sent, once read), so that the page it returns to goes on with it.
+    const refuse = async (problems: Problems) => await refuseForm(db, reply, session, `/agents/${agent.id}/playground`,
+      { conversation: 'problem' in conversation ? undefined : form.conversation, message: form.message, version: form.version }, problems)
+    if ('problem' in conversation) return await refuse({ '': conversation.problem })
+    if (conversation.conversation !== undefined && message === '') return await refuse({ message: 'Type a message first.' })
+    if ('problem' in version) return await refuse({ version: version.problem })
+    if (message.length > MAX_LINE_CHARS) return await refuse({ message: `A message may be at most ${MAX_LINE_CHARS} characters long.` })
     let turn: TestChatReply
     try {
-      turn = await testChatTurn(deps, scope.ownerId, agent.id, { message: message === '' ? undefined : message, conversation, version: version.version })
+      turn = await testChatTurn(deps, scope.ownerId, agent.id, { message: message === '' ? undefined : message, conversation: conversation.conversation, version: version.version })
     } catch (err) {
-      return sendPage(reply, err instanceof HttpError && err.statusCode < 500 ? err.statusCode : 500, playgroundPage({ ...page, state: before, error: refusal(err) }))
+      return await refuse({ '': refusal(err) })
     }
     const state = { conversation: turn.conversation, ended: turn.ended, endReason: turn.end_reason, engine: turn.engine }
     return sendPage(reply, 200, playgroundPage({ session, agent, llmConfigured, state }))
@@ -654,36 +683,40 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const form = request.body as FormValues
-    const conversation = postedConversation(form.conversation)
-    if (conversation === undefined) throw new HttpError(400, 'bad_request', 'There is no conversation to save: type to the agent first.')
-    const state = { conversation, ended: false, endReason: null, engine: llmConfigured ? 'text' as const : 'simulator' as const }
+    const conversation = readConversation(form.conversation)
+    const path = `/agents/${agent.id}/playground`
+    if ('problem' in conversation) return await refuseForm(db, reply, session, path, { name: form.name }, { '': conversation.problem })
+    if (conversation.conversation === undefined) return await refuseForm(db, reply, session, path, { name: form.name }, { '': 'There is no conversation to save: type to the agent first.' })
     let scenario: Scenario
     try {
       // How it ended, as the last turn answered it (an expectation of the test).
       const endReason = (form.end_reason ?? '') === '' ? null : form.end_reason
-      const input = scenarioFromChat(conversation, { name: (form.name ?? '').trim() || chatName(), endReason })
+      const input = scenarioFromChat(conversation.conversation, { name: (form.name ?? '').trim() || chatName(), endReason })
       scenario = await createScenario(db, scope.ownerId, agent.id, input)
     } catch (err) {
-      return sendPage(reply, err instanceof HttpError && err.statusCode < 500 ? err.statusCode : 500, playgroundPage({ session, agent, llmConfigured, state, error: `Not saved: ${refusal(err)}` }))
+      return await refuseForm(db, reply, session, path, { conversation: form.conversation, end_reason: form.end_reason, name: form.name }, { '': `Not saved: ${refusal(err)}` })
     }
+    await formSaved(db, session, path)
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
   // The tests.
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id') }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { draft?: string } }>('/agents/:id/tests', page({ params: idParams('id'), querystring: DraftQuery }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
-    return sendPage(reply, 200, testsPage(await testsOf(page.session, agent)))
+    const run = runDraft(await draftOf(db, page.session, `/agents/${agent.id}/tests`, request.query.draft))
+    return sendPage(reply, 200, testsPage({ ...await testsOf(page.session, agent), run }))
   })
 
-  app.get<{ Params: { id: string } }>('/agents/:id/tests/new', page({ params: idParams('id') }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { draft?: string } }>('/agents/:id/tests/new', page({ params: idParams('id'), querystring: DraftQuery }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
     const agent = await agentInScope(db, page.scope, request.params.id)
-    return sendPage(reply, 200, scenarioPage({ session: page.session, agent, form: scenarioForm(), problems: {} }))
+    const draft = await draftOf(db, page.session, `/agents/${agent.id}/tests/new`, request.query.draft)
+    return sendPage(reply, 200, scenarioPage({ session: page.session, agent, form: draft?.values ?? scenarioForm(), problems: draft?.problems ?? {} }))
   })
 
   app.post<{ Params: { id: string } }>('/agents/:id/tests', page({ params: idParams('id'), body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
@@ -691,14 +724,16 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const scope = changeScope(request)
     const agent = await agentInScope(db, scope, request.params.id)
     const form = request.body as FormValues
+    const path = `/agents/${agent.id}/tests/new`
     const read = readScenario(form)
-    if (read.input === undefined) return sendPage(reply, 400, scenarioPage({ session, agent, form, problems: read.problems }))
+    if (read.input === undefined) return await refuseForm(db, reply, session, path, form, read.problems)
     let scenario: Scenario
     try {
       scenario = await createScenario(db, scope.ownerId, agent.id, read.input)
     } catch (err) {
-      return sendPage(reply, (err as HttpError).statusCode ?? 500, scenarioPage({ session, agent, form, problems: { '': refusal(err) } }))
+      return await refuseForm(db, reply, session, path, form, { '': refusal(err) })
     }
+    await formSaved(db, session, path)
     return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
   })
 
@@ -710,14 +745,15 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const form = request.body as FormValues
     const version = versionOf(form.version)
     const testId = form.test_id ?? ''
-    if (testId !== '') await scenarioOf(scope, agent, testId)
-    if ('problem' in version) return sendPage(reply, 400, testsPage({ ...await testsOf(session, agent), error: version.problem }))
+    const scenario = testId === '' ? undefined : await scenarioOf(scope, agent, testId)
+    // Back to the page of the form: the test's, or the tests' (run all).
+    const refuse = async (problems: Problems) => await refuseForm(db, reply, session, `/agents/${agent.id}/tests${scenario === undefined ? '' : `/${scenario._id}`}`, { form: 'run', version: form.version }, problems)
+    if ('problem' in version) return await refuse({ version: version.problem })
     let run: TestRun
     try {
-      run = await runTests(deps, scope.ownerId, agent.id, { testIds: testId === '' ? undefined : [testId], version: version.version })
+      run = await runTests(deps, scope.ownerId, agent.id, { testIds: scenario === undefined ? undefined : [scenario._id], version: version.version })
     } catch (err) {
-      const text = refusal(err)
-      return sendPage(reply, (err as HttpError).statusCode, testsPage({ ...await testsOf(session, agent), error: `Not run: ${text}` }))
+      return await refuse({ '': `Not run: ${refusal(err)}` })
     }
     return reply.redirect(`/agents/${agent.id}/tests/runs/${run._id}`, 303)
   })
@@ -738,12 +774,16 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, runPage(page.session, agent, run, other, runs.data))
   })
 
-  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved') }) }), async (request, reply) => {
+  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string, draft?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved'), draft: DRAFT }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
     const scenario = await scenarioOf(page.scope, agent, request.params.testId)
-    return sendPage(reply, 200, scenarioPage({ session: page.session, agent, scenario, form: scenarioForm(scenario), problems: {}, saved: request.query.saved !== undefined }))
+    // The page's draft is of its editor (a member has none: the editor is read-only) or of its run form.
+    const draft = await draftOf(db, page.session, `/agents/${agent.id}/tests/${scenario._id}`, request.query.draft)
+    const run = runDraft(draft)
+    const edited = run === undefined && page.scope.canChange ? draft : undefined
+    return sendPage(reply, 200, scenarioPage({ session: page.session, agent, scenario, form: edited?.values ?? scenarioForm(scenario), problems: edited?.problems ?? {}, saved: request.query.saved !== undefined, run }))
   })
 
   app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, body: openFormBody() }, { bodyLimit: SCENARIO_FORM_LIMIT }), async (request, reply) => {
@@ -752,16 +792,18 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     const agent = await agentInScope(db, scope, request.params.id)
     const scenario = await scenarioOf(scope, agent, request.params.testId)
     const form = request.body as FormValues
+    const path = `/agents/${agent.id}/tests/${scenario._id}`
     const read = readScenario(form)
-    if (read.input === undefined) return sendPage(reply, 400, scenarioPage({ session, agent, scenario, form, problems: read.problems }))
+    if (read.input === undefined) return await refuseForm(db, reply, session, path, form, read.problems)
     let updated: Scenario | undefined
     try {
       updated = await updateScenario(db, scope.ownerId, agent.id, scenario._id, { mocks: [], dynamic_context: {}, ...read.input })
     } catch (err) {
-      return sendPage(reply, (err as HttpError).statusCode ?? 500, scenarioPage({ session, agent, scenario, form, problems: { '': refusal(err) } }))
+      return await refuseForm(db, reply, session, path, form, { '': refusal(err) })
     }
     if (updated === undefined) throw new HttpError(404, 'not_found', 'This agent has no test with that id.')
-    return reply.redirect(`/agents/${agent.id}/tests/${scenario._id}?saved=1`, 303)
+    await formSaved(db, session, path)
+    return reply.redirect(`${path}?saved=1`, 303)
   })
 
   app.post<{ Params: { id: string, testId: string } }>('/agents/:id/tests/:testId/delete', page({ params: TestParams, body: formBody({}) }), async (request, reply) => {

@@ -17,6 +17,8 @@ import {
   type Field, type FormValues, type Option, type Pairs, type Problems, type Rows
 } from './forms.ts'
 import { describe } from './fields.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -33,7 +35,9 @@ import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 /** Instructions may be 20,000 characters: more than the console's usual 16 KB form, once URL-encoded. */
 const FORM_LIMIT = 512 * 1024
 const StepParams = Type.Object({ id: ObjectId, stepId: StepId })
-const SAVED = Type.Object({ saved: text('Saved') })
+/** The pages a refused form returns to (drafts.ts) show its draft; a saved one says so. */
+const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
+const SAVED = Type.Object({ saved: text('Saved'), draft: DRAFT })
 
 type StepType = WorkflowStep['type']
 const SCHEMAS = { conversation: ConversationStep, api_call: ApiCallStep, message: MessageStep, transfer: TransferStep, end: EndStep }
@@ -395,6 +399,9 @@ interface StepPage {
   saved?: boolean
 }
 
+/** The new step form's page: its type is in its address, so that a refused form's draft returns to it (drafts.ts). */
+const newStepPath = (agentId: string, type: StepType) => `/agents/${agentId}/workflow/steps/new?type=${type}`
+
 const stepOptions = (workflow: Workflow | null, except?: string): Option[] =>
   (workflow?.steps ?? []).filter((step) => step.id !== except).map((step) => ({ value: step.id, label: `${step.name} (${step.id})` }))
 
@@ -405,7 +412,6 @@ function stepPage ({ session, scope, agent, workflow, type, original, form, prob
   const action = original === undefined ? `${base}/steps` : `${base}/steps/${original}`
   const targets = stepOptions(workflow, original)
   const label = TYPES.find((entry) => entry.value === type)!.label
-  const general = problems[''] ?? (Object.keys(problems).length > 0 ? 'Some fields need another look: see the messages below them.' : undefined)
   const count = Math.min(21, Number.parseInt(form.transitions ?? '1', 10) || 1)
   const section = (legend: string, body: SafeHtml | false) => body === false ? '' : html`<fieldset class="group"><legend>${legend}</legend>${body}</fieldset>`
   const problemOf = (field: string) => problems[field] !== undefined && html`<p id="${field}-error" class="field-error">${problems[field]}</p>`
@@ -419,7 +425,7 @@ function stepPage ({ session, scope, agent, workflow, type, original, form, prob
     body: html`<p><a href="${base}">Back to the workflow of ${agent.agent_name}</a></p>
 <p class="hint">${TYPES.find((entry) => entry.value === type)!.hint}</p>
 ${saved === true && notice('success', 'Saved.')}
-${general !== undefined && notice('error', general)}
+${errorSummary(problems)}
 ${readOnly && html`<p>You are a member of this workspace: you can see this step, not change it.</p>`}
 <form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
@@ -429,7 +435,7 @@ ${readOnly && html`<p>You are a member of this workspace: you can see this step,
   ${renderFields(COMMON, form, problems)}
   ${renderFields(typeFields(type), form, problems)}
   ${type === 'conversation' && html`${renderField({ name: 'voice_id', key: 'voice_id', label: 'Voice', schema: Type.String(), required: false, options: choices.voices, hint: 'None: the agent\'s voice (the realtime engine keeps the voice it started with).' }, form, problems)}
-  <fieldset class="group"${tools.attrs}><legend>Tools</legend>
+  <fieldset class="group" id="tool_ids"${tools.attrs}><legend>Tools</legend>
   ${renderField({ name: 'tools_mode', key: 'tools_mode', label: 'Tools in this step', schema: Type.String(), required: true, options: [{ value: 'all', label: 'All of the agent\'s tools and during-call actions' }, { value: 'chosen', label: 'Only the ones ticked below' }] }, form, problems)}
   ${choices.tools.length === 0
     ? html`<p class="hint">The agent has no tools or during-call actions yet.</p>`
@@ -455,7 +461,7 @@ ${form.body ?? ''}</textarea>
   <input id="retry_schedule" name="retry_schedule" value="${form.retry_schedule ?? ''}" inputmode="numeric"${retry.attrs}>
   ${retry.after}`}
   ${type === 'transfer' && section('Target', renderFields(TARGET_FIELDS(choices.agents), form, problems))}
-  ${type !== 'transfer' && type !== 'end' && html`<fieldset class="group" aria-describedby="transitions-hint${problems.transitions !== undefined ? ' transitions-error' : ''}"><legend>Transitions</legend>
+  ${type !== 'transfer' && type !== 'end' && html`<fieldset class="group" id="transitions" aria-describedby="transitions-hint${problems.transitions !== undefined ? ' transitions-error' : ''}"><legend>Transitions</legend>
   <p id="transitions-hint" class="hint">Checked in order. ${type === 'conversation' ? 'When: the model moves on when it judges the sentence true. If: as soon as the variables make the condition true. Otherwise: once the step\'s required variables are collected.' : 'If: the first condition on variables that holds. Otherwise: the way on in any other case (this step needs one, last).'} Save to get another empty row.</p>
   ${problemOf('transitions')}
   <input type="hidden" name="transitions" value="${count}">
@@ -480,8 +486,8 @@ const fromFields = (steps: Option[]): Field[] => [
   { name: 'from_text', key: 'from_text', label: 'When or if', schema: Type.String({ maxLength: 500 }), required: false, hint: 'As in the transitions: a sentence for When, a condition for If, empty for Otherwise.' }
 ]
 
-/** The workflow page: the step list with its buttons, the graph, the form that adds a step. */
-function workflowPage (session: ConsoleSession, scope: Scope, agent: AgentRow, options: { problem?: string, saved?: boolean } = {}): string {
+/** The workflow page: the step list with its buttons, the graph, the form that adds a step; `problems` of a refused change. */
+function workflowPage (session: ConsoleSession, scope: Scope, agent: AgentRow, options: { problems?: Problems, saved?: boolean } = {}): string {
   const viewer = viewerOf(session)
   const workflow = workflowOf(agent)
   const base = `/agents/${agent.id}/workflow`
@@ -492,7 +498,7 @@ function workflowPage (session: ConsoleSession, scope: Scope, agent: AgentRow, o
     current: '/agents',
     body: html`<p><a href="/agents/${agent.id}">Back to ${agent.agent_name}</a></p>
 ${options.saved === true && notice('success', 'Saved.')}
-${options.problem !== undefined && notice('error', options.problem)}
+${errorSummary(options.problems ?? {})}
 <p>${workflow === null
   ? 'This agent has no workflow: it talks from its single prompt. Add a first step to start one; the first step is where calls start.'
   : 'Calls move through these steps: each step gives the agent its own instructions and tools, or acts (an API call, a message, a transfer, the end). The agent\'s prompt stays the base of every conversation step.'}</p>
@@ -547,17 +553,18 @@ export function workflowSection (agent: AgentRow): SafeHtml {
 }
 
 export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db: DB }): Promise<void> {
-  /** The page of a refused change: the API's message in words, 400 (a 404 of a reference too: it is the form's). */
+  /** A change the API refuses (a 404 of a reference too: it is the form's): said in words on the form's page. */
   const refused = (err: unknown): err is HttpError => err instanceof HttpError && (err.statusCode === 400 || err.statusCode === 404) && err.message.startsWith('body.workflow')
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/agents/:id/workflow', page({ params: idParams('id'), querystring: SAVED }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string } }>('/agents/:id/workflow', page({ params: idParams('id'), querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
-    return sendPage(reply, 200, workflowPage(page.session, page.scope, agent, { saved: request.query.saved !== undefined }))
+    const draft = await draftOf(db, page.session, `/agents/${agent.id}/workflow`, request.query.draft)
+    return sendPage(reply, 200, workflowPage(page.session, page.scope, agent, { saved: request.query.saved !== undefined, problems: draft?.problems }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { type?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type') }) }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { type?: string, draft?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type'), draft: DRAFT }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)
@@ -565,11 +572,12 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     const type = request.query.type
     if (!isType(type)) throw new HttpError(400, 'bad_request', `Choose one of the step types: ${TYPES.map((entry) => entry.label).join(', ')}.`)
     const workflow = workflowOf(agent)
-    const form = formOfStep({ type, ...(type === 'api_call' ? { run: 'during_call' } : {}) } as WorkflowStep, stepOptions(workflow))
-    return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type, form, problems: {}, choices: await choicesOf(db, page.scope, agent) }))
+    const draft = await draftOf(db, page.session, newStepPath(agent.id, type), request.query.draft)
+    const form = draft?.values ?? formOfStep({ type, ...(type === 'api_call' ? { run: 'during_call' } : {}) } as WorkflowStep, stepOptions(workflow))
+    return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type, form, problems: draft?.problems ?? {}, choices: await choicesOf(db, page.scope, agent) }))
   })
 
-  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, querystring: SAVED }), async (request, reply) => {
+  app.get<{ Params: { id: string, stepId: string }, Querystring: { saved?: string, draft?: string } }>('/agents/:id/workflow/steps/:stepId', page({ params: StepParams, querystring: SAVED }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)
@@ -578,20 +586,25 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     if (step === undefined) throw noSuchStep()
     // A member sees what a delivery's URL masks masked here too, as on an API call action's page.
     const shown = step.type === 'api_call' && !page.scope.canChange ? { ...step, ...viewerApiCallSettings(step as unknown as ApiCallSettings) } as WorkflowStep : step
-    const form = formOfStep(shown, stepOptions(workflow, step.id))
+    // A member has no draft: the form is read-only.
+    const draft = page.scope.canChange ? await draftOf(db, page.session, `/agents/${agent.id}/workflow/steps/${step.id}`, request.query.draft) : undefined
+    const form = draft?.values ?? formOfStep(shown, stepOptions(workflow, step.id))
     const choices = await choicesOf(db, page.scope, agent)
-    return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type: step.type, original: step.id, form, problems: {}, choices, saved: request.query.saved !== undefined }))
+    return sendPage(reply, 200, stepPage({ ...page, agent, workflow, type: step.type, original: step.id, form, problems: draft?.problems ?? {}, choices, saved: request.query.saved !== undefined }))
   })
 
-  /** Saves a step's form (new when `original` is undefined); answers the redirect or the form again with its problems. */
+  /** Saves a step's form (new when `original` is undefined); answers the redirect to the step, or to the form's page with its draft. */
   async function saveStep (reply: FastifyReply, session: ConsoleSession, scope: Scope, agent: AgentRow, original: string | undefined, form: FormValues) {
     const workflow = workflowOf(agent)
     const stored = original === undefined ? undefined : workflow?.steps.find((step) => step.id === original)
     if (original !== undefined && stored === undefined) throw noSuchStep()
     const type = stored?.type ?? form.type
-    if (!isType(type)) throw new HttpError(400, 'bad_request', `Choose one of the step types: ${TYPES.map((entry) => entry.label).join(', ')}.`)
+    if (!isType(type)) return await refuseForm(db, reply, session, `/agents/${agent.id}/workflow`, {}, { '': `No step added: choose one of the step types: ${TYPES.map((entry) => entry.label).join(', ')}.` })
+    const path = original === undefined ? newStepPath(agent.id, type) : `/agents/${agent.id}/workflow/steps/${original}`
+    // Header values are write-only: never kept in a draft (the form never shows them; they are typed anew).
+    const kept = Object.fromEntries(Object.entries(form).filter(([name]) => !/^headers\.\d+\.value$/.test(name)))
+    const refuse = async (problems: Problems) => await refuseForm(db, reply, session, path, kept, problems)
     const choices = await choicesOf(db, scope, agent)
-    const page = { session, scope, agent, workflow, type, original, form, choices }
     const read = readStep(type, form, choices)
     let from: { id: string, transition: Transition } | undefined
     if (original === undefined && (form.from ?? '') !== '' && read.step !== undefined) {
@@ -600,7 +613,7 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
       if (kind !== 'always' && text === '') read.problems.from_text = 'Say when the call comes here, or choose Otherwise.'
       from = { id: form.from!, transition: { to: read.step.id, condition: kind === 'always' ? { type: 'always' } : kind === 'expression' ? { type: 'expression', expression: text } : { type: 'prompt', prompt: text } } as Transition }
     }
-    if (read.step === undefined || Object.keys(read.problems).length > 0) return sendPage(reply, 400, stepPage({ ...page, problems: read.problems }))
+    if (read.step === undefined || Object.keys(read.problems).length > 0) return await refuse(read.problems)
     const step = read.step
     let saved: Workflow | null
     try {
@@ -609,8 +622,9 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
       if (!refused(err)) throw err
       const attempted = withStep(structuredClone(workflow), step, original, from)
       const index = attempted.steps.findIndex((other) => other.id === step.id)
-      return sendPage(reply, 400, stepPage({ ...page, problems: problemsOf(err, attempted, index, form) }))
+      return await refuse(problemsOf(err, attempted, index, form))
     }
+    await formSaved(db, session, path)
     return reply.redirect(`/agents/${agent.id}/workflow/steps/${saved!.steps.find((other) => other.id === step.id)!.id}?saved=1`, 303)
   }
 
@@ -630,17 +644,20 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
   const pageChange = (path: string, change: (workflow: Workflow, stepId: string) => Workflow | null) =>
     app.post<{ Params: { id: string, stepId?: string } }>(path, page({ params: path.includes(':stepId') ? StepParams : idParams('id'), body: formBody({}) }), async (request, reply) => {
       const scope = changeScope(request)
+      const session = request.consoleSession!
       const agent = await agentInScope(db, scope, request.params.id)
       const workflow = workflowOf(agent)
       const stepId = request.params.stepId
+      const base = `/agents/${agent.id}/workflow`
       if (workflow === null || (stepId !== undefined && !workflow.steps.some((step) => step.id === stepId))) throw noSuchStep()
       try {
         await saveWorkflow(db, scope, agent.id, (current) => current === null ? null : change(current, stepId ?? ''))
       } catch (err) {
         if (!refused(err)) throw err
-        return sendPage(reply, 400, workflowPage(request.consoleSession!, scope, agent, { problem: `Not changed: ${problemsOf(err, change(structuredClone(workflow), stepId ?? '') ?? workflow, undefined)['']}` }))
+        return await refuseForm(db, reply, session, base, {}, { '': `Not changed: ${problemsOf(err, change(structuredClone(workflow), stepId ?? '') ?? workflow, undefined)['']}` })
       }
-      return reply.redirect(`/agents/${agent.id}/workflow?saved=1`, 303)
+      await formSaved(db, session, base)
+      return reply.redirect(`${base}?saved=1`, 303)
     })
 
   const move = (by: number) => (workflow: Workflow, stepId: string): Workflow => {

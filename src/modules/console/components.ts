@@ -60,15 +60,18 @@ export function filterBar (options: { action: string, label: string, fields: Saf
 // Error summary (issue 32, point 4): what a refused form got wrong, at its top, each problem a link to its field.
 
 /**
- * The problems of a refused form as a list of links to the fields (by `#<id>`: a field named `a.b` has id `a-b`);
- * role="alert" and focusable so that a page opened at `#form-problems` (drafts.ts) reads it first. Nothing when
- * there is no problem.
+ * The problems of a refused form as a list of links to the fields (by `#<prefix><id>`: a field named `a.b` has id
+ * `a-b`; `prefix` when the page's other forms share its names); a problem under '' is the form's own (a refusal not
+ * about one field) and is said first, without a link. role="alert" and focusable so that a page opened at
+ * `#form-problems` (drafts.ts) reads it first. Nothing when there is no problem.
  */
-export function errorSummary (problems: Record<string, string | undefined>): SafeHtml {
+export function errorSummary (problems: Record<string, string | undefined>, prefix = ''): SafeHtml {
   const listed = Object.entries(problems).filter((entry): entry is [string, string] => entry[1] !== undefined)
   if (listed.length === 0) return html``
+  const fields = listed.filter(([name]) => name !== '')
   return html`<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">
-  <h2>${listed.length === 1 ? 'One field needs' : `${listed.length} fields need`} another look</h2>
-  <ul>${listed.map(([name, problem]) => html`<li><a href="#${name.replaceAll('.', '-')}">${problem}</a></li>`)}</ul>
+  ${problems[''] !== undefined && html`<p>${problems['']}</p>`}
+  ${fields.length > 0 && html`<h2>${fields.length === 1 ? 'One field needs' : `${fields.length} fields need`} another look</h2>
+  <ul>${fields.map(([name, problem]) => html`<li><a href="#${prefix}${name.replaceAll('.', '-')}">${problem}</a></li>`)}</ul>`}
 </div>`
 }

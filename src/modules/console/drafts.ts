@@ -21,14 +21,17 @@ export const DRAFT_PARAM = 'draft'
 /** The querystring member of a page that shows drafts (its schema's `draft`). */
 export const DRAFT_PATTERN = '^[0-9a-f]{24}$'
 
-/** Keeps the refused form (without its CSRF token) and redirects to `path`, which shows it; `anchor` is the fragment the page opens at. */
-export async function refuseForm (db: DB, reply: FastifyReply, session: ConsoleSession, path: string, form: FormValues, problems: Problems, anchor = 'form-problems'): Promise<FastifyReply> {
+/**
+ * Keeps the refused form (without its CSRF token) and redirects to `path`, which shows it; `anchor` is the fragment the
+ * page opens at. A problem under '' is the form's own (not one field's); an undefined one is no problem.
+ */
+export async function refuseForm (db: DB, reply: FastifyReply, session: ConsoleSession, path: string, form: FormValues, problems: Record<string, string | undefined>, anchor = 'form-problems'): Promise<FastifyReply> {
   // PostgreSQL's text cannot hold NUL: shown as U+FFFD (its problem says what was wrong).
   const storable = (text: string) => text.replaceAll('\u0000', '\uFFFD')
   const values: Record<string, string> = {}
   for (const [name, value] of Object.entries(form)) if (value !== undefined && name !== 'csrf_token') values[storable(name)] = storable(value)
   const id = newId()
-  await putDraft(db, { id, sessionHash: session.idHash, path, values, problems: Object.fromEntries(Object.entries(problems).map(([name, text]) => [storable(name), storable(text)])) })
+  await putDraft(db, { id, sessionHash: session.idHash, path, values, problems: Object.fromEntries(Object.entries(problems).flatMap(([name, text]) => text === undefined ? [] : [[storable(name), storable(text)]])) })
   return await reply.redirect(`${path}${path.includes('?') ? '&' : '?'}${DRAFT_PARAM}=${id}#${anchor}`, 303)
 }
 

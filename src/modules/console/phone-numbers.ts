@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { DB } from '../../db/database.ts'
 import { Type, type Static } from 'typebox'
 import { HttpError } from '../../http/errors.ts'
@@ -11,15 +11,15 @@ import type { Carriers } from '../phone-numbers/carriers/index.ts'
 import { assignNumber, buyNumber, importNumber, releaseNumber, replaceCarrierToken, repointNumbers, searchNumbers } from '../phone-numbers/numbers.ts'
 import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname, TelnyxApiKey, TelnyxPublicKey } from '../phone-numbers/schemas.ts'
-import {
-  fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems
-} from './fields.ts'
-import { dataTable } from './components.ts'
+import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
+import { dataTable, errorSummary } from './components.ts'
+import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import type { FormValues } from './forms.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
-import { formBody, ID, idParams, page, sendPage, text } from './reply.ts'
+import { formBody, ID, idParams, listQuery, page, sendPage, text } from './reply.ts'
 import { simulateRefusal, simulateRefusalText, simulateSection } from './test-phone-call.ts'
 
 // The console's phone numbers (docs/console.md): the account's numbers, a search of the carrier's offer with a
@@ -40,18 +40,28 @@ const textFields = <F extends string>(names: readonly F[]) => Object.fromEntries
 
 const noSuchNumber = () => new HttpError(404, 'not_found', 'You have no phone number with that id.')
 
+/**
+ * A refused form of a page (Post/Redirect/Get, drafts.ts): a page holds several forms and keeps one draft, so its
+ * values name the form (`form`); its problems are the fields' and, under '', the form's own (a carrier's refusal).
+ */
+interface Refused { form: string, values: FormValues, problems: Problems }
+
+/** The draft the page's address names, with the form it is of. */
+const refusedOf = (draft: { values: FormValues, problems: Problems } | undefined): Refused | undefined =>
+  draft === undefined ? undefined : { form: draft.values.form ?? '', ...draft }
+
+/** The problems of `form` when the draft is of it, else none. */
+const problemsOf = (refused: Refused | undefined, form: string): Problems => refused?.form === form ? refused.problems : {}
+
 interface ListOptions {
   search?: SearchForm
   searchProblems?: Problems
   found?: AvailableNumber[]
   searchError?: string
-  importForm?: ImportForm
-  importProblems?: Problems
-  importError?: string
+  refused?: Refused
   released?: boolean
   /** How a repointing or a token replacement went. */
-  outcome?: { kind: 'success' | 'error', text: string }
-  tokenProblems?: Problems
+  outcome?: string
 }
 
 type NumberRow = Awaited<ReturnType<typeof listPhoneNumbers>>[number]
@@ -59,10 +69,11 @@ type AgentChoice = Awaited<ReturnType<typeof listAgents>>[number]
 
 interface ListData { viewer: Viewer, numbers: NumberRow[], agents: AgentChoice[] }
 interface NumberData { viewer: Viewer, number: NumberRow, agents: AgentChoice[] }
-interface NumberOptions { form?: AssignForm, problems?: Problems, saved?: string, error?: string, simulated?: string, simulateError?: string }
+interface NumberOptions { refused?: Refused, saved?: string, simulated?: string, simulateError?: string }
 
 // What the list's address says after a change (Post/Redirect/Get): a release, a repointing, a token replaced.
-const LIST_QUERY = { released: text('Released'), repointed: text('Numbers repointed'), token_kept: text('Numbers with the new token') }
+const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
+const LIST_QUERY = { released: text('Released'), repointed: text('Numbers repointed'), token_kept: text('Numbers with the new token'), draft: DRAFT }
 const SEARCH_QUERY = { country: text('The country'), area_code: text('The area code'), contains: text('The digits') }
 const ListQuery = Type.Object({ ...SEARCH_QUERY, ...LIST_QUERY })
 const COUNT = /^\d{1,6}$/
@@ -74,10 +85,19 @@ function listOutcome (query: Static<typeof ListQuery>): Pick<ListOptions, 'relea
   const { repointed, token_kept: kept } = query
   if (repointed !== undefined && COUNT.test(repointed)) {
     const count = Number(repointed)
-    return { outcome: { kind: 'success', text: `${numbersText(count)} now send${count === 1 ? 's' : ''} calls to this server.` } }
+    return { outcome: `${numbersText(count)} now send${count === 1 ? 's' : ''} calls to this server.` }
   }
-  if (kept !== undefined && COUNT.test(kept)) return { outcome: { kind: 'success', text: `The new auth token is kept with ${numbersText(Number(kept))}.` } }
+  if (kept !== undefined && COUNT.test(kept)) return { outcome: `The new auth token is kept with ${numbersText(Number(kept))}.` }
   return {}
+}
+
+/**
+ * The list's address with the search it shows (the fields set, in order): the page a refused purchase returns to,
+ * so that its draft is read at the same address (drafts.ts) and the offers are searched again.
+ */
+function listPath (source: unknown): string {
+  const asked = SEARCH_FIELDS.some((name) => (source as Record<string, unknown> | undefined)?.[name] !== undefined)
+  return `/phone-numbers${asked ? listQuery(formFields(source, SEARCH_FIELDS), SEARCH_FIELDS, 0) : ''}`
 }
 
 export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs, carriers }: { db: DB, jobs: JobSender, carriers: Carriers }): Promise<void> {
@@ -110,15 +130,17 @@ export async function consolePhoneNumberRoutes (app: FastifyInstance, { db, jobs
     const agentName = (id: string | null) => id === null ? html`<span class="hint">none</span>` : agents.find((agent) => agent.id === id)?.agent_name ?? id
     const search = options.search ?? { country: 'US', area_code: '', contains: '' }
     const searchProblems = options.searchProblems ?? {}
-    const form = options.importForm ?? { phone_number: '', carrier: '', account_sid: '', auth_token: '', api_key: '', public_key: '', nickname: '' }
-    const importProblems = options.importProblems ?? {}
+    const { refused } = options
+    const form: ImportForm = formFields(refused?.form === 'import' ? refused.values : {}, IMPORT_FIELDS)
+    const importProblems = problemsOf(refused, 'import')
+    const tokenProblems = problemsOf(refused, 'carrier-token')
     return layout({
       title: 'Phone numbers',
       viewer,
       current: '/phone-numbers',
       body: html`
 ${options.released === true && notice('success', 'The number is released.')}
-${options.outcome !== undefined && notice(options.outcome.kind, options.outcome.text)}
+${options.outcome !== undefined && notice('success', options.outcome)}
 ${dataTable({
   caption: `Your phone numbers${numbers.length === LIST_LIMIT ? ` (the first ${LIST_LIMIT})` : ''}`,
   empty: 'No phone numbers yet: buy one or import one below.',
@@ -142,6 +164,7 @@ ${problemsNotice(searchProblems)}
   <button type="submit">Search</button>
 </form>
 ${options.searchError !== undefined && notice('error', options.searchError)}
+${errorSummary(problemsOf(refused, 'buy'))}
 ${options.found !== undefined && dataTable({
   caption: 'Numbers to buy',
   empty: html`<span role="status">No numbers match: try another area code.</span>`,
@@ -164,8 +187,7 @@ ${options.found !== undefined && dataTable({
 <p>A number you already hold at a carrier: its calls are pointed at this server. For Twilio give the account SID and
 auth token of the account holding it; for Telnyx, an API key and the public key of the account holding it. Numbers of
 this server's own Twilio or Telnyx account are assigned by its operator.</p>
-${options.importError !== undefined && notice('error', options.importError)}
-${problemsNotice(importProblems)}
+${errorSummary(importProblems, 'import-')}
 <form method="post" action="/phone-numbers/import" class="stack">
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'phone_number', label: 'Number', value: form.phone_number, problems: importProblems, hint: 'E.164, such as +14155550123.', prefix: 'import-', attrs: html` type="tel" maxlength="16" required autocomplete="off"` })}
@@ -188,13 +210,14 @@ ${problemsNotice(importProblems)}
 ${numbers.some((number) => number.carrier === 'twilio') && html`<section aria-labelledby="twilio-title">
 <h2 id="twilio-title">Twilio</h2>
 <p>After this server's public address changed, point your Twilio numbers' calls at it again (${carriers.webhooks.voiceUrl}).</p>
+${errorSummary(problemsOf(refused, 'repoint'))}
 <form method="post" action="/phone-numbers/repoint">${csrfField(viewer.csrfToken)}<button type="submit">Repoint my Twilio numbers</button></form>
 <p>After rotating an auth token at Twilio, give the new one: it is checked with Twilio and kept with every number you imported from that account.</p>
-${problemsNotice(options.tokenProblems ?? {})}
+${errorSummary(tokenProblems, 'token-')}
 <form method="post" action="/phone-numbers/carrier-token" class="stack">
   ${csrfField(viewer.csrfToken)}
-  ${inputField({ name: 'account_sid', label: 'Twilio account SID', value: '', problems: options.tokenProblems ?? {}, prefix: 'token-', attrs: html` maxlength="34" required autocomplete="off"` })}
-  ${inputField({ name: 'auth_token', label: 'New auth token', value: '', problems: options.tokenProblems ?? {}, prefix: 'token-', attrs: html` type="password" maxlength="200" required autocomplete="off"` })}
+  ${inputField({ name: 'account_sid', label: 'Twilio account SID', value: refused?.form === 'carrier-token' ? refused.values.account_sid ?? '' : '', problems: tokenProblems, prefix: 'token-', attrs: html` maxlength="34" required autocomplete="off"` })}
+  ${inputField({ name: 'auth_token', label: 'New auth token', value: '', problems: tokenProblems, prefix: 'token-', attrs: html` type="password" maxlength="200" required autocomplete="off"` })}
   <button type="submit">Replace auth token</button>
 </form>
 </section>`}`
@@ -226,10 +249,11 @@ ${problemsNotice(options.tokenProblems ?? {})}
     if (session === undefined) return reply
     const searched = await searchOf(request.query)
     const status = searched.searchProblems !== undefined ? 400 : 200
-    return sendPage(reply, status, listPage({ ...await listData(session), ...searched, ...listOutcome(request.query) }))
+    const refused = refusedOf(await draftOf(db, session, listPath(request.query), request.query.draft))
+    return sendPage(reply, status, listPage({ ...await listData(session), ...searched, ...listOutcome(request.query), refused }))
   })
 
-  /** A carrier's or the module's refusal, shown on the page that asked, with its status. */
+  /** A carrier's or the module's refusal, said on the page that asked. */
   const refusal = (err: unknown): HttpError => {
     if (err instanceof HttpError) return err
     throw err
@@ -237,15 +261,17 @@ ${problemsNotice(options.tokenProblems ?? {})}
 
   app.post('/phone-numbers/buy', page({ body: formBody({ phone_number: text('The number'), ...SEARCH_QUERY }) }), async (request, reply) => {
     const session = request.consoleSession!
-    const { phone_number: phoneNumber } = formOf(request, ['phone_number'])
-    if (checks.phone_number(phoneNumber) !== undefined) throw new HttpError(400, 'bad_request', 'Choose a number from the search results.')
+    const form = formOf(request, ['phone_number', ...SEARCH_FIELDS])
+    // Back to the search it was bought from, its results shown again.
+    const path = listPath(request.body)
+    const refuse = async (problem: string) => await refuseForm(db, reply, session, path, { form: 'buy', ...form }, { '': problem })
+    if (checks.phone_number(form.phone_number) !== undefined) return await refuse('Choose a number from the search results.')
     try {
-      const row = await buyNumber(db, carriers, session.userId, { phone_number: phoneNumber }, request.log)
+      const row = await buyNumber(db, carriers, session.userId, { phone_number: form.phone_number }, request.log)
+      await formSaved(db, session, path)
       return reply.redirect(`/phone-numbers/${row.id}?saved=bought`, 303)
     } catch (err) {
-      const refused = refusal(err)
-      const searched = await searchOf(request.body)
-      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), ...searched, searchError: `${phoneNumber} was not bought: ${refused.message}.` }))
+      return await refuse(`${form.phone_number} was not bought: ${refusal(err).message}.`)
     }
   })
 
@@ -276,7 +302,9 @@ ${problemsNotice(options.tokenProblems ?? {})}
     if (twilio && carriers.purchasing === 'sandbox') problems.carrier ??= 'This server runs the sandbox carrier: numbers cannot be imported from Twilio.'
     const chosenTwilio = form.carrier === 'twilio' || (form.carrier === '' && carriers.purchasing === 'twilio')
     if (chosenTwilio && !credentials) problems.account_sid ??= 'Give the account SID and auth token of your Twilio account: numbers of this server\'s own account are assigned by its operator.'
-    if (hasProblems(problems)) return sendPage(reply, 400, listPage({ ...await listData(session), importForm: form, importProblems: problems }))
+    // The auth token and API key are never kept nor shown again: asked anew.
+    const refuse = async (refused: Problems) => await refuseForm(db, reply, session, '/phone-numbers', { form: 'import', ...form, auth_token: undefined, api_key: undefined }, refused)
+    if (hasProblems(problems)) return await refuse(problems)
     try {
       const row = await importNumber(db, carriers, session.userId, {
         phone_number: form.phone_number,
@@ -285,37 +313,42 @@ ${problemsNotice(options.tokenProblems ?? {})}
         ...(telnyxKeys && { api_key: form.api_key, public_key: form.public_key }),
         nickname: form.nickname
       })
+      await formSaved(db, session, '/phone-numbers')
       return reply.redirect(`/phone-numbers/${row.id}?saved=imported`, 303)
     } catch (err) {
-      const refused = refusal(err)
-      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), importForm: form, importError: `${form.phone_number} was not imported: ${refused.message}.` }))
+      return await refuse({ '': `${form.phone_number} was not imported: ${refusal(err).message}.` })
     }
   })
 
   app.post('/phone-numbers/repoint', page({ body: formBody({}) }), async (request, reply) => {
     const session = request.consoleSession!
-    let outcome: ListOptions['outcome']
+    let problem: string
     try {
       const { repointed, failed } = await repointNumbers(db, carriers, session.userId)
-      if (failed.length === 0) return reply.redirect(`/phone-numbers?repointed=${repointed.length}`, 303)
-      outcome = { kind: 'error', text: `${repointed.length} repointed; not repointed: ${failed.map((f) => `${f.phone_number} (${f.message})`).join('; ')}.` }
+      if (failed.length === 0) {
+        await formSaved(db, session, '/phone-numbers')
+        return reply.redirect(`/phone-numbers?repointed=${repointed.length}`, 303)
+      }
+      problem = `${repointed.length} repointed; not repointed: ${failed.map((f) => `${f.phone_number} (${f.message})`).join('; ')}.`
     } catch (err) {
-      outcome = { kind: 'error', text: `The numbers were not repointed: ${refusal(err).message}.` }
+      problem = `The numbers were not repointed: ${refusal(err).message}.`
     }
-    return sendPage(reply, 409, listPage({ ...await listData(session), outcome }))
+    return await refuseForm(db, reply, session, '/phone-numbers', { form: 'repoint' }, { '': problem })
   })
 
   app.post('/phone-numbers/carrier-token', page({ body: formBody(textFields(['account_sid', 'auth_token'])) }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, ['account_sid', 'auth_token'])
     const tokenProblems: Problems = { account_sid: checks.account_sid(form.account_sid), auth_token: checks.auth_token(form.auth_token) }
-    if (hasProblems(tokenProblems)) return sendPage(reply, 400, listPage({ ...await listData(session), tokenProblems }))
+    // The token is never kept nor shown again.
+    const refuse = async (problems: Problems) => await refuseForm(db, reply, session, '/phone-numbers', { form: 'carrier-token', account_sid: form.account_sid }, problems)
+    if (hasProblems(tokenProblems)) return await refuse(tokenProblems)
     try {
       const count = await replaceCarrierToken(db, carriers, session.userId, form.account_sid, form.auth_token)
+      await formSaved(db, session, '/phone-numbers')
       return reply.redirect(`/phone-numbers?token_kept=${count}`, 303)
     } catch (err) {
-      const refused = refusal(err)
-      return sendPage(reply, refused.statusCode, listPage({ ...await listData(session), outcome: { kind: 'error', text: `The auth token was not replaced: ${refused.message}.` } }))
+      return await refuse({ '': `The auth token was not replaced: ${refusal(err).message}.` })
     }
   })
 
@@ -331,21 +364,17 @@ ${problemsNotice(options.tokenProblems ?? {})}
     1: 'Saved.'
   }
 
-  /** A number's page, with its data loaded (the number, the account's agents for the selects). */
-  async function numberPage (reply: FastifyReply, status: number, session: ConsoleSession, id: string, options: NumberOptions) {
-    const [number, agents] = await Promise.all([ownNumber(session.userId, id), agentsOf(session.userId)])
-    return sendPage(reply, status, numberView({ viewer: viewerOf(session), number, agents, ...options }))
-  }
-
   function numberView ({ viewer, number, agents, ...options }: NumberData & NumberOptions): string {
-    const form = options.form ?? {
+    const { refused } = options
+    const stored: AssignForm = {
       nickname: number.nickname,
       inbound_agent_id: number.inbound_agent_id ?? '',
       outbound_agent_id: number.outbound_agent_id ?? '',
       inbound_agent_version: String(number.inbound_agent_version ?? ''),
       outbound_agent_version: String(number.outbound_agent_version ?? '')
     }
-    const problems = options.problems ?? {}
+    const form = refused?.form === 'assign' ? formFields(refused.values, ASSIGN_FIELDS) : stored
+    const problems = problemsOf(refused, 'assign')
     const choices = [{ value: '', label: 'None' }, ...agents.map((agent) => ({ value: agent.id, label: agent.agent_name }))]
     // The versions of the agent saved for each direction (another agent chosen and saved clears the pin: pick then).
     const versionChoices = (agentId: string | null) => {
@@ -360,7 +389,6 @@ ${problemsNotice(options.tokenProblems ?? {})}
       body: html`
 <p><a href="/phone-numbers">All phone numbers</a></p>
 ${options.saved !== undefined && SAVED[options.saved] !== undefined && notice('success', SAVED[options.saved])}
-${options.error !== undefined && notice('error', options.error)}
 <dl class="facts">
   <dt>Carrier</dt><dd>${number.carrier}</dd>
   <dt>Source</dt><dd>${number.source}</dd>
@@ -368,7 +396,7 @@ ${options.error !== undefined && notice('error', options.error)}
   <dt>Added</dt><dd>${when(number.created_at)}</dd>
 </dl>
 <h2>Agents and nickname</h2>
-${problemsNotice(problems)}
+${errorSummary(problems)}
 <form method="post" action="/phone-numbers/${number.id}" class="stack">
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'nickname', label: 'Nickname', value: form.nickname, problems, attrs: html` maxlength="100"` })}
@@ -381,19 +409,27 @@ ${problemsNotice(problems)}
 ${simulateSection(viewer, number, { callId: options.simulated, error: options.simulateError })}
 <h2>Release</h2>
 <p>${purchased ? 'The number is given back to the carrier and removed from Switchboard.' : 'The number is removed from Switchboard; it stays in your carrier account.'}</p>
+${errorSummary(problemsOf(refused, 'release'))}
 <form method="post" action="/phone-numbers/${number.id}/release">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Release ${number.phone_number}</button></form>
 <p class="hint">Number id <code>${number.id}</code>. Customers, workspaces and SIP trunks are set through the API (<a href="/docs">API reference</a>).</p>`
     })
   }
 
-  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call') })
+  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call'), draft: DRAFT })
   app.get<{ Params: { id: string }, Querystring: Static<typeof NumberQuery> }>('/phone-numbers/:id', page({ params: idParams('id'), querystring: NumberQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const { saved, simulated } = request.query
-    return await numberPage(reply, 200, session, request.params.id, {
-      saved, simulated: simulated !== undefined && ID.test(simulated) ? simulated : undefined, simulateError: simulateRefusalText(request.query.simulate_refused)
-    })
+    const [number, agents] = await Promise.all([ownNumber(session.userId, request.params.id), agentsOf(session.userId)])
+    return sendPage(reply, 200, numberView({
+      viewer: viewerOf(session),
+      number,
+      agents,
+      saved,
+      simulated: simulated !== undefined && ID.test(simulated) ? simulated : undefined,
+      simulateError: simulateRefusalText(request.query.simulate_refused),
+      refused: refusedOf(await draftOf(db, session, `/phone-numbers/${number.id}`, request.query.draft))
+    }))
   })
 
   app.post<{ Params: { id: string } }>('/phone-numbers/:id', page({ params: idParams('id'), body: formBody(textFields(ASSIGN_FIELDS)) }), async (request, reply) => {
@@ -407,7 +443,9 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
       inbound_agent_version: optional(checks.version, form.inbound_agent_version),
       outbound_agent_version: optional(checks.version, form.outbound_agent_version)
     }
-    if (hasProblems(problems)) return await numberPage(reply, 400, session, number.id, { form, problems })
+    const path = `/phone-numbers/${number.id}`
+    const refuse = async (refused: Problems) => await refuseForm(db, reply, session, path, { form: 'assign', ...form }, refused)
+    if (hasProblems(problems)) return await refuse(problems)
     const agentOf = (id: string) => id === '' ? null : id.toLowerCase()
     // A version is of the agent saved: with another agent chosen it is left out, and the number runs that one's latest.
     const pin = (agentId: string | null, stored: string | null, version: string) => agentId !== stored ? undefined : version === '' ? null : Number(version)
@@ -421,12 +459,17 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
         outbound_agent_version: pin(agentOf(form.outbound_agent_id), number.outbound_agent_id, form.outbound_agent_version)
       })
     } catch (err) {
-      // A version the agent does not have (a form from before a change): said at the field.
-      if (!(err instanceof HttpError) || err.statusCode !== 404 || !/_agent_version\)/.test(err.message)) throw err
-      const field = err.message.includes('inbound_agent_version') ? 'inbound_agent_version' : 'outbound_agent_version'
-      return await numberPage(reply, 400, session, number.id, { form, problems: { [field]: 'The agent has no such version: choose one of the list.' } })
+      // A version the agent does not have, or an agent that is not the account's (a form from before a change, or
+      // another account's id): said at the field; any other refusal above the form.
+      const { message } = refusal(err)
+      const version = /(inbound|outbound)_agent_version\)/.exec(message)?.[1]
+      const agent = /^(inbound|outbound) agent not found/.exec(message)?.[1]
+      if (version !== undefined) return await refuse({ [`${version}_agent_version`]: 'The agent has no such version: choose one of the list.' })
+      if (agent !== undefined) return await refuse({ [`${agent}_agent_id`]: 'You have no such agent (it may have been deleted): choose one of the list.' })
+      return await refuse({ '': `Not saved: ${message}.` })
     }
-    return reply.redirect(`/phone-numbers/${number.id}?saved=1`, 303)
+    await formSaved(db, session, path)
+    return reply.redirect(`${path}?saved=1`, 303)
   })
 
   // A sandbox number's simulated inbound call (test-phone-call.ts says how).
@@ -448,9 +491,9 @@ ${simulateSection(viewer, number, { callId: options.simulated, error: options.si
     try {
       await releaseNumber(db, carriers, session.userId, number.id)
     } catch (err) {
-      const refused = refusal(err)
-      return await numberPage(reply, refused.statusCode, session, number.id, { error: `The number was not released: ${refused.message}.` })
+      return await refuseForm(db, reply, session, `/phone-numbers/${number.id}`, { form: 'release' }, { '': `The number was not released: ${refusal(err).message}.` })
     }
+    await formSaved(db, session, `/phone-numbers/${number.id}`)
     return reply.redirect('/phone-numbers?released=1', 303)
   })
 }
