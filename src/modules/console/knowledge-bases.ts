@@ -73,7 +73,7 @@ const EMPTY_FORM: CreateForm = { name: '', description: '', folder: '', language
 /** The create form's page, which shows a refused form's draft (drafts.ts); a file cannot be kept, it is chosen again. */
 const NEW_PATH = '/knowledge-bases/new'
 const NEW_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
-const createFormOf = (values: FormValues): CreateForm => Object.fromEntries(FIELDS.map((field) => [field, values[field] ?? ''])) as CreateForm
+const createFormOf = (values: FormValues): CreateForm => Object.fromEntries(FIELDS.map((field) => [field, (values[field] ?? '').trim()])) as CreateForm
 
 const STATES: Record<FileRow['status'], string> = { pending: 'Queued', processing: 'Processing', ready: 'Ready', failed: 'Failed' }
 const stateOf = (file: FileRow) => file.status === 'failed' && file.error !== null ? `Failed: ${file.error}` : STATES[file.status]
@@ -140,7 +140,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
    * empty, too many) is answered as the HttpError for the form to show; other errors are thrown.
    */
   async function receive<T> (request: FastifyRequest, reply: FastifyReply, { session, scope }: Uploader, options: Omit<UploadOptions, 'firstPart' | 'maxFileBytes'>,
-    use: (upload: Upload) => Promise<T>): Promise<T | HttpError> {
+    use: (upload: Upload) => Promise<T>, fields: Record<string, string> = {}): Promise<T | HttpError> {
     const firstPart: UploadOptions['firstPart'] = (field) => {
       if (field?.name !== 'csrf_token' || !sameToken(field.value, session.csrfToken)) {
         throw new HttpError(403, 'forbidden', 'This form has expired. Reload the page and send it again.')
@@ -148,7 +148,7 @@ export async function consoleKnowledgeBaseRoutes (app: FastifyInstance, { db, jo
     }
     const release = uploads.take(scope.ownerId, reply)
     try {
-      return await withUpload(request, { ...options, maxFileBytes: limits.maxFileBytes, firstPart }, use)
+      return await withUpload(request, { ...options, maxFileBytes: limits.maxFileBytes, firstPart }, use, fields)
     } catch (err) {
       // Refused part-way, the rest of the body is unread: the connection cannot carry another request.
       reply.header('connection', 'close')
@@ -331,7 +331,8 @@ ${kbs.length === 0
 
   app.post('/knowledge-bases', uploadRoute({}), async (request, reply) => {
     const { session, scope } = uploader(request)
-    let form = EMPTY_FORM
+    // The fields as read: a file refused while the body arrives leaves the name and description typed before it.
+    const sent: Record<string, string> = {}
     const options = {
       fileField: 'file',
       fieldNames: FIELDS,
@@ -339,7 +340,7 @@ ${kbs.length === 0
       tooManyFiles: 'A knowledge base is created with one file; add more on its page.'
     }
     const outcome = await receive(request, reply, { session, scope }, options, async ({ fields, files }) => {
-      form = Object.fromEntries(FIELDS.map((field) => [field, (fields[field] ?? '').trim()])) as CreateForm
+      const form = createFormOf(fields)
       const problems = check(form)
       if (files.length === 0) problems.file = 'Choose a file.'
       if (Object.keys(problems).length > 0) return problems
@@ -359,10 +360,10 @@ ${kbs.length === 0
         await enqueue(trx, scope.ownerId, id, files)
       })
       return id
-    })
+    }, sent)
     // Refused, the form's page shows what was sent and why (Post/Redirect/Get): a reload sends nothing again.
-    if (outcome instanceof HttpError) return await refuseForm(db, reply, session, NEW_PATH, form, { file: outcome.message })
-    if (typeof outcome !== 'string') return await refuseForm(db, reply, session, NEW_PATH, form, outcome)
+    if (outcome instanceof HttpError) return await refuseForm(db, reply, session, NEW_PATH, createFormOf(sent), { file: outcome.message })
+    if (typeof outcome !== 'string') return await refuseForm(db, reply, session, NEW_PATH, createFormOf(sent), outcome)
     await formSaved(db, session, NEW_PATH)
     return reply.redirect(`/knowledge-bases/${outcome}?done=created`, 303)
   })

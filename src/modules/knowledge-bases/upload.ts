@@ -61,20 +61,21 @@ const unsupported = (message: string) => new HttpError(415, 'unsupported_file_ty
  * Reads a multipart upload into temporary files, checking every limit and type on the way, and runs `use`
  * with them; the files are removed afterwards whatever happens. Nothing touches the database while the body
  * arrives, so a client sending slowly holds a file descriptor, not a pooled connection inside a transaction.
+ * `fields` receives the text fields as they are read: a form refused for its file still has what was typed.
  */
-export async function withUpload<T> (request: FastifyRequest, options: UploadOptions, use: (upload: Upload) => Promise<T>): Promise<T> {
+export async function withUpload<T> (request: FastifyRequest, options: UploadOptions, use: (upload: Upload) => Promise<T>, fields: Record<string, string> = {}): Promise<T> {
   if (!request.isMultipart()) {
     throw new HttpError(415, 'multipart_required', `send the form as multipart/form-data with the file in the \`${options.fileField}\` field`)
   }
   const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-upload-'))
   try {
-    return await use(await receiveUpload(request, options, dir))
+    return await use(await receiveUpload(request, options, dir, fields))
   } finally {
     await rm(dir, { recursive: true, force: true })
   }
 }
 
-async function receiveUpload (request: FastifyRequest, options: UploadOptions, dir: string): Promise<Upload> {
+async function receiveUpload (request: FastifyRequest, options: UploadOptions, dir: string, fields: Record<string, string>): Promise<Upload> {
   const parts = request.parts({
     limits: {
       fileSize: options.maxFileBytes,
@@ -85,7 +86,6 @@ async function receiveUpload (request: FastifyRequest, options: UploadOptions, d
       parts: options.maxFiles + MAX_FIELDS + 1
     }
   })[Symbol.asyncIterator]()
-  const fields: Record<string, string> = {}
   const files: SpooledFile[] = []
   let first = true
   for (let next = await clientInput(parts.next()); next.done !== true; next = await clientInput(parts.next())) {
