@@ -5,7 +5,7 @@ import { signingSecrets, testSecret } from '../../src/modules/deliveries/signing
 import { conflict } from '../../src/http/errors.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../helpers/console-client.ts'
+import { anotherSession, ConsoleClient, createConsoleUser, csrfOf, followDraft, PASSWORD } from '../helpers/console-client.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -231,18 +231,28 @@ t.test('customers: create, edit, escape, refuse bad fields, delete unless record
   t.match(page.body, 'Saved.')
   t.match(page.body, '"crm_id": "A-17"'.replaceAll('"', '&quot;'))
 
+  // A refused edit: Post/Redirect/Get (drafts.ts) to the customer's page, which shows what was sent and why.
   const bad = await me.browser.post(`/customers/${id}`, { csrf_token: csrf, customer_name: '', email: 'no-at-sign', phone_number: '555', metadata: '[1, 2]' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, '<p id="customer_name-error" class="field-error">The name is required.</p>')
-  t.match(bad.body, '<p id="email-error" class="field-error">The e-mail address must be an e-mail address.</p>')
-  t.match(bad.body, '<p id="phone_number-error" class="field-error">The phone number must be an E.164 phone number such as +14155550123.</p>')
-  t.match(bad.body, '<p id="metadata-error" class="field-error">The metadata must be a JSON object, such as {&quot;crm_id&quot;: &quot;A-17&quot;}.</p>')
-  t.match(bad.body, 'value="no-at-sign"')
-  t.match(bad.body, '>\n[1, 2]</textarea>')
+  const badUrl = await followDraft(t, me.browser, bad, `/customers/${id}`, [
+    '<p id="customer_name-error" class="field-error">The name is required.</p>',
+    '<p id="email-error" class="field-error">The e-mail address must be an e-mail address.</p>',
+    '<p id="phone_number-error" class="field-error">The phone number must be an E.164 phone number such as +14155550123.</p>',
+    '<p id="metadata-error" class="field-error">The metadata must be a JSON object, such as {&quot;crm_id&quot;: &quot;A-17&quot;}.</p>',
+    '<a href="#customer_name">The name is required.</a>',
+    'value="no-at-sign"',
+    '>\n[1, 2]</textarea>'
+  ])
+  t.match((await ctx.app.inject({ method: 'GET', url: `/v1/customer/${id}`, headers: me.headers })).json(), { customer_name: MARKUP, email: 'ops@acme.example' }, 'nothing saved')
+  const elsewhere = await (await anotherSession(ctx.app, me.user.email)).get(badUrl)
+  t.match(elsewhere.body, 'value="ops@acme.example"', 'another session sees the stored customer')
+  t.notMatch(elsewhere.body, 'no-at-sign')
+  const customers = async () => (await ctx.db.selectFrom('customers').select('id').where('user_id', '=', me.user.id).execute()).length
   const nul = await me.browser.post('/customers', { csrf_token: csrf, customer_name: 'Nul', metadata: '{"a": "\\u0000"}' })
-  t.equal(nul.statusCode, 400, 'metadata PostgreSQL cannot store: a 400, not a 500')
+  await followDraft(t, me.browser, nul, '/customers', ['value="Nul"', '<a href="#metadata">The metadata must be a JSON object'])
   const deep = await me.browser.post('/customers', { csrf_token: csrf, customer_name: 'Deep', metadata: '{"a":' + '['.repeat(5000) + ']'.repeat(5000) + '}' })
-  t.equal(deep.statusCode, 400, 'nesting deeper than the API takes')
+  const deepUrl = await followDraft(t, me.browser, deep, '/customers', ['value="Deep"', '<a href="#metadata">'])
+  t.equal(await customers(), 1, 'refused and reloaded: no customer created')
+  t.notMatch((await (await anotherSession(ctx.app, me.user.email)).get(deepUrl)).body, 'value="Deep"', 'another session sees an empty form')
 
   const edited = await me.browser.post(`/customers/${id}`, { csrf_token: csrf, customer_name: 'Acme', email: '', phone_number: '', metadata: '' })
   t.equal(edited.statusCode, 303)
@@ -260,9 +270,11 @@ t.test('customers: create, edit, escape, refuse bad fields, delete unless record
   const number = await sipNumber(ctx, me.user.id, '+15105550111', id)
   t.equal((await me.browser.post(`/customers/${id}/delete`, {})).statusCode, 403, 'deleting needs the token')
   const inUse = await me.browser.post(`/customers/${id}/delete`, { csrf_token: csrf })
-  t.equal(inUse.statusCode, 409)
-  t.match(inUse.body, 'Not deleted: the customer still owns 1 phone number; delete them or move them to another customer first.')
-  t.match(inUse.body, '<h1>Acme</h1>', 'on the customer\'s page')
+  const inUseUrl = await followDraft(t, me.browser, inUse, `/customers/${id}`, [
+    '<p class="notice error" role="alert">Not deleted: the customer still owns 1 phone number; delete them or move them to another customer first.</p>',
+    '<h1>Acme</h1>', 'name="customer_name" value="Acme"'
+  ], 'delete')
+  t.notMatch((await (await anotherSession(ctx.app, me.user.email)).get(inUseUrl)).body, 'Not deleted', 'another session: no refusal shown')
   await ctx.db.updateTable('phone_numbers').set({ customer_id: null }).where('id', '=', number.id).execute()
   const deleted = await me.browser.post(`/customers/${id}/delete`, { csrf_token: csrf })
   t.equal(deleted.statusCode, 303)

@@ -1,4 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import type { Test } from 'tap'
 import type { DB } from '../../src/db/database.ts'
 import { hashPassword } from '../../src/modules/console/passwords.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
@@ -101,3 +102,28 @@ export function inputValue (body: string, name: string): string {
 
 /** A page without the layout's local-time script (pages.ts links it where a page shows a time): for tests that a page has no other script. */
 export const withoutLocalTime = (body: string) => body.replace('<script src="/console/local-time.js" defer></script>', '')
+
+/**
+ * Post/Redirect/Get of a refused form (console/drafts.ts): the POST `res` answered 303 to `page?draft=<id>#<anchor>`,
+ * and that address shows each text of `shows` (the values sent, the problem in words) at a first view and at a reload.
+ * Returns the draft's address without its fragment.
+ */
+export async function followDraft (t: Test, browser: ConsoleClient, res: LightMyRequestResponse, page: string, shows: string[], anchor = 'form-problems'): Promise<string> {
+  t.equal(res.statusCode, 303, 'the refused POST redirects, never a page at its own address')
+  const location = String(res.headers.location)
+  t.match(location, new RegExp(`^${page.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\?draft=[0-9a-f]{24}#${anchor}$`), 'to the form\'s page with its draft')
+  const url = location.replace(/#.*$/, '')
+  for (const view of ['first view', 'reload']) {
+    const shown = await browser.get(url)
+    t.equal(shown.statusCode, 200, view)
+    for (const text of shows) t.match(shown.body, text, `${view}: ${text}`)
+  }
+  return url
+}
+
+/** Another session of the user `email` (its own cookies): it cannot read the first session's drafts. */
+export async function anotherSession (app: FastifyInstance, email: string): Promise<ConsoleClient> {
+  const other = new ConsoleClient(app)
+  await other.signIn(email, PASSWORD)
+  return other
+}

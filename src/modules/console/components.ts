@@ -65,7 +65,8 @@ export function filterBar (options: { action: string, label: string, fields: Saf
  * there is no problem.
  */
 export function errorSummary (problems: Record<string, string | undefined>): SafeHtml {
-  const listed = Object.entries(problems).filter((entry): entry is [string, string] => entry[1] !== undefined)
+  // A problem about the whole form (drafts.ts FORM_PROBLEM) has no field to link to: its page shows it by its button.
+  const listed = Object.entries(problems).filter((entry): entry is [string, string] => entry[0] !== '' && entry[1] !== undefined)
   if (listed.length === 0) return html``
   return html`<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">
   <h2>${listed.length === 1 ? 'One field needs' : `${listed.length} fields need`} another look</h2>
