@@ -319,13 +319,17 @@ t.test('subscription: balance, ledger pages, auto top-up settings', async (t) =>
   t.match(shown.body, 'value="500"')
 
   const bad = await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '-1', top_up_amount: 'lots' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, '<p id="auto_top_up_threshold-error" class="field-error">The threshold is a whole number of credits from 0 to 100,000,000.</p>')
-  t.match(bad.body, '<p id="top_up_amount-error" class="field-error">The top-up amount is a whole number of credits from 1 to 100,000,000.</p>')
-  t.match(bad.body, 'value="-1"')
-  t.match(bad.body, 'value="lots"')
-  t.notMatch(bad.body, 'value="on" checked', 'the unticked box is kept unticked')
-  t.equal((await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '1.5', top_up_amount: '0' })).statusCode, 400)
+  const badUrl = await followDraft(t, me.browser, bad, '/subscription', [
+    '<p id="auto_top_up_threshold-error" class="field-error">The threshold is a whole number of credits from 0 to 100,000,000.</p>',
+    '<p id="top_up_amount-error" class="field-error">The top-up amount is a whole number of credits from 1 to 100,000,000.</p>',
+    '<a href="#top_up_amount">', 'value="-1"', 'value="lots"'
+  ])
+  t.notMatch((await me.browser.get(badUrl)).body, 'value="on" checked', 'the unticked box is kept unticked')
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/subscription', headers: me.headers })).json(), { auto_top_up: { enabled: true, threshold: 500 }, top_up_amount: 2000 }, 'nothing saved, even reloaded')
+  const elsewhere = await (await anotherSession(ctx.app, me.user.email)).get(badUrl)
+  t.match(elsewhere.body, 'value="500"', 'another session sees the stored settings')
+  t.notMatch(elsewhere.body, 'value="lots"')
+  await followDraft(t, me.browser, await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '1.5', top_up_amount: '0' }), '/subscription', ['value="1.5"', '<a href="#auto_top_up_threshold">'])
 
   const off = await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '0', top_up_amount: '1' })
   t.equal(off.statusCode, 303)
