@@ -9,14 +9,14 @@ import { TOOLS } from '../capabilities/catalog.ts'
 import {
   CALLBACK_PATH, connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
 } from '../integrations/connect.ts'
-import { PROVIDERS, type Provider } from '../integrations/providers.ts'
+import { PROVIDER_INFO, PROVIDERS, type Provider } from '../integrations/providers.ts'
 import { DRAFT_QUERY, FORM_PROBLEM, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe, formOf } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { PAGE_HEADERS, sessionOf } from './security.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
-import { formBody, page, sendPage, text } from './reply.ts'
+import { formBody, NOT_FOUND_TEXT, page, sendPage, text } from './reply.ts'
 
 // The console's Integrations page (docs/integrations.md): each provider with its service, status and account, a
 // Connect button for OAuth (a POST that starts the authorization and sends the browser to the provider), a form for
@@ -55,6 +55,9 @@ const PAGE_QUERY = Type.Object({
   failed: text('The reason'), provider: text('The service'), detail: text('The detail'), draft: DRAFT_QUERY
 })
 const CALLBACK_QUERY = Type.Object({ state: text('The state'), code: text('The code'), error: text('The error') })
+// Where the callback sends an authorization started through the API that did not connect (its reason in the query).
+const NOT_CONNECTED_PATH = '/integrations/oauth/not-connected'
+const NOT_CONNECTED_QUERY = Type.Object({ failed: text('The reason'), provider: text('The service'), detail: text('The detail') })
 
 /** The tools a provider's account serves: the label of the tool type of the same name. */
 const toolsLabel = (provider: Provider) => TOOLS.types[provider]?.label ?? provider
@@ -146,11 +149,16 @@ function noticeOf (query: Static<typeof PAGE_QUERY>, states: IntegrationState[])
     const tools = Number(cut(query.tools)) || 0
     return { kind: 'success', text: `${serviceOf(query.disconnected)} is disconnected; ${plural(tools, 'tool was', 'tools were')} switched off.` }
   }
+  const text = failedText(query, serviceOf)
+  return text === undefined ? undefined : { kind: 'error', text }
+}
+
+/** Why a connection failed, from a redirect's `?failed=&provider=&detail=` (undefined for a reason it does not know). */
+function failedText (query: Static<typeof NOT_CONNECTED_QUERY>, serviceOf: (provider: unknown) => string | undefined): string | undefined {
+  const cut = (value: string | undefined) => value?.slice(0, 200) ?? ''
   const reason = cut(query.failed) as FailedReason
-  if (Object.hasOwn(FAILED, reason)) {
-    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(cut(query.detail)) ? cut(query.detail) : '') }
-  }
-  return undefined
+  if (!Object.hasOwn(FAILED, reason)) return undefined
+  return FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(cut(query.detail)) ? cut(query.detail) : '')
 }
 
 export async function consoleIntegrationRoutes (app: FastifyInstance, { db, config, log }: { db: DB, config: Config, log: Logger }): Promise<void> {
@@ -216,14 +224,19 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
       error,
       sessionIdHash: request.consoleSession?.idHash
     })
-    if (outcome.viaApi) {
+    if (outcome.viaApi && outcome.ok) {
       const viewer = request.consoleSession && viewerOf(request.consoleSession)
-      return outcome.ok
-        ? sendPage(reply, 200, messagePage(`${outcome.service} is connected`, `${outcome.service} is connected to the Switchboard account${outcome.accountLabel === '' ? '' : ` as ${outcome.accountLabel}`}. You can close this window.`, viewer))
-        : sendPage(reply, 400, messagePage('Not connected', FAILED[outcome.reason](outcome.service ?? 'The service', outcome.detail), viewer))
+      return sendPage(reply, 200, messagePage(`${outcome.service} is connected`, `${outcome.service} is connected to the Switchboard account${outcome.accountLabel === '' ? '' : ` as ${outcome.accountLabel}`}. You can close this window.`, viewer))
     }
     if (outcome.ok) return reply.redirect(`${PAGE}?connected=${outcome.provider}`, 303)
+    // A failure is said on the page the browser is sent to, so that a reload says it again (the state is spent).
     const params = new URLSearchParams({ failed: outcome.reason, ...(outcome.provider === undefined ? {} : { provider: outcome.provider }), ...(outcome.detail === '' ? {} : { detail: outcome.detail }) })
-    return reply.redirect(`${PAGE}?${params.toString()}`, 303)
+    return reply.redirect(`${outcome.viaApi ? NOT_CONNECTED_PATH : PAGE}?${params.toString()}`, 303)
+  })
+
+  app.get<{ Querystring: Static<typeof NOT_CONNECTED_QUERY> }>(NOT_CONNECTED_PATH, page({ querystring: NOT_CONNECTED_QUERY }), async (request, reply) => {
+    const text = failedText(request.query, (provider) => isProvider(provider) ? PROVIDER_INFO[provider].service : undefined)
+    if (text === undefined) throw new HttpError(404, 'not_found', NOT_FOUND_TEXT)
+    return sendPage(reply, 200, messagePage('Not connected', text, request.consoleSession && viewerOf(request.consoleSession)))
   })
 }

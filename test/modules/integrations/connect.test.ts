@@ -270,6 +270,22 @@ t.test('API keys: a service that does not answer is 503 integration_unavailable'
   t.equal(await integration(ctx, account.user.id, 'booking_two'), undefined)
 })
 
+t.test('API: a refused authorization sends the browser to a page that says why, and a reload says it again', async (t) => {
+  const { ctx } = await connectSetup(t)
+  const account = await createAccount(ctx.db)
+  const { authorization_url: url } = (await ctx.app.inject({ method: 'POST', url: '/v1/integrations/calendar_one/authorizations', headers: account.headers })).json()
+  const back = await ctx.app.inject({ method: 'GET', url: callback({ state: (await allow(url)).state, error: 'access_denied' }) })
+  t.equal(back.statusCode, 303)
+  t.equal(back.headers.location, '/integrations/oauth/not-connected?failed=denied&provider=calendar_one')
+  for (const view of ['first view', 'reload']) {
+    const page = await ctx.app.inject({ method: 'GET', url: back.headers.location as string })
+    t.equal(page.statusCode, 200, view)
+    t.match(page.body, 'Google Calendar was not connected: access was not allowed on Google Calendar&#39;s page.', view)
+  }
+  t.equal(await integration(ctx, account.user.id), undefined, 'nothing connected')
+  t.equal((await ctx.app.inject({ method: 'GET', url: '/integrations/oauth/not-connected?failed=made-up' })).statusCode, 404, 'a reason it does not know')
+})
+
 /** An account connected to Google through the API, with one active calendar_one tool (inserted: the type's checks are not this file's). */
 async function connectedWithTool (ctx: TestContext) {
   const account = await createAccount(ctx.db)
