@@ -5,7 +5,7 @@ import { signingSecrets, testSecret } from '../../src/modules/deliveries/signing
 import { conflict } from '../../src/http/errors.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, PASSWORD } from '../helpers/console-client.ts'
+import { anotherSession, ConsoleClient, createConsoleUser, csrfOf, followDraft, followRefusal, PASSWORD } from '../helpers/console-client.ts'
 import { addNumber, TWILIO_SID, TWILIO_TOKEN } from '../helpers/messaging.ts'
 import { sid, startTwilioStandIn } from '../helpers/twilio-stand-in.ts'
 
@@ -262,18 +262,28 @@ t.test('customers: create, edit, escape, refuse bad fields, delete unless record
   t.match(page.body, 'Saved.')
   t.match(page.body, '"crm_id": "A-17"'.replaceAll('"', '&quot;'))
 
+  // A refused edit: Post/Redirect/Get (drafts.ts) to the customer's page, which shows what was sent and why.
   const bad = await me.browser.post(`/customers/${id}`, { csrf_token: csrf, customer_name: '', email: 'no-at-sign', phone_number: '555', metadata: '[1, 2]' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, '<p id="customer_name-error" class="field-error">The name is required.</p>')
-  t.match(bad.body, '<p id="email-error" class="field-error">The e-mail address must be an e-mail address.</p>')
-  t.match(bad.body, '<p id="phone_number-error" class="field-error">The phone number must be an E.164 phone number such as +14155550123.</p>')
-  t.match(bad.body, '<p id="metadata-error" class="field-error">The metadata must be a JSON object, such as {&quot;crm_id&quot;: &quot;A-17&quot;}.</p>')
-  t.match(bad.body, 'value="no-at-sign"')
-  t.match(bad.body, '>\n[1, 2]</textarea>')
+  const badUrl = await followDraft(t, me.browser, bad, `/customers/${id}`, [
+    '<p id="customer_name-error" class="field-error">The name is required.</p>',
+    '<p id="email-error" class="field-error">The e-mail address must be an e-mail address.</p>',
+    '<p id="phone_number-error" class="field-error">The phone number must be an E.164 phone number such as +14155550123.</p>',
+    '<p id="metadata-error" class="field-error">The metadata must be a JSON object, such as {&quot;crm_id&quot;: &quot;A-17&quot;}.</p>',
+    '<a href="#customer_name">The name is required.</a>',
+    'value="no-at-sign"',
+    '>\n[1, 2]</textarea>'
+  ])
+  t.match((await ctx.app.inject({ method: 'GET', url: `/v1/customer/${id}`, headers: me.headers })).json(), { customer_name: MARKUP, email: 'ops@acme.example' }, 'nothing saved')
+  const elsewhere = await (await anotherSession(ctx.app, me.user.email)).get(badUrl)
+  t.match(elsewhere.body, 'value="ops@acme.example"', 'another session sees the stored customer')
+  t.notMatch(elsewhere.body, 'no-at-sign')
+  const customers = async () => (await ctx.db.selectFrom('customers').select('id').where('user_id', '=', me.user.id).execute()).length
   const nul = await me.browser.post('/customers', { csrf_token: csrf, customer_name: 'Nul', metadata: '{"a": "\\u0000"}' })
-  t.equal(nul.statusCode, 400, 'metadata PostgreSQL cannot store: a 400, not a 500')
+  await followDraft(t, me.browser, nul, '/customers', ['value="Nul"', '<a href="#metadata">The metadata must be a JSON object'])
   const deep = await me.browser.post('/customers', { csrf_token: csrf, customer_name: 'Deep', metadata: '{"a":' + '['.repeat(5000) + ']'.repeat(5000) + '}' })
-  t.equal(deep.statusCode, 400, 'nesting deeper than the API takes')
+  const deepUrl = await followDraft(t, me.browser, deep, '/customers', ['value="Deep"', '<a href="#metadata">'])
+  t.equal(await customers(), 1, 'refused and reloaded: no customer created')
+  t.notMatch((await (await anotherSession(ctx.app, me.user.email)).get(deepUrl)).body, 'value="Deep"', 'another session sees an empty form')
 
   const edited = await me.browser.post(`/customers/${id}`, { csrf_token: csrf, customer_name: 'Acme', email: '', phone_number: '', metadata: '' })
   t.equal(edited.statusCode, 303)
@@ -291,9 +301,11 @@ t.test('customers: create, edit, escape, refuse bad fields, delete unless record
   const number = await sipNumber(ctx, me.user.id, '+15105550111', id)
   t.equal((await me.browser.post(`/customers/${id}/delete`, {})).statusCode, 403, 'deleting needs the token')
   const inUse = await me.browser.post(`/customers/${id}/delete`, { csrf_token: csrf })
-  t.equal(inUse.statusCode, 409)
-  t.match(inUse.body, 'Not deleted: the customer still owns 1 phone number; delete them or move them to another customer first.')
-  t.match(inUse.body, '<h1>Acme</h1>', 'on the customer\'s page')
+  const inUseUrl = await followDraft(t, me.browser, inUse, `/customers/${id}`, [
+    '<p class="notice error" role="alert">Not deleted: the customer still owns 1 phone number; delete them or move them to another customer first.</p>',
+    '<h1>Acme</h1>', 'name="customer_name" value="Acme"'
+  ], 'delete')
+  t.notMatch((await (await anotherSession(ctx.app, me.user.email)).get(inUseUrl)).body, 'Not deleted', 'another session: no refusal shown')
   await ctx.db.updateTable('phone_numbers').set({ customer_id: null }).where('id', '=', number.id).execute()
   const deleted = await me.browser.post(`/customers/${id}/delete`, { csrf_token: csrf })
   t.equal(deleted.statusCode, 303)
@@ -338,13 +350,17 @@ t.test('subscription: balance, ledger pages, auto top-up settings', async (t) =>
   t.match(shown.body, 'value="500"')
 
   const bad = await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '-1', top_up_amount: 'lots' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, '<p id="auto_top_up_threshold-error" class="field-error">The threshold is a whole number of credits from 0 to 100,000,000.</p>')
-  t.match(bad.body, '<p id="top_up_amount-error" class="field-error">The top-up amount is a whole number of credits from 1 to 100,000,000.</p>')
-  t.match(bad.body, 'value="-1"')
-  t.match(bad.body, 'value="lots"')
-  t.notMatch(bad.body, 'value="on" checked', 'the unticked box is kept unticked')
-  t.equal((await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '1.5', top_up_amount: '0' })).statusCode, 400)
+  const badUrl = await followDraft(t, me.browser, bad, '/subscription', [
+    '<p id="auto_top_up_threshold-error" class="field-error">The threshold is a whole number of credits from 0 to 100,000,000.</p>',
+    '<p id="top_up_amount-error" class="field-error">The top-up amount is a whole number of credits from 1 to 100,000,000.</p>',
+    '<a href="#top_up_amount">', 'value="-1"', 'value="lots"'
+  ])
+  t.notMatch((await me.browser.get(badUrl)).body, 'value="on" checked', 'the unticked box is kept unticked')
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/subscription', headers: me.headers })).json(), { auto_top_up: { enabled: true, threshold: 500 }, top_up_amount: 2000 }, 'nothing saved, even reloaded')
+  const elsewhere = await (await anotherSession(ctx.app, me.user.email)).get(badUrl)
+  t.match(elsewhere.body, 'value="500"', 'another session sees the stored settings')
+  t.notMatch(elsewhere.body, 'value="lots"')
+  await followDraft(t, me.browser, await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '1.5', top_up_amount: '0' }), '/subscription', ['value="1.5"', '<a href="#auto_top_up_threshold">'])
 
   const off = await me.browser.submit('/subscription', '/subscription/auto-top-up', { auto_top_up_threshold: '0', top_up_amount: '1' })
   t.equal(off.statusCode, 303)
@@ -392,13 +408,18 @@ t.test('settings: the senders of messages, as the API\'s messaging settings; a W
   t.match(page.body, '<h2 id="messaging-title">Messages</h2>')
   for (const id of ['whatsapp_sender', 'email_from_name', 'email_reply_to']) t.match(page.body, `<label for="${id}">`)
   const bad = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme <x@y>', email_reply_to: 'not an address' })
-  t.equal(bad.statusCode, 400)
-  t.match(bad.body, /id="email_from_name-error" class="field-error">The E-mail sender name must be a name without @, &lt;, &gt;, &quot; or \\/, 'a name, not said to be an address')
-  t.match(bad.body, /id="email_reply_to-error" class="field-error">/)
-  t.match(bad.body, 'value="Acme &lt;x@y&gt;"', 'what was typed is kept, as text')
+  const badUrl = await followDraft(t, me.browser, bad, '/settings', [
+    'id="email_from_name-error" class="field-error">The E-mail sender name must be a name without @, &lt;, &gt;, &quot; or \\',
+    'id="email_reply_to-error" class="field-error">',
+    '<a href="#email_reply_to">',
+    'value="Acme &lt;x@y&gt;"'
+  ])
+  t.match((await ctx.app.inject({ method: 'GET', url: '/v1/messaging-settings', headers: me.headers })).json(), { whatsapp_sender: null, email_from_name: null }, 'nothing saved, even reloaded')
+  const elsewhere = await (await anotherSession(ctx.app, me.user.email)).get(badUrl)
+  t.match(elsewhere.body, 'name="email_from_name" type="text" value=""', 'another session sees the stored settings')
+  t.notMatch(elsewhere.body, 'Acme &lt;x@y&gt;')
   const notOurs = await me.browser.submit('/settings', '/settings/messaging', { whatsapp_sender: '+13105550100', email_from_name: 'Acme', email_reply_to: '' })
-  t.equal(notOurs.statusCode, 400, 'a number the account does not hold')
-  t.match(notOurs.body, /id="whatsapp_sender-error" class="field-error">[^<]+/)
+  await followDraft(t, me.browser, notOurs, '/settings', ['<a href="#whatsapp_sender">', 'id="whatsapp_sender-error" class="field-error">', 'value="+13105550100"'])
 
   twilio.addAccount(TWILIO_SID, TWILIO_TOKEN)
   await addNumber(ctx.db, me.user.id, '+14155550100', 'twilio', twilio)

@@ -5,7 +5,7 @@ import { createApiKey } from '../../src/modules/users/queries.ts'
 import { createAccount, setup, type Account, type TestContext } from '../helpers/app.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { axeViolations, launchChromium, signInAt } from '../helpers/chromium.ts'
-import { ConsoleClient, createConsoleUser, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
+import { anotherSession, ConsoleClient, createConsoleUser, followDraft, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
 
 // The console's Contacts pages (docs/contacts.md): the list with its search, a contact's page with its calls, its
 // name and its deletion; the call page's link to its contact; the workspace rule; markup that axe-core passes.
@@ -79,8 +79,11 @@ t.test('the list and its search, a contact\'s page with its calls, its name and 
   t.equal(renamed.headers.location, `/contacts/${ada}?saved=1`)
   t.match((await browser.get(`/contacts/${ada}?saved=1`)).body, '<h1>Ada King</h1>')
   const tooLong = await browser.submit(`/contacts/${ada}`, `/contacts/${ada}`, { name: 'x'.repeat(201) })
-  t.equal(tooLong.statusCode, 400)
-  t.match(tooLong.body, /aria-invalid="true"/)
+  const draftUrl = await followDraft(t, browser, tooLong, `/contacts/${ada}`, [`value="${'x'.repeat(201)}" maxlength="200"`, 'aria-invalid="true"', '<a href="#name">The name must NOT have more than 200 characters.</a>'])
+  t.match((await ctx.db.selectFrom('contacts').select('name').where('id', '=', ada).executeTakeFirstOrThrow()).name, 'Ada King', 'nothing saved, even reloaded')
+  const elsewhere = await (await anotherSession(ctx.app, account.user.email)).get(draftUrl)
+  t.match(elsewhere.body, 'name="name" value="Ada King"', 'another session sees the stored name')
+  t.notMatch(elsewhere.body, 'xxxxx')
   t.equal((await browser.submit(`/contacts/${ada}`, `/contacts/${ada}`, { name: '' })).statusCode, 303)
   t.match((await browser.get(`/contacts/${ada}`)).body, '<h1>+4930123456</h1>', 'an empty name: not known')
   t.equal((await browser.submit(`/contacts/${ada}`, `/contacts/${foreign}/delete`, {})).statusCode, 404, 'another account\'s contact is not deleted')

@@ -1,14 +1,25 @@
 import t from 'tap'
 import { inviteMember } from '../../src/modules/account/workspace-queries.ts'
-import { addDoNotCall } from '../../src/modules/contacts/dnc.ts'
+import { addDoNotCall, DNC_MAX_NUMBERS } from '../../src/modules/contacts/dnc.ts'
 import { createAccount, setup } from '../helpers/app.ts'
 import { createApiKey } from '../../src/modules/users/queries.ts'
-import { ConsoleClient, createConsoleUser, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
+import { anotherSession, ConsoleClient, createConsoleUser, followDraft, PASSWORD, signedInWithKey } from '../helpers/console-client.ts'
 
 // The console's Do not call page (docs/contacts.md, "Do not call"): the account's list with its search, adding a
 // number (Post/Redirect/Get, the API's checks), removing one; another account's numbers are not shown.
 
 const numbersOf = (body: string) => [...body.matchAll(/<tr>\s*<td>(\+\d+)<\/td>/g)].map((m) => m[1])
+
+t.test('a full list refuses the number with the reason in words, by the form, keeping what was typed', async (t) => {
+  const ctx = await setup(t)
+  const { account, browser } = await signedInWithKey(ctx)
+  await addDoNotCall(ctx.db, account.user.id, { phone_number: '+4930123456', source: 'api' })
+  await ctx.db.updateTable('do_not_call_counts').set({ size: DNC_MAX_NUMBERS }).where('user_id', '=', account.user.id).execute()
+  const full = await browser.submit('/do-not-call', '/do-not-call', { phone_number: '+14155550111', note: 'one more' })
+  const draftUrl = await followDraft(t, browser, full, '/do-not-call', ['<p class="notice error" role="alert">Not added: ', 'value="+14155550111"', 'value="one more"'], 'add-number')
+  t.equal((await ctx.db.selectFrom('do_not_call').select('phone_number').where('user_id', '=', account.user.id).execute()).length, 1, 'nothing added')
+  t.notMatch((await (await anotherSession(ctx.app, account.user.email)).get(draftUrl)).body, 'Not added', 'another session: no refusal')
+})
 
 t.test('list, search, add (refused, added, listed already) and remove', async (t) => {
   const ctx = await setup(t)
@@ -23,10 +34,11 @@ t.test('list, search, add (refused, added, listed already) and remove', async (t
   t.same(numbersOf(empty.body), ['+4930123456'], 'only the account\'s numbers')
   t.match(empty.body, '<td>asked &lt;by&gt; letter</td>', 'notes are text')
 
-  const refused = await browser.submit('/do-not-call', '/do-not-call', { phone_number: '030 123', note: '' })
-  t.equal(refused.statusCode, 400)
-  t.match(refused.body, 'Write the number in E.164')
-  t.match(refused.body, 'value="030 123"', 'the form keeps what was typed')
+  const listed = async () => (await ctx.db.selectFrom('do_not_call').select('phone_number').where('user_id', '=', account.user.id).execute()).length
+  const refused = await browser.submit('/do-not-call', '/do-not-call', { phone_number: '030 123', note: 'typed <note>' })
+  const draftUrl = await followDraft(t, browser, refused, '/do-not-call', ['<a href="#phone_number">Write the number in E.164', 'value="030 123"', 'value="typed &lt;note&gt;"'])
+  t.equal(await listed(), 1, 'refused and reloaded: nothing added')
+  t.notMatch((await (await anotherSession(ctx.app, account.user.email)).get(draftUrl)).body, '030 123', 'another session sees an empty form')
 
   const added = await browser.submit('/do-not-call', '/do-not-call', { phone_number: '+14155550111', note: 'Said so on the phone' })
   t.equal(added.statusCode, 303)

@@ -1,4 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import type { Test } from 'tap'
 import type { DB } from '../../src/db/database.ts'
 import { hashPassword } from '../../src/modules/console/passwords.ts'
 import { createApiKey, createUser, type User } from '../../src/modules/users/queries.ts'
@@ -114,4 +115,27 @@ export async function followRefusal (browser: ConsoleClient, res: LightMyRequest
   }
   const url = location.replace(/#.*$/, '')
   return { url, page: await browser.get(url) }
+}
+
+/**
+ * Post/Redirect/Get of a refused form (console/drafts.ts): the POST `res` answered 303 to `page?draft=<id>#<anchor>`,
+ * and that address shows each text of `shows` (the values sent, the problem in words) at a first view and at a reload.
+ * Returns the draft's address without its fragment.
+ */
+export async function followDraft (t: Test, browser: ConsoleClient, res: LightMyRequestResponse, page: string, shows: string[], anchor = 'form-problems'): Promise<string> {
+  const { url, page: first } = await followRefusal(browser, res, page, anchor)
+  t.pass('the refused POST redirects to the form\'s page with its draft, never a page at its own address')
+  for (const view of ['first view', 'reload']) {
+    const shown = view === 'first view' ? first : await browser.get(url)
+    t.equal(shown.statusCode, 200, view)
+    for (const text of shows) t.match(shown.body, text, `${view}: ${text}`)
+  }
+  return url
+}
+
+/** Another session of the user `email` (its own cookies): it cannot read the first session's drafts. */
+export async function anotherSession (app: FastifyInstance, email: string): Promise<ConsoleClient> {
+  const other = new ConsoleClient(app)
+  await other.signIn(email, PASSWORD)
+  return other
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
@@ -6,8 +6,9 @@ import { ContactName } from '../contacts/contacts.ts'
 import { contactCalls, deleteContact, findContact, listContacts, renameContact, type ContactRow } from '../contacts/queries.ts'
 import { listMessages, type MessageRow } from '../messaging/queries.ts'
 import { messagesTable } from './messages.ts'
-import { fieldCheck, formFields, formOf, inputField, problemsNotice, type Problems } from './fields.ts'
-import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
+import { fieldCheck, formFields, formOf, inputField, type Problems } from './fields.ts'
+import { dataTable, errorSummary, filterBar, filterField, pager, type Column } from './components.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import { changeScope, inScope, viewScope, type Scope } from './scope.ts'
@@ -115,7 +116,7 @@ ${calls.rows.length === 0
 <h2>Messages</h2>
 ${messages.length === 0 ? html`<p>No messages.</p>` : messagesTable(messages, `The e-mails, SMS and WhatsApp messages of its calls, newest first${messages.length === MESSAGES_SHOWN ? ` (the ${MESSAGES_SHOWN} newest)` : ''}`)}
 ${scope.canChange && html`<h2>Name</h2>
-${problemsNotice(problems)}
+${errorSummary(problems)}
 <form method="post" action="/contacts/${contact.id}" class="stack">
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'name', label: 'Name', value: options.name ?? contact.name ?? '', problems, hint: 'Empty: not known. A name set here is kept; otherwise a call whose analysis finds a name sets it.', attrs: html` maxlength="200" autocomplete="off"` })}
@@ -137,9 +138,6 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
     return contact
   }
 
-  const showContact = async (request: FastifyRequest, reply: FastifyReply, status: number, scope: Scope, contact: ContactRow, options: { name?: string, problems?: Problems, saved?: boolean }) =>
-    sendPage(reply, status, contactPage({ viewer: viewerOf(request.consoleSession!), scope, contact, calls: await contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }), messages: await listMessages(db, scope.ownerId, { contactId: contact.id, limit: MESSAGES_SHOWN }), ...options }))
-
   app.get<{ Querystring: Static<typeof LIST_QUERY> }>('/contacts', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
@@ -150,11 +148,17 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
     return sendPage(reply, 200, contactsPage({ viewer, filters, contacts: rows, total, deleted: request.query.deleted !== undefined }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/contacts/:id', page({ params: CONTACT, querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string } }>('/contacts/:id', page({ params: CONTACT, querystring: Type.Object({ saved: text('The saved notice'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const scoped = viewScope(request, reply)
     if (scoped === undefined) return reply
-    const contact = await contactInScope(scoped.scope, request.params.id)
-    return await showContact(request, reply, 200, scoped.scope, contact, { saved: request.query.saved !== undefined })
+    const { scope, session } = scoped
+    const contact = await contactInScope(scope, request.params.id)
+    const [calls, messages, draft] = await Promise.all([
+      contactCalls(db, scope.ownerId, contact.id, { limit: CALLS_SHOWN, offset: 0 }),
+      listMessages(db, scope.ownerId, { contactId: contact.id, limit: MESSAGES_SHOWN }),
+      scope.canChange ? draftOf(db, session, `/contacts/${contact.id}`, request.query.draft) : undefined
+    ])
+    return sendPage(reply, 200, contactPage({ viewer: viewerOf(session), scope, contact, calls, messages, name: draft?.values.name, problems: draft?.problems, saved: request.query.saved !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/contacts/:id', page({ params: CONTACT, body: formBody({ name: text('The name') }) }), async (request, reply) => {
@@ -162,8 +166,9 @@ export async function consoleContactRoutes (app: FastifyInstance, { db }: { db: 
     const contact = await contactInScope(scope, request.params.id)
     const { name } = formOf(request, ['name'])
     const problem = name === '' ? undefined : checkName(name)
-    if (problem !== undefined) return await showContact(request, reply, 400, scope, contact, { name, problems: { name: problem } })
+    if (problem !== undefined) return await refuseForm(db, reply, request.consoleSession!, `/contacts/${contact.id}`, { name }, { name: problem })
     await renameContact(db, scope.ownerId, contact.id, name === '' ? null : name)
+    await formSaved(db, request.consoleSession!, `/contacts/${contact.id}`)
     return reply.redirect(`/contacts/${contact.id}?saved=1`, 303)
   })
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { Selectable } from 'kysely'
 import type { DB } from '../../db/database.ts'
@@ -8,11 +8,11 @@ import { E164, Email } from '../../http/schemas.ts'
 import { MAX_JSON_DEPTH } from '../../http/validation.ts'
 import { createCustomer, deleteCustomer, findCustomer, listCustomers, updateCustomer } from '../account/customer-queries.ts'
 import { CustomerName, Metadata } from '../account/customers.ts'
-import { fieldCheck, formOf, hasProblems, inputField, problemsNotice, textareaField, type Problems } from './fields.ts'
-import { dataTable, type Column } from './components.ts'
+import { fieldCheck, formFields, formOf, hasProblems, inputField, textareaField, type Problems } from './fields.ts'
+import { dataTable, errorSummary, type Column } from './components.ts'
+import { DRAFT_QUERY, FORM_PROBLEM, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, type Viewer, viewerOf } from './pages.ts'
-import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
 import { formBody, idParams, page, sendPage, text } from './reply.ts'
 
@@ -84,34 +84,31 @@ export async function consoleCustomerRoutes (app: FastifyInstance, { db }: { db:
     return customer
   }
 
-  async function listPage (reply: FastifyReply, status: number, session: ConsoleSession, options: { form?: CustomerForm, problems?: Problems, deleted?: boolean }) {
-    const customers = await listCustomers(db, session.userId, { limit: LIST_LIMIT })
-    return sendPage(reply, status, customersView({ viewer: viewerOf(session), customers, ...options }))
-  }
-
-  const customerPage = (reply: FastifyReply, status: number, session: ConsoleSession, customer: Customer, options: { form?: CustomerForm, problems?: Problems, saved?: boolean, error?: string }) =>
-    sendPage(reply, status, customerView({ viewer: viewerOf(session), customer, ...options }))
-
-  app.get<{ Querystring: { deleted?: string } }>('/customers', page({ querystring: Type.Object({ deleted: text('The deletion notice') }) }), async (request, reply) => {
+  app.get<{ Querystring: { deleted?: string, draft?: string } }>('/customers', page({ querystring: Type.Object({ deleted: text('The deletion notice'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await listPage(reply, 200, session, { deleted: request.query.deleted !== undefined })
+    const [customers, draft] = await Promise.all([listCustomers(db, session.userId, { limit: LIST_LIMIT }), draftOf(db, session, '/customers', request.query.draft)])
+    return sendPage(reply, 200, customersView({ viewer: viewerOf(session), customers, form: draft && formFields(draft.values, FIELDS), problems: draft?.problems, deleted: request.query.deleted !== undefined }))
   })
 
   app.post('/customers', page({ body: CUSTOMER_FORM }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, FIELDS)
     const checked = check(form)
-    if ('problems' in checked) return await listPage(reply, 400, session, { form, problems: checked.problems })
+    if ('problems' in checked) return await refuseForm(db, reply, session, '/customers', form, checked.problems)
     const customer = await createCustomer(db, session.userId, checked.values)
+    await formSaved(db, session, '/customers')
     return reply.redirect(`/customers/${customer.id}?saved=1`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { saved?: string } }>('/customers/:id', page({ params: CUSTOMER, querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { saved?: string, draft?: string } }>('/customers/:id', page({ params: CUSTOMER, querystring: Type.Object({ saved: text('The saved notice'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const customer = await ownCustomer(session.userId, request.params.id)
-    return await customerPage(reply, 200, session, customer, { saved: request.query.saved !== undefined })
+    const draft = await draftOf(db, session, `/customers/${customer.id}`, request.query.draft)
+    // A refused delete's draft holds no values: the form shows the stored customer, the problem by the Delete button.
+    const error = draft?.problems[FORM_PROBLEM]
+    return sendPage(reply, 200, customerView({ viewer: viewerOf(session), customer, form: draft && error === undefined ? formFields(draft.values, FIELDS) : undefined, problems: error === undefined ? draft?.problems : undefined, error, saved: request.query.saved !== undefined }))
   })
 
   app.post<{ Params: { id: string } }>('/customers/:id', page({ params: CUSTOMER, body: CUSTOMER_FORM }, { bodyLimit: FORM_LIMIT }), async (request, reply) => {
@@ -119,8 +116,9 @@ export async function consoleCustomerRoutes (app: FastifyInstance, { db }: { db:
     const customer = await ownCustomer(session.userId, request.params.id)
     const form = formOf(request, FIELDS)
     const checked = check(form)
-    if ('problems' in checked) return await customerPage(reply, 400, session, customer, { form, problems: checked.problems })
+    if ('problems' in checked) return await refuseForm(db, reply, session, `/customers/${customer.id}`, form, checked.problems)
     await updateCustomer(db, session.userId, customer.id, checked.values)
+    await formSaved(db, session, `/customers/${customer.id}`)
     return reply.redirect(`/customers/${customer.id}?saved=1`, 303)
   })
 
@@ -131,7 +129,7 @@ export async function consoleCustomerRoutes (app: FastifyInstance, { db }: { db:
       await deleteCustomer(db, session.userId, customer.id)
     } catch (err) {
       if (err instanceof HttpError && err.statusCode === 409) {
-        return await customerPage(reply, 409, session, customer, { error: `Not deleted: ${err.message}.` })
+        return await refuseForm(db, reply, session, `/customers/${customer.id}`, {}, { [FORM_PROBLEM]: `Not deleted: ${err.message}.` }, 'delete')
       }
       throw err
     }
@@ -140,7 +138,7 @@ export async function consoleCustomerRoutes (app: FastifyInstance, { db }: { db:
 }
 
 function customerForm (viewer: Viewer, action: string, submit: string, form: CustomerForm, problems: Problems) {
-  return html`${problemsNotice(problems)}
+  return html`${errorSummary(problems)}
 <form method="post" action="${action}" class="stack wide">
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'customer_name', label: 'Name', value: form.customer_name, problems, attrs: html` maxlength="200" required` })}
@@ -185,7 +183,7 @@ function customerView (options: { viewer: Viewer, customer: Customer, form?: Cus
 <p><a href="/customers">All customers</a></p>
 ${options.saved === true && notice('success', 'Saved.')}
 ${customerForm(viewer, `/customers/${customer.id}`, 'Save', options.form ?? formFromRow(customer), options.problems ?? {})}
-<h2>Delete</h2>
+<h2 id="delete">Delete</h2>
 ${options.error !== undefined && notice('error', options.error)}
 <p>A customer can be deleted once no phone number, agent, call, contact or knowledge base names it.</p>
 <form method="post" action="/customers/${customer.id}/delete">${csrfField(viewer.csrfToken)}<button type="submit" class="danger">Delete this customer</button></form>

@@ -1,15 +1,15 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type, type Static } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { HttpError } from '../../http/errors.ts'
 import { E164 } from '../../http/schemas.ts'
 import { addDoNotCallNumbers, DNC_MAX_NUMBERS, DNC_NOTE_MAX_LENGTH } from '../contacts/dnc.ts'
 import { deleteDoNotCall, listDoNotCall, type DoNotCallRow } from '../contacts/dnc-queries.ts'
-import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, type Problems } from './fields.ts'
-import { dataTable, filterBar, filterField, pager, type Column } from './components.ts'
+import { fieldCheck, formFields, formOf, hasProblems, inputField, type Problems } from './fields.ts'
+import { dataTable, errorSummary, filterBar, filterField, pager, type Column } from './components.ts'
+import { DRAFT_QUERY, FORM_PROBLEM, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
-import type { ConsoleSession } from './queries.ts'
 import { sessionOf } from './security.ts'
 import { formBody, listQuery, page, sendPage, text } from './reply.ts'
 
@@ -21,7 +21,7 @@ const PAGE_SIZE = 50
 const SOURCES: Record<string, string> = { api: 'API', console: 'Console', call: 'The caller asked', campaign: 'Campaign' }
 
 // The search keeps its problems on the page, with its form.
-const LIST_QUERY = Type.Object({ search: text('The search'), skip: text('The page position'), done: text('The notice') })
+const LIST_QUERY = Type.Object({ search: text('The search'), skip: text('The page position'), done: text('The notice'), draft: DRAFT_QUERY })
 
 interface Search { search: string, skip: number }
 interface AddForm { phone_number: string, note: string }
@@ -69,8 +69,8 @@ function doNotCallPage (options: { viewer: Viewer, filters: Search, rows?: DoNot
 ${options.done !== undefined && NOTICES[options.done] !== undefined && notice('success', NOTICES[options.done])}
 <p>Numbers your agents never call: a call to one is refused, a callback to one is cancelled, a campaign skips it.
 An agent with the “Do not call” tool adds a caller who asks not to be called again. At most ${DNC_MAX_NUMBERS.toLocaleString('en')} numbers.</p>
-<h2>Add a number</h2>
-${problemsNotice(problems)}
+<h2 id="add-number">Add a number</h2>
+${errorSummary(problems)}
 <form method="post" action="/do-not-call" class="stack">
   ${csrfField(viewer.csrfToken)}
   ${inputField({ name: 'phone_number', label: 'Phone number', value: form.phone_number, problems, hint: 'E.164: +, the country code and the number, such as +14155550123.', attrs: html` type="tel" maxlength="16" required autocomplete="off"` })}
@@ -98,30 +98,29 @@ export async function consoleDoNotCallRoutes (app: FastifyInstance, { db }: { db
   const checkNumber = fieldCheck('The phone number', E164, 'Write the number in E.164: +, the country code and the number, such as +14155550123.')
   const checkNote = fieldCheck('The note', { type: 'string', maxLength: DNC_NOTE_MAX_LENGTH })
 
-  async function listPage (reply: FastifyReply, status: number, session: ConsoleSession, filters: Search, options: { done?: string, form?: AddForm, problems?: Problems, error?: string } = {}) {
-    const { rows, total } = await listDoNotCall(db, session.userId, { digits: filters.search.replace(/\D/g, '') }, { limit: PAGE_SIZE, offset: filters.skip })
-    return sendPage(reply, status, doNotCallPage({ viewer: viewerOf(session), filters, rows, total, ...options }))
-  }
-
   app.get<{ Querystring: Static<typeof LIST_QUERY> }>('/do-not-call', page({ querystring: LIST_QUERY }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const { filters, problem } = parseSearch(request.query)
     if (problem !== undefined) return sendPage(reply, 400, doNotCallPage({ viewer: viewerOf(session), filters, error: problem }))
-    return await listPage(reply, 200, session, filters, { done: request.query.done })
+    const [{ rows, total }, draft] = await Promise.all([
+      listDoNotCall(db, session.userId, { digits: filters.search.replace(/\D/g, '') }, { limit: PAGE_SIZE, offset: filters.skip }),
+      draftOf(db, session, '/do-not-call', request.query.draft)
+    ])
+    return sendPage(reply, 200, doNotCallPage({ viewer: viewerOf(session), filters, rows, total, done: request.query.done, form: draft && formFields(draft.values, ['phone_number', 'note']), problems: draft?.problems }))
   })
 
   app.post('/do-not-call', page({ body: formBody({ phone_number: text('The phone number'), note: text('The note') }) }), async (request, reply) => {
     const session = request.consoleSession!
     const form = formOf(request, ['phone_number', 'note'])
     const problems = { phone_number: checkNumber(form.phone_number), note: checkNote(form.note) }
-    const top = { search: '', skip: 0 }
-    if (hasProblems(problems)) return await listPage(reply, 400, session, top, { form, problems })
+    if (hasProblems(problems)) return await refuseForm(db, reply, session, '/do-not-call', form, problems)
     try {
       const added = await addDoNotCallNumbers(db, session.userId, [{ phone_number: form.phone_number, source: 'console', note: form.note === '' ? undefined : form.note }])
+      await formSaved(db, session, '/do-not-call')
       return reply.redirect(`/do-not-call?done=${added.length > 0 ? 'added' : 'listed'}`, 303)
     } catch (err) {
-      if (err instanceof HttpError && err.code === 'dnc_limit_reached') return await listPage(reply, 409, session, top, { form, error: `Not added: ${err.message}.` })
+      if (err instanceof HttpError && err.code === 'dnc_limit_reached') return await refuseForm(db, reply, session, '/do-not-call', form, { [FORM_PROBLEM]: `Not added: ${err.message}.` }, 'add-number')
       throw err
     }
   })

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify'
+import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { newId } from '../../db/ids.ts'
 import type { FormValues, Problems } from './forms.ts'
@@ -14,12 +15,17 @@ import { deleteDraft, findDraft, putDraft, type ConsoleSession } from './queries
 //   GET:  const draft = await draftOf(db, session, `/agents/${id}`, request.query.draft)
 //         render(draft?.values ?? storedValues, draft?.problems ?? {})
 //
-// The page's querystring schema lists `draft` (with DRAFT_PATTERN).
+// The page's querystring schema lists `draft` (with DRAFT_PATTERN). A refusal about no field (a delete refused because
+// records still name the record) is a draft whose problem has the key FORM_PROBLEM, shown beside the form's button.
 
 /** The id a draft's address carries. */
 export const DRAFT_PARAM = 'draft'
 /** The querystring member of a page that shows drafts (its schema's `draft`). */
 export const DRAFT_PATTERN = '^[0-9a-f]{24}$'
+/** A page's `draft` query parameter, for its querystring schema. */
+export const DRAFT_QUERY = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
+/** The key of a problem that is about the whole form, not one field (errorSummary leaves it to the page). */
+export const FORM_PROBLEM = ''
 
 /**
  * Keeps the refused form (without its CSRF token) and redirects to `path`, which shows it; `anchor` is the fragment the

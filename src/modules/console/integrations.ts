@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type, type Static } from 'typebox'
 import type { Logger } from 'pino'
 import type { Config } from '../../config.ts'
@@ -9,14 +9,14 @@ import { TOOLS } from '../capabilities/catalog.ts'
 import {
   CALLBACK_PATH, connectWithKey, disconnect, finishAuthorization, integrationStates, startAuthorization, type FailedReason, type IntegrationState
 } from '../integrations/connect.ts'
-import { PROVIDERS, type Provider } from '../integrations/providers.ts'
+import { PROVIDER_INFO, PROVIDERS, type Provider } from '../integrations/providers.ts'
+import { DRAFT_QUERY, FORM_PROBLEM, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe, formOf } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, messagePage, notice, viewerOf, when, type Viewer } from './pages.ts'
-import type { ConsoleSession } from './queries.ts'
 import { PAGE_HEADERS, sessionOf } from './security.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
-import { formBody, page, sendPage, text } from './reply.ts'
+import { formBody, NOT_FOUND_TEXT, page, sendPage, text } from './reply.ts'
 
 // The console's Integrations page (docs/integrations.md): each provider with its service, status and account, a
 // Connect button for OAuth (a POST that starts the authorization and sends the browser to the provider), a form for
@@ -52,9 +52,12 @@ const PROVIDER = Type.Object({ provider: Type.Union(PROVIDERS.map((provider) => 
 // What the redirects of this page put in its query (noticeOf); the callback's, what a provider sends back.
 const PAGE_QUERY = Type.Object({
   connected: text('The connected service'), disconnected: text('The disconnected service'), tools: text('The tools switched off'),
-  failed: text('The reason'), provider: text('The service'), detail: text('The detail')
+  failed: text('The reason'), provider: text('The service'), detail: text('The detail'), draft: DRAFT_QUERY
 })
 const CALLBACK_QUERY = Type.Object({ state: text('The state'), code: text('The code'), error: text('The error') })
+// Where the callback sends an authorization started through the API that did not connect (its reason in the query).
+const NOT_CONNECTED_PATH = '/integrations/oauth/not-connected'
+const NOT_CONNECTED_QUERY = Type.Object({ failed: text('The reason'), provider: text('The service'), detail: text('The detail') })
 
 /** The tools a provider's account serves: the label of the tool type of the same name. */
 const toolsLabel = (provider: Provider) => TOOLS.types[provider]?.label ?? provider
@@ -69,6 +72,9 @@ interface PageNotice { kind: 'success' | 'error', text: string }
 
 interface KeyForm { provider: Provider, problem: string }
 
+/** A refused key's problem is kept under its field's id (the key itself is never kept nor written back). */
+const keyField = (provider: Provider) => `${provider}-api_key`
+
 function providerSection (viewer: Viewer, state: IntegrationState, keyForm: KeyForm | undefined): SafeHtml {
   const { provider, service } = state
   const id = `integration-${provider}`
@@ -76,7 +82,7 @@ function providerSection (viewer: Viewer, state: IntegrationState, keyForm: KeyF
   const oauth = state.methods.includes('oauth')
   const key = KEY_LABELS[provider]
   const keyProblem = keyForm?.provider === provider ? keyForm.problem : undefined
-  const field = describe(`${provider}-api_key`, key?.hint, keyProblem)
+  const field = describe(keyField(provider), key?.hint, keyProblem)
   return html`<section aria-labelledby="${id}-title" class="integration">
 <h2 id="${id}-title">${service}</h2>
 <p class="hint">Used by the ${toolsLabel(provider)} tools.</p>
@@ -143,26 +149,31 @@ function noticeOf (query: Static<typeof PAGE_QUERY>, states: IntegrationState[])
     const tools = Number(cut(query.tools)) || 0
     return { kind: 'success', text: `${serviceOf(query.disconnected)} is disconnected; ${plural(tools, 'tool was', 'tools were')} switched off.` }
   }
+  const text = failedText(query, serviceOf)
+  return text === undefined ? undefined : { kind: 'error', text }
+}
+
+/** Why a connection failed, from a redirect's `?failed=&provider=&detail=` (undefined for a reason it does not know). */
+function failedText (query: Static<typeof NOT_CONNECTED_QUERY>, serviceOf: (provider: unknown) => string | undefined): string | undefined {
+  const cut = (value: string | undefined) => value?.slice(0, 200) ?? ''
   const reason = cut(query.failed) as FailedReason
-  if (Object.hasOwn(FAILED, reason)) {
-    return { kind: 'error', text: FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(cut(query.detail)) ? cut(query.detail) : '') }
-  }
-  return undefined
+  if (!Object.hasOwn(FAILED, reason)) return undefined
+  return FAILED[reason](serviceOf(query.provider) ?? 'The service', /^[\w .:-]*$/.test(cut(query.detail)) ? cut(query.detail) : '')
 }
 
 export async function consoleIntegrationRoutes (app: FastifyInstance, { db, config, log }: { db: DB, config: Config, log: Logger }): Promise<void> {
   const deps = { db, config, log }
 
-  async function showIntegrations (reply: FastifyReply, session: ConsoleSession, status: number, options: { notice?: PageNotice, keyForm?: KeyForm, query?: Static<typeof PAGE_QUERY> } = {}) {
-    const states = await integrationStates(deps, session.userId)
-    const shown = options.notice ?? (options.query === undefined ? undefined : noticeOf(options.query, states))
-    return sendPage(reply.headers(pageHeaders(states)), status, integrationsPage(viewerOf(session), states, { notice: shown, keyForm: options.keyForm }))
-  }
-
   app.get<{ Querystring: Static<typeof PAGE_QUERY> }>(PAGE, page({ querystring: PAGE_QUERY }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await showIntegrations(reply, session, 200, { query: request.query })
+    const [states, draft] = await Promise.all([integrationStates(deps, session.userId), draftOf(db, session, PAGE, request.query.draft)])
+    // A refused form's draft: a key's problem (at its field) or a refused Connect or Disconnect (the page's notice).
+    const refused = draft?.problems[FORM_PROBLEM]
+    const keyProvider = PROVIDERS.find((provider) => draft?.problems[keyField(provider)] !== undefined)
+    const shown: PageNotice | undefined = refused !== undefined ? { kind: 'error', text: refused } : noticeOf(request.query, states)
+    const keyForm = keyProvider === undefined ? undefined : { provider: keyProvider, problem: draft!.problems[keyField(keyProvider)] }
+    return sendPage(reply.headers(pageHeaders(states)), 200, integrationsPage(viewerOf(session), states, { notice: shown, keyForm }))
   })
 
   app.post<{ Params: { provider: Provider } }>('/integrations/:provider/connect', page({ params: PROVIDER, body: formBody({}) }), async (request, reply) => {
@@ -173,7 +184,7 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
       return reply.redirect(authorizationUrl, 303)
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode === 500) throw err
-      return await showIntegrations(reply, session, err.statusCode, { notice: { kind: 'error', text: err.message } })
+      return await refuseForm(db, reply, session, PAGE, {}, { [FORM_PROBLEM]: err.message }, 'main')
     }
   })
 
@@ -182,14 +193,15 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
     const { provider } = request.params
     const { api_key: apiKey } = formOf(request, ['api_key'])
     if (apiKey.trim() === '' || apiKey.length > 2000) {
-      return await showIntegrations(reply, session, 400, { keyForm: { provider, problem: 'Paste the key or token (at most 2,000 characters).' } })
+      return await refuseForm(db, reply, session, PAGE, {}, { [keyField(provider)]: 'Paste the key or token (at most 2,000 characters).' }, keyField(provider))
     }
     try {
       await connectWithKey(deps, session.userId, provider, { apiKey: apiKey.trim() })
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode === 500) throw err
-      return await showIntegrations(reply, session, err.statusCode, { keyForm: { provider, problem: err.message } })
+      return await refuseForm(db, reply, session, PAGE, {}, { [keyField(provider)]: err.message }, keyField(provider))
     }
+    await formSaved(db, session, PAGE)
     return reply.redirect(`${PAGE}?connected=${provider}`, 303)
   })
 
@@ -197,7 +209,7 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
     const session = request.consoleSession!
     const { provider } = request.params
     const outcome = await disconnect(deps, session.userId, provider, toolsSwitchedOff)
-    if (outcome === undefined) return await showIntegrations(reply, session, 404, { notice: { kind: 'error', text: 'That integration is not connected.' } })
+    if (outcome === undefined) return await refuseForm(db, reply, session, PAGE, {}, { [FORM_PROBLEM]: 'That integration is not connected.' }, 'main')
     return reply.redirect(`${PAGE}?disconnected=${provider}&tools=${outcome.toolsSwitchedOff}`, 303)
   })
 
@@ -212,14 +224,19 @@ export async function consoleIntegrationRoutes (app: FastifyInstance, { db, conf
       error,
       sessionIdHash: request.consoleSession?.idHash
     })
-    if (outcome.viaApi) {
+    if (outcome.viaApi && outcome.ok) {
       const viewer = request.consoleSession && viewerOf(request.consoleSession)
-      return outcome.ok
-        ? sendPage(reply, 200, messagePage(`${outcome.service} is connected`, `${outcome.service} is connected to the Switchboard account${outcome.accountLabel === '' ? '' : ` as ${outcome.accountLabel}`}. You can close this window.`, viewer))
-        : sendPage(reply, 400, messagePage('Not connected', FAILED[outcome.reason](outcome.service ?? 'The service', outcome.detail), viewer))
+      return sendPage(reply, 200, messagePage(`${outcome.service} is connected`, `${outcome.service} is connected to the Switchboard account${outcome.accountLabel === '' ? '' : ` as ${outcome.accountLabel}`}. You can close this window.`, viewer))
     }
     if (outcome.ok) return reply.redirect(`${PAGE}?connected=${outcome.provider}`, 303)
+    // A failure is said on the page the browser is sent to, so that a reload says it again (the state is spent).
     const params = new URLSearchParams({ failed: outcome.reason, ...(outcome.provider === undefined ? {} : { provider: outcome.provider }), ...(outcome.detail === '' ? {} : { detail: outcome.detail }) })
-    return reply.redirect(`${PAGE}?${params.toString()}`, 303)
+    return reply.redirect(`${outcome.viaApi ? NOT_CONNECTED_PATH : PAGE}?${params.toString()}`, 303)
+  })
+
+  app.get<{ Querystring: Static<typeof NOT_CONNECTED_QUERY> }>(NOT_CONNECTED_PATH, page({ querystring: NOT_CONNECTED_QUERY }), async (request, reply) => {
+    const text = failedText(request.query, (provider) => isProvider(provider) ? PROVIDER_INFO[provider].service : undefined)
+    if (text === undefined) throw new HttpError(404, 'not_found', NOT_FOUND_TEXT)
+    return sendPage(reply, 200, messagePage('Not connected', text, request.consoleSession && viewerOf(request.consoleSession)))
   })
 }

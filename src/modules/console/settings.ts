@@ -6,6 +6,8 @@ import { HttpError } from '../../http/errors.ts'
 import { previousSecretExpiry } from '../deliveries/queries.ts'
 import { currentSecret, ROTATION_OVERLAP_HOURS, rotateSecret, testSecret } from '../deliveries/signing.ts'
 import { changeMessagingSettings, messagingSettings, MessagingSettingsBody, type messagingSettingsView } from '../messaging/settings.ts'
+import { errorSummary } from './components.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { formOf } from './fields.ts'
 import { fieldValues, objectFields, readFields, renderFields, type FormValues, type Problems } from './forms.ts'
 import { html } from './html.ts'
@@ -73,7 +75,7 @@ with the previous, so that your receiver can switch without losing a request; th
 <p>Your agents' e-mails come from <code>${stored.email_from}</code>; SMS from your phone numbers; WhatsApp messages
 from the sender below (docs/messaging.md).</p>
 ${form.saved === true && notice('success', 'Saved.')}
-${Object.keys(form.problems).length > 0 && notice('error', 'Some fields need another look: see the messages below them.')}
+${errorSummary(form.problems)}
 <form method="post" action="/settings/messaging" class="stack">${csrfField(viewer.csrfToken)}
 ${renderFields(MESSAGING_FIELDS, form.values, form.problems)}
 <button type="submit">Save</button>
@@ -87,18 +89,20 @@ ${renderFields(MESSAGING_FIELDS, form.values, form.problems)}
 }
 
 export async function consoleSettingsRoutes (app: FastifyInstance, { db, config }: { db: DB, config: Config }): Promise<void> {
-  async function showSettings (reply: FastifyReply, session: ConsoleSession, shown?: Shown, messaging?: MessagingForm, status = 200) {
+  async function showSettings (reply: FastifyReply, session: ConsoleSession, shown?: Shown, messaging?: MessagingForm) {
     const stored = await messagingSettings(db, config, session.userId)
     // The secret is read for its date only: the page prints the secret only in `shown`.
     const { created_at: createdAt } = await currentSecret(db, session.userId)
     const previousUntil = await previousSecretExpiry(db, session.userId)
     const form = messaging ?? { values: fieldValues(MESSAGING_FIELDS, stored), problems: {} }
-    return sendPage(reply, status, settingsView({ viewer: viewerOf(session), stored, createdAt, previousUntil, shown, form }))
+    return sendPage(reply, 200, settingsView({ viewer: viewerOf(session), stored, createdAt, previousUntil, shown, form }))
   }
 
-  app.get<{ Querystring: { saved?: string } }>('/settings', page({ querystring: Type.Object({ saved: text('The saved notice') }) }), async (request, reply) => {
+  app.get<{ Querystring: { saved?: string, draft?: string } }>('/settings', page({ querystring: Type.Object({ saved: text('The saved notice'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
+    const draft = await draftOf(db, session, '/settings', request.query.draft)
+    if (draft !== undefined) return await showSettings(reply, session, undefined, draft)
     if (request.query.saved !== 'messaging') return await showSettings(reply, session)
     const stored = await messagingSettings(db, config, session.userId)
     return await showSettings(reply, session, undefined, { values: fieldValues(MESSAGING_FIELDS, stored), problems: {}, saved: true })
@@ -108,13 +112,14 @@ export async function consoleSettingsRoutes (app: FastifyInstance, { db, config 
     const session = request.consoleSession!
     const values: FormValues = formOf(request, MESSAGING_FIELDS.map((field) => field.name))
     const read = readFields(MESSAGING_FIELDS, values)
-    if (Object.keys(read.problems).length > 0) return await showSettings(reply, session, undefined, { values, problems: read.problems }, 400)
+    if (Object.keys(read.problems).length > 0) return await refuseForm(db, reply, session, '/settings', values, read.problems)
     try {
       await changeMessagingSettings(db, config, session.userId, read.values)
     } catch (err) {
       if (!(err instanceof HttpError) || err.code !== 'invalid_sender') throw err
-      return await showSettings(reply, session, undefined, { values, problems: { whatsapp_sender: err.message.replace(/^whatsapp_sender: /, '') } }, 400)
+      return await refuseForm(db, reply, session, '/settings', values, { whatsapp_sender: err.message.replace(/^whatsapp_sender: /, '') })
     }
+    await formSaved(db, session, '/settings')
     return reply.redirect('/settings?saved=messaging#messaging-title', 303)
   })
 

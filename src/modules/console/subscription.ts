@@ -3,8 +3,9 @@ import { Type } from 'typebox'
 import type { DB } from '../../db/database.ts'
 import { getSubscription, listCreditEntries, updateSubscription } from '../account/credits.ts'
 import { Credits, MAX_CREDITS, PositiveCredits } from '../account/subscription.ts'
-import { fieldCheck, formOf, hasProblems, inputField, integerOf, problemsNotice, type Problems } from './fields.ts'
-import { dataTable, pager, type Column } from './components.ts'
+import { fieldCheck, formFields, formOf, hasProblems, inputField, integerOf, type Problems } from './fields.ts'
+import { dataTable, errorSummary, pager, type Column } from './components.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -19,7 +20,7 @@ const FIELDS = ['auto_top_up_enabled', 'auto_top_up_threshold', 'top_up_amount']
 type TopUpForm = Record<typeof FIELDS[number], string>
 // The amounts' problems are shown at their fields (checks below); the ledger's position is the schema's to check.
 const TOP_UP_FORM = formBody({ auto_top_up_enabled: text('Top up automatically'), auto_top_up_threshold: text('The threshold'), top_up_amount: text('The top-up amount') })
-const LEDGER_QUERY = Type.Object({ skip: count('The page position', 999_999_999), saved: text('The saved notice') })
+const LEDGER_QUERY = Type.Object({ skip: count('The page position', 999_999_999), saved: text('The saved notice'), draft: DRAFT_QUERY })
 
 const credits = (amount: number) => `${amount.toLocaleString('en-US')} credit${Math.abs(amount) === 1 ? '' : 's'}`
 const dollars = (amount: number) => `${amount < 0 ? '−' : ''}$${(Math.abs(amount) / 100).toFixed(2)}`
@@ -52,7 +53,7 @@ ${options.saved === true && notice('success', 'Saved. The settings apply from th
 <p class="hint">One credit is one US cent of usage. Calls are charged when they end.</p>
 <h2>Auto top-up</h2>
 <p>When a charge leaves the balance below the threshold, the top-up amount is added once.</p>
-${problemsNotice(problems)}
+${errorSummary(problems)}
 <form method="post" action="/subscription/auto-top-up" class="stack">
   ${csrfField(viewer.csrfToken)}
   <div class="check">
@@ -80,7 +81,7 @@ export async function consoleSubscriptionRoutes (app: FastifyInstance, { db }: {
     top_up_amount: fieldCheck('The top-up amount', PositiveCredits, range('The top-up amount', 1))
   }
 
-  async function showSubscription (reply: FastifyReply, status: number, session: ConsoleSession, options: { skip?: number, form?: TopUpForm, problems?: Problems, saved?: boolean }) {
+  async function showSubscription (reply: FastifyReply, session: ConsoleSession, options: { skip?: number, form?: TopUpForm, problems?: Problems, saved?: boolean }) {
     const skip = options.skip ?? 0
     const subscription = await getSubscription(db, session.userId)
     // One more than a page tells whether an older page exists.
@@ -90,15 +91,16 @@ export async function consoleSubscriptionRoutes (app: FastifyInstance, { db }: {
       auto_top_up_threshold: String(subscription.autoTopUpThreshold),
       top_up_amount: String(subscription.topUpAmount)
     }
-    return sendPage(reply, status, subscriptionView({
+    return sendPage(reply, 200, subscriptionView({
       viewer: viewerOf(session), subscription, entries: listed.slice(0, PAGE_SIZE), skip, older: listed.length > PAGE_SIZE, form, problems: options.problems ?? {}, saved: options.saved
     }))
   }
 
-  app.get<{ Querystring: { skip?: number, saved?: string } }>('/subscription', page({ querystring: LEDGER_QUERY }), async (request, reply) => {
+  app.get<{ Querystring: { skip?: number, saved?: string, draft?: string } }>('/subscription', page({ querystring: LEDGER_QUERY }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return await showSubscription(reply, 200, session, { skip: request.query.skip, saved: request.query.saved !== undefined })
+    const draft = await draftOf(db, session, '/subscription', request.query.draft)
+    return await showSubscription(reply, session, { skip: request.query.skip, saved: request.query.saved !== undefined, form: draft && formFields(draft.values, FIELDS), problems: draft?.problems })
   })
 
   app.post('/subscription/auto-top-up', page({ body: TOP_UP_FORM }), async (request, reply) => {
@@ -107,8 +109,9 @@ export async function consoleSubscriptionRoutes (app: FastifyInstance, { db }: {
     const threshold = integerOf(form.auto_top_up_threshold)
     const amount = integerOf(form.top_up_amount)
     const problems: Problems = { auto_top_up_threshold: checks.auto_top_up_threshold(threshold), top_up_amount: checks.top_up_amount(amount) }
-    if (hasProblems(problems)) return await showSubscription(reply, 400, session, { form, problems })
+    if (hasProblems(problems)) return await refuseForm(db, reply, session, '/subscription', form, problems)
     await updateSubscription(db, session.userId, { autoTopUpEnabled: form.auto_top_up_enabled !== '', autoTopUpThreshold: threshold as number, topUpAmount: amount as number })
+    await formSaved(db, session, '/subscription')
     return reply.redirect('/subscription?saved=1', 303)
   })
 }

@@ -19,6 +19,8 @@ import { HOME, parseCookies, LOGIN_CSRF_COOKIE, serializeCookie, sessionOf } fro
 import { formBody, idParams, page, sendPage, text } from './reply.ts'
 import { KEYLESS } from '../../http/rate-limit.ts'
 import { dataTable } from './components.ts'
+import { DRAFT_QUERY, FORM_PROBLEM, draftOf, formSaved, refuseForm } from './drafts.ts'
+import type { FormValues } from './forms.ts'
 
 // Workspaces in the console (docs/console.md, "Workspaces and members"): where a person works (their own account
 // or a workspace they belong to), their own workspaces with members and invitations, and the invitation e-mail's
@@ -51,7 +53,7 @@ type Member = Awaited<ReturnType<typeof listMembers>>[number]
 type Membership = Awaited<ReturnType<typeof listMemberships>>[number]
 
 /** The list: where the person works, the workspaces they own with their members, and the new workspace form. */
-interface WorkspacesData { viewer: Viewer, email: string, current: string, memberships: Membership[], owned: Workspace[], members: Member[], error?: string, form?: { name: string, description: string } }
+interface WorkspacesData { viewer: Viewer, email: string, current: string, memberships: Membership[], owned: Workspace[], members: Member[], error?: string, form?: FormValues }
 
 function workspacesPage (data: WorkspacesData): string {
   const { viewer, current, memberships, owned } = data
@@ -85,12 +87,12 @@ ${dataTable({
     { header: 'Created', cell: (w) => when(w.created_at) }
   ]
 })}
-<h2>Create a workspace</h2>
+<h2 id="create">Create a workspace</h2>
 ${data.error !== undefined && notice('error', data.error)}
 <form method="post" action="/workspaces" class="stack">
   ${csrfField(viewer.csrfToken)}
   <label for="workspace_name">Name</label>
-  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${data.form?.name ?? ''}">
+  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${data.form?.workspace_name ?? ''}">
   <label for="description">Description</label>
   <input id="description" name="description" maxlength="500" value="${data.form?.description ?? ''}">
   <button type="submit">Create workspace</button>
@@ -102,7 +104,7 @@ ${data.error !== undefined && notice('error', data.error)}
 type Done = { kind: 'saved' } | { kind: 'mailed' | 'invited' | 'removed', email: string } | { kind: 'reinvited', email: string, role: typeof ROLES[number] }
 
 /** A workspace's page: its members, invitations, settings; `done` or `error` from the last change, `unsent` an invitation whose e-mail did not leave. */
-interface WorkspaceData { viewer: Viewer, workspace: Workspace, members: Member[], done?: Done, error?: string, unsent?: Unsent }
+interface WorkspaceData { viewer: Viewer, workspace: Workspace, members: Member[], done?: Done, error?: string, unsent?: Unsent, form?: FormValues }
 
 function doneText (done: Done): string {
   switch (done.kind) {
@@ -114,7 +116,7 @@ function doneText (done: Done): string {
   }
 }
 
-function workspacePage ({ viewer, workspace, members, done, error, unsent }: WorkspaceData): string {
+function workspacePage ({ viewer, workspace, members, done, error, unsent, form = {} }: WorkspaceData): string {
   return layout({
     title: workspace.name,
     viewer,
@@ -155,18 +157,18 @@ ${dataTable({
 <form method="post" action="/workspaces/${workspace.id}/members" class="stack">
   ${csrfField(viewer.csrfToken)}
   <label for="email">E-mail address</label>
-  <input id="email" name="email" type="email" maxlength="254" required>
+  <input id="email" name="email" type="email" maxlength="254" required value="${form.email ?? ''}">
   <label for="role">Role</label>
-  <select id="role" name="role">${ROLES.map((role) => html`<option value="${role}">${roleText(role)}</option>`)}</select>
+  <select id="role" name="role">${ROLES.map((role) => html`<option value="${role}"${form.role === role && html` selected`}>${roleText(role)}</option>`)}</select>
   <button type="submit">Invite</button>
 </form>
 <h2>Settings</h2>
 <form method="post" action="/workspaces/${workspace.id}" class="stack">
   ${csrfField(viewer.csrfToken)}
   <label for="workspace_name">Name</label>
-  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${workspace.name}">
+  <input id="workspace_name" name="workspace_name" maxlength="100" required value="${form.workspace_name ?? workspace.name}">
   <label for="description">Description</label>
-  <input id="description" name="description" maxlength="500" value="${workspace.description}">
+  <input id="description" name="description" maxlength="500" value="${form.description ?? workspace.description}">
   <button type="submit">Save</button>
 </form>
 <h2>Delete the workspace</h2>
@@ -210,7 +212,7 @@ ${session !== undefined && html`<p>You are signed in as ${session.email}. Sign o
 const WorkspaceForm = formBody({ workspace_name: text('The name'), description: text('The description') })
 const MemberForm = formBody({ email: text('The e-mail address') })
 // What the workspace page's redirect after a change carries (Done).
-const DoneQuery = Type.Object({ done: text('The outcome'), email: text('The e-mail address'), role: text('The role'), unsent: text('The e-mail\'s fate') })
+const DoneQuery = Type.Object({ done: text('The outcome'), email: text('The e-mail address'), role: text('The role'), unsent: text('The e-mail\'s fate'), draft: DRAFT_QUERY })
 type DoneQuery = Static<typeof DoneQuery>
 // An invitation's token in its link (wi_ and base64url; an unknown one is the dead link's 404).
 const InvitationParams = Type.Object({ token: Type.String() })
@@ -267,30 +269,34 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
 
   /**
    * A change of the workspace: its outcome is said on the page it redirects to; a refusal (an HttpError of the
-   * workspaces' functions) is the page with its message, at the POST's address.
+   * workspaces' functions) is a draft of the workspace's page (drafts.ts) with its message and the fields of `form`.
    */
-  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, change: (workspace: { id: string, name: string }) => Promise<{ done: Done, unsent?: Unsent['status'] }>) {
+  async function outcome (reply: FastifyReply, session: ConsoleSession, id: string, form: FormValues, change: (workspace: { id: string, name: string }) => Promise<{ done: Done, unsent?: Unsent['status'] }>) {
     const workspace = await requireOwned(session, id)
+    const path = `/workspaces/${workspace.id}`
     try {
       const { done, unsent } = await change(workspace)
-      return reply.redirect(`/workspaces/${workspace.id}?${doneQuery(done, unsent)}`, 303)
+      await formSaved(db, session, path)
+      return reply.redirect(`${path}?${doneQuery(done, unsent)}`, 303)
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode >= 500 || err.statusCode === 404) throw err
-      return sendPage(reply, err.statusCode, workspacePage({ ...await workspaceData(session, id), error: `${err.message[0].toUpperCase()}${err.message.slice(1)}.` }))
+      return await refuseForm(db, reply, session, path, form, { [FORM_PROBLEM]: `${err.message[0].toUpperCase()}${err.message.slice(1)}.` }, 'main')
     }
   }
 
-  app.get('/workspaces', page(), async (request, reply) => {
+  app.get<{ Querystring: { draft?: string } }>('/workspaces', page({ querystring: Type.Object({ draft: DRAFT_QUERY }) }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
-    return sendPage(reply, 200, workspacesPage(await workspacesData(session)))
+    const draft = await draftOf(db, session, '/workspaces', request.query.draft)
+    return sendPage(reply, 200, workspacesPage({ ...await workspacesData(session), error: draft?.problems[FORM_PROBLEM], form: draft?.values }))
   })
 
   app.post('/workspaces', page({ body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
-    if (problem !== undefined) return sendPage(reply, 400, workspacesPage({ ...await workspacesData(session), error: problem, form: { name, description } }))
+    if (problem !== undefined) return await refuseForm(db, reply, session, '/workspaces', { workspace_name: name, description }, { [FORM_PROBLEM]: problem }, 'create')
     const workspace = await createWorkspace(db, session.userId, { name, description })
+    await formSaved(db, session, '/workspaces')
     return reply.redirect(`/workspaces/${workspace.id}`, 303)
   })
 
@@ -308,13 +314,14 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
     const data = await workspaceData(session, request.params.id)
-    return sendPage(reply, 200, workspacePage({ ...data, ...doneOf(request.query, data.members) }))
+    const draft = await draftOf(db, session, `/workspaces/${data.workspace.id}`, request.query.draft)
+    return sendPage(reply, 200, workspacePage({ ...data, ...doneOf(request.query, data.members), error: draft?.problems[FORM_PROBLEM], form: draft?.values }))
   })
 
   app.post<{ Params: { id: string } }>('/workspaces/:id', page({ params: idParams('id'), body: WorkspaceForm }), async (request, reply) => {
     const session = request.consoleSession!
     const { name, description, problem } = workspaceFields(request)
-    return await outcome(reply, session, request.params.id, async (workspace) => {
+    return await outcome(reply, session, request.params.id, { workspace_name: name, description }, async (workspace) => {
       if (problem !== undefined) throw new HttpError(400, 'validation_error', problem.replace(/\.$/, ''))
       await updateWorkspace(db, session.userId, workspace.id, { name, description })
       return { done: { kind: 'saved' } }
@@ -327,7 +334,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     try {
       await deleteWorkspace(db, session.userId, id)
     } catch (err) {
-      if (err instanceof HttpError && err.statusCode === 409) return sendPage(reply, 409, workspacePage({ ...await workspaceData(session, id), error: `Not deleted: ${err.message}.` }))
+      if (err instanceof HttpError && err.statusCode === 409) return await refuseForm(db, reply, session, `/workspaces/${id}`, {}, { [FORM_PROBLEM]: `Not deleted: ${err.message}.` }, 'main')
       throw err
     }
     return reply.redirect('/workspaces', 303)
@@ -337,7 +344,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
     const session = request.consoleSession!
     const email = field(request, 'email').trim().toLowerCase()
     const role = field(request, 'role')
-    return await outcome(reply, session, request.params.id, async (workspace) => {
+    return await outcome(reply, session, request.params.id, { email, role }, async (workspace) => {
       if (email.length > 254 || !EMAIL.test(email)) throw new HttpError(400, 'validation_error', 'the e-mail address is not valid')
       if (!(ROLES as readonly string[]).includes(role)) throw new HttpError(400, 'validation_error', 'choose the role member or admin')
       const invitation = await inviteMember(db, session.userId, workspace.id, email, role as typeof ROLES[number])
@@ -358,7 +365,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
   app.post<{ Params: { id: string } }>('/workspaces/:id/members/resend', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
-    return await outcome(reply, session, request.params.id, async (workspace) => {
+    return await outcome(reply, session, request.params.id, {}, async (workspace) => {
       const member = (await listMembers(db, [workspace.id])).find((m) => m.email === email && m.status === 'invited')
       const token = member === undefined ? undefined : await renewInvitation(db, session.userId, workspace.id, email)
       if (member === undefined || token === undefined) throw new HttpError(409, 'conflict', `${email} has no open invitation to this workspace`)
@@ -369,7 +376,7 @@ export async function consoleWorkspaceRoutes (app: FastifyInstance, options: { d
   app.post<{ Params: { id: string } }>('/workspaces/:id/members/remove', page({ params: idParams('id'), body: MemberForm }), async (request, reply) => {
     const session = request.consoleSession!
     const email = field(request, 'email').toLowerCase()
-    return await outcome(reply, session, request.params.id, async (workspace) => {
+    return await outcome(reply, session, request.params.id, {}, async (workspace) => {
       try {
         await removeMember(db, session.userId, workspace.id, email)
       } catch (err) {

@@ -5,7 +5,7 @@ import { isSealed } from '../../../src/db/secrets.ts'
 import { markRevoked } from '../../../src/modules/integrations/queries.ts'
 import { createApiKey } from '../../../src/modules/users/queries.ts'
 import { createAccount, setup, type TestContext } from '../../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD } from '../../helpers/console-client.ts'
+import { anotherSession, ConsoleClient, createConsoleUser, csrfOf, followDraft, PASSWORD } from '../../helpers/console-client.ts'
 import { accountsStandIn, ACCOUNT_EMAIL, CALENDLY_ACCOUNT, CALENDLY_TOKEN, CLIENT_ID } from '../../helpers/oauth-connect.ts'
 
 // Connecting accounts (docs/integrations.md): the OAuth 2.0 authorization code flow with PKCE through the API and
@@ -270,6 +270,22 @@ t.test('API keys: a service that does not answer is 503 integration_unavailable'
   t.equal(await integration(ctx, account.user.id, 'booking_two'), undefined)
 })
 
+t.test('API: a refused authorization sends the browser to a page that says why, and a reload says it again', async (t) => {
+  const { ctx } = await connectSetup(t)
+  const account = await createAccount(ctx.db)
+  const { authorization_url: url } = (await ctx.app.inject({ method: 'POST', url: '/v1/integrations/calendar_one/authorizations', headers: account.headers })).json()
+  const back = await ctx.app.inject({ method: 'GET', url: callback({ state: (await allow(url)).state, error: 'access_denied' }) })
+  t.equal(back.statusCode, 303)
+  t.equal(back.headers.location, '/integrations/oauth/not-connected?failed=denied&provider=calendar_one')
+  for (const view of ['first view', 'reload']) {
+    const page = await ctx.app.inject({ method: 'GET', url: back.headers.location as string })
+    t.equal(page.statusCode, 200, view)
+    t.match(page.body, 'Google Calendar was not connected: access was not allowed on Google Calendar&#39;s page.', view)
+  }
+  t.equal(await integration(ctx, account.user.id), undefined, 'nothing connected')
+  t.equal((await ctx.app.inject({ method: 'GET', url: '/integrations/oauth/not-connected?failed=made-up' })).statusCode, 404, 'a reason it does not know')
+})
+
 /** An account connected to Google through the API, with one active calendar_one tool (inserted: the type's checks are not this file's). */
 async function connectedWithTool (ctx: TestContext) {
   const account = await createAccount(ctx.db)
@@ -318,13 +334,16 @@ t.test('console: a provider without an OAuth client says so and names the variab
   t.equal(page.statusCode, 200)
   t.match(page.body, /id="integration-calendar_one-unconfigured">Connecting with OAuth is not configured on this installation[^<]*<code>GOOGLE_CLIENT_ID<\/code> and <code>GOOGLE_CLIENT_SECRET<\/code>/)
   const refusedConnect = await browser.post('/integrations/calendar_one/connect', { csrf_token: csrfOf(page.body) })
-  t.equal(refusedConnect.statusCode, 409)
-  t.match(refusedConnect.body, 'not configured on this installation')
+  await followDraft(t, browser, refusedConnect, '/integrations', ['<p class="notice error" role="alert">', 'not configured on this installation'], 'main')
 
   const wrong = await browser.submit('/integrations', '/integrations/booking_two/key', { api_key: 'wrong' })
-  t.equal(wrong.statusCode, 422)
-  t.match(wrong.body, /id="booking_two-api_key-error" class="field-error">Calendly refused the key \(HTTP 401\)/)
-  t.notOk(wrong.body.includes('value="wrong"'), 'the key is not written back')
+  const wrongUrl = await followDraft(t, browser, wrong, '/integrations', ['id="booking_two-api_key-error" class="field-error">Calendly refused the key (HTTP 401)', 'aria-invalid="true"'], 'booking_two-api_key')
+  t.notOk((await browser.get(wrongUrl)).body.includes('value="wrong"'), 'the key is not written back')
+  t.notMatch(JSON.stringify(await ctx.db.selectFrom('console_drafts').select('form_values').execute()), 'wrong', 'nor kept in a draft')
+  t.equal(await integration(ctx, user.id, 'booking_two'), undefined, 'nothing connected')
+  t.notMatch((await (await anotherSession(ctx.app, user.email)).get(wrongUrl)).body, 'Calendly refused the key', 'another session sees the page without the refusal')
+  const empty = await browser.submit('/integrations', '/integrations/booking_two/key', { api_key: ' ' })
+  await followDraft(t, browser, empty, '/integrations', ['Paste the key or token (at most 2,000 characters).'], 'booking_two-api_key')
   const right = await browser.submit('/integrations', '/integrations/booking_two/key', { api_key: CALENDLY_TOKEN })
   t.equal(right.headers.location, '/integrations?connected=booking_two')
   t.match((await browser.get('/integrations?connected=booking_two')).body, `Calendly is connected as ${CALENDLY_ACCOUNT}.`)
@@ -333,7 +352,7 @@ t.test('console: a provider without an OAuth client says so and names the variab
   t.equal(off.headers.location, '/integrations?disconnected=booking_two&tools=0')
   t.match((await browser.get(off.headers.location as string)).body, 'Calendly is disconnected; 0 tools were switched off.')
   t.equal(await integration(ctx, user.id, 'booking_two'), undefined)
-  t.equal((await browser.submit('/integrations', '/integrations/booking_two/disconnect', {})).statusCode, 404)
+  await followDraft(t, browser, await browser.submit('/integrations', '/integrations/booking_two/disconnect', {}), '/integrations', ['That integration is not connected.'], 'main')
   t.equal((await browser.submit('/integrations', '/integrations/fax/disconnect', {})).statusCode, 404)
   // Forms without the CSRF token are refused before anything happens.
   t.equal((await browser.post('/integrations/calendar_one/connect', {})).statusCode, 403)
