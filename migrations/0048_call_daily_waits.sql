@@ -52,6 +52,20 @@ BEGIN
       n = s.n + excluded.n, interrupted = s.interrupted + excluded.interrupted
   $f$;
 
+  -- What a change of a call changes: the columns the rollup keys on and the waits themselves.
+  CREATE FUNCTION call_daily_waits_count(op text, before_row calls, after_row calls) RETURNS void LANGUAGE plpgsql AS $f$
+  BEGIN
+    IF op = 'INSERT' THEN
+      PERFORM call_daily_waits_change(NULL, after_row);
+    ELSIF op = 'DELETE' THEN
+      PERFORM call_daily_waits_change(before_row, NULL);
+    ELSIF (before_row.start_timestamp, before_row.agent_id, before_row.workspace_id, before_row.latency)
+      IS DISTINCT FROM (after_row.start_timestamp, after_row.agent_id, after_row.workspace_id, after_row.latency) THEN
+      PERFORM call_daily_waits_change(before_row, after_row);
+    END IF;
+  END
+  $f$;
+
   -- While the stored calls are counted: a call the count has not passed is left to it (it counts the call as it is
   -- then). FOR SHARE: a batch holds the watermark FOR UPDATE, so a change to one of its calls waits for it and then
   -- finds the call counted as it was before the change.
@@ -60,13 +74,7 @@ BEGIN
   BEGIN
     SELECT * INTO mark FROM call_daily_waits_backfill FOR SHARE;
     IF mark IS NOT NULL AND NOT mark.finished AND coalesce(NEW.id, OLD.id) > mark.done_until THEN RETURN NULL; END IF;
-    IF TG_OP = 'INSERT' THEN
-      PERFORM call_daily_waits_change(NULL, NEW);
-    ELSIF TG_OP = 'DELETE' THEN
-      PERFORM call_daily_waits_change(OLD, NULL);
-    ELSIF (OLD.start_timestamp, OLD.agent_id, OLD.workspace_id, OLD.latency) IS DISTINCT FROM (NEW.start_timestamp, NEW.agent_id, NEW.workspace_id, NEW.latency) THEN
-      PERFORM call_daily_waits_change(OLD, NEW);
-    END IF;
+    PERFORM call_daily_waits_count(TG_OP, OLD, NEW);
     RETURN NULL;
   END
   $f$;
@@ -107,13 +115,7 @@ $$;
 -- Counted: the trigger no longer looks at the watermark (nor locks it on every change of a call).
 CREATE OR REPLACE FUNCTION call_daily_waits_trigger() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
-  IF TG_OP = 'INSERT' THEN
-    PERFORM call_daily_waits_change(NULL, NEW);
-  ELSIF TG_OP = 'DELETE' THEN
-    PERFORM call_daily_waits_change(OLD, NULL);
-  ELSIF (OLD.start_timestamp, OLD.agent_id, OLD.workspace_id, OLD.latency) IS DISTINCT FROM (NEW.start_timestamp, NEW.agent_id, NEW.workspace_id, NEW.latency) THEN
-    PERFORM call_daily_waits_change(OLD, NEW);
-  END IF;
+  PERFORM call_daily_waits_count(TG_OP, OLD, NEW);
   RETURN NULL;
 END
 $f$;

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { axeViolations, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { axeViolations, signedInChromium } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, PASSWORD } from '../helpers/console-client.ts'
 
 // An agent's versions in the console (docs/agents.md, "Versions"): the history with what changed, the difference
@@ -134,13 +134,7 @@ t.test('the number page pins versions of its agents', async (t) => {
 })
 
 t.test('the versions pages in Chromium: no axe violations', async (t) => {
-  const ctx = await setup(t)
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  const user = await createConsoleUser(ctx.db)
-  const browser = await launchChromium(t)
-  const page = await browser.newPage()
-  const { problems } = watchPage(page)
-  await signInAt(page, url, user.email, PASSWORD)
+  const { page, problems } = await signedInChromium(t)
   await page.getByRole('link', { name: 'New agent' }).click()
   await page.getByRole('link', { name: 'Open the empty form' }).click()
   await page.locator('#agent_name').fill('Bistro')

@@ -1,7 +1,5 @@
 import t from 'tap'
-import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
-import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+import { signedInChromium } from '../helpers/chromium.ts'
 import { poll } from '../helpers/poll.ts'
 
 // After a refused save of the agent form, focus is on the error summary and each of its links moves focus to its
@@ -9,13 +7,7 @@ import { poll } from '../helpers/poll.ts'
 // when it is focusable (the summary's tabindex="-1", the fields themselves).
 
 t.test('a refused agent form: focus on the error summary, its links focus their fields', async (t) => {
-  const ctx = await setup(t)
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  const user = await createConsoleUser(ctx.db)
-  const browser = await launchChromium(t)
-  const page = await browser.newPage()
-  const { problems } = watchPage(page)
-  await signInAt(page, url, user.email, PASSWORD)
+  const { url, page, problems } = await signedInChromium(t)
   await page.goto(`${url}/agents/new`)
   await page.locator('#agent_name').fill('Bistro')
   await page.locator('#language').fill('not a tag')

@@ -1,7 +1,6 @@
-import path from 'node:path'
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { FAKE_CALLER, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 
@@ -10,8 +9,6 @@ import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 // test/fixtures/audio/caller.wav, the cascade's providers as loopback stand-ins), the finished call's page, back to
 // the agent by its link, and a second call. axe-core over every page on the way.
 
-const CALLER = path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')
-
 t.test('template → talk → view the call → back to the agent → call again', async (t) => {
   const http = await startOpenAiHttpStandin(t)
   const ctx = await setup(t, { VOICE_ENGINE: 'cascade', STT_URL: http.url, LLM_URL: http.url, TTS_URL: http.url }, { workers: true })
@@ -19,10 +16,7 @@ t.test('template → talk → view the call → back to the agent → call again
   const user = await createConsoleUser(ctx.db)
   const calls = async () => await ctx.db.selectFrom('calls').select(['id', 'agent_id', 'call_status']).where('user_id', '=', user.id).orderBy('created_at').execute()
 
-  const browser = await launchChromium(t, [
-    '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
-    '--autoplay-policy=no-user-gesture-required'
-  ])
+  const browser = await launchChromium(t, FAKE_CALLER)
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
   const { problems, axe, check } = watchPage(page)
   await signInAt(page, url, user.email, PASSWORD)

@@ -1,7 +1,6 @@
-import path from 'node:path'
 import t from 'tap'
 import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
+import { FAKE_CALLER, launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
 import { ConsoleClient, createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
@@ -11,7 +10,6 @@ import { poll } from '../helpers/poll.ts'
 // test/fixtures/audio/caller.wav) shows on a level meter and can be muted, the page says who is speaking, and the end
 // says in words how the call ended, links the call's page and offers to call again. axe-core over every state.
 
-const CALLER = path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')
 const AGENT = {
   agent_name: 'Clinic', begin_message: 'Hello from the clinic, how can I help?', general_prompt: 'You book appointments.', language: 'en-US', voice_id: '65a0f0000000000000000004', webhook_url: '', status: 'active'
 }
@@ -33,10 +31,7 @@ t.test('a spoken test call from the agent\'s page: no record before the press, m
   const { user, agentPage } = await withAgent(ctx)
   const calls = async () => await ctx.db.selectFrom('calls').select(['id', 'call_status']).where('user_id', '=', user.id).orderBy('created_at').execute()
 
-  const browser = await launchChromium(t, [
-    '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
-    '--autoplay-policy=no-user-gesture-required'
-  ])
+  const browser = await launchChromium(t, FAKE_CALLER)
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
   const { problems, axe, check } = watchPage(page)
   await signInAt(page, url, user.email, PASSWORD)

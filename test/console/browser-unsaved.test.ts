@@ -1,8 +1,6 @@
 import t from 'tap'
 import type { Page } from 'playwright-core'
-import { setup } from '../helpers/app.ts'
-import { launchChromium, signInAt, watchPage } from '../helpers/chromium.ts'
-import { createConsoleUser, PASSWORD } from '../helpers/console-client.ts'
+import { signedInChromium } from '../helpers/chromium.ts'
 import { poll } from '../helpers/poll.ts'
 
 // The agent form asks before the page is left with changes not saved (static/unsaved.js), and not after Save or
@@ -19,13 +17,7 @@ function dialogs (page: Page, answer: 'dismiss' | 'accept'): string[] {
 }
 
 t.test('leaving the agent form: asked with unsaved changes, not after Save or without changes', async (t) => {
-  const ctx = await setup(t)
-  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
-  const user = await createConsoleUser(ctx.db)
-  const browser = await launchChromium(t)
-  const page = await browser.newPage()
-  const { problems } = watchPage(page)
-  await signInAt(page, url, user.email, PASSWORD)
+  const { url, page, problems } = await signedInChromium(t)
   await page.goto(`${url}/agents/new`)
 
   // No change: leaving asks nothing.

@@ -16,7 +16,7 @@ t.test('a full list refuses the number with the reason in words, by the form, ke
   await addDoNotCall(ctx.db, account.user.id, { phone_number: '+4930123456', source: 'api' })
   await ctx.db.updateTable('do_not_call_counts').set({ size: DNC_MAX_NUMBERS }).where('user_id', '=', account.user.id).execute()
   const full = await browser.submit('/do-not-call', '/do-not-call', { phone_number: '+14155550111', note: 'one more' })
-  const draftUrl = await followDraft(t, browser, full, '/do-not-call', ['<p class="notice error" role="alert">Not added: ', 'value="+14155550111"', 'value="one more"'], 'add-number')
+  const draftUrl = await followDraft(t, browser, full, '/do-not-call', [/<div id="form-problems" class="notice error error-summary" role="alert" tabindex="-1">\s*<p>Not added: /, 'value="+14155550111"', 'value="one more"'], 'add-number')
   t.equal((await ctx.db.selectFrom('do_not_call').select('phone_number').where('user_id', '=', account.user.id).execute()).length, 1, 'nothing added')
   t.notMatch((await (await anotherSession(ctx.app, account.user.email)).get(draftUrl)).body, 'Not added', 'another session: no refusal')
 })

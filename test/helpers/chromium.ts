@@ -1,11 +1,24 @@
 import { existsSync, readFileSync } from 'node:fs'
+import path from 'node:path'
 import { createRequire } from 'node:module'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import type { Test } from 'tap'
+import { setup } from './app.ts'
+import { createConsoleUser, PASSWORD } from './console-client.ts'
 
 // Debian's `chromium`, headless, for the tests that drive real pages (the console, browser calls).
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+
+/**
+ * Flags of a browser with a caller at it: a fake microphone playing test/fixtures/audio/caller.wav, allowed without
+ * asking, and the agent's audio played without a gesture.
+ */
+export const FAKE_CALLER = [
+  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
+  `--use-file-for-fake-audio-capture=${path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')}`,
+  '--autoplay-policy=no-user-gesture-required'
+]
 
 /** A browser closed at the test's end; `args` adds flags (a fake microphone, say). */
 export async function launchChromium (t: Test, args: string[] = []): Promise<Browser> {
@@ -81,4 +94,19 @@ export async function openSection (page: Page, name: string): Promise<void> {
   const header = page.locator('header.top')
   if (await header.locator('.top > nav').getByRole('link', { name, exact: true }).count() === 0) await header.locator('.account summary').click()
   await header.getByRole('link', { name, exact: true }).click()
+}
+
+/**
+ * The set-up of most console tests in Chromium: a listening app (`env` for its configuration), a console user, and a
+ * page of a browser of its own signed in as them, watched (watchPage).
+ */
+export async function signedInChromium (t: Test, env: Record<string, string> = {}) {
+  const ctx = await setup(t, env)
+  const url = await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const user = await createConsoleUser(ctx.db)
+  const browser = await launchChromium(t)
+  const page = await browser.newPage()
+  const watch = watchPage(page)
+  await signInAt(page, url, user.email, PASSWORD)
+  return { ctx, url, user, browser, page, ...watch }
 }

@@ -122,7 +122,7 @@ export async function followRefusal (browser: ConsoleClient, res: LightMyRequest
  * and that address shows each text of `shows` (the values sent, the problem in words) at a first view and at a reload.
  * Returns the draft's address without its fragment.
  */
-export async function followDraft (t: Test, browser: ConsoleClient, res: LightMyRequestResponse, page: string, shows: string[], anchor = 'form-problems'): Promise<string> {
+export async function followDraft (t: Test, browser: ConsoleClient, res: LightMyRequestResponse, page: string, shows: Array<string | RegExp>, anchor = 'form-problems'): Promise<string> {
   const { url, page: first } = await followRefusal(browser, res, page, anchor)
   t.pass('the refused POST redirects to the form\'s page with its draft, never a page at its own address')
   for (const view of ['first view', 'reload']) {

@@ -1,8 +1,7 @@
-import path from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { createAccount, setup } from '../helpers/app.ts'
-import { launchChromium } from '../helpers/chromium.ts'
+import { FAKE_CALLER, launchChromium } from '../helpers/chromium.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
 import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
@@ -11,12 +10,7 @@ import { startRealtimeStandin } from '../helpers/realtime-standin.ts'
 // test/fixtures/audio/caller.wav: the page joins, the provider stand-in receives the caller's (non-silent)
 // audio, the page plays the agent and shows the transcript, hang-up ends the call. Both engines.
 
-const CALLER = path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')
-
-const launch = async (t: Test) => await launchChromium(t, [
-  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
-  '--autoplay-policy=no-user-gesture-required'
-])
+const launch = async (t: Test) => await launchChromium(t, FAKE_CALLER)
 
 for (const engine of ['cascade', 'realtime'] as const) {
   t.test(`a browser call in Chromium on the ${engine} engine: microphone in, agent heard, live transcript, hang-up`, async (t) => {

@@ -1,11 +1,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import path from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import type { Page } from 'playwright-core'
 import { createAccount, setup } from '../helpers/app.ts'
-import { axeViolations, launchChromium } from '../helpers/chromium.ts'
+import { axeViolations, FAKE_CALLER, launchChromium } from '../helpers/chromium.ts'
 import { createAgent } from '../helpers/calls.ts'
 import { startOpenAiHttpStandin } from '../helpers/openai-http-standin.ts'
 import { poll } from '../helpers/poll.ts'
@@ -17,7 +16,6 @@ import { poll } from '../helpers/poll.ts'
 // end button ends it; with the site's own token endpoint too; and a site the agent does not list gets no widget and
 // no call. One browser and one server for the file.
 
-const CALLER = path.resolve(import.meta.dirname, '../fixtures/audio/caller.wav')
 const GREETING = 'Hello from the clinic, how can I help?'
 
 interface Site { origin: string, pages: Map<string, string> }
@@ -75,8 +73,7 @@ t.test('the widget on other sites', async (t) => {
   stranger.pages.set('/', hostPage(keyTag))
 
   const browser = await launchChromium(t, [
-    '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CALLER}`,
-    '--autoplay-policy=no-user-gesture-required',
+    ...FAKE_CALLER,
     // The sites' addresses resolve as the helper's own 127.0.0.1 does (the last rule given wins); nothing else does.
     '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1, EXCLUDE 127.0.0.2, EXCLUDE 127.0.0.3'
   ])

@@ -22,7 +22,7 @@ import {
 } from './forms.ts'
 import { KNOWLEDGE_TOOL_NAME } from './agent-knowledge.ts'
 import { errorSummary } from './components.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe } from './fields.ts'
 import { hoursText, HOURS_HINT, readHours } from './opening-hours.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -433,9 +433,8 @@ const TEST_SCRIPT = readFileSync(new URL('./static/action-test.js', import.meta.
 /** The schemas of the pages: an agent's or an item's ids; a refused form's draft (drafts.ts). */
 const AGENT = idParams('id')
 const ITEM = idParams('id', 'itemId')
-const DRAFT = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
-const NEW_QUERY = Type.Object({ type: text('The type'), draft: DRAFT })
-const ITEM_QUERY = Type.Object({ saved: text('The saved notice'), draft: DRAFT })
+const NEW_QUERY = Type.Object({ type: text('The type'), draft: DRAFT_QUERY })
+const ITEM_QUERY = Type.Object({ saved: text('The saved notice'), draft: DRAFT_QUERY })
 
 /** What a draft keeps of a form: not the header values typed, which are write-only (never shown again, so never stored aside). */
 const draftable = (form: FormValues): FormValues => Object.fromEntries(Object.entries(form).filter(([name]) => !/^settings\.headers\.\d+\.value$/.test(name)))

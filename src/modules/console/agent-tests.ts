@@ -13,7 +13,7 @@ import {
 import type { SessionDeps } from '../voice/session.ts'
 import { agentInScope, jsonProblem } from './agent-capabilities.ts'
 import { errorSummary } from './components.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { objectFields, problemOf, readRows, renderField, renderRows, rowCount, rowValues, type Field, type FormValues, type Problems, type Rows } from './forms.ts'
 import { describe } from './fields.ts'
 import { html, type SafeHtml } from './html.ts'
@@ -46,8 +46,7 @@ const RunParams = idParams('id', 'runId')
 const VERSION = text('The version')
 const CONVERSATION = text('The conversation')
 /** The pages a refused form returns to (drafts.ts). */
-const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
-const DraftQuery = Type.Object({ draft: DRAFT })
+const DraftQuery = Type.Object({ draft: DRAFT_QUERY })
 
 const checkChat = compileBodySchema(TestChatBody)
 const checkScenario = compileBodySchema(ScenarioInput)
@@ -774,7 +773,7 @@ export async function consoleAgentTestRoutes (app: FastifyInstance, { deps }: { 
     return sendPage(reply, 200, runPage(page.session, agent, run, other, runs.data))
   })
 
-  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string, draft?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved'), draft: DRAFT }) }), async (request, reply) => {
+  app.get<{ Params: { id: string, testId: string }, Querystring: { saved?: string, draft?: string } }>('/agents/:id/tests/:testId', page({ params: TestParams, querystring: Type.Object({ saved: text('Saved'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const agent = await agentInScope(db, page.scope, request.params.id)

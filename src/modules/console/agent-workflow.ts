@@ -18,7 +18,7 @@ import {
 } from './forms.ts'
 import { describe } from './fields.ts'
 import { errorSummary } from './components.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { html, type SafeHtml } from './html.ts'
 import { csrfField, layout, notice, viewerOf } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -36,8 +36,7 @@ import { conditionText, typeName, workflowGraph } from './workflow-graph.ts'
 const FORM_LIMIT = 512 * 1024
 const StepParams = Type.Object({ id: ObjectId, stepId: StepId })
 /** The pages a refused form returns to (drafts.ts) show its draft; a saved one says so. */
-const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
-const SAVED = Type.Object({ saved: text('Saved'), draft: DRAFT })
+const SAVED = Type.Object({ saved: text('Saved'), draft: DRAFT_QUERY })
 
 type StepType = WorkflowStep['type']
 const SCHEMAS = { conversation: ConversationStep, api_call: ApiCallStep, message: MessageStep, transfer: TransferStep, end: EndStep }
@@ -564,7 +563,7 @@ export async function consoleWorkflowRoutes (app: FastifyInstance, { db }: { db:
     return sendPage(reply, 200, workflowPage(page.session, page.scope, agent, { saved: request.query.saved !== undefined, problems: draft?.problems }))
   })
 
-  app.get<{ Params: { id: string }, Querystring: { type?: string, draft?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type'), draft: DRAFT }) }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { type?: string, draft?: string } }>('/agents/:id/workflow/steps/new', page({ params: idParams('id'), querystring: Type.Object({ type: text('The step type'), draft: DRAFT_QUERY }) }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     if (!page.scope.canChange) return changeScope(request)

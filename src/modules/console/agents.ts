@@ -32,7 +32,7 @@ import { describe } from './fields.ts'
 import { errorSummary } from './components.ts'
 import { html, type SafeHtml } from './html.ts'
 import { phoneCallSection } from './test-phone-call.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { engineNeeds, voiceChoices, voicePicker, type VoiceChoices } from './voice-picker.ts'
 import { csrfField, layout, notice, viewerOf, when, type Viewer } from './pages.ts'
 import type { ConsoleSession } from './queries.ts'
@@ -388,7 +388,7 @@ ${engineNeeds(jobs.config.voice)}
   const FORM_BODY = { bodyLimit: AGENT_FORM_LIMIT }
   const AGENT = idParams('id')
   // The pages a refused form returns to (drafts.ts).
-  const draft = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
+  const draft = DRAFT_QUERY
   // A button that posts nothing but its CSRF token.
   const BUTTON = routeSchema({ params: AGENT, body: formBody({}) })
 

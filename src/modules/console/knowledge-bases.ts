@@ -17,7 +17,7 @@ import { search, searchConfigFor } from '../knowledge-bases/search.ts'
 import { ACCEPTED_TYPES, FormFields, storeFiles, withUpload, type Upload, type UploadOptions } from '../knowledge-bases/upload.ts'
 import { findUser } from '../users/queries.ts'
 import { errorSummary } from './components.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import { describe } from './fields.ts'
 import type { FormValues } from './forms.ts'
 import { escapeHtml, html, raw, type SafeHtml } from './html.ts'
@@ -61,7 +61,7 @@ function buttonForm (params: TObject) {
   return { ...route, schema: { ...route.schema, body: { content: { 'application/x-www-form-urlencoded': { schema: route.schema.body } } } } }
 }
 // The search is the page's own to refuse (repeated, too long), under its box.
-const KNOWLEDGE_BASE_QUERY = Type.Object({ done: text('The notice of what was done'), q: listFilter('The search') })
+const KNOWLEDGE_BASE_QUERY = Type.Object({ done: text('The notice of what was done'), q: listFilter('The search'), draft: DRAFT_QUERY })
 const ACCEPT = '.pdf,.docx,.txt,.text,.md,.markdown,.csv,.html,.htm,.xhtml'
 
 const FIELDS = ['name', 'description', 'folder', 'language'] as const
@@ -72,7 +72,7 @@ const LABELS: Record<Field, string> = { name: 'The name', description: 'The desc
 const EMPTY_FORM: CreateForm = { name: '', description: '', folder: '', language: '' }
 /** The create form's page, which shows a refused form's draft (drafts.ts); a file cannot be kept, it is chosen again. */
 const NEW_PATH = '/knowledge-bases/new'
-const NEW_QUERY = Type.Object({ draft: Type.Optional(Type.String({ pattern: DRAFT_PATTERN })) })
+const NEW_QUERY = Type.Object({ draft: DRAFT_QUERY })
 const createFormOf = (values: FormValues): CreateForm => Object.fromEntries(FIELDS.map((field) => [field, (values[field] ?? '').trim()])) as CreateForm
 
 const STATES: Record<FileRow['status'], string> = { pending: 'Queued', processing: 'Processing', ready: 'Ready', failed: 'Failed' }
@@ -368,7 +368,7 @@ ${kbs.length === 0
     return reply.redirect(`/knowledge-bases/${outcome}?done=created`, 303)
   })
 
-  app.get<{ Params: { id: string }, Querystring: { q?: string | string[], done?: string } }>('/knowledge-bases/:id', page({ params: KNOWLEDGE_BASE, querystring: KNOWLEDGE_BASE_QUERY }), async (request, reply) => {
+  app.get<{ Params: { id: string }, Querystring: { q?: string | string[], done?: string, draft?: string } }>('/knowledge-bases/:id', page({ params: KNOWLEDGE_BASE, querystring: KNOWLEDGE_BASE_QUERY }), async (request, reply) => {
     const page = viewScope(request, reply)
     if (page === undefined) return reply
     const { session, scope } = page
@@ -376,7 +376,8 @@ ${kbs.length === 0
     // The page's script asks this server for its files' states.
     reply.header('content-security-policy', CONNECTING_PAGE_CSP)
     const { q, done } = request.query
-    if (q === undefined) return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { done }))
+    const refused = (await draftOf(db, session, `/knowledge-bases/${kb.id}`, request.query.draft))?.problems.files
+    if (q === undefined) return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { done, uploadError: refused }))
     if (typeof q !== 'string') return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { searchError: 'Search for one text at a time.' }))
     if (q.length > MAX_QUERY) return sendPage(reply, 400, await knowledgeBasePage(session, kb.id, { q, searchError: `Search for at most ${MAX_QUERY} characters.` }))
     if (q.trim() === '') return sendPage(reply, 200, await knowledgeBasePage(session, kb.id, { q }))
@@ -416,10 +417,9 @@ ${kbs.length === 0
         await enqueue(trx, scope.ownerId, kb.id, files)
       })
     })
-    if (outcome instanceof HttpError) {
-      reply.header('content-security-policy', CONNECTING_PAGE_CSP)
-      return sendPage(reply, outcome.statusCode, await knowledgeBasePage(session, kb.id, { uploadError: outcome.message }))
-    }
+    // Refused, the knowledge base's page says why by the file input (Post/Redirect/Get): a reload sends nothing again.
+    if (outcome instanceof HttpError) return await refuseForm(db, reply, session, `/knowledge-bases/${kb.id}`, {}, { files: outcome.message }, 'files-title')
+    await formSaved(db, session, `/knowledge-bases/${kb.id}`)
     return reply.redirect(`/knowledge-bases/${kb.id}?done=added#files-title`, 303)
   })
 

@@ -13,7 +13,7 @@ import { findPhoneNumber, listPhoneNumbers } from '../phone-numbers/queries.ts'
 import { AccountSid, AreaCode, AuthToken, CarrierName, Contains, Country, Nickname, TelnyxApiKey, TelnyxPublicKey } from '../phone-numbers/schemas.ts'
 import { fieldCheck, formFields, formOf, hasProblems, inputField, problemsNotice, selectField, type Problems } from './fields.ts'
 import { dataTable, errorSummary } from './components.ts'
-import { DRAFT_PATTERN, draftOf, formSaved, refuseForm } from './drafts.ts'
+import { DRAFT_QUERY, draftOf, formSaved, refuseForm } from './drafts.ts'
 import type { FormValues } from './forms.ts'
 import { html } from './html.ts'
 import { csrfField, layout, notice, when, viewerOf, type Viewer } from './pages.ts'
@@ -72,8 +72,7 @@ interface NumberData { viewer: Viewer, number: NumberRow, agents: AgentChoice[] 
 interface NumberOptions { refused?: Refused, saved?: string, simulated?: string, simulateError?: string }
 
 // What the list's address says after a change (Post/Redirect/Get): a release, a repointing, a token replaced.
-const DRAFT = Type.Optional(Type.String({ pattern: DRAFT_PATTERN }))
-const LIST_QUERY = { released: text('Released'), repointed: text('Numbers repointed'), token_kept: text('Numbers with the new token'), draft: DRAFT }
+const LIST_QUERY = { released: text('Released'), repointed: text('Numbers repointed'), token_kept: text('Numbers with the new token'), draft: DRAFT_QUERY }
 const SEARCH_QUERY = { country: text('The country'), area_code: text('The area code'), contains: text('The digits') }
 const ListQuery = Type.Object({ ...SEARCH_QUERY, ...LIST_QUERY })
 const COUNT = /^\d{1,6}$/
@@ -415,7 +414,7 @@ ${errorSummary(problemsOf(refused, 'release'))}
     })
   }
 
-  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call'), draft: DRAFT })
+  const NumberQuery = Type.Object({ saved: text('Saved'), simulated: text('The simulated call'), simulate_refused: text('The refusal of the simulated call'), draft: DRAFT_QUERY })
   app.get<{ Params: { id: string }, Querystring: Static<typeof NumberQuery> }>('/phone-numbers/:id', page({ params: idParams('id'), querystring: NumberQuery }), async (request, reply) => {
     const session = sessionOf(request, reply)
     if (session === undefined) return reply
