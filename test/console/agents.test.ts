@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createApiKey } from '../../src/modules/users/queries.ts'
 import { setup, type TestContext } from '../helpers/app.ts'
-import { ConsoleClient, createConsoleUser, csrfOf, PASSWORD, withoutLocalTime } from '../helpers/console-client.ts'
+import { ConsoleClient, createConsoleUser, csrfOf, followRefusal, PASSWORD, withoutLocalTime } from '../helpers/console-client.ts'
 
 /** Echo, a voice of the catalogue other than the default, so that choosing it shows. */
 const ECHO = '65a0f0000000000000000004'
@@ -440,6 +440,16 @@ t.test('Post/Redirect/Get: a refused save redirects to the agent page, which sho
   const after = await browser.get(draftUrl)
   t.match(after.body, 'value="Saved now"', 'after a save, the old draft address shows the saved agent')
   t.notMatch(after.body, 'form-problems')
+})
+
+t.test('the error summary\'s links lead to their place on the page, for a problem of the whole data retrieval too', async (t) => {
+  const ctx = await setup(t)
+  const { browser } = await signedIn(ctx)
+  const id = await createThroughForm(browser)
+  const rows = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [[`data_retrieval.${i}.name`, `field_${i}`], [`data_retrieval.${i}.type`, 'string'], [`data_retrieval.${i}.description`, 'x']]).flat())
+  const { page } = await followRefusal(browser, await browser.submit(`/agents/${id}`, `/agents/${id}`, { ...FORM, data_retrieval: '51', ...rows }), `/agents/${id}`)
+  t.match(page.body, '<a href="#data_retrieval">An agent extracts at most 50 fields.</a>')
+  t.match(page.body, '<div id="data_retrieval" tabindex="-1">', 'the link\'s target, which takes focus')
 })
 
 t.test('a patterned field refused says what it takes in words, never the expression', async (t) => {

@@ -114,7 +114,13 @@ export async function followRefusal (browser: ConsoleClient, res: LightMyRequest
     throw new Error(`not refused with a redirect to ${page}: ${res.statusCode} ${String(location)}\n${res.body.slice(0, 2000)}`)
   }
   const url = location.replace(/#.*$/, '')
-  return { url, page: await browser.get(url) }
+  const shown = await browser.get(url)
+  // Every link of the error summary leads to something on the page (a field, a group, a table).
+  const summary = /<div id="form-problems"[^>]*>([\s\S]*?)<\/div>/.exec(shown.body)?.[1] ?? ''
+  for (const [, target] of summary.matchAll(/href="#([^"]+)"/g)) {
+    if (!shown.body.includes(`id="${target}"`)) throw new Error(`the error summary links #${target}, which is not on ${url}`)
+  }
+  return { url, page: shown }
 }
 
 /**

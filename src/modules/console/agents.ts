@@ -618,7 +618,7 @@ ${text(form, 'general_prompt')}</textarea>
   ${SECTIONS.map(({ legend, fields }, i) => section(`section-${i + 1}`, legend, renderFields(fields.map(named), form, problems)))}
   <fieldset class="group" id="section-data" aria-describedby="data_retrieval-hint${problems.data_retrieval !== undefined ? ' data_retrieval-error' : ''}"><legend>Data retrieval</legend>
   <p id="data_retrieval-hint" class="hint">Fields extracted from each call after it ends: in the call's results and, as {{name}}, in actions.</p>
-  ${problems.data_retrieval !== undefined && html`<p id="data_retrieval-error" class="field-error">${problems.data_retrieval}</p>`}
+  ${problems.data_retrieval !== undefined && html`<div id="data_retrieval" tabindex="-1"><p id="data_retrieval-error" class="field-error">${problems.data_retrieval}</p></div>`}
   ${renderRows(RETRIEVAL, form, problems)}
   ${submit !== undefined && html`<button type="submit" name="${ADD_FIELD}" value="true" class="secondary" formnovalidate>Add a field</button>`}
   </fieldset>

@@ -259,7 +259,8 @@ export function renderField (field: Field, values: FormValues, problems: Problem
       return html`<div class="check"><input type="checkbox" id="${id}" name="${field.name}" value="true"${value === 'true' && html` checked`}${aria}><input type="hidden" name="${field.name}" value="false"><label for="${id}">${field.label}</label></div>
 ${after}`
     case 'choices':
-      return html`<fieldset class="choices"${aria}><legend>${field.label}</legend><input type="hidden" name="${field.name}" value="">
+      // Its id (and tabindex) for the error summary's link: the group takes focus, its legend is read.
+      return html`<fieldset class="choices" id="${id}" tabindex="-1"${aria}><legend>${field.label}</legend><input type="hidden" name="${field.name}" value="">
 ${optionsOf(field).map((option) => {
   const optionId = idOf(`${field.name}.${option.value}`)
   return html`<div class="check"><input type="checkbox" id="${optionId}" name="${field.name}.${option.value}" value="true"${values[`${field.name}.${option.value}`] === 'true' && html` checked`}><label for="${optionId}">${option.label}</label></div>`
@@ -382,6 +383,7 @@ export function pairValues (pairs: Pairs, stored: Record<string, string> | undef
   return values
 }
 
+// The table's id (and tabindex) is where the error summary's link for a problem of the whole table leads.
 export function renderPairs (pairs: Pairs, values: FormValues, problems: Problems): SafeHtml {
   const count = rowCount(pairs.name, values)
   const writeOnly = pairs.keep !== undefined
@@ -394,7 +396,7 @@ export function renderPairs (pairs: Pairs, values: FormValues, problems: Problem
     return html`<td><input id="${id}" name="${name}" value="${part === 'value' && writeOnly ? '' : values[name] ?? ''}" aria-label="${label}"${part === 'value' && writeOnly && html` autocomplete="off"`}${attrs}>${after}</td>`
   }
   return html`<input type="hidden" name="${pairs.name}" value="${count}">
-<div class="table"><table class="pairs">
+<div class="table" id="${idOf(pairs.name)}" tabindex="-1"><table class="pairs">
 <caption>${pairs.caption}</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">Value</th>${writeOnly && html`<th scope="col">Remove</th>`}</tr></thead>
 <tbody>${Array.from({ length: count }, (_, i) => {
