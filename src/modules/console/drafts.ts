@@ -16,7 +16,8 @@ import { deleteDraft, findDraft, putDraft, type ConsoleSession } from './queries
 //         render(draft?.values ?? storedValues, draft?.problems ?? {})
 //
 // The page's querystring schema lists `draft` (with DRAFT_PATTERN). A refusal about no field (a delete refused because
-// records still name the record) is a draft whose problem has the key FORM_PROBLEM, shown beside the form's button.
+// records still name the record) is a draft whose problem has the key FORM_PROBLEM: errorSummary says it first, or a
+// page without a summary shows it beside the form's button.
 
 /** The id a draft's address carries. */
 export const DRAFT_PARAM = 'draft'
@@ -24,12 +25,12 @@ export const DRAFT_PARAM = 'draft'
 export const DRAFT_PATTERN = '^[0-9a-f]{24}$'
 /** A page's `draft` query parameter, for its querystring schema. */
 export const DRAFT_QUERY = Type.Optional(Type.String({ title: 'The draft', pattern: DRAFT_PATTERN }))
-/** The key of a problem that is about the whole form, not one field (errorSummary leaves it to the page). */
+/** The key of a problem that is about the whole form, not one field (errorSummary says it first, without a link). */
 export const FORM_PROBLEM = ''
 
 /**
  * Keeps the refused form (without its CSRF token) and redirects to `path`, which shows it; `anchor` is the fragment the
- * page opens at. A problem under '' is the form's own (not one field's); an undefined one is no problem.
+ * page opens at. A problem under FORM_PROBLEM is the form's own (not one field's); an undefined one is no problem.
  */
 export async function refuseForm (db: DB, reply: FastifyReply, session: ConsoleSession, path: string, form: FormValues, problems: Record<string, string | undefined>, anchor = 'form-problems'): Promise<FastifyReply> {
   // PostgreSQL's text cannot hold NUL: shown as U+FFFD (its problem says what was wrong).
